@@ -1,0 +1,317 @@
+//! What to lock and for how long: [`LockConfig`], validated on construction.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`), and the default limit.
+///
+/// Stores re-check names against their own column through
+/// [`LockProvider::max_name_len`](crate::LockProvider::max_name_len).
+pub const DEFAULT_MAX_NAME_LEN: usize = 64;
+
+/// The longest `at_most`, `at_least`, lease or timeout accepted: 365 days.
+///
+/// Longer locks are almost certainly a mistake (a unit error), and MySQL's `TIMESTAMP` column
+/// ends in January 2038.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// One lock: its name, how long it may be held at most, and how long at least.
+///
+/// - `at_most` is the safety net: if the holder dies, the lock frees itself after it. Set it well
+///   above the task's normal run time. It may be left out when the executor has a default
+///   ([`LockingTaskExecutorBuilder::default_at_most`](crate::LockingTaskExecutorBuilder::default_at_most)).
+/// - `at_least` (default zero) is the minimum hold: a run that ends early keeps the lock until
+///   `locked_at + at_least`, so replicas whose timers fire a little apart do not each run the task.
+/// - `keep_alive` (default off) extends the lock every `at_most / 2` while the task runs, so a task
+///   may outlive `at_most` as long as its process is alive and reaches the store.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::LockConfig;
+///
+/// let cfg = LockConfig::builder("nightly-report")
+///     .at_most(Duration::from_secs(600))
+///     .at_least(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(cfg.name(), "nightly-report");
+///
+/// // Every mistake is an error, not a panic:
+/// assert!(LockConfig::new("", Duration::from_secs(1)).is_err());
+/// assert!(LockConfig::new("job", Duration::ZERO).is_err());
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockConfig {
+    name: String,
+    at_most: Option<Duration>,
+    at_least: Duration,
+    keep_alive: bool,
+}
+
+impl LockConfig {
+    /// A lock named `name`, held at most `at_most`, with no minimum hold.
+    ///
+    /// # Errors
+    ///
+    /// Returns an [`Error::is_invalid_config`] error when the name is empty, longer than
+    /// [`DEFAULT_MAX_NAME_LEN`] characters, has leading or trailing white space or a NUL
+    /// character, or when `at_most` is zero or above [`MAX_DURATION`].
+    pub fn new(name: impl Into<String>, at_most: Duration) -> Result<Self> {
+        Self::builder(name).at_most(at_most).build()
+    }
+
+    /// Starts a configuration; see [`LockConfigBuilder`].
+    #[must_use]
+    pub fn builder(name: impl Into<String>) -> LockConfigBuilder {
+        LockConfigBuilder {
+            name: name.into(),
+            at_most: None,
+            at_least: Duration::ZERO,
+            keep_alive: false,
+        }
+    }
+
+    /// The lock's name: one row per name in the store.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The longest hold, or `None` to use the executor's default.
+    #[must_use]
+    pub fn at_most(&self) -> Option<Duration> {
+        self.at_most
+    }
+
+    /// The shortest hold (zero unless set).
+    #[must_use]
+    pub fn at_least(&self) -> Duration {
+        self.at_least
+    }
+
+    /// Whether the executor extends the lock while the task runs.
+    #[must_use]
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+
+    /// `at_most`, or `default` when unset, checked against `at_least`.
+    pub(crate) fn effective_at_most(&self, default: Option<Duration>) -> Result<Duration> {
+        let at_most = self.at_most.or(default).ok_or_else(|| {
+            Error::invalid_config(format!(
+                "lock {:?} has no at_most and the executor has no default_at_most; set one of them",
+                self.name
+            ))
+        })?;
+        validate_durations(at_most, self.at_least)?;
+        Ok(at_most)
+    }
+}
+
+/// Builds a [`LockConfig`]; [`build`](Self::build) validates it.
+///
+/// ```
+/// use std::time::Duration;
+/// let cfg = shedlock_core::LockConfig::builder("sync")
+///     .at_most(Duration::from_secs(60))
+///     .keep_alive(true)
+///     .build()?;
+/// assert!(cfg.keep_alive());
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct LockConfigBuilder {
+    name: String,
+    at_most: Option<Duration>,
+    at_least: Duration,
+    keep_alive: bool,
+}
+
+impl LockConfigBuilder {
+    /// The longest hold. Unset means the executor's default.
+    pub fn at_most(mut self, at_most: Duration) -> Self {
+        self.at_most = Some(at_most);
+        self
+    }
+
+    /// The shortest hold; defaults to zero.
+    pub fn at_least(mut self, at_least: Duration) -> Self {
+        self.at_least = at_least;
+        self
+    }
+
+    /// Extend the lock every `at_most / 2` while the task runs; defaults to off.
+    pub fn keep_alive(mut self, keep_alive: bool) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Checks and returns the configuration.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error::is_invalid_config`] error that says what to fix: a bad name (see
+    /// [`validate_name`]), a zero `at_most`, `at_least > at_most`, or a duration above
+    /// [`MAX_DURATION`].
+    pub fn build(self) -> Result<LockConfig> {
+        validate_name(&self.name, DEFAULT_MAX_NAME_LEN)?;
+        match self.at_most {
+            Some(at_most) => validate_durations(at_most, self.at_least)?,
+            None => check_max("at_least", self.at_least)?,
+        }
+        Ok(LockConfig {
+            name: self.name,
+            at_most: self.at_most,
+            at_least: self.at_least,
+            keep_alive: self.keep_alive,
+        })
+    }
+}
+
+/// Checks a lock name: not empty, at most `max_len` characters, no leading or trailing white
+/// space (MySQL/MariaDB compare `'a'` and `'a '` as equal), no NUL character (Postgres cannot
+/// store it). Store implementations call it with their own column's limit.
+///
+/// # Errors
+///
+/// An [`Error::is_invalid_config`] error naming the problem.
+///
+/// ```
+/// use shedlock_core::validate_name;
+/// assert!(validate_name("report-eu", 64).is_ok());
+/// assert!(validate_name(&"x".repeat(65), 64).is_err());
+/// assert!(validate_name(" padded", 64).is_err());
+/// ```
+pub fn validate_name(name: &str, max_len: usize) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid_config("the lock name is empty"));
+    }
+    let len = name.chars().count();
+    if len > max_len {
+        return Err(Error::invalid_config(format!(
+            "the lock name {:?} is {len} characters long; the store allows at most {max_len}",
+            truncate_for_message(name)
+        )));
+    }
+    if name.trim() != name {
+        return Err(Error::invalid_config(format!(
+            "the lock name {name:?} has leading or trailing white space"
+        )));
+    }
+    if name.contains('\0') {
+        return Err(Error::invalid_config(format!(
+            "the lock name {name:?} contains a NUL character"
+        )));
+    }
+    Ok(())
+}
+
+fn truncate_for_message(name: &str) -> String {
+    const SHOWN: usize = 40;
+    if name.chars().count() <= SHOWN {
+        name.to_owned()
+    } else {
+        let mut s: String = name.chars().take(SHOWN).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// Checks `at_most` and `at_least` together.
+pub(crate) fn validate_durations(at_most: Duration, at_least: Duration) -> Result<()> {
+    if at_most.is_zero() {
+        return Err(Error::invalid_config(
+            "at_most is zero; the lock would expire at once (use at least a few seconds)",
+        ));
+    }
+    check_max("at_most", at_most)?;
+    check_max("at_least", at_least)?;
+    if at_least > at_most {
+        return Err(Error::invalid_config(format!(
+            "at_least ({}) is longer than at_most ({}); at_least must not exceed at_most",
+            shedlock_duration::format(at_least),
+            shedlock_duration::format(at_most)
+        )));
+    }
+    Ok(())
+}
+
+/// Rejects a duration above [`MAX_DURATION`]; `what` names the setting in the message.
+pub(crate) fn check_max(what: &str, value: Duration) -> Result<()> {
+    if value > MAX_DURATION {
+        return Err(Error::invalid_config(format!(
+            "{what} ({}) is above the maximum of 365 days",
+            shedlock_duration::format(value)
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn message(r: Result<LockConfig>) -> String {
+        let err = r.expect_err("should be rejected");
+        assert!(err.is_invalid_config());
+        err.to_string()
+    }
+
+    #[test]
+    fn accepts_a_plain_config() {
+        let cfg = LockConfig::builder("job")
+            .at_most(MIN)
+            .at_least(Duration::from_secs(5))
+            .build()
+            .expect("valid");
+        assert_eq!(cfg.at_most(), Some(MIN));
+        assert_eq!(cfg.at_least(), Duration::from_secs(5));
+        assert!(!cfg.keep_alive());
+    }
+
+    #[test]
+    fn rejects_bad_names() {
+        assert!(message(LockConfig::new("", MIN)).contains("empty"));
+        let long = "n".repeat(DEFAULT_MAX_NAME_LEN + 1);
+        assert!(message(LockConfig::new(long, MIN)).contains("65 characters"));
+        assert!(message(LockConfig::new("job ", MIN)).contains("white space"));
+        assert!(message(LockConfig::new("a\0b", MIN)).contains("NUL"));
+        // 64 multi-byte characters are fine: the limit counts characters, as the column does.
+        assert!(LockConfig::new("é".repeat(DEFAULT_MAX_NAME_LEN), MIN).is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_durations() {
+        assert!(message(LockConfig::new("job", Duration::ZERO)).contains("zero"));
+        let too_long = MAX_DURATION + Duration::from_secs(1);
+        assert!(message(LockConfig::new("job", too_long)).contains("maximum"));
+        let msg = message(
+            LockConfig::builder("job")
+                .at_most(Duration::from_secs(10))
+                .at_least(Duration::from_secs(11))
+                .build(),
+        );
+        assert!(msg.contains("at_least (11s) is longer than at_most (10s)"), "{msg}");
+        assert!(message(LockConfig::builder("job").at_least(too_long).build()).contains("at_least"));
+    }
+
+    #[test]
+    fn missing_at_most_uses_the_default_and_is_rechecked() {
+        let cfg = LockConfig::builder("job")
+            .at_least(Duration::from_secs(30))
+            .build()
+            .expect("at_most may be left out");
+        assert!(
+            cfg.effective_at_most(None)
+                .expect_err("no default")
+                .to_string()
+                .contains("default_at_most")
+        );
+        assert!(cfg.effective_at_most(Some(Duration::from_secs(10))).is_err());
+        assert_eq!(cfg.effective_at_most(Some(MIN)).ok(), Some(MIN));
+    }
+}

@@ -1,0 +1,225 @@
+//! The lock held by the running task: [`LockHandle`], [`current_lock`] and [`assert_locked`].
+//!
+//! Everything here is **task-local** (tokio's `task_local!`), not thread-local: it follows the
+//! locked future across `.await`s and worker threads, and it does not leak into tasks the locked
+//! task spawns.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::config::validate_durations;
+use crate::error::Result;
+use crate::keepalive::Lease;
+use crate::provider::LockRecord;
+
+tokio::task_local! {
+    static CURRENT: Frame;
+    static ASSERTIONS_OFF: ();
+}
+
+static ASSERTIONS_DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// One held lock in the running task's chain (innermost first).
+#[derive(Clone)]
+struct Frame {
+    handle: LockHandle,
+    parent: Option<Arc<Frame>>,
+}
+
+/// A held lock: its fencing token, whether it was lost, and a way to extend it.
+///
+/// You get one from a [`LockGuard`](crate::LockGuard) (which derefs to it) or, inside a locked
+/// task (including a `#[scheduled_lock]` body), from [`current_lock`]. Clones share state.
+/// This is ShedLock's `LockExtender` plus the lost-lock signal.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{current_lock, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+/// let cfg = LockConfig::new("import", Duration::from_secs(60))?;
+/// executor
+///     .execute(&cfg, async {
+///         let lock = current_lock().expect("inside a locked task");
+///         assert!(lock.fencing_token().is_some());
+///         // A long batch: ask for more time before the lock runs out.
+///         assert!(lock.extend(Duration::from_secs(120)).await?);
+///         assert!(!lock.is_lost());
+///         Ok::<_, shedlock_core::Error>(())
+///     })
+///     .await?
+///     .expect("not held elsewhere")?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockHandle {
+    lease: Lease,
+    name: Arc<str>,
+    fencing_token: Option<i64>,
+}
+
+impl LockHandle {
+    pub(crate) fn new(lease: Lease) -> Self {
+        let record = lease.record();
+        Self {
+            name: Arc::from(record.name()),
+            fencing_token: record.fencing_token(),
+            lease,
+        }
+    }
+
+    pub(crate) fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The lock's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This acquisition's fencing token (`None` if the store has none). See
+    /// [`LockRecord::fencing_token`].
+    #[must_use]
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.fencing_token
+    }
+
+    /// The record as last confirmed by the store (its `lock_until` moves with each extension).
+    #[must_use]
+    pub fn record(&self) -> LockRecord {
+        self.lease.record()
+    }
+
+    /// Whether the lock is lost: it was released, the store refused an extension, or no
+    /// acquisition or extension succeeded within `at_most` of being sent (by this process's
+    /// monotonic clock). Once lost, another replica may hold the lock.
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    /// Resolves when the lock is lost (at once if it already is). Race it against your work with
+    /// `tokio::select!` to stop when another replica may have taken over.
+    pub async fn lost(&self) {
+        self.lease.lost().await;
+    }
+
+    /// Extends the lock to `now + at_most` (store clock), as ShedLock's `LockExtender` does.
+    /// `Ok(false)` means the lock is no longer ours (it is then marked lost).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`](crate::Error::is_invalid_config) for a zero or oversized
+    /// `at_most`; a store error or timeout otherwise (the lock's deadline is then unchanged).
+    pub async fn extend(&self, at_most: Duration) -> Result<bool> {
+        validate_durations(at_most, Duration::ZERO)?;
+        self.lease.extend(at_most, at_most).await
+    }
+}
+
+impl fmt::Debug for LockHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockHandle")
+            .field("name", &self.name)
+            .field("fencing_token", &self.fencing_token)
+            .field("lost", &self.is_lost())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `fut` with `handle` as the task's current lock, on top of any it already holds.
+pub(crate) async fn scope<F: Future>(handle: LockHandle, fut: F) -> F::Output {
+    let parent = CURRENT.try_with(|frame| Arc::new(frame.clone())).ok();
+    CURRENT.scope(Frame { handle, parent }, fut).await
+}
+
+/// Whether the running task already holds the lock `name` (for re-entrancy).
+pub(crate) fn holds(name: &str) -> Option<LockHandle> {
+    CURRENT
+        .try_with(|frame| {
+            let mut frame = Some(frame);
+            while let Some(f) = frame {
+                if f.handle.name() == name {
+                    return Some(f.handle.clone());
+                }
+                frame = f.parent.as_deref();
+            }
+            None
+        })
+        .ok()
+        .flatten()
+}
+
+/// The innermost lock held by the running task, or `None` outside a locked task.
+///
+/// ```
+/// assert!(shedlock_core::current_lock().is_none());
+/// ```
+#[must_use]
+pub fn current_lock() -> Option<LockHandle> {
+    CURRENT.try_with(|frame| frame.handle.clone()).ok()
+}
+
+/// Whether the running task holds a lock (ShedLock's `LockAssert`, without the panic).
+#[must_use]
+pub fn is_locked() -> bool {
+    CURRENT.try_with(|_| ()).is_ok()
+}
+
+/// Asserts that the running task holds a lock, like ShedLock's `LockAssert.assertLocked()`.
+///
+/// Put it at the top of a function that must only run under a lock, to catch a call path that
+/// forgot the lock. Tests that call such functions directly can switch it off with
+/// [`without_lock_assertions`] (for one future) or [`set_lock_assertions`] (process-wide).
+///
+/// # Panics
+///
+/// Outside a task that holds a lock (through the executor or `#[scheduled_lock]`), unless
+/// assertions are switched off.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{assert_locked, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+///
+/// fn purge_old_rows() {
+///     assert_locked();
+///     // ...
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+/// let cfg = LockConfig::new("purge", Duration::from_secs(60))?;
+/// executor.execute(&cfg, async { purge_old_rows() }).await?;
+/// // And in a test, without a lock:
+/// shedlock_core::without_lock_assertions(async { purge_old_rows() }).await;
+/// # Ok(()) }
+/// ```
+#[track_caller]
+pub fn assert_locked() {
+    if is_locked()
+        || ASSERTIONS_DISABLED.load(Ordering::Relaxed)
+        || ASSERTIONS_OFF.try_with(|()| ()).is_ok()
+    {
+        return;
+    }
+    panic!(
+        "assert_locked: this code must run while holding a lock (through \
+         LockingTaskExecutor::execute or #[scheduled_lock]); the current task holds none"
+    );
+}
+
+/// Runs `fut` with [`assert_locked`] switched off, for tests.
+pub async fn without_lock_assertions<F: Future>(fut: F) -> F::Output {
+    ASSERTIONS_OFF.scope((), fut).await
+}
+
+/// Switches [`assert_locked`] on (`true`, the default) or off for the whole process. Prefer
+/// [`without_lock_assertions`], which does not affect tests running in parallel.
+pub fn set_lock_assertions(enabled: bool) {
+    ASSERTIONS_DISABLED.store(!enabled, Ordering::Relaxed);
+}

@@ -1,0 +1,525 @@
+//! Running a task under a lock: [`LockingTaskExecutor`] and [`LockGuard`].
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::ops::Deref;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::config::{LockConfig, check_max, validate_name};
+use crate::current::{self, LockHandle};
+use crate::error::{Error, Result};
+use crate::keepalive::{Lease, RenewPolicy, timed};
+use crate::observe;
+use crate::owner::{default_owner_id, validate_owner_id};
+use crate::provider::{LockProvider, LockRecord};
+
+/// The default per-call timeout of store calls made by the executor: 5 s.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+static DEFAULT_EXECUTOR: OnceLock<LockingTaskExecutor> = OnceLock::new();
+
+/// Runs tasks under locks: at most one replica runs a given lock's task at a time; the others
+/// skip it.
+///
+/// It holds the store (any [`LockProvider`]), this process's owner id and a default `at_most`.
+/// Cheap to clone; clones share everything.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+/// let cfg = LockConfig::builder("nightly-report")
+///     .at_most(Duration::from_secs(600))
+///     .at_least(Duration::from_secs(30))
+///     .build()?;
+///
+/// match executor.execute(&cfg, async { 42 }).await? {
+///     Some(answer) => assert_eq!(answer, 42),
+///     None => println!("another replica holds the lock; skipped"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockingTaskExecutor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    provider: Arc<dyn LockProvider>,
+    owner_id: String,
+    default_at_most: Option<Duration>,
+    call_timeout: Duration,
+}
+
+impl fmt::Debug for LockingTaskExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockingTaskExecutor")
+            .field("owner_id", &self.inner.owner_id)
+            .field("default_at_most", &self.inner.default_at_most)
+            .field("call_timeout", &self.inner.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`LockingTaskExecutor`]; see [`LockingTaskExecutor::builder`].
+#[must_use]
+pub struct LockingTaskExecutorBuilder {
+    provider: Arc<dyn LockProvider>,
+    owner_id: Option<String>,
+    default_at_most: Option<Duration>,
+    call_timeout: Duration,
+}
+
+impl LockingTaskExecutorBuilder {
+    /// This process's owner id, written to `locked_by`. Defaults to `$SHEDLOCK_OWNER_ID`, else
+    /// `hostname:pid:random` (see [`default_owner_id`](crate::default_owner_id)). It must be unique
+    /// per process: two executors with one id could release each other's locks.
+    pub fn owner_id(mut self, owner_id: impl Into<String>) -> Self {
+        self.owner_id = Some(owner_id.into());
+        self
+    }
+
+    /// The `at_most` of locks whose config leaves it out. No default unless set.
+    pub fn default_at_most(mut self, at_most: Duration) -> Self {
+        self.default_at_most = Some(at_most);
+        self
+    }
+
+    /// How long one store call (acquire, extend, release) may take before it fails with
+    /// [`Error::is_timeout`]. Defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings and builds the executor.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] for an empty or over-long owner id (also from
+    /// `SHEDLOCK_OWNER_ID`), a zero or oversized `default_at_most`, or a zero or oversized call
+    /// timeout.
+    pub fn build(self) -> Result<LockingTaskExecutor> {
+        let owner_id = match self.owner_id {
+            Some(id) => {
+                validate_owner_id(&id)?;
+                id
+            }
+            None => default_owner_id()?,
+        };
+        if let Some(at_most) = self.default_at_most {
+            crate::config::validate_durations(at_most, Duration::ZERO)
+                .map_err(|e| Error::invalid_config(format!("default_at_most: {e}")))?;
+        }
+        if self.call_timeout.is_zero() {
+            return Err(Error::invalid_config("call_timeout is zero"));
+        }
+        check_max("call_timeout", self.call_timeout)?;
+        Ok(LockingTaskExecutor {
+            inner: Arc::new(Inner {
+                provider: self.provider,
+                owner_id,
+                default_at_most: self.default_at_most,
+                call_timeout: self.call_timeout,
+            }),
+        })
+    }
+}
+
+/// What happened in one [`LockingTaskExecutor::execute_reported`] run that took the lock.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Execution<T> {
+    /// The task's output.
+    pub output: T,
+    /// The fencing token of the acquisition the task ran under.
+    pub fencing_token: Option<i64>,
+    /// Whether the lock was lost before the task ended (no extension in time, or taken over):
+    /// another replica may have run the task concurrently.
+    pub lock_lost: bool,
+    /// Whether the task ran inside an outer run of the same lock (re-entrancy); the lock then
+    /// stays with the outer run and is not released here.
+    pub reentrant: bool,
+    /// Why the release failed, if it did (also logged at ERROR and counted). The lock then ends
+    /// at its `at_most`; the output is unaffected.
+    pub release_error: Option<Error>,
+}
+
+impl LockingTaskExecutor {
+    /// An executor over `provider` with default settings (owner id from
+    /// [`default_owner_id`](crate::default_owner_id), no default `at_most`, 5 s call timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] when `SHEDLOCK_OWNER_ID` is set to an invalid id.
+    pub fn new(provider: impl LockProvider) -> Result<Self> {
+        Self::builder(provider).build()
+    }
+
+    /// Starts an executor with custom settings.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor};
+    ///
+    /// let executor = LockingTaskExecutor::builder(InMemoryLockProvider::new())
+    ///     .owner_id("billing-7f9c")
+    ///     .default_at_most(Duration::from_secs(600))
+    ///     .call_timeout(Duration::from_secs(3))
+    ///     .build()?;
+    /// assert_eq!(executor.owner_id(), "billing-7f9c");
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    pub fn builder(provider: impl LockProvider) -> LockingTaskExecutorBuilder {
+        LockingTaskExecutorBuilder {
+            provider: Arc::new(provider),
+            owner_id: None,
+            default_at_most: None,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    /// The owner id written to `locked_by`.
+    #[must_use]
+    pub fn owner_id(&self) -> &str {
+        &self.inner.owner_id
+    }
+
+    /// The default `at_most`, if set.
+    #[must_use]
+    pub fn default_at_most(&self) -> Option<Duration> {
+        self.inner.default_at_most
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn provider(&self) -> &Arc<dyn LockProvider> {
+        &self.inner.provider
+    }
+
+    /// Installs this executor as the process-wide default, used by `#[scheduled_lock]` functions
+    /// that name no `executor`. Call it once at startup.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_already_installed`] if a default is already installed (it is kept).
+    ///
+    /// ```no_run
+    /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor};
+    /// LockingTaskExecutor::new(InMemoryLockProvider::new())?.install_default()?;
+    /// assert!(shedlock_core::default_executor().is_ok());
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    pub fn install_default(&self) -> Result<()> {
+        DEFAULT_EXECUTOR
+            .set(self.clone())
+            .map_err(|_| Error::already_installed())
+    }
+
+    /// Tries to take the lock, without running anything: `Ok(None)` if another holder has it.
+    ///
+    /// The lock is released when the guard is released or dropped (honouring `at_least`). With
+    /// `keep_alive`, it is extended in the background until then.
+    ///
+    /// # Errors
+    ///
+    /// Invalid configuration (no `at_most` and no default, a name too long for this store), a
+    /// store failure, or a timed-out call. A timed-out acquire may still have committed: the lock
+    /// is then held, by nobody running, until its `at_most`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let cfg = LockConfig::new("rebuild-index", Duration::from_secs(300))?;
+    /// if let Some(guard) = executor.try_lock(&cfg).await? {
+    ///     // ... the work ...
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self, cfg: &LockConfig) -> Result<Option<LockGuard>> {
+        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        let name = cfg.name();
+        validate_name(name, self.inner.provider.max_name_len())?;
+        observe::attempt(name);
+        tracing::trace!(lock = name, "attempting to lock");
+        let sent_at = Instant::now();
+        let acquired = timed(
+            "acquire",
+            self.inner.call_timeout,
+            self.inner
+                .provider
+                .acquire(name, at_most, &self.inner.owner_id),
+        )
+        .await;
+        let record = match acquired {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                tracing::debug!(lock = name, "lock held elsewhere; skipped");
+                observe::skipped(name);
+                return Ok(None);
+            }
+            Err(error) => {
+                tracing::warn!(lock = name, %error, "could not acquire lock");
+                observe::error(name, "acquire");
+                return Err(error);
+            }
+        };
+        tracing::debug!(lock = name, token = ?record.fencing_token(), "lock acquired");
+        observe::acquired(name);
+        let lease = Lease::new(
+            self.inner.provider.clone(),
+            self.inner.call_timeout,
+            record,
+            sent_at,
+            at_most,
+        );
+        let keeper = cfg.keep_alive().then(|| {
+            lease.spawn_renewal(RenewPolicy {
+                lease: at_most,
+                renew_every: at_most / 2,
+                retry_every: (at_most / 10).max(Duration::from_millis(100)),
+                valid_for: at_most,
+            })
+        });
+        Ok(Some(LockGuard {
+            handle: LockHandle::new(lease),
+            at_least: cfg.at_least(),
+            keeper,
+            released: false,
+        }))
+    }
+
+    /// Runs `task` if the lock is free: `Ok(Some(output))` if it ran, `Ok(None)` if another
+    /// holder has the lock (skipped, not queued).
+    ///
+    /// A task's own error comes back inside: `Ok(Some(Err(e)))`. The lock is released when the
+    /// task completes, fails or panics (the panic resumes after the release), or when this future
+    /// is dropped; a failed release is logged and never loses the output. Inside the task,
+    /// [`current_lock`](crate::current_lock) and [`assert_locked`](crate::assert_locked) work; a
+    /// nested run of a lock the task already holds runs directly (re-entrancy). For the lost-lock
+    /// and release details, use [`execute_reported`](Self::execute_reported).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_lock`](Self::try_lock): the task did not run.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the task's panic, after releasing the lock.
+    pub async fn execute<F: Future>(&self, cfg: &LockConfig, task: F) -> Result<Option<F::Output>> {
+        Ok(self
+            .execute_reported(cfg, task)
+            .await?
+            .map(|execution| execution.output))
+    }
+
+    /// [`execute`](Self::execute), reporting whether the lock was lost during the run and how the
+    /// release went.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_lock`](Self::try_lock).
+    ///
+    /// # Panics
+    ///
+    /// Resumes the task's panic, after releasing the lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let cfg = LockConfig::new("sync", Duration::from_secs(60))?;
+    /// let run = executor.execute_reported(&cfg, async { "done" }).await?.expect("free");
+    /// assert_eq!(run.output, "done");
+    /// assert!(!run.lock_lost && run.release_error.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn execute_reported<F: Future>(
+        &self,
+        cfg: &LockConfig,
+        task: F,
+    ) -> Result<Option<Execution<F::Output>>> {
+        let span = tracing::info_span!("shedlock", lock = cfg.name());
+        self.run(cfg, task).instrument(span).await
+    }
+
+    async fn run<F: Future>(&self, cfg: &LockConfig, task: F) -> Result<Option<Execution<F::Output>>> {
+        if let Some(outer) = current::holds(cfg.name()) {
+            tracing::trace!("lock already held by this task; running re-entrantly");
+            let output = task.await;
+            return Ok(Some(Execution {
+                output,
+                fencing_token: outer.fencing_token(),
+                lock_lost: outer.is_lost(),
+                reentrant: true,
+                release_error: None,
+            }));
+        }
+        let Some(guard) = self.try_lock(cfg).await? else {
+            return Ok(None);
+        };
+        let handle = guard.handle.clone();
+        let started = Instant::now();
+        let outcome = current::scope(handle.clone(), catch_unwind_future(task)).await;
+        observe::task_duration(cfg.name(), started.elapsed());
+        let lock_lost = handle.is_lost();
+        if lock_lost {
+            tracing::warn!("the lock was lost while the task ran; another replica may have run it too");
+        }
+        let release_error = guard.release().await.err();
+        match outcome {
+            Ok(output) => Ok(Some(Execution {
+                output,
+                fencing_token: handle.fencing_token(),
+                lock_lost,
+                reentrant: false,
+                release_error,
+            })),
+            Err(panic) => resume_unwind(panic),
+        }
+    }
+}
+
+/// The process-wide default executor installed with
+/// [`LockingTaskExecutor::install_default`].
+///
+/// # Errors
+///
+/// [`Error::is_no_executor`] when none is installed; the message says how to install one.
+pub fn default_executor() -> Result<&'static LockingTaskExecutor> {
+    DEFAULT_EXECUTOR.get().ok_or_else(Error::no_executor)
+}
+
+/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
+/// background (honouring `at_least`). Derefs to [`LockHandle`] for the fencing token, the
+/// lost-lock signal and extension.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    handle: LockHandle,
+    at_least: Duration,
+    keeper: Option<JoinHandle<()>>,
+    released: bool,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("handle", &self.handle)
+            .field("at_least", &self.at_least)
+            .field("keep_alive", &self.keeper.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Deref for LockGuard {
+    type Target = LockHandle;
+
+    fn deref(&self) -> &LockHandle {
+        &self.handle
+    }
+}
+
+impl LockGuard {
+    /// A handle to this lock that outlives the guard's borrow (clones share state).
+    pub fn handle(&self) -> LockHandle {
+        self.handle.clone()
+    }
+
+    /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the
+    /// lock had already passed to another holder.
+    ///
+    /// # Errors
+    ///
+    /// A store failure or timeout (logged at ERROR and counted); the lock then ends at its
+    /// `at_most`.
+    pub async fn release(mut self) -> Result<bool> {
+        self.released = true;
+        self.stop_keeper();
+        release_lease(self.handle.lease().clone(), self.at_least).await
+    }
+
+    fn stop_keeper(&mut self) {
+        if let Some(keeper) = self.keeper.take() {
+            keeper.abort();
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.stop_keeper();
+        let lease = self.handle.lease().clone();
+        let at_least = self.at_least;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            tracing::debug!(lock = self.handle.name(), "lock guard dropped; releasing");
+            runtime.spawn(async move {
+                let _ = release_lease(lease, at_least).await;
+            });
+        } else {
+            tracing::warn!(
+                lock = self.handle.name(),
+                "lock guard dropped outside a tokio runtime; the lock stays held until at_most"
+            );
+        }
+    }
+}
+
+async fn release_lease(lease: Lease, at_least: Duration) -> Result<bool> {
+    let record: LockRecord = lease.record();
+    let name = record.name();
+    let result = timed(
+        "release",
+        lease.call_timeout(),
+        lease.provider().release(&record, at_least),
+    )
+    .await;
+    lease.mark_lost();
+    match &result {
+        Ok(true) => tracing::debug!(lock = name, "lock released"),
+        Ok(false) => {
+            tracing::warn!(lock = name, "lock was already taken over by another holder at release");
+        }
+        Err(error) => {
+            tracing::error!(
+                lock = name,
+                %error,
+                "failed to release lock; it stays held until its at_most ends"
+            );
+            observe::release_failed(name);
+            observe::error(name, "release");
+        }
+    }
+    result
+}
+
+/// Runs `task`, turning a panic into `Err` so the lock can be released before the panic resumes.
+async fn catch_unwind_future<F: Future>(task: F) -> std::result::Result<F::Output, Box<dyn Any + Send>> {
+    let mut task = std::pin::pin!(task);
+    std::future::poll_fn(move |cx| {
+        match catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    })
+    .await
+}

@@ -1,0 +1,319 @@
+//! Lease maintenance, shared by the executor's keep-alive and the leader latch.
+//!
+//! A [`Lease`] is one held acquisition plus a **local monotonic deadline**: the instant (tokio's
+//! clock) until which this process may assume it still holds the lock. The deadline is measured
+//! from when a successful acquire or extend was *sent*, so it never outlives the store's own
+//! `lock_until`. Once the deadline passes with no newer success, the lease is lost, whether or not
+//! any background task got to run: [`Lease::is_lost`] compares against the clock itself, so a
+//! starved task or a hung store call cannot hide the loss.
+//!
+//! [`Lease::spawn_renewal`] starts the background loop that extends the lease on a schedule.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+
+use crate::error::{Error, Result};
+use crate::observe;
+use crate::provider::{LockProvider, LockRecord};
+
+/// Runs one store call under `timeout`; a call that does not finish in time is an
+/// [`Error::is_timeout`] error (the future is dropped, which cancels it).
+pub(crate) async fn timed<T>(
+    operation: &'static str,
+    timeout: Duration,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::timeout(operation, timeout)),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct State {
+    deadline: Instant,
+    lost: bool,
+}
+
+/// One held acquisition and its local deadline. Cheap to clone (shared state).
+#[derive(Clone)]
+pub(crate) struct Lease {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    provider: Arc<dyn LockProvider>,
+    call_timeout: Duration,
+    record: Mutex<LockRecord>,
+    state: watch::Sender<State>,
+}
+
+/// How a [`Lease`] is renewed in the background.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RenewPolicy {
+    /// The `at_most` (lease length) sent with each extend.
+    pub(crate) lease: Duration,
+    /// Time from a successful extend's send to the next extend.
+    pub(crate) renew_every: Duration,
+    /// After a failed extend, try again this soon.
+    pub(crate) retry_every: Duration,
+    /// How long a success keeps the lease valid locally, from its send time (≤ `lease`).
+    pub(crate) valid_for: Duration,
+}
+
+impl Lease {
+    /// A lease for `record`, acquired by a call sent at `sent_at`, valid locally for `valid_for`.
+    pub(crate) fn new(
+        provider: Arc<dyn LockProvider>,
+        call_timeout: Duration,
+        record: LockRecord,
+        sent_at: Instant,
+        valid_for: Duration,
+    ) -> Self {
+        let (state, _) = watch::channel(State {
+            deadline: sent_at + valid_for,
+            lost: false,
+        });
+        Self {
+            shared: Arc::new(Shared {
+                provider,
+                call_timeout,
+                record: Mutex::new(record),
+                state,
+            }),
+        }
+    }
+
+    /// The current record (its `lock_until` moves with each extend).
+    pub(crate) fn record(&self) -> LockRecord {
+        self.shared
+            .record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn provider(&self) -> &Arc<dyn LockProvider> {
+        &self.shared.provider
+    }
+
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.shared.call_timeout
+    }
+
+    /// The local deadline, after which the lease counts as lost.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.shared.state.borrow().deadline
+    }
+
+    /// Lost: refused by the store, given up, or past the local deadline.
+    pub(crate) fn is_lost(&self) -> bool {
+        let state = *self.shared.state.borrow();
+        state.lost || Instant::now() >= state.deadline
+    }
+
+    /// Marks the lease lost now (refused extend, step-down, release). Never waits on I/O.
+    pub(crate) fn mark_lost(&self) {
+        self.shared.state.send_if_modified(|s| {
+            let changed = !s.lost;
+            s.lost = true;
+            changed
+        });
+    }
+
+    /// Resolves once the lease is lost; at once if it already is.
+    pub(crate) async fn lost(&self) {
+        let mut rx = self.shared.state.subscribe();
+        loop {
+            let state = *rx.borrow_and_update();
+            if state.lost || Instant::now() >= state.deadline {
+                return;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // Unreachable while `self` holds the sender; wait out the deadline anyway.
+                        sleep_until(state.deadline).await;
+                    }
+                }
+                () = sleep_until(state.deadline) => {}
+            }
+        }
+    }
+
+    /// Extends the lease once by `at_most`, sent now. `Ok(false)` (and the lease is lost) when the
+    /// store refused; an error leaves the deadline where it was.
+    pub(crate) async fn extend(&self, at_most: Duration, valid_for: Duration) -> Result<bool> {
+        if self.is_lost() {
+            return Ok(false);
+        }
+        let record = self.record();
+        let sent_at = Instant::now();
+        let extended = timed(
+            "extend",
+            self.shared.call_timeout,
+            self.shared.provider.extend(&record, at_most),
+        )
+        .await?;
+        Ok(self.apply_extend(extended, sent_at, valid_for))
+    }
+
+    fn apply_extend(
+        &self,
+        extended: Option<LockRecord>,
+        sent_at: Instant,
+        valid_for: Duration,
+    ) -> bool {
+        let Some(updated) = extended else {
+            tracing::warn!(lock = self.record().name(), "lock lost: the store refused to extend it");
+            observe::lost(self.record().name());
+            self.mark_lost();
+            return false;
+        };
+        *self
+            .shared
+            .record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = updated;
+        let deadline = sent_at + valid_for;
+        self.shared.state.send_if_modified(|s| {
+            // A success can only move a live lease's deadline; a lost lease stays lost.
+            if s.lost || s.deadline >= deadline {
+                return false;
+            }
+            s.deadline = deadline;
+            true
+        });
+        !self.is_lost()
+    }
+
+    /// Starts the background renewal loop. It stops when the lease is lost (refused, or no
+    /// success before the deadline) or when the returned handle is aborted.
+    pub(crate) fn spawn_renewal(&self, policy: RenewPolicy) -> JoinHandle<()> {
+        let lease = self.clone();
+        tokio::spawn(async move { lease.renew_loop(policy).await })
+    }
+
+    async fn renew_loop(self, policy: RenewPolicy) {
+        let name = self.record().name().to_owned();
+        let mut next = self.last_success_sent(policy) + policy.renew_every;
+        loop {
+            let deadline = self.deadline();
+            tokio::select! {
+                () = sleep_until(next) => {}
+                () = sleep_until(deadline) => {}
+            }
+            if self.is_lost() {
+                break;
+            }
+            let record = self.record();
+            let sent_at = Instant::now();
+            let call = timed(
+                "extend",
+                self.shared.call_timeout,
+                self.shared.provider.extend(&record, policy.lease),
+            );
+            let outcome = tokio::select! {
+                outcome = call => Some(outcome),
+                // A hung call cannot keep the lease alive past its deadline.
+                () = sleep_until(deadline) => None,
+            };
+            match outcome {
+                Some(Ok(extended)) => {
+                    if !self.apply_extend(extended, sent_at, policy.valid_for) {
+                        break;
+                    }
+                    tracing::debug!(lock = %name, "lock extended");
+                    observe::extended(&name);
+                    next = sent_at + policy.renew_every;
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(lock = %name, %error, "failed to extend lock; retrying");
+                    observe::error(&name, "extend");
+                    next = Instant::now() + policy.retry_every;
+                }
+                None => {}
+            }
+            if self.is_lost() {
+                break;
+            }
+        }
+        if self.is_lost() && !self.shared.state.borrow().lost {
+            tracing::warn!(lock = %name, "lock lost: no extension succeeded before its deadline");
+            observe::lost(&name);
+            self.mark_lost();
+        }
+    }
+
+    /// The send time of the last success, derived from the deadline.
+    fn last_success_sent(&self, policy: RenewPolicy) -> Instant {
+        self.deadline()
+            .checked_sub(policy.valid_for)
+            .unwrap_or_else(Instant::now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::InMemoryLockProvider;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    async fn lease(at_most: Duration) -> (Arc<dyn LockProvider>, Lease) {
+        let provider: Arc<dyn LockProvider> = Arc::new(InMemoryLockProvider::new());
+        let sent = Instant::now();
+        let record = provider
+            .acquire("job", at_most, "me")
+            .await
+            .expect("acquire")
+            .expect("free");
+        let lease = Lease::new(provider.clone(), SEC, record, sent, at_most);
+        (provider, lease)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_renewal_the_lease_is_lost_at_its_deadline() {
+        let (_, lease) = lease(10 * SEC).await;
+        let start = Instant::now();
+        assert!(!lease.is_lost());
+        lease.lost().await;
+        assert_eq!(start.elapsed(), 10 * SEC);
+        assert!(lease.is_lost());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewal_keeps_it_alive_and_moves_the_store_row() {
+        let (provider, lease) = lease(10 * SEC).await;
+        let handle = lease.spawn_renewal(RenewPolicy {
+            lease: 10 * SEC,
+            renew_every: 5 * SEC,
+            retry_every: SEC,
+            valid_for: 10 * SEC,
+        });
+        tokio::time::sleep(60 * SEC).await;
+        assert!(!lease.is_lost());
+        assert!(provider.acquire("job", SEC, "other").await.expect("ok").is_none());
+        handle.abort();
+        lease.lost().await;
+        assert!(provider.acquire("job", SEC, "other").await.expect("ok").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_extend_is_lost_at_once() {
+        let (provider, lease) = lease(10 * SEC).await;
+        provider
+            .release(&lease.record(), Duration::ZERO)
+            .await
+            .expect("release");
+        provider.acquire("job", 10 * SEC, "thief").await.expect("ok").expect("free");
+        assert!(!lease.extend(10 * SEC, 10 * SEC).await.expect("no error"));
+        assert!(lease.is_lost());
+        // Lost stays lost.
+        assert!(!lease.extend(10 * SEC, 10 * SEC).await.expect("no error"));
+    }
+}

@@ -1,0 +1,56 @@
+//! Task locks with Java ShedLock's semantics, and leader election, over the database your
+//! replicas already share.
+//!
+//! See the [README](https://github.com/shedlock-rs/shedlock-rs) for the guide; the items below are
+//! the reference. In short: a [`LockingTaskExecutor`] over a [`LockProvider`] runs a task only if
+//! its lock is free, and `#[scheduled_lock]` does the same for an `async fn`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+//! let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+//! let cfg = LockConfig::builder("nightly-report")
+//!     .at_most(Duration::from_secs(600)) // freed after 10 min if this replica dies
+//!     .at_least(Duration::from_secs(30)) // held 30 s even if the run is faster
+//!     .build()?;
+//! let ran = executor.execute(&cfg, async { /* the job */ }).await?;
+//! assert!(ran.is_some(), "nobody else held the lock");
+//! # Ok(()) }
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `macros` (default): `#[scheduled_lock]`.
+//! - `metrics`: counters and a duration histogram through the `metrics` facade.
+//! - `testkit`: [`testkit::ConformanceSuite`], the provider conformance suite.
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod config;
+mod current;
+mod error;
+mod executor;
+mod keepalive;
+mod memory;
+mod observe;
+mod owner;
+mod provider;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+pub use config::{DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_name};
+pub use current::{
+    LockHandle, assert_locked, current_lock, is_locked, set_lock_assertions,
+    without_lock_assertions,
+};
+pub use error::{Error, Result};
+pub use executor::{
+    DEFAULT_CALL_TIMEOUT, Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder,
+    default_executor,
+};
+pub use memory::InMemoryLockProvider;
+pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
+pub use provider::{LockProvider, LockRecord};
+pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};

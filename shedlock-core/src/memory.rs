@@ -1,0 +1,155 @@
+//! [`InMemoryLockProvider`]: locks in this process's memory, on tokio's clock.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use crate::config::validate_name;
+use crate::error::Result;
+use crate::provider::{LockProvider, LockRecord};
+
+/// A [`LockProvider`] in process memory, for tests and single-process services.
+///
+/// Its clock is tokio's ([`tokio::time::Instant`]), so tests under
+/// [`tokio::time::pause`] control expiry exactly. Record times are wall-clock values derived from
+/// that clock (the wall time at creation plus tokio time elapsed). Fencing tokens start at 1 and
+/// strictly increase per name for the provider's lifetime.
+///
+/// It coordinates only the tasks of one process: replicas need a shared store
+/// (`shedlock-sqlx`).
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{InMemoryLockProvider, LockProvider};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let store = InMemoryLockProvider::new();
+/// let first = store.acquire("job", Duration::from_secs(60), "a").await?.expect("free");
+/// assert!(store.acquire("job", Duration::from_secs(60), "b").await?.is_none());
+/// store.release(&first, Duration::ZERO).await?;
+/// let second = store.acquire("job", Duration::from_secs(60), "b").await?.expect("released");
+/// assert!(second.fencing_token() > first.fencing_token());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct InMemoryLockProvider {
+    origin: (Instant, DateTime<Utc>),
+    rows: Mutex<HashMap<String, Row>>,
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    lock_until: Instant,
+    locked_at: Instant,
+    owner: String,
+    token: i64,
+}
+
+impl Default for InMemoryLockProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InMemoryLockProvider {
+    /// An empty store. Under a paused tokio clock, create it inside the runtime.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            origin: (Instant::now(), Utc::now()),
+            rows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn rows(&self) -> MutexGuard<'_, HashMap<String, Row>> {
+        // The map is always left consistent (no panics while it is held), so a poisoned lock
+        // carries no broken state.
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wall(&self, at: Instant) -> DateTime<Utc> {
+        let (origin, wall) = self.origin;
+        let elapsed = at.saturating_duration_since(origin);
+        wall + chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX)
+    }
+
+    fn record(&self, name: &str, row: &Row) -> LockRecord {
+        LockRecord::new(
+            name,
+            row.owner.clone(),
+            self.wall(row.locked_at),
+            self.wall(row.lock_until),
+        )
+        .with_fencing_token(Some(row.token))
+    }
+
+    /// Whether `row` is the acquisition `record` describes.
+    fn same_acquisition(row: &Row, record: &LockRecord) -> bool {
+        row.owner == record.owner() && Some(row.token) == record.fencing_token()
+    }
+}
+
+#[async_trait]
+impl LockProvider for InMemoryLockProvider {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>> {
+        validate_name(name, self.max_name_len())?;
+        let now = Instant::now();
+        let mut rows = self.rows();
+        let token = match rows.get(name) {
+            Some(row) if row.lock_until > now => return Ok(None),
+            Some(row) => row.token + 1,
+            None => 1,
+        };
+        let row = Row {
+            lock_until: now + at_most,
+            locked_at: now,
+            owner: owner.to_owned(),
+            token,
+        };
+        let record = self.record(name, &row);
+        rows.insert(name.to_owned(), row);
+        Ok(Some(record))
+    }
+
+    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        let now = Instant::now();
+        let mut rows = self.rows();
+        match rows.get_mut(record.name()) {
+            Some(row) if Self::same_acquisition(row, record) && row.lock_until > now => {
+                row.lock_until = now + at_most;
+                Ok(Some(record.clone().with_lock_until(self.wall(row.lock_until))))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        let now = Instant::now();
+        let mut rows = self.rows();
+        match rows.get_mut(record.name()) {
+            Some(row) if Self::same_acquisition(row, record) => {
+                row.lock_until = now.max(row.locked_at + at_least);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        let now = Instant::now();
+        let rows = self.rows();
+        Ok(rows
+            .get(name)
+            .filter(|row| row.lock_until > now)
+            .map(|row| self.record(name, row)))
+    }
+}

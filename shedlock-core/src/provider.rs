@@ -1,0 +1,269 @@
+//! The store contract: [`LockProvider`] and the [`LockRecord`] it hands out.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::config::DEFAULT_MAX_NAME_LEN;
+use crate::error::{Error, Result};
+
+/// One acquisition of a lock, as the store recorded it.
+///
+/// Times are the **store's** UTC wall clock (for SQL stores, the database server's). The record
+/// identifies this acquisition: [`LockProvider::extend`] and [`LockProvider::release`] act only if
+/// the row still belongs to it (same owner and same fencing token, or same `locked_at` where the
+/// store has no token), so a late release can never free somebody else's lock.
+///
+/// ```
+/// use chrono::{Duration, Utc};
+/// use shedlock_core::LockRecord;
+///
+/// let now = Utc::now();
+/// let record = LockRecord::new("report", "host-a:42:x1", now, now + Duration::seconds(60))
+///     .with_fencing_token(Some(7));
+/// assert_eq!(record.fencing_token(), Some(7));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockRecord {
+    name: String,
+    owner: String,
+    locked_at: DateTime<Utc>,
+    lock_until: DateTime<Utc>,
+    fencing_token: Option<i64>,
+}
+
+impl LockRecord {
+    /// A record without a fencing token; add one with [`with_fencing_token`](Self::with_fencing_token).
+    pub fn new(
+        name: impl Into<String>,
+        owner: impl Into<String>,
+        locked_at: DateTime<Utc>,
+        lock_until: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            owner: owner.into(),
+            locked_at,
+            lock_until,
+            fencing_token: None,
+        }
+    }
+
+    /// Sets the fencing token (`None` for stores without one).
+    #[must_use]
+    pub fn with_fencing_token(mut self, token: Option<i64>) -> Self {
+        self.fencing_token = token;
+        self
+    }
+
+    /// The same acquisition with a new `lock_until`, as an [`extend`](LockProvider::extend) returns.
+    #[must_use]
+    pub fn with_lock_until(mut self, lock_until: DateTime<Utc>) -> Self {
+        self.lock_until = lock_until;
+        self
+    }
+
+    /// The lock's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Who holds it (the executor's or latch's owner id).
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// When this acquisition took the lock (store clock, UTC).
+    #[must_use]
+    pub fn locked_at(&self) -> DateTime<Utc> {
+        self.locked_at
+    }
+
+    /// When the lock frees itself unless extended (store clock, UTC).
+    #[must_use]
+    pub fn lock_until(&self) -> DateTime<Utc> {
+        self.lock_until
+    }
+
+    /// The fencing token: strictly greater than every earlier acquisition's token for this name,
+    /// or `None` when the store has none (for example a Java ShedLock table without the
+    /// `fencing_token` column).
+    ///
+    /// Pass it along with writes to a downstream system that can compare: it rejects a write whose
+    /// token is lower than the highest it has seen, so a holder that paused past its lock's expiry
+    /// cannot overwrite the work of the next holder.
+    #[must_use]
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.fencing_token
+    }
+}
+
+impl fmt::Display for LockRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} held by {:?} from {} until {}",
+            self.name, self.owner, self.locked_at, self.lock_until
+        )?;
+        if let Some(token) = self.fencing_token {
+            write!(f, " (token {token})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A store that keeps locks: one row per lock name, decided by the store's own clock.
+///
+/// This is the trait to implement for an in-house store; run
+/// [`testkit::ConformanceSuite`](crate::testkit::ConformanceSuite) (feature `testkit`) in its tests
+/// to check it. Built-in implementations: [`InMemoryLockProvider`](crate::InMemoryLockProvider), and
+/// Postgres, MySQL/MariaDB and SQLite in the `shedlock-sqlx` crate.
+///
+/// # What an implementation must guarantee
+///
+/// 1. **One clock, the store's.** Every method takes durations, never timestamps. "Now" is read by
+///    the store itself, in the same atomic step that decides (for SQL: inside the statement, with
+///    the server's clock in UTC). Callers' clocks never matter.
+/// 2. **[`acquire`](Self::acquire)`(name, at_most, owner)`** is one atomic step that succeeds iff no
+///    row exists for `name` or its `lock_until <= now`; it then sets `lock_until = now + at_most`,
+///    `locked_at = now`, `locked_by = owner`, a new fencing token if the store has tokens, and
+///    returns the record. A lock held by anyone (including the same owner) returns `Ok(None)`,
+///    never an error, and writes nothing. Two concurrent acquires of one free name: exactly one
+///    wins, the other gets `Ok(None)` (no deadlock, no duplicate-key error). A missing row is
+///    created; a row deleted by hand is created again.
+/// 3. **[`extend`](Self::extend)`(record, at_most)`** succeeds iff the row still belongs to this
+///    acquisition (same owner and same token, or same `locked_at` where there is no token) and
+///    `lock_until > now`; it sets `lock_until = now + at_most` and returns the updated record.
+///    Otherwise `Ok(None)` and nothing changes.
+/// 4. **[`release`](Self::release)`(record, at_least)`** acts iff the row still belongs to this
+///    acquisition: `lock_until = max(now, locked_at + at_least)`. It returns `Ok(true)` if it
+///    acted and `Ok(false)` if the lock had already passed to someone else. A release after
+///    expiry, while nobody else took the lock, still acts. It never touches another acquisition's
+///    lock.
+/// 5. **Fencing tokens**, where supported, strictly increase per name across acquisitions (they may
+///    skip values). Stores that cannot provide them return `None` everywhere.
+/// 6. **Errors are not skips.** A store failure is an `Err` naming what failed
+///    ([`Error::backend`], [`Error::missing_table`], …); only "held by someone else" is `Ok(None)`.
+///    Names are always passed to the store as bound values, never spliced into a query. Names
+///    longer than [`max_name_len`](Self::max_name_len) are rejected with
+///    [`Error::is_invalid_config`] before the store is asked.
+/// 7. **No caller state.** Each call stands alone: it must not join an ambient transaction nor
+///    keep a connection while the lock is held. It may be cancelled (dropped) at any await point;
+///    a cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
+///
+/// The executor wraps every call in a timeout, so an implementation need not add its own, but it
+/// should close (not reuse) a connection whose call was cancelled mid-flight.
+///
+/// # Example: a custom store
+///
+/// ```
+/// use std::time::Duration;
+/// use async_trait::async_trait;
+/// use shedlock_core::{InMemoryLockProvider, LockProvider, LockRecord, Result};
+///
+/// /// A store that logs every call and delegates to another one.
+/// struct Logged<P>(P);
+///
+/// #[async_trait]
+/// impl<P: LockProvider> LockProvider for Logged<P> {
+///     async fn acquire(&self, name: &str, at_most: Duration, owner: &str) -> Result<Option<LockRecord>> {
+///         tracing::info!(name, "acquire");
+///         self.0.acquire(name, at_most, owner).await
+///     }
+///     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+///         self.0.extend(record, at_most).await
+///     }
+///     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+///         self.0.release(record, at_least).await
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let store = Logged(InMemoryLockProvider::new());
+/// let record = store.acquire("job", Duration::from_secs(10), "me").await?.expect("free");
+/// assert!(store.acquire("job", Duration::from_secs(10), "you").await?.is_none());
+/// assert!(store.release(&record, Duration::ZERO).await?);
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait LockProvider: Send + Sync + 'static {
+    /// Takes the lock `name` for `at_most` if it is free; `Ok(None)` if someone holds it.
+    ///
+    /// # Errors
+    ///
+    /// The store failed or the name is invalid for this store; never because the lock is held.
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>>;
+
+    /// Pushes `lock_until` to `now + at_most` if `record` still holds the lock; `Ok(None)` if it
+    /// does not (expired, released, or taken by someone else).
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>>;
+
+    /// Ends `record`'s hold: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the lock
+    /// no longer belonged to this acquisition (nothing was changed).
+    ///
+    /// # Errors
+    ///
+    /// The store failed; the lock then ends at its `lock_until`.
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool>;
+
+    /// Who holds `name` now, if anyone (read-only). The default body answers
+    /// [`Error::is_unsupported`]; stores that can answer cheaply override it.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, or does not support the query.
+    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        let _ = name;
+        Err(Error::unsupported("holder"))
+    }
+
+    /// The longest name this store accepts, in characters; defaults to
+    /// [`DEFAULT_MAX_NAME_LEN`] (64, ShedLock's `VARCHAR(64)`).
+    fn max_name_len(&self) -> usize {
+        DEFAULT_MAX_NAME_LEN
+    }
+}
+
+/// An `Arc` of a provider is a provider, so `Arc<dyn LockProvider>` can be shared between an
+/// executor and a leader latch.
+#[async_trait]
+impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>> {
+        (**self).acquire(name, at_most, owner).await
+    }
+
+    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        (**self).extend(record, at_most).await
+    }
+
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        (**self).release(record, at_least).await
+    }
+
+    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        (**self).holder(name).await
+    }
+
+    fn max_name_len(&self) -> usize {
+        (**self).max_name_len()
+    }
+}

@@ -1,0 +1,1 @@
+//! Shared code of the end-to-end tests and the replica binary.
