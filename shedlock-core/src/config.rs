@@ -14,7 +14,7 @@ pub const DEFAULT_MAX_NAME_LEN: usize = 64;
 ///
 /// Longer locks are almost certainly a mistake (a unit error), and MySQL's `TIMESTAMP` column
 /// ends in January 2038.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 
 /// One lock: its name, how long it may be held at most, and how long at least.
 ///
@@ -62,7 +62,6 @@ impl LockConfig {
     }
 
     /// Starts a configuration; see [`LockConfigBuilder`].
-    #[must_use]
     pub fn builder(name: impl Into<String>) -> LockConfigBuilder {
         LockConfigBuilder {
             name: name.into(),
@@ -253,7 +252,7 @@ pub(crate) fn check_max(what: &str, value: Duration) -> Result<()> {
 mod tests {
     use super::*;
 
-    const MIN: Duration = Duration::from_secs(60);
+    const MIN: Duration = Duration::from_mins(1);
 
     fn message(r: Result<LockConfig>) -> String {
         let err = r.expect_err("should be rejected");
@@ -295,8 +294,13 @@ mod tests {
                 .at_least(Duration::from_secs(11))
                 .build(),
         );
-        assert!(msg.contains("at_least (11s) is longer than at_most (10s)"), "{msg}");
-        assert!(message(LockConfig::builder("job").at_least(too_long).build()).contains("at_least"));
+        assert!(
+            msg.contains("at_least (11s) is longer than at_most (10s)"),
+            "{msg}"
+        );
+        assert!(
+            message(LockConfig::builder("job").at_least(too_long).build()).contains("at_least")
+        );
     }
 
     #[test]
@@ -311,7 +315,10 @@ mod tests {
                 .to_string()
                 .contains("default_at_most")
         );
-        assert!(cfg.effective_at_most(Some(Duration::from_secs(10))).is_err());
+        assert!(
+            cfg.effective_at_most(Some(Duration::from_secs(10)))
+                .is_err()
+        );
         assert_eq!(cfg.effective_at_most(Some(MIN)).ok(), Some(MIN));
     }
 }

@@ -37,8 +37,14 @@ struct Inner {
 enum Kind {
     InvalidConfig(String),
     Backend(String),
-    Timeout { operation: &'static str, after: Duration },
-    MissingTable { table: String, fix: String },
+    Timeout {
+        operation: &'static str,
+        after: Duration,
+    },
+    MissingTable {
+        table: String,
+        fix: String,
+    },
     Schema(String),
     Unsupported(&'static str),
     NoExecutor,

@@ -359,7 +359,11 @@ impl LockingTaskExecutor {
         self.run(cfg, task).instrument(span).await
     }
 
-    async fn run<F: Future>(&self, cfg: &LockConfig, task: F) -> Result<Option<Execution<F::Output>>> {
+    async fn run<F: Future>(
+        &self,
+        cfg: &LockConfig,
+        task: F,
+    ) -> Result<Option<Execution<F::Output>>> {
         if let Some(outer) = current::holds(cfg.name()) {
             tracing::trace!("lock already held by this task; running re-entrantly");
             let output = task.await;
@@ -380,7 +384,9 @@ impl LockingTaskExecutor {
         observe::task_duration(cfg.name(), started.elapsed());
         let lock_lost = handle.is_lost();
         if lock_lost {
-            tracing::warn!("the lock was lost while the task ran; another replica may have run it too");
+            tracing::warn!(
+                "the lock was lost while the task ran; another replica may have run it too"
+            );
         }
         let release_error = guard.release().await.err();
         match outcome {
@@ -437,6 +443,7 @@ impl Deref for LockGuard {
 
 impl LockGuard {
     /// A handle to this lock that outlives the guard's borrow (clones share state).
+    #[must_use]
     pub fn handle(&self) -> LockHandle {
         self.handle.clone()
     }
@@ -496,7 +503,10 @@ async fn release_lease(lease: Lease, at_least: Duration) -> Result<bool> {
     match &result {
         Ok(true) => tracing::debug!(lock = name, "lock released"),
         Ok(false) => {
-            tracing::warn!(lock = name, "lock was already taken over by another holder at release");
+            tracing::warn!(
+                lock = name,
+                "lock was already taken over by another holder at release"
+            );
         }
         Err(error) => {
             tracing::error!(
@@ -512,7 +522,9 @@ async fn release_lease(lease: Lease, at_least: Duration) -> Result<bool> {
 }
 
 /// Runs `task`, turning a panic into `Err` so the lock can be released before the panic resumes.
-async fn catch_unwind_future<F: Future>(task: F) -> std::result::Result<F::Output, Box<dyn Any + Send>> {
+async fn catch_unwind_future<F: Future>(
+    task: F,
+) -> std::result::Result<F::Output, Box<dyn Any + Send>> {
     let mut task = std::pin::pin!(task);
     std::future::poll_fn(move |cx| {
         match catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(cx))) {

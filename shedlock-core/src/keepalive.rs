@@ -169,7 +169,10 @@ impl Lease {
         valid_for: Duration,
     ) -> bool {
         let Some(updated) = extended else {
-            tracing::warn!(lock = self.record().name(), "lock lost: the store refused to extend it");
+            tracing::warn!(
+                lock = self.record().name(),
+                "lock lost: the store refused to extend it"
+            );
             observe::lost(self.record().name());
             self.mark_lost();
             return false;
@@ -297,10 +300,22 @@ mod tests {
         });
         tokio::time::sleep(60 * SEC).await;
         assert!(!lease.is_lost());
-        assert!(provider.acquire("job", SEC, "other").await.expect("ok").is_none());
+        assert!(
+            provider
+                .acquire("job", SEC, "other")
+                .await
+                .expect("ok")
+                .is_none()
+        );
         handle.abort();
         lease.lost().await;
-        assert!(provider.acquire("job", SEC, "other").await.expect("ok").is_some());
+        assert!(
+            provider
+                .acquire("job", SEC, "other")
+                .await
+                .expect("ok")
+                .is_some()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -310,7 +325,11 @@ mod tests {
             .release(&lease.record(), Duration::ZERO)
             .await
             .expect("release");
-        provider.acquire("job", 10 * SEC, "thief").await.expect("ok").expect("free");
+        provider
+            .acquire("job", 10 * SEC, "thief")
+            .await
+            .expect("ok")
+            .expect("free");
         assert!(!lease.extend(10 * SEC, 10 * SEC).await.expect("no error"));
         assert!(lease.is_lost());
         // Lost stays lost.

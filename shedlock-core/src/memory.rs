@@ -15,7 +15,7 @@ use crate::provider::{LockProvider, LockRecord};
 /// A [`LockProvider`] in process memory, for tests and single-process services.
 ///
 /// Its clock is tokio's ([`tokio::time::Instant`]), so tests under
-/// [`tokio::time::pause`] control expiry exactly. Record times are wall-clock values derived from
+/// `tokio::time::pause` control expiry exactly. Record times are wall-clock values derived from
 /// that clock (the wall time at creation plus tokio time elapsed). Fencing tokens start at 1 and
 /// strictly increase per name for the provider's lifetime.
 ///
@@ -126,7 +126,9 @@ impl LockProvider for InMemoryLockProvider {
         match rows.get_mut(record.name()) {
             Some(row) if Self::same_acquisition(row, record) && row.lock_until > now => {
                 row.lock_until = now + at_most;
-                Ok(Some(record.clone().with_lock_until(self.wall(row.lock_until))))
+                Ok(Some(
+                    record.clone().with_lock_until(self.wall(row.lock_until)),
+                ))
             }
             _ => Ok(None),
         }

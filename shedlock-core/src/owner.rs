@@ -54,7 +54,13 @@ fn generated_owner_id() -> String {
     let random = hasher.finish() & 0xff_ffff;
     let id = format!("{host}:{}:{random:06x}", std::process::id());
     // A very long host name must not push the id past the column.
-    id.chars().rev().take(MAX_OWNER_ID_LEN).collect::<Vec<_>>().into_iter().rev().collect()
+    id.chars()
+        .rev()
+        .take(MAX_OWNER_ID_LEN)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
 }
 
 /// Checks an owner id: not empty, at most [`MAX_OWNER_ID_LEN`] characters, no NUL.
@@ -69,7 +75,9 @@ pub(crate) fn validate_owner_id(id: &str) -> Result<()> {
         )));
     }
     if id.contains('\0') {
-        return Err(Error::invalid_config("the owner id contains a NUL character"));
+        return Err(Error::invalid_config(
+            "the owner id contains a NUL character",
+        ));
     }
     Ok(())
 }

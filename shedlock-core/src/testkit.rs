@@ -1,0 +1,756 @@
+//! Tools for testing lock stores (feature `testkit`): the provider [`ConformanceSuite`] and
+//! [`FaultyProvider`], a wrapper that fails or hangs on demand.
+//!
+//! # Checking a store
+//!
+//! Every store, built-in or your own, should pass the conformance suite. Call it from a test with a
+//! fresh provider; it panics with the list of failed cases.
+//!
+//! ```
+//! use shedlock_core::InMemoryLockProvider;
+//! use shedlock_core::testkit::ConformanceSuite;
+//!
+//! #[tokio::test(start_paused = true)]
+//! async fn in_memory_store_conforms() {
+//!     ConformanceSuite::new(InMemoryLockProvider::new()).run().await;
+//! }
+//! # // Run it here too, so the example is checked:
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() { ConformanceSuite::new(InMemoryLockProvider::new()).run().await; }
+//! ```
+//!
+//! The suite works on real databases, where time is not paused: its waits are a few multiples of
+//! [`ConformanceSuite::time_unit`] (default 300 ms), so a run takes a few seconds. Lock names carry
+//! a random prefix, so runs can share a table.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::{Instant, sleep};
+
+use crate::error::{Error, Result};
+use crate::owner::random_u64;
+use crate::provider::{LockProvider, LockRecord};
+
+type CaseResult = std::result::Result<(), String>;
+
+/// The provider conformance suite: the contract of [`LockProvider`] as executable checks.
+///
+/// Cases: lock created; second acquire refused (other owner and same owner); names independent;
+/// relock right after release (10 rounds); expiry after `at_most`; `at_least` holds after an early
+/// release and ends on time; a late release frees at once; extend once and repeatedly; extend
+/// after release and after expiry refused; a late release or extend after expiry does not touch
+/// the new holder's lock; fencing tokens strictly increase across holders; two owners racing:
+/// exactly one wins each round; a concurrent fuzz (8 tasks, 2 names, 100 runs each, with a
+/// read–yield–write counter inside the lock) ends with exact counts; names over
+/// [`max_name_len`](LockProvider::max_name_len) are rejected; `holder` reports the holder (if
+/// supported).
+pub struct ConformanceSuite {
+    provider: Arc<dyn LockProvider>,
+    prefix: String,
+    unit: Duration,
+    fuzz_runs: usize,
+}
+
+impl ConformanceSuite {
+    /// A suite for `provider` (an `Arc<dyn LockProvider>` works too).
+    pub fn new(provider: impl LockProvider) -> Self {
+        Self {
+            provider: Arc::new(provider),
+            prefix: format!("ct{:08x}", random_u64() & 0xffff_ffff),
+            unit: Duration::from_millis(300),
+            fuzz_runs: 100,
+        }
+    }
+
+    /// The base duration of the suite's locks and waits; defaults to 300 ms. Raise it for a store
+    /// whose clock has coarse resolution (it must be at least ten of its ticks).
+    #[must_use]
+    pub fn time_unit(mut self, unit: Duration) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// Runs per task in the concurrent fuzz case; defaults to 100.
+    #[must_use]
+    pub fn fuzz_runs(mut self, runs: usize) -> Self {
+        self.fuzz_runs = runs;
+        self
+    }
+
+    /// Runs every case and panics, naming each failed case and why, if any failed.
+    ///
+    /// # Panics
+    ///
+    /// When the provider breaks the contract.
+    pub async fn run(self) {
+        let report = self.report().await;
+        assert!(
+            report.is_empty(),
+            "lock provider conformance failed:\n{report}"
+        );
+    }
+
+    /// Runs every case and returns the failures as text (empty when all passed).
+    pub async fn report(&self) -> String {
+        let mut failures = String::new();
+        macro_rules! case {
+            ($name:ident) => {
+                if let Err(why) = self.$name().await {
+                    let _ = writeln!(failures, "- {}: {why}", stringify!($name));
+                }
+            };
+        }
+        case!(lock_created);
+        case!(second_acquire_refused);
+        case!(names_independent);
+        case!(relock_after_release);
+        case!(expires_after_at_most);
+        case!(at_least_holds_then_ends);
+        case!(late_release_frees_at_once);
+        case!(extend_once_and_repeatedly);
+        case!(extend_after_release_refused);
+        case!(extend_after_expiry_refused);
+        case!(late_release_and_extend_spare_new_holder);
+        case!(fencing_tokens_increase);
+        case!(racing_owners_one_winner);
+        case!(concurrent_fuzz_exact_counts);
+        case!(long_names_rejected);
+        case!(holder_reports_holder);
+        failures
+    }
+
+    fn name(&self, case: &str) -> String {
+        format!("{}-{case}", self.prefix)
+    }
+
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>, String> {
+        self.provider
+            .acquire(name, at_most, owner)
+            .await
+            .map_err(|e| format!("acquire({name:?}, {owner:?}) failed: {e}"))
+    }
+
+    async fn must_acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<LockRecord, String> {
+        self.acquire(name, at_most, owner)
+            .await?
+            .ok_or_else(|| format!("acquire({name:?}, {owner:?}) was refused on a free lock"))
+    }
+
+    async fn must_refuse(&self, name: &str, owner: &str, why: &str) -> CaseResult {
+        match self.acquire(name, self.unit * 10, owner).await? {
+            None => Ok(()),
+            Some(r) => Err(format!("acquire by {owner:?} succeeded ({r}) {why}")),
+        }
+    }
+
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool, String> {
+        self.provider
+            .release(record, at_least)
+            .await
+            .map_err(|e| format!("release({record}) failed: {e}"))
+    }
+
+    async fn extend(
+        &self,
+        record: &LockRecord,
+        at_most: Duration,
+    ) -> Result<Option<LockRecord>, String> {
+        self.provider
+            .extend(record, at_most)
+            .await
+            .map_err(|e| format!("extend({record}) failed: {e}"))
+    }
+
+    /// Polls acquire by `owner` until it succeeds or `limit` passes.
+    async fn acquire_within(
+        &self,
+        name: &str,
+        owner: &str,
+        limit: Duration,
+    ) -> Result<(LockRecord, Duration), String> {
+        let start = Instant::now();
+        loop {
+            if let Some(record) = self.acquire(name, self.unit * 10, owner).await? {
+                return Ok((record, start.elapsed()));
+            }
+            if start.elapsed() > limit {
+                return Err(format!("{name:?} was still held after {limit:?}"));
+            }
+            sleep(self.unit / 20).await;
+        }
+    }
+
+    /// Waits until `record`'s lock has expired by the store's clock, without taking it.
+    async fn wait_expired(&self, record: &LockRecord) -> CaseResult {
+        let limit = Instant::now() + self.unit * 20;
+        loop {
+            match self.provider.holder(record.name()).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(_)) => {}
+                Err(e) if e.is_unsupported() => {
+                    // No read-only query: wait the lock's length plus a margin.
+                    let length = (record.lock_until() - record.locked_at())
+                        .to_std()
+                        .unwrap_or_default();
+                    sleep(length + self.unit).await;
+                    return Ok(());
+                }
+                Err(e) => return Err(format!("holder({:?}) failed: {e}", record.name())),
+            }
+            if Instant::now() > limit {
+                return Err(format!("{record} did not expire"));
+            }
+            sleep(self.unit / 20).await;
+        }
+    }
+
+    async fn lock_created(&self) -> CaseResult {
+        let name = self.name("created");
+        let at_most = self.unit * 10;
+        let record = self.must_acquire(&name, at_most, "owner-a").await?;
+        if record.name() != name || record.owner() != "owner-a" {
+            return Err(format!(
+                "record does not describe the acquisition: {record}"
+            ));
+        }
+        let length = (record.lock_until() - record.locked_at())
+            .to_std()
+            .unwrap_or_default();
+        let tolerance = Duration::from_millis(5);
+        if length + tolerance < at_most || length > at_most + tolerance {
+            return Err(format!(
+                "lock_until - locked_at = {length:?}, expected {at_most:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn second_acquire_refused(&self) -> CaseResult {
+        let name = self.name("second");
+        self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        self.must_refuse(&name, "owner-b", "while owner-a holds the lock")
+            .await?;
+        self.must_refuse(
+            &name,
+            "owner-a",
+            "for the holder itself (locks are not re-entrant in the store)",
+        )
+        .await
+    }
+
+    async fn names_independent(&self) -> CaseResult {
+        let (one, two) = (self.name("indep-1"), self.name("indep-2"));
+        self.must_acquire(&one, self.unit * 10, "owner-a").await?;
+        self.must_acquire(&two, self.unit * 10, "owner-b").await?;
+        Ok(())
+    }
+
+    async fn relock_after_release(&self) -> CaseResult {
+        let name = self.name("relock");
+        for round in 0..10 {
+            let owner = if round % 2 == 0 { "owner-a" } else { "owner-b" };
+            let record = self
+                .must_acquire(&name, self.unit * 10, owner)
+                .await
+                .map_err(|e| format!("round {round}: {e}"))?;
+            if !self.release(&record, Duration::ZERO).await? {
+                return Err(format!(
+                    "round {round}: release of a held lock returned false"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn expires_after_at_most(&self) -> CaseResult {
+        let name = self.name("expiry");
+        let at_most = self.unit * 2;
+        let start = Instant::now();
+        self.must_acquire(&name, at_most, "owner-a").await?;
+        self.must_refuse(&name, "owner-b", "before at_most").await?;
+        let (_, _) = self
+            .acquire_within(&name, "owner-b", self.unit * 20)
+            .await?;
+        let waited = start.elapsed();
+        if waited + Duration::from_millis(20) < at_most {
+            return Err(format!(
+                "the lock freed after {waited:?}, before at_most ({at_most:?})"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn at_least_holds_then_ends(&self) -> CaseResult {
+        let name = self.name("at-least");
+        let at_least = self.unit * 2;
+        let start = Instant::now();
+        let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        if !self.release(&record, at_least).await? {
+            return Err("release returned false".into());
+        }
+        self.must_refuse(&name, "owner-b", "after an early release, before at_least")
+            .await?;
+        let (_, _) = self
+            .acquire_within(&name, "owner-b", self.unit * 20)
+            .await?;
+        let held = start.elapsed();
+        if held + Duration::from_millis(20) < at_least {
+            return Err(format!(
+                "freed after {held:?}, before at_least ({at_least:?})"
+            ));
+        }
+        if held > at_least + self.unit * 5 {
+            return Err(format!(
+                "still held {held:?} after an at_least of {at_least:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn late_release_frees_at_once(&self) -> CaseResult {
+        let name = self.name("late-release");
+        let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        sleep(self.unit).await;
+        // at_least has passed already: the lock must be free right after the release.
+        if !self.release(&record, self.unit / 2).await? {
+            return Err("release returned false".into());
+        }
+        self.must_acquire(&name, self.unit * 10, "owner-b")
+            .await
+            .map(drop)
+            .map_err(|e| format!("after a release past at_least: {e}"))
+    }
+
+    async fn extend_once_and_repeatedly(&self) -> CaseResult {
+        let name = self.name("extend");
+        let record = self.must_acquire(&name, self.unit * 2, "owner-a").await?;
+        let mut current = record.clone();
+        for round in 0..5 {
+            let Some(extended) = self.extend(&current, self.unit * 10).await? else {
+                return Err(format!("extend {round} of a held lock was refused"));
+            };
+            if extended.lock_until() <= current.lock_until() && round == 0 {
+                return Err(format!(
+                    "extend did not move lock_until ({} -> {})",
+                    current.lock_until(),
+                    extended.lock_until()
+                ));
+            }
+            if extended.fencing_token() != record.fencing_token()
+                || extended.owner() != record.owner()
+            {
+                return Err(format!(
+                    "extend changed the acquisition: {record} -> {extended}"
+                ));
+            }
+            current = extended;
+        }
+        // Past the original at_most, the extension still holds.
+        sleep(self.unit * 3).await;
+        self.must_refuse(
+            &name,
+            "owner-b",
+            "past the original at_most of an extended lock",
+        )
+        .await?;
+        if !self.release(&current, Duration::ZERO).await? {
+            return Err("release with the extended record returned false".into());
+        }
+        if !self.release(&record, Duration::ZERO).await? {
+            return Err(
+                "release with the original record of the same acquisition returned false".into(),
+            );
+        }
+        Ok(())
+    }
+
+    async fn extend_after_release_refused(&self) -> CaseResult {
+        let name = self.name("extend-released");
+        let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        self.release(&record, Duration::ZERO).await?;
+        match self.extend(&record, self.unit * 10).await? {
+            None => Ok(()),
+            Some(r) => Err(format!("extend after release succeeded: {r}")),
+        }
+    }
+
+    async fn extend_after_expiry_refused(&self) -> CaseResult {
+        let name = self.name("extend-expired");
+        let record = self.must_acquire(&name, self.unit, "owner-a").await?;
+        self.wait_expired(&record).await?;
+        match self.extend(&record, self.unit * 10).await? {
+            None => Ok(()),
+            Some(r) => Err(format!("extend after expiry succeeded: {r}")),
+        }
+    }
+
+    async fn late_release_and_extend_spare_new_holder(&self) -> CaseResult {
+        let name = self.name("late");
+        let old = self.must_acquire(&name, self.unit, "owner-a").await?;
+        let (new, _) = self
+            .acquire_within(&name, "owner-b", self.unit * 20)
+            .await?;
+        if self.release(&old, Duration::ZERO).await? {
+            return Err("a release after expiry and takeover returned true".into());
+        }
+        if let Some(r) = self.extend(&old, self.unit * 10).await? {
+            return Err(format!("an extend after takeover succeeded: {r}"));
+        }
+        self.must_refuse(
+            &name,
+            "owner-c",
+            "after the old holder's late release and extend",
+        )
+        .await?;
+        // Same owner id, older acquisition: still not allowed to touch the new lock.
+        let (newer_same_owner, _) = {
+            self.release(&new, Duration::ZERO).await?;
+            let (r, d) = self
+                .acquire_within(&name, "owner-a", self.unit * 20)
+                .await?;
+            (r, d)
+        };
+        if self.release(&old, Duration::ZERO).await? {
+            return Err("a stale record of the same owner released its newer acquisition".into());
+        }
+        self.must_refuse(&name, "owner-c", "after a stale release by the same owner")
+            .await?;
+        self.release(&newer_same_owner, Duration::ZERO)
+            .await
+            .map(drop)
+    }
+
+    async fn fencing_tokens_increase(&self) -> CaseResult {
+        let name = self.name("tokens");
+        let mut last: Option<i64> = None;
+        let mut has_tokens: Option<bool> = None;
+        for round in 0..6 {
+            let owner = ["owner-a", "owner-b", "owner-c"][round % 3];
+            let record = if round == 3 {
+                // One handover by expiry rather than release.
+                let r = self.must_acquire(&name, self.unit, owner).await?;
+                self.wait_expired(&r).await?;
+                r
+            } else {
+                let r = self.must_acquire(&name, self.unit * 10, owner).await?;
+                self.release(&r, Duration::ZERO).await?;
+                r
+            };
+            let token = record.fencing_token();
+            match (has_tokens, token) {
+                (None, t) => has_tokens = Some(t.is_some()),
+                (Some(true), None) | (Some(false), Some(_)) => {
+                    return Err("fencing tokens are sometimes present and sometimes not".into());
+                }
+                _ => {}
+            }
+            if let (Some(prev), Some(now)) = (last, token)
+                && now <= prev
+            {
+                return Err(format!("token {now} after {prev}: not strictly increasing"));
+            }
+            last = token;
+        }
+        Ok(())
+    }
+
+    async fn racing_owners_one_winner(&self) -> CaseResult {
+        let name = self.name("race");
+        for round in 0..10 {
+            let barrier = Arc::new(tokio::sync::Barrier::new(4));
+            let mut racers = Vec::new();
+            for i in 0..4 {
+                let provider = self.provider.clone();
+                let barrier = barrier.clone();
+                let name = name.clone();
+                let at_most = self.unit * 10;
+                racers.push(tokio::spawn(async move {
+                    barrier.wait().await;
+                    provider
+                        .acquire(&name, at_most, &format!("racer-{i}"))
+                        .await
+                }));
+            }
+            let mut winners = Vec::new();
+            for racer in racers {
+                match racer.await {
+                    Ok(Ok(Some(record))) => winners.push(record),
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => return Err(format!("round {round}: a racer got an error: {e}")),
+                    Err(e) => return Err(format!("round {round}: a racer panicked: {e}")),
+                }
+            }
+            if winners.len() != 1 {
+                return Err(format!("round {round}: {} winners", winners.len()));
+            }
+            self.release(&winners[0], Duration::ZERO).await?;
+        }
+        Ok(())
+    }
+
+    async fn concurrent_fuzz_exact_counts(&self) -> CaseResult {
+        let names = [self.name("fuzz-0"), self.name("fuzz-1")];
+        let counters: Arc<[Mutex<u64>; 2]> = Arc::new([Mutex::new(0), Mutex::new(0)]);
+        let mut tasks = Vec::new();
+        for task in 0..8 {
+            let provider = self.provider.clone();
+            let counters = counters.clone();
+            let slot = task % 2;
+            let name = names[slot].clone();
+            let runs = self.fuzz_runs;
+            let at_most = self.unit * 20;
+            let deadline = Instant::now() + Duration::from_mins(2);
+            tasks.push(tokio::spawn(async move {
+                let owner = format!("fuzz-{task}");
+                let mut done = 0;
+                while done < runs {
+                    if Instant::now() > deadline {
+                        return Err(format!("task {task} finished only {done} runs in time"));
+                    }
+                    let record = match provider.acquire(&name, at_most, &owner).await {
+                        Ok(Some(record)) => record,
+                        Ok(None) => {
+                            tokio::task::yield_now().await;
+                            continue;
+                        }
+                        Err(e) => return Err(format!("task {task}: acquire failed: {e}")),
+                    };
+                    let seen = *counters[slot]
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    tokio::task::yield_now().await;
+                    *counters[slot]
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = seen + 1;
+                    match provider.release(&record, Duration::ZERO).await {
+                        Ok(true) => {}
+                        Ok(false) => return Err(format!("task {task}: lost its lock mid-run")),
+                        Err(e) => return Err(format!("task {task}: release failed: {e}")),
+                    }
+                    done += 1;
+                }
+                Ok(())
+            }));
+        }
+        for task in tasks {
+            task.await
+                .map_err(|e| format!("a fuzz task panicked: {e}"))??;
+        }
+        let expected = 4 * self.fuzz_runs as u64;
+        for (slot, counter) in counters.iter().enumerate() {
+            let count = *counter.lock().unwrap_or_else(PoisonError::into_inner);
+            if count != expected {
+                return Err(format!(
+                    "name {slot}: counter {count}, expected {expected} (lost updates)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn long_names_rejected(&self) -> CaseResult {
+        let limit = self.provider.max_name_len();
+        let name = format!("{}-{}", self.prefix, "n".repeat(limit));
+        match self.provider.acquire(&name, self.unit, "owner-a").await {
+            Err(e) if e.is_invalid_config() => Ok(()),
+            Err(e) => Err(format!(
+                "a {}-character name gave a non-validation error: {e}",
+                name.chars().count()
+            )),
+            Ok(_) => Err(format!("a name over max_name_len ({limit}) was accepted")),
+        }
+    }
+
+    async fn holder_reports_holder(&self) -> CaseResult {
+        let name = self.name("holder");
+        match self.provider.holder(&name).await {
+            Err(e) if e.is_unsupported() => return Ok(()),
+            Err(e) => return Err(format!("holder failed: {e}")),
+            Ok(Some(r)) => return Err(format!("holder of a never-used name: {r}")),
+            Ok(None) => {}
+        }
+        let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        match self.provider.holder(&name).await {
+            Ok(Some(h))
+                if h.owner() == "owner-a" && h.fencing_token() == record.fencing_token() => {}
+            other => return Err(format!("holder of a held lock: {other:?}")),
+        }
+        self.release(&record, Duration::ZERO).await?;
+        match self.provider.holder(&name).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("holder of a released lock: {other:?}")),
+        }
+    }
+}
+
+/// A store operation, for [`FaultyProvider`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Operation {
+    /// [`LockProvider::acquire`].
+    Acquire,
+    /// [`LockProvider::extend`].
+    Extend,
+    /// [`LockProvider::release`].
+    Release,
+    /// [`LockProvider::holder`].
+    Holder,
+}
+
+/// What a [`FaultyProvider`] does instead of (or after) the real call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Return a backend error without calling the inner store.
+    Fail,
+    /// Never return (a black-holed connection); only a caller's timeout ends the call.
+    Hang,
+    /// Call the inner store, then return a backend error (a commit whose reply was lost).
+    FailAfterApplying,
+}
+
+/// Wraps a store and makes chosen operations fail or hang, to test how callers react.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::testkit::{Fault, FaultyProvider, Operation};
+/// use shedlock_core::{InMemoryLockProvider, LockProvider};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = FaultyProvider::new(InMemoryLockProvider::new());
+/// store.inject_times(Operation::Acquire, Fault::Fail, 1);
+/// assert!(store.acquire("job", Duration::from_secs(5), "me").await.is_err());
+/// assert!(store.acquire("job", Duration::from_secs(5), "me").await.unwrap().is_some());
+/// assert_eq!(store.calls(Operation::Acquire), 2);
+/// # }
+/// ```
+pub struct FaultyProvider<P> {
+    inner: P,
+    faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
+    calls: [AtomicUsize; 4],
+}
+
+impl<P: LockProvider> FaultyProvider<P> {
+    /// Wraps `inner`; no faults until injected.
+    pub fn new(inner: P) -> Self {
+        Self {
+            inner,
+            faults: Mutex::new(HashMap::new()),
+            calls: Default::default(),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// Makes every call of `operation` misbehave until [`heal`](Self::heal).
+    pub fn inject(&self, operation: Operation, fault: Fault) {
+        self.faults().insert(operation, (fault, None));
+    }
+
+    /// Makes the next `times` calls of `operation` misbehave.
+    pub fn inject_times(&self, operation: Operation, fault: Fault, times: usize) {
+        self.faults().insert(operation, (fault, Some(times)));
+    }
+
+    /// Ends the faults of `operation`.
+    pub fn heal(&self, operation: Operation) {
+        self.faults().remove(&operation);
+    }
+
+    /// Ends all faults.
+    pub fn heal_all(&self) {
+        self.faults().clear();
+    }
+
+    /// How many calls of `operation` were made (faulty or not).
+    pub fn calls(&self, operation: Operation) -> usize {
+        self.calls[operation as usize].load(Ordering::SeqCst)
+    }
+
+    fn faults(&self) -> std::sync::MutexGuard<'_, HashMap<Operation, (Fault, Option<usize>)>> {
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts the call and takes the fault to apply to it, if any.
+    fn take_fault(&self, operation: Operation) -> Option<Fault> {
+        self.calls[operation as usize].fetch_add(1, Ordering::SeqCst);
+        let mut faults = self.faults();
+        let (fault, remaining) = faults.get_mut(&operation).map(|(f, r)| (*f, r))?;
+        if let Some(left) = remaining {
+            *left -= 1;
+            if *left == 0 {
+                faults.remove(&operation);
+            }
+        }
+        Some(fault)
+    }
+
+    async fn call<T>(
+        &self,
+        operation: Operation,
+        real: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let injected = || {
+            Error::backend_message(format!("{operation:?} failed (injected fault)").to_lowercase())
+        };
+        match self.take_fault(operation) {
+            None => real.await,
+            Some(Fault::Fail) => Err(injected()),
+            Some(Fault::Hang) => std::future::pending().await,
+            Some(Fault::FailAfterApplying) => {
+                let _ = real.await;
+                Err(injected())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<P: LockProvider> LockProvider for FaultyProvider<P> {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>> {
+        self.call(Operation::Acquire, self.inner.acquire(name, at_most, owner))
+            .await
+    }
+
+    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        self.call(Operation::Extend, self.inner.extend(record, at_most))
+            .await
+    }
+
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        self.call(Operation::Release, self.inner.release(record, at_least))
+            .await
+    }
+
+    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        self.call(Operation::Holder, self.inner.holder(name)).await
+    }
+
+    fn max_name_len(&self) -> usize {
+        self.inner.max_name_len()
+    }
+}

@@ -1,0 +1,104 @@
+//! The provider conformance suite against the in-memory store, on paused time.
+
+use shedlock_core::InMemoryLockProvider;
+use shedlock_core::testkit::ConformanceSuite;
+
+#[tokio::test(start_paused = true)]
+async fn in_memory_provider_conforms() {
+    ConformanceSuite::new(InMemoryLockProvider::new())
+        .run()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_provider_conforms_in_real_time_on_threads() {
+    ConformanceSuite::new(InMemoryLockProvider::new())
+        .time_unit(std::time::Duration::from_millis(50))
+        .run()
+        .await;
+}
+
+/// The suite must catch a store that breaks the contract, or it proves nothing.
+mod broken_stores {
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use shedlock_core::testkit::ConformanceSuite;
+    use shedlock_core::{InMemoryLockProvider, LockProvider, LockRecord, Result};
+
+    /// Releases whatever the record names, even another acquisition's lock.
+    struct CarelessRelease(InMemoryLockProvider);
+
+    #[async_trait]
+    impl LockProvider for CarelessRelease {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.0.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.0.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+            // Pretend to be the current holder: a release that ignores who holds the lock.
+            match self.0.holder(record.name()).await? {
+                Some(current) => self.0.release(&current, at_least).await,
+                None => Ok(false),
+            }
+        }
+        async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+            self.0.holder(name).await
+        }
+    }
+
+    /// Ignores `at_least`.
+    struct NoAtLeast(InMemoryLockProvider);
+
+    #[async_trait]
+    impl LockProvider for NoAtLeast {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.0.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.0.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, _at_least: Duration) -> Result<bool> {
+            self.0.release(record, Duration::ZERO).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_careless_release_is_caught() {
+        let report = ConformanceSuite::new(CarelessRelease(InMemoryLockProvider::new()))
+            .report()
+            .await;
+        assert!(
+            report.contains("late_release_and_extend_spare_new_holder"),
+            "{report}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ignoring_at_least_is_caught() {
+        let report = ConformanceSuite::new(NoAtLeast(InMemoryLockProvider::new()))
+            .report()
+            .await;
+        assert!(report.contains("at_least_holds_then_ends"), "{report}");
+    }
+}
