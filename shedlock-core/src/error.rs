@@ -58,8 +58,14 @@ impl Error {
         }
     }
 
-    /// A configuration or input error: what was wrong and how to fix it.
-    pub(crate) fn invalid_config(message: impl Into<String>) -> Self {
+    /// A configuration or input error: what was wrong and how to fix it. Stores use it for input
+    /// they reject before asking the store (a bad table name, a name too long for their column).
+    ///
+    /// ```
+    /// let err = shedlock_core::Error::invalid_config("the table name \"a-b\" is not a plain identifier");
+    /// assert!(err.is_invalid_config());
+    /// ```
+    pub fn invalid_config(message: impl Into<String>) -> Self {
         Self::new(Kind::InvalidConfig(message.into()), None)
     }
 

@@ -522,7 +522,7 @@ async fn release_lease(lease: Lease, at_least: Duration) -> Result<bool> {
 }
 
 /// Runs `task`, turning a panic into `Err` so the lock can be released before the panic resumes.
-async fn catch_unwind_future<F: Future>(
+pub(crate) async fn catch_unwind_future<F: Future>(
     task: F,
 ) -> std::result::Result<F::Output, Box<dyn Any + Send>> {
     let mut task = std::pin::pin!(task);

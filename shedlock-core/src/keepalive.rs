@@ -8,7 +8,11 @@
 //! starved task or a hung store call cannot hide the loss.
 //!
 //! [`Lease::spawn_renewal`] starts the background loop that extends the lease on a schedule.
+//!
+//! A lease can mirror its deadline into a [`DeadlineCell`], a lock-free copy that hot paths (the
+//! leader latch's `is_leader()`) read with one atomic load and a clock read.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -33,10 +37,67 @@ pub(crate) async fn timed<T>(
     }
 }
 
+/// The observable state of a [`Lease`] (see [`Lease::subscribe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct State {
+pub(crate) struct State {
     deadline: Instant,
     lost: bool,
+    /// The store refused an extend (someone else holds the lock, or the row was removed).
+    refused: bool,
+}
+
+/// A lock-free copy of one lease's local deadline at a time: an [`AtomicU64`] of nanoseconds
+/// since `base` (0 = no live lease).
+///
+/// A lease attached with [`Lease::new_mirrored`] writes its deadline here on creation, moves it on
+/// each successful extend and clears it when it is marked lost. Moves and clears are
+/// compare-and-swap against the lease's own last value, so a stale lease can never touch the
+/// deadline of a newer lease sharing the cell.
+#[derive(Debug)]
+pub(crate) struct DeadlineCell {
+    base: Instant,
+    nanos: AtomicU64,
+}
+
+impl DeadlineCell {
+    pub(crate) fn new() -> Self {
+        Self {
+            base: Instant::now(),
+            nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn encode(&self, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(self.base).as_nanos();
+        u64::try_from(nanos).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// Whether a live deadline is set and not yet reached (one atomic load and a clock read).
+    pub(crate) fn is_live(&self) -> bool {
+        match self.nanos.load(Ordering::Acquire) {
+            0 => false,
+            nanos => Instant::now() < self.base + Duration::from_nanos(nanos),
+        }
+    }
+
+    fn set(&self, at: Instant) {
+        self.nanos.store(self.encode(at), Ordering::Release);
+    }
+
+    fn replace(&self, old: Instant, new: Instant) {
+        let _ = self.nanos.compare_exchange(
+            self.encode(old),
+            self.encode(new),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    fn clear(&self, old: Instant) {
+        let _ =
+            self.nanos
+                .compare_exchange(self.encode(old), 0, Ordering::AcqRel, Ordering::Acquire);
+    }
 }
 
 /// One held acquisition and its local deadline. Cheap to clone (shared state).
@@ -50,6 +111,7 @@ struct Shared {
     call_timeout: Duration,
     record: Mutex<LockRecord>,
     state: watch::Sender<State>,
+    mirror: Option<Arc<DeadlineCell>>,
 }
 
 /// How a [`Lease`] is renewed in the background.
@@ -74,9 +136,34 @@ impl Lease {
         sent_at: Instant,
         valid_for: Duration,
     ) -> Self {
+        Self::build(provider, call_timeout, record, sent_at + valid_for, None)
+    }
+
+    /// [`new`](Self::new), mirroring the deadline into `mirror` (which it overwrites now).
+    pub(crate) fn new_mirrored(
+        provider: Arc<dyn LockProvider>,
+        call_timeout: Duration,
+        record: LockRecord,
+        sent_at: Instant,
+        valid_for: Duration,
+        mirror: Arc<DeadlineCell>,
+    ) -> Self {
+        let deadline = sent_at + valid_for;
+        mirror.set(deadline);
+        Self::build(provider, call_timeout, record, deadline, Some(mirror))
+    }
+
+    fn build(
+        provider: Arc<dyn LockProvider>,
+        call_timeout: Duration,
+        record: LockRecord,
+        deadline: Instant,
+        mirror: Option<Arc<DeadlineCell>>,
+    ) -> Self {
         let (state, _) = watch::channel(State {
-            deadline: sent_at + valid_for,
+            deadline,
             lost: false,
+            refused: false,
         });
         Self {
             shared: Arc::new(Shared {
@@ -84,6 +171,7 @@ impl Lease {
                 call_timeout,
                 record: Mutex::new(record),
                 state,
+                mirror,
             }),
         }
     }
@@ -116,12 +204,35 @@ impl Lease {
         state.lost || Instant::now() >= state.deadline
     }
 
+    /// Whether the store refused an extend of this lease (as opposed to a deadline passing or a
+    /// local step-down).
+    pub(crate) fn was_refused(&self) -> bool {
+        self.shared.state.borrow().refused
+    }
+
+    /// A receiver that sees every change: each successful extend (the deadline moves) and the
+    /// moment the lease is marked lost. Passing the deadline alone is not a change.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<State> {
+        self.shared.state.subscribe()
+    }
+
     /// Marks the lease lost now (refused extend, step-down, release). Never waits on I/O.
     pub(crate) fn mark_lost(&self) {
+        self.mark_lost_with(false);
+    }
+
+    fn mark_lost_with(&self, refused: bool) {
+        let mirror = self.shared.mirror.as_deref();
         self.shared.state.send_if_modified(|s| {
-            let changed = !s.lost;
+            if s.lost {
+                return false;
+            }
             s.lost = true;
-            changed
+            s.refused = refused;
+            if let Some(mirror) = mirror {
+                mirror.clear(s.deadline);
+            }
+            true
         });
     }
 
@@ -169,12 +280,16 @@ impl Lease {
         valid_for: Duration,
     ) -> bool {
         let Some(updated) = extended else {
+            if self.shared.state.borrow().lost {
+                // Already given up (a local step-down raced this call): nothing new to report.
+                return false;
+            }
             tracing::warn!(
                 lock = self.record().name(),
                 "lock lost: the store refused to extend it"
             );
             observe::lost(self.record().name());
-            self.mark_lost();
+            self.mark_lost_with(true);
             return false;
         };
         *self
@@ -183,10 +298,14 @@ impl Lease {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = updated;
         let deadline = sent_at + valid_for;
+        let mirror = self.shared.mirror.as_deref();
         self.shared.state.send_if_modified(|s| {
             // A success can only move a live lease's deadline; a lost lease stays lost.
             if s.lost || s.deadline >= deadline {
                 return false;
+            }
+            if let Some(mirror) = mirror {
+                mirror.replace(s.deadline, deadline);
             }
             s.deadline = deadline;
             true

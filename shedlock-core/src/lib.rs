@@ -33,6 +33,7 @@ mod current;
 mod error;
 mod executor;
 mod keepalive;
+mod latch;
 mod memory;
 mod observe;
 mod owner;
@@ -40,7 +41,13 @@ mod provider;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use config::{DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_name};
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __private;
+
+pub use config::{
+    DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_name,
+};
 pub use current::{
     LockHandle, assert_locked, current_lock, is_locked, set_lock_assertions,
     without_lock_assertions,
@@ -50,7 +57,13 @@ pub use executor::{
     DEFAULT_CALL_TIMEOUT, Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder,
     default_executor,
 };
+pub use latch::{
+    KnownLeader, LeaderEvent, LeaderEvents, LeaderLatch, LeaderLatchConfig,
+    LeaderLatchConfigBuilder, LeaderState, LeaderTerm, StepDownReason,
+};
 pub use memory::InMemoryLockProvider;
 pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
 pub use provider::{LockProvider, LockRecord};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
+#[cfg(feature = "macros")]
+pub use shedlock_macros::scheduled_lock;

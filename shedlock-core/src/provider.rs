@@ -120,7 +120,7 @@ impl fmt::Display for LockRecord {
 /// A store that keeps locks: one row per lock name, decided by the store's own clock.
 ///
 /// This is the trait to implement for an in-house store; run
-/// [`testkit::ConformanceSuite`](crate::testkit::ConformanceSuite) (feature `testkit`) in its tests
+/// `testkit::ConformanceSuite` (feature `testkit`) in its tests
 /// to check it. Built-in implementations: [`InMemoryLockProvider`](crate::InMemoryLockProvider), and
 /// Postgres, MySQL/MariaDB and SQLite in the `shedlock-sqlx` crate.
 ///

@@ -85,7 +85,7 @@ async fn a_held_lock_skips_without_running() {
     let ran = AtomicBool::new(false);
     let result = executor(&store, "b")
         .execute(&cfg("job", 60 * SEC), async {
-            ran.store(true, Ordering::SeqCst)
+            ran.store(true, Ordering::SeqCst);
         })
         .await
         .expect("a held lock is not an error");
@@ -129,7 +129,7 @@ async fn store_errors_are_errors_never_skips() {
     let ran = AtomicBool::new(false);
     let err = executor(&store, "a")
         .execute(&cfg("job", 60 * SEC), async {
-            ran.store(true, Ordering::SeqCst)
+            ran.store(true, Ordering::SeqCst);
         })
         .await
         .expect_err("a failing store is an error");

@@ -1,0 +1,672 @@
+//! The latch's shared state and its background task: acquire as a follower, renew (through
+//! [`Lease`]) as the leader, step down, release.
+//!
+//! Every transition of the term happens in [`Shared`] under one short, synchronous lock, so a
+//! `resign()` or `close()` racing the task, or a renew reply, resolves one way only: a term that
+//! was ended stays ended (its [`Lease`] is marked lost, and a lost lease ignores later successes).
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, broadcast, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+use super::config::LeaderLatchConfig;
+use super::state::{KnownLeader, LeaderEvent, LeaderState, LeaderTerm, StepDownReason};
+use crate::error::Error;
+use crate::executor::catch_unwind_future;
+use crate::keepalive::{DeadlineCell, Lease, RenewPolicy, timed};
+use crate::owner::random_u64;
+use crate::provider::{LockProvider, LockRecord};
+
+/// How many events a slow [`LeaderEvents`](super::LeaderEvents) consumer may fall behind.
+pub(super) const EVENT_BUFFER: usize = 64;
+
+/// Everything the handles, the task and the leader-work helpers share.
+pub(super) struct Shared {
+    pub(super) config: LeaderLatchConfig,
+    pub(super) owner_id: Arc<str>,
+    pub(super) provider: Arc<dyn LockProvider>,
+    /// The current term's deadline, lock-free: `is_leader()` reads only this.
+    pub(super) leader_until: Arc<DeadlineCell>,
+    pub(super) state: watch::Sender<LeaderState>,
+    pub(super) events: broadcast::Sender<LeaderEvent>,
+    /// The number of the last term fully wound down (work stopped, row released or given up);
+    /// `u64::MAX` once the task has ended.
+    pub(super) settled: watch::Sender<u64>,
+    pub(super) runtime: tokio::runtime::Handle,
+    core: Mutex<Core>,
+    wake: Notify,
+    active_work: watch::Sender<usize>,
+    close_error: Mutex<Option<Error>>,
+}
+
+#[derive(Default)]
+struct Core {
+    term: Option<LeaderTerm>,
+    terms: u64,
+    closing: bool,
+    /// `resign()` was called: start no term until the task has begun the sit-out.
+    hold: bool,
+    known_leader: Option<KnownLeader>,
+}
+
+impl Shared {
+    pub(super) fn new(
+        config: LeaderLatchConfig,
+        owner_id: String,
+        provider: Arc<dyn LockProvider>,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            config,
+            owner_id: Arc::from(owner_id),
+            provider,
+            leader_until: Arc::new(DeadlineCell::new()),
+            state: watch::Sender::new(LeaderState::Follower { leader: None }),
+            events: broadcast::Sender::new(EVENT_BUFFER),
+            settled: watch::Sender::new(0),
+            runtime,
+            core: Mutex::new(Core::default()),
+            wake: Notify::new(),
+            active_work: watch::Sender::new(0),
+            close_error: Mutex::new(None),
+        }
+    }
+
+    fn core(&self) -> MutexGuard<'_, Core> {
+        // Nothing panics while the lock is held; a poisoned lock holds consistent data.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn name(&self) -> &str {
+        self.config.name()
+    }
+
+    fn publish(&self, new: LeaderState) {
+        self.state.send_if_modified(|state| {
+            if *state == new {
+                return false;
+            }
+            *state = new;
+            true
+        });
+    }
+
+    fn emit(&self, event: LeaderEvent) {
+        // No receivers is fine: the stream is opt-in.
+        let _ = self.events.send(event);
+    }
+
+    pub(super) fn current_term(&self) -> Option<LeaderTerm> {
+        self.core().term.clone().filter(LeaderTerm::is_active)
+    }
+
+    pub(super) fn is_closing(&self) -> bool {
+        self.core().closing
+    }
+
+    /// Starts a term for a won acquire, unless the latch is closing or resigning (then the
+    /// caller releases the row).
+    fn begin_term(&self, record: LockRecord, sent_at: Instant) -> Option<LeaderTerm> {
+        let mut core = self.core();
+        if core.closing || core.hold {
+            return None;
+        }
+        core.terms += 1;
+        let lease = Lease::new_mirrored(
+            self.provider.clone(),
+            self.config.call_timeout(),
+            record,
+            sent_at,
+            self.config.renew_deadline(),
+            self.leader_until.clone(),
+        );
+        let term = LeaderTerm::new(core.terms, self.owner_id.clone(), sent_at, lease);
+        core.term = Some(term.clone());
+        core.known_leader = None;
+        tracing::info!(
+            term = term.number(),
+            token = ?term.fencing_token(),
+            "became leader"
+        );
+        self.publish(LeaderState::Leader { term: term.clone() });
+        self.emit(LeaderEvent::Elected { term: term.clone() });
+        Some(term)
+    }
+
+    /// Ends `term` if it is the current one: marks it lost (so `is_leader()` is false from now
+    /// on), publishes the step-down. Never waits on I/O. `reason` is for deliberate ends; `None`
+    /// records a lost lease (refused or past its deadline).
+    pub(super) fn end_term(&self, term: &LeaderTerm, reason: Option<StepDownReason>) -> bool {
+        let mut core = self.core();
+        self.end_term_locked(&mut core, term, reason)
+    }
+
+    fn end_term_locked(
+        &self,
+        core: &mut Core,
+        term: &LeaderTerm,
+        reason: Option<StepDownReason>,
+    ) -> bool {
+        if core.term.as_ref() != Some(term) {
+            return false;
+        }
+        core.term = None;
+        let voluntary = reason.is_some_and(StepDownReason::is_voluntary) && term.is_active();
+        let wind_down_until = if voluntary {
+            (Instant::now() + self.config.shutdown_grace()).min(term.deadline())
+        } else {
+            Instant::now()
+        };
+        term.set_wind_down_until(wind_down_until);
+        // Deliberately, unless it already ended by itself; either way the lease is now flagged
+        // lost, so nothing can revive it.
+        if !reason.is_some_and(|reason| term.end(reason)) {
+            term.lease().mark_lost();
+        }
+        let reason = term.end_reason().unwrap_or(StepDownReason::DeadlineExpired);
+        if reason.is_voluntary() {
+            tracing::info!(term = term.number(), %reason, "stepped down");
+        } else {
+            tracing::warn!(
+                term = term.number(),
+                %reason,
+                "stepped down: this instance no longer leads"
+            );
+        }
+        self.publish(LeaderState::Follower { leader: None });
+        self.emit(LeaderEvent::SteppedDown {
+            term: term.clone(),
+            reason,
+        });
+        true
+    }
+
+    /// `close()`: step down now, then let the task wind down and stop.
+    pub(super) fn request_close(&self) {
+        {
+            let mut core = self.core();
+            if !core.closing {
+                core.closing = true;
+                if let Some(term) = core.term.clone() {
+                    self.end_term_locked(&mut core, &term, Some(StepDownReason::Closed));
+                }
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// `resign()`: step down now; the task releases the row and sits out before trying again.
+    /// Returns the term it ended, if any.
+    pub(super) fn request_resign(&self) -> Option<LeaderTerm> {
+        let ended = {
+            let mut core = self.core();
+            if core.closing {
+                return None;
+            }
+            core.hold = true;
+            match core.term.clone() {
+                Some(term)
+                    if self.end_term_locked(&mut core, &term, Some(StepDownReason::Resigned)) =>
+                {
+                    Some(term)
+                }
+                _ => None,
+            }
+        };
+        self.wake.notify_one();
+        ended
+    }
+
+    fn take_hold(&self) -> bool {
+        std::mem::take(&mut self.core().hold)
+    }
+
+    /// Records the leader seen as a follower; publishes it if it changed.
+    fn follow(&self, leader: Option<KnownLeader>) {
+        let mut core = self.core();
+        if core.term.is_some() || core.closing {
+            return;
+        }
+        if core.known_leader != leader {
+            if let Some(leader) = &leader {
+                tracing::info!(%leader, "following");
+            } else {
+                tracing::debug!("no leader seen");
+            }
+            core.known_leader.clone_from(&leader);
+        }
+        self.publish(LeaderState::Follower {
+            leader: leader.clone(),
+        });
+        drop(core);
+        self.emit(LeaderEvent::Following { leader });
+    }
+
+    /// The task's last act (also when it panics or is cancelled with its runtime).
+    fn finish(&self) {
+        let mut core = self.core();
+        core.closing = true;
+        if let Some(term) = core.term.clone() {
+            self.end_term_locked(&mut core, &term, Some(StepDownReason::Closed));
+        }
+        if std::thread::panicking() {
+            tracing::error!(
+                "the leader latch's task panicked; this instance no longer takes part in the election"
+            );
+        } else {
+            tracing::info!("leader latch stopped");
+        }
+        self.publish(LeaderState::Stopped);
+        self.emit(LeaderEvent::Stopped);
+        self.settled.send_replace(u64::MAX);
+    }
+
+    pub(super) fn take_close_error(&self) -> Option<Error> {
+        self.close_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    fn work_started(self: &Arc<Self>) -> WorkGuard {
+        self.active_work.send_modify(|n| *n += 1);
+        WorkGuard(self.clone())
+    }
+
+    /// Waits until no leader-only work runs, or `until`; whether it is idle.
+    async fn wait_work_idle(&self, until: Instant) -> bool {
+        let mut active = self.active_work.subscribe();
+        timeout_at(until, active.wait_for(|n| *n == 0))
+            .await
+            .is_ok()
+    }
+
+    /// A follower's wait before its next attempt: `acquire_interval` plus random jitter.
+    fn follower_wait(&self) -> Duration {
+        let jitter = self.config.acquire_jitter();
+        let extra = match u64::try_from(jitter.as_nanos()) {
+            Ok(0) | Err(_) => Duration::ZERO,
+            Ok(max) => Duration::from_nanos(random_u64() % (max + 1)),
+        };
+        self.config.acquire_interval() + extra
+    }
+
+    /// After `resign()`: long enough for every other candidate to have had one attempt.
+    fn sit_out(&self) -> Duration {
+        2 * self.config.acquire_interval() + self.config.acquire_jitter()
+    }
+}
+
+/// Counts one running piece of leader-only work.
+struct WorkGuard(Arc<Shared>);
+
+impl Drop for WorkGuard {
+    fn drop(&mut self) {
+        self.0.active_work.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// Aborts a spawned task when dropped (the renewal loop must not outlive its term's handling).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Publishes `Stopped` however the task ends.
+struct ExitGuard(Arc<Shared>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
+/// The background task of one latch.
+pub(super) async fn run(shared: Arc<Shared>) {
+    let _exit = ExitGuard(shared.clone());
+    Runner {
+        shared,
+        errors: ErrorStreak::default(),
+        holder_supported: true,
+        retried_own_row: false,
+    }
+    .run()
+    .await;
+}
+
+struct Runner {
+    shared: Arc<Shared>,
+    errors: ErrorStreak,
+    holder_supported: bool,
+    /// The last cycle released this instance's own leftover row and retried at once; the next
+    /// one waits its turn whatever it finds (no hot loop on a store that keeps refusing).
+    retried_own_row: bool,
+}
+
+impl Runner {
+    async fn run(&mut self) {
+        let mut next = Instant::now();
+        loop {
+            tokio::select! {
+                () = sleep_until(next) => {}
+                () = self.shared.wake.notified() => {}
+            }
+            if self.shared.is_closing() {
+                break;
+            }
+            if self.shared.take_hold() {
+                next = Instant::now() + self.shared.sit_out();
+                tracing::debug!("resigned; sitting out before trying again");
+                continue;
+            }
+            if Instant::now() < next {
+                continue;
+            }
+            next = self.cycle().await;
+        }
+    }
+
+    /// One follower attempt (and, if it wins, the whole term). Returns the next attempt's time.
+    async fn cycle(&mut self) -> Instant {
+        let shared = self.shared.clone();
+        let cfg = &shared.config;
+        let sent_at = Instant::now();
+        let acquired = timed(
+            "acquire",
+            cfg.call_timeout(),
+            shared
+                .provider
+                .acquire(cfg.name(), cfg.lease(), &shared.owner_id),
+        )
+        .await;
+        match acquired {
+            Ok(Some(record)) => {
+                self.errors.recovered();
+                match shared.begin_term(record.clone(), sent_at) {
+                    Some(term) => self.lead(term).await,
+                    None => {
+                        // close() or resign() came while the acquire was in flight.
+                        self.release(&record, "acquired while stepping down").await;
+                    }
+                }
+            }
+            Ok(None) => {
+                self.errors.recovered();
+                let released_own_row = self.observe_holder().await;
+                let retry_now = released_own_row && !self.retried_own_row;
+                self.retried_own_row = retry_now;
+                if retry_now {
+                    return Instant::now();
+                }
+                return Instant::now() + shared.follower_wait();
+            }
+            Err(error) => self.errors.failed(&shared.config, "acquire", &error),
+        }
+        self.retried_own_row = false;
+        Instant::now() + shared.follower_wait()
+    }
+
+    /// Leads for one term: renews through the lease until it is lost or ended, then winds down
+    /// (lets leader-only work stop) and releases the row.
+    async fn lead(&mut self, term: LeaderTerm) {
+        let shared = self.shared.clone();
+        let cfg = &shared.config;
+        let lease = term.lease().clone();
+        let renewal = AbortOnDrop(lease.spawn_renewal(RenewPolicy {
+            lease: cfg.lease(),
+            renew_every: cfg.renew_interval(),
+            retry_every: cfg.acquire_interval(),
+            valid_for: cfg.renew_deadline(),
+        }));
+        let mut renewals = lease.subscribe();
+        renewals.borrow_and_update();
+        loop {
+            tokio::select! {
+                biased;
+                () = lease.lost() => break,
+                changed = renewals.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    renewals.borrow_and_update();
+                    if term.is_active() {
+                        tracing::debug!(term = term.number(), "renewed");
+                        shared.emit(LeaderEvent::Renewed { term: term.clone() });
+                    }
+                }
+            }
+        }
+        drop(renewal);
+        shared.end_term(&term, None);
+
+        let until = term.wind_down_until().unwrap_or_else(Instant::now);
+        if !shared.wait_work_idle(until).await {
+            tracing::warn!(
+                term = term.number(),
+                "leader-only work did not stop within shutdown_grace; it is cancelled now"
+            );
+        }
+        if term.end_reason() != Some(StepDownReason::Refused) {
+            self.release(&term.record(), "after stepping down").await;
+        }
+        shared.settled.send_if_modified(|n| {
+            let newer = *n < term.number();
+            if newer {
+                *n = term.number();
+            }
+            newer
+        });
+    }
+
+    /// Releases `record` (ours), so another candidate can take over at its next attempt.
+    /// Whether the store released it; a failure is logged (and kept for `close()` to return).
+    async fn release(&mut self, record: &LockRecord, context: &'static str) -> bool {
+        let shared = &self.shared;
+        let result = timed(
+            "release",
+            shared.config.call_timeout(),
+            shared.provider.release(record, Duration::ZERO),
+        )
+        .await;
+        match result {
+            Ok(true) => {
+                tracing::debug!(token = ?record.fencing_token(), context, "released the row");
+                true
+            }
+            Ok(false) => {
+                tracing::debug!(context, "the row had already passed to another holder");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    context,
+                    "could not release the row; it expires by itself within the lease"
+                );
+                if shared.is_closing() {
+                    *shared
+                        .close_error
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(error);
+                }
+                false
+            }
+        }
+    }
+
+    /// After a refused acquire: learns who leads (if the store can say). If the row is this
+    /// instance's own (an earlier term whose release failed, or an acquire whose reply was lost),
+    /// releases it and returns `true`, so the election proceeds at once with a new term and token.
+    async fn observe_holder(&mut self) -> bool {
+        let shared = self.shared.clone();
+        if !self.holder_supported {
+            shared.follow(None);
+            return false;
+        }
+        let holder = timed(
+            "holder",
+            shared.config.call_timeout(),
+            shared.provider.holder(shared.name()),
+        )
+        .await;
+        match holder {
+            Ok(Some(record)) if record.owner() == &*shared.owner_id => {
+                tracing::info!(
+                    token = ?record.fencing_token(),
+                    "found this instance's own row from an earlier acquisition; releasing it"
+                );
+                if self.release(&record, "own earlier row").await {
+                    return true;
+                }
+                shared.follow(None);
+            }
+            Ok(Some(record)) => shared.follow(Some(KnownLeader::from_record(&record))),
+            Ok(None) => shared.follow(None),
+            Err(error) if error.is_unsupported() => {
+                tracing::debug!(
+                    "the store cannot tell who leads; followers will not know the leader"
+                );
+                self.holder_supported = false;
+                shared.follow(None);
+            }
+            Err(error) => {
+                tracing::debug!(%error, "could not read who leads");
+                let known = shared.core().known_leader.clone();
+                shared.follow(known);
+            }
+        }
+        false
+    }
+}
+
+/// Logs store failures once per streak at ERROR (with guidance), then at DEBUG until the store
+/// answers again.
+#[derive(Default)]
+struct ErrorStreak {
+    failures: u64,
+    kind: Option<&'static str>,
+}
+
+impl ErrorStreak {
+    fn failed(&mut self, cfg: &LeaderLatchConfig, operation: &'static str, error: &Error) {
+        self.failures += 1;
+        let kind = if error.is_missing_table() {
+            "missing_table"
+        } else if error.is_schema() {
+            "schema"
+        } else if error.is_timeout() {
+            "timeout"
+        } else if error.is_invalid_config() {
+            "invalid_config"
+        } else {
+            "backend"
+        };
+        if self.kind == Some(kind) {
+            tracing::debug!(%error, failures = self.failures, operation, "lock store still failing");
+            return;
+        }
+        self.kind = Some(kind);
+        let retry = shedlock_duration::format(cfg.acquire_interval());
+        let fix = match kind {
+            "missing_table" => "create the lock table (the error above says how)".to_owned(),
+            "schema" => {
+                "fix the lock table's columns (the error above says what is wrong)".to_owned()
+            }
+            "timeout" => format!(
+                "check that the database is reachable and not overloaded (no answer within call_timeout = {})",
+                shedlock_duration::format(cfg.call_timeout())
+            ),
+            "invalid_config" => {
+                "check that the election name fits the store's name column".to_owned()
+            }
+            _ => "check that the database is up and reachable and that its credentials are right"
+                .to_owned(),
+        };
+        tracing::error!(
+            %error,
+            operation,
+            "the leader election cannot reach its lock store: {fix}. This instance stays a \
+             follower and retries every {retry}; further failures are logged at DEBUG until it \
+             recovers"
+        );
+    }
+
+    fn recovered(&mut self) {
+        if self.failures > 0 {
+            tracing::info!(failures = self.failures, "the lock store answers again");
+        }
+        *self = Self::default();
+    }
+}
+
+/// The leader-only work helper: runs `work` once per term, cancelling it when the term ends
+/// (after a grace for resign/close), until the latch stops.
+pub(super) async fn work_loop<F, Fut>(shared: Arc<Shared>, mut work: F)
+where
+    F: FnMut(LeaderTerm) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut states = shared.state.subscribe();
+    while let Some(term) = wait_for_leadership(&mut states).await {
+        let guard = shared.work_started();
+        if !term.is_active() {
+            continue;
+        }
+        tracing::debug!(term = term.number(), "starting leader-only work");
+        let outcome = {
+            let mut run = pin!(catch_unwind_future(work(term.clone())));
+            let finished = tokio::select! {
+                biased;
+                outcome = &mut run => Some(outcome),
+                () = term.ended() => None,
+            };
+            if finished.is_some() {
+                finished
+            } else {
+                // Ended on purpose: the work may finish within the grace; otherwise, or when the
+                // lease was lost, it is dropped (cancelled) right here.
+                let voluntary = term.end_reason().is_some_and(StepDownReason::is_voluntary);
+                match term.wind_down_until() {
+                    Some(until) if voluntary => timeout_at(until, &mut run).await.ok(),
+                    _ => None,
+                }
+            }
+        };
+        match outcome {
+            Some(Ok(())) => tracing::debug!(term = term.number(), "leader-only work finished"),
+            Some(Err(_)) => tracing::error!(
+                term = term.number(),
+                "leader-only work panicked; it runs again in the next term"
+            ),
+            None => tracing::debug!(
+                term = term.number(),
+                "leader-only work cancelled: the term ended"
+            ),
+        }
+        drop(guard);
+        term.ended().await;
+    }
+}
+
+/// Waits on a state receiver until a live term is published; `None` once the latch stopped.
+pub(super) async fn wait_for_leadership(
+    states: &mut watch::Receiver<LeaderState>,
+) -> Option<LeaderTerm> {
+    loop {
+        let state = states.borrow_and_update().clone();
+        match state {
+            LeaderState::Leader { term } if term.is_active() => return Some(term),
+            LeaderState::Stopped => return None,
+            _ => {}
+        }
+        states.changed().await.ok()?;
+    }
+}

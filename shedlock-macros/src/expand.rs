@@ -1,0 +1,411 @@
+//! Generating the locked function.
+//!
+//! ```text
+//! #[scheduled_lock(name = "report-{tenant}", at_most = "10m")]
+//! async fn report(tenant: &str) -> T { body }
+//! ```
+//! becomes
+//! ```text
+//! async fn report(tenant: &str) -> Result<Option<T>, shedlock_core::Error> {
+//!     let config = __private::config(format_args!("report-{tenant}"), Some(600 s), 0 s, false)?;
+//!     let executor = __private::default_executor()?;   // or __private::executor(&(expr))
+//!     __private::execute(executor, config, async move { body }).await
+//! }
+//! ```
+
+use std::time::Duration;
+
+use proc_macro2::{Delimiter, Group, Literal, Span, TokenStream};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, FnArg, GenericArgument, Ident, Pat, PathArguments, ReturnType, Safety, Signature,
+    Token, Type, Visibility, braced,
+};
+
+use crate::args::{self, Args};
+use crate::errors::Errors;
+
+/// The attribute: `args` are its arguments, `item` the function it is on.
+pub(crate) fn scheduled_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let function = match syn::parse2::<LockedFn>(item.clone()) {
+        Ok(function) => function,
+        Err(error) => {
+            errors.push(error);
+            // Still check the arguments, so every mistake shows at once.
+            let _ = args::parse(args, None, &mut errors);
+            return with_errors(item, errors);
+        }
+    };
+    check_signature(&function.sig, &mut errors);
+    let signature_ok = errors.is_empty();
+    let scope = args::NameScope {
+        fn_name: &function.sig.ident,
+        params: template_params(&function.sig),
+    };
+    let args = args::parse(args, Some(&scope), &mut errors);
+    if !signature_ok {
+        // The function cannot be wrapped: emit it unchanged, so only our errors show.
+        return with_errors(item, errors);
+    }
+    let expanded = expand(function, &args);
+    with_errors(expanded, errors)
+}
+
+/// The item followed by the errors, as tokio's `token_stream_with_error` does: the function
+/// stays defined, so one mistake does not cascade into errors at every call site.
+fn with_errors(mut tokens: TokenStream, errors: Errors) -> TokenStream {
+    tokens.extend(errors.into_compile_error());
+    tokens
+}
+
+/// The function, with its body kept as tokens (not parsed: faster, and a syntax error in the
+/// body is reported by rustc where it is rather than by us).
+struct LockedFn {
+    outer_attrs: Vec<Attribute>,
+    vis: Visibility,
+    sig: Signature,
+    inner_attrs: Vec<Attribute>,
+    brace_span: Span,
+    body: TokenStream,
+}
+
+impl Parse for LockedFn {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let outer_attrs = input.call(Attribute::parse_outer)?;
+        let vis: Visibility = input.parse()?;
+        let looks_like_fn = input.peek(Token![fn])
+            || input.peek(Token![async])
+            || input.peek(Token![const])
+            || input.peek(Token![unsafe])
+            || input.peek(Token![extern]);
+        if !looks_like_fn {
+            return Err(input.error("`#[scheduled_lock]` goes on an `async fn`"));
+        }
+        let sig: Signature = input.parse()?;
+        let content;
+        let brace = braced!(content in input);
+        let inner_attrs = content.call(Attribute::parse_inner)?;
+        let body: TokenStream = content.parse()?;
+        Ok(Self {
+            outer_attrs,
+            vis,
+            sig,
+            inner_attrs,
+            brace_span: brace.span.join(),
+            body,
+        })
+    }
+}
+
+/// Rejects what cannot be wrapped: non-async, `const`, `unsafe`, `extern` and variadic fns.
+fn check_signature(sig: &Signature, errors: &mut Errors) {
+    // In source order: `const async unsafe extern "C" fn f(...)`.
+    if let Some(constness) = &sig.constness {
+        errors.at(
+            constness.span,
+            "`#[scheduled_lock]` cannot go on a `const fn`: remove `const`",
+        );
+    }
+    if let Safety::Unsafe(unsafety) = &sig.safety {
+        errors.at(
+            unsafety.span,
+            "`#[scheduled_lock]` cannot go on an `unsafe fn`: make the function safe and put \
+             `unsafe` blocks in its body",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        errors.at(
+            abi.span(),
+            "`#[scheduled_lock]` cannot go on an `extern` function: remove the ABI",
+        );
+    }
+    if sig.asyncness.is_none() {
+        errors.at(
+            sig.fn_token.span,
+            "`#[scheduled_lock]` goes on an `async fn`: add `async` before `fn`",
+        );
+    }
+    if let Some(variadic) = &sig.variadic {
+        errors.at(
+            variadic.dots.spans[0],
+            "`#[scheduled_lock]` cannot go on a variadic function",
+        );
+    }
+}
+
+/// The arguments a name template may use: those bound to a plain identifier.
+fn template_params(sig: &Signature) -> Vec<Ident> {
+    sig.inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Typed(typed) => match &*typed.pat {
+                Pat::Ident(pat) if pat.subpat.is_none() => Some(pat.ident.clone()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect()
+}
+
+fn expand(function: LockedFn, args: &Args) -> TokenStream {
+    let LockedFn {
+        outer_attrs,
+        vis,
+        mut sig,
+        inner_attrs,
+        brace_span,
+        body,
+    } = function;
+    let private = quote!(::shedlock_core::__private);
+    let site = Span::mixed_site();
+
+    // The declared return type `T`, and an inference-only copy of it for the body's type check.
+    let (output, checked_output, output_span) = match &sig.output {
+        ReturnType::Default => (quote!(()), quote!(()), sig.ident.span()),
+        ReturnType::Type(_, ty) => (
+            ty.to_token_stream(),
+            erase_impl_trait(ty).to_token_stream(),
+            ty.span(),
+        ),
+    };
+    sig.output = syn::parse_quote! {
+        -> ::core::result::Result<::core::option::Option<#output>, #private::Error>
+    };
+
+    // Without a valid name there are errors already: any name does, as the code never runs.
+    let name = args.name.as_ref().map_or_else(
+        || quote!(::core::format_args!("invalid")),
+        |lit| quote!(::core::format_args!(#lit)),
+    );
+    let at_most = args.at_most.as_ref().map_or_else(
+        || quote!(::core::option::Option::None),
+        |at_most| {
+            let duration = duration(at_most.value);
+            quote!(::core::option::Option::Some(#duration))
+        },
+    );
+    let at_least = duration(args.at_least.as_ref().map_or(Duration::ZERO, |d| d.value));
+    let keep_alive = args.keep_alive;
+    let executor = args.executor.as_ref().map_or_else(
+        || quote!(#private::default_executor()?),
+        |expr| {
+            // Spanned on the expression, so a wrong type is reported there.
+            let span = expr.span();
+            let mut expr = Group::new(Delimiter::None, expr.to_token_stream());
+            expr.set_span(span);
+            quote_spanned!(span=> ::shedlock_core::__private::executor(&#expr))
+        },
+    );
+
+    // `if false { return <value of type T>; }` first, so the body's type is inferred as T and a
+    // mismatch is reported in the body, against the declared return type.
+    let return_binding = Ident::new("__shedlock_return", output_span);
+    let fake_return = quote_spanned! {output_span=>
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::let_unit_value,
+            clippy::let_with_type_underscore,
+            clippy::needless_return,
+            clippy::unreachable,
+            clippy::used_underscore_binding
+        )]
+        if false {
+            let #return_binding: #checked_output = loop {};
+            return #return_binding;
+        }
+    };
+    let mut block = Group::new(Delimiter::Brace, body);
+    block.set_span(brace_span);
+    let task = quote_spanned! {brace_span=>
+        async move {
+            #fake_return
+            #block
+        }
+    };
+
+    let config = Ident::new("__shedlock_config", site);
+    let executor_binding = Ident::new("__shedlock_executor", site);
+    let inner_attrs = inner_attrs.into_iter().map(|mut attr| {
+        // Inner attributes (`#![allow(...)]`) move out of the body, to the function.
+        attr.style = syn::AttrStyle::Outer;
+        attr
+    });
+    quote! {
+        #(#outer_attrs)*
+        #(#inner_attrs)*
+        #vis #sig {
+            let #config = #private::config(#name, #at_most, #at_least, #keep_alive)?;
+            let #executor_binding = #executor;
+            #private::execute(#executor_binding, #config, #task).await
+        }
+    }
+}
+
+/// A `Duration` constant expression.
+fn duration(value: Duration) -> TokenStream {
+    if value.subsec_nanos().is_multiple_of(1_000_000) {
+        let millis = Literal::u64_unsuffixed(u64::try_from(value.as_millis()).unwrap_or(u64::MAX));
+        quote!(::core::time::Duration::from_millis(#millis))
+    } else {
+        let secs = Literal::u64_unsuffixed(value.as_secs());
+        let nanos = Literal::u32_unsuffixed(value.subsec_nanos());
+        quote!(::core::time::Duration::new(#secs, #nanos))
+    }
+}
+
+/// `ty` with every `impl Trait` replaced by `_`, for a `let` type annotation (where `impl Trait`
+/// is not allowed).
+fn erase_impl_trait(ty: &Type) -> Type {
+    let mut ty = ty.clone();
+    erase_in(&mut ty);
+    ty
+}
+
+fn erase_in(ty: &mut Type) {
+    match ty {
+        Type::ImplTrait(impl_trait) => {
+            *ty = Type::Infer(syn::TypeInfer {
+                attrs: Vec::new(),
+                underscore_token: Token![_](impl_trait.impl_token.span),
+            });
+        }
+        Type::Array(t) => erase_in(&mut t.elem),
+        Type::Group(t) => erase_in(&mut t.elem),
+        Type::Paren(t) => erase_in(&mut t.elem),
+        Type::Ptr(t) => erase_in(&mut t.elem),
+        Type::Reference(t) => erase_in(&mut t.elem),
+        Type::Slice(t) => erase_in(&mut t.elem),
+        Type::Tuple(t) => t.elems.iter_mut().for_each(erase_in),
+        Type::Path(t) => {
+            for segment in &mut t.path.segments {
+                if let PathArguments::AngleBracketed(generics) = &mut segment.arguments {
+                    for arg in &mut generics.args {
+                        if let GenericArgument::Type(ty) = arg {
+                            erase_in(ty);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_str(args: TokenStream, item: TokenStream) -> String {
+        scheduled_lock(args, item).to_string()
+    }
+
+    #[test]
+    fn wraps_the_body_and_changes_the_return_type() {
+        let out = expand_str(
+            quote!(
+                name = "report-{tenant}",
+                at_most = "10m",
+                at_least = "PT0.5S",
+                keep_alive
+            ),
+            quote!(
+                /// Docs stay.
+                pub async fn report(tenant: &str) -> u32 {
+                    #![allow(unused)]
+                    1
+                }
+            ),
+        );
+        for needle in [
+            "# [doc = r\" Docs stay.\"] # [allow (unused)] pub async fn report (tenant : & str)",
+            "-> :: core :: result :: Result < :: core :: option :: Option < u32 > , :: shedlock_core :: __private :: Error >",
+            ":: core :: format_args ! (\"report-{tenant}\")",
+            ":: core :: option :: Option :: Some (:: core :: time :: Duration :: from_millis (600000))",
+            ":: core :: time :: Duration :: from_millis (500)",
+            ", true) ?",
+            ":: shedlock_core :: __private :: default_executor () ?",
+            "let __shedlock_return : u32 = loop { }",
+            "{ 1 } }) . await",
+        ] {
+            assert!(out.contains(needle), "{needle}\nnot in\n{out}");
+        }
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn uses_the_given_executor() {
+        let out = expand_str(
+            quote!(name = "a", executor = self.locks),
+            quote!(
+                async fn a(&self) {}
+            ),
+        );
+        assert!(
+            out.contains(":: shedlock_core :: __private :: executor (& self . locks)"),
+            "{out}"
+        );
+        assert!(out.contains("Option < () >"), "{out}");
+    }
+
+    #[test]
+    fn erases_impl_trait_for_the_type_check() {
+        let ty: Type = syn::parse_quote!(Result<(impl Display, Vec<&impl Debug>), E>);
+        assert_eq!(
+            erase_impl_trait(&ty).to_token_stream().to_string(),
+            "Result < (_ , Vec < & _ >) , E >"
+        );
+    }
+
+    #[test]
+    fn sub_millisecond_durations_keep_their_nanos() {
+        assert_eq!(
+            duration(Duration::new(1, 500)).to_string(),
+            ":: core :: time :: Duration :: new (1 , 500)"
+        );
+    }
+
+    #[test]
+    fn a_bad_function_is_emitted_unchanged_with_every_error() {
+        let out = expand_str(
+            quote!(nme = "x"),
+            quote!(
+                const unsafe fn f() {}
+            ),
+        );
+        assert!(out.starts_with("const unsafe fn f () { }"), "{out}");
+        // const, unsafe, not async, and the unknown `nme` (which suggests `name`, so a missing
+        // name is not reported on top).
+        assert_eq!(out.matches("compile_error").count(), 4, "{out}");
+    }
+
+    #[test]
+    fn bad_arguments_still_expand_with_placeholders() {
+        let out = expand_str(
+            quote!(name = "r-{nope}", at_most = "1x"),
+            quote!(
+                async fn f() {}
+            ),
+        );
+        assert!(out.contains("format_args ! (\"invalid\")"), "{out}");
+        assert!(out.contains(":: core :: option :: Option :: None"), "{out}");
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+    }
+
+    #[test]
+    fn not_a_function() {
+        let out = expand_str(
+            quote!(name = "a"),
+            quote!(
+                struct S;
+            ),
+        );
+        assert!(out.starts_with("struct S ;"), "{out}");
+        assert!(out.contains("goes on an `async fn`"), "{out}");
+    }
+}

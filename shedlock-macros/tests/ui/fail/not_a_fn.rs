@@ -1,0 +1,6 @@
+use shedlock_core::scheduled_lock;
+
+#[scheduled_lock(name = "report", at_most = "10m")]
+struct Report;
+
+fn main() {}
