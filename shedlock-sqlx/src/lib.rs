@@ -1,1 +1,108 @@
-//! sqlx
+//! Lock stores for [`shedlock_core`] on the SQL database your replicas already share:
+//! [`PgLockProvider`] (Postgres), [`MySqlLockProvider`] (MySQL and MariaDB) and
+//! [`SqliteLockProvider`] (SQLite, one host), on [sqlx](https://docs.rs/sqlx) 0.9 and Java
+//! ShedLock's table.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shedlock_core::{LockConfig, LockingTaskExecutor};
+//! use shedlock_sqlx::PgLockProvider;
+//!
+//! # async fn example() -> shedlock_core::Result<()> {
+//! // A small pool of its own, one round trip per lock call.
+//! let provider = PgLockProvider::connect("postgres://app@db/app").await?;
+//! provider.create_table_if_not_exists().await?; // or run migrations/postgres/0001_shedlock.sql
+//! let executor = LockingTaskExecutor::new(provider)?;
+//! let cfg = LockConfig::builder("nightly-report")
+//!     .at_most(Duration::from_secs(600))
+//!     .at_least(Duration::from_secs(30))
+//!     .build()?;
+//! let ran = executor.execute(&cfg, async { /* the job */ }).await?;
+//! if ran.is_none() {
+//!     // another replica holds the lock: skipped
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # What every provider guarantees
+//!
+//! - **The database's clock only**, in UTC, read inside the statement that decides: the
+//!   application's clock and time zone, and the session's time zone, never matter.
+//! - **Java ShedLock's table** (`shedlock(name, lock_until, locked_at, locked_by)`) works
+//!   unchanged, so a Java service using ShedLock with `usingDbTime()` and a Rust service exclude
+//!   each other on one table. Our DDL adds `fencing_token BIGINT NOT NULL DEFAULT 0`; without
+//!   that column everything works and tokens are `None`.
+//! - **One statement on the hot path**: a lock held elsewhere costs one statement and writes
+//!   nothing; a missing row (first use, or deleted by hand) is inserted without duplicate-key
+//!   errors.
+//! - **No connection is kept** while a lock is held: each statement runs in autocommit on a
+//!   pooled connection given back at once, so one connection serves any number of held locks.
+//! - **A deadline on every call** (`call_timeout`, 5 s by default): a black-holed database
+//!   yields an error, never a hang; the connection is closed, never returned to the pool. A
+//!   timed-out acquire may have committed and then holds until its `at_most`.
+//! - **Validation up front**: table and column names must be plain identifiers (quoted in SQL),
+//!   lock names are checked against the column's length and always bound, never spliced.
+//!
+//! # Pools
+//!
+//! A lock call holds a connection only for its statement, so the pool's size bounds how many
+//! lock calls run at the same instant, not how many locks are held: one connection serves any
+//! number of held locks (the tests hold 100 at once on a pool of one). Callers beyond the pool's
+//! size wait their turn within `call_timeout`. Size the pool for the lock calls you expect at
+//! the same moment (jobs scheduled on the same second, keep-alive extensions, leader renewals);
+//! 4 connections serve thousands of calls per second.
+//!
+//! Each provider's `connect(url)` builds such a dedicated pool (`pool_options()`: 4
+//! connections, one kept open, no ping on checkout). A pool of its own keeps releases and
+//! keep-alive extensions working while the application's jobs exhaust the application's pool
+//! (jobs that hold every application connection would otherwise starve their own lock calls).
+//! You may pass any pool to `new(pool)` / `builder(pool)`; set `test_before_acquire(false)` on
+//! it, or each lock call costs an extra round trip on the caller's path (measured: a skipped
+//! acquire is one request on the caller's path with it, two with sqlx's default; sqlx's check
+//! of the connection it takes back is a further one, in the background).
+//!
+//! A connection that goes silent (a black-holed network) while sqlx checks it on its way back
+//! keeps its pool slot until TCP gives up or the network heals; the calls themselves still fail
+//! within `call_timeout`, and their own connections are closed, never returned.
+//!
+//! # Schema
+//!
+//! `create_table_if_not_exists()` creates the table; the same DDL ships as sqlx-cli migrations
+//! in `migrations/{postgres,mysql,sqlite}/0001_shedlock.sql`. A missing table is reported as
+//! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) with the DDL to run;
+//! columns of the wrong type as [`Error::is_schema`](shedlock_core::Error::is_schema).
+//!
+//! # Feature flags
+//!
+//! - `postgres`, `mysql`, `sqlite`: the providers (none by default).
+//! - `testing`: [`testing`], database URLs and unique names for tests of your own.
+//! - `testcontainers`: `testing`, plus starting Postgres/MariaDB containers when no URL is set
+//!   (needs a Docker engine).
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod builder;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod ident;
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use builder::{DEFAULT_TABLE, LockProviderBuilder};
+#[cfg(feature = "mysql")]
+pub use mysql::MySqlLockProvider;
+#[cfg(feature = "postgres")]
+pub use postgres::PgLockProvider;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteLockProvider;
+/// The sqlx this crate is built on (0.9), for building pools of the right version.
+pub use sqlx;

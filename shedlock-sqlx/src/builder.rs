@@ -1,0 +1,241 @@
+//! [`LockProviderBuilder`]: table and column names, name length and call timeout, validated once.
+
+use std::fmt;
+use std::time::Duration;
+
+use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
+use sqlx::{Database, Pool};
+
+use crate::ident::{Quote, TableName, check_ident};
+
+/// Java ShedLock's table name, the default.
+pub const DEFAULT_TABLE: &str = "shedlock";
+
+/// The longest [`max_name_len`](LockProviderBuilder::max_name_len) accepted.
+const MAX_NAME_LEN_LIMIT: usize = 10_000;
+
+/// Configures a lock provider over a pool: the table, its column names, the longest lock name
+/// and the per-call timeout. Start from `PgLockProvider::builder(pool)`,
+/// `MySqlLockProvider::builder(pool)` or `SqliteLockProvider::builder(pool)`; `build()` checks
+/// everything and builds the provider's SQL once.
+///
+/// Every setting has a default matching Java ShedLock: table `shedlock`, columns `name`,
+/// `lock_until`, `locked_at`, `locked_by`, plus our `fencing_token` (used when the table has it).
+/// Names are plain identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters), always quoted
+/// in SQL, so they match the table's names exactly, case included (on Postgres, an unquoted
+/// `CREATE TABLE MyLocks` creates `mylocks`).
+///
+/// ```no_run
+/// # #[cfg(feature = "postgres")]
+/// # async fn example() -> shedlock_core::Result<()> {
+/// use std::time::Duration;
+/// use shedlock_sqlx::PgLockProvider;
+/// use shedlock_sqlx::sqlx::postgres::PgPoolOptions;
+///
+/// let pool = PgPoolOptions::new()
+///     .max_connections(4)
+///     .connect_lazy("postgres://app@db/app")
+///     .map_err(|e| shedlock_core::Error::backend("parse the database URL", e))?;
+/// let provider = PgLockProvider::builder(pool)
+///     .table("ops.job_locks")
+///     .locked_by_column("owner")
+///     .call_timeout(Duration::from_secs(3))
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct LockProviderBuilder<DB: Database> {
+    pub(crate) pool: Pool<DB>,
+    table: String,
+    columns: ColumnNames,
+    max_name_len: usize,
+    call_timeout: Duration,
+}
+
+/// The five column names, raw or quoted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ColumnNames {
+    pub(crate) name: String,
+    pub(crate) lock_until: String,
+    pub(crate) locked_at: String,
+    pub(crate) locked_by: String,
+    pub(crate) fencing_token: String,
+}
+
+impl Default for ColumnNames {
+    fn default() -> Self {
+        Self {
+            name: "name".into(),
+            lock_until: "lock_until".into(),
+            locked_at: "locked_at".into(),
+            locked_by: "locked_by".into(),
+            fencing_token: "fencing_token".into(),
+        }
+    }
+}
+
+impl ColumnNames {
+    fn all(&self) -> [(&'static str, &str); 5] {
+        [
+            ("name", &self.name),
+            ("lock_until", &self.lock_until),
+            ("locked_at", &self.locked_at),
+            ("locked_by", &self.locked_by),
+            ("fencing_token", &self.fencing_token),
+        ]
+    }
+
+    pub(crate) fn quoted(&self, quote: Quote) -> Self {
+        Self {
+            name: quote.quote(&self.name),
+            lock_until: quote.quote(&self.lock_until),
+            locked_at: quote.quote(&self.locked_at),
+            locked_by: quote.quote(&self.locked_by),
+            fencing_token: quote.quote(&self.fencing_token),
+        }
+    }
+}
+
+/// A checked configuration, as the providers use it.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) table: TableName,
+    pub(crate) columns: ColumnNames,
+    pub(crate) max_name_len: usize,
+    pub(crate) call_timeout: Duration,
+}
+
+impl Settings {
+    /// The defaults, valid by construction.
+    pub(crate) fn defaults() -> Self {
+        Self {
+            table: TableName {
+                schema: None,
+                table: DEFAULT_TABLE.to_owned(),
+            },
+            columns: ColumnNames::default(),
+            max_name_len: DEFAULT_MAX_NAME_LEN,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+}
+
+impl<DB: Database> LockProviderBuilder<DB> {
+    pub(crate) fn new(pool: Pool<DB>) -> Self {
+        Self {
+            pool,
+            table: DEFAULT_TABLE.to_owned(),
+            columns: ColumnNames::default(),
+            max_name_len: DEFAULT_MAX_NAME_LEN,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    /// The lock table, `table` or `schema.table`; defaults to `shedlock`. On SQLite the schema
+    /// is an attached database's name (`main`, `temp`, …).
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// The column holding the lock name (the primary key); defaults to `name`.
+    pub fn name_column(mut self, column: impl Into<String>) -> Self {
+        self.columns.name = column.into();
+        self
+    }
+
+    /// The column holding when the lock frees itself; defaults to `lock_until`.
+    pub fn lock_until_column(mut self, column: impl Into<String>) -> Self {
+        self.columns.lock_until = column.into();
+        self
+    }
+
+    /// The column holding when the current holder took the lock; defaults to `locked_at`.
+    pub fn locked_at_column(mut self, column: impl Into<String>) -> Self {
+        self.columns.locked_at = column.into();
+        self
+    }
+
+    /// The column holding the holder's owner id; defaults to `locked_by`.
+    pub fn locked_by_column(mut self, column: impl Into<String>) -> Self {
+        self.columns.locked_by = column.into();
+        self
+    }
+
+    /// The fencing-token column; defaults to `fencing_token`. The provider looks for it once, on
+    /// first use: if the table has it, every acquisition gets a token; if not (a Java ShedLock
+    /// table), everything works and tokens are `None`.
+    pub fn fencing_token_column(mut self, column: impl Into<String>) -> Self {
+        self.columns.fencing_token = column.into();
+        self
+    }
+
+    /// The longest lock name accepted, in characters; defaults to 64 (ShedLock's
+    /// `VARCHAR(64)`). Set it to your `name` column's length: on first use the provider checks
+    /// that the column holds at least this many characters. The DDL of
+    /// `create_table_if_not_exists()` uses it.
+    pub fn max_name_len(mut self, max: usize) -> Self {
+        self.max_name_len = max;
+        self
+    }
+
+    /// How long one provider call (getting a connection plus its statements) may take before it
+    /// fails with [`Error::is_timeout`]; defaults to 5 s
+    /// ([`DEFAULT_CALL_TIMEOUT`]). The connection of a call that timed out is closed, never
+    /// returned to the pool. A timed-out acquire may still have committed: the lock is then held
+    /// until its `at_most` ends.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Checks every setting; the pool goes to the caller.
+    pub(crate) fn into_parts(self) -> Result<(Pool<DB>, Settings)> {
+        let table = TableName::parse(&self.table)?;
+        for (what, column) in self.columns.all() {
+            check_ident(&format!("the {what} column name"), column)?;
+        }
+        let all = self.columns.all();
+        for (i, (what_a, a)) in all.iter().enumerate() {
+            for (what_b, b) in &all[i + 1..] {
+                if a.eq_ignore_ascii_case(b) {
+                    return Err(Error::invalid_config(format!(
+                        "the {what_a} and {what_b} columns have the same name {a:?}"
+                    )));
+                }
+            }
+        }
+        if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
+            return Err(Error::invalid_config(format!(
+                "max_name_len is {}; use 1 to {MAX_NAME_LEN_LIMIT} (the name column's length)",
+                self.max_name_len
+            )));
+        }
+        if self.call_timeout.is_zero() || self.call_timeout > MAX_DURATION {
+            return Err(Error::invalid_config(format!(
+                "call_timeout is {:?}; use a positive duration of at most 365 days",
+                self.call_timeout
+            )));
+        }
+        Ok((
+            self.pool,
+            Settings {
+                table,
+                columns: self.columns,
+                max_name_len: self.max_name_len,
+                call_timeout: self.call_timeout,
+            },
+        ))
+    }
+}
+
+impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockProviderBuilder")
+            .field("table", &self.table)
+            .field("columns", &self.columns)
+            .field("max_name_len", &self.max_name_len)
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}

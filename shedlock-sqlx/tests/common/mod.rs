@@ -1,0 +1,192 @@
+//! Helpers shared by the database tests: a TCP proxy that can black-hole its connections, a
+//! server that never answers, and polling with a deadline.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// A listener that accepts connections and never sends a byte (a black-holed server).
+pub(crate) async fn silent_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket); // keep it open, never answer
+        }
+    });
+    addr
+}
+
+/// A TCP proxy in front of a database. [`blackhole`](Self::blackhole) freezes every connection
+/// (open ones stop forwarding in both directions, new ones are accepted but never connected);
+/// [`heal`](Self::heal) lets new connections through again.
+pub(crate) struct Proxy {
+    pub(crate) addr: SocketAddr,
+    state: Arc<ProxyState>,
+}
+
+struct ProxyState {
+    blackholed: AtomicBool,
+    healed: Notify,
+    connections: AtomicUsize,
+    /// Client-to-server chunks forwarded (about one per request flight).
+    requests: AtomicUsize,
+}
+
+impl Proxy {
+    pub(crate) async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let state = Arc::new(ProxyState {
+            blackholed: AtomicBool::new(false),
+            healed: Notify::new(),
+            connections: AtomicUsize::new(0),
+            requests: AtomicUsize::new(0),
+        });
+        let shared = state.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    if state.blackholed.load(Ordering::SeqCst) {
+                        // Accepted, never served: hold the socket until healed.
+                        state.healed.notified().await;
+                        drop(client);
+                        return;
+                    }
+                    let Ok(server) = TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    state.connections.fetch_add(1, Ordering::SeqCst);
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    let up = tokio::spawn(pipe(cr, sw, state.clone(), true));
+                    let down = tokio::spawn(pipe(sr, cw, state.clone(), false));
+                    let _ = tokio::join!(up, down);
+                });
+            }
+        });
+        Self { addr, state }
+    }
+
+    /// Stops all traffic; sockets stay open.
+    pub(crate) fn blackhole(&self) {
+        self.state.blackholed.store(true, Ordering::SeqCst);
+    }
+
+    /// New connections work again (frozen ones stay frozen).
+    pub(crate) fn heal(&self) {
+        self.state.blackholed.store(false, Ordering::SeqCst);
+        self.state.healed.notify_waiters();
+    }
+
+    /// How many client-to-server chunks were forwarded so far (one per request flight, as the
+    /// drivers write a request in one go).
+    pub(crate) fn requests(&self) -> usize {
+        self.state.requests.load(Ordering::SeqCst)
+    }
+
+    /// How many upstream connections were opened so far.
+    pub(crate) fn connections(&self) -> usize {
+        self.state.connections.load(Ordering::SeqCst)
+    }
+}
+
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    state: Arc<ProxyState>,
+    upstream: bool,
+) {
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        let Ok(n) = from.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        if state.blackholed.load(Ordering::SeqCst) {
+            // Swallow this and everything after: the connection is frozen for good.
+            std::future::pending::<()>().await;
+        }
+        if upstream {
+            state.requests.fetch_add(1, Ordering::SeqCst);
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The host:port of a database URL (`scheme://user@host:port/db`).
+pub(crate) fn url_addr(url: &str) -> SocketAddr {
+    use std::net::ToSocketAddrs as _;
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = after_scheme.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    host_port
+        .to_socket_addrs()
+        .expect("resolvable host:port in the database URL")
+        .next()
+        .expect("an address")
+}
+
+/// `url` with its host:port replaced by `addr`.
+pub(crate) fn url_via(url: &str, addr: SocketAddr) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let user = authority
+        .rsplit_once('@')
+        .map(|(user, _)| format!("{user}@"))
+        .unwrap_or_default();
+    format!("{scheme}://{user}{addr}/{path}")
+}
+
+/// Polls `check` every 20 ms until it returns true or `limit` passes.
+pub(crate) async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Lock names that must work or be rejected as invalid input, never reach SQL as text.
+pub(crate) fn odd_names() -> Vec<String> {
+    vec![
+        "x'; DROP TABLE shedlock; --".to_owned(),
+        "\"quoted\" and `backticked`".to_owned(),
+        "back\\slash and %percent_".to_owned(),
+        "ünïcödé 🔒 名前".to_owned(),
+        "?$1:name".to_owned(),
+        "é".repeat(64),
+    ]
+}
+
+/// Names every store must reject before SQL: empty, padded, NUL, 1,000 characters.
+pub(crate) fn invalid_names() -> Vec<String> {
+    vec![
+        String::new(),
+        " padded".to_owned(),
+        "nul\0byte".to_owned(),
+        "n".repeat(1_000),
+        "é".repeat(65),
+    ]
+}

@@ -1,0 +1,327 @@
+//! `SqliteLockProvider` on a database file in a temporary directory (always runs).
+
+mod common;
+
+use std::str::FromStr as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::testkit::ConformanceSuite;
+use shedlock_core::{LockConfig, LockProvider, LockingTaskExecutor};
+use shedlock_sqlx::SqliteLockProvider;
+use shedlock_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
+use shedlock_sqlx::sqlx::{self, Executor as _};
+use tempfile::TempDir;
+use tokio::sync::Barrier;
+
+const MIN: Duration = Duration::from_mins(1);
+
+/// A database file of its own, in WAL mode.
+struct Db {
+    _dir: TempDir,
+    options: SqliteConnectOptions,
+}
+
+impl Db {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("locks.db").display());
+        let options = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal);
+        Self { _dir: dir, options }
+    }
+
+    async fn pool(&self, max: u32) -> SqlitePool {
+        SqliteLockProvider::pool_options()
+            .max_connections(max)
+            .min_connections(0)
+            .connect_with(self.options.clone())
+            .await
+            .unwrap()
+    }
+
+    async fn provider(&self) -> SqliteLockProvider {
+        let provider = SqliteLockProvider::new(self.pool(4).await);
+        provider.create_table_if_not_exists().await.unwrap();
+        provider
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes() {
+    let db = Db::new();
+    ConformanceSuite::new(db.provider().await).run().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes_on_a_table_without_tokens() {
+    let db = Db::new();
+    let pool = db.pool(4).await;
+    pool.execute(
+        "CREATE TABLE shedlock(name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until TIMESTAMP NOT NULL, \
+         locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)",
+    )
+    .await
+    .unwrap();
+    let provider = SqliteLockProvider::new(pool);
+    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
+    assert_eq!(record.fencing_token(), None);
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    ConformanceSuite::new(provider).run().await;
+}
+
+#[tokio::test]
+async fn a_held_lock_writes_nothing() {
+    let db = Db::new();
+    let single = db.pool(1).await;
+    let provider = SqliteLockProvider::new(single.clone());
+    provider.create_table_if_not_exists().await.unwrap();
+    let held = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
+    let changes = || async {
+        sqlx::query_scalar::<_, i64>("SELECT total_changes()")
+            .fetch_one(&single)
+            .await
+            .unwrap()
+    };
+    let before = changes().await;
+    for _ in 0..5 {
+        assert!(provider.acquire("job", MIN, "b").await.unwrap().is_none());
+    }
+    assert_eq!(changes().await, before, "a skipped acquire changed a row");
+    assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+    assert_eq!(changes().await, before + 1);
+}
+
+#[tokio::test]
+async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
+    let db = Db::new();
+    let provider = db.provider().await;
+    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
+    provider
+        .pool()
+        .execute("DELETE FROM shedlock")
+        .await
+        .unwrap();
+    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
+    assert!(
+        second.fencing_token() > first.fencing_token(),
+        "{second} after {first}: the sequence must not restart"
+    );
+    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
+    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
+    let db = Db::new();
+    let mut providers = vec![db.provider().await];
+    for _ in 0..3 {
+        providers.push(SqliteLockProvider::new(db.pool(2).await));
+    }
+    for round in 0..20 {
+        for name in [format!("race-{round}"), format!("race-{round}")] {
+            let barrier = Arc::new(Barrier::new(providers.len()));
+            let racers: Vec<_> = providers
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        p.acquire(&name, MIN, &format!("racer-{i}")).await
+                    })
+                })
+                .collect();
+            let mut winners = Vec::new();
+            for racer in racers {
+                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
+                    winners.push(record);
+                }
+            }
+            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+            assert!(
+                providers[0]
+                    .release(&winners[0], Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_serves_a_hundred_held_locks() {
+    let db = Db::new();
+    let provider = SqliteLockProvider::builder(db.pool(1).await)
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    let executor = Arc::new(LockingTaskExecutor::new(provider.clone()).unwrap());
+    let all_held = Arc::new(Barrier::new(100));
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let (executor, all_held) = (executor.clone(), all_held.clone());
+            tokio::spawn(async move {
+                let cfg = LockConfig::new(format!("held-{i}"), MIN).unwrap();
+                executor
+                    .execute(&cfg, async move {
+                        all_held.wait().await;
+                        i
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let finished = tokio::time::timeout(Duration::from_mins(1), async {
+        let mut sum = 0;
+        for task in tasks {
+            sum += task.await.unwrap().unwrap().expect("every lock was free");
+        }
+        sum
+    })
+    .await
+    .expect("all 100 tasks progressed");
+    assert_eq!(finished, (0..100).sum::<i32>());
+}
+
+#[tokio::test]
+async fn a_missing_table_names_the_table_and_the_ddl() {
+    let db = Db::new();
+    let provider = SqliteLockProvider::builder(db.pool(2).await)
+        .table("job_locks")
+        .build()
+        .unwrap();
+    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+    assert!(err.is_missing_table(), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("job_locks"), "{message}");
+    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
+    assert!(
+        message.contains("migrations/sqlite/0001_shedlock.sql"),
+        "{message}"
+    );
+    provider.create_table_if_not_exists().await.unwrap();
+    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+    provider
+        .pool()
+        .execute("DROP TABLE job_locks")
+        .await
+        .unwrap();
+    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
+    assert!(err.is_missing_table(), "{err}");
+}
+
+#[tokio::test]
+async fn wrong_columns_are_schema_errors() {
+    let db = Db::new();
+    let pool = db.pool(2).await;
+    let cases = [
+        (
+            "name TEXT PRIMARY KEY, lock_until INTEGER NOT NULL, locked_at TEXT NOT NULL, \
+             locked_by TEXT NOT NULL",
+            "lock_until is INTEGER",
+        ),
+        (
+            "name TEXT NOT NULL, lock_until TEXT NOT NULL, locked_at TEXT NOT NULL, \
+             locked_by TEXT NOT NULL",
+            "not the primary key",
+        ),
+        (
+            "name TEXT PRIMARY KEY, lock_until TEXT NOT NULL, locked_by TEXT NOT NULL",
+            "locked_at is missing",
+        ),
+        (
+            "name TEXT PRIMARY KEY, lock_until TEXT NOT NULL, locked_at TEXT NOT NULL, \
+             locked_by TEXT NOT NULL, fencing_token TEXT",
+            "fencing_token is TEXT, expected INTEGER",
+        ),
+    ];
+    for (i, (columns, expected)) in cases.into_iter().enumerate() {
+        let table = format!("bad_{i}");
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {table} ({columns})"
+        )))
+        .await
+        .unwrap();
+        let provider = SqliteLockProvider::builder(pool.clone())
+            .table(&table)
+            .build()
+            .unwrap();
+        let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+        assert!(err.is_schema(), "{err}");
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn odd_names_are_bound_never_spliced() {
+    let db = Db::new();
+    let provider = db.provider().await;
+    for name in common::odd_names() {
+        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
+        let holder = provider.holder(&name).await.unwrap().unwrap();
+        assert_eq!(holder.name(), name);
+        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    }
+    for name in common::invalid_names() {
+        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
+        assert!(err.is_invalid_config(), "{name:?}: {err}");
+    }
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM shedlock")
+        .fetch_one(provider.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, i64::try_from(common::odd_names().len()).unwrap());
+}
+
+#[tokio::test]
+async fn schema_qualified_tables_and_custom_columns_work() {
+    let db = Db::new();
+    let provider = SqliteLockProvider::builder(db.pool(2).await)
+        .table("main.Job_Locks")
+        .name_column("lock_name")
+        .lock_until_column("until")
+        .locked_at_column("since")
+        .locked_by_column("owner")
+        .fencing_token_column("token")
+        .build()
+        .unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+    assert!(record.fencing_token().is_some());
+    let extended = provider.extend(&record, MIN * 2).await.unwrap().unwrap();
+    assert!(extended.lock_until() > record.lock_until());
+    let stored: String =
+        sqlx::query_scalar("SELECT \"until\" FROM Job_Locks WHERE lock_name = 'job'")
+            .fetch_one(provider.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        stored,
+        extended
+            .lock_until()
+            .format("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string()
+    );
+    assert!(provider.release(&extended, Duration::ZERO).await.unwrap());
+}
+
+#[tokio::test]
+async fn times_are_utc_from_sqlite_clock() {
+    let db = Db::new();
+    let provider = db.provider().await;
+    let before = chrono::Utc::now();
+    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+    let after = chrono::Utc::now();
+    // Same host: SQLite's clock is ours (to the millisecond).
+    let slack = chrono::Duration::milliseconds(5);
+    assert!(record.locked_at() >= before - slack && record.locked_at() <= after + slack);
+    assert_eq!(
+        record.lock_until() - record.locked_at(),
+        chrono::Duration::from_std(MIN).unwrap()
+    );
+}
