@@ -55,7 +55,7 @@ impl LockConfig {
     /// # Errors
     ///
     /// Returns an [`Error::is_invalid_config`] error when the name is empty, longer than
-    /// [`DEFAULT_MAX_NAME_LEN`] characters, has leading or trailing white space or a NUL
+    /// [`DEFAULT_MAX_NAME_LEN`] characters (see [`LockConfigBuilder::max_name_len`]), has leading or trailing white space or a NUL
     /// character, or when `at_most` is zero or above [`MAX_DURATION`].
     pub fn new(name: impl Into<String>, at_most: Duration) -> Result<Self> {
         Self::builder(name).at_most(at_most).build()
@@ -68,6 +68,7 @@ impl LockConfig {
             at_most: None,
             at_least: Duration::ZERO,
             keep_alive: false,
+            max_name_len: DEFAULT_MAX_NAME_LEN,
         }
     }
 
@@ -126,9 +127,19 @@ pub struct LockConfigBuilder {
     at_most: Option<Duration>,
     at_least: Duration,
     keep_alive: bool,
+    max_name_len: usize,
 }
 
 impl LockConfigBuilder {
+    /// The longest name accepted, in characters; defaults to [`DEFAULT_MAX_NAME_LEN`] (64, the
+    /// width of ShedLock's `name` column). Raise it only for a store whose column is wider: the
+    /// executor also checks names against the store's own
+    /// [`max_name_len`](crate::LockProvider::max_name_len).
+    pub fn max_name_len(mut self, max: usize) -> Self {
+        self.max_name_len = max;
+        self
+    }
+
     /// The longest hold. Unset means the executor's default.
     pub fn at_most(mut self, at_most: Duration) -> Self {
         self.at_most = Some(at_most);
@@ -155,7 +166,7 @@ impl LockConfigBuilder {
     /// [`validate_name`]), a zero `at_most`, `at_least > at_most`, or a duration above
     /// [`MAX_DURATION`].
     pub fn build(self) -> Result<LockConfig> {
-        validate_name(&self.name, DEFAULT_MAX_NAME_LEN)?;
+        validate_name(&self.name, self.max_name_len)?;
         match self.at_most {
             Some(at_most) => validate_durations(at_most, self.at_least)?,
             None => check_max("at_least", self.at_least)?,
@@ -281,6 +292,12 @@ mod tests {
         assert!(message(LockConfig::new("a\0b", MIN)).contains("NUL"));
         // 64 multi-byte characters are fine: the limit counts characters, as the column does.
         assert!(LockConfig::new("é".repeat(DEFAULT_MAX_NAME_LEN), MIN).is_ok());
+        // A wider column is configured explicitly.
+        let wide = LockConfig::builder("w".repeat(200))
+            .at_most(MIN)
+            .max_name_len(255)
+            .build();
+        assert!(wide.is_ok());
     }
 
     #[test]

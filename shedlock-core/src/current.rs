@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::config::validate_durations;
 use crate::error::Result;
 use crate::keepalive::Lease;
-use crate::provider::LockRecord;
+use crate::provider::{LockProvider, LockRecord};
 
 tokio::task_local! {
     static CURRENT: Frame;
@@ -118,7 +118,7 @@ impl LockHandle {
     /// `at_most`; a store error or timeout otherwise (the lock's deadline is then unchanged).
     pub async fn extend(&self, at_most: Duration) -> Result<bool> {
         validate_durations(at_most, Duration::ZERO)?;
-        self.lease.extend(at_most, at_most).await
+        self.lease.extend(at_most).await
     }
 }
 
@@ -138,13 +138,13 @@ pub(crate) async fn scope<F: Future>(handle: LockHandle, fut: F) -> F::Output {
     CURRENT.scope(Frame { handle, parent }, fut).await
 }
 
-/// Whether the running task already holds the lock `name` (for re-entrancy).
-pub(crate) fn holds(name: &str) -> Option<LockHandle> {
+/// Whether the running task already holds the lock `name` in `provider` (for re-entrancy).
+pub(crate) fn holds(name: &str, provider: &Arc<dyn LockProvider>) -> Option<LockHandle> {
     CURRENT
         .try_with(|frame| {
             let mut frame = Some(frame);
             while let Some(f) = frame {
-                if f.handle.name() == name {
+                if f.handle.name() == name && same_store(f.handle.lease().provider(), provider) {
                     return Some(f.handle.clone());
                 }
                 frame = f.parent.as_deref();
@@ -153,6 +153,10 @@ pub(crate) fn holds(name: &str) -> Option<LockHandle> {
         })
         .ok()
         .flatten()
+}
+
+fn same_store(a: &Arc<dyn LockProvider>, b: &Arc<dyn LockProvider>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 /// The innermost lock held by the running task, or `None` outside a locked task.
@@ -166,6 +170,9 @@ pub fn current_lock() -> Option<LockHandle> {
 }
 
 /// Whether the running task holds a lock (ShedLock's `LockAssert`, without the panic).
+///
+/// It answers whether the task runs *under* a lock, not whether that lock is still valid: a lock
+/// lost mid-run still counts. Check [`LockHandle::is_lost`] for that.
 #[must_use]
 pub fn is_locked() -> bool {
     CURRENT.try_with(|_| ()).is_ok()

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -257,15 +258,7 @@ impl LockingTaskExecutor {
         observe::attempt(name);
         tracing::trace!(lock = name, "attempting to lock");
         let sent_at = Instant::now();
-        let acquired = timed(
-            "acquire",
-            self.inner.call_timeout,
-            self.inner
-                .provider
-                .acquire(name, at_most, &self.inner.owner_id),
-        )
-        .await;
-        let record = match acquired {
+        let record = match self.acquire(name, at_most).await {
             Ok(Some(record)) => record,
             Ok(None) => {
                 tracing::debug!(lock = name, "lock held elsewhere; skipped");
@@ -278,8 +271,6 @@ impl LockingTaskExecutor {
                 return Err(error);
             }
         };
-        tracing::debug!(lock = name, token = ?record.fencing_token(), "lock acquired");
-        observe::acquired(name);
         let lease = Lease::new(
             self.inner.provider.clone(),
             self.inner.call_timeout,
@@ -287,6 +278,15 @@ impl LockingTaskExecutor {
             sent_at,
             at_most,
         );
+        if lease.is_lost() {
+            // The reply came back after at_most had passed: another replica may hold it by now.
+            tracing::warn!(lock = name, "lock acquired too late to use; releasing it");
+            observe::error(name, "acquire");
+            let _ = lease.release(Duration::ZERO).await;
+            return Err(Error::timeout("acquire", at_most));
+        }
+        tracing::debug!(lock = name, token = ?lease.record().fencing_token(), "lock acquired");
+        observe::acquired(name);
         let keeper = cfg.keep_alive().then(|| {
             lease.spawn_renewal(RenewPolicy {
                 lease: at_most,
@@ -301,6 +301,38 @@ impl LockingTaskExecutor {
             keeper,
             released: false,
         }))
+    }
+
+    /// The store's acquire, under the call timeout (never longer than `at_most`), in a task of
+    /// its own: if the caller is cancelled while the call is in flight, a lock it won is released
+    /// at once instead of staying held until `at_most`.
+    async fn acquire(&self, name: &str, at_most: Duration) -> Result<Option<LockRecord>> {
+        let (reply, answer) = oneshot::channel();
+        let provider = self.inner.provider.clone();
+        let (lock, owner) = (name.to_owned(), self.inner.owner_id.clone());
+        let timeout = self.inner.call_timeout.min(at_most);
+        let call_timeout = self.inner.call_timeout;
+        tokio::spawn(async move {
+            let acquired =
+                timed("acquire", timeout, provider.acquire(&lock, at_most, &owner)).await;
+            if let Err(Ok(Some(record))) = reply.send(acquired) {
+                tracing::debug!(
+                    lock,
+                    "acquire cancelled by its caller; releasing what it won"
+                );
+                let _ = timed(
+                    "release",
+                    call_timeout,
+                    provider.release(&record, Duration::ZERO),
+                )
+                .await;
+            }
+        });
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::backend_message(
+                "acquire the lock (the call panicked)",
+            ))
+        })
     }
 
     /// Runs `task` if the lock is free: `Ok(Some(output))` if it ran, `Ok(None)` if another
@@ -364,7 +396,7 @@ impl LockingTaskExecutor {
         cfg: &LockConfig,
         task: F,
     ) -> Result<Option<Execution<F::Output>>> {
-        if let Some(outer) = current::holds(cfg.name()) {
+        if let Some(outer) = current::holds(cfg.name(), &self.inner.provider) {
             tracing::trace!("lock already held by this task; running re-entrantly");
             let output = task.await;
             return Ok(Some(Execution {
@@ -415,6 +447,10 @@ pub fn default_executor() -> Result<&'static LockingTaskExecutor> {
 /// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
 /// background (honouring `at_least`). Derefs to [`LockHandle`] for the fencing token, the
 /// lost-lock signal and extension.
+///
+/// The background release of a dropped guard is a spawned task: if the runtime shuts down before
+/// it runs (a guard dropped as `main` returns), the lock stays held until its `at_most`. Release
+/// explicitly before shutting down.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     handle: LockHandle,
@@ -451,20 +487,24 @@ impl LockGuard {
     /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the
     /// lock had already passed to another holder.
     ///
+    /// The release runs in a task of its own, so it completes even if this future is dropped.
+    ///
     /// # Errors
     ///
     /// A store failure or timeout (logged at ERROR and counted); the lock then ends at its
     /// `at_most`.
     pub async fn release(mut self) -> Result<bool> {
         self.released = true;
-        self.stop_keeper();
-        release_lease(self.handle.lease().clone(), self.at_least).await
-    }
-
-    fn stop_keeper(&mut self) {
-        if let Some(keeper) = self.keeper.take() {
-            keeper.abort();
-        }
+        let release = tokio::spawn(finish(
+            self.handle.lease().clone(),
+            self.keeper.take(),
+            self.at_least,
+        ));
+        release.await.unwrap_or_else(|_| {
+            Err(Error::backend_message(
+                "release the lock (the call panicked)",
+            ))
+        })
     }
 }
 
@@ -473,15 +513,18 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
-        self.stop_keeper();
         let lease = self.handle.lease().clone();
+        let keeper = self.keeper.take();
         let at_least = self.at_least;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             tracing::debug!(lock = self.handle.name(), "lock guard dropped; releasing");
             runtime.spawn(async move {
-                let _ = release_lease(lease, at_least).await;
+                let _ = finish(lease, keeper, at_least).await;
             });
         } else {
+            if let Some(keeper) = keeper {
+                keeper.abort();
+            }
             tracing::warn!(
                 lock = self.handle.name(),
                 "lock guard dropped outside a tokio runtime; the lock stays held until at_most"
@@ -490,35 +533,14 @@ impl Drop for LockGuard {
     }
 }
 
-async fn release_lease(lease: Lease, at_least: Duration) -> Result<bool> {
-    let record: LockRecord = lease.record();
-    let name = record.name();
-    let result = timed(
-        "release",
-        lease.call_timeout(),
-        lease.provider().release(&record, at_least),
-    )
-    .await;
-    lease.mark_lost();
-    match &result {
-        Ok(true) => tracing::debug!(lock = name, "lock released"),
-        Ok(false) => {
-            tracing::warn!(
-                lock = name,
-                "lock was already taken over by another holder at release"
-            );
-        }
-        Err(error) => {
-            tracing::error!(
-                lock = name,
-                %error,
-                "failed to release lock; it stays held until its at_most ends"
-            );
-            observe::release_failed(name);
-            observe::error(name, "release");
-        }
+/// Stops keep-alive (waiting until no extension can still be in flight, so none lands after the
+/// release), then releases.
+async fn finish(lease: Lease, keeper: Option<JoinHandle<()>>, at_least: Duration) -> Result<bool> {
+    if let Some(keeper) = keeper {
+        keeper.abort();
+        let _ = keeper.await;
     }
-    result
+    lease.release(at_least).await
 }
 
 /// Runs `task`, turning a panic into `Err` so the lock can be released before the panic resumes.

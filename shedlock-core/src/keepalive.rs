@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
+use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::observe;
@@ -112,19 +113,32 @@ struct Shared {
     record: Mutex<LockRecord>,
     state: watch::Sender<State>,
     mirror: Option<Arc<DeadlineCell>>,
+    /// The `at_most` renewals send: the policy's lease, then that of the last explicit extend.
+    lease_len: Mutex<Duration>,
+    /// Extends run one at a time, so the last one applied is the last one sent and the local
+    /// deadline can follow it exactly, earlier or later.
+    extend_gate: tokio::sync::Mutex<()>,
 }
 
 /// How a [`Lease`] is renewed in the background.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RenewPolicy {
-    /// The `at_most` (lease length) sent with each extend.
+    /// The `at_most` (lease length) sent with each extend, until an explicit extend changes it.
     pub(crate) lease: Duration,
-    /// Time from a successful extend's send to the next extend.
+    /// Time from a successful extend's send to the next extend (at most half the validity).
     pub(crate) renew_every: Duration,
     /// After a failed extend, try again this soon.
     pub(crate) retry_every: Duration,
     /// How long a success keeps the lease valid locally, from its send time (≤ `lease`).
     pub(crate) valid_for: Duration,
+}
+
+impl RenewPolicy {
+    /// How much shorter the local validity is than the lease (kept when an explicit extend
+    /// changes the lease's length).
+    fn margin(self) -> Duration {
+        self.lease.saturating_sub(self.valid_for)
+    }
 }
 
 impl Lease {
@@ -136,7 +150,7 @@ impl Lease {
         sent_at: Instant,
         valid_for: Duration,
     ) -> Self {
-        Self::build(provider, call_timeout, record, sent_at + valid_for, None)
+        Self::build(provider, call_timeout, record, sent_at, valid_for, None)
     }
 
     /// [`new`](Self::new), mirroring the deadline into `mirror` (which it overwrites now).
@@ -148,20 +162,27 @@ impl Lease {
         valid_for: Duration,
         mirror: Arc<DeadlineCell>,
     ) -> Self {
-        let deadline = sent_at + valid_for;
-        mirror.set(deadline);
-        Self::build(provider, call_timeout, record, deadline, Some(mirror))
+        mirror.set(sent_at + valid_for);
+        Self::build(
+            provider,
+            call_timeout,
+            record,
+            sent_at,
+            valid_for,
+            Some(mirror),
+        )
     }
 
     fn build(
         provider: Arc<dyn LockProvider>,
         call_timeout: Duration,
         record: LockRecord,
-        deadline: Instant,
+        sent_at: Instant,
+        valid_for: Duration,
         mirror: Option<Arc<DeadlineCell>>,
     ) -> Self {
         let (state, _) = watch::channel(State {
-            deadline,
+            deadline: sent_at + valid_for,
             lost: false,
             refused: false,
         });
@@ -172,6 +193,8 @@ impl Lease {
                 record: Mutex::new(record),
                 state,
                 mirror,
+                lease_len: Mutex::new(valid_for),
+                extend_gate: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -185,12 +208,24 @@ impl Lease {
             .clone()
     }
 
-    pub(crate) fn provider(&self) -> &Arc<dyn LockProvider> {
-        &self.shared.provider
+    fn lease_len(&self) -> Duration {
+        *self
+            .shared
+            .lease_len
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn call_timeout(&self) -> Duration {
-        self.shared.call_timeout
+    fn set_lease_len(&self, at_most: Duration) {
+        *self
+            .shared
+            .lease_len
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = at_most;
+    }
+
+    pub(crate) fn provider(&self) -> &Arc<dyn LockProvider> {
+        &self.shared.provider
     }
 
     /// The local deadline, after which the lease counts as lost.
@@ -256,9 +291,18 @@ impl Lease {
         }
     }
 
-    /// Extends the lease once by `at_most`, sent now. `Ok(false)` (and the lease is lost) when the
-    /// store refused; an error leaves the deadline where it was.
-    pub(crate) async fn extend(&self, at_most: Duration, valid_for: Duration) -> Result<bool> {
+    /// Extends the lock to `now + at_most` (store clock), valid locally until its send time +
+    /// `at_most`; from then on keep-alive renewals send `at_most` too. `Ok(false)` (and the lease
+    /// is lost) when the store refused or the lease had already run out; an error leaves the
+    /// deadline where it was. (Executor locks only: the latch's leases are renewed by its loop.)
+    pub(crate) async fn extend(&self, at_most: Duration) -> Result<bool> {
+        self.extend_once(at_most, at_most).await
+    }
+
+    /// One extend, serialised with any other: sends `at_most`; a success makes the lease valid
+    /// until its send time + `valid_for`, whether that is later or earlier than before.
+    async fn extend_once(&self, at_most: Duration, valid_for: Duration) -> Result<bool> {
+        let _one_at_a_time = self.shared.extend_gate.lock().await;
         if self.is_lost() {
             return Ok(false);
         }
@@ -270,95 +314,161 @@ impl Lease {
             self.shared.provider.extend(&record, at_most),
         )
         .await?;
-        Ok(self.apply_extend(extended, sent_at, valid_for))
+        Ok(self.apply_extend(extended, sent_at, at_most, valid_for))
     }
 
     fn apply_extend(
         &self,
         extended: Option<LockRecord>,
         sent_at: Instant,
+        at_most: Duration,
         valid_for: Duration,
     ) -> bool {
+        let name = self.record().name().to_owned();
         let Some(updated) = extended else {
             if self.shared.state.borrow().lost {
                 // Already given up (a local step-down raced this call): nothing new to report.
                 return false;
             }
-            tracing::warn!(
-                lock = self.record().name(),
-                "lock lost: the store refused to extend it"
-            );
-            observe::lost(self.record().name());
+            tracing::warn!(lock = %name, "lock lost: the store refused to extend it");
+            observe::lost(&name);
             self.mark_lost_with(true);
             return false;
         };
-        *self
-            .shared
-            .record
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = updated;
         let deadline = sent_at + valid_for;
         let mirror = self.shared.mirror.as_deref();
+        let mut applied = false;
         self.shared.state.send_if_modified(|s| {
-            // A success can only move a live lease's deadline; a lost lease stays lost.
-            if s.lost || s.deadline >= deadline {
+            if s.lost {
                 return false;
+            }
+            if Instant::now() >= s.deadline {
+                // Expiry is final: a reply that comes back after the deadline does not revive a
+                // lease its holder has already been told it lost.
+                s.lost = true;
+                if let Some(mirror) = mirror {
+                    mirror.clear(s.deadline);
+                }
+                return true;
             }
             if let Some(mirror) = mirror {
                 mirror.replace(s.deadline, deadline);
             }
             s.deadline = deadline;
+            applied = true;
             true
         });
+        if !applied {
+            return false;
+        }
+        *self
+            .shared
+            .record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = updated;
+        self.set_lease_len(at_most);
         !self.is_lost()
     }
 
-    /// Starts the background renewal loop. It stops when the lease is lost (refused, or no
-    /// success before the deadline) or when the returned handle is aborted.
+    /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store, and the
+    /// lease is lost locally whatever the outcome. Logs the outcome; a failure is counted.
+    pub(crate) async fn release(&self, at_least: Duration) -> Result<bool> {
+        let record = self.record();
+        let name = record.name();
+        let result = timed(
+            "release",
+            self.shared.call_timeout,
+            self.shared.provider.release(&record, at_least),
+        )
+        .await;
+        self.mark_lost();
+        match &result {
+            Ok(true) => tracing::debug!(lock = name, "lock released"),
+            Ok(false) => {
+                tracing::warn!(
+                    lock = name,
+                    "lock was already taken over by another holder at release"
+                );
+            }
+            Err(error) => {
+                tracing::error!(
+                    lock = name,
+                    %error,
+                    "failed to release lock; it stays held until its at_most"
+                );
+                observe::release_failed(name);
+                observe::error(name, "release");
+            }
+        }
+        result
+    }
+
+    /// Starts the background renewal loop, in the caller's tracing span. It stops when the lease
+    /// is lost (refused, or no success before the deadline) or when the returned handle is
+    /// aborted.
     pub(crate) fn spawn_renewal(&self, policy: RenewPolicy) -> JoinHandle<()> {
+        self.set_lease_len(policy.lease);
         let lease = self.clone();
-        tokio::spawn(async move { lease.renew_loop(policy).await })
+        tokio::spawn(
+            lease
+                .renew_loop(policy)
+                .instrument(tracing::Span::current()),
+        )
+    }
+
+    /// When the next renewal is due: half the current validity (at most `renew_every`) after
+    /// the last success was sent.
+    fn next_renewal(&self, policy: RenewPolicy) -> Instant {
+        let valid_for = self.lease_len().saturating_sub(policy.margin());
+        let sent_at = self
+            .deadline()
+            .checked_sub(valid_for)
+            .unwrap_or_else(Instant::now);
+        sent_at + policy.renew_every.min(valid_for / 2)
     }
 
     async fn renew_loop(self, policy: RenewPolicy) {
         let name = self.record().name().to_owned();
-        let mut next = self.last_success_sent(policy) + policy.renew_every;
+        let mut changes = self.subscribe();
+        let mut next = self.next_renewal(policy);
         loop {
-            let deadline = self.deadline();
+            let deadline = changes.borrow_and_update().deadline;
             tokio::select! {
-                () = sleep_until(next) => {}
+                biased;
                 () = sleep_until(deadline) => {}
+                update = changes.changed() => {
+                    if update.is_err() || self.is_lost() {
+                        break;
+                    }
+                    // Extended (by us or explicitly): reschedule from the new deadline.
+                    next = self.next_renewal(policy);
+                    continue;
+                }
+                () = sleep_until(next) => {}
             }
             if self.is_lost() {
                 break;
             }
-            let record = self.record();
-            let sent_at = Instant::now();
-            let call = timed(
-                "extend",
-                self.shared.call_timeout,
-                self.shared.provider.extend(&record, policy.lease),
-            );
+            let at_most = self.lease_len();
+            let valid_for = at_most.saturating_sub(policy.margin());
             let outcome = tokio::select! {
-                outcome = call => Some(outcome),
+                biased;
                 // A hung call cannot keep the lease alive past its deadline.
                 () = sleep_until(deadline) => None,
+                outcome = self.extend_once(at_most, valid_for) => Some(outcome),
             };
             match outcome {
-                Some(Ok(extended)) => {
-                    if !self.apply_extend(extended, sent_at, policy.valid_for) {
-                        break;
-                    }
+                Some(Ok(true)) => {
                     tracing::debug!(lock = %name, "lock extended");
                     observe::extended(&name);
-                    next = sent_at + policy.renew_every;
+                    next = self.next_renewal(policy);
                 }
+                Some(Ok(false)) | None => {}
                 Some(Err(error)) => {
                     tracing::warn!(lock = %name, %error, "failed to extend lock; retrying");
                     observe::error(&name, "extend");
                     next = Instant::now() + policy.retry_every;
                 }
-                None => {}
             }
             if self.is_lost() {
                 break;
@@ -369,13 +479,6 @@ impl Lease {
             observe::lost(&name);
             self.mark_lost();
         }
-    }
-
-    /// The send time of the last success, derived from the deadline.
-    fn last_success_sent(&self, policy: RenewPolicy) -> Instant {
-        self.deadline()
-            .checked_sub(policy.valid_for)
-            .unwrap_or_else(Instant::now)
     }
 }
 
@@ -449,9 +552,9 @@ mod tests {
             .await
             .expect("ok")
             .expect("free");
-        assert!(!lease.extend(10 * SEC, 10 * SEC).await.expect("no error"));
+        assert!(!lease.extend(10 * SEC).await.expect("no error"));
         assert!(lease.is_lost());
         // Lost stays lost.
-        assert!(!lease.extend(10 * SEC, 10 * SEC).await.expect("no error"));
+        assert!(!lease.extend(10 * SEC).await.expect("no error"));
     }
 }

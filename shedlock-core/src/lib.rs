@@ -23,7 +23,10 @@
 //! # Feature flags
 //!
 //! - `macros` (default): `#[scheduled_lock]`.
-//! - `metrics`: counters and a duration histogram through the `metrics` facade.
+//! - `metrics`: counters and a duration histogram through the `metrics` facade: attempts,
+//!   acquisitions, skips, extensions, losses, errors and release failures per lock name, and
+//!   `shedlock_task_duration_seconds`. The label is the lock name, so templated names make one
+//!   series per value.
 //! - `testkit`: [`testkit::ConformanceSuite`], the provider conformance suite.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

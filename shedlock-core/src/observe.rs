@@ -10,6 +10,9 @@
 //! | `shedlock_errors_total` | counter | `lock`, `operation` |
 //! | `shedlock_release_failures_total` | counter | `lock` |
 //! | `shedlock_task_duration_seconds` | histogram | `lock` |
+//!
+//! The `lock` label is the full lock name, so a templated name (`"report-{tenant}"`) makes one
+//! series per value: keep templated names to a bounded set, or leave the feature off.
 
 use std::time::Duration;
 

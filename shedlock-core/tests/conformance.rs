@@ -13,7 +13,7 @@ async fn in_memory_provider_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_memory_provider_conforms_in_real_time_on_threads() {
     ConformanceSuite::new(InMemoryLockProvider::new())
-        .time_unit(std::time::Duration::from_millis(50))
+        .time_unit(std::time::Duration::from_millis(200))
         .run()
         .await;
 }

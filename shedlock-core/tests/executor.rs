@@ -643,3 +643,188 @@ async fn executor_settings_are_validated() {
         assert!(err.to_string().contains(needle), "{err} lacks {needle}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shorter_explicit_extension_moves_the_local_deadline_earlier() {
+    let store = store();
+    let guard = executor(&store, "a")
+        .try_lock(&cfg("job", 600 * SEC))
+        .await
+        .expect("ok")
+        .expect("free");
+    assert!(guard.extend(10 * SEC).await.expect("extend works"));
+    tokio::time::sleep(9 * SEC).await;
+    assert!(!guard.is_lost());
+    assert!(!is_free(&store, "job").await);
+    tokio::time::sleep(SEC).await;
+    assert!(
+        guard.is_lost(),
+        "the store frees the lock at 10 s: so must our belief"
+    );
+    assert!(is_free(&store, "job").await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_alive_renews_with_the_length_of_an_explicit_extension() {
+    let store = store();
+    let job = LockConfig::builder("job")
+        .at_most(10 * SEC)
+        .keep_alive(true)
+        .build()
+        .expect("valid");
+    let probe = store.clone();
+    let run = executor(&store, "a")
+        .execute_reported(&job, async move {
+            let lock = current_lock().expect("inside");
+            assert!(lock.extend(60 * SEC).await.expect("extend works"));
+            tokio::time::sleep(20 * SEC).await;
+            // The store becomes unreachable for extensions: the lock must be believed held
+            // exactly as long as the store holds it, no longer.
+            probe.inject(Operation::Extend, Fault::Hang);
+            let start = Instant::now();
+            while !lock.is_lost() {
+                assert!(
+                    !is_free(&probe, "job").await,
+                    "believed held: the store must hold it"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            assert!(
+                is_free(&probe, "job").await,
+                "the store let it go when we did"
+            );
+            start.elapsed()
+        })
+        .await
+        .expect("ok")
+        .expect("ran");
+    assert!(run.lock_lost);
+    assert!(
+        (55 * SEC..=60 * SEC).contains(&run.output),
+        "renewals kept the 60 s length, so the loss comes 55-60 s later ({:?})",
+        run.output
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_after_the_deadline_does_not_revive_the_lock() {
+    let store = store();
+    store.inject_times(Operation::Extend, Fault::Delay(15 * SEC), 1);
+    let exec = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .call_timeout(30 * SEC)
+        .build()
+        .expect("valid");
+    let guard = exec
+        .try_lock(&cfg("job", 10 * SEC))
+        .await
+        .expect("ok")
+        .expect("free");
+    let extended = guard.extend(60 * SEC).await.expect("no store error");
+    assert!(
+        !extended,
+        "the store answered after the local deadline had passed"
+    );
+    assert!(guard.is_lost());
+    tokio::time::sleep(SEC).await;
+    assert!(guard.is_lost(), "lost is final");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_a_release_in_flight_still_releases() {
+    let store = store();
+    let guard = executor(&store, "a")
+        .try_lock(&cfg("job", 600 * SEC))
+        .await
+        .expect("ok")
+        .expect("free");
+    store.inject_times(Operation::Release, Fault::Delay(SEC), 1);
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), guard.release()).await;
+    assert!(
+        cancelled.is_err(),
+        "the caller gave up while the release was in flight"
+    );
+    let held = wait_free(&store, "job", 600 * SEC).await;
+    assert!(held < 2 * SEC, "released anyway, not at at_most ({held:?})");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_an_acquire_in_flight_gives_back_what_it_won() {
+    let store = store();
+    store.inject_times(Operation::Acquire, Fault::Delay(SEC), 1);
+    let exec = executor(&store, "a");
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(100),
+        exec.try_lock(&cfg("job", 600 * SEC)),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the caller gave up while the acquire was in flight"
+    );
+    let start = Instant::now();
+    // The acquire still lands at 1 s; it must then be given back at once.
+    while store.calls(Operation::Release) == 0 {
+        assert!(
+            start.elapsed() < 10 * SEC,
+            "the won lock was never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(is_free(&store, "job").await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquire_slower_than_at_most_is_an_error_not_a_run_on_an_expired_lock() {
+    let store = store();
+    store.inject_times(Operation::Acquire, Fault::Delay(6 * SEC), 1);
+    let exec = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .call_timeout(30 * SEC)
+        .build()
+        .expect("valid");
+    let ran = AtomicBool::new(false);
+    let start = Instant::now();
+    let err = exec
+        .execute(&cfg("job", 5 * SEC), async {
+            ran.store(true, Ordering::SeqCst);
+        })
+        .await
+        .expect_err("the lock could not be taken within at_most");
+    assert!(err.is_timeout(), "{err}");
+    assert_eq!(
+        start.elapsed(),
+        5 * SEC,
+        "the acquire's timeout is capped at at_most"
+    );
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reentrancy_is_per_store_not_per_name() {
+    let first = store();
+    let second = store();
+    let outer = executor(&first, "a");
+    let other_store = executor(&second, "a");
+    let nested = outer
+        .execute(&cfg("job", 60 * SEC), async {
+            Box::pin(other_store.execute_reported(&cfg("job", 60 * SEC), async {
+                // Running under the second store's lock too, so it is held there now.
+                is_free(&second, "job").await
+            }))
+            .await
+            .expect("ok")
+            .expect("free in the second store")
+        })
+        .await
+        .expect("ok")
+        .expect("ran");
+    assert!(
+        !nested.reentrant,
+        "a lock of the same name in another store is a different lock"
+    );
+    assert!(
+        !nested.output,
+        "the nested run took the second store's lock"
+    );
+}
