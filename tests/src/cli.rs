@@ -1,0 +1,511 @@
+//! The command line shared by the `replica` binary and the `cluster` example: [`main`].
+//!
+//! ```text
+//! replica [COMMAND] [OPTIONS]
+//!
+//! COMMANDS
+//!   cluster   start --replicas processes of this program running the jobs, show who ran and who
+//!             skipped each tick, and end with a `summary:` line (the default command)
+//!   run       be one replica: run the jobs until stopped, reporting JSON events on stdout
+//!   schema    create the lock table and the run log, then exit (before starting replicas)
+//!   check     read a session's run log: runs, interrupted runs and overlaps (exit 1 if any)
+//!   leader    be one leader-latch candidate, reporting elected / stepped down / following
+//! ```
+//!
+//! This module is the binaries' `main`: the only code of the crate that writes to standard
+//! output (the demo's board, or a replica's events). Logs go to standard error through
+//! `tracing` (`RUST_LOG`, default `warn`).
+
+use std::io::{BufRead as _, Write as _};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use shedlock_core::parse_duration;
+use tokio::sync::{mpsc, watch};
+
+use crate::cluster::{self, ClusterOptions, DATABASE_URL_ENV, Signals};
+use crate::database::{BoxError, Database};
+use crate::demo;
+use crate::event::Event;
+use crate::job::JobSpec;
+use crate::leader::{self, LeaderOptions};
+use crate::replica::{self, Job, ReplicaOptions, error_chain};
+use crate::runlog::{DEFAULT_RUNS_TABLE, RunLog, overlaps};
+
+/// The lock-name prefix unless `--prefix` says otherwise.
+pub const DEFAULT_PREFIX: &str = "demo-";
+
+const USAGE: &str = "\
+usage: replica [cluster|run|schema|check|leader] [OPTIONS]
+
+commands:
+  cluster      start several replicas of this program and summarise (default)
+  run          be one replica: run the jobs until stopped; JSON events on stdout
+  schema       create the lock table and the run log, then exit
+  check        read a session's run log and count overlapping runs (exit 1 if any)
+  leader       be one leader-latch candidate; JSON events: ready, elected, stepped_down,
+               following, stopped (each with this process's wall clock)
+
+options:
+  --database-url URL   postgres://…, mysql://… (MySQL/MariaDB) or sqlite:…; default $DATABASE_URL,
+                       else (cluster only) a SQLite file in a new temporary directory
+  --seconds N          run for N seconds (cluster default 10; run: until stopped)
+  --replicas N         replica processes (cluster; default 3)
+  --kill-after N       kill one replica (SIGKILL) after N seconds, preferably mid-run (cluster)
+  --job SPEC           a job run through the executor, instead of the demo's two
+                       #[scheduled_lock] jobs; repeatable. SPEC:
+                       NAME[,every=1s][,at_most=10s][,at_least=0s][,work=100ms..500ms][,keep_alive]
+  --prefix P           lock-name prefix (default demo-)
+  --lock-table T       lock table (default: the store's, shedlock)
+  --runs-table T       run log table (default shedlock_demo_runs)
+  --replica ID         this replica's label (run; default r<pid>)
+  --session S          run-log session (run, check; default `default`)
+  --text               print events as text instead of JSON lines (run)
+  --owner-id ID        owner id (run; default $SHEDLOCK_OWNER_ID or hostname:pid:random)
+  --call-timeout DUR   per-call timeout of the lock store (default 5s)
+  --jitter DUR         each tick fires up to DUR late, at random (default 150ms)
+  --stop-on-eof        stop when standard input closes (run, leader; cluster: its own stdin)
+  --election NAME      leader: the election (lock row) name (default <prefix>leader)
+  --lease DUR, --renew DUR, --renew-deadline DUR, --acquire DUR, --acquire-jitter DUR
+                       leader: the latch's timings (defaults 15s, 5s, 10s, 2s, acquire / 4)
+  --record             leader: also write each term to the run log (--runs-table, --session)
+  --cleanup            drop the run log and the lock table at the end (cluster)
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Command {
+    Cluster,
+    Run,
+    Schema,
+    Check,
+    Leader,
+}
+
+#[derive(Debug, Default)]
+#[allow(clippy::struct_excessive_bools)] // command-line switches
+struct Args {
+    command: Option<Command>,
+    database_url: Option<String>,
+    seconds: Option<f64>,
+    replicas: Option<usize>,
+    kill_after: Option<f64>,
+    jobs: Vec<JobSpec>,
+    prefix: Option<String>,
+    lock_table: Option<String>,
+    runs_table: Option<String>,
+    replica: Option<String>,
+    session: Option<String>,
+    owner_id: Option<String>,
+    call_timeout: Option<Duration>,
+    jitter: Option<Duration>,
+    stop_on_eof: bool,
+    cleanup: bool,
+    text: bool,
+    election: Option<String>,
+    lease: Option<Duration>,
+    renew: Option<Duration>,
+    renew_deadline: Option<Duration>,
+    acquire: Option<Duration>,
+    acquire_jitter: Option<Duration>,
+    record: bool,
+    help: bool,
+}
+
+fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, BoxError> {
+    let mut parsed = Args::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, BoxError> {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{name} needs a value").into())
+        };
+        let seconds = |name: &str, text: String| -> Result<f64, BoxError> {
+            match text.parse::<f64>() {
+                Ok(n) if n.is_finite() && n >= 0.0 => Ok(n),
+                _ => Err(format!("{name} takes a number of seconds, not {text:?}").into()),
+            }
+        };
+        let duration = |name: &str, text: String| -> Result<Duration, BoxError> {
+            parse_duration(&text).map_err(|e| format!("{name} {text:?}: {e}").into())
+        };
+        match flag.as_str() {
+            "cluster" | "run" | "schema" | "check" | "leader" if parsed.command.is_none() => {
+                parsed.command = Some(match flag.as_str() {
+                    "cluster" => Command::Cluster,
+                    "run" => Command::Run,
+                    "schema" => Command::Schema,
+                    "check" => Command::Check,
+                    _ => Command::Leader,
+                });
+            }
+            "-h" | "--help" => parsed.help = true,
+            "--database-url" => parsed.database_url = Some(value(&flag)?),
+            "--seconds" => parsed.seconds = Some(seconds(&flag, value(&flag)?)?),
+            "--kill-after" => parsed.kill_after = Some(seconds(&flag, value(&flag)?)?),
+            "--replicas" => {
+                let text = value(&flag)?;
+                parsed.replicas = Some(
+                    text.parse()
+                        .ok()
+                        .filter(|n| (1..=64).contains(n))
+                        .ok_or_else(|| format!("--replicas takes 1 to 64, not {text:?}"))?,
+                );
+            }
+            "--job" => parsed.jobs.push(value(&flag)?.parse()?),
+            "--prefix" => parsed.prefix = Some(value(&flag)?),
+            "--lock-table" => parsed.lock_table = Some(value(&flag)?),
+            "--runs-table" => parsed.runs_table = Some(value(&flag)?),
+            "--replica" => parsed.replica = Some(value(&flag)?),
+            "--session" => parsed.session = Some(value(&flag)?),
+            "--owner-id" => parsed.owner_id = Some(value(&flag)?),
+            "--call-timeout" => parsed.call_timeout = Some(duration(&flag, value(&flag)?)?),
+            "--jitter" => parsed.jitter = Some(duration(&flag, value(&flag)?)?),
+            "--stop-on-eof" => parsed.stop_on_eof = true,
+            "--cleanup" => parsed.cleanup = true,
+            "--text" => parsed.text = true,
+            "--record" => parsed.record = true,
+            "--election" => parsed.election = Some(value(&flag)?),
+            "--lease" => parsed.lease = Some(duration(&flag, value(&flag)?)?),
+            "--renew" => parsed.renew = Some(duration(&flag, value(&flag)?)?),
+            "--renew-deadline" => parsed.renew_deadline = Some(duration(&flag, value(&flag)?)?),
+            "--acquire" => parsed.acquire = Some(duration(&flag, value(&flag)?)?),
+            "--acquire-jitter" => parsed.acquire_jitter = Some(duration(&flag, value(&flag)?)?),
+            other => return Err(format!("unknown argument {other:?} (see --help)").into()),
+        }
+    }
+    let names: std::collections::BTreeSet<_> = parsed.jobs.iter().map(|j| &j.name).collect();
+    if names.len() != parsed.jobs.len() {
+        return Err("two --job options have the same name".into());
+    }
+    Ok(parsed)
+}
+
+/// The program: parses the command line (`default` is the command when none is given), sets up
+/// logging and the runtime, runs the command.
+///
+/// Exit codes: 0 on success; 1 when the demo found overlapping runs; 2 on any other error.
+#[must_use]
+pub fn main(default: &str) -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_none_or(|a| a.starts_with('-')) {
+        args.insert(0, default.to_owned());
+    }
+    let args = match parse_args(args) {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("error: {error}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.help {
+        print!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the tokio runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(dispatch(args));
+    // Do not wait for a blocked read of standard input or similar.
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {}", error_chain(&*error));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
+    let database_url = args
+        .database_url
+        .clone()
+        .or_else(|| std::env::var(DATABASE_URL_ENV).ok());
+    match args.command.unwrap_or(Command::Cluster) {
+        Command::Cluster => cluster(args, database_url).await,
+        Command::Schema => {
+            let url = database_url.ok_or("schema needs --database-url or DATABASE_URL")?;
+            let db = Database::connect(&url).await?;
+            db.create_lock_table(args.lock_table.as_deref()).await?;
+            RunLog::new(&db, &runs_table(&args))?.create_table().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => {
+            let url = database_url.ok_or("check needs --database-url or DATABASE_URL")?;
+            check(args, &url).await
+        }
+        Command::Leader => {
+            let url = database_url.ok_or("leader needs --database-url or DATABASE_URL")?;
+            let (seconds, stop_on_eof, text) = (args.seconds, args.stop_on_eof, args.text);
+            let opts = LeaderOptions {
+                replica: replica_label(args.replica.as_deref()),
+                election: args
+                    .election
+                    .clone()
+                    .unwrap_or_else(|| format!("{}leader", prefix(&args))),
+                lock_table: args.lock_table.clone(),
+                owner_id: args.owner_id.clone(),
+                lease: args.lease,
+                renew_interval: args.renew,
+                renew_deadline: args.renew_deadline,
+                acquire_interval: args.acquire,
+                acquire_jitter: args.acquire_jitter,
+                call_timeout: args.call_timeout,
+                record: args.record.then(|| (runs_table(&args), session(&args))),
+            };
+            let db = Database::connect(&url).await?;
+            serve(seconds, stop_on_eof, text, |stop, events| async move {
+                leader::run(opts, &db, stop, events).await
+            })
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run => {
+            let url = database_url.ok_or("run needs --database-url or DATABASE_URL")?;
+            let (seconds, stop_on_eof, text) = (args.seconds, args.stop_on_eof, args.text);
+            let opts = ReplicaOptions {
+                replica: replica_label(args.replica.as_deref()),
+                session: session(&args),
+                prefix: prefix(&args),
+                runs_table: runs_table(&args),
+                lock_table: args.lock_table,
+                owner_id: args.owner_id,
+                call_timeout: args.call_timeout,
+                jitter: args.jitter.unwrap_or(Duration::from_millis(150)),
+                jobs: if args.jobs.is_empty() {
+                    demo::jobs()
+                } else {
+                    args.jobs.into_iter().map(Job::executor).collect()
+                },
+            };
+            let db = Database::connect(&url).await?;
+            serve(seconds, stop_on_eof, text, |stop, events| async move {
+                replica::run(opts, &db, stop, events).await
+            })
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn prefix(args: &Args) -> String {
+    args.prefix
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PREFIX.to_owned())
+}
+
+fn runs_table(args: &Args) -> String {
+    args.runs_table
+        .clone()
+        .unwrap_or_else(|| DEFAULT_RUNS_TABLE.to_owned())
+}
+
+fn session(args: &Args) -> String {
+    args.session.clone().unwrap_or_else(|| "default".to_owned())
+}
+
+fn replica_label(given: Option<&str>) -> String {
+    given.map_or_else(|| format!("r{}", std::process::id()), str::to_owned)
+}
+
+/// `cluster`: the demo.
+async fn cluster(args: Args, database_url: Option<String>) -> Result<ExitCode, BoxError> {
+    let opts = ClusterOptions {
+        database_url,
+        duration: Duration::from_secs_f64(args.seconds.unwrap_or(10.0)),
+        replicas: args.replicas.unwrap_or(3),
+        prefix: prefix(&args),
+        runs_table: runs_table(&args),
+        lock_table: args.lock_table,
+        jobs: args.jobs,
+        kill_after: args.kill_after.map(Duration::from_secs_f64),
+        stop_on_eof: args.stop_on_eof,
+        cleanup: args.cleanup,
+        call_timeout: args.call_timeout,
+        jitter: args.jitter,
+        exe: std::env::current_exe()?,
+    };
+    let mut out = std::io::stdout();
+    let summary = cluster::run(opts, &mut out).await?;
+    Ok(if summary.overlaps == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `check`: a session's run log, summarised.
+async fn check(args: Args, url: &str) -> Result<ExitCode, BoxError> {
+    let db = Database::connect(url).await?;
+    let session = session(&args);
+    let records = RunLog::new(&db, &runs_table(&args))?
+        .records(&session)
+        .await?;
+    let found = overlaps(&records);
+    let mut out = std::io::stdout().lock();
+    for overlap in &found {
+        writeln!(
+            out,
+            "OVERLAP in {}: {} [{}, {}) and {} [{}, {}) (µs, database clock)",
+            overlap.first.job,
+            overlap.first.replica,
+            overlap.first.started_us,
+            overlap.first.effective_end(),
+            overlap.second.replica,
+            overlap.second.started_us,
+            overlap.second.effective_end()
+        )?;
+    }
+    let mut per_job = std::collections::BTreeMap::<&str, u64>::new();
+    for record in &records {
+        *per_job.entry(record.job.as_str()).or_default() += 1;
+    }
+    write!(
+        out,
+        "runlog: session={session} runs={} interrupted={} overlaps={}",
+        records.len(),
+        records.iter().filter(|r| r.ended_us.is_none()).count(),
+        found.len()
+    )?;
+    for (job, runs) in per_job {
+        write!(out, " runs.{job}={runs}")?;
+    }
+    writeln!(out)?;
+    Ok(if found.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Runs `body` (a replica or a leader candidate) with its stop signal (SIGINT, SIGTERM, the
+/// deadline, or the end of standard input) and prints its events, as JSON lines or `text`.
+async fn serve<F, Fut>(
+    seconds: Option<f64>,
+    stop_on_eof: bool,
+    text: bool,
+    body: F,
+) -> Result<(), BoxError>
+where
+    F: FnOnce(watch::Receiver<bool>, mpsc::UnboundedSender<Event>) -> Fut,
+    Fut: Future<Output = Result<(), BoxError>>,
+{
+    let (stop_tx, stop_rx) = watch::channel(false);
+    if stop_on_eof {
+        on_stdin_eof(stop_tx.clone());
+    }
+    let mut signals = Signals::new()?;
+    let deadline = seconds.map(Duration::from_secs_f64);
+    let stopper = stop_tx.clone();
+    tokio::spawn(async move {
+        match deadline {
+            Some(after) => {
+                tokio::select! {
+                    () = tokio::time::sleep(after) => {}
+                    () = signals.recv() => {}
+                }
+            }
+            None => signals.recv().await,
+        }
+        let _ = stopper.send(true);
+    });
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Event>();
+    let printer = tokio::spawn(async move {
+        let mut stdout = std::io::stdout();
+        while let Some(event) = events_rx.recv().await {
+            // A closed stdout (the orchestrator is gone) is no reason to stop running.
+            let _ = if text {
+                writeln!(stdout, "{event}")
+            } else {
+                writeln!(stdout, "{}", event.to_line())
+            };
+        }
+    });
+    let result = body(stop_rx, events_tx).await;
+    let _ = printer.await;
+    drop(stop_tx);
+    result
+}
+
+/// Sends `true` on `stop` when this process's standard input reaches its end (its parent closed
+/// the pipe or died). The read runs on a plain thread, which never delays the process's exit.
+pub(crate) fn on_stdin_eof(stop: watch::Sender<bool>) {
+    let spawned = std::thread::Builder::new()
+        .name("stdin-eof".into())
+        .spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut line = String::new();
+            while matches!(stdin.read_line(&mut line), Ok(n) if n > 0) {
+                line.clear();
+            }
+            let _ = stop.send(true);
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot watch standard input; --stop-on-eof has no effect");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, BoxError> {
+        parse_args(list.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn flags_take_values_inline_or_next() {
+        let parsed = args(&[
+            "run",
+            "--seconds=2.5",
+            "--replica",
+            "r7",
+            "--job",
+            "a,every=500ms",
+        ])
+        .expect("valid");
+        assert_eq!(parsed.command, Some(Command::Run));
+        assert_eq!(parsed.seconds, Some(2.5));
+        assert_eq!(parsed.replica.as_deref(), Some("r7"));
+        assert_eq!(parsed.jobs[0].every, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn mistakes_are_errors() {
+        for bad in [
+            &["--seconds"][..],
+            &["--seconds", "-1"],
+            &["--replicas", "0"],
+            &["--colour", "blue"],
+            &["--job", "a", "--job", "a"],
+            &["--call-timeout", "soon"],
+        ] {
+            assert!(args(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

@@ -1,0 +1,960 @@
+//! The demo's orchestrator: starts N replica processes of the current program, shows as they run
+//! which replica ran each job on each tick and which skipped, notices replicas that die, and ends
+//! with a [`Summary`] computed from the replicas' own run records.
+//!
+//! The replicas are this very executable (`std::env::current_exe()`) started with the `run`
+//! command, so the `cluster` example and the `replica` binary each re-execute themselves. Each
+//! replica writes [`Event`]s as JSON lines on its standard output, read here; its logs go to
+//! standard error, which is passed through. A replica's standard input is a pipe from here: to
+//! stop the replicas gracefully, the orchestrator closes it (`--stop-on-eof`), and if the
+//! orchestrator itself dies, the pipe closes and the replicas stop on their own.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::{self, Write as _};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::str::FromStr;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{Instant, sleep_until};
+
+use crate::database::{BoxError, Database, redact};
+use crate::event::Event;
+use crate::job::JobSpec;
+use crate::replica::error_chain;
+use crate::runlog::{RunLog, RunRecord, overlaps};
+
+/// The environment variable the replicas read their database URL from (so a password never
+/// shows in a process list).
+pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
+
+/// The orchestrator's settings.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// The database; `None` = a SQLite file in a new temporary directory.
+    pub database_url: Option<String>,
+    /// How long the replicas run before they are asked to stop.
+    pub duration: Duration,
+    /// How many replica processes.
+    pub replicas: usize,
+    /// Prefix of every lock name.
+    pub prefix: String,
+    /// The run log's table.
+    pub runs_table: String,
+    /// The lock table (the store's default when `None`).
+    pub lock_table: Option<String>,
+    /// Jobs run through the executor; empty = the demo's two `#[scheduled_lock]` jobs.
+    pub jobs: Vec<JobSpec>,
+    /// Kill (SIGKILL) one replica after this long, preferably one that is running a job.
+    pub kill_after: Option<Duration>,
+    /// Stop when this process's standard input closes (for tests driving the demo).
+    pub stop_on_eof: bool,
+    /// Drop the run log and lock tables at the end (tests on shared servers).
+    pub cleanup: bool,
+    /// The replicas' per-call timeout (their default when `None`).
+    pub call_timeout: Option<Duration>,
+    /// The replicas' tick jitter (their default when `None`).
+    pub jitter: Option<Duration>,
+    /// The program to start as replicas (normally `std::env::current_exe()`).
+    pub exe: PathBuf,
+}
+
+/// The outcome of a demo run, printed as its last line (`summary: runs=… skipped=… overlaps=…`).
+///
+/// ```
+/// use shedlock_tests::cluster::Summary;
+/// let line = "summary: runs=9 skipped=20 errors=0 overlaps=0 interrupted=0 lost=0 died=0 replicas=3 runs.report=5 runs.sync=4";
+/// let summary: Summary = line.parse()?;
+/// assert_eq!(summary.overlaps, 0);
+/// assert_eq!(summary.per_job["sync"], 4);
+/// assert_eq!(summary.to_string(), line);
+/// # Ok::<(), shedlock_tests::database::BoxError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Runs recorded in the run log (by all replicas).
+    pub runs: u64,
+    /// Ticks skipped because the lock was held.
+    pub skipped: u64,
+    /// Attempts that failed (store or run-log errors).
+    pub errors: u64,
+    /// Pairs of runs of one job whose intervals intersect (database clock). Must be 0.
+    pub overlaps: u64,
+    /// Runs without an end: their replica died mid-run.
+    pub interrupted: u64,
+    /// Runs that lost their lock before they ended.
+    pub lost: u64,
+    /// Replicas that died before they were asked to stop.
+    pub died: u64,
+    /// Replicas started.
+    pub replicas: u64,
+    /// Runs per job.
+    pub per_job: BTreeMap<String, u64>,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "summary: runs={} skipped={} errors={} overlaps={} interrupted={} lost={} died={} replicas={}",
+            self.runs,
+            self.skipped,
+            self.errors,
+            self.overlaps,
+            self.interrupted,
+            self.lost,
+            self.died,
+            self.replicas
+        )?;
+        for (job, runs) in &self.per_job {
+            write!(f, " runs.{job}={runs}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Summary {
+    type Err = BoxError;
+
+    fn from_str(line: &str) -> Result<Self, BoxError> {
+        let rest = line
+            .trim()
+            .strip_prefix("summary:")
+            .ok_or_else(|| format!("not a summary line: {line:?}"))?;
+        let mut summary = Self::default();
+        for pair in rest.split_whitespace() {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("summary field without a value: {pair:?}"))?;
+            let value: u64 = value
+                .parse()
+                .map_err(|e| format!("summary field {pair:?}: {e}"))?;
+            match key {
+                "runs" => summary.runs = value,
+                "skipped" => summary.skipped = value,
+                "errors" => summary.errors = value,
+                "overlaps" => summary.overlaps = value,
+                "interrupted" => summary.interrupted = value,
+                "lost" => summary.lost = value,
+                "died" => summary.died = value,
+                "replicas" => summary.replicas = value,
+                other => match other.strip_prefix("runs.") {
+                    Some(job) => {
+                        summary.per_job.insert(job.to_owned(), value);
+                    }
+                    None => return Err(format!("unknown summary field {other:?}").into()),
+                },
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// What the orchestrator hears from a replica's process.
+enum Msg {
+    Event(usize, Event),
+    Exited(usize, std::io::Result<ExitStatus>),
+}
+
+struct Replica {
+    label: String,
+    pid: Option<u32>,
+    stdin: Option<ChildStdin>,
+    kill: Option<oneshot::Sender<()>>,
+    ready: bool,
+    exited: bool,
+}
+
+/// The tick board: collects each replica's decision for one (tick, job) and prints one line per
+/// group once every live replica has decided (or the group is old).
+struct Board {
+    periods: HashMap<String, u64>,
+    /// The first tick's fire time (ms since the epoch): tick numbers count from it, so jobs
+    /// with one period share numbers.
+    base_ms: Option<u64>,
+    groups: BTreeMap<(u64, String), Group>,
+    printed: BTreeSet<(u64, String)>,
+    /// Job → (replica, tick) of the run in progress.
+    running: HashMap<String, (String, u64)>,
+}
+
+struct Group {
+    tick: u64,
+    opened: Instant,
+    ran: Vec<(String, Option<i64>)>,
+    skipped: Vec<String>,
+    errors: Vec<(String, String)>,
+    decided: BTreeSet<String>,
+}
+
+/// How long a tick group waits for slow or dead replicas before it is printed anyway.
+const GROUP_PATIENCE: Duration = Duration::from_millis(1500);
+
+impl Board {
+    fn new(jobs: &[JobSpec]) -> Self {
+        Self {
+            periods: jobs
+                .iter()
+                .map(|j| {
+                    (
+                        j.name.clone(),
+                        u64::try_from(j.every.as_millis()).unwrap_or(1).max(1),
+                    )
+                })
+                .collect(),
+            base_ms: None,
+            groups: BTreeMap::new(),
+            printed: BTreeSet::new(),
+            running: HashMap::new(),
+        }
+    }
+
+    fn period(&self, job: &str) -> u64 {
+        self.periods.get(job).copied().unwrap_or(1)
+    }
+
+    fn key(&self, job: &str, tick: u64) -> (u64, String) {
+        (tick.saturating_mul(self.period(job)), job.to_owned())
+    }
+
+    /// The tick's number for display: 1 for the first tick seen.
+    fn number(&self, job: &str, tick: u64) -> u64 {
+        let period = self.period(job);
+        let fire_ms = tick.saturating_mul(period);
+        fire_ms.saturating_sub(self.base_ms.unwrap_or(fire_ms)) / period + 1
+    }
+
+    fn group(&mut self, job: &str, tick: u64) -> Option<&mut Group> {
+        let key = self.key(job, tick);
+        if self.printed.contains(&key) {
+            return None;
+        }
+        self.base_ms.get_or_insert(key.0);
+        Some(self.groups.entry(key).or_insert_with(|| Group {
+            tick,
+            opened: Instant::now(),
+            ran: Vec::new(),
+            skipped: Vec::new(),
+            errors: Vec::new(),
+            decided: BTreeSet::new(),
+        }))
+    }
+
+    /// Records an event; returns a line to print at once for a decision that came too late for
+    /// its group's line.
+    fn record(&mut self, event: &Event) -> Option<String> {
+        let late = |board: &Self, job: &str, tick: u64, what: &str| {
+            let n = board.number(job, tick);
+            Some(format!("{:>4}  {job:<8} (late) {what}", format!("#{n}")))
+        };
+        match event {
+            Event::Ran {
+                replica,
+                job,
+                tick,
+                token,
+            } => {
+                self.running.insert(job.clone(), (replica.clone(), *tick));
+                match self.group(job, *tick) {
+                    Some(group) => {
+                        group.ran.push((replica.clone(), *token));
+                        group.decided.insert(replica.clone());
+                    }
+                    None => return late(self, job, *tick, &format!("ran: {replica}")),
+                }
+            }
+            Event::Skipped { replica, job, tick } => match self.group(job, *tick) {
+                Some(group) => {
+                    group.skipped.push(replica.clone());
+                    group.decided.insert(replica.clone());
+                }
+                None => return late(self, job, *tick, &format!("skipped: {replica}")),
+            },
+            Event::Error {
+                replica,
+                job,
+                tick,
+                message,
+            } => match self.group(job, *tick) {
+                Some(group) => {
+                    group.errors.push((replica.clone(), message.clone()));
+                    group.decided.insert(replica.clone());
+                }
+                None => return late(self, job, *tick, &format!("error: {replica}: {message}")),
+            },
+            Event::Done { replica, job, .. }
+                if self.running.get(job).is_some_and(|(r, _)| r == replica) =>
+            {
+                self.running.remove(job);
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// The lines of the groups, in tick order, that are due: complete (every replica in `live`
+    /// decided), old, or all of them with `all`. A due group waits for the groups before it.
+    fn flush(&mut self, live: &BTreeSet<String>, all: bool) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some(entry) = self.groups.first_entry() {
+            let group = entry.get();
+            if !(all || live.is_subset(&group.decided) || group.opened.elapsed() >= GROUP_PATIENCE)
+            {
+                break;
+            }
+            let (key, group) = entry.remove_entry();
+            lines.push(self.line(&key.1, &group, live));
+            self.printed.insert(key);
+        }
+        lines
+    }
+
+    fn line(&self, job: &str, group: &Group, live: &BTreeSet<String>) -> String {
+        let n = self.number(job, group.tick);
+        let ran = if group.ran.is_empty() {
+            "-".to_owned()
+        } else {
+            group
+                .ran
+                .iter()
+                .map(|(r, token)| match token {
+                    Some(t) => format!("{r} (token {t})"),
+                    None => r.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut skipped = group.skipped.clone();
+        skipped.sort();
+        let mut text = format!(
+            "{:>4}  {job:<8} ran: {ran:<28} skipped: {}",
+            format!("#{n}"),
+            if skipped.is_empty() {
+                "-".to_owned()
+            } else {
+                skipped.join(" ")
+            }
+        );
+        if group.ran.is_empty() && group.errors.is_empty() {
+            match self.running.get(job) {
+                Some((r, t)) if *t < group.tick && live.contains(r) => {
+                    let m = self.number(job, *t);
+                    let _ = write!(text, "   ({r} still running #{m})");
+                }
+                Some((r, _)) if !live.contains(r) => {
+                    let _ = write!(text, "   ({r} died holding the lock; it frees at at_most)");
+                }
+                _ => {}
+            }
+        }
+        for (r, message) in &group.errors {
+            let _ = write!(text, "   error on {r}: {message}");
+        }
+        text
+    }
+}
+
+fn describe(job: &JobSpec) -> String {
+    let mut text = format!(
+        "{} every {:?} (at_most {:?}",
+        job.name, job.every, job.at_most
+    );
+    if !job.at_least.is_zero() {
+        let _ = write!(text, ", at_least {:?}", job.at_least);
+    }
+    if job.keep_alive {
+        text.push_str(", keep_alive");
+    }
+    let _ = write!(text, "; runs take {:?}..{:?})", job.work.0, job.work.1);
+    text
+}
+
+/// Runs the demo: sets up the tables, starts the replicas, prints the board to `out`, stops the
+/// replicas after `duration` (or on Ctrl-C / SIGTERM, or when standard input closes with
+/// `stop_on_eof`), and returns the summary (also printed, last).
+///
+/// # Errors
+///
+/// The database cannot be reached or set up, a replica cannot be started, the run log cannot be
+/// read, or `out` cannot be written.
+pub async fn run(opts: ClusterOptions, out: &mut dyn Write) -> Result<Summary, BoxError> {
+    // Kept until the end: dropping it deletes the demo's SQLite file.
+    let temp_dir;
+    let url = if let Some(url) = &opts.database_url {
+        url.clone()
+    } else {
+        temp_dir = tempfile::Builder::new()
+            .prefix("shedlock-demo-")
+            .tempdir()?;
+        format!("sqlite://{}", temp_dir.path().join("demo.db").display())
+    };
+    let db = Database::connect(&url).await?;
+    db.create_lock_table(opts.lock_table.as_deref()).await?;
+    let log = RunLog::new(&db, &opts.runs_table)?;
+    log.create_table().await?;
+    let session = format!("{:016x}", crate::random::random_u64());
+    let specs: Vec<JobSpec> = if opts.jobs.is_empty() {
+        crate::demo::jobs().into_iter().map(|j| j.spec).collect()
+    } else {
+        opts.jobs.clone()
+    };
+
+    writeln!(
+        out,
+        "shedlock demo: {} replicas for {:?} on {} ({})",
+        opts.replicas,
+        opts.duration,
+        db.kind(),
+        redact(&url)
+    )?;
+    for job in &specs {
+        writeln!(out, "  job {}", describe(job))?;
+    }
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut replicas = Vec::with_capacity(opts.replicas);
+    for index in 0..opts.replicas {
+        replicas.push(spawn_replica(&opts, index, &session, &url, tx.clone())?);
+    }
+    drop(tx);
+    writeln!(
+        out,
+        "started {} (kill one with `kill -9 <pid>` to see the others carry on)",
+        replicas
+            .iter()
+            .map(|r| format!(
+                "{} pid {}",
+                r.label,
+                r.pid.map_or("?".to_owned(), |p| p.to_string())
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    out.flush()?;
+
+    let mut supervisor = Supervisor {
+        replicas,
+        board: Board::new(&specs),
+        tally: Tally::default(),
+        stopping: false,
+        out,
+    };
+    let max_work = specs.iter().map(|j| j.work.1).max().unwrap_or_default();
+    supervisor
+        .supervise(&opts, rx, max_work + Duration::from_secs(10))
+        .await?;
+    let Supervisor {
+        replicas,
+        tally,
+        out,
+        ..
+    } = supervisor;
+    if !replicas.iter().any(|r| r.ready) {
+        return Err("no replica started (their errors are above)".into());
+    }
+
+    let records = log.records(&session).await?;
+    let summary = summarise(&specs, &records, &tally, replicas.len(), out)?;
+    if opts.cleanup {
+        if let Err(error) = db.drop_table(&opts.runs_table).await {
+            tracing::warn!(error = error_chain(&*error), "could not drop the run log");
+        }
+        if let Some(table) = &opts.lock_table
+            && let Err(error) = db.drop_table(table).await
+        {
+            tracing::warn!(
+                error = error_chain(&*error),
+                "could not drop the lock table"
+            );
+        }
+    }
+    writeln!(out, "{summary}")?;
+    out.flush()?;
+    Ok(summary)
+}
+
+/// Starts replica number `index` (labelled `r<index+1>`) and a task that forwards its events and
+/// its exit on `tx` (and kills it when asked through the replica's `kill`).
+fn spawn_replica(
+    opts: &ClusterOptions,
+    index: usize,
+    session: &str,
+    url: &str,
+    tx: mpsc::UnboundedSender<Msg>,
+) -> Result<Replica, BoxError> {
+    let label = format!("r{}", index + 1);
+    let mut command = Command::new(&opts.exe);
+    command
+        .arg("run")
+        .args([
+            "--replica",
+            &label,
+            "--session",
+            session,
+            "--prefix",
+            &opts.prefix,
+        ])
+        .args(["--runs-table", &opts.runs_table])
+        .arg("--stop-on-eof")
+        .env(DATABASE_URL_ENV, url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(table) = &opts.lock_table {
+        command.args(["--lock-table", table]);
+    }
+    for job in &opts.jobs {
+        command.args(["--job", &job.to_string()]);
+    }
+    if let Some(timeout) = opts.call_timeout {
+        command.args(["--call-timeout", &format!("{}ms", timeout.as_millis())]);
+    }
+    if let Some(jitter) = opts.jitter {
+        command.args(["--jitter", &format!("{}ms", jitter.as_millis())]);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start replica {label} ({}): {e}", opts.exe.display()))?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().ok_or("replica stdout is not piped")?;
+    let (kill_tx, mut kill_rx) = oneshot::channel::<()>();
+    let pid = child.id();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        let (mut eof, mut kill_seen, mut kill_now) = (false, false, false);
+        let status = loop {
+            if kill_now {
+                kill_now = false;
+                if let Err(error) = child.start_kill() {
+                    tracing::warn!(%error, "could not kill a replica");
+                }
+            }
+            tokio::select! {
+                line = lines.next_line(), if !eof => match line {
+                    Ok(Some(line)) => {
+                        if let Some(event) = Event::parse(&line) {
+                            let _ = tx.send(Msg::Event(index, event));
+                        }
+                    }
+                    Ok(None) | Err(_) => eof = true,
+                },
+                killed = &mut kill_rx, if !kill_seen => {
+                    kill_seen = true;
+                    kill_now = killed.is_ok();
+                }
+                status = child.wait(), if eof => break status,
+            }
+        };
+        let _ = tx.send(Msg::Exited(index, status));
+    });
+    Ok(Replica {
+        label,
+        pid,
+        stdin,
+        kill: Some(kill_tx),
+        ready: false,
+        exited: false,
+    })
+}
+
+/// What the orchestrator counts from the replicas' events.
+#[derive(Debug, Default)]
+struct Tally {
+    skipped: u64,
+    errors: u64,
+    lost: u64,
+    died: u64,
+}
+
+/// The orchestrator's event loop and its state.
+struct Supervisor<'o> {
+    replicas: Vec<Replica>,
+    board: Board,
+    tally: Tally,
+    stopping: bool,
+    out: &'o mut dyn Write,
+}
+
+impl Supervisor<'_> {
+    /// The replicas that are up (ready and not exited).
+    fn live(&self) -> BTreeSet<String> {
+        self.replicas
+            .iter()
+            .filter(|r| r.ready && !r.exited)
+            .map(|r| r.label.clone())
+            .collect()
+    }
+
+    /// Prints the tick lines that are due.
+    fn print_board(&mut self) -> std::io::Result<()> {
+        let live = self.live();
+        for line in self.board.flush(&live, false) {
+            writeln!(self.out, "{line}")?;
+        }
+        Ok(())
+    }
+
+    /// Runs until every replica has exited: stops them after `opts.duration`, on a signal or at
+    /// the end of standard input, kills those that do not stop within `grace`, and kills one at
+    /// `opts.kill_after`.
+    async fn supervise(
+        &mut self,
+        opts: &ClusterOptions,
+        mut rx: mpsc::UnboundedReceiver<Msg>,
+        grace: Duration,
+    ) -> Result<(), BoxError> {
+        // `eof_tx` lives until the end of this function, so `changed()` resolves only on a send.
+        let (eof_tx, mut eof_rx) = watch::channel(false);
+        if opts.stop_on_eof {
+            crate::cli::on_stdin_eof(eof_tx.clone());
+        }
+        let mut signals = Signals::new()?;
+        let started = Instant::now();
+        let mut stop_at = started + opts.duration;
+        let mut kill_at = opts.kill_after.map(|after| started + after);
+        let mut refresh = tokio::time::interval(Duration::from_millis(250));
+        while self.replicas.iter().any(|r| !r.exited) {
+            let mut stop_now = false;
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(Msg::Event(index, event)) => self.on_event(index, &event)?,
+                    Some(Msg::Exited(index, status)) => self.on_exit(index, &status)?,
+                    None => break,
+                },
+                _ = refresh.tick() => {
+                    self.print_board()?;
+                    if let Some(at) = kill_at && Instant::now() >= at {
+                        kill_at = None;
+                        kill_one(&mut self.replicas, &self.board, self.out)?;
+                    }
+                }
+                () = sleep_until(stop_at), if !self.stopping => stop_now = true,
+                () = sleep_until(stop_at + grace), if self.stopping => {
+                    for replica in self.replicas.iter_mut().filter(|r| !r.exited) {
+                        writeln!(self.out, "{} did not stop within {grace:?}; killing it", replica.label)?;
+                        if let Some(kill) = replica.kill.take() {
+                            let _ = kill.send(());
+                        }
+                    }
+                    stop_at += Duration::from_hours(1);
+                }
+                _ = eof_rx.changed(), if !self.stopping => stop_now = true,
+                () = signals.recv(), if !self.stopping => stop_now = true,
+            }
+            if stop_now {
+                self.stopping = true;
+                stop_at = Instant::now();
+                writeln!(
+                    self.out,
+                    "stopping the replicas (they finish their runs in flight)"
+                )?;
+                for replica in &mut self.replicas {
+                    replica.stdin = None; // --stop-on-eof: the replica stops
+                }
+            }
+            self.out.flush()?;
+        }
+        for line in self.board.flush(&BTreeSet::new(), true) {
+            writeln!(self.out, "{line}")?;
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, index: usize, event: &Event) -> std::io::Result<()> {
+        match event {
+            Event::Ready { pid, owner, .. } => {
+                self.replicas[index].ready = true;
+                let label = &self.replicas[index].label;
+                writeln!(self.out, "{label} ready: pid {pid}, owner {owner}")?;
+            }
+            Event::Skipped { .. } => self.tally.skipped += 1,
+            Event::Error { .. } => self.tally.errors += 1,
+            Event::Done {
+                lock_lost: true,
+                replica,
+                job,
+                ..
+            } => {
+                self.tally.lost += 1;
+                writeln!(self.out, "{replica} lost its lock of {job} during a run")?;
+            }
+            Event::Stopped { .. } => writeln!(self.out, "{event}")?,
+            _ => {}
+        }
+        if let Some(line) = self.board.record(event) {
+            writeln!(self.out, "{line}")?;
+        }
+        self.print_board()
+    }
+
+    fn on_exit(
+        &mut self,
+        index: usize,
+        status: &std::io::Result<ExitStatus>,
+    ) -> std::io::Result<()> {
+        let how = match status {
+            Ok(status) => describe_exit(*status),
+            Err(e) => format!("could not be waited for: {e}"),
+        };
+        let clean = status.as_ref().is_ok_and(ExitStatus::success);
+        let replica = &mut self.replicas[index];
+        replica.exited = true;
+        replica.stdin = None;
+        let (label, ready) = (replica.label.clone(), replica.ready);
+        if !ready {
+            self.tally.died += 1;
+            writeln!(
+                self.out,
+                "{label} could not start ({how}); its error is above"
+            )?;
+        } else if !self.stopping {
+            self.tally.died += 1;
+            let others = self.live();
+            let others = if others.is_empty() {
+                "no replica left".to_owned()
+            } else {
+                format!(
+                    "{} carry on",
+                    others.into_iter().collect::<Vec<_>>().join(" ")
+                )
+            };
+            writeln!(self.out, "{label} died ({how}); {others}")?;
+        } else if !clean {
+            writeln!(self.out, "{label} exited ({how})")?;
+        }
+        self.print_board()
+    }
+}
+
+/// Prints the overlaps and the per-job counts, and returns the summary.
+fn summarise(
+    specs: &[JobSpec],
+    records: &[RunRecord],
+    tally: &Tally,
+    replicas: usize,
+    out: &mut dyn Write,
+) -> std::io::Result<Summary> {
+    let found = overlaps(records);
+    for overlap in &found {
+        writeln!(
+            out,
+            "OVERLAP in {}: {} ran [{}, {}) and {} ran [{}, {}) (µs, database clock)",
+            overlap.first.job,
+            overlap.first.replica,
+            overlap.first.started_us,
+            overlap.first.effective_end(),
+            overlap.second.replica,
+            overlap.second.started_us,
+            overlap.second.effective_end()
+        )?;
+    }
+    let summary = Summary {
+        runs: records.len() as u64,
+        skipped: tally.skipped,
+        errors: tally.errors,
+        overlaps: found.len() as u64,
+        interrupted: records.iter().filter(|r| r.ended_us.is_none()).count() as u64,
+        lost: tally.lost,
+        died: tally.died,
+        replicas: replicas as u64,
+        per_job: per_job(specs, records),
+    };
+    for job in specs {
+        let mut by_replica = BTreeMap::<&str, usize>::new();
+        for record in records.iter().filter(|r| r.job == job.name) {
+            *by_replica.entry(record.replica.as_str()).or_default() += 1;
+        }
+        writeln!(
+            out,
+            "{:<8} {} runs ({})",
+            job.name,
+            summary.per_job.get(&job.name).copied().unwrap_or(0),
+            by_replica
+                .iter()
+                .map(|(r, n)| format!("{r}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    Ok(summary)
+}
+
+fn per_job(specs: &[JobSpec], records: &[RunRecord]) -> BTreeMap<String, u64> {
+    let mut counts: BTreeMap<String, u64> = specs.iter().map(|j| (j.name.clone(), 0)).collect();
+    for record in records {
+        *counts.entry(record.job.clone()).or_default() += 1;
+    }
+    counts
+}
+
+/// Kills one live replica, preferring one that is running a job right now.
+fn kill_one(replicas: &mut [Replica], board: &Board, out: &mut dyn Write) -> std::io::Result<()> {
+    let running: BTreeMap<&str, &str> = board
+        .running
+        .iter()
+        .map(|(job, (replica, _))| (replica.as_str(), job.as_str()))
+        .collect();
+    let victim = replicas
+        .iter()
+        .position(|r| !r.exited && running.contains_key(r.label.as_str()))
+        .or_else(|| replicas.iter().position(|r| !r.exited));
+    let Some(victim) = victim else {
+        return Ok(());
+    };
+    let replica = &mut replicas[victim];
+    match running.get(replica.label.as_str()) {
+        Some(job) => writeln!(
+            out,
+            "killing {} (SIGKILL) in the middle of a {job} run",
+            replica.label
+        )?,
+        None => writeln!(out, "killing {} (SIGKILL)", replica.label)?,
+    }
+    if let Some(kill) = replica.kill.take() {
+        let _ = kill.send(());
+    }
+    Ok(())
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(9)) => "killed by SIGKILL".to_owned(),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// Ctrl-C and SIGTERM.
+pub(crate) struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub(crate) fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Resolves at the next SIGINT or SIGTERM.
+    pub(crate) async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(labels: &[&str]) -> BTreeSet<String> {
+        labels.iter().map(|l| (*l).to_owned()).collect()
+    }
+
+    fn ran(replica: &str, job: &str, tick: u64) -> Event {
+        Event::Ran {
+            replica: replica.into(),
+            job: job.into(),
+            tick,
+            token: Some(i64::try_from(tick).unwrap_or_default()),
+        }
+    }
+
+    fn skipped(replica: &str, job: &str, tick: u64) -> Event {
+        Event::Skipped {
+            replica: replica.into(),
+            job: job.into(),
+            tick,
+        }
+    }
+
+    #[test]
+    fn a_group_is_printed_once_every_live_replica_decided() {
+        let mut board = Board::new(&[JobSpec::new("sync")]);
+        let all = live(&["r1", "r2", "r3"]);
+        assert_eq!(board.record(&ran("r1", "sync", 100)), None);
+        assert!(board.flush(&all, false).is_empty());
+        board.record(&skipped("r2", "sync", 100));
+        assert!(board.flush(&all, false).is_empty());
+        board.record(&skipped("r3", "sync", 100));
+        let lines = board.flush(&all, false);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("#1") && lines[0].contains("ran: r1 (token 100)"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].contains("skipped: r2 r3"), "{}", lines[0]);
+
+        // The next tick: r1 is still running its run from #1, so everybody skips.
+        for r in ["r1", "r2", "r3"] {
+            board.record(&skipped(r, "sync", 101));
+        }
+        let lines = board.flush(&all, false);
+        assert!(
+            lines[0].contains("ran: -") && lines[0].contains("r1 still running #1"),
+            "{lines:?}"
+        );
+
+        // A decision for a printed group is reported on its own line.
+        let late = board.record(&skipped("r2", "sync", 100));
+        assert!(late.is_some_and(|l| l.contains("(late)")));
+    }
+
+    #[test]
+    fn a_dead_replica_does_not_hold_back_the_board() {
+        let mut board = Board::new(&[JobSpec::new("sync")]);
+        board.record(&ran("r1", "sync", 7));
+        board.record(&skipped("r2", "sync", 7));
+        assert!(board.flush(&live(&["r1", "r2", "r3"]), false).is_empty());
+        // r3 died: the group is complete for the live ones.
+        let lines = board.flush(&live(&["r1", "r2"]), false);
+        assert_eq!(lines.len(), 1);
+        // r1 dies holding the lock; the next tick says so.
+        board.record(&skipped("r2", "sync", 8));
+        let lines = board.flush(&live(&["r2"]), false);
+        assert!(lines[0].contains("r1 died holding the lock"), "{lines:?}");
+    }
+
+    #[test]
+    fn a_complete_group_waits_for_the_incomplete_ones_before_it() {
+        let mut board = Board::new(&[JobSpec::new("a"), JobSpec::new("b")]);
+        let all = live(&["r1", "r2"]);
+        board.record(&skipped("r1", "a", 5));
+        board.record(&ran("r1", "b", 5));
+        board.record(&skipped("r2", "b", 5));
+        assert!(
+            board.flush(&all, false).is_empty(),
+            "b #1 is complete but a #1 is not"
+        );
+        board.record(&ran("r2", "a", 5));
+        let lines = board.flush(&all, false);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains(" a ") && lines[1].contains(" b "),
+            "{lines:?}"
+        );
+        // `all` prints incomplete groups too (at the end of the run).
+        board.record(&skipped("r1", "a", 6));
+        assert_eq!(board.flush(&all, true).len(), 1);
+    }
+
+    #[test]
+    fn summary_parse_rejects_garbage() {
+        assert!("runs=1".parse::<Summary>().is_err());
+        assert!("summary: runs=x".parse::<Summary>().is_err());
+        assert!("summary: colour=1".parse::<Summary>().is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! Leader mode of a replica (`replica leader`): one [`LeaderLatch`] candidate, reporting each
+//! transition as an [`Event`] with this process's wall clock, for the multi-process leader tests.
+//!
+//! - [`Event::Elected`] when the latch publishes a new term;
+//! - [`Event::SteppedDown`] at the moment the term ends ([`LeaderTerm::ended`]: the local
+//!   deadline, a refused renew, a resign or close), even when the latch's task is late to publish;
+//! - [`Event::Following`] when the latch publishes a follower state (with the leader it saw).
+//!
+//! The wall times (`SystemTime`, µs) of processes on one host come from one clock, so a test can
+//! check that no two replicas' `[Elected, SteppedDown]` intervals intersect. (A per-process
+//! `Instant` cannot be compared across processes; replicas on several hosts would need the
+//! database clock.)
+//!
+//! With a run log (`--record`), each term is also written to it like a job run (job = the
+//! election name, tick = the term number): start by the database clock when the term is seen,
+//! end when it ends. On a voluntary end (resign, close) the end is written before the latch
+//! releases the row. After a lost lease the end is written when the term ends, if the database is
+//! reachable; otherwise the row stays open and its end is taken as the `lock_until` of the term's
+//! first acquire, which understates a term that renewed: use the events for the precise check.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use shedlock_core::{LeaderEvent, LeaderLatch, LeaderLatchConfig, LeaderTerm};
+use tokio::sync::{mpsc, watch};
+
+use crate::database::{BoxError, Database};
+use crate::event::Event;
+use crate::runlog::RunLog;
+
+/// A leader-mode replica's settings; durations left `None` take the latch's defaults.
+#[derive(Debug, Clone)]
+pub struct LeaderOptions {
+    /// Its label in events (`r1`, …).
+    pub replica: String,
+    /// The election's name (its lock row).
+    pub election: String,
+    /// The lock table (the store's default when `None`).
+    pub lock_table: Option<String>,
+    /// The owner id (default: `$SHEDLOCK_OWNER_ID`, else `hostname:pid:random`).
+    pub owner_id: Option<String>,
+    /// The lease.
+    pub lease: Option<Duration>,
+    /// How often the leader renews.
+    pub renew_interval: Option<Duration>,
+    /// How long after its last successful renew was sent the leader steps down.
+    pub renew_deadline: Option<Duration>,
+    /// How often followers try.
+    pub acquire_interval: Option<Duration>,
+    /// Random extra delay of followers' attempts.
+    pub acquire_jitter: Option<Duration>,
+    /// The per-call timeout (latch and store).
+    pub call_timeout: Option<Duration>,
+    /// Record terms in this run-log table, under `session`.
+    pub record: Option<(String, String)>,
+}
+
+fn wall_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Runs a candidate until `stop` turns `true`, then closes the latch (stepping down and releasing
+/// the row) and reports [`Event::Stopped`].
+///
+/// # Errors
+///
+/// Setting up failed (store, configuration). Store errors while running are the latch's to
+/// retry; they are logged, not returned.
+pub async fn run(
+    opts: LeaderOptions,
+    db: &Database,
+    mut stop: watch::Receiver<bool>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), BoxError> {
+    let provider = db
+        .lock_provider(opts.lock_table.as_deref(), opts.call_timeout)
+        .await?;
+    let config = latch_config(&opts)?;
+    let log = match &opts.record {
+        Some((table, session)) => Some((Arc::new(RunLog::new(db, table)?), session.clone())),
+        None => None,
+    };
+    let latch = LeaderLatch::start(provider, config)?;
+    let replica = opts.replica.clone();
+    let _ = events.send(Event::Ready {
+        replica: replica.clone(),
+        pid: std::process::id(),
+        owner: latch.owner_id().to_owned(),
+        wall_ms: wall_us() / 1000,
+    });
+    // The leader tests' heartbeats, when SHEDLOCK_LEADER_BEATS names a table (crate::heartbeat).
+    let _beats = crate::heartbeat::spawn_from_env(&latch, &replica, db)?;
+
+    // Leader-only work: record the term's end before the latch releases the row on a
+    // voluntary end (the latch waits for the work, up to its shutdown grace).
+    let _work = log.clone().map(|(log, session)| {
+        let (replica, election) = (replica.clone(), opts.election.clone());
+        latch.spawn_leader_work(move |term| {
+            let (log, session, replica, election) = (
+                log.clone(),
+                session.clone(),
+                replica.clone(),
+                election.clone(),
+            );
+            async move {
+                let id = match log
+                    .start(&session, &election, &replica, term.number(), &term.record())
+                    .await
+                {
+                    Ok(id) => id,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not record the term's start");
+                        return;
+                    }
+                };
+                term.ended().await;
+                if let Err(error) = log.finish(id).await {
+                    tracing::warn!(%error, "could not record the term's end");
+                }
+            }
+        })
+    });
+
+    // The event stream sees every term, even one shorter than our reaction time; a term that
+    // began before the subscription is picked up through `current_term`.
+    let mut stream = latch.events();
+    let mut reported = 0_u64;
+    let elected = |term: LeaderTerm, reported: &mut u64| {
+        if term.number() > *reported {
+            *reported = term.number();
+            let _ = events.send(Event::Elected {
+                replica: replica.clone(),
+                term: term.number(),
+                token: term.fencing_token(),
+                wall_us: wall_us(),
+            });
+            tokio::spawn(report_end(term, replica.clone(), events.clone()));
+        }
+    };
+    if let Some(term) = latch.current_term() {
+        elected(term, &mut reported);
+    }
+    let mut last_leader: Option<Option<String>> = None;
+    loop {
+        tokio::select! {
+            event = stream.recv() => match event {
+                Some(LeaderEvent::Elected { term }) => {
+                    last_leader = None;
+                    elected(term, &mut reported);
+                }
+                Some(LeaderEvent::Following { leader }) => {
+                    let leader = leader.map(|l| l.owner_id().to_owned());
+                    if last_leader.as_ref() != Some(&leader) {
+                        last_leader = Some(leader.clone());
+                        let _ = events.send(Event::Following {
+                            replica: replica.clone(),
+                            leader,
+                            wall_us: wall_us(),
+                        });
+                    }
+                }
+                Some(LeaderEvent::Stopped) | None => break,
+                Some(_) => {}
+            },
+            _ = stop.wait_for(|stopping| *stopping) => break,
+        }
+    }
+    if let Err(error) = latch.close().await {
+        tracing::warn!(%error, "closing the latch failed; its row expires after the lease");
+    }
+    let _ = events.send(Event::Stopped {
+        replica: opts.replica,
+        runs: reported,
+        skipped: 0,
+        errors: 0,
+    });
+    Ok(())
+}
+
+fn latch_config(opts: &LeaderOptions) -> Result<LeaderLatchConfig, BoxError> {
+    let mut config = LeaderLatchConfig::builder(opts.election.clone());
+    if let Some(owner) = &opts.owner_id {
+        config = config.owner_id(owner.clone());
+    }
+    if let Some(d) = opts.lease {
+        config = config.lease(d);
+    }
+    if let Some(d) = opts.renew_interval {
+        config = config.renew_interval(d);
+    }
+    if let Some(d) = opts.renew_deadline {
+        config = config.renew_deadline(d);
+    }
+    if let Some(d) = opts.acquire_interval {
+        config = config.acquire_interval(d);
+    }
+    if let Some(d) = opts.acquire_jitter {
+        config = config.acquire_jitter(d);
+    }
+    if let Some(d) = opts.call_timeout {
+        config = config.call_timeout(d);
+    }
+    Ok(config.build()?)
+}
+
+/// Reports the end of `term` the moment it ends.
+async fn report_end(term: LeaderTerm, replica: String, events: mpsc::UnboundedSender<Event>) {
+    term.ended().await;
+    let wall_us = wall_us();
+    let reason = term
+        .end_reason()
+        .map_or_else(|| "ended".to_owned(), |reason| reason.to_string());
+    let _ = events.send(Event::SteppedDown {
+        replica,
+        term: term.number(),
+        reason,
+        wall_us,
+    });
+}

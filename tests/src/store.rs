@@ -1,0 +1,82 @@
+//! The lock store on a [`Database`]: the shedlock-sqlx provider of its kind, on a pool of its
+//! own (lock traffic never waits behind the harness's run-log writes).
+
+use std::str::FromStr as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::LockProvider;
+use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::database::{BoxError, Database, DbKind, Pool, sqlite_options};
+
+fn configure<DB: sqlx::Database>(
+    mut builder: LockProviderBuilder<DB>,
+    table: Option<&str>,
+    call_timeout: Option<Duration>,
+) -> LockProviderBuilder<DB> {
+    if let Some(table) = table {
+        builder = builder.table(table);
+    }
+    if let Some(timeout) = call_timeout {
+        builder = builder.call_timeout(timeout);
+    }
+    builder
+}
+
+/// The provider for `db` on a dedicated pool, on `table` (the store's default when `None`), with
+/// `call_timeout` (the store's default when `None`).
+pub(crate) async fn provider(
+    db: &Database,
+    table: Option<&str>,
+    call_timeout: Option<Duration>,
+) -> Result<Arc<dyn LockProvider>, BoxError> {
+    let url = db.url();
+    Ok(match db.kind() {
+        DbKind::Postgres => {
+            let pool = PgLockProvider::pool_options()
+                .connect_with(PgConnectOptions::from_str(url)?)
+                .await?;
+            Arc::new(configure(PgLockProvider::builder(pool), table, call_timeout).build()?)
+        }
+        DbKind::MySql => {
+            let pool = MySqlLockProvider::pool_options()
+                .connect_with(MySqlConnectOptions::from_str(url)?)
+                .await?;
+            Arc::new(configure(MySqlLockProvider::builder(pool), table, call_timeout).build()?)
+        }
+        DbKind::Sqlite => {
+            let pool = SqliteLockProvider::pool_options()
+                .connect_with(sqlite_options(url)?)
+                .await?;
+            Arc::new(configure(SqliteLockProvider::builder(pool), table, call_timeout).build()?)
+        }
+    })
+}
+
+/// Creates the lock table if missing, with the store's own DDL.
+pub(crate) async fn create_table(db: &Database, table: Option<&str>) -> Result<(), BoxError> {
+    match db.pool() {
+        Pool::Postgres(pool) => {
+            configure(PgLockProvider::builder(pool.clone()), table, None)
+                .build()?
+                .create_table_if_not_exists()
+                .await?;
+        }
+        Pool::MySql(pool) => {
+            configure(MySqlLockProvider::builder(pool.clone()), table, None)
+                .build()?
+                .create_table_if_not_exists()
+                .await?;
+        }
+        Pool::Sqlite(pool) => {
+            configure(SqliteLockProvider::builder(pool.clone()), table, None)
+                .build()?
+                .create_table_if_not_exists()
+                .await?;
+        }
+    }
+    Ok(())
+}
