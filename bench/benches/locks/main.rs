@@ -1,0 +1,209 @@
+//! The shedlock-rs benchmark: the cost of a lock against the database floor, on Postgres,
+//! MariaDB (or MySQL) and SQLite, in one run. See `BENCHMARKS.md` at the repository root.
+//!
+//! ```text
+//! cargo bench -p shedlock-bench -- --quick           # about a minute
+//! cargo bench -p shedlock-bench                      # the full run (a few minutes)
+//! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
+//! cargo bench -p shedlock-bench -- --db postgres     # one database (postgres, mariadb, sqlite)
+//! ```
+//!
+//! `SHEDLOCK_PG_URL` and `SHEDLOCK_MYSQL_URL` name the servers (default: the local test
+//! databases); SQLite uses a temporary file. `SHEDLOCK_INTEROP_SQL` overrides where Java
+//! ShedLock's statements are read from (default: `shared/interop/shedlock-sql.txt` beside the
+//! repository). A database that cannot be reached is skipped with a notice, unless
+//! `SHEDLOCK_REQUIRE_DB=1`.
+
+mod harness;
+mod mysql;
+mod pg;
+mod sink;
+mod sqlite;
+mod suite;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use shedlock_bench::java::{Placeholder, Section};
+use shedlock_bench::report::{self, Row};
+
+use crate::harness::Plan;
+
+const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+const DATABASES: [&str; 3] = ["postgres", "mariadb", "sqlite"];
+
+struct Settings {
+    quick: bool,
+    json: bool,
+    databases: Vec<String>,
+}
+
+impl Settings {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut settings = Self {
+            quick: false,
+            json: false,
+            databases: DATABASES.map(str::to_owned).to_vec(),
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--quick" => settings.quick = true,
+                "--json" => settings.json = true,
+                "--bench" => {}
+                "--db" => {
+                    let list = args
+                        .next()
+                        .ok_or("--db needs a list: postgres,mariadb,sqlite")?;
+                    settings.databases = list.split(',').map(|d| d.trim().to_owned()).collect();
+                    if let Some(bad) = settings
+                        .databases
+                        .iter()
+                        .find(|d| !DATABASES.contains(&d.as_str()))
+                    {
+                        return Err(format!(
+                            "unknown database {bad:?}; use postgres, mariadb, sqlite"
+                        ));
+                    }
+                }
+                other if other.starts_with("--") => {
+                    return Err(format!(
+                        "unknown option {other}; options: --quick, --json, --db postgres,mariadb,sqlite"
+                    ));
+                }
+                _ => {} // a name filter from `cargo bench <filter>`: everything runs
+            }
+        }
+        Ok(settings)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs bench targets without `--bench`: never benchmark there.
+        eprintln!(
+            "shedlock-bench: a benchmark; run it with `cargo bench -p shedlock-bench` (nothing to test)"
+        );
+        return ExitCode::SUCCESS;
+    }
+    let settings = match Settings::parse(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shedlock-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = sink::install() {
+        eprintln!("shedlock-bench: cannot install the statement sink: {e}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shedlock-bench: cannot start tokio: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ok = runtime.block_on(run(&settings));
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+fn interop_path() -> PathBuf {
+    std::env::var_os("SHEDLOCK_INTEROP_SQL").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/interop/shedlock-sql.txt"),
+        PathBuf::from,
+    )
+}
+
+fn java_section(header: &str, placeholder: Placeholder) -> Option<Section> {
+    let path = interop_path();
+    match Section::load(&path, header, placeholder) {
+        Ok(section) => Some(section),
+        Err(e) => {
+            eprintln!("shedlock-bench: no Java ShedLock baseline ({e}); set SHEDLOCK_INTEROP_SQL");
+            None
+        }
+    }
+}
+
+async fn run(settings: &Settings) -> bool {
+    let plan = Plan::new(settings.quick);
+    let require = std::env::var("SHEDLOCK_REQUIRE_DB").is_ok_and(|v| v.trim() == "1");
+    let started = Instant::now();
+    eprintln!(
+        "shedlock-bench: {} mode, {} cores, databases {}",
+        if settings.quick { "quick" } else { "full" },
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        settings.databases.join(", ")
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    let mut ok = true;
+    for db in &settings.databases {
+        let (part, part_ok) = match db.as_str() {
+            "postgres" => {
+                let backend = pg::Pg {
+                    url: env_or("SHEDLOCK_PG_URL", DEFAULT_PG_URL),
+                    java: java_section("POSTGRES_SQL dbTime=true", Placeholder::Dollar),
+                };
+                suite::run(&backend, &plan).await
+            }
+            "mariadb" => {
+                let backend = mysql::MySql {
+                    url: env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL),
+                    java: java_section("MARIA_DB dbTime=true", Placeholder::Question),
+                };
+                suite::run(&backend, &plan).await
+            }
+            _ => match sqlite::Sqlite::new().await {
+                Ok(backend) => suite::run(&backend, &plan).await,
+                Err(e) => {
+                    eprintln!("sqlite: cannot create the database: {e}");
+                    (Vec::new(), false)
+                }
+            },
+        };
+        if !part_ok {
+            if part.is_empty() && !require {
+                eprintln!("{db}: skipped (set SHEDLOCK_REQUIRE_DB=1 to fail instead)");
+            } else {
+                ok = false;
+            }
+        }
+        rows.extend(part);
+    }
+    eprintln!(
+        "shedlock-bench: done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if settings.json {
+        print!("{}", report::json(&rows));
+    } else {
+        println!("{}", report::table(&rows));
+        let missed: Vec<String> = rows
+            .iter()
+            .filter(|r| r.verdict() == "MISSED")
+            .map(|r| format!("{}: {}", r.db, r.metric))
+            .collect();
+        if !missed.is_empty() {
+            println!("targets missed: {}", missed.join("; "));
+        }
+    }
+    ok
+}

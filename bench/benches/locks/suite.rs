@@ -1,0 +1,719 @@
+//! One database's run: the uncontended variants interleaved, the contention races, pool
+//! pressure and the latch load, turned into report rows.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use shedlock_bench::report::{Row, Target};
+use shedlock_bench::stats::{median, median_ratio};
+use shedlock_core::{LockConfig, LockProvider};
+
+use crate::harness::{
+    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_OWNER, Gauge, HELD, MacroRun, OTHER_OWNER,
+    Op, Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result, StatementsPerCall,
+    Variant, contend, executor, interleave, latch_load, pool_pressure,
+};
+use crate::sink;
+
+/// The statements a provider sent for each kind of call, captured from sqlx.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Captured {
+    pub(crate) acquire_won: Vec<String>,
+    pub(crate) acquire_held: Vec<String>,
+    pub(crate) extend: Vec<String>,
+    pub(crate) release: Vec<String>,
+    pub(crate) holder: Vec<String>,
+}
+
+impl Captured {
+    #[allow(clippy::cast_precision_loss)] // a few statements
+    fn per_call(&self) -> StatementsPerCall {
+        StatementsPerCall {
+            acquire_won: self.acquire_won.len() as f64,
+            acquire_held: self.acquire_held.len() as f64,
+            extend: self.extend.len() as f64,
+            release: self.release.len() as f64,
+            holder: self.holder.len() as f64,
+        }
+    }
+}
+
+/// The raw floor of one database, each operation on a connection of its own.
+pub(crate) struct Floor {
+    /// `SELECT 1`: one round trip.
+    pub(crate) select1: Box<dyn Op>,
+    /// The provider's acquire statement(s) on a lock another owner holds.
+    pub(crate) skip: Box<dyn Op>,
+    /// The provider's acquire and release statements.
+    pub(crate) cycle: Box<dyn Op>,
+    /// Further raw cycles, compared with `cycle` (proposed changes).
+    pub(crate) extra_cycles: Vec<Variant>,
+}
+
+/// A race other than through the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RawRace {
+    /// The provider's statements on raw connections: the contention floor.
+    Statements,
+    /// The same, the release committing without waiting for the WAL flush (proposed).
+    StatementsAsyncRelease,
+    /// Java ShedLock's statement sequence (`UPDATE` to acquire, `UNLOCK` to release).
+    Java,
+}
+
+impl RawRace {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Statements => "provider statements raw (floor)",
+            Self::StatementsAsyncRelease => "statements raw, release w/o WAL flush (proposed)",
+            Self::Java => "Java ShedLock sequence",
+        }
+    }
+}
+
+/// What each database supplies.
+#[async_trait]
+pub(crate) trait Backend: Send + Sync {
+    type Provider: LockProvider + Clone;
+
+    /// `postgres`, `mariadb`, `sqlite`.
+    fn db(&self) -> &'static str;
+
+    /// The provider as the README sets it up: `XLockProvider::connect(url)`'s dedicated pool
+    /// (`pool_options()`), on `table`.
+    async fn provider(&self, table: &str) -> Result<Self::Provider>;
+
+    /// The provider on a default sqlx pool (`XPool::connect(url)`: it pings on checkout).
+    async fn provider_on_default_pool(&self, table: &str) -> Result<Self::Provider>;
+
+    /// The provider on `pool_options().max_connections(size)`, and a gauge of that pool.
+    async fn provider_on_pool_of(&self, table: &str, size: u32) -> Result<(Self::Provider, Gauge)>;
+
+    /// A future closing the provider's pool.
+    fn closer(&self, provider: &Self::Provider) -> CloseFuture;
+
+    async fn create_table(&self, provider: &Self::Provider) -> Result<()>;
+
+    async fn drop_table(&self, table: &str) -> Result<()>;
+
+    /// The raw floor on `table`, from the captured statements.
+    async fn floor(&self, table: &str, sql: &Captured) -> Result<Floor>;
+
+    /// The raw races this database runs besides the provider's.
+    fn raw_races(&self) -> Vec<RawRace>;
+
+    /// `n` raw racers for `race` on lock `name`.
+    async fn raw_racers(
+        &self,
+        race: RawRace,
+        table: &str,
+        name: &str,
+        sql: &Captured,
+        n: usize,
+    ) -> Result<Vec<Box<dyn Racer>>>;
+}
+
+fn table_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("shedlock_bench_{}_{nanos:x}", std::process::id())
+}
+
+/// Runs every part against one database; a part that fails is reported on stderr and leaves
+/// its rows out. Returns the rows and whether everything ran.
+pub(crate) async fn run<B: Backend>(backend: &B, plan: &Plan) -> (Vec<Row>, bool) {
+    let db = backend.db();
+    let table = table_name();
+    let mut rows = Vec::new();
+    let setup = async {
+        let provider = backend.provider(&table).await?;
+        backend.create_table(&provider).await?;
+        let held = provider
+            .acquire(HELD, Duration::from_hours(1), OTHER_OWNER)
+            .await?;
+        if held.is_none() {
+            return Err("could not take the held lock".into());
+        }
+        let captured = probe(&provider).await?;
+        Ok::<_, crate::harness::BoxError>((provider, captured))
+    };
+    let (provider, captured) = match setup.await {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("{db}: setup failed: {e}");
+            let _ = backend.drop_table(&table).await;
+            return (rows, false);
+        }
+    };
+    eprintln!(
+        "{db}: table {table}; statements per call: acquire won {}, acquire held {}, release {}, extend {}, holder {}",
+        captured.acquire_won.len(),
+        captured.acquire_held.len(),
+        captured.release.len(),
+        captured.extend.len(),
+        captured.holder.len()
+    );
+
+    let mut ok = true;
+    let mut stage = async |what: &str, part: Result<Vec<Row>>, t: Instant| {
+        eprintln!("{db}: {what} done in {:.1} s", t.elapsed().as_secs_f64());
+        match part {
+            Ok(part) => rows.extend(part),
+            Err(e) => {
+                eprintln!("{db}: {what}: {e}");
+                ok = false;
+            }
+        }
+    };
+    let t = Instant::now();
+    let (part, floor_cycle_us) =
+        match uncontended(backend, &table, &provider, &captured, plan).await {
+            Ok((part, cycle)) => (Ok(part), cycle),
+            Err(e) => (Err(e), None),
+        };
+    stage("uncontended", part, t).await;
+    let t = Instant::now();
+    let part = contention(backend, &table, &provider, &captured, plan).await;
+    stage("contention", part, t).await;
+    let t = Instant::now();
+    let part = pressure(backend, &table, plan, floor_cycle_us).await;
+    stage("pool pressure", part, t).await;
+    let t = Instant::now();
+    let per_call = captured.per_call();
+    let part = latch_load(
+        provider.clone(),
+        "bench-election",
+        plan.latch_window,
+        &per_call,
+    )
+    .await
+    .map(|load| {
+        vec![
+            Row::new(db, "latch: leader (default timings)", load.leader, "stmt/s"),
+            Row::new(
+                db,
+                "latch: follower (default timings)",
+                load.follower,
+                "stmt/s",
+            ),
+        ]
+    });
+    stage("latch", part, t).await;
+    backend.closer(&provider).await;
+    if let Err(e) = backend.drop_table(&table).await {
+        eprintln!("{db}: could not drop {table}: {e}");
+    }
+    (rows, ok)
+}
+
+/// Warms the provider up (table check, pool), then captures the statements of each call.
+async fn probe<P: LockProvider>(provider: &P) -> Result<Captured> {
+    const NAME: &str = "bench-probe";
+    for _ in 0..3 {
+        let record = provider
+            .acquire(NAME, AT_MOST, FLOOR_OWNER)
+            .await?
+            .ok_or("probe: lock not free")?;
+        provider.release(&record, Duration::ZERO).await?;
+    }
+    let (record, acquire_won) = sink::capture(provider.acquire(NAME, AT_MOST, FLOOR_OWNER)).await;
+    let record = record?.ok_or("probe: lock not free")?;
+    let (extended, extend) = sink::capture(provider.extend(&record, AT_MOST)).await;
+    let record = extended?.ok_or("probe: extend refused")?;
+    let (_, holder) = sink::capture(provider.holder(NAME)).await;
+    let (released, release) = sink::capture(provider.release(&record, Duration::ZERO)).await;
+    if !released? {
+        return Err("probe: release matched no row".into());
+    }
+    let (got, acquire_held) = sink::capture(provider.acquire(HELD, AT_MOST, FLOOR_OWNER)).await;
+    if got?.is_some() {
+        return Err("probe: acquired a held lock".into());
+    }
+    let captured = Captured {
+        acquire_won,
+        acquire_held,
+        extend,
+        release,
+        holder,
+    };
+    if captured.acquire_won.is_empty() || captured.release.is_empty() {
+        return Err(
+            format!("probe: no statement captured ({captured:?}); is the sink installed?").into(),
+        );
+    }
+    Ok(captured)
+}
+
+struct Samples {
+    metrics: Vec<String>,
+    values: Vec<Vec<f64>>,
+}
+
+impl Samples {
+    fn of(&self, metric: &str) -> &[f64] {
+        self.metrics
+            .iter()
+            .position(|m| m == metric)
+            .map_or(&[], |i| &self.values[i])
+    }
+}
+
+const SELECT1: &str = "select 1 (round trip)";
+const SKIP_FLOOR: &str = "skip: statement raw (floor)";
+const CYCLE_FLOOR: &str = "cycle: statements raw (floor)";
+const SKIP_PROVIDER: &str = "skip: provider";
+const SKIP_EXECUTOR: &str = "skip: executor";
+const SKIP_MACRO: &str = "skip: #[scheduled_lock]";
+const SKIP_DEFAULT: &str = "skip: provider on default sqlx pool";
+const CYCLE_PROVIDER: &str = "cycle: provider";
+const CYCLE_EXECUTOR: &str = "cycle: executor";
+const CYCLE_MACRO: &str = "cycle: #[scheduled_lock]";
+const CYCLE_DEFAULT: &str = "cycle: provider on default sqlx pool";
+
+/// The interleaved uncontended variants; also returns the floor cycle's median (µs).
+async fn uncontended<B: Backend>(
+    backend: &B,
+    table: &str,
+    provider: &B::Provider,
+    captured: &Captured,
+    plan: &Plan,
+) -> Result<(Vec<Row>, Option<f64>)> {
+    let floor = backend.floor(table, captured).await?;
+    let on_default = backend.provider_on_default_pool(table).await?;
+    let extra_names: Vec<String> = floor
+        .extra_cycles
+        .iter()
+        .map(|v| v.metric.clone())
+        .collect();
+    let mut variants = library_variants(floor, provider, &on_default)?;
+    let measured = interleave(&mut variants, plan).await;
+    let metrics = variants.iter().map(|v| v.metric.clone()).collect();
+    for v in variants {
+        v.op.close().await;
+    }
+    backend.closer(&on_default).await;
+    let s = Samples {
+        metrics,
+        values: measured?,
+    };
+    Ok((
+        uncontended_rows(backend.db(), &s, captured, &extra_names),
+        median(s.of(CYCLE_FLOOR)),
+    ))
+}
+
+/// The floor, then every way through the library.
+fn library_variants<P: LockProvider + Clone>(
+    floor: Floor,
+    provider: &P,
+    on_default: &P,
+) -> Result<Vec<Variant>> {
+    let executor = executor(provider.clone(), "bench-executor")?;
+    let mut variants = vec![
+        Variant {
+            metric: SELECT1.into(),
+            op: floor.select1,
+        },
+        Variant {
+            metric: SKIP_FLOOR.into(),
+            op: floor.skip,
+        },
+        Variant {
+            metric: CYCLE_FLOOR.into(),
+            op: floor.cycle,
+        },
+    ];
+    variants.extend(floor.extra_cycles);
+    variants.extend([
+        Variant::new(
+            SKIP_PROVIDER,
+            ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-provider".into(),
+            },
+        ),
+        Variant::new(
+            SKIP_EXECUTOR,
+            ExecutorRun {
+                executor: executor.clone(),
+                cfg: LockConfig::new(HELD, AT_MOST)?,
+                expect_run: false,
+            },
+        ),
+        Variant::new(
+            SKIP_MACRO,
+            MacroRun {
+                executor: executor.clone(),
+                skip: true,
+            },
+        ),
+        Variant::new(
+            SKIP_DEFAULT,
+            ProviderSkip {
+                provider: on_default.clone(),
+                owner: "bench-default".into(),
+            },
+        ),
+        Variant::new(
+            CYCLE_PROVIDER,
+            ProviderCycle {
+                provider: provider.clone(),
+                name: "bench-provider".into(),
+                owner: "bench-provider".into(),
+            },
+        ),
+        Variant::new(
+            CYCLE_EXECUTOR,
+            ExecutorRun {
+                executor: executor.clone(),
+                cfg: LockConfig::new("bench-executor", AT_MOST)?,
+                expect_run: true,
+            },
+        ),
+        Variant::new(
+            CYCLE_MACRO,
+            MacroRun {
+                executor,
+                skip: false,
+            },
+        ),
+        Variant::new(
+            CYCLE_DEFAULT,
+            ProviderCycle {
+                provider: on_default.clone(),
+                name: "bench-default".into(),
+                owner: "bench-default".into(),
+            },
+        ),
+    ]);
+    Ok(variants)
+}
+
+fn uncontended_rows(
+    db: &str,
+    s: &Samples,
+    captured: &Captured,
+    extra_names: &[String],
+) -> Vec<Row> {
+    let us = |metric: &str| median(s.of(metric)).unwrap_or(f64::NAN);
+    let row = |metric: &str, floor: &str| {
+        Row::new(db, metric, us(metric), "us/op")
+            .ratio(median_ratio(s.of(metric), s.of(floor)), floor)
+    };
+    let versus = |metric: &str, base: &str| {
+        Row::new(
+            db,
+            format!("{metric} / {}", base.split(": ").nth(1).unwrap_or(base)),
+            median_ratio(s.of(metric), s.of(base)).unwrap_or(f64::NAN),
+            "x",
+        )
+    };
+    #[allow(clippy::cast_precision_loss)] // a few statements
+    let count = |n: usize| n as f64;
+    let mut rows = vec![
+        row(SELECT1, SELECT1),
+        row(SKIP_FLOOR, SELECT1),
+        row(CYCLE_FLOOR, SELECT1),
+    ];
+    for extra in extra_names {
+        rows.push(row(extra, CYCLE_FLOOR));
+    }
+    rows.extend([
+        Row::new(
+            db,
+            "statements per skip",
+            count(captured.acquire_held.len()),
+            "stmt",
+        ),
+        Row::new(
+            db,
+            "statements per acquire + release",
+            count(captured.acquire_won.len() + captured.release.len()),
+            "stmt",
+        ),
+        row(SKIP_PROVIDER, SKIP_FLOOR).target(Target::RatioAtMost(1.3)),
+        row(SKIP_EXECUTOR, SKIP_FLOOR),
+        row(SKIP_MACRO, SKIP_FLOOR),
+        versus(SKIP_EXECUTOR, SKIP_PROVIDER).target(Target::ValueAtMost(1.05)),
+        versus(SKIP_MACRO, SKIP_PROVIDER).target(Target::ValueAtMost(1.05)),
+        row(SKIP_DEFAULT, SKIP_FLOOR),
+        row(CYCLE_PROVIDER, CYCLE_FLOOR).target(Target::RatioAtMost(1.1)),
+        row(CYCLE_EXECUTOR, CYCLE_FLOOR),
+        row(CYCLE_MACRO, CYCLE_FLOOR),
+        versus(CYCLE_EXECUTOR, CYCLE_PROVIDER).target(Target::ValueAtMost(1.05)),
+        versus(CYCLE_MACRO, CYCLE_PROVIDER).target(Target::ValueAtMost(1.05)),
+        row(CYCLE_DEFAULT, CYCLE_FLOOR),
+        versus(CYCLE_DEFAULT, CYCLE_PROVIDER),
+    ]);
+    rows
+}
+
+/// One contention variant: its label and its per-round results.
+struct Race {
+    label: String,
+    raw: Option<RawRace>,
+    rounds: Vec<Contention>,
+}
+
+async fn contention<B: Backend>(
+    backend: &B,
+    table: &str,
+    provider: &B::Provider,
+    captured: &Captured,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let db = backend.db();
+    let mut races = vec![Race {
+        label: "provider".into(),
+        raw: None,
+        rounds: Vec::new(),
+    }];
+    for raw in backend.raw_races() {
+        races.push(Race {
+            label: raw.label().into(),
+            raw: Some(raw),
+            rounds: Vec::new(),
+        });
+    }
+    let lock_name = |i: usize| format!("bench-contend-{i}");
+    // Every race has its own lock row, created up front (Java's UPDATE needs it).
+    for i in 0..races.len() {
+        let record = provider
+            .acquire(&lock_name(i), AT_MOST, FLOOR_OWNER)
+            .await?
+            .ok_or("contention lock not free")?;
+        provider.release(&record, Duration::ZERO).await?;
+    }
+    for round in 0..plan.contention_rounds {
+        for k in 0..races.len() {
+            let i = (k + round) % races.len();
+            let contenders = contenders(
+                backend,
+                races[i].raw,
+                table,
+                &lock_name(i),
+                captured,
+                plan.racers,
+            )
+            .await?;
+            let outcome = contend(contenders, plan.contention_slice).await;
+            if let Some(e) = &outcome.first_error {
+                eprintln!(
+                    "{db}: contention {}: {} errors, first: {e}",
+                    races[i].label, outcome.errors
+                );
+            }
+            races[i].rounds.push(outcome);
+        }
+    }
+    Ok(contention_rows(db, &races, plan.racers))
+}
+
+/// `n` racers for a race: replicas each with the provider on a pool of its own, or raw ones.
+async fn contenders<B: Backend>(
+    backend: &B,
+    raw: Option<RawRace>,
+    table: &str,
+    name: &str,
+    captured: &Captured,
+    n: usize,
+) -> Result<Vec<Box<dyn Racer>>> {
+    if let Some(raw) = raw {
+        return backend.raw_racers(raw, table, name, captured, n).await;
+    }
+    let mut all: Vec<Box<dyn Racer>> = Vec::with_capacity(n);
+    for r in 0..n {
+        let provider = backend.provider(table).await?;
+        let closer = backend.closer(&provider);
+        all.push(Box::new(ProviderRacer {
+            provider,
+            name: name.to_owned(),
+            owner: format!("bench-racer-{r}"),
+            held: None,
+            closer,
+        }));
+    }
+    Ok(all)
+}
+
+fn rate(c: &Contention, n: u64) -> f64 {
+    #[allow(clippy::cast_precision_loss)] // counts well below 2^52
+    let n = n as f64;
+    if c.seconds > 0.0 {
+        n / c.seconds
+    } else {
+        f64::NAN
+    }
+}
+
+fn acquisitions(race: &Race) -> Vec<f64> {
+    race.rounds
+        .iter()
+        .map(|c| rate(c, c.acquisitions))
+        .collect()
+}
+
+fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
+    let floor = races
+        .iter()
+        .find(|r| r.raw == Some(RawRace::Statements))
+        .map(acquisitions)
+        .unwrap_or_default();
+    let mut rows = Vec::new();
+    for race in races {
+        let attempts: Vec<f64> = race.rounds.iter().map(|c| rate(c, c.attempts)).collect();
+        let acquired = acquisitions(race);
+        let sum = |f: fn(&Contention) -> u64| {
+            #[allow(clippy::cast_precision_loss)] // small counts
+            let total = race.rounds.iter().map(f).sum::<u64>() as f64;
+            total
+        };
+        let label = &race.label;
+        rows.push(Row::new(
+            db,
+            format!("contention {n}: {label}: attempts"),
+            median(&attempts).unwrap_or(f64::NAN),
+            "ops/s",
+        ));
+        rows.push(
+            Row::new(
+                db,
+                format!("contention {n}: {label}: acquisitions"),
+                median(&acquired).unwrap_or(f64::NAN),
+                "ops/s",
+            )
+            .ratio(median_ratio(&acquired, &floor), "provider statements raw"),
+        );
+        rows.push(
+            Row::new(
+                db,
+                format!("contention {n}: {label}: errors"),
+                sum(|c| c.errors),
+                "count",
+            )
+            .target(Target::ValueAtMost(0.0)),
+        );
+        rows.push(
+            Row::new(
+                db,
+                format!("contention {n}: {label}: overlapping holders"),
+                sum(|c| c.overlaps),
+                "count",
+            )
+            .target(Target::ValueAtMost(0.0)),
+        );
+        if race.raw != Some(RawRace::Java) {
+            rows.push(
+                Row::new(
+                    db,
+                    format!("contention {n}: {label}: repeated fencing tokens"),
+                    sum(|c| c.duplicate_tokens),
+                    "count",
+                )
+                .target(Target::ValueAtMost(0.0)),
+            );
+        }
+    }
+    if let Some(java) = races.iter().find(|r| r.raw == Some(RawRace::Java)) {
+        let java = acquisitions(java);
+        for race in races
+            .iter()
+            .filter(|r| r.raw.is_none() || r.raw == Some(RawRace::StatementsAsyncRelease))
+        {
+            let mut row = Row::new(
+                db,
+                format!(
+                    "contention {n}: {} / Java sequence, acquisitions",
+                    race.label
+                ),
+                median_ratio(&acquisitions(race), &java).unwrap_or(f64::NAN),
+                "x",
+            );
+            if db == "postgres" && race.raw.is_none() {
+                row = row.target(Target::ValueAtLeast(2.0));
+            }
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+async fn pressure<B: Backend>(
+    backend: &B,
+    table: &str,
+    plan: &Plan,
+    floor_cycle_us: Option<f64>,
+) -> Result<Vec<Row>> {
+    let db = backend.db();
+    let (provider, gauge) = backend
+        .provider_on_pool_of(table, plan.pressure_pool)
+        .await?;
+    let executor = executor(provider.clone(), "bench-pressure")?;
+    let first = pool_pressure(&executor, &gauge, plan.pressure_locks, "bench-pressure").await;
+    let second = match &first {
+        Ok(_) => pool_pressure(&executor, &gauge, plan.pressure_locks, "bench-pressure").await,
+        Err(_) => Err("first pass failed".into()),
+    };
+    backend.closer(&provider).await;
+    let first = first?;
+    let second = second?;
+    if let Some(e) = first.first_error.as_ref().or(second.first_error.as_ref()) {
+        eprintln!("{db}: pool pressure: first error: {e}");
+    }
+    let n = plan.pressure_locks;
+    let c = plan.pressure_pool;
+    #[allow(clippy::cast_precision_loss)] // small numbers
+    let per_lock_us = second.all_released.as_secs_f64() * 1e6 / n as f64;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    #[allow(clippy::cast_precision_loss)] // small counts
+    let count = |x: u64| x as f64;
+    Ok(vec![
+        Row::new(
+            db,
+            format!("pool pressure: {n} held on {c} connections, all held"),
+            ms(second.all_held),
+            "ms",
+        ),
+        Row::new(
+            db,
+            format!("pool pressure: {n} held on {c} connections, all released"),
+            ms(second.all_released),
+            "ms",
+        ),
+        Row::new(
+            db,
+            format!("pool pressure: {n} held, first use (rows created)"),
+            ms(first.all_released),
+            "ms",
+        ),
+        Row::new(
+            db,
+            "pool pressure: per lock (acquire + release)",
+            per_lock_us,
+            "us/op",
+        )
+        .ratio(floor_cycle_us.map(|f| per_lock_us / f), CYCLE_FLOOR),
+        Row::new(
+            db,
+            "pool pressure: largest pool size",
+            f64::from(first.max_pool_size.max(second.max_pool_size)),
+            "count",
+        )
+        .target(Target::ValueAtMost(f64::from(c))),
+        Row::new(
+            db,
+            "pool pressure: connections busy while all held",
+            count(first.busy_while_held.max(second.busy_while_held) as u64),
+            "count",
+        )
+        .target(Target::ValueAtMost(0.0)),
+        Row::new(
+            db,
+            "pool pressure: errors",
+            count(first.errors + second.errors),
+            "count",
+        )
+        .target(Target::ValueAtMost(0.0)),
+    ])
+}
