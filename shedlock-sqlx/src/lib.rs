@@ -40,6 +40,8 @@
 //! - **A deadline on every call** (`call_timeout`, 5 s by default): a black-holed database
 //!   yields an error, never a hang; the connection is closed, never returned to the pool. A
 //!   timed-out acquire may have committed and then holds until its `at_most`.
+//! - **Database restarts cost no failed calls** when the server is back within `call_timeout`:
+//!   a call that meets a connection the server closed retries on another (see [Pools](#pools)).
 //! - **Validation up front**: table and column names must be plain identifiers (quoted in SQL),
 //!   lock names are checked against the column's length and always bound, never spliced.
 //!
@@ -64,6 +66,24 @@
 //! A connection that goes silent (a black-holed network) while sqlx checks it on its way back
 //! keeps its pool slot until TCP gives up or the network heals; the calls themselves still fail
 //! within `call_timeout`, and their own connections are closed, never returned.
+//!
+//! **After a database restart** (or an administrator killing connections, or a server-side idle
+//! timeout) the pool's idle connections are dead, and each would fail its next statement. A call
+//! whose connection turns out dead — the server had closed it (Postgres SQLSTATE class `08`,
+//! `57P01`, `57P02`, `57P03`, `57P05`; MySQL/MariaDB class `08`, such as 1053 "server shutdown",
+//! and MariaDB's 1927 "connection killed") or the socket broke (an I/O error) — closes that
+//! connection and runs again on another one, within the same `call_timeout`, at most pool size +
+//! 1 times: enough to get past every dead connection to a fresh one. So a restart that is over
+//! before `call_timeout` runs out costs callers no failed call, only the reconnection time (a
+//! call made while the server is down waits for it, as sqlx retries refused connections). The
+//! statement's own errors (a missing table, a constraint, a syntax error) are never retried, and
+//! nothing changes when nothing fails: one attempt, one round trip.
+//!
+//! A connection that died after its statement was sent may have committed it first. Repeating
+//! an extend or a release is harmless (same acquisition, same effect), but a repeated acquire
+//! finds the lock held — by this very call — and returns `Ok(None)`: the lock then stays held
+//! until its `at_most` ends, as after a timed-out acquire. This takes the connection dying in
+//! the instant between the commit and the reply.
 //!
 //! # Schema
 //!

@@ -13,8 +13,7 @@ use sqlx::{AssertSqlSafe, Executor as _, Row};
 use crate::builder::{LockProviderBuilder, Settings};
 use crate::ident::Quote;
 use crate::store::{
-    Call, Checkout, DEFAULT_POOL_SIZE, Schema, Store, check_name_capacity, millis_ceil,
-    utc_from_micros,
+    Call, DEFAULT_POOL_SIZE, Schema, Store, check_name_capacity, millis_ceil, utc_from_micros,
 };
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
@@ -101,8 +100,16 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// application's jobs exhaust its own pool. 4 connections (the default) serve thousands of lock
 /// calls per second. The pool should not ping on checkout (`test_before_acquire(false)`, as
 /// [`pool_options`](Self::pool_options) sets): a statement then costs one round trip on the
-/// caller's path. After a server restart each idle connection fails one statement, then is
-/// replaced.
+/// caller's path.
+///
+/// After a server restart (or `KILL`) every idle connection is dead. A call that meets one (the
+/// server says 1053 "server shutdown in progress", MariaDB 1927 "connection was killed", another
+/// SQLSTATE `08` error, or the socket is closed) closes it and runs again on another connection,
+/// within its deadline, until it reaches a fresh one (at most pool size + 1 attempts). A restart
+/// that is over within `call_timeout` therefore fails no call; the statement's own errors are
+/// never retried. A statement whose connection died after it was sent may have committed:
+/// repeated, an acquire then returns `Ok(None)` and the lock stays held until its `at_most`, as
+/// after a timed-out acquire; extends and releases are safe to repeat.
 ///
 /// Every call has a deadline ([`call_timeout`](LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the checkout and the statements; the connection of a call that timed out is
@@ -366,13 +373,16 @@ impl MySqlLockProvider {
     /// [`Error::is_backend`] or [`Error::is_timeout`] if the statement failed.
     pub async fn create_table_if_not_exists(&self) -> Result<()> {
         let store = &self.inner.store;
-        let call = store.call("create_table_if_not_exists");
+        let call = &store.call("create_table_if_not_exists");
         let map = |e| self.map_error(e, "create the lock table");
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call
-            .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
-            .await;
-        c.settle(outcome, map).map(drop)
+        store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
+                    .await;
+                c.settle(outcome, map).map(drop)
+            })
+            .await
     }
 
     async fn schema(&self, call: &Call) -> Result<Schema> {
@@ -383,30 +393,35 @@ impl MySqlLockProvider {
         let store = &self.inner.store;
         let s = &store.settings;
         let map = |e| self.map_error(e, "read the lock table's columns");
-        let mut c = Checkout::take(&store.pool, call, map).await?;
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(self.inner.columns_sql.clone()))
-                    .bind(s.table.schema.as_deref())
-                    .bind(&s.table.table)
-                    .fetch_all(c.conn()),
-            )
-            .await;
-        let rows = c.settle(outcome, map)?;
+        let (rows, unique) = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(self.inner.columns_sql.clone()))
+                            .bind(s.table.schema.as_deref())
+                            .bind(&s.table.table)
+                            .fetch_all(c.conn()),
+                    )
+                    .await;
+                let rows = c.settle(outcome, map)?;
+                if rows.is_empty() {
+                    return Ok((rows, false));
+                }
+                let outcome = call
+                    .timed(
+                        sqlx::query_scalar::<_, i64>(AssertSqlSafe(self.inner.unique_sql.clone()))
+                            .bind(s.table.schema.as_deref())
+                            .bind(&s.table.table)
+                            .bind(&s.columns.name)
+                            .fetch_one(c.conn()),
+                    )
+                    .await;
+                Ok((rows, c.settle(outcome, map)? > 0))
+            })
+            .await?;
         if rows.is_empty() {
             return Err(self.missing_table(format!("table {} not found", s.table)));
         }
-        let outcome = call
-            .timed(
-                sqlx::query_scalar::<_, i64>(AssertSqlSafe(self.inner.unique_sql.clone()))
-                    .bind(s.table.schema.as_deref())
-                    .bind(&s.table.table)
-                    .bind(&s.columns.name)
-                    .fetch_one(c.conn()),
-            )
-            .await;
-        let unique = c.settle(outcome, map)? > 0;
-        drop(c);
         let mut columns = Vec::with_capacity(rows.len());
         for row in &rows {
             let len: Option<i64> = row.try_get(2).map_err(map)?;
@@ -467,23 +482,16 @@ impl MySqlLockProvider {
         }
     }
 
-    /// Binds `record`'s identity: its token, or its `locked_at` without a token column.
+    /// Binds `record`'s identity: its token (from [`Schema::record_token`]), or its
+    /// `locked_at` without a token column.
     fn bind_identity<'q>(
-        schema: Schema,
         query: sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>,
+        token: Option<i64>,
         record: &LockRecord,
-    ) -> Result<sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>> {
-        if schema.has_token {
-            let token = record.fencing_token().ok_or_else(|| {
-                Error::invalid_config(format!(
-                    "the record of {:?} has no fencing token but the table has one; it was not \
-                     acquired through this provider",
-                    record.name()
-                ))
-            })?;
-            Ok(query.bind(token))
-        } else {
-            Ok(query.bind(record.locked_at()))
+    ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+        match token {
+            Some(token) => query.bind(token),
+            None => query.bind(record.locked_at()),
         }
     }
 }
@@ -674,87 +682,97 @@ impl LockProvider for MySqlLockProvider {
     ) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
-        let call = store.call("acquire");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("acquire");
+        let schema = self.schema(call).await?;
         schema.check_owner(owner)?;
         let sql = self.statements(schema);
         let millis = millis_ceil(at_most);
         let micros = millis.saturating_mul(1_000);
         let what = || format!("acquire lock {name:?}");
         let map = |e| self.map_error(e, &what());
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql.update.clone()))
-                    .bind(owner)
-                    .bind(micros)
-                    .bind(name)
-                    .execute(c.conn()),
-            )
-            .await;
-        let updated = c.settle(outcome, map)?;
-        // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS): 0 = no row.
-        let won = if updated.rows_affected() > 0 {
-            reported(&updated)
-        } else {
-            let outcome = call
-                .timed(
-                    sqlx::query(AssertSqlSafe(sql.insert.clone()))
-                        .bind(name)
-                        .bind(micros)
-                        .bind(owner)
-                        .execute(c.conn()),
-                )
-                .await;
-            reported(&c.settle(outcome, map)?)
-        };
-        let Some(reported) = won else {
-            return Ok(None);
-        };
-        if !schema.has_token {
-            let locked_at = utc_from_micros(reported)?;
-            return Ok(Some(LockRecord::new(
-                name,
-                owner,
-                locked_at,
-                plus_millis(locked_at, millis),
-            )));
-        }
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql.read_back.clone()))
-                    .bind(name)
-                    .bind(reported)
-                    .fetch_optional(c.conn()),
-            )
-            .await;
-        // No row: the lock (of at most `at_most`) already passed to someone else.
-        let Some(row) = c.settle(outcome, map)? else {
-            return Ok(None);
-        };
-        let locked_at: DateTime<Utc> = row.try_get(0).map_err(map)?;
-        let lock_until: DateTime<Utc> = row.try_get(1).map_err(map)?;
-        Ok(Some(
-            LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(Some(reported)),
-        ))
+        // Repeating after a lost connection is safe: if the lost UPDATE or INSERT had won, the
+        // repeat finds the row held (by this call, until `at_most`) and returns `None`.
+        store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.update.clone()))
+                            .bind(owner)
+                            .bind(micros)
+                            .bind(name)
+                            .execute(c.conn()),
+                    )
+                    .await;
+                let updated = c.settle(outcome, map)?;
+                // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS): 0 = no row.
+                let won = if updated.rows_affected() > 0 {
+                    reported(&updated)
+                } else {
+                    let outcome = call
+                        .timed(
+                            sqlx::query(AssertSqlSafe(sql.insert.clone()))
+                                .bind(name)
+                                .bind(micros)
+                                .bind(owner)
+                                .execute(c.conn()),
+                        )
+                        .await;
+                    reported(&c.settle(outcome, map)?)
+                };
+                let Some(reported) = won else {
+                    return Ok(None);
+                };
+                if !schema.has_token {
+                    let locked_at = utc_from_micros(reported)?;
+                    return Ok(Some(LockRecord::new(
+                        name,
+                        owner,
+                        locked_at,
+                        plus_millis(locked_at, millis),
+                    )));
+                }
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.read_back.clone()))
+                            .bind(name)
+                            .bind(reported)
+                            .fetch_optional(c.conn()),
+                    )
+                    .await;
+                // No row: the lock (of at most `at_most`) already passed to someone else.
+                let Some(row) = c.settle(outcome, map)? else {
+                    return Ok(None);
+                };
+                let locked_at: DateTime<Utc> = row.try_get(0).map_err(map)?;
+                let lock_until: DateTime<Utc> = row.try_get(1).map_err(map)?;
+                Ok(Some(
+                    LockRecord::new(name, owner, locked_at, lock_until)
+                        .with_fencing_token(Some(reported)),
+                ))
+            })
+            .await
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
-        let call = store.call("extend");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("extend");
+        let schema = self.schema(call).await?;
         let millis = millis_ceil(at_most);
         let what = || format!("extend lock {:?}", record.name());
         let map = |e| self.map_error(e, &what());
-        let query = sqlx::query(AssertSqlSafe(self.statements(schema).extend.clone()))
-            .bind(millis.saturating_mul(1_000))
-            .bind(record.name())
-            .bind(record.owner());
-        let query = Self::bind_identity(schema, query, record)?;
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call.timed(query.execute(c.conn())).await;
-        let result = c.settle(outcome, map)?;
+        let token = schema.record_token(record)?;
+        let sql = &self.statements(schema).extend;
+        let result = store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(millis.saturating_mul(1_000))
+                    .bind(record.name())
+                    .bind(record.owner());
+                let query = Self::bind_identity(query, token, record);
+                let outcome = call.timed(query.execute(c.conn())).await;
+                c.settle(outcome, map)
+            })
+            .await?;
         if result.rows_affected() == 0 {
             return Ok(None);
         }
@@ -770,37 +788,47 @@ impl LockProvider for MySqlLockProvider {
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
         let store = &self.inner.store;
-        let call = store.call("release");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("release");
+        let schema = self.schema(call).await?;
         let what = || format!("release lock {:?}", record.name());
         let map = |e| self.map_error(e, &what());
-        let query = sqlx::query(AssertSqlSafe(self.statements(schema).release.clone()))
-            .bind(millis_ceil(at_least).saturating_mul(1_000))
-            .bind(record.name())
-            .bind(record.owner());
-        let query = Self::bind_identity(schema, query, record)?;
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call.timed(query.execute(c.conn())).await;
-        Ok(c.settle(outcome, map)?.rows_affected() > 0)
+        let token = schema.record_token(record)?;
+        let sql = &self.statements(schema).release;
+        let done = store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(millis_ceil(at_least).saturating_mul(1_000))
+                    .bind(record.name())
+                    .bind(record.owner());
+                let query = Self::bind_identity(query, token, record);
+                let outcome = call.timed(query.execute(c.conn())).await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
-        let call = store.call("holder");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("holder");
+        let schema = self.schema(call).await?;
         let what = || format!("read lock {name:?}");
         let map = |e| self.map_error(e, &what());
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let sql = self.statements(schema).holder.clone();
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(name)
-                    .fetch_optional(c.conn()),
-            )
-            .await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let sql = &self.statements(schema).holder;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(name)
+                            .fetch_optional(c.conn()),
+                    )
+                    .await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let owner: String = row.try_get(0).map_err(map)?;

@@ -13,9 +13,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::{LockProviderBuilder, Settings};
 use crate::ident::Quote;
-use crate::store::{
-    Call, Checkout, DEFAULT_POOL_SIZE, Schema, Store, check_name_capacity, micros_ceil,
-};
+use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store, check_name_capacity, micros_ceil};
 
 /// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
 /// use within one statement agrees (in autocommit it equals ShedLock's
@@ -87,8 +85,16 @@ const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000):
 /// calls per second; raise it only for many locks taken at the very same instant. The pool
 /// should not ping on checkout (`test_before_acquire(false)`, as [`pool_options`](Self::pool_options)
 /// sets): the statement then costs one round trip on the caller's path. (sqlx still checks the
-/// connection when it goes back, off the caller's path.) After a server restart each idle
-/// connection fails one statement, then is replaced.
+/// connection when it goes back, off the caller's path.)
+///
+/// After a server restart (or `pg_terminate_backend`, or `idle_session_timeout`) every idle
+/// connection is dead. A call that meets one (Postgres says `57P01` "terminating connection due
+/// to administrator command" or "… immediate shutdown", or the socket is closed) closes it and
+/// runs again on another connection, within its deadline, until it reaches a fresh one (at most
+/// pool size + 1 attempts). A restart that is over within `call_timeout` therefore fails no call;
+/// the statement's own errors are never retried. A statement whose connection died after it was
+/// sent may have committed: repeated, an acquire then returns `Ok(None)` and the lock stays held
+/// until its `at_most`, as after a timed-out acquire; extends and releases are safe to repeat.
 ///
 /// Every call has a deadline ([`call_timeout`](LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the connection checkout and the statement; a black-holed database yields
@@ -321,13 +327,16 @@ impl PgLockProvider {
     /// [`Error::is_backend`] or [`Error::is_timeout`] if the statement failed.
     pub async fn create_table_if_not_exists(&self) -> Result<()> {
         let store = &self.inner.store;
-        let call = store.call("create_table_if_not_exists");
+        let call = &store.call("create_table_if_not_exists");
         let map = |e| self.map_error(e, "create the lock table");
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call
-            .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
-            .await;
-        c.settle(outcome, map).map(drop)
+        store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
+                    .await;
+                c.settle(outcome, map).map(drop)
+            })
+            .await
     }
 
     async fn schema(&self, call: &Call) -> Result<Schema> {
@@ -338,16 +347,18 @@ impl PgLockProvider {
         let store = &self.inner.store;
         let s = &store.settings;
         let map = |e| self.map_error(e, "read the lock table's columns");
-        let mut c = Checkout::take(&store.pool, call, map).await?;
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(self.inner.detect.clone()))
-                    .bind(&self.inner.regclass)
-                    .fetch_all(c.conn()),
-            )
-            .await;
-        let rows = c.settle(outcome, map)?;
-        drop(c);
+        let rows = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(self.inner.detect.clone()))
+                            .bind(&self.inner.regclass)
+                            .fetch_all(c.conn()),
+                    )
+                    .await;
+                c.settle(outcome, map)
+            })
+            .await?;
         if rows.is_empty() {
             return Err(self.missing_table(format!("relation {} not found", self.inner.regclass)));
         }
@@ -404,23 +415,16 @@ impl PgLockProvider {
         }
     }
 
-    /// Identity of `record` in the table: its token, or its `locked_at` without a token column.
+    /// Binds `record`'s identity in the table: its token (from [`Schema::record_token`]), or its
+    /// `locked_at` without a token column.
     fn bind_identity<'q>(
-        schema: Schema,
         query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+        token: Option<i64>,
         record: &LockRecord,
-    ) -> Result<sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>> {
-        if schema.has_token {
-            let token = record.fencing_token().ok_or_else(|| {
-                Error::invalid_config(format!(
-                    "the record of {:?} has no fencing token but the table has one; it was not \
-                     acquired through this provider",
-                    record.name()
-                ))
-            })?;
-            Ok(query.bind(token))
-        } else {
-            Ok(query.bind(record.locked_at().naive_utc()))
+    ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+        match token {
+            Some(token) => query.bind(token),
+            None => query.bind(record.locked_at().naive_utc()),
         }
     }
 }
@@ -571,23 +575,27 @@ impl LockProvider for PgLockProvider {
     ) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
-        let call = store.call("acquire");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("acquire");
+        let schema = self.schema(call).await?;
         schema.check_owner(owner)?;
         let what = || format!("acquire lock {name:?}");
         let map = |e| self.map_error(e, &what());
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let sql = self.statements(schema).acquire.clone();
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(name)
-                    .bind(interval(at_most))
-                    .bind(owner)
-                    .fetch_optional(c.conn()),
-            )
-            .await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let sql = &self.statements(schema).acquire;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(name)
+                            .bind(interval(at_most))
+                            .bind(owner)
+                            .fetch_optional(c.conn()),
+                    )
+                    .await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let (locked_at, lock_until) = decode_times(&row, 0).map_err(map)?;
@@ -600,18 +608,24 @@ impl LockProvider for PgLockProvider {
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
-        let call = store.call("extend");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("extend");
+        let schema = self.schema(call).await?;
         let what = || format!("extend lock {:?}", record.name());
         let map = |e| self.map_error(e, &what());
-        let query = sqlx::query(AssertSqlSafe(self.statements(schema).extend.clone()))
-            .bind(record.name())
-            .bind(interval(at_most))
-            .bind(record.owner());
-        let query = Self::bind_identity(schema, query, record)?;
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call.timed(query.fetch_optional(c.conn())).await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let token = schema.record_token(record)?;
+        let sql = &self.statements(schema).extend;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(record.name())
+                    .bind(interval(at_most))
+                    .bind(record.owner());
+                let query = Self::bind_identity(query, token, record);
+                let outcome = call.timed(query.fetch_optional(c.conn())).await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let lock_until: NaiveDateTime = row.try_get(0).map_err(map)?;
@@ -620,37 +634,47 @@ impl LockProvider for PgLockProvider {
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
         let store = &self.inner.store;
-        let call = store.call("release");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("release");
+        let schema = self.schema(call).await?;
         let what = || format!("release lock {:?}", record.name());
         let map = |e| self.map_error(e, &what());
-        let query = sqlx::query(AssertSqlSafe(self.statements(schema).release.clone()))
-            .bind(record.name())
-            .bind(interval(at_least))
-            .bind(record.owner());
-        let query = Self::bind_identity(schema, query, record)?;
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call.timed(query.execute(c.conn())).await;
-        Ok(c.settle(outcome, map)?.rows_affected() > 0)
+        let token = schema.record_token(record)?;
+        let sql = &self.statements(schema).release;
+        let done = store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(record.name())
+                    .bind(interval(at_least))
+                    .bind(record.owner());
+                let query = Self::bind_identity(query, token, record);
+                let outcome = call.timed(query.execute(c.conn())).await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
-        let call = store.call("holder");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("holder");
+        let schema = self.schema(call).await?;
         let what = || format!("read lock {name:?}");
         let map = |e| self.map_error(e, &what());
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let sql = self.statements(schema).holder.clone();
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(name)
-                    .fetch_optional(c.conn()),
-            )
-            .await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let sql = &self.statements(schema).holder;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(name)
+                            .fetch_optional(c.conn()),
+                    )
+                    .await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let owner: String = row.try_get(0).map_err(map)?;

@@ -12,7 +12,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::{LockProviderBuilder, Settings};
 use crate::ident::Quote;
-use crate::store::{Call, Checkout, DEFAULT_POOL_SIZE, Schema, Store, millis_ceil};
+use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store, millis_ceil};
 
 /// The text format of the time columns: UTC, milliseconds, sortable as text.
 const FORMAT: &str = "%Y-%m-%d %H:%M:%f";
@@ -76,6 +76,9 @@ const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
 /// ([`call_timeout`](LockProviderBuilder::call_timeout), 5 s by default); the connection of a
 /// call that timed out is closed, never returned to the pool. **A timed-out acquire may have
 /// committed**: the lock is then held until its `at_most` ends.
+/// There is no server whose restart could leave pooled connections dead, so, unlike the Postgres
+/// and MySQL providers, this one has nothing to retry: SQLite's errors, `SQLITE_BUSY` included,
+/// are reported as they are.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -290,13 +293,16 @@ impl SqliteLockProvider {
     /// [`Error::is_backend`] or [`Error::is_timeout`] if the statement failed.
     pub async fn create_table_if_not_exists(&self) -> Result<()> {
         let store = &self.inner.store;
-        let call = store.call("create_table_if_not_exists");
+        let call = &store.call("create_table_if_not_exists");
         let map = |e| self.map_error(e, "create the lock table");
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call
-            .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
-            .await;
-        c.settle(outcome, map).map(drop)
+        store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
+                    .await;
+                c.settle(outcome, map).map(drop)
+            })
+            .await
     }
 
     async fn schema(&self, call: &Call) -> Result<Schema> {
@@ -309,56 +315,64 @@ impl SqliteLockProvider {
         let cols = &s.columns;
         let schema_name = s.table.schema.as_deref();
         let map = |e| self.map_error(e, "read the lock table's columns");
-        let mut c = Checkout::take(&store.pool, call, map).await?;
-        let outcome = call
-            .timed(
-                with_schema(
-                    sqlx::query_as::<_, (String, String)>(AssertSqlSafe(
-                        self.inner.columns_sql.clone(),
-                    ))
-                    .bind(&s.table.table),
-                    schema_name,
-                )
-                .fetch_all(c.conn()),
-            )
-            .await;
-        let columns = c.settle(outcome, map)?;
+        let (columns, unique) = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        with_schema(
+                            sqlx::query_as::<_, (String, String)>(AssertSqlSafe(
+                                self.inner.columns_sql.clone(),
+                            ))
+                            .bind(&s.table.table),
+                            schema_name,
+                        )
+                        .fetch_all(c.conn()),
+                    )
+                    .await;
+                let columns = c.settle(outcome, map)?;
+                if columns.is_empty() {
+                    return Ok((columns, false));
+                }
+                let outcome = call
+                    .timed(
+                        with_schema_scalar(
+                            sqlx::query_scalar::<_, String>(AssertSqlSafe(
+                                self.inner.indexes_sql.clone(),
+                            ))
+                            .bind(&s.table.table),
+                            schema_name,
+                        )
+                        .fetch_all(c.conn()),
+                    )
+                    .await;
+                let indexes = c.settle(outcome, map)?;
+                let mut unique = false;
+                for index in indexes {
+                    let outcome = call
+                        .timed(
+                            with_schema_scalar(
+                                sqlx::query_scalar::<_, String>(AssertSqlSafe(
+                                    self.inner.index_columns_sql.clone(),
+                                ))
+                                .bind(&index),
+                                schema_name,
+                            )
+                            .fetch_all(c.conn()),
+                        )
+                        .await;
+                    let index_columns = c.settle(outcome, map)?;
+                    if let [only] = index_columns.as_slice()
+                        && only.eq_ignore_ascii_case(&cols.name)
+                    {
+                        unique = true;
+                    }
+                }
+                Ok((columns, unique))
+            })
+            .await?;
         if columns.is_empty() {
             return Err(self.missing_table(format!("table {} not found", s.table)));
         }
-        let outcome = call
-            .timed(
-                with_schema_scalar(
-                    sqlx::query_scalar::<_, String>(AssertSqlSafe(self.inner.indexes_sql.clone()))
-                        .bind(&s.table.table),
-                    schema_name,
-                )
-                .fetch_all(c.conn()),
-            )
-            .await;
-        let indexes = c.settle(outcome, map)?;
-        let mut unique = false;
-        for index in indexes {
-            let outcome = call
-                .timed(
-                    with_schema_scalar(
-                        sqlx::query_scalar::<_, String>(AssertSqlSafe(
-                            self.inner.index_columns_sql.clone(),
-                        ))
-                        .bind(&index),
-                        schema_name,
-                    )
-                    .fetch_all(c.conn()),
-                )
-                .await;
-            let index_columns = c.settle(outcome, map)?;
-            if let [only] = index_columns.as_slice()
-                && only.eq_ignore_ascii_case(&cols.name)
-            {
-                unique = true;
-            }
-        }
-        drop(c);
         check_columns(s, &columns, unique)
     }
 
@@ -401,23 +415,16 @@ impl SqliteLockProvider {
         }
     }
 
-    /// Binds `record`'s identity: its token, or its `locked_at` without a token column.
+    /// Binds `record`'s identity: its token (from [`Schema::record_token`]), or its
+    /// `locked_at` without a token column.
     fn bind_identity<'q>(
-        schema: Schema,
         query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+        token: Option<i64>,
         record: &LockRecord,
-    ) -> Result<sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>> {
-        if schema.has_token {
-            let token = record.fencing_token().ok_or_else(|| {
-                Error::invalid_config(format!(
-                    "the record of {:?} has no fencing token but the table has one; it was not \
-                     acquired through this provider",
-                    record.name()
-                ))
-            })?;
-            Ok(query.bind(token))
-        } else {
-            Ok(query.bind(record.locked_at().format(CHRONO_FORMAT).to_string()))
+    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+        match token {
+            Some(token) => query.bind(token),
+            None => query.bind(record.locked_at().format(CHRONO_FORMAT).to_string()),
         }
     }
 }
@@ -577,23 +584,27 @@ impl LockProvider for SqliteLockProvider {
     ) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
-        let call = store.call("acquire");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("acquire");
+        let schema = self.schema(call).await?;
         schema.check_owner(owner)?;
         let what = || format!("acquire lock {name:?}");
         let map = |e| self.map_error(e, &what());
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let sql = self.statements(schema).acquire.clone();
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(name)
-                    .bind(modifier(at_most))
-                    .bind(owner)
-                    .fetch_optional(c.conn()),
-            )
-            .await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let sql = &self.statements(schema).acquire;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(name)
+                            .bind(modifier(at_most))
+                            .bind(owner)
+                            .fetch_optional(c.conn()),
+                    )
+                    .await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let token: Option<i64> = row.try_get(2).map_err(map)?;
@@ -604,18 +615,24 @@ impl LockProvider for SqliteLockProvider {
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
-        let call = store.call("extend");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("extend");
+        let schema = self.schema(call).await?;
         let what = || format!("extend lock {:?}", record.name());
         let map = |e| self.map_error(e, &what());
-        let query = sqlx::query(AssertSqlSafe(self.statements(schema).extend.clone()))
-            .bind(record.name())
-            .bind(modifier(at_most))
-            .bind(record.owner());
-        let query = Self::bind_identity(schema, query, record)?;
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call.timed(query.fetch_optional(c.conn())).await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let token = schema.record_token(record)?;
+        let sql = &self.statements(schema).extend;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(record.name())
+                    .bind(modifier(at_most))
+                    .bind(record.owner());
+                let query = Self::bind_identity(query, token, record);
+                let outcome = call.timed(query.fetch_optional(c.conn())).await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         Ok(Some(record.clone().with_lock_until(time(&row, 0)?)))
@@ -623,37 +640,47 @@ impl LockProvider for SqliteLockProvider {
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
         let store = &self.inner.store;
-        let call = store.call("release");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("release");
+        let schema = self.schema(call).await?;
         let what = || format!("release lock {:?}", record.name());
         let map = |e| self.map_error(e, &what());
-        let query = sqlx::query(AssertSqlSafe(self.statements(schema).release.clone()))
-            .bind(record.name())
-            .bind(modifier(at_least))
-            .bind(record.owner());
-        let query = Self::bind_identity(schema, query, record)?;
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let outcome = call.timed(query.execute(c.conn())).await;
-        Ok(c.settle(outcome, map)?.rows_affected() > 0)
+        let token = schema.record_token(record)?;
+        let sql = &self.statements(schema).release;
+        let done = store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(record.name())
+                    .bind(modifier(at_least))
+                    .bind(record.owner());
+                let query = Self::bind_identity(query, token, record);
+                let outcome = call.timed(query.execute(c.conn())).await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
-        let call = store.call("holder");
-        let schema = self.schema(&call).await?;
+        let call = &store.call("holder");
+        let schema = self.schema(call).await?;
         let what = || format!("read lock {name:?}");
         let map = |e| self.map_error(e, &what());
-        let mut c = Checkout::take(&store.pool, &call, map).await?;
-        let sql = self.statements(schema).holder.clone();
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(name)
-                    .fetch_optional(c.conn()),
-            )
-            .await;
-        let Some(row) = c.settle(outcome, map)? else {
+        let sql = &self.statements(schema).holder;
+        let row = store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(
+                        sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(name)
+                            .fetch_optional(c.conn()),
+                    )
+                    .await;
+                c.settle(outcome, map)
+            })
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let owner: String = row.try_get(0).map_err(map)?;

@@ -3,9 +3,10 @@
 //! duration conversions.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use shedlock_core::{Error, Result, validate_name};
+use shedlock_core::{Error, LockRecord, Result, validate_name};
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 use tokio::sync::OnceCell;
@@ -16,12 +17,16 @@ use crate::builder::Settings;
 /// The size of the dedicated pools the providers' `pool_options()` describe.
 pub(crate) const DEFAULT_POOL_SIZE: u32 = 4;
 
-/// One provider call: its name and its deadline (connection checkout plus statements).
+/// One provider call: its name and its deadline (connection checkouts plus statements, over
+/// every attempt).
 #[derive(Debug)]
 pub(crate) struct Call {
     op: &'static str,
     timeout: Duration,
     deadline: Instant,
+    /// The current attempt's connection turned out to be dead (set by [`Checkout::settle`],
+    /// read by [`Store::run`]).
+    lost: AtomicBool,
 }
 
 impl Call {
@@ -30,6 +35,7 @@ impl Call {
             op,
             timeout,
             deadline: Instant::now() + timeout,
+            lost: AtomicBool::new(false),
         }
     }
 
@@ -45,40 +51,43 @@ impl Call {
     }
 }
 
-/// A pooled connection for one call. It goes back to the pool only if its last statement
-/// finished: a connection dropped mid-statement (a timeout, a cancelled call, an I/O error) is
-/// detached and closed at once, so the pool never hands out a connection with a half-read reply
-/// and a black-holed connection never blocks the pool's return check.
-pub(crate) struct Checkout<DB: Database> {
+/// A pooled connection for one attempt of a call. It goes back to the pool only if its last
+/// statement finished: a connection dropped mid-statement (a timeout, a cancelled call, an I/O
+/// error) or found dead ([`connection_lost`]) is detached and closed at once, so the pool never
+/// hands out a connection with a half-read reply, a black-holed connection never blocks the
+/// pool's return check, and a dead one is never offered again.
+///
+/// The attempt owns it, so the connection is closed or given back when the attempt ends, before
+/// a retry takes the next one.
+pub(crate) struct Checkout<'a, DB: Database> {
     conn: Option<PoolConnection<DB>>,
     in_flight: bool,
+    /// The last statement failed because the connection was gone.
+    lost: bool,
+    call: &'a Call,
 }
 
-impl<DB: Database> Checkout<DB> {
-    /// Takes a connection from `pool` before the call's deadline. `map` turns a pool error into
-    /// ours.
-    pub(crate) async fn take(
-        pool: &Pool<DB>,
-        call: &Call,
-        map: impl FnOnce(sqlx::Error) -> Error,
-    ) -> Result<Self> {
-        let conn = call.timed(pool.acquire()).await?.map_err(map)?;
-        Ok(Self {
+impl<'a, DB: Database> Checkout<'a, DB> {
+    fn new(conn: PoolConnection<DB>, call: &'a Call) -> Self {
+        Self {
             conn: Some(conn),
             in_flight: false,
-        })
+            lost: false,
+            call,
+        }
     }
 
     /// The connection, for one statement; [`settle`](Self::settle) its outcome before the next.
     pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         self.in_flight = true;
-        // `conn` is `Some` from `take` until drop.
+        // `conn` is `Some` from `new` until drop.
         self.conn.as_deref_mut().unwrap_or_else(|| unreachable!())
     }
 
     /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
     /// statement's error mapped by `map`. The connection stays usable only when the statement
-    /// finished (successfully or with an error from the database itself).
+    /// finished (successfully or with an error from the database itself); an error that says the
+    /// connection is gone marks it lost, which lets [`Store::run`] retry the call on another.
     pub(crate) fn settle<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -91,7 +100,10 @@ impl<DB: Database> Checkout<DB> {
                 Ok(value)
             }
             Ok(Err(error)) => {
-                if statement_finished(&error) {
+                if connection_lost(&error) {
+                    self.lost = true;
+                    self.call.lost.store(true, Ordering::Relaxed);
+                } else if statement_finished(&error) {
                     self.in_flight = false;
                 }
                 Err(map(error))
@@ -115,17 +127,107 @@ fn statement_finished(error: &sqlx::Error) -> bool {
     )
 }
 
-impl<DB: Database> Drop for Checkout<DB> {
+/// Whether `error` says that the connection is gone rather than that the statement failed: the
+/// server closed it (a restart, an administrator, an idle timeout) or the socket broke.
+///
+/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`] (a closed
+/// socket as `UnexpectedEof`), and a server's farewell message (sent to idle connections before
+/// it closes them, read by the next statement) as [`sqlx::Error::Database`]:
+///
+/// - Postgres: SQLSTATE class `08` (connection exception), `57P01` admin shutdown (also what an
+///   immediate shutdown sends), `57P02` crash shutdown, `57P03` cannot connect now, `57P05`
+///   idle session timeout;
+/// - MySQL/MariaDB: SQLSTATE class `08` (among them 1053 server shutdown, 1152/1184 aborted
+///   connection, 1158–1161 network errors) and MariaDB's 1927 connection killed (`70100`, which
+///   it shares with 1317 "query execution was interrupted": the number decides). The client codes
+///   2006 and 2013 ("server has gone away", "lost connection") never reach sqlx's native driver
+///   from the server: those cases are I/O errors here. MySQL 8's 4031 (disconnected for
+///   inactivity) is not recognised, as MariaDB uses that number for a statement error; sqlx's
+///   pool closes idle connections long before `wait_timeout` by default.
+///
+/// [`sqlx::Error::Protocol`] (bytes that make no sense) and [`sqlx::Error::Tls`] (handshake) are
+/// not counted: a dead connection does not produce them, and they would fail again. Everything
+/// else is the statement's own failure.
+pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => database_says_connection_lost(db.as_ref()),
+        _ => false,
+    }
+}
+
+/// [`connection_lost`] for a failed checkout, where the pool may have been opening a connection:
+/// only I/O errors of a connection that broke count (a server going down reset it), not those of
+/// a connection that could not be made (an unknown host, a bad SQLite path) — those would fail
+/// again. (sqlx itself retries refused connections until the pool's acquire timeout.)
+fn checkout_lost(error: &sqlx::Error) -> bool {
+    use std::io::ErrorKind;
+    match error {
+        sqlx::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::NotConnected
+        ),
+        sqlx::Error::Database(db) => database_says_connection_lost(db.as_ref()),
+        _ => false,
+    }
+}
+
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql")),
+    allow(
+        unused_variables,
+        reason = "only Postgres and MySQL report lost connections"
+    )
+)]
+fn database_says_connection_lost(db: &dyn sqlx::error::DatabaseError) -> bool {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        let code = pg.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "57P05");
+    }
+    #[cfg(feature = "mysql")]
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        let state = my.code().unwrap_or_default();
+        return state.starts_with("08") || (my.number() == 1927 && state == "70100");
+    }
+    false
+}
+
+impl<DB: Database> Drop for Checkout<'_, DB> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take()
             && self.in_flight
         {
-            tracing::debug!("closing a lock-store connection whose statement did not finish");
+            if self.lost {
+                tracing::debug!("closing a lock-store connection the server had closed");
+            } else {
+                tracing::debug!("closing a lock-store connection whose statement did not finish");
+            }
             // Detaching lets the pool open a replacement; dropping the raw connection closes its
             // socket without waiting for the server.
             drop(conn.detach());
         }
     }
+}
+
+/// `error` and its causes, one after another, for a log line (a cause whose message is already
+/// in the text, as sqlx's I/O errors repeat theirs, is left out).
+fn with_causes(error: &Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// What the provider learned about its table on first use.
@@ -157,6 +259,65 @@ impl<DB: Database> Store<DB> {
         Call::new(op, self.settings.call_timeout)
     }
 
+    /// Runs one call: `attempt` on a connection from the pool, before `call`'s deadline; `map`
+    /// turns a pool error into ours.
+    ///
+    /// When an attempt fails because its connection was gone ([`connection_lost`], typically an
+    /// idle connection the server closed when it restarted), that connection is closed and the
+    /// whole attempt runs again on another one, within the same deadline: each dead idle
+    /// connection costs a retry instead of a failed call, and once the pool has none left it
+    /// opens a fresh one (sqlx waits for a restarting server that refuses connections, until the
+    /// deadline). At most pool size + 1 attempts: enough to drain every dead connection and reach
+    /// a fresh one. A checkout that fails the same way (the server reset a new connection) is
+    /// retried alike. Any other error, and the deadline, end the call at once. When nothing
+    /// fails this costs nothing: the first attempt is the call.
+    ///
+    /// `attempt` must be safe to repeat after its connection died mid-statement, as the
+    /// statement may have committed before the reply was lost (the providers' docs say what
+    /// that means for an acquire).
+    pub(crate) async fn run<'a, T, F, Fut>(
+        &self,
+        call: &'a Call,
+        map: impl Fn(sqlx::Error) -> Error,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Checkout<'a, DB>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let attempts = self.pool.options().get_max_connections().saturating_add(1);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let checkout = match call.timed(self.pool.acquire()).await? {
+                Ok(conn) => Checkout::new(conn, call),
+                Err(error) if tries < attempts && checkout_lost(&error) => {
+                    tracing::info!(
+                        op = call.op,
+                        attempt = tries,
+                        %error,
+                        "could not open a lock-store connection; trying again"
+                    );
+                    continue;
+                }
+                Err(error) => return Err(map(error)),
+            };
+            call.lost.store(false, Ordering::Relaxed);
+            // The attempt owns the connection: by the time it returns, a dead one is closed.
+            match attempt(checkout).await {
+                Err(error) if tries < attempts && call.lost.load(Ordering::Relaxed) => {
+                    tracing::info!(
+                        op = call.op,
+                        attempt = tries,
+                        error = %with_causes(&error),
+                        "lock-store connection lost; trying again on another connection"
+                    );
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
     /// The table layout, detected by `detect` on the first call that needs it. A failed
     /// detection (table missing, database down) is not cached: the next call tries again.
     pub(crate) async fn schema<F, Fut>(&self, detect: F) -> Result<Schema>
@@ -174,6 +335,27 @@ impl<DB: Database> Store<DB> {
 }
 
 impl Schema {
+    /// How extend and release recognise `record`'s acquisition: `Some(token)` where the table has
+    /// the token column, `None` where they match on `locked_at` instead. Checked before any
+    /// connection is taken.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] if the table has tokens but the record has none (it was not
+    /// acquired through this provider).
+    pub(crate) fn record_token(self, record: &LockRecord) -> Result<Option<i64>> {
+        if !self.has_token {
+            return Ok(None);
+        }
+        record.fencing_token().map(Some).ok_or_else(|| {
+            Error::invalid_config(format!(
+                "the record of {:?} has no fencing token but the table has one; it was not \
+                 acquired through this provider",
+                record.name()
+            ))
+        })
+    }
+
     /// Rejects an owner id longer than the `locked_by` column (rather than letting a non-strict
     /// MySQL truncate it, which would make the lock impossible to release).
     pub(crate) fn check_owner(&self, owner: &str) -> Result<()> {
@@ -281,6 +463,34 @@ mod tests {
         assert!(schema.check_owner("").unwrap_err().is_invalid_config());
     }
 
+    #[test]
+    fn only_broken_connections_count_as_lost() {
+        use std::io::ErrorKind;
+        let io = |kind: ErrorKind| sqlx::Error::Io(kind.into());
+        for kind in [
+            ErrorKind::UnexpectedEof,
+            ErrorKind::BrokenPipe,
+            ErrorKind::ConnectionReset,
+        ] {
+            assert!(connection_lost(&io(kind)), "{kind:?}");
+            assert!(checkout_lost(&io(kind)), "{kind:?}");
+        }
+        // An established connection's socket failing in any way is a lost connection; a
+        // connection that could not be made for a reason that will not go away is not.
+        assert!(connection_lost(&io(ErrorKind::InvalidData)));
+        assert!(!checkout_lost(&io(ErrorKind::InvalidData)));
+        assert!(!checkout_lost(&io(ErrorKind::NotFound)));
+        for other in [
+            sqlx::Error::RowNotFound,
+            sqlx::Error::Protocol("unexpected message".into()),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+        ] {
+            assert!(!connection_lost(&other), "{other}");
+            assert!(!checkout_lost(&other), "{other}");
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_call_times_out_at_its_deadline() {
         let call = Call::new("acquire", Duration::from_secs(2));
@@ -293,5 +503,130 @@ mod tests {
             err.to_string(),
             "lock store call `acquire` timed out after 2s"
         );
+    }
+
+    /// [`Store::run`] on an in-memory SQLite pool: attempts that report a lost connection.
+    #[cfg(feature = "sqlite")]
+    mod retries {
+        use std::sync::atomic::AtomicU32;
+
+        use sqlx::Sqlite;
+        use sqlx::sqlite::SqlitePoolOptions;
+
+        use super::*;
+
+        const POOL: u32 = 3;
+
+        async fn store() -> Store<Sqlite> {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(POOL)
+                .connect("sqlite::memory:")
+                .await
+                .expect("an in-memory database");
+            Store::new(pool, Settings::defaults())
+        }
+
+        fn map(e: sqlx::Error) -> Error {
+            Error::backend("test", e)
+        }
+
+        fn eof() -> sqlx::Error {
+            sqlx::Error::Io(std::io::ErrorKind::UnexpectedEof.into())
+        }
+
+        /// Runs a call whose first `dead` attempts find their connection dead (as after a
+        /// restart: the statement is sent, the server is gone) and whose next ones run
+        /// `SELECT 7`; returns the outcome and the number of attempts.
+        async fn call_with_dead_connections(
+            store: &Store<Sqlite>,
+            dead: u32,
+        ) -> (Result<i64>, u32) {
+            let tries = &AtomicU32::new(0);
+            let call = &store.call("acquire");
+            let outcome = store
+                .run(call, map, |mut c| async move {
+                    let n = tries.fetch_add(1, Ordering::Relaxed) + 1;
+                    let outcome = if n <= dead {
+                        let _sent = c.conn();
+                        Ok(Err(eof()))
+                    } else {
+                        call.timed(sqlx::query_scalar::<_, i64>("SELECT 7").fetch_one(c.conn()))
+                            .await
+                    };
+                    c.settle(outcome, map)
+                })
+                .await;
+            (outcome, tries.load(Ordering::Relaxed))
+        }
+
+        #[tokio::test]
+        async fn each_dead_connection_is_closed_and_the_call_runs_again_on_another() {
+            let store = store().await;
+            let (outcome, tries) = call_with_dead_connections(&store, POOL).await;
+            assert_eq!(outcome.expect("the call succeeds"), 7);
+            assert_eq!(
+                tries,
+                POOL + 1,
+                "one attempt per dead connection, then a fresh one"
+            );
+            // The dead connections were detached at once, the good one went back.
+            assert_eq!(store.pool.size(), 1);
+        }
+
+        #[tokio::test]
+        async fn retries_stop_after_pool_size_plus_one_attempts() {
+            let store = store().await;
+            let (outcome, tries) = call_with_dead_connections(&store, u32::MAX).await;
+            let err = outcome.expect_err("every connection was dead");
+            assert!(err.is_backend(), "{err}");
+            assert_eq!(tries, POOL + 1);
+            assert_eq!(
+                store.pool.size(),
+                0,
+                "no dead connection went back to the pool"
+            );
+        }
+
+        #[tokio::test]
+        async fn the_statements_own_errors_are_not_retried() {
+            let store = store().await;
+            let tries = &AtomicU32::new(0);
+            let call = &store.call("acquire");
+            let err = store
+                .run(call, map, |mut c| async move {
+                    tries.fetch_add(1, Ordering::Relaxed);
+                    let outcome = call
+                        .timed(sqlx::query("SELECT * FROM no_such_table").execute(c.conn()))
+                        .await;
+                    c.settle(outcome, map)
+                })
+                .await
+                .expect_err("no such table");
+            assert!(err.to_string().contains("test"), "{err}");
+            assert_eq!(tries.load(Ordering::Relaxed), 1);
+            assert_eq!(store.pool.size(), 1, "the connection is fine and went back");
+        }
+
+        #[tokio::test]
+        async fn a_timeout_is_not_retried() {
+            let store = store().await;
+            let tries = &AtomicU32::new(0);
+            // Real time (SQLite connects on a thread of its own, which paused time would outrun).
+            let call = &Call::new("extend", Duration::from_millis(50));
+            let err = store
+                .run(call, map, |mut c| async move {
+                    tries.fetch_add(1, Ordering::Relaxed);
+                    let _sent = c.conn();
+                    let outcome = call
+                        .timed(std::future::pending::<std::result::Result<(), sqlx::Error>>())
+                        .await;
+                    c.settle(outcome, map)
+                })
+                .await
+                .expect_err("must time out");
+            assert!(err.is_timeout(), "{err}");
+            assert_eq!(tries.load(Ordering::Relaxed), 1);
+            assert_eq!(store.pool.size(), 0, "the unfinished connection was closed");
+        }
     }
 }
