@@ -39,6 +39,11 @@ impl Call {
         }
     }
 
+    /// The error of this call running out of time.
+    pub(crate) fn timeout_error(&self) -> Error {
+        Error::timeout(self.op, self.timeout)
+    }
+
     /// Runs `fut` until the call's deadline.
     ///
     /// # Errors
@@ -47,7 +52,7 @@ impl Call {
     pub(crate) async fn timed<F: Future>(&self, fut: F) -> Result<F::Output> {
         timeout_at(self.deadline, fut)
             .await
-            .map_err(|_| Error::timeout(self.op, self.timeout))
+            .map_err(|_| self.timeout_error())
     }
 }
 
@@ -300,6 +305,8 @@ impl<DB: Database> Store<DB> {
                     );
                     continue;
                 }
+                // The pool's own wait for a free connection ran out: as much a timeout as ours.
+                Err(sqlx::Error::PoolTimedOut) => return Err(call.timeout_error()),
                 Err(error) => return Err(map(error)),
             };
             call.lost.store(false, Ordering::Relaxed);

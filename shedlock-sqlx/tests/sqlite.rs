@@ -325,3 +325,26 @@ async fn times_are_utc_from_sqlite_clock() {
         chrono::Duration::from_std(MIN).unwrap()
     );
 }
+
+#[tokio::test]
+async fn an_exhausted_pool_is_a_timeout_not_a_backend_error() {
+    let db = Db::new();
+    let pool = SqliteLockProvider::pool_options()
+        .max_connections(1)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect_with(db.options.clone())
+        .await
+        .unwrap();
+    let provider = SqliteLockProvider::builder(pool.clone())
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    let _only_connection = pool.acquire().await.unwrap();
+    let err = provider
+        .acquire("starved", MIN, "me")
+        .await
+        .expect_err("no connection can be had");
+    assert!(err.is_timeout(), "{err}");
+}
