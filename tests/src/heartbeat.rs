@@ -154,7 +154,8 @@ impl Beats {
 
     /// Starts the writer for `latch` (see the [module](self) docs) on a connection of its own to
     /// `url`. It writes while `latch` leads and ends when the latch stops; the handle resolves
-    /// then.
+    /// then. The writer keeps a handle of the latch, so the latch stops only through
+    /// [`LeaderLatch::close`], not by dropping the caller's handles.
     ///
     /// # Errors
     ///

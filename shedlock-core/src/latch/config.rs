@@ -85,7 +85,7 @@ impl LeaderLatchConfig {
     /// # Errors
     ///
     /// [`Error::is_invalid_config`] when the name is empty, longer than
-    /// [`DEFAULT_MAX_NAME_LEN`](crate::DEFAULT_MAX_NAME_LEN) characters, padded with white space
+    /// [`DEFAULT_MAX_NAME_LEN`] characters, padded with white space
     /// or contains NUL.
     ///
     /// ```

@@ -1,6 +1,7 @@
 //! Leader election over a [`LockProvider`]: [`LeaderLatch`].
 
 mod config;
+mod ownership;
 mod state;
 mod task;
 #[cfg(test)]
@@ -68,8 +69,8 @@ use task::Shared;
 ///
 /// A failed renew is retried every `acquire_interval` (2 s), not at the next `renew_interval`; a
 /// renew the store *refuses* (the row is someone else's) ends the term at once. After any
-/// step-down the latch releases its row (or, if it is gone, leaves it), and every term has a new
-/// [fencing token](LeaderTerm::fencing_token).
+/// step-down the latch releases its row once its leader-only work has stopped (or, if the row is
+/// gone, leaves it), and every term has a new [fencing token](LeaderTerm::fencing_token).
 ///
 /// # Failover times (defaults)
 ///
@@ -90,9 +91,22 @@ use task::Shared;
 /// A store that fails (down, missing table, timeouts) never makes an instance leader; each
 /// failure streak is logged once at ERROR with what to fix, then at DEBUG until it recovers, and
 /// the latch keeps retrying. Followers also read who leads with
-/// [`LockProvider::holder`](crate::LockProvider::holder) when the store supports it (one more
-/// read per attempt); this also finds this instance's own row left over from an earlier term whose
-/// release failed, and releases it.
+/// [`LockProvider::holder`] when the store supports it (one more
+/// read per attempt); this also finds this latch's own row left over from an earlier term whose
+/// release failed, or from an acquire whose reply was lost, and releases it (see below).
+///
+/// # Owner ids
+///
+/// The owner id is written to the row's `locked_by`. By default every latch and executor of a
+/// process shares one ([`default_owner_id`]), and an explicit id may be shared too; what tells
+/// two terms apart is the acquisition (its fencing token, or its `locked_at`). So a latch
+/// releases a leftover row only when it can prove it is its own: the acquisition of one of its
+/// own terms, or the product of one of its acquires whose reply was lost, when no other latch of
+/// the process runs the same election with the same owner id. A row that merely carries its
+/// owner id — another latch of this process in the same election, or an earlier run of this
+/// process with the same explicit id that crashed while leading — is followed like anyone
+/// else's and frees itself at the end of its lease. Keep owner ids unique per process (the
+/// default is), and do not use an election's name as a task lock's name.
 ///
 /// Cheap to clone; clones share the latch. When the last clone is dropped the latch closes in the
 /// background; call [`close`](Self::close) to wait for that.
@@ -212,7 +226,8 @@ impl LeaderLatch {
         self.shared().current_term()
     }
 
-    /// The last published state (see [`LeaderState`]).
+    /// The last published state (see [`LeaderState`]). It can lag behind: to decide whether to
+    /// act as leader, ask [`is_leader`](Self::is_leader).
     #[must_use]
     pub fn state(&self) -> LeaderState {
         self.shared().state.borrow().clone()
@@ -221,8 +236,13 @@ impl LeaderLatch {
     /// A receiver of the state: it sees each transition (elected, stepped down, a different
     /// leader seen, stopped), never a routine renew.
     ///
+    /// The latch's background task publishes, in the order the transitions happen; a step-down
+    /// by [`resign`](Self::resign) or [`close`](Self::close) is published when that task next
+    /// runs ([`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it at once).
+    ///
     /// Do not keep a [`borrow`](watch::Receiver::borrow) across an `.await`: it holds the
-    /// channel's lock. (Publishing is never delayed by a consumer that is just slow to read.)
+    /// channel's lock and stalls the task's next publish. (Calling the latch while holding one
+    /// is fine, and publishing is never delayed by a consumer that is just slow to read.)
     #[must_use]
     pub fn watch(&self) -> watch::Receiver<LeaderState> {
         self.shared().state.subscribe()
@@ -306,10 +326,14 @@ impl LeaderLatch {
     }
 
     /// Gives up leadership now, if this instance leads: it steps down at once (no I/O), then waits
-    /// until leader-only work has stopped (bounded by
-    /// [`shutdown_grace`](LeaderLatchConfig::shutdown_grace)) and the row is released. The
-    /// instance stays a candidate but sits out `2 × acquire_interval + acquire_jitter` first, so
-    /// another candidate takes over if there is one. Returns whether it was leading.
+    /// until leader-only work has stopped (it gets
+    /// [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is cancelled) and the row is
+    /// released. The instance stays a candidate but sits out `2 × acquire_interval +
+    /// acquire_jitter` first, so another candidate takes over if there is one. Returns whether it
+    /// was leading.
+    ///
+    /// On a follower it changes nothing and returns `false` at once — except while one of its
+    /// acquires is in flight: should that win, the row is given back and the instance sits out.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -335,11 +359,15 @@ impl LeaderLatch {
     }
 
     /// Stops the latch: steps down at once (no I/O) if leading, waits until leader-only work has
-    /// stopped (bounded by [`shutdown_grace`](LeaderLatchConfig::shutdown_grace)), releases the
-    /// row so another replica takes over within one `acquire_interval`, and publishes
-    /// [`LeaderState::Stopped`]. An acquire already in flight is let finish (at most
-    /// `call_timeout`) and its row released. Calling it again, or on a clone, waits for the same
-    /// stop.
+    /// stopped (it gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is
+    /// cancelled), releases the row so another replica takes over within one
+    /// `acquire_interval`, and publishes [`LeaderState::Stopped`]. An acquire already in flight
+    /// is let finish (at most `call_timeout`) and its row released. Calling it again, or on a
+    /// clone, waits for the same stop.
+    ///
+    /// The row is released only once the work has actually stopped. Should its cancellation not
+    /// complete (a drop that blocks, a starved runtime) before the row would expire by itself,
+    /// `close` stops waiting, logs a warning and leaves the row to expire.
     ///
     /// # Errors
     ///

@@ -25,7 +25,7 @@ use crate::provider::LockRecord;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
 /// let latch = LeaderLatch::start(InMemoryLockProvider::new(), LeaderLatchConfig::new("jobs")?)?;
 /// let mut states = latch.watch();
-/// let state = states.wait_for(LeaderState::is_leader).await.expect("latch running").clone();
+/// let state = states.wait_for(LeaderState::was_leader).await.expect("latch running").clone();
 /// if let LeaderState::Leader { term } = &state {
 ///     println!("leading, term {} with token {:?}", term.number(), term.fencing_token());
 /// }
@@ -54,9 +54,16 @@ pub enum LeaderState {
 }
 
 impl LeaderState {
-    /// Whether this is [`LeaderState::Leader`] (as published; see the type's docs).
+    /// Whether this state, as it was published, says this instance leads
+    /// ([`LeaderState::Leader`]).
+    ///
+    /// It answers for the moment the state was published, not for now: a term can end (its
+    /// deadline passes) before the latch's task publishes the step-down. To decide whether to act
+    /// as leader, ask [`LeaderLatch::is_leader`](crate::LeaderLatch::is_leader) (or hold the
+    /// [`LeaderTerm`] and check [`LeaderTerm::is_active`]); this method is for reacting to
+    /// transitions, e.g. `states.wait_for(LeaderState::was_leader)`.
     #[must_use]
-    pub fn is_leader(&self) -> bool {
+    pub fn was_leader(&self) -> bool {
         matches!(self, Self::Leader { .. })
     }
 

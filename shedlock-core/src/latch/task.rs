@@ -1,9 +1,17 @@
 //! The latch's shared state and its background task: acquire as a follower, renew (through
 //! [`Lease`]) as the leader, step down, release.
 //!
-//! Every transition of the term happens in [`Shared`] under one short, synchronous lock, so a
-//! `resign()` or `close()` racing the task, or a renew reply, resolves one way only: a term that
-//! was ended stays ended (its [`Lease`] is marked lost, and a lost lease ignores later successes).
+//! Every transition of the term happens in [`Shared`] under one short, synchronous lock (`core`),
+//! so a `resign()` or `close()` racing the task, or a renew reply, resolves one way only: a term
+//! that was ended stays ended (its [`Lease`] is marked lost, and a lost lease ignores later
+//! successes).
+//!
+//! Publishing (the state watch and the event stream) is the task's alone, and never happens
+//! while `core` is held. `resign()`, `close()` and dropping the last handle only end the term
+//! under `core` (which `is_leader()` and `LeaderTerm::ended` see at once); the task announces the
+//! step-down when it wakes. So user code holding a read guard of the watch while it calls into
+//! the latch (`current_term()`, `resign()`, dropping the latch) cannot deadlock with a publish,
+//! and a single publisher keeps states and events in the order of the transitions.
 
 use std::future::Future;
 use std::pin::pin;
@@ -15,6 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use super::config::LeaderLatchConfig;
+use super::ownership::{Claim, OwnRows, Registration};
 use super::state::{KnownLeader, LeaderEvent, LeaderState, LeaderTerm, StepDownReason};
 use crate::error::Error;
 use crate::executor::catch_unwind_future;
@@ -42,15 +51,22 @@ pub(super) struct Shared {
     wake: Notify,
     active_work: watch::Sender<usize>,
     close_error: Mutex<Option<Error>>,
+    /// This latch in the process-wide count of latches per (owner id, election).
+    registration: Registration,
 }
 
 #[derive(Default)]
 struct Core {
     term: Option<LeaderTerm>,
+    /// The term the task announced as elected and has not yet announced as ended.
+    announced: Option<LeaderTerm>,
     terms: u64,
     closing: bool,
-    /// `resign()` was called: start no term until the task has begun the sit-out.
+    /// `resign()` was called while leading or acquiring: start no term until the task has begun
+    /// the sit-out.
     hold: bool,
+    /// An acquire is in flight (sent, its reply not yet handled).
+    acquiring: bool,
     known_leader: Option<KnownLeader>,
 }
 
@@ -61,6 +77,7 @@ impl Shared {
         provider: Arc<dyn LockProvider>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
+        let registration = Registration::new(&owner_id, config.name());
         Self {
             config,
             owner_id: Arc::from(owner_id),
@@ -74,6 +91,7 @@ impl Shared {
             wake: Notify::new(),
             active_work: watch::Sender::new(0),
             close_error: Mutex::new(None),
+            registration,
         }
     }
 
@@ -109,25 +127,43 @@ impl Shared {
         self.core().closing
     }
 
+    /// The task is sending an acquire: from now until its reply is handled, `resign()` makes
+    /// the instance sit out (the acquire may win).
+    fn acquire_sent(&self) {
+        self.core().acquiring = true;
+    }
+
+    /// The acquire's reply was handled without starting a term.
+    fn acquire_answered(&self) {
+        self.core().acquiring = false;
+    }
+
     /// Starts a term for a won acquire, unless the latch is closing or resigning (then the
-    /// caller releases the row).
+    /// caller releases the row), and announces it.
     fn begin_term(&self, record: LockRecord, sent_at: Instant) -> Option<LeaderTerm> {
-        let mut core = self.core();
-        if core.closing || core.hold {
-            return None;
-        }
-        core.terms += 1;
-        let lease = Lease::new_mirrored(
-            self.provider.clone(),
-            self.config.call_timeout(),
-            record,
-            sent_at,
-            self.config.renew_deadline(),
-            self.leader_until.clone(),
-        );
-        let term = LeaderTerm::new(core.terms, self.owner_id.clone(), sent_at, lease);
-        core.term = Some(term.clone());
-        core.known_leader = None;
+        let term = {
+            let mut core = self.core();
+            core.acquiring = false;
+            if core.closing || core.hold {
+                return None;
+            }
+            core.terms += 1;
+            let lease = Lease::new_mirrored(
+                self.provider.clone(),
+                self.config.call_timeout(),
+                record,
+                sent_at,
+                self.config.renew_deadline(),
+                self.leader_until.clone(),
+            );
+            let term = LeaderTerm::new(core.terms, self.owner_id.clone(), sent_at, lease);
+            core.term = Some(term.clone());
+            core.announced = Some(term.clone());
+            core.known_leader = None;
+            term
+        };
+        // Published after `core` is released. If a resign or close ended the term in between,
+        // the task announces its end right after this (states and events stay in order).
         tracing::info!(
             term = term.number(),
             token = ?term.fencing_token(),
@@ -138,9 +174,10 @@ impl Shared {
         Some(term)
     }
 
-    /// Ends `term` if it is the current one: marks it lost (so `is_leader()` is false from now
-    /// on), publishes the step-down. Never waits on I/O. `reason` is for deliberate ends; `None`
-    /// records a lost lease (refused or past its deadline).
+    /// Ends `term` if it is the current one: marks it lost, so `is_leader()` is false and
+    /// [`LeaderTerm::ended`] fires from now on. Never waits on I/O and publishes nothing (the task
+    /// announces the step-down). `reason` is for deliberate ends; `None` records a lost lease
+    /// (refused or past its deadline).
     pub(super) fn end_term(&self, term: &LeaderTerm, reason: Option<StepDownReason>) -> bool {
         let mut core = self.core();
         self.end_term_locked(&mut core, term, reason)
@@ -168,6 +205,23 @@ impl Shared {
         if !reason.is_some_and(|reason| term.end(reason)) {
             term.lease().mark_lost();
         }
+        true
+    }
+
+    /// Announces the end of `term` (log, state, event) if it was announced as elected and not
+    /// yet as ended. The task's; never called with `core` held.
+    fn announce_step_down(&self, term: &LeaderTerm) {
+        {
+            let mut core = self.core();
+            if core.announced.as_ref() != Some(term) {
+                return;
+            }
+            core.announced = None;
+        }
+        self.announce_ended(term);
+    }
+
+    fn announce_ended(&self, term: &LeaderTerm) {
         let reason = term.end_reason().unwrap_or(StepDownReason::DeadlineExpired);
         if reason.is_voluntary() {
             tracing::info!(term = term.number(), %reason, "stepped down");
@@ -183,7 +237,6 @@ impl Shared {
             term: term.clone(),
             reason,
         });
-        true
     }
 
     /// `close()`: step down now, then let the task wind down and stop.
@@ -201,11 +254,12 @@ impl Shared {
     }
 
     /// `resign()`: step down now; the task releases the row and sits out before trying again.
-    /// Returns the term it ended, if any.
+    /// A follower sits out only if an acquire is in flight (it may win; its row is then given
+    /// back); otherwise nothing changes. Returns the term it ended, if any.
     pub(super) fn request_resign(&self) -> Option<LeaderTerm> {
         let ended = {
             let mut core = self.core();
-            if core.closing {
+            if core.closing || !(core.term.is_some() || core.acquiring) {
                 return None;
             }
             core.hold = true;
@@ -228,31 +282,43 @@ impl Shared {
 
     /// Records the leader seen as a follower; publishes it if it changed.
     fn follow(&self, leader: Option<KnownLeader>) {
-        let mut core = self.core();
-        if core.term.is_some() || core.closing {
-            return;
-        }
-        if core.known_leader != leader {
+        let changed = {
+            let mut core = self.core();
+            if core.term.is_some() || core.closing {
+                return;
+            }
+            let changed = core.known_leader != leader;
+            if changed {
+                core.known_leader.clone_from(&leader);
+            }
+            changed
+        };
+        if changed {
             if let Some(leader) = &leader {
                 tracing::info!(%leader, "following");
             } else {
                 tracing::debug!("no leader seen");
             }
-            core.known_leader.clone_from(&leader);
         }
         self.publish(LeaderState::Follower {
             leader: leader.clone(),
         });
-        drop(core);
         self.emit(LeaderEvent::Following { leader });
     }
 
     /// The task's last act (also when it panics or is cancelled with its runtime).
     fn finish(&self) {
-        let mut core = self.core();
-        core.closing = true;
-        if let Some(term) = core.term.clone() {
-            self.end_term_locked(&mut core, &term, Some(StepDownReason::Closed));
+        let announced = {
+            let mut core = self.core();
+            core.closing = true;
+            if let Some(term) = core.term.clone() {
+                self.end_term_locked(&mut core, &term, Some(StepDownReason::Closed));
+            }
+            core.announced.take()
+        };
+        self.registration.end();
+        if let Some(term) = announced {
+            self.announce_ended(&term);
         }
         if std::thread::panicking() {
             tracing::error!(
@@ -273,7 +339,7 @@ impl Shared {
             .take()
     }
 
-    fn work_started(self: &Arc<Self>) -> WorkGuard {
+    pub(super) fn work_started(self: &Arc<Self>) -> WorkGuard {
         self.active_work.send_modify(|n| *n += 1);
         WorkGuard(self.clone())
     }
@@ -303,7 +369,7 @@ impl Shared {
 }
 
 /// Counts one running piece of leader-only work.
-struct WorkGuard(Arc<Shared>);
+pub(super) struct WorkGuard(Arc<Shared>);
 
 impl Drop for WorkGuard {
     fn drop(&mut self) {
@@ -337,6 +403,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
         errors: ErrorStreak::default(),
         holder_supported: true,
         retried_own_row: false,
+        own: OwnRows::default(),
     }
     .run()
     .await;
@@ -349,6 +416,8 @@ struct Runner {
     /// The last cycle released this instance's own leftover row and retried at once; the next
     /// one waits its turn whatever it finds (no hot loop on a store that keeps refusing).
     retried_own_row: bool,
+    /// What it knows about rows it may have left behind (see [`super::ownership`]).
+    own: OwnRows,
 }
 
 impl Runner {
@@ -379,6 +448,7 @@ impl Runner {
         let shared = self.shared.clone();
         let cfg = &shared.config;
         let sent_at = Instant::now();
+        shared.acquire_sent();
         let acquired = timed(
             "acquire",
             cfg.call_timeout(),
@@ -390,15 +460,19 @@ impl Runner {
         match acquired {
             Ok(Some(record)) => {
                 self.errors.recovered();
+                // Whatever row of ours there was, it is gone: this acquire found the row free.
+                self.own.won();
                 match shared.begin_term(record.clone(), sent_at) {
                     Some(term) => self.lead(term).await,
                     None => {
                         // close() or resign() came while the acquire was in flight.
-                        self.release(&record, "acquired while stepping down").await;
+                        self.release_record(record, "acquired while stepping down")
+                            .await;
                     }
                 }
             }
             Ok(None) => {
+                shared.acquire_answered();
                 self.errors.recovered();
                 let released_own_row = self.observe_holder().await;
                 let retry_now = released_own_row && !self.retried_own_row;
@@ -408,14 +482,19 @@ impl Runner {
                 }
                 return Instant::now() + shared.follower_wait();
             }
-            Err(error) => self.errors.failed(&shared.config, "acquire", &error),
+            Err(error) => {
+                shared.acquire_answered();
+                // It may have taken the row before failing or timing out.
+                self.own.reply_lost(sent_at);
+                self.errors.failed(&shared.config, "acquire", &error);
+            }
         }
         self.retried_own_row = false;
         Instant::now() + shared.follower_wait()
     }
 
     /// Leads for one term: renews through the lease until it is lost or ended, then winds down
-    /// (lets leader-only work stop) and releases the row.
+    /// (lets leader-only work stop) and releases the row once the work has stopped.
     async fn lead(&mut self, term: LeaderTerm) {
         let shared = self.shared.clone();
         let cfg = &shared.config;
@@ -446,16 +525,25 @@ impl Runner {
         }
         drop(renewal);
         shared.end_term(&term, None);
+        shared.announce_step_down(&term);
 
-        let until = term.wind_down_until().unwrap_or_else(Instant::now);
-        if !shared.wait_work_idle(until).await {
-            tracing::warn!(
-                term = term.number(),
-                "leader-only work did not stop within shutdown_grace; it is cancelled now"
-            );
-        }
+        // Leader-only work is being stopped by `work_loop`: at once after a lost lease, after
+        // up to `shutdown_grace` (never past the term's deadline) after a resign or close. The
+        // row goes back only once the work has actually stopped, so the next leader never runs
+        // alongside it. Until when that is worth waiting for: the row's own expiry (the last
+        // successful acquire or renew was sent at `deadline - renew_deadline`, and holds the row
+        // for `lease` from then); later, it has freed itself anyway.
         if term.end_reason() != Some(StepDownReason::Refused) {
-            self.release(&term.record(), "after stepping down").await;
+            let row_expires = term.deadline() + cfg.lease().saturating_sub(cfg.renew_deadline());
+            if shared.wait_work_idle(row_expires).await {
+                self.release(term.lease(), "after stepping down").await;
+            } else {
+                tracing::warn!(
+                    term = term.number(),
+                    "leader-only work has still not stopped, long after its term ended; the row \
+                     is not released, so it expires by itself at the end of the lease"
+                );
+            }
         }
         shared.settled.send_if_modified(|n| {
             let newer = *n < term.number();
@@ -466,31 +554,21 @@ impl Runner {
         });
     }
 
-    /// Releases `record` (ours), so another candidate can take over at its next attempt.
-    /// Whether the store released it; a failure is logged (and kept for `close()` to return).
-    async fn release(&mut self, record: &LockRecord, context: &'static str) -> bool {
-        let shared = &self.shared;
-        let result = timed(
-            "release",
-            shared.config.call_timeout(),
-            shared.provider.release(record, Duration::ZERO),
-        )
-        .await;
-        match result {
-            Ok(true) => {
-                tracing::debug!(token = ?record.fencing_token(), context, "released the row");
-                true
-            }
-            Ok(false) => {
-                tracing::debug!(context, "the row had already passed to another holder");
-                false
+    /// Releases the row of `lease` (ours), so another candidate can take over at its next
+    /// attempt; [`Lease::release`] logs the outcome. Whether the store released it. A failure is
+    /// kept for `close()` to return, and the acquisition remembered as possibly still holding
+    /// the row.
+    async fn release(&mut self, lease: &Lease, context: &'static str) -> bool {
+        let record = lease.record();
+        match lease.release(Duration::ZERO).await {
+            Ok(released) => {
+                tracing::debug!(token = ?record.fencing_token(), context, released, "release");
+                self.own.settled(&record);
+                released
             }
             Err(error) => {
-                tracing::warn!(
-                    %error,
-                    context,
-                    "could not release the row; it expires by itself within the lease"
-                );
+                self.own.unreleased(record);
+                let shared = &self.shared;
                 if shared.is_closing() {
                     *shared
                         .close_error
@@ -502,9 +580,25 @@ impl Runner {
         }
     }
 
-    /// After a refused acquire: learns who leads (if the store can say). If the row is this
-    /// instance's own (an earlier term whose release failed, or an acquire whose reply was lost),
-    /// releases it and returns `true`, so the election proceeds at once with a new term and token.
+    /// [`release`](Self::release) for a row of ours known only by its record (no term holds a
+    /// lease for it).
+    async fn release_record(&mut self, record: LockRecord, context: &'static str) -> bool {
+        let shared = &self.shared;
+        let lease = Lease::new(
+            shared.provider.clone(),
+            shared.config.call_timeout(),
+            record,
+            Instant::now(),
+            Duration::ZERO,
+        );
+        self.release(&lease, context).await
+    }
+
+    /// After a refused acquire: learns who leads (if the store can say). If the row is provably
+    /// this latch's own (an earlier term whose release failed, or an acquire whose reply was
+    /// lost: the rule is in [`super::ownership`]), releases it and returns `true`, so the
+    /// election proceeds at once with a new term and token. A row that merely carries its owner
+    /// id is followed like anyone else's.
     async fn observe_holder(&mut self) -> bool {
         let shared = self.shared.clone();
         if !self.holder_supported {
@@ -518,18 +612,44 @@ impl Runner {
         )
         .await;
         match holder {
-            Ok(Some(record)) if record.owner() == &*shared.owner_id => {
+            Ok(Some(record)) => {
+                let claim = self.own.claim(
+                    &record,
+                    &shared.owner_id,
+                    shared.config.call_timeout() + shared.config.lease(),
+                    || shared.registration.is_shared(),
+                );
+                self.own.saw(Some(&record));
+                let Some(claim) = claim else {
+                    if record.owner() == &*shared.owner_id {
+                        tracing::debug!(
+                            token = ?record.fencing_token(),
+                            "the row carries this instance's owner id but is not provably its \
+                             own (another latch with the same owner id, or an earlier process); \
+                             it is left to its holder or to expire"
+                        );
+                    }
+                    shared.follow(Some(KnownLeader::from_record(&record)));
+                    return false;
+                };
                 tracing::info!(
                     token = ?record.fencing_token(),
-                    "found this instance's own row from an earlier acquisition; releasing it"
+                    from = match claim {
+                        Claim::Known => "an earlier acquisition whose release failed",
+                        Claim::LostReply => "an acquire whose reply was lost",
+                    },
+                    "found this instance's own row; releasing it"
                 );
-                if self.release(&record, "own earlier row").await {
+                if self.release_record(record.clone(), "own earlier row").await {
+                    self.own.released(claim, &record);
                     return true;
                 }
                 shared.follow(None);
             }
-            Ok(Some(record)) => shared.follow(Some(KnownLeader::from_record(&record))),
-            Ok(None) => shared.follow(None),
+            Ok(None) => {
+                self.own.saw(None);
+                shared.follow(None);
+            }
             Err(error) if error.is_unsupported() => {
                 tracing::debug!(
                     "the store cannot tell who leads; followers will not know the leader"
@@ -635,7 +755,17 @@ where
                 // lease was lost, it is dropped (cancelled) right here.
                 let voluntary = term.end_reason().is_some_and(StepDownReason::is_voluntary);
                 match term.wind_down_until() {
-                    Some(until) if voluntary => timeout_at(until, &mut run).await.ok(),
+                    Some(until) if voluntary => {
+                        let finished = timeout_at(until, &mut run).await.ok();
+                        if finished.is_none() {
+                            tracing::warn!(
+                                term = term.number(),
+                                "leader-only work did not stop within shutdown_grace (or before \
+                                 the term's deadline); it is cancelled now"
+                            );
+                        }
+                        finished
+                    }
                     _ => None,
                 }
             }
