@@ -24,7 +24,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
-    Error, LockConfig, LockProvider, LockRecord, LockingTaskExecutor, Result, validate_name,
+    Error, LockConfig, LockProvider, LockRecord, LockingTaskExecutor, Result, validate_at_least,
+    validate_at_most, validate_name,
 };
 use tokio::time::Instant;
 
@@ -123,8 +124,9 @@ impl LockProvider for KvLockProvider {
         at_most: Duration,
         owner: &str,
     ) -> Result<Option<LockRecord>> {
-        // Bad names are configuration errors, found before the store is asked.
+        // Bad names and durations are configuration errors, found before the store is asked.
         validate_name(name, self.max_name_len())?;
+        validate_at_most(at_most)?;
         loop {
             let (version, current) = self.kv.get(name).await;
             let now = self.kv.now();
@@ -148,6 +150,7 @@ impl LockProvider for KvLockProvider {
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        validate_at_most(at_most)?;
         loop {
             let (version, current) = self.kv.get(record.name()).await;
             let now = self.kv.now();
@@ -167,6 +170,7 @@ impl LockProvider for KvLockProvider {
     }
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        validate_at_least(at_least)?;
         loop {
             let (version, current) = self.kv.get(record.name()).await;
             let now = self.kv.now();

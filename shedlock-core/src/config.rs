@@ -229,6 +229,32 @@ fn truncate_for_message(name: &str) -> String {
     }
 }
 
+/// Checks the `at_most` a store is asked to hold or extend a lock for: not zero and at most
+/// [`MAX_DURATION`]. Stores call it before any query (the executor has checked already, but the
+/// trait is public): a duration past a `TIMESTAMP` column's range must never reach SQL.
+///
+/// # Errors
+///
+/// An [`Error::is_invalid_config`] error naming the problem.
+///
+/// ```
+/// use std::time::Duration;
+/// assert!(shedlock_core::validate_at_most(Duration::from_secs(60)).is_ok());
+/// assert!(shedlock_core::validate_at_most(Duration::MAX).is_err());
+/// ```
+pub fn validate_at_most(at_most: Duration) -> Result<()> {
+    validate_durations(at_most, Duration::ZERO)
+}
+
+/// Checks the `at_least` of a release: at most [`MAX_DURATION`] (zero is fine).
+///
+/// # Errors
+///
+/// An [`Error::is_invalid_config`] error naming the problem.
+pub fn validate_at_least(at_least: Duration) -> Result<()> {
+    check_max("at_least", at_least)
+}
+
 /// Checks `at_most` and `at_least` together.
 pub(crate) fn validate_durations(at_most: Duration, at_least: Duration) -> Result<()> {
     if at_most.is_zero() {

@@ -49,7 +49,8 @@ pub mod testkit;
 pub mod __private;
 
 pub use config::{
-    DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_name,
+    DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_at_least,
+    validate_at_most, validate_name,
 };
 pub use current::{
     LockHandle, assert_locked, current_lock, is_locked, set_lock_assertions,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::config::validate_name;
+use crate::config::{validate_at_least, validate_at_most, validate_name};
 use crate::error::Result;
 use crate::provider::{LockProvider, LockRecord};
 
@@ -102,6 +102,7 @@ impl LockProvider for InMemoryLockProvider {
         owner: &str,
     ) -> Result<Option<LockRecord>> {
         validate_name(name, self.max_name_len())?;
+        validate_at_most(at_most)?;
         let now = Instant::now();
         let mut rows = self.rows();
         let token = match rows.get(name) {
@@ -121,6 +122,7 @@ impl LockProvider for InMemoryLockProvider {
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        validate_at_most(at_most)?;
         let now = Instant::now();
         let mut rows = self.rows();
         match rows.get_mut(record.name()) {
@@ -135,6 +137,7 @@ impl LockProvider for InMemoryLockProvider {
     }
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        validate_at_least(at_least)?;
         let now = Instant::now();
         let mut rows = self.rows();
         match rows.get_mut(record.name()) {

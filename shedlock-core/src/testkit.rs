@@ -48,8 +48,9 @@ type CaseResult = std::result::Result<(), String>;
 /// the new holder's lock; fencing tokens strictly increase across holders; two owners racing:
 /// exactly one wins each round; a concurrent fuzz (8 tasks, 2 names, 100 runs each, with a
 /// read–yield–write counter inside the lock) ends with exact counts; names over
-/// [`max_name_len`](LockProvider::max_name_len) are rejected; `holder` reports the holder (if
-/// supported).
+/// [`max_name_len`](LockProvider::max_name_len) are rejected; a zero or oversized `at_most`
+/// and an oversized `at_least` are rejected before the store is asked; `holder` reports the
+/// holder (if supported).
 pub struct ConformanceSuite {
     provider: Arc<dyn LockProvider>,
     prefix: String,
@@ -121,6 +122,7 @@ impl ConformanceSuite {
         case!(racing_owners_one_winner);
         case!(concurrent_fuzz_exact_counts);
         case!(long_names_rejected);
+        case!(oversized_durations_rejected);
         case!(holder_reports_holder);
         failures
     }
@@ -604,6 +606,34 @@ impl ConformanceSuite {
                 name.chars().count()
             )),
             Ok(_) => Err(format!("a name over max_name_len ({limit}) was accepted")),
+        }
+    }
+
+    async fn oversized_durations_rejected(&self) -> CaseResult {
+        let name = self.name("durations");
+        let too_long = crate::MAX_DURATION + Duration::from_secs(1);
+        for at_most in [Duration::ZERO, too_long, Duration::MAX] {
+            match self.provider.acquire(&name, at_most, "owner-a").await {
+                Err(e) if e.is_invalid_config() => {}
+                other => return Err(format!("acquire with at_most {at_most:?}: {other:?}")),
+            }
+        }
+        let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        match self.provider.extend(&record, Duration::MAX).await {
+            Err(e) if e.is_invalid_config() => {}
+            other => return Err(format!("extend with at_most Duration::MAX: {other:?}")),
+        }
+        match self.provider.release(&record, Duration::MAX).await {
+            Err(e) if e.is_invalid_config() => {}
+            other => return Err(format!("release with at_least Duration::MAX: {other:?}")),
+        }
+        // The rejected calls changed nothing: the lock is still held, and releases normally.
+        self.must_refuse(&name, "owner-b", "after rejected extend and release")
+            .await?;
+        if self.release(&record, Duration::ZERO).await? {
+            Ok(())
+        } else {
+            Err("the lock was not released after the rejected calls".into())
         }
     }
 

@@ -631,8 +631,9 @@ fn reported(result: &MySqlQueryResult) -> Option<i64> {
 }
 
 /// `locked_at + millis` as a UTC time.
-fn plus_millis(at: DateTime<Utc>, millis: i64) -> DateTime<Utc> {
-    at + chrono::Duration::milliseconds(millis)
+fn plus_millis(at: DateTime<Utc>, millis: i64) -> Result<DateTime<Utc>> {
+    at.checked_add_signed(chrono::Duration::milliseconds(millis))
+        .ok_or_else(|| Error::backend_message(format!("compute {at} + {millis} ms: out of range")))
 }
 
 /// The DDL for `settings` (the migration file's, for the default names).
@@ -682,6 +683,7 @@ impl LockProvider for MySqlLockProvider {
     ) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
+        shedlock_core::validate_at_most(at_most)?;
         let call = &store.call("acquire");
         let schema = self.schema(call).await?;
         schema.check_owner(owner)?;
@@ -728,7 +730,7 @@ impl LockProvider for MySqlLockProvider {
                         name,
                         owner,
                         locked_at,
-                        plus_millis(locked_at, millis),
+                        plus_millis(locked_at, millis)?,
                     )));
                 }
                 let outcome = call
@@ -754,6 +756,7 @@ impl LockProvider for MySqlLockProvider {
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        shedlock_core::validate_at_most(at_most)?;
         let store = &self.inner.store;
         let call = &store.call("extend");
         let schema = self.schema(call).await?;
@@ -782,11 +785,12 @@ impl LockProvider for MySqlLockProvider {
                 record.name()
             ))
         })?;
-        let lock_until = plus_millis(utc_from_micros(now)?, millis);
+        let lock_until = plus_millis(utc_from_micros(now)?, millis)?;
         Ok(Some(record.clone().with_lock_until(lock_until)))
     }
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        shedlock_core::validate_at_least(at_least)?;
         let store = &self.inner.store;
         let call = &store.call("release");
         let schema = self.schema(call).await?;

@@ -575,6 +575,7 @@ impl LockProvider for PgLockProvider {
     ) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
+        shedlock_core::validate_at_most(at_most)?;
         let call = &store.call("acquire");
         let schema = self.schema(call).await?;
         schema.check_owner(owner)?;
@@ -607,6 +608,7 @@ impl LockProvider for PgLockProvider {
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        shedlock_core::validate_at_most(at_most)?;
         let store = &self.inner.store;
         let call = &store.call("extend");
         let schema = self.schema(call).await?;
@@ -633,6 +635,7 @@ impl LockProvider for PgLockProvider {
     }
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        shedlock_core::validate_at_least(at_least)?;
         let store = &self.inner.store;
         let call = &store.call("release");
         let schema = self.schema(call).await?;

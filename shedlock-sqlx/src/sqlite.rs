@@ -584,6 +584,7 @@ impl LockProvider for SqliteLockProvider {
     ) -> Result<Option<LockRecord>> {
         let store = &self.inner.store;
         store.check_name(name)?;
+        shedlock_core::validate_at_most(at_most)?;
         let call = &store.call("acquire");
         let schema = self.schema(call).await?;
         schema.check_owner(owner)?;
@@ -614,6 +615,7 @@ impl LockProvider for SqliteLockProvider {
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        shedlock_core::validate_at_most(at_most)?;
         let store = &self.inner.store;
         let call = &store.call("extend");
         let schema = self.schema(call).await?;
@@ -639,6 +641,7 @@ impl LockProvider for SqliteLockProvider {
     }
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        shedlock_core::validate_at_least(at_least)?;
         let store = &self.inner.store;
         let call = &store.call("release");
         let schema = self.schema(call).await?;
