@@ -143,8 +143,12 @@ impl RunLog {
         match self.kind {
             DbKind::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
             DbKind::MySql => "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+            // Whole milliseconds, exactly as the lock provider reads SQLite's clock: julianday()
+            // is a double whose rounding error (tens of µs) could put a run's start before the
+            // lock's `locked_at`.
             DbKind::Sqlite => {
-                "CAST(ROUND((julianday('now') - 2440587.5) * 86400000000.0) AS INTEGER)"
+                "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
+                 + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER)) * 1000)"
             }
         }
     }
