@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use shedlock_bench::stats::median;
 use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockProvider, LockRecord, LockingTaskExecutor,
     scheduled_lock,
@@ -30,13 +31,19 @@ pub(crate) const FLOOR_OWNER: &str = "bench-floor-owner";
 pub(crate) struct Plan {
     pub(crate) rounds: usize,
     pub(crate) slice: Duration,
+    /// The pause between two paced operations (untimed).
+    pub(crate) pace: Duration,
     pub(crate) warmup_ops: usize,
     pub(crate) racers: usize,
     pub(crate) contention_rounds: usize,
     pub(crate) contention_slice: Duration,
     pub(crate) pressure_locks: usize,
     pub(crate) pressure_pool: u32,
+    /// The lock pool of each replica in the contention race.
+    pub(crate) racer_pool: u32,
     pub(crate) latch_window: Duration,
+    /// The parts to run (`uncontended`, `contention`, `pressure`, `latch`); empty: all.
+    pub(crate) only: Vec<String>,
 }
 
 impl Plan {
@@ -44,30 +51,46 @@ impl Plan {
         if quick {
             Self {
                 rounds: 5,
-                slice: Duration::from_millis(80),
-                warmup_ops: 20,
+                slice: Duration::from_millis(60),
+                pace: Duration::from_millis(1),
+                warmup_ops: 10,
                 racers: 32,
                 contention_rounds: 3,
-                contention_slice: Duration::from_millis(400),
+                contention_slice: Duration::from_millis(300),
                 pressure_locks: 1_000,
                 pressure_pool: 2,
-                latch_window: Duration::from_secs(2),
+                racer_pool: 2,
+                latch_window: Duration::from_millis(1500),
+                only: Vec::new(),
             }
         } else {
             Self {
                 rounds: 15,
                 slice: Duration::from_millis(300),
+                pace: Duration::from_millis(1),
                 warmup_ops: 200,
                 racers: 32,
                 contention_rounds: 7,
                 contention_slice: Duration::from_secs(2),
                 pressure_locks: 1_000,
                 pressure_pool: 2,
+                racer_pool: 2,
                 latch_window: Duration::from_secs(10),
+                only: Vec::new(),
             }
         }
     }
 }
+
+impl Plan {
+    /// Whether `part` runs.
+    pub(crate) fn runs(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|p| p == part)
+    }
+}
+
+/// The parts of a run, for `--only`.
+pub(crate) const PARTS: [&str; 4] = ["uncontended", "contention", "pressure", "latch"];
 
 /// One measured operation, run over and over.
 #[async_trait]
@@ -82,20 +105,36 @@ pub(crate) trait Op: Send {
 pub(crate) struct Variant {
     pub(crate) metric: String,
     pub(crate) op: Box<dyn Op>,
+    /// Paced: each operation timed on its own, with a pause between operations, so work a call
+    /// leaves in the background (a pool's return check) is done before the next: the latency a
+    /// caller sees when lock calls are not back to back. Otherwise back to back: throughput.
+    pub(crate) paced: bool,
 }
 
 impl Variant {
     pub(crate) fn new(metric: impl Into<String>, op: impl Op + 'static) -> Self {
+        Self::boxed(metric, Box::new(op))
+    }
+
+    pub(crate) fn boxed(metric: impl Into<String>, op: Box<dyn Op>) -> Self {
         Self {
             metric: metric.into(),
-            op: Box::new(op),
+            op,
+            paced: true,
         }
+    }
+
+    /// The same, run back to back.
+    pub(crate) fn back_to_back(mut self) -> Self {
+        self.paced = false;
+        self
     }
 }
 
 /// Runs every variant for `plan.slice`, round after round (each round starting one variant
-/// later), after a short warm-up; returns the microseconds per operation of each slice, per
-/// variant.
+/// later), after a short warm-up; returns, per variant, each slice's median time of one
+/// operation in microseconds. (The median, not the mean: on a shared machine a slice catches
+/// stalls of other tenants' making, milliseconds long, which a mean would report as ours.)
 pub(crate) async fn interleave(variants: &mut [Variant], plan: &Plan) -> Result<Vec<Vec<f64>>> {
     for v in variants.iter_mut() {
         for _ in 0..plan.warmup_ops {
@@ -109,13 +148,16 @@ pub(crate) async fn interleave(variants: &mut [Variant], plan: &Plan) -> Result<
             let i = (k + round) % n;
             let v = &mut variants[i];
             let start = Instant::now();
-            let mut ops = 0u32;
+            let mut times = Vec::new();
             loop {
+                let op_start = Instant::now();
                 v.op.run().await.map_err(|e| context(&v.metric, &e))?;
-                ops += 1;
-                let elapsed = start.elapsed();
-                if elapsed >= plan.slice && ops >= 3 {
-                    samples[i].push(elapsed.as_secs_f64() * 1e6 / f64::from(ops));
+                times.push(op_start.elapsed().as_secs_f64() * 1e6);
+                if v.paced {
+                    tokio::time::sleep(plan.pace).await;
+                }
+                if start.elapsed() >= plan.slice && times.len() >= 3 {
+                    samples[i].push(median(&times).unwrap_or(f64::NAN));
                     break;
                 }
             }
@@ -170,6 +212,36 @@ pub(crate) struct ProviderSkip<P> {
 impl<P: LockProvider> Op for ProviderSkip<P> {
     async fn run(&mut self) -> Result<()> {
         let got = self.provider.acquire(HELD, AT_MOST, &self.owner).await?;
+        expect(got.is_none(), "acquired a lock held by another owner")
+    }
+}
+
+/// [`ProviderSkip`] inside one more `tokio::time::timeout`, as the executor wraps each store
+/// call: separates the cost of that timer from the rest of the executor.
+pub(crate) struct TimedProviderSkip<P>(pub(crate) ProviderSkip<P>);
+
+#[async_trait]
+impl<P: LockProvider> Op for TimedProviderSkip<P> {
+    async fn run(&mut self) -> Result<()> {
+        tokio::time::timeout(Duration::from_secs(5), self.0.run())
+            .await
+            .map_err(|_| "timed out")?
+    }
+}
+
+/// The provider's skip call in a task of its own, awaited through a oneshot channel, as the
+/// executor runs each store call: separates the cost of that hand-off from the rest.
+pub(crate) struct SpawnedProviderSkip<P>(pub(crate) P);
+
+#[async_trait]
+impl<P: LockProvider + Clone> Op for SpawnedProviderSkip<P> {
+    async fn run(&mut self) -> Result<()> {
+        let provider = self.0.clone();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _ = reply.send(provider.acquire(HELD, AT_MOST, "bench-provider").await);
+        });
+        let got = answer.await.map_err(|_| "the spawned call panicked")??;
         expect(got.is_none(), "acquired a lock held by another owner")
     }
 }
@@ -239,6 +311,10 @@ pub(crate) enum Attempt {
 pub(crate) trait Racer: Send {
     async fn acquire(&mut self) -> Result<Attempt>;
     async fn release(&mut self) -> Result<()>;
+    /// Connections the racer has open (its pool's size), if it has a pool.
+    fn connections(&self) -> Option<u32> {
+        None
+    }
     async fn close(self: Box<Self>);
 }
 
@@ -250,6 +326,8 @@ pub(crate) struct ProviderRacer<P> {
     pub(crate) held: Option<LockRecord>,
     /// Closes the racer's pool.
     pub(crate) closer: CloseFuture,
+    /// The racer's pool.
+    pub(crate) gauge: Gauge,
 }
 
 /// A future that closes a pool or connection when awaited.
@@ -281,6 +359,10 @@ impl<P: LockProvider> Racer for ProviderRacer<P> {
         )
     }
 
+    fn connections(&self) -> Option<u32> {
+        Some((self.gauge)().0)
+    }
+
     async fn close(self: Box<Self>) {
         self.closer.await;
     }
@@ -295,6 +377,9 @@ pub(crate) struct Contention {
     pub(crate) errors: u64,
     pub(crate) overlaps: u64,
     pub(crate) duplicate_tokens: u64,
+    /// The largest pool a racer ended with, and all racers' pools together.
+    pub(crate) max_connections: u32,
+    pub(crate) total_connections: u32,
     pub(crate) first_error: Option<String>,
 }
 
@@ -348,6 +433,10 @@ pub(crate) async fn contend(racers: Vec<Box<dyn Racer>>, duration: Duration) -> 
                 }
             }
             out.seconds = begun.elapsed().as_secs_f64();
+            if let Some(n) = racer.connections() {
+                out.max_connections = n;
+                out.total_connections = n;
+            }
             racer.close().await;
             out
         }));
@@ -361,6 +450,8 @@ pub(crate) async fn contend(racers: Vec<Box<dyn Racer>>, duration: Duration) -> 
                 total.acquisitions += one.acquisitions;
                 total.errors += one.errors;
                 total.overlaps += one.overlaps;
+                total.max_connections = total.max_connections.max(one.max_connections);
+                total.total_connections += one.total_connections;
                 if total.first_error.is_none() {
                     total.first_error = one.first_error;
                 }
@@ -393,7 +484,7 @@ pub(crate) struct Pressure {
     pub(crate) all_held: Duration,
     pub(crate) all_released: Duration,
     pub(crate) max_pool_size: u32,
-    /// Connections in use once every lock was held (after the pool's return checks settled).
+    /// Connections in use while every lock was held (after the pool's return checks settled).
     pub(crate) busy_while_held: usize,
     pub(crate) errors: u64,
     pub(crate) first_error: Option<String>,
@@ -403,8 +494,8 @@ pub(crate) struct Pressure {
 pub(crate) type Gauge = Arc<dyn Fn() -> (u32, usize) + Send + Sync>;
 
 /// `locks` tasks each run `executor.execute` on a lock of its own and wait inside it until all
-/// hold theirs (a barrier); then all finish and release. Completes only if held locks do not
-/// keep connections.
+/// hold theirs (a barrier); the pool is looked at while all are held, then all finish and
+/// release. Completes only if held locks do not keep connections.
 pub(crate) async fn pool_pressure(
     executor: &LockingTaskExecutor,
     gauge: &Gauge,
@@ -412,6 +503,7 @@ pub(crate) async fn pool_pressure(
     prefix: &str,
 ) -> Result<Pressure> {
     let barrier = Arc::new(Barrier::new(locks + 1));
+    let (go, proceed) = tokio::sync::watch::channel(false);
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(Mutex::new(None::<String>));
     let max_size = Arc::new(AtomicU32::new(0));
@@ -433,11 +525,14 @@ pub(crate) async fn pool_pressure(
         let errors = errors.clone();
         let first_error = first_error.clone();
         let cfg = LockConfig::new(format!("{prefix}-{i}"), AT_MOST)?;
+        let mut proceed = proceed.clone();
         tasks.push(tokio::spawn(async move {
             let inside = barrier.clone();
             let outcome = executor
                 .execute(&cfg, async move {
                     inside.wait().await;
+                    // Hold until the pool has been looked at.
+                    let _ = proceed.wait_for(|go| *go).await;
                 })
                 .await;
             let problem = match outcome {
@@ -468,6 +563,7 @@ pub(crate) async fn pool_pressure(
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    let _ = go.send(true);
     for task in tasks {
         task.await?;
     }
@@ -586,7 +682,7 @@ impl<P: LockProvider> LockProvider for Counting<P> {
 }
 
 /// The latch timings of the load test: the defaults divided by this.
-pub(crate) const LATCH_SCALE: u32 = 5;
+pub(crate) const LATCH_SCALE: u32 = 10;
 
 /// Statements per second of a leader and of a follower, at the latch's default timings.
 #[derive(Debug, Clone, Copy)]

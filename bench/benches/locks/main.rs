@@ -5,7 +5,9 @@
 //! cargo bench -p shedlock-bench -- --quick           # about a minute
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
-//! cargo bench -p shedlock-bench -- --db postgres     # one database (postgres, mariadb, sqlite)
+//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory
+//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch
+//! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
 //!
 //! `SHEDLOCK_PG_URL` and `SHEDLOCK_MYSQL_URL` name the servers (default: the local test
@@ -28,16 +30,18 @@ use std::time::Instant;
 use shedlock_bench::java::{Placeholder, Section};
 use shedlock_bench::report::{self, Row};
 
-use crate::harness::Plan;
+use crate::harness::{PARTS, Plan};
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
-const DATABASES: [&str; 3] = ["postgres", "mariadb", "sqlite"];
+const DATABASES: [&str; 4] = ["postgres", "mariadb", "sqlite", "memory"];
 
 struct Settings {
     quick: bool,
     json: bool,
     databases: Vec<String>,
+    only: Vec<String>,
+    pace_ms: Option<u64>,
 }
 
 impl Settings {
@@ -46,6 +50,8 @@ impl Settings {
             quick: false,
             json: false,
             databases: DATABASES.map(str::to_owned).to_vec(),
+            only: Vec::new(),
+            pace_ms: None,
         };
         let mut args = args.iter();
         while let Some(arg) = args.next() {
@@ -56,7 +62,7 @@ impl Settings {
                 "--db" => {
                     let list = args
                         .next()
-                        .ok_or("--db needs a list: postgres,mariadb,sqlite")?;
+                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory")?;
                     settings.databases = list.split(',').map(|d| d.trim().to_owned()).collect();
                     if let Some(bad) = settings
                         .databases
@@ -64,13 +70,25 @@ impl Settings {
                         .find(|d| !DATABASES.contains(&d.as_str()))
                     {
                         return Err(format!(
-                            "unknown database {bad:?}; use postgres, mariadb, sqlite"
+                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory"
                         ));
                     }
                 }
+                "--only" => {
+                    let list = args.next().ok_or("--only needs a list of parts")?;
+                    settings.only = list.split(',').map(|d| d.trim().to_owned()).collect();
+                    if let Some(bad) = settings.only.iter().find(|p| !PARTS.contains(&p.as_str())) {
+                        return Err(format!("unknown part {bad:?}; use {}", PARTS.join(", ")));
+                    }
+                }
+                "--pace-ms" => {
+                    let ms = args.next().ok_or("--pace-ms needs a number")?;
+                    settings.pace_ms =
+                        Some(ms.parse().map_err(|e| format!("--pace-ms {ms}: {e}"))?);
+                }
                 other if other.starts_with("--") => {
                     return Err(format!(
-                        "unknown option {other}; options: --quick, --json, --db postgres,mariadb,sqlite"
+                        "unknown option {other}; options: --quick, --json, --db LIST, --only LIST, --pace-ms N"
                     ));
                 }
                 _ => {} // a name filter from `cargo bench <filter>`: everything runs
@@ -110,7 +128,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ok = runtime.block_on(run(&settings));
+    // On a worker thread, as lock calls run in an application (a scheduler's spawned tasks),
+    // not on the thread blocked in `block_on`, whose every wake-up crosses threads.
+    let ok = runtime.block_on(async move {
+        match tokio::spawn(async move { run(&settings).await }).await {
+            Ok(ok) => ok,
+            Err(e) => {
+                eprintln!("shedlock-bench: the benchmark task failed: {e}");
+                false
+            }
+        }
+    });
     if ok {
         ExitCode::SUCCESS
     } else {
@@ -144,7 +172,11 @@ fn java_section(header: &str, placeholder: Placeholder) -> Option<Section> {
 }
 
 async fn run(settings: &Settings) -> bool {
-    let plan = Plan::new(settings.quick);
+    let mut plan = Plan::new(settings.quick);
+    plan.only.clone_from(&settings.only);
+    if let Some(ms) = settings.pace_ms {
+        plan.pace = std::time::Duration::from_millis(ms);
+    }
     let require = std::env::var("SHEDLOCK_REQUIRE_DB").is_ok_and(|v| v.trim() == "1");
     let started = Instant::now();
     eprintln!(
@@ -171,6 +203,13 @@ async fn run(settings: &Settings) -> bool {
                 };
                 suite::run(&backend, &plan).await
             }
+            "memory" => match suite::in_memory(&plan).await {
+                Ok(rows) => (rows, true),
+                Err(e) => {
+                    eprintln!("memory: {e}");
+                    (Vec::new(), false)
+                }
+            },
             _ => match sqlite::Sqlite::new().await {
                 Ok(backend) => suite::run(&backend, &plan).await,
                 Err(e) => {

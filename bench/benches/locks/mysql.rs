@@ -139,6 +139,13 @@ impl Backend for MySql {
         })
     }
 
+    fn pool_skip(&self, provider: &MySqlLockProvider, sql: &Captured) -> Result<Box<dyn Op>> {
+        Ok(Box::new(PoolSkip {
+            pool: provider.pool().clone(),
+            sql: Statements::from(sql)?,
+        }))
+    }
+
     fn raw_races(&self) -> Vec<RawRace> {
         let mut races = vec![RawRace::Statements];
         if self.java.is_some() {
@@ -205,6 +212,30 @@ impl Op for Select1 {
 
     async fn close(self: Box<Self>) {
         let _ = self.0.close().await;
+    }
+}
+
+/// The skip statement on a connection from a pool, checked out per call.
+struct PoolSkip {
+    pool: MySqlPool,
+    sql: Statements,
+}
+
+#[async_trait]
+impl Op for PoolSkip {
+    async fn run(&mut self) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        let updated = sqlx::query(AssertSqlSafe(self.sql.update.clone()))
+            .bind(FLOOR_OWNER)
+            .bind(micros(AT_MOST))
+            .bind(HELD)
+            .execute(&mut *conn)
+            .await?;
+        if updated.last_insert_id() == 0 {
+            Ok(())
+        } else {
+            Err("acquired a held lock".into())
+        }
     }
 }
 

@@ -126,10 +126,17 @@ impl Backend for Pg {
         })
     }
 
+    fn pool_skip(&self, provider: &PgLockProvider, sql: &Captured) -> Result<Box<dyn Op>> {
+        Ok(Box::new(PoolSkip {
+            pool: provider.pool().clone(),
+            acquire: only(&sql.acquire_held, "skip")?,
+        }))
+    }
+
     fn raw_races(&self) -> Vec<RawRace> {
         let mut races = vec![RawRace::Statements, RawRace::StatementsAsyncRelease];
         if self.java.is_some() {
-            races.push(RawRace::Java);
+            races.extend([RawRace::Java, RawRace::JavaTransactions]);
         }
         races
     }
@@ -137,7 +144,7 @@ impl Backend for Pg {
     async fn raw_racers(
         &self,
         race: RawRace,
-        _table: &str,
+        table: &str,
         name: &str,
         sql: &Captured,
         n: usize,
@@ -161,7 +168,11 @@ impl Backend for Pg {
                     owner,
                     token: None,
                 }),
-                RawRace::Java => Box::new(self.java_racer(conn, name, owner, _table)?),
+                RawRace::Java | RawRace::JavaTransactions => {
+                    let mut racer = self.java_racer(conn, name, owner, table)?;
+                    racer.transactions = race == RawRace::JavaTransactions;
+                    Box::new(racer)
+                }
             });
         }
         Ok(racers)
@@ -187,6 +198,7 @@ impl Pg {
             unlock: prepare(java.get("UNLOCK")?),
             name: name.to_owned(),
             owner,
+            transactions: false,
         })
     }
 }
@@ -208,6 +220,30 @@ impl Op for Select1 {
 
     async fn close(self: Box<Self>) {
         let _ = self.0.close().await;
+    }
+}
+
+/// The skip statement on a connection from a pool, checked out per call.
+struct PoolSkip {
+    pool: PgPool,
+    acquire: Arc<str>,
+}
+
+#[async_trait]
+impl Op for PoolSkip {
+    async fn run(&mut self) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        let row = sqlx::query(AssertSqlSafe(self.acquire.clone()))
+            .bind(HELD)
+            .bind(interval(AT_MOST))
+            .bind(FLOOR_OWNER)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if row.is_none() {
+            Ok(())
+        } else {
+            Err("acquired a held lock".into())
+        }
     }
 }
 
@@ -303,13 +339,16 @@ impl Racer for PgRaw {
 
 /// Java ShedLock's steady-state sequence: `UPDATE … WHERE lock_until <= now` to acquire (its
 /// first call per name, an `INSERT … ON CONFLICT`, happens once per process and is left out),
-/// `UNLOCK` to release; each statement in autocommit on the racer's connection.
+/// `UNLOCK` to release; each statement in autocommit on the racer's connection, or in a
+/// transaction of its own as `JdbcTemplateLockProvider` runs it.
 struct Java {
     conn: PgConnection,
     update: (Arc<str>, Vec<String>),
     unlock: (Arc<str>, Vec<String>),
     name: String,
     owner: String,
+    /// Each statement in a transaction of its own (`BEGIN`, statement, `COMMIT`).
+    transactions: bool,
 }
 
 impl Java {
@@ -331,12 +370,24 @@ impl Java {
     }
 }
 
+impl Java {
+    /// Runs one statement, in a transaction of its own if so configured; rows affected.
+    async fn run(&mut self, update: bool) -> Result<u64> {
+        let query = self.bind(if update { &self.update } else { &self.unlock })?;
+        if !self.transactions {
+            return Ok(query.execute(&mut self.conn).await?.rows_affected());
+        }
+        let mut tx = self.conn.begin().await?;
+        let rows = query.execute(&mut *tx).await?.rows_affected();
+        tx.commit().await?;
+        Ok(rows)
+    }
+}
+
 #[async_trait]
 impl Racer for Java {
     async fn acquire(&mut self) -> Result<Attempt> {
-        let query = self.bind(&self.update)?;
-        let done = query.execute(&mut self.conn).await?;
-        Ok(if done.rows_affected() == 1 {
+        Ok(if self.run(true).await? == 1 {
             Attempt::Won(None)
         } else {
             Attempt::Held
@@ -344,8 +395,7 @@ impl Racer for Java {
     }
 
     async fn release(&mut self) -> Result<()> {
-        let query = self.bind(&self.unlock)?;
-        query.execute(&mut self.conn).await?;
+        self.run(false).await?;
         Ok(())
     }
 

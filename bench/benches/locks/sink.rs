@@ -30,7 +30,8 @@ pub(crate) fn install() -> Result<(), tracing::subscriber::SetGlobalDefaultError
 }
 
 /// Runs `fut` and returns the statements sqlx ran meanwhile (any task), in order. Session
-/// setup statements (`SET …`, which a pool runs on new connections) are left out.
+/// setup statements (`SET …`, `PRAGMA …`, which sqlx and the pools run on new connections)
+/// are left out.
 pub(crate) async fn capture<F: Future>(fut: F) -> (F::Output, Vec<String>) {
     take();
     ON.store(true, Ordering::SeqCst);
@@ -82,7 +83,8 @@ impl Subscriber for Probe {
         } else {
             fields.statement.trim().to_owned()
         };
-        if sql.trim_start().to_ascii_uppercase().starts_with("SET ") {
+        let head = sql.trim_start().to_ascii_uppercase();
+        if head.starts_with("SET ") || head.starts_with("PRAGMA ") {
             return;
         }
         CAPTURED

@@ -136,6 +136,13 @@ impl Backend for Sqlite {
         })
     }
 
+    fn pool_skip(&self, provider: &SqliteLockProvider, sql: &Captured) -> Result<Box<dyn Op>> {
+        Ok(Box::new(PoolSkip {
+            pool: provider.pool().clone(),
+            acquire: only(&sql.acquire_held, "skip")?,
+        }))
+    }
+
     fn raw_races(&self) -> Vec<RawRace> {
         vec![RawRace::Statements]
     }
@@ -182,6 +189,30 @@ impl Op for Select1 {
 
     async fn close(self: Box<Self>) {
         let _ = self.0.close().await;
+    }
+}
+
+/// The skip statement on a connection from a pool, checked out per call.
+struct PoolSkip {
+    pool: SqlitePool,
+    acquire: Arc<str>,
+}
+
+#[async_trait]
+impl Op for PoolSkip {
+    async fn run(&mut self) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        let row = sqlx::query(AssertSqlSafe(self.acquire.clone()))
+            .bind(HELD)
+            .bind(modifier(AT_MOST))
+            .bind(FLOOR_OWNER)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if row.is_none() {
+            Ok(())
+        } else {
+            Err("acquired a held lock".into())
+        }
     }
 }
 

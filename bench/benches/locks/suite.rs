@@ -9,9 +9,10 @@ use shedlock_bench::stats::{median, median_ratio};
 use shedlock_core::{LockConfig, LockProvider};
 
 use crate::harness::{
-    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_OWNER, Gauge, HELD, MacroRun, OTHER_OWNER,
-    Op, Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result, StatementsPerCall,
-    Variant, contend, executor, interleave, latch_load, pool_pressure,
+    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, FLOOR_OWNER,
+    Gauge, HELD, MacroRun, OTHER_OWNER, Op, Plan, ProviderCycle, ProviderRacer, ProviderSkip,
+    Racer, Result, SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip, Variant, contend,
+    executor, interleave, latch_load, pool_pressure,
 };
 use crate::sink;
 
@@ -57,8 +58,14 @@ pub(crate) enum RawRace {
     Statements,
     /// The same, the release committing without waiting for the WAL flush (proposed).
     StatementsAsyncRelease,
-    /// Java ShedLock's statement sequence (`UPDATE` to acquire, `UNLOCK` to release).
+    /// Java ShedLock's statement sequence (`UPDATE` to acquire, `UNLOCK` to release), each in
+    /// autocommit: the cheapest way to send it, so the strictest baseline.
     Java,
+    /// The same, each statement in a transaction of its own, as ShedLock's
+    /// `JdbcTemplateStorageAccessor` runs it (`PROPAGATION_REQUIRES_NEW`). sqlx sends `BEGIN`
+    /// as a round trip of its own where pgjdbc sends it with the statement, so this costs Java
+    /// one round trip more than it pays: an upper bound of its cost.
+    JavaTransactions,
 }
 
 impl RawRace {
@@ -67,6 +74,7 @@ impl RawRace {
             Self::Statements => "provider statements raw (floor)",
             Self::StatementsAsyncRelease => "statements raw, release w/o WAL flush (proposed)",
             Self::Java => "Java ShedLock sequence",
+            Self::JavaTransactions => "Java ShedLock sequence in transactions",
         }
     }
 }
@@ -98,6 +106,10 @@ pub(crate) trait Backend: Send + Sync {
 
     /// The raw floor on `table`, from the captured statements.
     async fn floor(&self, table: &str, sql: &Captured) -> Result<Floor>;
+
+    /// The skip statement run raw on a connection checked out of `provider`'s pool (no provider
+    /// code): separates the pool's cost from the provider's.
+    fn pool_skip(&self, provider: &Self::Provider, sql: &Captured) -> Result<Box<dyn Op>>;
 
     /// The raw races this database runs besides the provider's.
     fn raw_races(&self) -> Vec<RawRace>;
@@ -166,40 +178,51 @@ pub(crate) async fn run<B: Backend>(backend: &B, plan: &Plan) -> (Vec<Row>, bool
             }
         }
     };
-    let t = Instant::now();
-    let (part, floor_cycle_us) =
-        match uncontended(backend, &table, &provider, &captured, plan).await {
-            Ok((part, cycle)) => (Ok(part), cycle),
-            Err(e) => (Err(e), None),
+    let mut floor_cycle_us = None;
+    if plan.runs("uncontended") {
+        let t = Instant::now();
+        let part = match uncontended(backend, &table, &provider, &captured, plan).await {
+            Ok((part, cycle)) => {
+                floor_cycle_us = cycle;
+                Ok(part)
+            }
+            Err(e) => Err(e),
         };
-    stage("uncontended", part, t).await;
-    let t = Instant::now();
-    let part = contention(backend, &table, &provider, &captured, plan).await;
-    stage("contention", part, t).await;
-    let t = Instant::now();
-    let part = pressure(backend, &table, plan, floor_cycle_us).await;
-    stage("pool pressure", part, t).await;
-    let t = Instant::now();
-    let per_call = captured.per_call();
-    let part = latch_load(
-        provider.clone(),
-        "bench-election",
-        plan.latch_window,
-        &per_call,
-    )
-    .await
-    .map(|load| {
-        vec![
-            Row::new(db, "latch: leader (default timings)", load.leader, "stmt/s"),
-            Row::new(
-                db,
-                "latch: follower (default timings)",
-                load.follower,
-                "stmt/s",
-            ),
-        ]
-    });
-    stage("latch", part, t).await;
+        stage("uncontended", part, t).await;
+    }
+    if plan.runs("contention") {
+        let t = Instant::now();
+        let part = contention(backend, &table, &provider, &captured, plan).await;
+        stage("contention", part, t).await;
+    }
+    if plan.runs("pressure") {
+        let t = Instant::now();
+        let part = pressure(backend, &table, plan, floor_cycle_us).await;
+        stage("pool pressure", part, t).await;
+    }
+    if plan.runs("latch") {
+        let t = Instant::now();
+        let per_call = captured.per_call();
+        let part = latch_load(
+            provider.clone(),
+            "bench-election",
+            plan.latch_window,
+            &per_call,
+        )
+        .await
+        .map(|load| {
+            vec![
+                Row::new(db, "latch: leader (default timings)", load.leader, "stmt/s"),
+                Row::new(
+                    db,
+                    "latch: follower (default timings)",
+                    load.follower,
+                    "stmt/s",
+                ),
+            ]
+        });
+        stage("latch", part, t).await;
+    }
     backend.closer(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
@@ -270,6 +293,13 @@ const CYCLE_PROVIDER: &str = "cycle: provider";
 const CYCLE_EXECUTOR: &str = "cycle: executor";
 const CYCLE_MACRO: &str = "cycle: #[scheduled_lock]";
 const CYCLE_DEFAULT: &str = "cycle: provider on default sqlx pool";
+const SKIP_SPAWNED: &str = "skip: provider in a spawned task";
+const SKIP_TIMED: &str = "skip: provider in one more tokio timeout";
+const SKIP_POOL: &str = "skip: statement raw on the provider's pool";
+const SKIP_FLOOR_B2B: &str = "back to back: skip statement raw (floor)";
+const SKIP_PROVIDER_B2B: &str = "back to back: skip through provider";
+const CYCLE_FLOOR_B2B: &str = "back to back: cycle statements raw (floor)";
+const CYCLE_PROVIDER_B2B: &str = "back to back: cycle through provider";
 
 /// The interleaved uncontended variants; also returns the floor cycle's median (µs).
 async fn uncontended<B: Backend>(
@@ -279,7 +309,19 @@ async fn uncontended<B: Backend>(
     captured: &Captured,
     plan: &Plan,
 ) -> Result<(Vec<Row>, Option<f64>)> {
+    // The floor's lock rows exist before it runs (an update alone never inserts on MySQL).
+    for name in [FLOOR_CYCLE, FLOOR_CYCLE_ASYNC] {
+        let record = provider
+            .acquire(name, AT_MOST, FLOOR_OWNER)
+            .await?
+            .ok_or("floor lock not free")?;
+        provider.release(&record, Duration::ZERO).await?;
+    }
     let floor = backend.floor(table, captured).await?;
+    let floor_b2b = backend.floor(table, captured).await?;
+    // Back to back on a provider of its own: bursts grow a pool, which would change what the
+    // paced variants measure.
+    let provider_b2b = backend.provider(table).await?;
     let on_default = backend.provider_on_default_pool(table).await?;
     let extra_names: Vec<String> = floor
         .extra_cycles
@@ -287,12 +329,50 @@ async fn uncontended<B: Backend>(
         .map(|v| v.metric.clone())
         .collect();
     let mut variants = library_variants(floor, provider, &on_default)?;
+    variants.extend([
+        Variant::boxed(SKIP_POOL, backend.pool_skip(provider, captured)?),
+        Variant::boxed(SKIP_FLOOR_B2B, floor_b2b.skip).back_to_back(),
+        Variant::boxed(CYCLE_FLOOR_B2B, floor_b2b.cycle).back_to_back(),
+        Variant::new(
+            SKIP_PROVIDER_B2B,
+            ProviderSkip {
+                provider: provider_b2b.clone(),
+                owner: "bench-provider".into(),
+            },
+        )
+        .back_to_back(),
+        Variant::new(
+            CYCLE_PROVIDER_B2B,
+            ProviderCycle {
+                provider: provider_b2b.clone(),
+                name: "bench-provider".into(),
+                owner: "bench-provider".into(),
+            },
+        )
+        .back_to_back(),
+    ]);
+    floor_b2b.select1.close().await;
+    for v in floor_b2b.extra_cycles {
+        v.op.close().await;
+    }
+    // For profiling: SHEDLOCK_BENCH_VARIANTS=name[,name…] keeps only the variants named.
+    if let Ok(filter) = std::env::var("SHEDLOCK_BENCH_VARIANTS") {
+        let keep: Vec<&str> = filter.split(',').map(str::trim).collect();
+        let (kept, dropped): (Vec<Variant>, Vec<Variant>) = variants
+            .into_iter()
+            .partition(|v| keep.contains(&v.metric.as_str()));
+        for v in dropped {
+            v.op.close().await;
+        }
+        variants = kept;
+    }
     let measured = interleave(&mut variants, plan).await;
     let metrics = variants.iter().map(|v| v.metric.clone()).collect();
     for v in variants {
         v.op.close().await;
     }
     backend.closer(&on_default).await;
+    backend.closer(&provider_b2b).await;
     let s = Samples {
         metrics,
         values: measured?,
@@ -311,18 +391,9 @@ fn library_variants<P: LockProvider + Clone>(
 ) -> Result<Vec<Variant>> {
     let executor = executor(provider.clone(), "bench-executor")?;
     let mut variants = vec![
-        Variant {
-            metric: SELECT1.into(),
-            op: floor.select1,
-        },
-        Variant {
-            metric: SKIP_FLOOR.into(),
-            op: floor.skip,
-        },
-        Variant {
-            metric: CYCLE_FLOOR.into(),
-            op: floor.cycle,
-        },
+        Variant::boxed(SELECT1, floor.select1),
+        Variant::boxed(SKIP_FLOOR, floor.skip),
+        Variant::boxed(CYCLE_FLOOR, floor.cycle),
     ];
     variants.extend(floor.extra_cycles);
     variants.extend([
@@ -347,6 +418,14 @@ fn library_variants<P: LockProvider + Clone>(
                 executor: executor.clone(),
                 skip: true,
             },
+        ),
+        Variant::new(SKIP_SPAWNED, SpawnedProviderSkip(provider.clone())),
+        Variant::new(
+            SKIP_TIMED,
+            TimedProviderSkip(ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-provider".into(),
+            }),
         ),
         Variant::new(
             SKIP_DEFAULT,
@@ -433,6 +512,9 @@ fn uncontended_rows(
             "stmt",
         ),
         row(SKIP_PROVIDER, SKIP_FLOOR).target(Target::RatioAtMost(1.3)),
+        row(SKIP_POOL, SKIP_FLOOR),
+        versus(SKIP_TIMED, SKIP_PROVIDER),
+        versus(SKIP_SPAWNED, SKIP_PROVIDER),
         row(SKIP_EXECUTOR, SKIP_FLOOR),
         row(SKIP_MACRO, SKIP_FLOOR),
         versus(SKIP_EXECUTOR, SKIP_PROVIDER).target(Target::ValueAtMost(1.05)),
@@ -445,6 +527,10 @@ fn uncontended_rows(
         versus(CYCLE_MACRO, CYCLE_PROVIDER).target(Target::ValueAtMost(1.05)),
         row(CYCLE_DEFAULT, CYCLE_FLOOR),
         versus(CYCLE_DEFAULT, CYCLE_PROVIDER),
+        row(SKIP_FLOOR_B2B, SKIP_FLOOR),
+        row(SKIP_PROVIDER_B2B, SKIP_FLOOR_B2B),
+        row(CYCLE_FLOOR_B2B, CYCLE_FLOOR),
+        row(CYCLE_PROVIDER_B2B, CYCLE_FLOOR_B2B),
     ]);
     rows
 }
@@ -495,6 +581,7 @@ async fn contention<B: Backend>(
                 &lock_name(i),
                 captured,
                 plan.racers,
+                plan.racer_pool,
             )
             .await?;
             let outcome = contend(contenders, plan.contention_slice).await;
@@ -510,7 +597,8 @@ async fn contention<B: Backend>(
     Ok(contention_rows(db, &races, plan.racers))
 }
 
-/// `n` racers for a race: replicas each with the provider on a pool of its own, or raw ones.
+/// `n` racers for a race: replicas each with the provider on a pool of its own (`pool_options()`
+/// with at most `pool` connections), or raw ones.
 async fn contenders<B: Backend>(
     backend: &B,
     raw: Option<RawRace>,
@@ -518,13 +606,14 @@ async fn contenders<B: Backend>(
     name: &str,
     captured: &Captured,
     n: usize,
+    pool: u32,
 ) -> Result<Vec<Box<dyn Racer>>> {
     if let Some(raw) = raw {
         return backend.raw_racers(raw, table, name, captured, n).await;
     }
     let mut all: Vec<Box<dyn Racer>> = Vec::with_capacity(n);
     for r in 0..n {
-        let provider = backend.provider(table).await?;
+        let (provider, gauge) = backend.provider_on_pool_of(table, pool).await?;
         let closer = backend.closer(&provider);
         all.push(Box::new(ProviderRacer {
             provider,
@@ -532,6 +621,7 @@ async fn contenders<B: Backend>(
             owner: format!("bench-racer-{r}"),
             held: None,
             closer,
+            gauge,
         }));
     }
     Ok(all)
@@ -603,7 +693,10 @@ fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
             )
             .target(Target::ValueAtMost(0.0)),
         );
-        if race.raw != Some(RawRace::Java) {
+        if race.raw.is_none() {
+            rows.extend(connection_rows(db, race, n));
+        }
+        if !matches!(race.raw, Some(RawRace::Java | RawRace::JavaTransactions)) {
             rows.push(
                 Row::new(
                     db,
@@ -615,27 +708,7 @@ fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
             );
         }
     }
-    if let Some(java) = races.iter().find(|r| r.raw == Some(RawRace::Java)) {
-        let java = acquisitions(java);
-        for race in races
-            .iter()
-            .filter(|r| r.raw.is_none() || r.raw == Some(RawRace::StatementsAsyncRelease))
-        {
-            let mut row = Row::new(
-                db,
-                format!(
-                    "contention {n}: {} / Java sequence, acquisitions",
-                    race.label
-                ),
-                median_ratio(&acquisitions(race), &java).unwrap_or(f64::NAN),
-                "x",
-            );
-            if db == "postgres" && race.raw.is_none() {
-                row = row.target(Target::ValueAtLeast(2.0));
-            }
-            rows.push(row);
-        }
-    }
+    rows.extend(versus_java(db, races, n));
     rows
 }
 
@@ -715,5 +788,169 @@ async fn pressure<B: Backend>(
             "count",
         )
         .target(Target::ValueAtMost(0.0)),
+    ])
+}
+
+/// How many connections the provider racers' pools ended with.
+fn connection_rows(db: &str, race: &Race, n: usize) -> Vec<Row> {
+    let label = &race.label;
+    let max = race
+        .rounds
+        .iter()
+        .map(|c| c.max_connections)
+        .max()
+        .unwrap_or(0);
+    let total = race
+        .rounds
+        .iter()
+        .map(|c| c.total_connections)
+        .max()
+        .unwrap_or(0);
+    vec![
+        Row::new(
+            db,
+            format!("contention {n}: {label}: connections per replica (largest pool)"),
+            f64::from(max),
+            "count",
+        ),
+        Row::new(
+            db,
+            format!("contention {n}: {label}: connections, all replicas"),
+            f64::from(total),
+            "count",
+        ),
+    ]
+}
+
+/// Acquisitions against Java ShedLock's sequence, where it ran.
+fn versus_java(db: &str, races: &[Race], n: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (java_race, java_label) in [
+        (RawRace::Java, "Java sequence"),
+        (RawRace::JavaTransactions, "Java in transactions"),
+    ] {
+        let Some(java) = races.iter().find(|r| r.raw == Some(java_race)) else {
+            continue;
+        };
+        let java = acquisitions(java);
+        for race in races
+            .iter()
+            .filter(|r| r.raw.is_none() || r.raw == Some(RawRace::StatementsAsyncRelease))
+        {
+            let mut row = Row::new(
+                db,
+                format!(
+                    "contention {n}: {} / {java_label}, acquisitions",
+                    race.label
+                ),
+                median_ratio(&acquisitions(race), &java).unwrap_or(f64::NAN),
+                "x",
+            );
+            if db == "postgres" && race.raw.is_none() && java_race == RawRace::Java {
+                row = row.target(Target::ValueAtLeast(2.0));
+            }
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// The executor's and the macro's own cost, on the in-memory store (no I/O, so no database
+/// noise): what they add to every call whatever the database.
+pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
+    let db = "memory";
+    let provider = std::sync::Arc::new(shedlock_core::InMemoryLockProvider::new());
+    if provider
+        .acquire(HELD, Duration::from_hours(1), OTHER_OWNER)
+        .await?
+        .is_none()
+    {
+        return Err("could not take the held lock".into());
+    }
+    let executor = executor(provider.clone(), "bench-executor")?;
+    let mut variants = vec![
+        Variant::new(
+            SKIP_PROVIDER,
+            ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-provider".into(),
+            },
+        ),
+        Variant::new(
+            SKIP_EXECUTOR,
+            ExecutorRun {
+                executor: executor.clone(),
+                cfg: LockConfig::new(HELD, AT_MOST)?,
+                expect_run: false,
+            },
+        ),
+        Variant::new(
+            SKIP_MACRO,
+            MacroRun {
+                executor: executor.clone(),
+                skip: true,
+            },
+        ),
+        Variant::new(
+            CYCLE_PROVIDER,
+            ProviderCycle {
+                provider: provider.clone(),
+                name: "bench-provider".into(),
+                owner: "bench-provider".into(),
+            },
+        ),
+        Variant::new(
+            CYCLE_EXECUTOR,
+            ExecutorRun {
+                executor: executor.clone(),
+                cfg: LockConfig::new("bench-executor", AT_MOST)?,
+                expect_run: true,
+            },
+        ),
+        Variant::new(
+            CYCLE_MACRO,
+            MacroRun {
+                executor,
+                skip: false,
+            },
+        ),
+    ]
+    .into_iter()
+    .map(Variant::back_to_back)
+    .collect::<Vec<_>>();
+    let values = interleave(&mut variants, plan).await?;
+    let s = Samples {
+        metrics: variants.iter().map(|v| v.metric.clone()).collect(),
+        values,
+    };
+    let extra = |metric: &str, base: &str| {
+        let added: Vec<f64> = s
+            .of(metric)
+            .iter()
+            .zip(s.of(base))
+            .map(|(m, b)| m - b)
+            .collect();
+        Row::new(
+            db,
+            format!("{metric}: added to the provider call"),
+            median(&added).unwrap_or(f64::NAN),
+            "us/op",
+        )
+    };
+    let us = |metric: &str| {
+        Row::new(
+            db,
+            metric,
+            median(s.of(metric)).unwrap_or(f64::NAN),
+            "us/op",
+        )
+    };
+    Ok(vec![
+        us(SKIP_PROVIDER),
+        extra(SKIP_EXECUTOR, SKIP_PROVIDER),
+        extra(SKIP_MACRO, SKIP_PROVIDER),
+        us(CYCLE_PROVIDER),
+        extra(CYCLE_EXECUTOR, CYCLE_PROVIDER),
+        extra(CYCLE_MACRO, CYCLE_PROVIDER),
     ])
 }
