@@ -487,24 +487,24 @@ impl LockGuard {
     /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the
     /// lock had already passed to another holder.
     ///
-    /// The release runs in a task of its own, so it completes even if this future is dropped.
+    /// If this future is dropped before the release finished, the guard releases in the
+    /// background as on drop.
     ///
     /// # Errors
     ///
     /// A store failure or timeout (logged at ERROR and counted); the lock then ends at its
     /// `at_most`.
     pub async fn release(mut self) -> Result<bool> {
-        self.released = true;
-        let release = tokio::spawn(finish(
+        // Inline, for the common case's speed. If this future is dropped before the release
+        // finished, `released` is still false and `Drop` releases in the background.
+        let result = finish(
             self.handle.lease().clone(),
             self.keeper.take(),
             self.at_least,
-        ));
-        release.await.unwrap_or_else(|_| {
-            Err(Error::backend_message(
-                "release the lock (the call panicked)",
-            ))
-        })
+        )
+        .await;
+        self.released = true;
+        result
     }
 }
 
