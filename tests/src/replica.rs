@@ -146,8 +146,8 @@ impl RunContext {
         let _ = self.events.send(event);
     }
 
-    /// The body of every job, run while holding the job's lock: reports [`Event::Ran`], records
-    /// the start in the run log, works for a random time from the job's `work` range (stopping
+    /// The body of every job, run while holding the job's lock: records the start in the run
+    /// log, reports [`Event::Ran`], works for a random time from the job's `work` range (stopping
     /// early if the lock is lost), and records the end.
     ///
     /// # Errors
@@ -156,12 +156,6 @@ impl RunContext {
     pub async fn work(&self, job: &JobSpec, tick: u64) -> Result<Outcome, BoxError> {
         let lock = current_lock().ok_or("RunContext::work must run under the job's lock")?;
         let started = Instant::now();
-        self.emit(Event::Ran {
-            replica: self.replica.clone(),
-            job: job.name.clone(),
-            tick,
-            token: lock.fencing_token(),
-        });
         let id = self
             .log
             .start(
@@ -172,6 +166,14 @@ impl RunContext {
                 &lock.record(),
             )
             .await?;
+        // Reported once the start is in the run log, so a test that sees the event (and then,
+        // say, crashes the database) finds the run in the log.
+        self.emit(Event::Ran {
+            replica: self.replica.clone(),
+            job: job.name.clone(),
+            tick,
+            token: lock.fencing_token(),
+        });
         tokio::select! {
             () = tokio::time::sleep(job.random_work()) => {}
             () = lock.lost() => tracing::warn!(job = job.name, "lock lost mid-run; stopping the run"),
