@@ -7,8 +7,8 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_core::LockProvider;
 use shedlock_core::testkit::ConformanceSuite;
-use shedlock_core::{LockConfig, LockProvider, LockingTaskExecutor};
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, testing};
@@ -349,32 +349,7 @@ async fn one_connection_serves_a_hundred_held_locks() {
         .build()
         .unwrap();
     provider.create_table_if_not_exists().await.unwrap();
-    let executor = Arc::new(LockingTaskExecutor::new(provider.clone()).unwrap());
-    let all_held = Arc::new(Barrier::new(100));
-    let tasks: Vec<_> = (0..100)
-        .map(|i| {
-            let (executor, all_held) = (executor.clone(), all_held.clone());
-            tokio::spawn(async move {
-                let cfg = LockConfig::new(format!("held-{i}"), MIN).unwrap();
-                executor
-                    .execute(&cfg, async move {
-                        all_held.wait().await;
-                        i
-                    })
-                    .await
-            })
-        })
-        .collect();
-    let finished = tokio::time::timeout(Duration::from_mins(1), async {
-        let mut sum = 0;
-        for task in tasks {
-            sum += task.await.unwrap().unwrap().expect("every lock was free");
-        }
-        sum
-    })
-    .await
-    .expect("all 100 tasks progressed");
-    assert_eq!(finished, (0..100).sum::<i32>());
+    common::hundred_locks_held_at_once(provider.clone()).await;
     assert!(provider.pool().size() <= 1);
     drop_table(provider.pool(), &table).await;
 }

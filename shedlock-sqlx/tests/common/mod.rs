@@ -190,3 +190,36 @@ pub(crate) fn invalid_names() -> Vec<String> {
         "é".repeat(65),
     ]
 }
+
+/// Holds 100 locks at once through `provider`, whose pool has one connection: every task keeps
+/// its lock until all 100 hold theirs, which is only possible if no task keeps the connection
+/// while its lock is held. Panics unless all 100 ran within a minute.
+pub(crate) async fn hundred_locks_held_at_once(provider: impl shedlock_core::LockProvider) {
+    use shedlock_core::{LockConfig, LockingTaskExecutor};
+    let executor = Arc::new(LockingTaskExecutor::new(provider).unwrap());
+    let all_held = Arc::new(tokio::sync::Barrier::new(100));
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let (executor, all_held) = (executor.clone(), all_held.clone());
+            tokio::spawn(async move {
+                let cfg = LockConfig::new(format!("held-{i}"), Duration::from_mins(1)).unwrap();
+                executor
+                    .execute(&cfg, async move {
+                        all_held.wait().await;
+                        i
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let finished = tokio::time::timeout(Duration::from_mins(1), async {
+        let mut sum = 0;
+        for task in tasks {
+            sum += task.await.unwrap().unwrap().expect("every lock was free");
+        }
+        sum
+    })
+    .await
+    .expect("all 100 tasks progressed");
+    assert_eq!(finished, (0..100).sum::<i32>());
+}
