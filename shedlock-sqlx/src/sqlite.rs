@@ -66,8 +66,10 @@ const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
 /// Each acquisition sets `fencing_token = max(fencing_token + 1, now in µs since 1970)`, so
 /// tokens strictly increase per name. Deleting a row by hand does not restart the sequence: the
 /// recreated row starts from the clock (millisecond resolution, in microseconds), above every
-/// earlier token unless the clock was set back or the lock was taken more than a thousand times
-/// per millisecond on average.
+/// earlier token provided it is recreated in a later millisecond than the last acquisition, the
+/// clock was not set back, and the lock was not taken more than a thousand times per millisecond
+/// on average. (A row deleted and recreated within the millisecond of its last acquisition gets
+/// that acquisition's token again: SQLite's clock cannot tell the two moments apart.)
 ///
 /// # Pool and timeouts
 ///

@@ -104,6 +104,24 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
         .execute("DELETE FROM shedlock")
         .await
         .unwrap();
+    // The documented precondition: the row comes back in a later millisecond of SQLite's clock
+    // than the last acquisition (within one millisecond the clock cannot order the two).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let now: String = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+            .fetch_one(provider.pool())
+            .await
+            .unwrap();
+        let now = chrono::NaiveDateTime::parse_from_str(&now, "%Y-%m-%d %H:%M:%S%.3f").unwrap();
+        if now.and_utc() > first.locked_at() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "SQLite's clock stood still"
+        );
+        tokio::task::yield_now().await;
+    }
     let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
     assert!(
         second.fencing_token() > first.fencing_token(),
