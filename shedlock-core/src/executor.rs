@@ -5,11 +5,11 @@ use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -303,36 +303,22 @@ impl LockingTaskExecutor {
         }))
     }
 
-    /// The store's acquire, under the call timeout (never longer than `at_most`), in a task of
-    /// its own: if the caller is cancelled while the call is in flight, a lock it won is released
-    /// at once instead of staying held until `at_most`.
+    /// The store's acquire, under the call timeout (never longer than `at_most`), polled inline
+    /// in the caller's task. If the caller is cancelled while the call is in flight, the call is
+    /// handed to a task of its own that finishes it and releases what it won at once, instead
+    /// of leaving it held until `at_most`.
     async fn acquire(&self, name: &str, at_most: Duration) -> Result<Option<LockRecord>> {
-        let (reply, answer) = oneshot::channel();
         let provider = self.inner.provider.clone();
         let (lock, owner) = (name.to_owned(), self.inner.owner_id.clone());
         let timeout = self.inner.call_timeout.min(at_most);
-        let call_timeout = self.inner.call_timeout;
-        tokio::spawn(async move {
-            let acquired =
-                timed("acquire", timeout, provider.acquire(&lock, at_most, &owner)).await;
-            if let Err(Ok(Some(record))) = reply.send(acquired) {
-                tracing::debug!(
-                    lock,
-                    "acquire cancelled by its caller; releasing what it won"
-                );
-                let _ = timed(
-                    "release",
-                    call_timeout,
-                    provider.release(&record, Duration::ZERO),
-                )
-                .await;
-            }
-        });
-        answer.await.unwrap_or_else(|_| {
-            Err(Error::backend_message(
-                "acquire the lock (the call panicked)",
-            ))
-        })
+        InFlightAcquire {
+            call: Some(Box::pin(async move {
+                timed("acquire", timeout, provider.acquire(&lock, at_most, &owner)).await
+            })),
+            provider: self.inner.provider.clone(),
+            call_timeout: self.inner.call_timeout,
+        }
+        .await
     }
 
     /// Runs `task` if the lock is free: `Ok(Some(output))` if it ran, `Ok(None)` if another
@@ -541,6 +527,73 @@ async fn finish(lease: Lease, keeper: Option<JoinHandle<()>>, at_least: Duration
         let _ = keeper.await;
     }
     lease.release(at_least).await
+}
+
+/// A store acquire with its own copies of what it needs, so that it can outlive its caller.
+type AcquireCall = Pin<Box<dyn Future<Output = Result<Option<LockRecord>>> + Send>>;
+
+/// An acquire call in flight, polled by its caller. Dropped before it finished (the caller was
+/// cancelled), it moves the call into a spawned task that lets it finish and releases a lock it
+/// won; dropped outside a runtime, the lock (if the call wins it) stays held until `at_most`.
+struct InFlightAcquire {
+    call: Option<AcquireCall>,
+    provider: Arc<dyn LockProvider>,
+    call_timeout: Duration,
+}
+
+impl Future for InFlightAcquire {
+    type Output = Result<Option<LockRecord>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Ready(Err(Error::backend_message(
+                "acquire the lock (polled after it finished)",
+            )));
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
+        match outcome {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(acquired)) => {
+                self.call = None;
+                Poll::Ready(acquired)
+            }
+            Err(_) => {
+                self.call = None;
+                Poll::Ready(Err(Error::backend_message(
+                    "acquire the lock (the call panicked)",
+                )))
+            }
+        }
+    }
+}
+
+impl Drop for InFlightAcquire {
+    fn drop(&mut self) {
+        let Some(call) = self.call.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                "acquire cancelled outside a tokio runtime; a lock it wins stays held until at_most"
+            );
+            return;
+        };
+        let (provider, call_timeout) = (self.provider.clone(), self.call_timeout);
+        runtime.spawn(async move {
+            if let Ok(Some(record)) = call.await {
+                tracing::debug!(
+                    lock = record.name(),
+                    "acquire cancelled by its caller; releasing what it won"
+                );
+                let _ = timed(
+                    "release",
+                    call_timeout,
+                    provider.release(&record, Duration::ZERO),
+                )
+                .await;
+            }
+        });
+    }
 }
 
 /// Runs `task`, turning a panic into `Err` so the lock can be released before the panic resumes.

@@ -828,3 +828,52 @@ async fn reentrancy_is_per_store_not_per_name() {
         "the nested run took the second store's lock"
     );
 }
+
+/// A store whose acquire panics (a bug in a custom store).
+struct PanickingStore;
+
+#[async_trait::async_trait]
+impl LockProvider for PanickingStore {
+    async fn acquire(
+        &self,
+        _name: &str,
+        _at_most: Duration,
+        _owner: &str,
+    ) -> shedlock_core::Result<Option<shedlock_core::LockRecord>> {
+        panic!("bug in a custom store");
+    }
+
+    async fn extend(
+        &self,
+        _record: &shedlock_core::LockRecord,
+        _at_most: Duration,
+    ) -> shedlock_core::Result<Option<shedlock_core::LockRecord>> {
+        unreachable!("never acquired")
+    }
+
+    async fn release(
+        &self,
+        _record: &shedlock_core::LockRecord,
+        _at_least: Duration,
+    ) -> shedlock_core::Result<bool> {
+        unreachable!("never acquired")
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_panics_in_acquire_is_an_error_and_the_task_does_not_run() {
+    let exec = LockingTaskExecutor::builder(PanickingStore)
+        .owner_id("a")
+        .build()
+        .expect("valid");
+    let ran = AtomicBool::new(false);
+    let err = exec
+        .execute(&cfg("job", 60 * SEC), async {
+            ran.store(true, Ordering::SeqCst);
+        })
+        .await
+        .expect_err("the store call panicked");
+    assert!(err.is_backend(), "{err}");
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert!(!ran.load(Ordering::SeqCst));
+}
