@@ -94,14 +94,35 @@ mod tests {
         let (events, mut received) = mpsc::unbounded_channel();
         let ctx = RunContext::new("r1", "s1", "t-", log.clone(), executor, events);
 
+        let started = std::time::Instant::now();
         let report_run = report("t-", &ctx, 1).await?.ok_or("free")??;
         assert!(report_run.elapsed >= report_spec().work.0);
-        // A fast run keeps the lock for at_least: an attempt right after is skipped.
-        assert!(report("t-", &ctx, 2).await?.is_none());
+        // A fast run keeps the lock for at_least (taken at or after `started`): an attempt
+        // inside that window is skipped. On a machine so loaded that the window had passed, the
+        // attempt runs, and the run log must show it started at least at_least after the first.
+        let at_least = report_spec().at_least;
+        let inside = started.elapsed() + std::time::Duration::from_millis(50) < at_least;
+        let second = report("t-", &ctx, 2).await?;
+        assert!(
+            second.is_none() || !inside,
+            "ran inside at_least of the first run"
+        );
         sync("t-", &ctx, 1).await?.ok_or("free")??;
 
         let records = log.records("s1").await?;
-        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(
+            records.len(),
+            2 + usize::from(second.is_some()),
+            "{records:?}"
+        );
+        if second.is_some() {
+            let reports: Vec<_> = records.iter().filter(|r| r.job == "report").collect();
+            let gap_us = reports[1].locked_at_us - reports[0].locked_at_us;
+            assert!(
+                u128::try_from(gap_us)? >= at_least.as_micros(),
+                "the second run took the lock {gap_us} µs after the first: inside at_least"
+            );
+        }
         for (job, spec) in [("report", report_spec()), ("sync", sync_spec())] {
             let record = records.iter().find(|r| r.job == job).ok_or(job)?;
             let held_us = record.lock_until_us - record.locked_at_us;

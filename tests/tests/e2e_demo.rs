@@ -270,6 +270,7 @@ fn killing_a_replica_mid_run_leaves_the_others_carrying_on() {
     let summary = demo.summary(0);
     assert_eq!(summary.overlaps, 0, "{}", demo.seen.join("\n"));
     assert_eq!(summary.died, 1, "{}", demo.seen.join("\n"));
+    assert_eq!(summary.errors, 0, "{}", demo.seen.join("\n"));
     assert_eq!(summary.replicas, 3);
     assert!(
         summary.interrupted <= 2,

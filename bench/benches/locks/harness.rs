@@ -11,6 +11,8 @@ use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockProvider, LockRecord, LockingTaskExecutor,
     scheduled_lock,
 };
+use shedlock_sqlx::sqlx::pool::PoolConnection;
+use shedlock_sqlx::sqlx::{Connection as _, Database, Pool};
 use tokio::sync::Barrier;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -23,6 +25,7 @@ pub(crate) const AT_MOST: Duration = Duration::from_mins(1);
 pub(crate) const HELD: &str = "bench-held";
 pub(crate) const FLOOR_CYCLE: &str = "bench-floor";
 pub(crate) const FLOOR_CYCLE_ASYNC: &str = "bench-floor-async";
+pub(crate) const POOL_CYCLE: &str = "bench-pool-cycle";
 pub(crate) const OTHER_OWNER: &str = "bench-other-replica";
 pub(crate) const FLOOR_OWNER: &str = "bench-floor-owner";
 
@@ -316,6 +319,89 @@ pub(crate) trait Racer: Send {
         None
     }
     async fn close(self: Box<Self>);
+}
+
+/// Where a raw variant's statements run: on a connection of its own (the floor), or each on a
+/// connection checked out of a pool for that statement and given back after it (how the
+/// providers use their pool, without any provider code).
+pub(crate) enum Conn<DB: Database> {
+    Own(DB::Connection),
+    Pool(Pool<DB>),
+}
+
+/// A connection for one statement (see [`Conn`]).
+pub(crate) enum ConnRef<'a, DB: Database> {
+    Own(&'a mut DB::Connection),
+    Pooled(PoolConnection<DB>),
+}
+
+impl<DB: Database> Conn<DB> {
+    pub(crate) async fn get(&mut self) -> Result<ConnRef<'_, DB>> {
+        Ok(match self {
+            Self::Own(conn) => ConnRef::Own(conn),
+            Self::Pool(pool) => ConnRef::Pooled(pool.acquire().await?),
+        })
+    }
+
+    pub(crate) async fn close(self) {
+        if let Self::Own(conn) = self {
+            let _ = conn.close().await;
+        }
+    }
+}
+
+impl<DB: Database> std::ops::Deref for ConnRef<'_, DB> {
+    type Target = DB::Connection;
+
+    fn deref(&self) -> &DB::Connection {
+        match self {
+            Self::Own(conn) => conn,
+            Self::Pooled(conn) => conn,
+        }
+    }
+}
+
+impl<DB: Database> std::ops::DerefMut for ConnRef<'_, DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        match self {
+            Self::Own(conn) => conn,
+            Self::Pooled(conn) => conn,
+        }
+    }
+}
+
+/// A raw skip: the acquire statement(s) on a lock another owner holds.
+pub(crate) struct RawSkip<R>(pub(crate) R);
+
+#[async_trait]
+impl<R: Racer> Op for RawSkip<R> {
+    async fn run(&mut self) -> Result<()> {
+        match self.0.acquire().await? {
+            Attempt::Held => Ok(()),
+            Attempt::Won(_) => Err("acquired a lock held by another owner".into()),
+        }
+    }
+
+    async fn close(self: Box<Self>) {
+        Box::new(self.0).close().await;
+    }
+}
+
+/// A raw cycle: acquire + release of a free lock.
+pub(crate) struct RawCycle<R>(pub(crate) R);
+
+#[async_trait]
+impl<R: Racer> Op for RawCycle<R> {
+    async fn run(&mut self) -> Result<()> {
+        match self.0.acquire().await? {
+            Attempt::Won(_) => self.0.release().await,
+            Attempt::Held => Err("the lock was not free".into()),
+        }
+    }
+
+    async fn close(self: Box<Self>) {
+        Box::new(self.0).close().await;
+    }
 }
 
 /// A racer going through a provider.

@@ -8,14 +8,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use shedlock_bench::java::{Section, Statement};
 use shedlock_sqlx::MySqlLockProvider;
-use shedlock_sqlx::sqlx::mysql::{MySqlArguments, MySqlConnection, MySqlPool};
+use shedlock_sqlx::sqlx::mysql::{MySql as MySqlDb, MySqlArguments, MySqlConnection, MySqlPool};
 use shedlock_sqlx::sqlx::query::Query;
 use shedlock_sqlx::sqlx::{self, AssertSqlSafe, Connection as _, Executor as _};
 
 use crate::harness::{
-    AT_MOST, Attempt, CloseFuture, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, Op, Racer, Result,
+    AT_MOST, Attempt, CloseFuture, Conn, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, Op, POOL_CYCLE,
+    Racer, RawCycle, RawSkip, Result,
 };
-use crate::suite::{Backend, Captured, Floor, RawRace};
+use crate::suite::{Backend, Captured, Floor, PoolRaw, RawRace};
 
 pub(crate) struct MySql {
     pub(crate) url: String,
@@ -123,7 +124,7 @@ impl Backend for MySql {
             let (statements, url, name) = (statements.clone(), self.url.clone(), name.to_owned());
             async move {
                 Ok::<_, crate::harness::BoxError>(MyRaw {
-                    conn: connect(&url).await?,
+                    conn: Conn::Own(connect(&url).await?),
                     sql: statements,
                     name,
                     owner: FLOOR_OWNER.to_owned(),
@@ -133,17 +134,26 @@ impl Backend for MySql {
         };
         Ok(Floor {
             select1: Box::new(Select1(connect(&self.url).await?)),
-            skip: Box::new(Skip(raw(HELD).await?)),
-            cycle: Box::new(Cycle(raw(FLOOR_CYCLE).await?)),
+            skip: Box::new(RawSkip(raw(HELD).await?)),
+            cycle: Box::new(RawCycle(raw(FLOOR_CYCLE).await?)),
             extra_cycles: Vec::new(),
         })
     }
 
-    fn pool_skip(&self, provider: &MySqlLockProvider, sql: &Captured) -> Result<Box<dyn Op>> {
-        Ok(Box::new(PoolSkip {
-            pool: provider.pool().clone(),
-            sql: Statements::from(sql)?,
-        }))
+    fn pool_raw(&self, provider: &MySqlLockProvider, sql: &Captured) -> Result<PoolRaw> {
+        let raw = |name: &str| -> Result<MyRaw> {
+            Ok(MyRaw {
+                conn: Conn::Pool(provider.pool().clone()),
+                sql: Statements::from(sql)?,
+                name: name.to_owned(),
+                owner: FLOOR_OWNER.to_owned(),
+                token: None,
+            })
+        };
+        Ok(PoolRaw {
+            skip: Box::new(RawSkip(raw(HELD)?)),
+            cycle: Box::new(RawCycle(raw(POOL_CYCLE)?)),
+        })
     }
 
     fn raw_races(&self) -> Vec<RawRace> {
@@ -183,7 +193,7 @@ impl Backend for MySql {
                     })
                 }
                 _ => Box::new(MyRaw {
-                    conn,
+                    conn: Conn::Own(conn),
                     sql: statements.clone(),
                     name: name.to_owned(),
                     owner,
@@ -215,33 +225,10 @@ impl Op for Select1 {
     }
 }
 
-/// The skip statement on a connection from a pool, checked out per call.
-struct PoolSkip {
-    pool: MySqlPool,
-    sql: Statements,
-}
-
-#[async_trait]
-impl Op for PoolSkip {
-    async fn run(&mut self) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        let updated = sqlx::query(AssertSqlSafe(self.sql.update.clone()))
-            .bind(FLOOR_OWNER)
-            .bind(micros(AT_MOST))
-            .bind(HELD)
-            .execute(&mut *conn)
-            .await?;
-        if updated.last_insert_id() == 0 {
-            Ok(())
-        } else {
-            Err("acquired a held lock".into())
-        }
-    }
-}
-
-/// The provider's statements on a connection of their own, bound as the provider binds them.
+/// The provider's statements, bound as the provider binds them (the acquire's update and
+/// read-back on one connection, as the provider sends them).
 struct MyRaw {
-    conn: MySqlConnection,
+    conn: Conn<MySqlDb>,
     sql: Statements,
     name: String,
     owner: String,
@@ -250,11 +237,12 @@ struct MyRaw {
 
 impl MyRaw {
     async fn try_acquire(&mut self) -> Result<Attempt> {
+        let mut conn = self.conn.get().await?;
         let updated = sqlx::query(AssertSqlSafe(self.sql.update.clone()))
             .bind(&self.owner)
             .bind(micros(AT_MOST))
             .bind(&self.name)
-            .execute(&mut self.conn)
+            .execute(&mut *conn)
             .await?;
         if updated.rows_affected() == 0 {
             return Err("the lock row is missing".into());
@@ -266,7 +254,7 @@ impl MyRaw {
         let row = sqlx::query(AssertSqlSafe(self.sql.read_back.clone()))
             .bind(&self.name)
             .bind(token)
-            .fetch_optional(&mut self.conn)
+            .fetch_optional(&mut *conn)
             .await?;
         if row.is_none() {
             return Ok(Attempt::Held);
@@ -282,45 +270,13 @@ impl MyRaw {
             .bind(&self.name)
             .bind(&self.owner)
             .bind(token)
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.get().await?)
             .await?;
         if done.rows_affected() == 1 {
             Ok(())
         } else {
             Err("the release matched no row".into())
         }
-    }
-}
-
-struct Skip(MyRaw);
-
-#[async_trait]
-impl Op for Skip {
-    async fn run(&mut self) -> Result<()> {
-        match self.0.try_acquire().await? {
-            Attempt::Held => Ok(()),
-            Attempt::Won(_) => Err("acquired a lock held by another owner".into()),
-        }
-    }
-
-    async fn close(self: Box<Self>) {
-        let _ = self.0.conn.close().await;
-    }
-}
-
-struct Cycle(MyRaw);
-
-#[async_trait]
-impl Op for Cycle {
-    async fn run(&mut self) -> Result<()> {
-        match self.0.try_acquire().await? {
-            Attempt::Won(_) => self.0.do_release().await,
-            Attempt::Held => Err("the lock was not free".into()),
-        }
-    }
-
-    async fn close(self: Box<Self>) {
-        let _ = self.0.conn.close().await;
     }
 }
 
@@ -335,7 +291,7 @@ impl Racer for MyRaw {
     }
 
     async fn close(self: Box<Self>) {
-        let _ = self.conn.close().await;
+        self.conn.close().await;
     }
 }
 

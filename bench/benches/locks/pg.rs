@@ -13,10 +13,10 @@ use shedlock_sqlx::sqlx::query::Query;
 use shedlock_sqlx::sqlx::{self, AssertSqlSafe, Connection as _, Row as _};
 
 use crate::harness::{
-    AT_MOST, Attempt, CloseFuture, FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, FLOOR_OWNER, Gauge, HELD, Op,
-    Racer, Result, Variant,
+    AT_MOST, Attempt, CloseFuture, Conn, FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, FLOOR_OWNER, Gauge, HELD,
+    Op, POOL_CYCLE, Racer, RawCycle, RawSkip, Result, Variant,
 };
-use crate::suite::{Backend, Captured, Floor, RawRace};
+use crate::suite::{Backend, Captured, Floor, PoolRaw, RawRace};
 
 /// Appended to the release statement's `WHERE`: the release's commit does not wait for the
 /// WAL flush (`SET LOCAL` semantics, this transaction only). Acquisitions stay durable.
@@ -106,7 +106,7 @@ impl Backend for Pg {
             );
             async move {
                 Ok::<_, crate::harness::BoxError>(PgRaw {
-                    conn: PgConnection::connect(&url).await?,
+                    conn: Conn::Own(PgConnection::connect(&url).await?),
                     acquire,
                     release,
                     name,
@@ -117,20 +117,30 @@ impl Backend for Pg {
         };
         Ok(Floor {
             select1: Box::new(Select1(PgConnection::connect(&self.url).await?)),
-            skip: Box::new(Skip(raw(HELD, &release).await?)),
-            cycle: Box::new(Cycle(raw(FLOOR_CYCLE, &release).await?)),
+            skip: Box::new(RawSkip(raw(HELD, &release).await?)),
+            cycle: Box::new(RawCycle(raw(FLOOR_CYCLE, &release).await?)),
             extra_cycles: vec![Variant::new(
                 "cycle: statements raw, release w/o WAL flush (proposed)",
-                Cycle(raw(FLOOR_CYCLE_ASYNC, &async_release).await?),
+                RawCycle(raw(FLOOR_CYCLE_ASYNC, &async_release).await?),
             )],
         })
     }
 
-    fn pool_skip(&self, provider: &PgLockProvider, sql: &Captured) -> Result<Box<dyn Op>> {
-        Ok(Box::new(PoolSkip {
-            pool: provider.pool().clone(),
-            acquire: only(&sql.acquire_held, "skip")?,
-        }))
+    fn pool_raw(&self, provider: &PgLockProvider, sql: &Captured) -> Result<PoolRaw> {
+        let raw = |name: &str| -> Result<PgRaw> {
+            Ok(PgRaw {
+                conn: Conn::Pool(provider.pool().clone()),
+                acquire: only(&sql.acquire_won, "acquire")?,
+                release: only(&sql.release, "release")?,
+                name: name.to_owned(),
+                owner: FLOOR_OWNER.to_owned(),
+                token: None,
+            })
+        };
+        Ok(PoolRaw {
+            skip: Box::new(RawSkip(raw(HELD)?)),
+            cycle: Box::new(RawCycle(raw(POOL_CYCLE)?)),
+        })
     }
 
     fn raw_races(&self) -> Vec<RawRace> {
@@ -157,7 +167,7 @@ impl Backend for Pg {
             let owner = format!("bench-raw-racer-{i}");
             racers.push(match race {
                 RawRace::Statements | RawRace::StatementsAsyncRelease => Box::new(PgRaw {
-                    conn,
+                    conn: Conn::Own(conn),
                     acquire: acquire.clone(),
                     release: if race == RawRace::Statements {
                         release.clone()
@@ -223,33 +233,9 @@ impl Op for Select1 {
     }
 }
 
-/// The skip statement on a connection from a pool, checked out per call.
-struct PoolSkip {
-    pool: PgPool,
-    acquire: Arc<str>,
-}
-
-#[async_trait]
-impl Op for PoolSkip {
-    async fn run(&mut self) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        let row = sqlx::query(AssertSqlSafe(self.acquire.clone()))
-            .bind(HELD)
-            .bind(interval(AT_MOST))
-            .bind(FLOOR_OWNER)
-            .fetch_optional(&mut *conn)
-            .await?;
-        if row.is_none() {
-            Ok(())
-        } else {
-            Err("acquired a held lock".into())
-        }
-    }
-}
-
-/// The provider's statements on a connection of their own, bound as the provider binds them.
+/// The provider's statements, bound as the provider binds them.
 struct PgRaw {
-    conn: PgConnection,
+    conn: Conn<Postgres>,
     acquire: Arc<str>,
     release: Arc<str>,
     name: String,
@@ -263,7 +249,7 @@ impl PgRaw {
             .bind(&self.name)
             .bind(interval(AT_MOST))
             .bind(&self.owner)
-            .fetch_optional(&mut self.conn)
+            .fetch_optional(&mut *self.conn.get().await?)
             .await?;
         let Some(row) = row else {
             return Ok(Attempt::Held);
@@ -280,45 +266,13 @@ impl PgRaw {
             .bind(interval(Duration::ZERO))
             .bind(&self.owner)
             .bind(token)
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.get().await?)
             .await?;
         if done.rows_affected() == 1 {
             Ok(())
         } else {
             Err("the release matched no row".into())
         }
-    }
-}
-
-struct Skip(PgRaw);
-
-#[async_trait]
-impl Op for Skip {
-    async fn run(&mut self) -> Result<()> {
-        match self.0.try_acquire().await? {
-            Attempt::Held => Ok(()),
-            Attempt::Won(_) => Err("acquired a lock held by another owner".into()),
-        }
-    }
-
-    async fn close(self: Box<Self>) {
-        let _ = self.0.conn.close().await;
-    }
-}
-
-struct Cycle(PgRaw);
-
-#[async_trait]
-impl Op for Cycle {
-    async fn run(&mut self) -> Result<()> {
-        match self.0.try_acquire().await? {
-            Attempt::Won(_) => self.0.do_release().await,
-            Attempt::Held => Err("the lock was not free".into()),
-        }
-    }
-
-    async fn close(self: Box<Self>) {
-        let _ = self.0.conn.close().await;
     }
 }
 
@@ -333,7 +287,7 @@ impl Racer for PgRaw {
     }
 
     async fn close(self: Box<Self>) {
-        let _ = self.conn.close().await;
+        self.conn.close().await;
     }
 }
 

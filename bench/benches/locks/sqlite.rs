@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shedlock_sqlx::SqliteLockProvider;
-use shedlock_sqlx::sqlx::sqlite::{SqliteConnection, SqlitePool};
+use shedlock_sqlx::sqlx::sqlite::{Sqlite as SqliteDb, SqliteConnection, SqlitePool};
 use shedlock_sqlx::sqlx::{self, AssertSqlSafe, Connection as _, Executor as _, Row as _};
 
 use crate::harness::{
-    AT_MOST, Attempt, CloseFuture, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, Op, Racer, Result,
+    AT_MOST, Attempt, CloseFuture, Conn, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, Op, POOL_CYCLE,
+    Racer, RawCycle, RawSkip, Result,
 };
-use crate::suite::{Backend, Captured, Floor, RawRace};
+use crate::suite::{Backend, Captured, Floor, PoolRaw, RawRace};
 
 pub(crate) struct Sqlite {
     url: String,
@@ -119,7 +120,7 @@ impl Backend for Sqlite {
             );
             async move {
                 Ok::<_, crate::harness::BoxError>(LiteRaw {
-                    conn: SqliteConnection::connect(&url).await?,
+                    conn: Conn::Own(SqliteConnection::connect(&url).await?),
                     acquire,
                     release,
                     name,
@@ -130,17 +131,27 @@ impl Backend for Sqlite {
         };
         Ok(Floor {
             select1: Box::new(Select1(SqliteConnection::connect(&self.url).await?)),
-            skip: Box::new(Skip(raw(HELD).await?)),
-            cycle: Box::new(Cycle(raw(FLOOR_CYCLE).await?)),
+            skip: Box::new(RawSkip(raw(HELD).await?)),
+            cycle: Box::new(RawCycle(raw(FLOOR_CYCLE).await?)),
             extra_cycles: Vec::new(),
         })
     }
 
-    fn pool_skip(&self, provider: &SqliteLockProvider, sql: &Captured) -> Result<Box<dyn Op>> {
-        Ok(Box::new(PoolSkip {
-            pool: provider.pool().clone(),
-            acquire: only(&sql.acquire_held, "skip")?,
-        }))
+    fn pool_raw(&self, provider: &SqliteLockProvider, sql: &Captured) -> Result<PoolRaw> {
+        let raw = |name: &str| -> Result<LiteRaw> {
+            Ok(LiteRaw {
+                conn: Conn::Pool(provider.pool().clone()),
+                acquire: only(&sql.acquire_won, "acquire")?,
+                release: only(&sql.release, "release")?,
+                name: name.to_owned(),
+                owner: FLOOR_OWNER.to_owned(),
+                token: None,
+            })
+        };
+        Ok(PoolRaw {
+            skip: Box::new(RawSkip(raw(HELD)?)),
+            cycle: Box::new(RawCycle(raw(POOL_CYCLE)?)),
+        })
     }
 
     fn raw_races(&self) -> Vec<RawRace> {
@@ -160,7 +171,7 @@ impl Backend for Sqlite {
         let mut racers: Vec<Box<dyn Racer>> = Vec::with_capacity(n);
         for i in 0..n {
             racers.push(Box::new(LiteRaw {
-                conn: SqliteConnection::connect(&self.url).await?,
+                conn: Conn::Own(SqliteConnection::connect(&self.url).await?),
                 acquire: acquire.clone(),
                 release: release.clone(),
                 name: name.to_owned(),
@@ -192,33 +203,9 @@ impl Op for Select1 {
     }
 }
 
-/// The skip statement on a connection from a pool, checked out per call.
-struct PoolSkip {
-    pool: SqlitePool,
-    acquire: Arc<str>,
-}
-
-#[async_trait]
-impl Op for PoolSkip {
-    async fn run(&mut self) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        let row = sqlx::query(AssertSqlSafe(self.acquire.clone()))
-            .bind(HELD)
-            .bind(modifier(AT_MOST))
-            .bind(FLOOR_OWNER)
-            .fetch_optional(&mut *conn)
-            .await?;
-        if row.is_none() {
-            Ok(())
-        } else {
-            Err("acquired a held lock".into())
-        }
-    }
-}
-
-/// The provider's statements on a connection of their own, bound as the provider binds them.
+/// The provider's statements, bound as the provider binds them.
 struct LiteRaw {
-    conn: SqliteConnection,
+    conn: Conn<SqliteDb>,
     acquire: Arc<str>,
     release: Arc<str>,
     name: String,
@@ -232,7 +219,7 @@ impl LiteRaw {
             .bind(&self.name)
             .bind(modifier(AT_MOST))
             .bind(&self.owner)
-            .fetch_optional(&mut self.conn)
+            .fetch_optional(&mut *self.conn.get().await?)
             .await?;
         let Some(row) = row else {
             return Ok(Attempt::Held);
@@ -249,45 +236,13 @@ impl LiteRaw {
             .bind(modifier(Duration::ZERO))
             .bind(&self.owner)
             .bind(token)
-            .execute(&mut self.conn)
+            .execute(&mut *self.conn.get().await?)
             .await?;
         if done.rows_affected() == 1 {
             Ok(())
         } else {
             Err("the release matched no row".into())
         }
-    }
-}
-
-struct Skip(LiteRaw);
-
-#[async_trait]
-impl Op for Skip {
-    async fn run(&mut self) -> Result<()> {
-        match self.0.try_acquire().await? {
-            Attempt::Held => Ok(()),
-            Attempt::Won(_) => Err("acquired a lock held by another owner".into()),
-        }
-    }
-
-    async fn close(self: Box<Self>) {
-        let _ = self.0.conn.close().await;
-    }
-}
-
-struct Cycle(LiteRaw);
-
-#[async_trait]
-impl Op for Cycle {
-    async fn run(&mut self) -> Result<()> {
-        match self.0.try_acquire().await? {
-            Attempt::Won(_) => self.0.do_release().await,
-            Attempt::Held => Err("the lock was not free".into()),
-        }
-    }
-
-    async fn close(self: Box<Self>) {
-        let _ = self.0.conn.close().await;
     }
 }
 
@@ -302,6 +257,6 @@ impl Racer for LiteRaw {
     }
 
     async fn close(self: Box<Self>) {
-        let _ = self.conn.close().await;
+        self.conn.close().await;
     }
 }

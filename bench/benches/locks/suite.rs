@@ -10,9 +10,9 @@ use shedlock_core::{LockConfig, LockProvider};
 
 use crate::harness::{
     AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, FLOOR_OWNER,
-    Gauge, HELD, MacroRun, OTHER_OWNER, Op, Plan, ProviderCycle, ProviderRacer, ProviderSkip,
-    Racer, Result, SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip, Variant, contend,
-    executor, interleave, latch_load, pool_pressure,
+    Gauge, HELD, MacroRun, OTHER_OWNER, Op, POOL_CYCLE, Plan, ProviderCycle, ProviderRacer,
+    ProviderSkip, Racer, Result, SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip,
+    Variant, contend, executor, interleave, latch_load, pool_pressure,
 };
 use crate::sink;
 
@@ -49,6 +49,12 @@ pub(crate) struct Floor {
     pub(crate) cycle: Box<dyn Op>,
     /// Further raw cycles, compared with `cycle` (proposed changes).
     pub(crate) extra_cycles: Vec<Variant>,
+}
+
+/// The provider's statements raw on the provider's pool, a checkout per statement.
+pub(crate) struct PoolRaw {
+    pub(crate) skip: Box<dyn Op>,
+    pub(crate) cycle: Box<dyn Op>,
 }
 
 /// A race other than through the provider.
@@ -107,9 +113,9 @@ pub(crate) trait Backend: Send + Sync {
     /// The raw floor on `table`, from the captured statements.
     async fn floor(&self, table: &str, sql: &Captured) -> Result<Floor>;
 
-    /// The skip statement run raw on a connection checked out of `provider`'s pool (no provider
-    /// code): separates the pool's cost from the provider's.
-    fn pool_skip(&self, provider: &Self::Provider, sql: &Captured) -> Result<Box<dyn Op>>;
+    /// The provider's statements run raw, each on a connection checked out of `provider`'s
+    /// pool for it (no provider code): separates the pool's cost from the provider's.
+    fn pool_raw(&self, provider: &Self::Provider, sql: &Captured) -> Result<PoolRaw>;
 
     /// The raw races this database runs besides the provider's.
     fn raw_races(&self) -> Vec<RawRace>;
@@ -296,6 +302,7 @@ const CYCLE_DEFAULT: &str = "cycle: provider on default sqlx pool";
 const SKIP_SPAWNED: &str = "skip: provider in a spawned task";
 const SKIP_TIMED: &str = "skip: provider in one more tokio timeout";
 const SKIP_POOL: &str = "skip: statement raw on the provider's pool";
+const CYCLE_POOL: &str = "cycle: statements raw on the provider's pool";
 const SKIP_FLOOR_B2B: &str = "back to back: skip statement raw (floor)";
 const SKIP_PROVIDER_B2B: &str = "back to back: skip through provider";
 const CYCLE_FLOOR_B2B: &str = "back to back: cycle statements raw (floor)";
@@ -310,7 +317,7 @@ async fn uncontended<B: Backend>(
     plan: &Plan,
 ) -> Result<(Vec<Row>, Option<f64>)> {
     // The floor's lock rows exist before it runs (an update alone never inserts on MySQL).
-    for name in [FLOOR_CYCLE, FLOOR_CYCLE_ASYNC] {
+    for name in [FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, POOL_CYCLE] {
         let record = provider
             .acquire(name, AT_MOST, FLOOR_OWNER)
             .await?
@@ -328,9 +335,11 @@ async fn uncontended<B: Backend>(
         .iter()
         .map(|v| v.metric.clone())
         .collect();
+    let pool_raw = backend.pool_raw(provider, captured)?;
     let mut variants = library_variants(floor, provider, &on_default)?;
     variants.extend([
-        Variant::boxed(SKIP_POOL, backend.pool_skip(provider, captured)?),
+        Variant::boxed(SKIP_POOL, pool_raw.skip),
+        Variant::boxed(CYCLE_POOL, pool_raw.cycle),
         Variant::boxed(SKIP_FLOOR_B2B, floor_b2b.skip).back_to_back(),
         Variant::boxed(CYCLE_FLOOR_B2B, floor_b2b.cycle).back_to_back(),
         Variant::new(
@@ -521,6 +530,8 @@ fn uncontended_rows(
         versus(SKIP_MACRO, SKIP_PROVIDER).target(Target::ValueAtMost(1.05)),
         row(SKIP_DEFAULT, SKIP_FLOOR),
         row(CYCLE_PROVIDER, CYCLE_FLOOR).target(Target::RatioAtMost(1.1)),
+        row(CYCLE_POOL, CYCLE_FLOOR),
+        versus(CYCLE_PROVIDER, CYCLE_POOL),
         row(CYCLE_EXECUTOR, CYCLE_FLOOR),
         row(CYCLE_MACRO, CYCLE_FLOOR),
         versus(CYCLE_EXECUTOR, CYCLE_PROVIDER).target(Target::ValueAtMost(1.05)),

@@ -15,7 +15,7 @@ use crate::owner::validate_owner_id;
 /// | setting | default | meaning |
 /// |---|---|---|
 /// | `lease` | 15 s | how long the row stays held without a renew: the store's safety net when a leader dies |
-/// | `renew_interval` | 5 s | the leader renews this long after its last successful renew was sent |
+/// | `renew_interval` | 5 s | the leader renews this long after its last successful renew was sent, or after half of `renew_deadline` if that is sooner (so a failed renew has time to be retried) |
 /// | `renew_deadline` | 10 s | the leader steps down locally this long after its last successful renew was sent |
 /// | `acquire_interval` | 2 s | followers try to take the row this often; a failed renew is retried this often |
 /// | `acquire_jitter` | a quarter of `acquire_interval` | a random extra wait in `[0, jitter]` before each follower attempt |
@@ -131,7 +131,9 @@ impl LeaderLatchConfig {
         self.lease
     }
 
-    /// How long after its last successful renew was sent the leader renews again.
+    /// How long after its last successful renew was sent the leader renews again. The renewal
+    /// loop uses `min(renew_interval, renew_deadline / 2)`, so that a failed renew has time to be
+    /// retried before the deadline.
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
@@ -218,7 +220,8 @@ impl LeaderLatchConfigBuilder {
     }
 
     /// How long after its last successful renew was sent the leader renews again; defaults to
-    /// 5 s.
+    /// 5 s. A value above half of `renew_deadline` is accepted but the leader renews at
+    /// `renew_deadline / 2` instead, so that a failed renew has time to be retried.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
         self.renew_interval = interval;
         self
