@@ -301,20 +301,30 @@ impl Lease {
 
     /// One extend, serialised with any other: sends `at_most`; a success makes the lease valid
     /// until its send time + `valid_for`, whether that is later or earlier than before.
+    ///
+    /// The one place extensions are observed, explicit or by renewal: a success is logged at
+    /// DEBUG and counted (`shedlock_extended_total`), a failure counted as an `extend` error.
     async fn extend_once(&self, at_most: Duration, valid_for: Duration) -> Result<bool> {
         let _one_at_a_time = self.shared.extend_gate.lock().await;
         if self.is_lost() {
             return Ok(false);
         }
         let record = self.record();
+        let name = record.name();
         let sent_at = Instant::now();
         let extended = timed(
             "extend",
             self.shared.call_timeout,
             self.shared.provider.extend(&record, at_most),
         )
-        .await?;
-        Ok(self.apply_extend(extended, sent_at, at_most, valid_for))
+        .await
+        .inspect_err(|_| observe::error(name, "extend"))?;
+        let applied = self.apply_extend(extended, sent_at, at_most, valid_for);
+        if applied {
+            tracing::debug!(lock = name, "lock extended");
+            observe::extended(name);
+        }
+        Ok(applied)
     }
 
     fn apply_extend(
@@ -457,16 +467,12 @@ impl Lease {
                 () = sleep_until(deadline) => None,
                 outcome = self.extend_once(at_most, valid_for) => Some(outcome),
             };
+            // Successes and failures are logged and counted by `extend_once`.
             match outcome {
-                Some(Ok(true)) => {
-                    tracing::debug!(lock = %name, "lock extended");
-                    observe::extended(&name);
-                    next = self.next_renewal(policy);
-                }
+                Some(Ok(true)) => next = self.next_renewal(policy),
                 Some(Ok(false)) | None => {}
                 Some(Err(error)) => {
                     tracing::warn!(lock = %name, %error, "failed to extend lock; retrying");
-                    observe::error(&name, "extend");
                     next = Instant::now() + policy.retry_every;
                 }
             }
@@ -537,6 +543,62 @@ mod tests {
                 .await
                 .expect("ok")
                 .is_some()
+        );
+    }
+
+    /// An explicit extend (`LockHandle::extend`) is logged and counted exactly as a background
+    /// renewal is: one path, `extend_once`, observes both.
+    #[tokio::test(start_paused = true)]
+    async fn explicit_extends_are_logged_and_counted_like_renewals() {
+        let logs = crate::test_observe::Logs::default();
+        let _logs = tracing::subscriber::set_default(logs.clone());
+        #[cfg(feature = "metrics")]
+        let counters = crate::test_observe::Counters::default();
+        #[cfg(feature = "metrics")]
+        let _counters = metrics::set_default_local_recorder(&counters);
+        let extended = || logs.count(tracing::Level::DEBUG, "lock extended");
+
+        let (provider, lease) = lease(10 * SEC).await;
+        assert!(lease.extend(20 * SEC).await.expect("extend works"));
+        assert_eq!(extended(), 1, "the explicit extend is logged");
+        #[cfg(feature = "metrics")]
+        assert_eq!(counters.get("shedlock_extended_total", "job"), 1);
+
+        // Background renewals, for comparison: every 5 s from 15 s (half of 10 s before the
+        // explicit extension's deadline at 20 s).
+        let renewal = lease.spawn_renewal(RenewPolicy {
+            lease: 10 * SEC,
+            renew_every: 5 * SEC,
+            retry_every: SEC,
+            valid_for: 10 * SEC,
+        });
+        tokio::time::sleep(30 * SEC).await;
+        renewal.abort();
+        let renewals = extended() - 1;
+        assert!(renewals >= 3, "renewals are logged ({renewals})");
+        #[cfg(feature = "metrics")]
+        assert_eq!(
+            counters.get("shedlock_extended_total", "job"),
+            1 + renewals as u64,
+            "every logged extension is counted, explicit or not"
+        );
+
+        // A refused explicit extend is not an extension.
+        provider
+            .release(&lease.record(), Duration::ZERO)
+            .await
+            .expect("release");
+        provider
+            .acquire("job", 10 * SEC, "thief")
+            .await
+            .expect("ok")
+            .expect("free");
+        assert!(!lease.extend(20 * SEC).await.expect("no error"));
+        assert_eq!(extended(), 1 + renewals);
+        #[cfg(feature = "metrics")]
+        assert_eq!(
+            counters.get("shedlock_extended_total", "job"),
+            1 + renewals as u64
         );
     }
 

@@ -41,6 +41,8 @@ mod memory;
 mod observe;
 mod owner;
 mod provider;
+#[cfg(test)]
+mod test_observe;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

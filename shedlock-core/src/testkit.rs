@@ -43,7 +43,8 @@ type CaseResult = std::result::Result<(), String>;
 ///
 /// Cases: lock created; second acquire refused (other owner and same owner); names independent;
 /// relock right after release (10 rounds); expiry after `at_most`; `at_least` holds after an early
-/// release and ends on time; a late release frees at once; extend once and repeatedly; extend
+/// release and ends on time; a late release frees at once; a release after expiry, with nobody
+/// else holding the lock, still acts (returns `true`, applies `at_least`); extend once and repeatedly; extend
 /// after release and after expiry refused; a late release or extend after expiry does not touch
 /// the new holder's lock; fencing tokens strictly increase across holders; two owners racing:
 /// exactly one wins each round; a concurrent fuzz (8 tasks, 2 names, 100 runs each, with a
@@ -114,6 +115,7 @@ impl ConformanceSuite {
         case!(expires_after_at_most);
         case!(at_least_holds_then_ends);
         case!(late_release_frees_at_once);
+        case!(release_after_expiry_acts);
         case!(extend_once_and_repeatedly);
         case!(extend_after_release_refused);
         case!(extend_after_expiry_refused);
@@ -363,6 +365,47 @@ impl ConformanceSuite {
             .await
             .map(drop)
             .map_err(|e| format!("after a release past at_least: {e}"))
+    }
+
+    /// The contract's "a release after expiry, while nobody else took the lock, still acts":
+    /// it returns `true` and sets `lock_until = max(now, locked_at + at_least)`, which with a long
+    /// `at_least` holds the lock again (how the store shows that it wrote the row).
+    async fn release_after_expiry_acts(&self) -> CaseResult {
+        let (zero, long) = (
+            self.name("expired-release"),
+            self.name("expired-release-at-least"),
+        );
+        let start = Instant::now();
+        let zero_record = self.must_acquire(&zero, self.unit, "owner-a").await?;
+        let long_record = self.must_acquire(&long, self.unit, "owner-a").await?;
+        self.wait_expired(&zero_record).await?;
+        self.wait_expired(&long_record).await?;
+
+        if !self.release(&zero_record, Duration::ZERO).await? {
+            return Err(
+                "a release after expiry, nobody else holding the lock, returned false".into(),
+            );
+        }
+        self.must_acquire(&zero, self.unit * 10, "owner-b")
+            .await
+            .map_err(|e| format!("after a release after expiry: {e}"))?;
+
+        let at_least = self.unit * 10;
+        if !self.release(&long_record, at_least).await? {
+            return Err(
+                "a release after expiry with at_least, nobody else holding the lock, returned false"
+                    .into(),
+            );
+        }
+        self.must_refuse_before(
+            &long,
+            "owner-b",
+            "after a release after expiry whose locked_at + at_least is still ahead \
+             (the release did not write lock_until)",
+            start,
+            at_least,
+        )
+        .await
     }
 
     async fn extend_once_and_repeatedly(&self) -> CaseResult {

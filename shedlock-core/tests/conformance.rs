@@ -83,6 +83,62 @@ mod broken_stores {
         }
     }
 
+    /// A release of an expired lock that nobody else took: refused (as a `lock_until > now`
+    /// condition in the release would do), or answered `true` without writing the row.
+    struct ExpiredRelease {
+        inner: InMemoryLockProvider,
+        refuses: bool,
+    }
+
+    #[async_trait]
+    impl LockProvider for ExpiredRelease {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.inner.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.inner.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+            shedlock_core::validate_at_least(at_least)?;
+            match self.inner.holder(record.name()).await? {
+                None => Ok(!self.refuses),
+                Some(_) => self.inner.release(record, at_least).await,
+            }
+        }
+        async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+            self.inner.holder(name).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_after_expiry_that_does_not_act_is_caught() {
+        for refuses in [true, false] {
+            let report = ConformanceSuite::new(ExpiredRelease {
+                inner: InMemoryLockProvider::new(),
+                refuses,
+            })
+            .report()
+            .await;
+            assert!(
+                report.contains("- release_after_expiry_acts:"),
+                "refuses = {refuses}:\n{report}"
+            );
+            if !refuses {
+                // Nothing else in the suite notices a release that answers without writing.
+                assert_eq!(report.lines().count(), 1, "{report}");
+            }
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_careless_release_is_caught() {
         let report = ConformanceSuite::new(CarelessRelease(InMemoryLockProvider::new()))

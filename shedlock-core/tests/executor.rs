@@ -108,7 +108,11 @@ async fn a_task_error_comes_back_inside_and_releases() {
 #[tokio::test(start_paused = true)]
 async fn a_panic_releases_then_resumes() {
     let store = store();
+    // A slow release: had it been left to the guard's background drop, it would still be in
+    // flight when the panic reached the caller (at 0 s), and the lock still held.
+    store.inject_times(Operation::Release, Fault::Delay(SEC), 1);
     let exec = executor(&store, "a");
+    let start = Instant::now();
     let outcome = tokio::spawn(async move {
         exec.execute(&cfg("job", 60 * SEC), async { panic!("task exploded") })
             .await
@@ -116,10 +120,17 @@ async fn a_panic_releases_then_resumes() {
     .await;
     let panic = outcome.expect_err("the panic must resume");
     assert!(panic.is_panic());
+    assert_eq!(
+        start.elapsed(),
+        SEC,
+        "the panic resumed once the release had finished, not before"
+    );
+    // No time has passed since the panic was observed.
     assert!(
         is_free(&store, "job").await,
         "released before the panic resumed"
     );
+    assert_eq!(store.calls(Operation::Release), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -231,6 +242,98 @@ async fn cancelling_execute_releases_promptly() {
         held < SEC,
         "released on cancellation, not at at_most ({held:?})"
     );
+}
+
+/// `at_most` 10 s, so keep-alive renews every 5 s; `at_least` 8 s, so a renewal that outlived a
+/// release before 5 s would move `lock_until` past `locked_at + at_least`.
+fn kept_alive_with_at_least(name: &str) -> LockConfig {
+    LockConfig::builder(name)
+        .at_most(10 * SEC)
+        .at_least(8 * SEC)
+        .keep_alive(true)
+        .build()
+        .expect("valid")
+}
+
+/// Asserts that `name` is held until exactly `until` and free from then on.
+async fn held_until_exactly(store: &Store, name: &str, until: Instant) {
+    tokio::time::sleep_until(until - Duration::from_millis(1)).await;
+    assert!(
+        !is_free(store, name).await,
+        "{name} freed before locked_at + at_least"
+    );
+    tokio::time::sleep_until(until).await;
+    assert!(
+        is_free(store, name).await,
+        "{name} still held at locked_at + at_least"
+    );
+}
+
+/// Cancelled before the first renewal (2 s) and after it (6 s, the store's `lock_until` then at
+/// 15 s): keep-alive stops for good, and the release ends the lock at `locked_at + at_least`.
+#[tokio::test(start_paused = true)]
+async fn cancelling_a_kept_alive_execute_stops_renewals_and_honours_at_least() {
+    let store = store();
+    let exec = executor(&store, "a");
+    for (round, cancel_after) in [2 * SEC, 6 * SEC].into_iter().enumerate() {
+        let name = format!("job-{round}");
+        let extends = store.calls(Operation::Extend);
+        let locked_at = Instant::now();
+        let cancelled = tokio::time::timeout(
+            cancel_after,
+            exec.execute(
+                &kept_alive_with_at_least(&name),
+                std::future::pending::<()>(),
+            ),
+        )
+        .await;
+        assert!(cancelled.is_err(), "cancelled while the task ran");
+        let extends_at_cancel = store.calls(Operation::Extend) - extends;
+        assert_eq!(
+            extends_at_cancel,
+            usize::from(cancel_after > 5 * SEC),
+            "keep-alive ran until the cancellation"
+        );
+        held_until_exactly(&store, &name, locked_at + 8 * SEC).await;
+        tokio::time::sleep_until(locked_at + 60 * SEC).await;
+        assert_eq!(
+            store.calls(Operation::Extend) - extends,
+            extends_at_cancel,
+            "no extension after the release"
+        );
+    }
+}
+
+/// As above, for a kept-alive guard that is dropped.
+#[tokio::test(start_paused = true)]
+async fn dropping_a_kept_alive_guard_stops_renewals_and_honours_at_least() {
+    let store = store();
+    let exec = executor(&store, "a");
+    for (round, drop_after) in [2 * SEC, 6 * SEC].into_iter().enumerate() {
+        let name = format!("job-{round}");
+        let extends = store.calls(Operation::Extend);
+        let locked_at = Instant::now();
+        let guard = exec
+            .try_lock(&kept_alive_with_at_least(&name))
+            .await
+            .expect("ok")
+            .expect("free");
+        tokio::time::sleep(drop_after).await;
+        drop(guard);
+        let extends_at_drop = store.calls(Operation::Extend) - extends;
+        assert_eq!(
+            extends_at_drop,
+            usize::from(drop_after > 5 * SEC),
+            "keep-alive ran until the drop"
+        );
+        held_until_exactly(&store, &name, locked_at + 8 * SEC).await;
+        tokio::time::sleep_until(locked_at + 60 * SEC).await;
+        assert_eq!(
+            store.calls(Operation::Extend) - extends,
+            extends_at_drop,
+            "no extension after the release"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -12,6 +12,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 use super::*;
 use crate::InMemoryLockProvider;
 use crate::provider::LockRecord;
+use crate::test_observe::Logs;
 
 const SEC: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
@@ -888,57 +889,6 @@ fn start_outside_a_runtime_is_an_error_not_a_panic() {
 
 // ---------------------------------------------------------------------------------------------
 // Store failures: one ERROR per streak
-
-/// Records every event's level and text, for the tests of what the latch logs.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<(tracing::Level, String)>>>);
-
-impl Logs {
-    fn count(&self, level: tracing::Level, needle: &str) -> usize {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|(l, text)| *l == level && text.contains(needle))
-            .count()
-    }
-}
-
-struct Fields<'a>(&'a mut String);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        use std::fmt::Write as _;
-        let _ = write!(self.0, "{}={value:?} ", field.name());
-    }
-}
-
-impl tracing::Subscriber for Logs {
-    fn register_callsite(
-        &self,
-        _: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        tracing::subscriber::Interest::sometimes()
-    }
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut text = String::new();
-        event.record(&mut Fields(&mut text));
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((*event.metadata().level(), text));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_missing_table_keeps_the_instance_a_follower_with_one_error() {

@@ -1,0 +1,129 @@
+//! What the crate logs and counts, recorded for its unit tests: [`Logs`] (tracing events) and,
+//! with the `metrics` feature, [`Counters`].
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Records every event's level and text (its fields, `name=value` separated by spaces). Install
+/// it for one test with `tracing::subscriber::set_default(logs.clone())`.
+#[derive(Clone, Default)]
+pub(crate) struct Logs(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+impl Logs {
+    /// How many events at `level` contain `needle`.
+    pub(crate) fn count(&self, level: tracing::Level, needle: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(l, text)| *l == level && text.contains(needle))
+            .count()
+    }
+}
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let _ = write!(self.0, "{}={value:?} ", field.name());
+    }
+}
+
+impl tracing::Subscriber for Logs {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut text = String::new();
+        event.record(&mut Fields(&mut text));
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((*event.metadata().level(), text));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Records counter increments per metric name and `lock` label. Install it for one test with
+/// `metrics::set_default_local_recorder(&counters)` (this thread only: use a current-thread
+/// runtime).
+#[cfg(feature = "metrics")]
+#[derive(Default)]
+pub(crate) struct Counters(Mutex<Vec<(metrics::Key, Arc<std::sync::atomic::AtomicU64>)>>);
+
+#[cfg(feature = "metrics")]
+impl Counters {
+    /// The total of counter `name` for lock `lock`.
+    pub(crate) fn get(&self, name: &str, lock: &str) -> u64 {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(key, _)| {
+                key.name() == name
+                    && key
+                        .labels()
+                        .any(|label| label.key() == "lock" && label.value() == lock)
+            })
+            .map(|(_, value)| value.load(std::sync::atomic::Ordering::SeqCst))
+            .sum()
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl metrics::Recorder for Counters {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let mut counters = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let value = if let Some((_, value)) = counters.iter().find(|(k, _)| k == key) {
+            value.clone()
+        } else {
+            let value = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            counters.push((key.clone(), value.clone()));
+            value
+        };
+        metrics::Counter::from_arc(value)
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
