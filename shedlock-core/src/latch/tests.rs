@@ -224,6 +224,35 @@ async fn steady_state_has_no_transitions_over_an_hour() {
     assert_eq!(renewed + events.missed(), 3600 / 5, "since {t0:?}");
 }
 
+/// The leader renews every `min(renew_interval, renew_deadline / 2)` (documented on
+/// `LeaderLatchConfig::renew_interval`): 4 s when asked for 4 s, 5 s when asked for 6 s with a
+/// 10 s deadline.
+#[tokio::test(start_paused = true)]
+async fn the_renew_interval_is_capped_at_half_the_renew_deadline() {
+    for (asked, every) in [(4 * SEC, 4 * SEC), (6 * SEC, 5 * SEC)] {
+        let store = Arc::new(InMemoryLockProvider::new());
+        let latch = start(
+            store.clone(),
+            config("capped", "a")
+                .lease(15 * SEC)
+                .renew_deadline(10 * SEC)
+                .renew_interval(asked),
+        );
+        let mut events = latch.events();
+        let term = latch.wait_for_leadership().await.expect("running");
+        let elected = term.started_at();
+        let mut renewals = Vec::new();
+        while renewals.len() < 6 {
+            if let LeaderEvent::Renewed { .. } = events.recv().await.expect("alive") {
+                renewals.push(Instant::now() - elected);
+            }
+        }
+        let expected: Vec<Duration> = (1..=6).map(|k| every * k).collect();
+        assert_eq!(renewals, expected, "asked for a renew every {asked:?}");
+        latch.close().await.expect("closed");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_refused_renew_steps_down_at_once_and_the_new_holder_is_followed() {
     let store = Arc::new(InMemoryLockProvider::new());
