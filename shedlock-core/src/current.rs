@@ -173,6 +173,18 @@ pub fn current_lock() -> Option<LockHandle> {
 ///
 /// It answers whether the task runs *under* a lock, not whether that lock is still valid: a lock
 /// lost mid-run still counts. Check [`LockHandle::is_lost`] for that.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{is_locked, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+/// let cfg = LockConfig::new("purge", Duration::from_secs(60))?;
+/// assert!(!is_locked());
+/// assert_eq!(executor.execute(&cfg, async { is_locked() }).await?, Some(true));
+/// # Ok(()) }
+/// ```
 #[must_use]
 pub fn is_locked() -> bool {
     CURRENT.try_with(|_| ()).is_ok()
@@ -221,6 +233,13 @@ pub fn assert_locked() {
 }
 
 /// Runs `fut` with [`assert_locked`] switched off, for tests.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// // Outside any lock, yet no panic:
+/// shedlock_core::without_lock_assertions(async { shedlock_core::assert_locked() }).await;
+/// # }
+/// ```
 pub async fn without_lock_assertions<F: Future>(fut: F) -> F::Output {
     ASSERTIONS_OFF.scope((), fut).await
 }

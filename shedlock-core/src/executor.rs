@@ -426,6 +426,12 @@ impl LockingTaskExecutor {
 /// # Errors
 ///
 /// [`Error::is_no_executor`] when none is installed; the message says how to install one.
+///
+/// ```
+/// // Before `install_default`, asking is an error, never a panic:
+/// let missing = shedlock_core::default_executor().unwrap_err();
+/// assert!(missing.is_no_executor());
+/// ```
 pub fn default_executor() -> Result<&'static LockingTaskExecutor> {
     DEFAULT_EXECUTOR.get().ok_or_else(Error::no_executor)
 }
