@@ -80,8 +80,8 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// the row is missing does a second statement insert it (`INSERT … ON DUPLICATE KEY UPDATE` that
 /// changes nothing on a duplicate: no `INSERT IGNORE`, so errors such as "data too long" stay
 /// visible, and no duplicate-key error). A row deleted by hand is therefore recreated by the
-/// next acquire. A won acquire on a table with tokens reads the row back (a second statement,
-/// as MySQL has no `RETURNING`).
+/// next acquire. A won acquire on a table with tokens reads the row back (one more statement,
+/// as MySQL has no `RETURNING`): two statements on an existing row, three on a missing one.
 ///
 /// # Fencing tokens
 ///

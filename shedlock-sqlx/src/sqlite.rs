@@ -58,8 +58,17 @@ const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
 /// now RETURNING …`: it inserts a missing row (so a row deleted by hand comes back at the next
 /// acquire), takes an expired one, and changes nothing when the lock is held. Like every write
 /// in SQLite it takes the database's write lock for that moment; use WAL mode
-/// (`SqliteJournalMode::Wal`) so readers do not wait, and keep a busy timeout (sqlx's default is
-/// 5 s) shorter than the call timeout.
+/// (`SqliteJournalMode::Wal`) so readers do not wait.
+///
+/// A statement that finds the write lock taken (another process in a write transaction) waits
+/// for it up to the connection's busy timeout (`SqliteConnectOptions::busy_timeout`; sqlx's
+/// default, 5 s, which [`connect`](Self::connect) keeps) and up to the call timeout (5 s by
+/// default), whichever ends first, and either ends the call with an error: the busy timeout as
+/// [`Error::is_backend`] with SQLite's "database is locked", the call timeout as
+/// [`Error::is_timeout`] (its connection is closed). With both defaults the call timeout, which
+/// started first, usually ends it. For SQLite's own error, build the pool from
+/// `SqliteConnectOptions` with a shorter busy timeout and pass it to [`new`](Self::new) or
+/// [`builder`](Self::builder).
 ///
 /// # Fencing tokens
 ///

@@ -7,6 +7,8 @@
 //! next to the workspace. Named parameters are bound positionally in order of appearance, as
 //! Spring's `NamedParameterJdbcTemplate` does. Java's lock sequence is ShedLock's: `INSERT`
 //! (creates the row or, on Postgres, takes an expired one), else `UPDATE`; `EXTEND`; `UNLOCK`.
+//! The racing tests fire Java's attempt and our acquire at the same moment, many times, on a
+//! missing row and on an expired one: exactly one of them wins each round.
 
 mod common;
 
@@ -15,8 +17,8 @@ use std::time::Duration;
 
 use shedlock_core::{LockProvider, LockRecord};
 use shedlock_sqlx::sqlx;
-use shedlock_sqlx::sqlx::mysql::MySqlPool;
-use shedlock_sqlx::sqlx::postgres::PgPool;
+use shedlock_sqlx::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use shedlock_sqlx::sqlx::postgres::{PgPool, PgPoolOptions};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, testing};
 
 const MIN: Duration = Duration::from_mins(1);
@@ -161,13 +163,27 @@ fn value(param: &str, name: &str, owner: &str, at_most: Duration, at_least: Dura
 
 /// A database a Java service talks to.
 trait JavaDb {
+    /// Runs `statement` with Java's bindings; rows affected, or the database's error.
+    async fn try_run(
+        &self,
+        statement: &Statement,
+        bind: &dyn Fn(&str) -> Value,
+    ) -> Result<u64, sqlx::Error>;
+
     /// Runs `statement` with Java's bindings; rows affected.
-    async fn run(&self, statement: &Statement, bind: &dyn Fn(&str) -> Value) -> u64;
+    async fn run(&self, statement: &Statement, bind: &dyn Fn(&str) -> Value) -> u64 {
+        self.try_run(statement, bind).await.unwrap()
+    }
+
     async fn run_sql(&self, sql: String);
 }
 
 impl JavaDb for PgPool {
-    async fn run(&self, statement: &Statement, bind: &dyn Fn(&str) -> Value) -> u64 {
+    async fn try_run(
+        &self,
+        statement: &Statement,
+        bind: &dyn Fn(&str) -> Value,
+    ) -> Result<u64, sqlx::Error> {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(statement.sql.clone()));
         for param in &statement.params {
             query = match bind(param) {
@@ -176,7 +192,7 @@ impl JavaDb for PgPool {
                 Value::Micros(m) => query.bind(m),
             };
         }
-        query.execute(self).await.unwrap().rows_affected()
+        Ok(query.execute(self).await?.rows_affected())
     }
 
     async fn run_sql(&self, sql: String) {
@@ -187,7 +203,11 @@ impl JavaDb for PgPool {
 }
 
 impl JavaDb for MySqlPool {
-    async fn run(&self, statement: &Statement, bind: &dyn Fn(&str) -> Value) -> u64 {
+    async fn try_run(
+        &self,
+        statement: &Statement,
+        bind: &dyn Fn(&str) -> Value,
+    ) -> Result<u64, sqlx::Error> {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(statement.sql.clone()));
         for param in &statement.params {
             query = match bind(param) {
@@ -196,7 +216,7 @@ impl JavaDb for MySqlPool {
                 Value::Micros(m) => query.bind(m),
             };
         }
-        query.execute(self).await.unwrap().rows_affected()
+        Ok(query.execute(self).await?.rows_affected())
     }
 
     async fn run_sql(&self, sql: String) {
@@ -219,6 +239,30 @@ impl<D: JavaDb> JavaService<'_, D> {
         let bind = |p: &str| value(p, name, self.owner, at_most, Duration::ZERO);
         self.db.run(&self.sql.insert, &bind).await > 0
             || self.db.run(&self.sql.update, &bind).await > 0
+    }
+
+    /// Java's attempt on a row it has not seen yet, as `StorageBasedLockProvider` makes it: its
+    /// INSERT, then its UPDATE if the INSERT did not win. A duplicate-key error is its normal
+    /// way of not winning the INSERT (as Spring's `DuplicateKeyException`); any other error
+    /// fails the test.
+    async fn lock_new(&self, name: &str, at_most: Duration) -> bool {
+        let bind = |p: &str| value(p, name, self.owner, at_most, Duration::ZERO);
+        match self.db.try_run(&self.sql.insert, &bind).await {
+            Ok(rows) if rows > 0 => return true,
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {}
+            Err(e) => panic!("Java's INSERT failed: {e}"),
+        }
+        self.lock_known(name, at_most).await
+    }
+
+    /// Java's attempt on a row it knows exists (its registry of created rows): its UPDATE only.
+    async fn lock_known(&self, name: &str, at_most: Duration) -> bool {
+        let bind = |p: &str| value(p, name, self.owner, at_most, Duration::ZERO);
+        match self.db.try_run(&self.sql.update, &bind).await {
+            Ok(rows) => rows > 0,
+            Err(e) => panic!("Java's UPDATE failed: {e}"),
+        }
     }
 
     async fn extend(&self, name: &str, at_most: Duration) -> bool {
@@ -284,6 +328,73 @@ async fn exclude_each_other<D: JavaDb>(java: &JavaService<'_, D>, rust: &impl Lo
     // Our late release does not touch Java's lock.
     assert!(!rust.release(&short, Duration::ZERO).await.unwrap());
     assert!(rust.acquire("job", MIN, "rust").await.unwrap().is_none());
+}
+
+/// Rounds of each race in [`race`].
+const ROUNDS: usize = 30;
+
+/// Java and our provider try to take one lock at the same moment (a barrier, then each on its
+/// own connection), [`ROUNDS`] times on a missing row (first use: Java's INSERT, then UPDATE)
+/// and [`ROUNDS`] times on an expired row (Java's UPDATE); exactly one wins each round, the
+/// row names the winner, and our side never errors. `expire` is SQL that makes the row of the
+/// name bound as its `:name` expired (held until a minute ago by someone else).
+async fn race<D: JavaDb, P: LockProvider + Clone + 'static>(
+    java: &JavaService<'_, D>,
+    rust: &P,
+    expire: &Statement,
+) {
+    for expired in [false, true] {
+        let mut wins = [0_usize; 2]; // [Java, ours]
+        let name = "raced-expired";
+        if expired {
+            // The row exists from here on (whoever creates it).
+            let record = rust.acquire(name, MIN, "rust").await.unwrap().unwrap();
+            assert!(rust.release(&record, Duration::ZERO).await.unwrap());
+        }
+        for round in 0..ROUNDS {
+            let name = if expired {
+                let expired_rows = java.db.run(expire, &|_| Value::Text(name.to_owned())).await;
+                assert_eq!(expired_rows, 1, "the row to race on exists");
+                name.to_owned()
+            } else {
+                format!("raced-missing-{round}")
+            };
+            let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+            let ours = tokio::spawn({
+                let (rust, barrier, name) = (rust.clone(), barrier.clone(), name.clone());
+                async move {
+                    barrier.wait().await;
+                    rust.acquire(&name, MIN, "rust").await
+                }
+            });
+            barrier.wait().await;
+            if round % 2 == 1 {
+                // Every other round Java starts one round trip late, so that its statement meets
+                // our second one (the INSERT after our UPDATE found no row) rather than our first.
+                java.db.run_sql("SELECT 1".to_owned()).await;
+            }
+            let java_won = if expired {
+                java.lock_known(&name, MIN).await
+            } else {
+                java.lock_new(&name, MIN).await
+            };
+            let ours = ours
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("our acquire failed racing Java ({name}): {e}"));
+            let case = if expired { "expired" } else { "missing" };
+            assert!(
+                java_won != ours.is_some(),
+                "{case} row, round {round}: Java won: {java_won}, ours: {ours:?}"
+            );
+            let holder = rust.holder(&name).await.unwrap().expect("a holder");
+            let winner = if java_won { java.owner } else { "rust" };
+            assert_eq!(holder.owner(), winner, "{case} row, round {round}");
+            wins[usize::from(!java_won)] += 1;
+        }
+        let case = if expired { "expired" } else { "missing" };
+        eprintln!("{case} row: Java won {}, ours {}", wins[0], wins[1]);
+    }
 }
 
 async fn wait_for(rust: &impl LockProvider, name: &str) -> LockRecord {
@@ -392,6 +503,119 @@ async fn java_and_rust_exclude_each_other_on_mariadb() {
         assert_eq!(token.fencing_token().is_some(), ours);
         java_pool.run_sql(format!("DROP TABLE {table}")).await;
     }
+}
+
+/// Racing tables: ours (with the token column) and Java's own DDL (without it).
+async fn race_tables<D: JavaDb, P: LockProvider + Clone + 'static>(
+    java_db: &D,
+    sql: impl Fn(&str) -> (Java, Statement),
+    provider: impl Fn(&str) -> P,
+    create_ours: impl AsyncFn(&P),
+) {
+    for ours in [true, false] {
+        let table = testing::unique_table_name("shedlock_race");
+        let (sql, expire) = sql(&table);
+        let rust = provider(&table);
+        if ours {
+            create_ours(&rust).await;
+        } else {
+            java_db.run_sql(sql.ddl.clone()).await;
+        }
+        let java = JavaService {
+            db: java_db,
+            sql: &sql,
+            owner: "java-host",
+        };
+        race(&java, &rust, &expire).await;
+        java_db.run_sql(format!("DROP TABLE {table}")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_racing_on_postgres_exactly_one_wins_each_round() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let Some(text) = interop_file() else { return };
+    // Java's connections: no ping on checkout, so its statement leaves at once.
+    let java_pool = PgPoolOptions::new()
+        .test_before_acquire(false)
+        .connect(&url)
+        .await
+        .unwrap();
+    let rust_pool = PgLockProvider::pool_options().connect(&url).await.unwrap();
+    race_tables(
+        &java_pool,
+        |table| {
+            let sql = Java::load(
+                &text,
+                "POSTGRES_SQL",
+                "POSTGRES",
+                table,
+                Placeholder::Dollar,
+            );
+            let expire = Statement::parse(
+                "UPDATE shedlock SET lock_until = timezone('utc', CURRENT_TIMESTAMP) \
+                 - interval '1 minute', locked_by = 'earlier' WHERE name = :name",
+                table,
+                Placeholder::Dollar,
+            );
+            (sql, expire)
+        },
+        |table| {
+            PgLockProvider::builder(rust_pool.clone())
+                .table(table)
+                .build()
+                .unwrap()
+        },
+        async |p: &PgLockProvider| p.create_table_if_not_exists().await.unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_racing_on_mariadb_exactly_one_wins_each_round() {
+    let Some(url) = testing::mysql_url() else {
+        return;
+    };
+    let Some(text) = interop_file() else { return };
+    // Java's connections: sessions in UTC (sqlx's default), no ping on checkout.
+    let java_pool = MySqlPoolOptions::new()
+        .test_before_acquire(false)
+        .connect(&url)
+        .await
+        .unwrap();
+    let rust_pool = MySqlLockProvider::pool_options()
+        .connect(&url)
+        .await
+        .unwrap();
+    race_tables(
+        &java_pool,
+        |table| {
+            let sql = Java::load(
+                &text,
+                "MARIA_DB",
+                "MYSQL_MARIADB",
+                table,
+                Placeholder::Question,
+            );
+            let expire = Statement::parse(
+                "UPDATE shedlock SET lock_until = UTC_TIMESTAMP(3) - INTERVAL 1 MINUTE, \
+                 locked_by = 'earlier' WHERE name = :name",
+                table,
+                Placeholder::Question,
+            );
+            (sql, expire)
+        },
+        |table| {
+            MySqlLockProvider::builder(rust_pool.clone())
+                .table(table)
+                .build()
+                .unwrap()
+        },
+        async |p: &MySqlLockProvider| p.create_table_if_not_exists().await.unwrap(),
+    )
+    .await;
 }
 
 #[test]

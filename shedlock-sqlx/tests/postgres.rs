@@ -278,6 +278,30 @@ async fn one_connection_serves_a_hundred_held_locks() {
 }
 
 #[tokio::test]
+async fn locks_work_while_the_apps_own_pool_is_exhausted() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let table = testing::unique_table_name("shedlock_pg_app");
+    // The application's pool, all of whose connections its jobs will hold.
+    let app = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect(&url)
+        .await
+        .unwrap();
+    // The provider as the README builds it: a pool of its own (`connect` = `pool_options()`,
+    // here with a table of this test's own).
+    let provider = PgLockProvider::builder(pool(&url).await)
+        .table(&table)
+        .build()
+        .unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone()).await;
+    drop_table(provider.pool(), &table).await;
+}
+
+#[tokio::test]
 async fn a_missing_table_names_the_table_and_the_ddl() {
     let Some(url) = testing::postgres_url() else {
         return;

@@ -9,7 +9,9 @@ use std::time::Duration;
 use shedlock_core::LockProvider;
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::SqliteLockProvider;
-use shedlock_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
+use shedlock_sqlx::sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use tempfile::TempDir;
 use tokio::sync::Barrier;
@@ -178,6 +180,60 @@ async fn one_connection_serves_a_hundred_held_locks() {
         .unwrap();
     provider.create_table_if_not_exists().await.unwrap();
     common::hundred_locks_held_at_once(provider.clone()).await;
+}
+
+#[tokio::test]
+async fn locks_work_while_the_apps_own_pool_is_exhausted() {
+    let db = Db::new();
+    // The application's pool on the same file, all of whose connections its jobs will hold.
+    let app = SqlitePoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect_with(db.options.clone())
+        .await
+        .unwrap();
+    // The provider exactly as the README builds it: `connect(url)`, a pool of its own.
+    let url = format!("sqlite://{}", db.options.get_filename().display());
+    let provider = SqliteLockProvider::connect(&url).await.unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    common::locks_work_while_the_app_pool_is_exhausted(&app, provider).await;
+}
+
+/// A write that finds SQLite's write lock taken waits up to the busy timeout or the call
+/// timeout, whichever ends first; both end the call with an error, of its own kind.
+#[tokio::test]
+async fn a_locked_database_ends_the_call_at_the_busy_or_the_call_timeout() {
+    let db = Db::new();
+    let provider = db.provider().await;
+    // Another process's write transaction holds the database's write lock.
+    let mut writer = db.pool(1).await.acquire().await.unwrap();
+    writer.execute("BEGIN IMMEDIATE").await.unwrap();
+
+    // The busy timeout first: SQLite's own "database is locked", a backend error.
+    let short_busy = SqliteLockProvider::pool_options()
+        .connect_with(db.options.clone().busy_timeout(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let err = SqliteLockProvider::new(short_busy)
+        .acquire("busy", MIN, "me")
+        .await
+        .expect_err("the write lock is taken");
+    assert!(err.is_backend(), "{err}");
+    assert!(format!("{err:?}").contains("database is locked"), "{err:?}");
+
+    // The call timeout first (sqlx's 5 s busy timeout): a timeout error.
+    let short_call = SqliteLockProvider::builder(provider.pool().clone())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let err = short_call
+        .acquire("busy", MIN, "me")
+        .await
+        .expect_err("the write lock is taken");
+    assert!(err.is_timeout(), "{err}");
+
+    writer.execute("ROLLBACK").await.unwrap();
+    assert!(provider.acquire("busy", MIN, "me").await.unwrap().is_some());
 }
 
 #[tokio::test]

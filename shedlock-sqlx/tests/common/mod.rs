@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use shedlock_sqlx::sqlx;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -222,4 +223,70 @@ pub(crate) async fn hundred_locks_held_at_once(provider: impl shedlock_core::Loc
     .await
     .expect("all 100 tasks progressed");
     assert_eq!(finished, (0..100).sum::<i32>());
+}
+
+/// The application's jobs hold every connection of the application's pool `app` (a further
+/// checkout times out), while `provider`, on a pool of its own as the README tells users to
+/// build it (`connect(url)` / `pool_options()`), acquires, extends and releases a lock, and an
+/// executor over it runs a task and releases its lock.
+///
+/// Why this fails on a shared pool: every lock call needs a pooled connection for its
+/// statement. Were `provider` built on `app`, its first acquire would wait for a connection that
+/// no job gives back and end with a timeout error after `call_timeout` (or the pool's
+/// `acquire_timeout`), so the `expect`s below would panic. `app` should have a short
+/// `acquire_timeout` (the assertion that it is exhausted waits for it).
+pub(crate) async fn locks_work_while_the_app_pool_is_exhausted<DB: sqlx::Database>(
+    app: &sqlx::Pool<DB>,
+    provider: impl shedlock_core::LockProvider + Clone,
+) {
+    use shedlock_core::{LockConfig, LockingTaskExecutor};
+    const MIN: Duration = Duration::from_mins(1);
+    let size = app.options().get_max_connections();
+    let mut jobs = Vec::new();
+    for _ in 0..size {
+        jobs.push(app.acquire().await.expect("a job takes an app connection"));
+    }
+    assert!(
+        matches!(app.acquire().await, Err(sqlx::Error::PoolTimedOut)),
+        "the application's pool is exhausted by its jobs"
+    );
+
+    let record = provider
+        .acquire("exhausted-app", MIN, "me")
+        .await
+        .expect("acquire works on the provider's own pool")
+        .expect("the lock is free");
+    let extended = provider
+        .extend(&record, MIN * 2)
+        .await
+        .expect("extend works on the provider's own pool")
+        .expect("still ours");
+    assert!(extended.lock_until() > record.lock_until());
+    let holder = provider.holder("exhausted-app").await.unwrap().unwrap();
+    assert_eq!(holder.owner(), "me");
+    assert!(
+        provider
+            .release(&extended, Duration::ZERO)
+            .await
+            .expect("release works on the provider's own pool"),
+        "released"
+    );
+
+    let executor = LockingTaskExecutor::new(provider.clone()).unwrap();
+    let cfg = LockConfig::new("exhausted-app-job", MIN).unwrap();
+    let ran = executor
+        .execute(&cfg, async { app.try_acquire().is_none() })
+        .await
+        .expect("the executor's acquire and release work")
+        .expect("the lock was free");
+    assert!(ran, "the app's pool stayed exhausted while the task ran");
+    // The executor released its lock: it is free again, still with every app connection held.
+    let again = provider
+        .acquire("exhausted-app-job", MIN, "me")
+        .await
+        .unwrap()
+        .expect("the executor released its lock");
+    assert!(provider.release(&again, Duration::ZERO).await.unwrap());
+    assert_eq!(jobs.len(), size as usize);
+    drop(jobs);
 }
