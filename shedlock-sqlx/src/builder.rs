@@ -6,7 +6,7 @@ use std::time::Duration;
 use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
 use sqlx::{Database, Pool};
 
-use crate::ident::{Quote, TableName, check_ident};
+use crate::ident::{Quote, Reserved, TableName, check_ident};
 
 /// Java ShedLock's table name, the default.
 pub const DEFAULT_TABLE: &str = "shedlock";
@@ -23,7 +23,10 @@ const MAX_NAME_LEN_LIMIT: usize = 10_000;
 /// `lock_until`, `locked_at`, `locked_by`, plus our `fencing_token` (used when the table has it).
 /// Names are plain identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters), always quoted
 /// in SQL, so they match the table's names exactly, case included (on Postgres, an unquoted
-/// `CREATE TABLE MyLocks` creates `mylocks`).
+/// `CREATE TABLE MyLocks` creates `mylocks`). Names the database keeps for itself are refused
+/// too: Postgres system column names (`tableoid`, `xmin`, `cmin`, `xmax`, `cmax`, `ctid`,
+/// exactly so), `InnoDB`'s `DB_ROW_ID`, `DB_TRX_ID` and `DB_ROLL_PTR` columns (any case) on
+/// MySQL/MariaDB, and table names starting with `sqlite_` (any case) on SQLite.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
@@ -120,6 +123,26 @@ impl Settings {
     }
 }
 
+/// The database a builder is for, and so the names it reserves (see [`Reserved`]).
+pub(crate) trait Dialect: Database {
+    const RESERVED: Reserved;
+}
+
+#[cfg(feature = "postgres")]
+impl Dialect for sqlx::Postgres {
+    const RESERVED: Reserved = Reserved::Postgres;
+}
+
+#[cfg(feature = "mysql")]
+impl Dialect for sqlx::MySql {
+    const RESERVED: Reserved = Reserved::MySql;
+}
+
+#[cfg(feature = "sqlite")]
+impl Dialect for sqlx::Sqlite {
+    const RESERVED: Reserved = Reserved::Sqlite;
+}
+
 impl<DB: Database> LockProviderBuilder<DB> {
     pub(crate) fn new(pool: Pool<DB>) -> Self {
         Self {
@@ -189,11 +212,18 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
-    /// Checks every setting; the pool goes to the caller.
-    pub(crate) fn into_parts(self) -> Result<(Pool<DB>, Settings)> {
+    /// Checks every setting (the one validation path of every provider's `build()`); the pool
+    /// goes to the caller.
+    pub(crate) fn into_parts(self) -> Result<(Pool<DB>, Settings)>
+    where
+        DB: Dialect,
+    {
         let table = TableName::parse(&self.table)?;
+        DB::RESERVED.check_table(&table)?;
         for (what, column) in self.columns.all() {
-            check_ident(&format!("the {what} column name"), column)?;
+            let what = format!("the {what} column name");
+            check_ident(&what, column)?;
+            DB::RESERVED.check_column(&what, column)?;
         }
         let all = self.columns.all();
         for (i, (what_a, a)) in all.iter().enumerate() {
@@ -237,5 +267,78 @@ impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
             .field("max_name_len", &self.max_name_len)
             .field("call_timeout", &self.call_timeout)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each provider's `build()` goes through [`LockProviderBuilder::into_parts`], which refuses
+    /// its database's reserved names (and only those) with a message saying what to change.
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn postgres_build_refuses_system_column_names() {
+        use crate::PgLockProvider;
+        let pool = sqlx::PgPool::connect_lazy("postgres://localhost/none").expect("a valid URL");
+        let b = || PgLockProvider::builder(pool.clone());
+        for bad in ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"] {
+            let err = b().locked_at_column(bad).build().expect_err(bad);
+            assert!(err.is_invalid_config(), "{bad}: {err}");
+            let msg = err.to_string();
+            assert!(msg.contains("the locked_at column name"), "{msg}");
+            assert!(msg.contains("system column name"), "{msg}");
+            assert!(msg.contains("choose another name"), "{msg}");
+        }
+        b().name_column("XMIN")
+            .lock_until_column("oid")
+            .build()
+            .expect("ordinary names");
+        b().table("sqlite_locks")
+            .locked_by_column("db_row_id")
+            .build()
+            .expect("fine here");
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test]
+    async fn mysql_build_refuses_innodb_column_names() {
+        use crate::MySqlLockProvider;
+        let pool = sqlx::MySqlPool::connect_lazy("mysql://localhost/none").expect("a valid URL");
+        let b = || MySqlLockProvider::builder(pool.clone());
+        for bad in ["DB_ROW_ID", "db_trx_id", "Db_Roll_Ptr"] {
+            let err = b().fencing_token_column(bad).build().expect_err(bad);
+            assert!(err.is_invalid_config(), "{bad}: {err}");
+            let msg = err.to_string();
+            assert!(msg.contains("the fencing_token column name"), "{msg}");
+            assert!(
+                msg.contains("InnoDB") && msg.contains("choose another name"),
+                "{msg}"
+            );
+        }
+        b().name_column("xmin")
+            .table("sqlite_locks")
+            .build()
+            .expect("fine here");
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn sqlite_build_refuses_the_sqlite_table_prefix() {
+        use crate::SqliteLockProvider;
+        let pool = sqlx::SqlitePool::connect_lazy("sqlite::memory:").expect("a valid URL");
+        let b = || SqliteLockProvider::builder(pool.clone());
+        for bad in ["sqlite_locks", "SQLITE_locks", "main.Sqlite_x"] {
+            let err = b().table(bad).build().expect_err(bad);
+            assert!(err.is_invalid_config(), "{bad}: {err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("sqlite_") && msg.contains("choose a name"),
+                "{msg}"
+            );
+        }
+        b().table("sqlitelocks")
+            .name_column("xmin")
+            .locked_by_column("db_row_id")
+            .build()
+            .expect("fine here");
     }
 }

@@ -58,6 +58,97 @@ pub(crate) fn check_ident(what: &str, ident: &str) -> Result<()> {
     }
 }
 
+/// The names one database keeps for itself: plain identifiers that pass [`check_ident`] but that
+/// no table of that database can use, so that `CREATE TABLE` (or any use) would fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reserved {
+    /// Postgres: the system column names `tableoid`, `xmin`, `cmin`, `xmax`, `cmax` and `ctid`
+    /// (exactly so: the names are quoted, so `XMIN` is an ordinary column). `oid` is an ordinary
+    /// name since Postgres 12.
+    #[cfg(feature = "postgres")]
+    Postgres,
+    /// MySQL and MariaDB: the hidden columns of `InnoDB` tables, `DB_ROW_ID`, `DB_TRX_ID` and
+    /// `DB_ROLL_PTR`, in any case.
+    #[cfg(feature = "mysql")]
+    MySql,
+    /// SQLite: table names starting with `sqlite_`, in any case.
+    #[cfg(feature = "sqlite")]
+    Sqlite,
+}
+
+#[cfg(feature = "postgres")]
+const PG_SYSTEM_COLUMNS: [&str; 6] = ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
+
+#[cfg(feature = "mysql")]
+const INNODB_COLUMNS: [&str; 3] = ["DB_ROW_ID", "DB_TRX_ID", "DB_ROLL_PTR"];
+
+impl Reserved {
+    /// Checks a table name (already a valid [`TableName`]) against the database's reserved names.
+    #[cfg_attr(
+        not(feature = "sqlite"),
+        allow(
+            unused_variables,
+            clippy::unnecessary_wraps,
+            reason = "only SQLite reserves table names"
+        )
+    )]
+    pub(crate) fn check_table(self, table: &TableName) -> Result<()> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite
+                if table
+                    .table
+                    .get(..7)
+                    .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_")) =>
+            {
+                Err(Error::invalid_config(format!(
+                    "the table name {:?} starts with \"sqlite_\", a prefix SQLite reserves for its \
+                     own tables (in any case): choose a name without it, such as the default \
+                     \"shedlock\"",
+                    table.to_string()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks one column name (already a plain identifier); `what` names it in the error, as in
+    /// `the locked_at column name`.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql")),
+        allow(
+            unused_variables,
+            clippy::unnecessary_wraps,
+            reason = "only Postgres and MySQL reserve column names"
+        )
+    )]
+    pub(crate) fn check_column(self, what: &str, column: &str) -> Result<()> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres if PG_SYSTEM_COLUMNS.contains(&column) => {
+                Err(Error::invalid_config(format!(
+                    "{what} {column:?} is a Postgres system column name ({}), which no table can \
+                     have as a column: choose another name",
+                    PG_SYSTEM_COLUMNS.join(", ")
+                )))
+            }
+            #[cfg(feature = "mysql")]
+            Self::MySql
+                if INNODB_COLUMNS
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(column)) =>
+            {
+                Err(Error::invalid_config(format!(
+                    "{what} {column:?} is reserved by InnoDB ({}, in any case), which no table \
+                     can have as a column: choose another name",
+                    INNODB_COLUMNS.join(", ")
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A table name, optionally schema-qualified (`schema.table`; for SQLite the schema is the name
 /// of an attached database such as `main`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +233,94 @@ mod tests {
             let err = check_ident("the column name", bad).expect_err(bad);
             assert!(err.is_invalid_config(), "{bad:?}: {err}");
             assert!(err.to_string().contains("the column name"), "{err}");
+        }
+    }
+
+    fn table(name: &str) -> TableName {
+        TableName::parse(name).expect(name)
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_system_column_names_are_reserved_exactly() {
+        for bad in ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"] {
+            let err = Reserved::Postgres
+                .check_column("the name column name", bad)
+                .expect_err(bad);
+            assert!(err.is_invalid_config(), "{bad:?}: {err}");
+            let msg = err.to_string();
+            assert!(msg.contains("the name column name"), "{msg}");
+            assert!(
+                msg.contains("system column") && msg.contains("choose another name"),
+                "{msg}"
+            );
+        }
+        // Quoted names are case-sensitive, and `oid` is ordinary since Postgres 12.
+        for ok in ["XMIN", "Xmin", "ctid_", "oid", "name"] {
+            Reserved::Postgres
+                .check_column("the name column name", ok)
+                .expect(ok);
+        }
+        for ok in ["xmin", "sqlite_x", "ops.ctid"] {
+            Reserved::Postgres.check_table(&table(ok)).expect(ok);
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn innodb_column_names_are_reserved_in_any_case() {
+        for bad in ["DB_ROW_ID", "db_row_id", "Db_Trx_Id", "DB_ROLL_PTR"] {
+            let err = Reserved::MySql
+                .check_column("the locked_by column name", bad)
+                .expect_err(bad);
+            assert!(err.is_invalid_config(), "{bad:?}: {err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("InnoDB") && msg.contains("choose another name"),
+                "{msg}"
+            );
+        }
+        for ok in ["DB_MIX_ID", "db_row_id_", "xmin", "row_id"] {
+            Reserved::MySql
+                .check_column("the locked_by column name", ok)
+                .expect(ok);
+        }
+        Reserved::MySql
+            .check_table(&table("sqlite_x"))
+            .expect("ordinary on MySQL");
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn sqlite_table_prefix_is_reserved_in_any_case() {
+        for bad in [
+            "sqlite_",
+            "sqlite_locks",
+            "SQLITE_x",
+            "Sqlite_x",
+            "main.sqlite_x",
+        ] {
+            let err = Reserved::Sqlite.check_table(&table(bad)).expect_err(bad);
+            assert!(err.is_invalid_config(), "{bad:?}: {err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("\"sqlite_\"") && msg.contains("choose a name"),
+                "{msg}"
+            );
+        }
+        for ok in [
+            "sqlite",
+            "sqlitex",
+            "my_sqlite_x",
+            "sqlite_x.locks",
+            "shedlock",
+        ] {
+            Reserved::Sqlite.check_table(&table(ok)).expect(ok);
+        }
+        for ok in ["xmin", "db_row_id", "sqlite_x"] {
+            Reserved::Sqlite
+                .check_column("the name column name", ok)
+                .expect(ok);
         }
     }
 

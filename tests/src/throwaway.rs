@@ -17,7 +17,7 @@
 //! when it is exceeded, so a broken installation cannot hang a test.
 //!
 //! ```no_run
-//! use shedlock_tests::throwaway::Throwaway;
+//! use shedlock_tests::throwaway::{Flavor, Throwaway};
 //!
 //! # #[tokio::main] async fn main() -> std::io::Result<()> {
 //! // Skips (returns None) without the binaries, or fails under SHEDLOCK_REQUIRE_DB=1.
@@ -26,7 +26,13 @@
 //! pg.restart_immediate().await?; // crash-stop (no checkpoint) and start again, same port
 //! pg.stop().await?;
 //! pg.start().await?;
-//! # let _ = url; Ok(()) }
+//!
+//! // Extra server options (kept across restarts), appended after the built-in ones:
+//! let args = ["--default-time-zone=+05:00"];
+//! let Some(my) = Throwaway::with_args_or_skip(Flavor::MariaDb, &args, "my_test").await else {
+//!     return Ok(())
+//! };
+//! # let _ = (url, my); Ok(()) }
 //! ```
 
 use std::fmt;
@@ -82,6 +88,7 @@ impl fmt::Debug for Throwaway {
         f.debug_struct("Throwaway")
             .field("flavor", &self.inner.flavor)
             .field("port", &self.inner.port)
+            .field("extra_args", &self.inner.extra_args)
             .field("dir", &self.inner.dir.path())
             .finish_non_exhaustive()
     }
@@ -93,6 +100,8 @@ struct Inner {
     dir: tempfile::TempDir,
     port: u16,
     as_user: Option<&'static str>,
+    /// Extra server arguments, appended after the built-in ones at every start.
+    extra_args: Vec<String>,
     setup_time: Duration,
     /// The running server process (the postmaster or `mariadbd`), our own child.
     state: Mutex<State>,
@@ -124,7 +133,7 @@ impl Throwaway {
     /// The binaries are missing, or `initdb`, the start or `createdb` failed or did not finish
     /// within [`START_DEADLINE`] (the message carries the server log's tail).
     pub async fn postgres() -> io::Result<Self> {
-        Self::launch(Flavor::Postgres).await
+        Self::launch(Flavor::Postgres, &[]).await
     }
 
     /// Starts a private MariaDB server with a `test` database (user `root`, no password).
@@ -133,7 +142,20 @@ impl Throwaway {
     ///
     /// As [`postgres`](Self::postgres).
     pub async fn mariadb() -> io::Result<Self> {
-        Self::launch(Flavor::MariaDb).await
+        Self::launch(Flavor::MariaDb, &[]).await
+    }
+
+    /// A private `flavor` server started with `args` appended to the server's command line,
+    /// after the built-in options (so they may override them), at this and every later start:
+    /// `mariadbd` options such as `--default-time-zone=+05:00`, or `postgres` ones such as
+    /// `-c`, `TimeZone=Asia/Kolkata`.
+    ///
+    /// # Errors
+    ///
+    /// As [`postgres`](Self::postgres); a server that refuses an argument fails to start, with
+    /// its log tail in the error.
+    pub async fn with_args(flavor: Flavor, args: &[&str]) -> io::Result<Self> {
+        Self::launch(flavor, args).await
     }
 
     /// [`postgres`](Self::postgres), or `None` with a skip notice on stderr when the binaries
@@ -144,7 +166,7 @@ impl Throwaway {
     /// When the binaries are missing and `SHEDLOCK_REQUIRE_DB=1`, or when they are installed
     /// but the server cannot be started (that is a broken setup, not a missing one).
     pub async fn postgres_or_skip(test: &str) -> Option<Self> {
-        Self::launch_or_skip(Flavor::Postgres, test).await
+        Self::launch_or_skip(Flavor::Postgres, &[], test).await
     }
 
     /// [`mariadb`](Self::mariadb), or `None` with a skip notice; see
@@ -154,7 +176,17 @@ impl Throwaway {
     ///
     /// As [`postgres_or_skip`](Self::postgres_or_skip).
     pub async fn mariadb_or_skip(test: &str) -> Option<Self> {
-        Self::launch_or_skip(Flavor::MariaDb, test).await
+        Self::launch_or_skip(Flavor::MariaDb, &[], test).await
+    }
+
+    /// [`with_args`](Self::with_args), or `None` with a skip notice; see
+    /// [`postgres_or_skip`](Self::postgres_or_skip).
+    ///
+    /// # Panics
+    ///
+    /// As [`postgres_or_skip`](Self::postgres_or_skip).
+    pub async fn with_args_or_skip(flavor: Flavor, args: &[&str], test: &str) -> Option<Self> {
+        Self::launch_or_skip(flavor, args, test).await
     }
 
     /// Whether the binaries for `flavor` are installed (and, as root, its system user exists).
@@ -163,7 +195,7 @@ impl Throwaway {
         Binaries::find(flavor).is_ok()
     }
 
-    async fn launch_or_skip(flavor: Flavor, test: &str) -> Option<Self> {
+    async fn launch_or_skip(flavor: Flavor, args: &[&str], test: &str) -> Option<Self> {
         if let Err(missing) = Binaries::find(flavor) {
             let required = std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1");
             assert!(
@@ -173,14 +205,15 @@ impl Throwaway {
             eprintln!("SKIPPED {test}: no private {flavor} server available ({missing})");
             return None;
         }
-        match Self::launch(flavor).await {
+        match Self::launch(flavor, args).await {
             Ok(server) => Some(server),
             Err(error) => panic!("{test}: could not start a private {flavor} server: {error}"),
         }
     }
 
-    async fn launch(flavor: Flavor) -> io::Result<Self> {
+    async fn launch(flavor: Flavor, args: &[&str]) -> io::Result<Self> {
         let bins = Binaries::find(flavor)?;
+        let extra_args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
         blocking(move || {
             let started = Instant::now();
             let as_user = running_as_root().then_some(match flavor {
@@ -203,6 +236,7 @@ impl Throwaway {
                 dir,
                 port,
                 as_user,
+                extra_args,
                 setup_time: Duration::ZERO,
                 state: Mutex::new(State::default()),
             };
@@ -458,6 +492,7 @@ impl Inner {
                 cmd
             }
         };
+        cmd.args(&self.extra_args);
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

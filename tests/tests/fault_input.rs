@@ -9,7 +9,12 @@
 //!   semicolons, backslashes or unicode it holds, and table and column names come out in the
 //!   database's catalogue exactly as given;
 //! - a valid `at_most` yields a lock of exactly that length, and `at_least` holds it after the
-//!   release.
+//!   release;
+//! - a table configuration the oracle accepts for a database (plain identifiers, distinct
+//!   columns, none of the names that database reserves) creates a table whose catalogue lists
+//!   exactly the configured names, and locks work on it; one it rejects fails at `build()`. The
+//!   only database error tolerated is a schema-qualified table whose schema does not exist
+//!   (that is the database's state, not the input's fault).
 //!
 //! The number of cases per property is `PROPTEST_CASES` where set (proptest's variable).
 
@@ -80,6 +85,50 @@ fn ident_is_valid(s: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// The databases, for the names each reserves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Sqlite,
+    Postgres,
+    MariaDb,
+}
+
+impl Engine {
+    fn label(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "SQLite",
+            Engine::Postgres => "Postgres",
+            Engine::MariaDb => "MariaDB",
+        }
+    }
+
+    /// Whether this database refuses `column` as a column name of an ordinary table, quoted.
+    /// Postgres: its system columns (documented in "System Columns"; `oid` stopped being one in
+    /// Postgres 12), matched exactly because a quoted name is case-sensitive. MariaDB/MySQL:
+    /// the hidden columns of `InnoDB` tables, in any letter case (MySQL's "`InnoDB` Limits":
+    /// `Incorrect column name`).
+    fn reserves_column(self, column: &str) -> bool {
+        match self {
+            Engine::Sqlite => false,
+            Engine::Postgres => matches!(
+                column,
+                "tableoid" | "xmin" | "cmin" | "xmax" | "cmax" | "ctid"
+            ),
+            Engine::MariaDb => {
+                let upper = column.to_ascii_uppercase();
+                upper == "DB_ROW_ID" || upper == "DB_TRX_ID" || upper == "DB_ROLL_PTR"
+            }
+        }
+    }
+
+    /// Whether this database refuses `table` (the part after any schema) as a table name.
+    /// SQLite: "object name reserved for internal use" for any name starting with `sqlite_`,
+    /// compared without regard to ASCII case.
+    fn reserves_table(self, table: &str) -> bool {
+        self == Engine::Sqlite && table.to_ascii_lowercase().starts_with("sqlite_")
+    }
 }
 
 /// `table` or `schema.table`.
@@ -166,6 +215,7 @@ fn idents() -> impl Strategy<Value = String> {
             "select", "order", "user", "table", "Name", "NAME", "lock_until", "x1", "_", "__",
         ])
         .prop_map(str::to_owned),
+        1 => system_names(),
         1 => prop::sample::select(vec![
             "", "1abc", "a b", "a-b", "a\"b", "a`b", "a'b", "a;b", "é", "a.b", "\0", " x",
             "x; DROP TABLE t; --",
@@ -190,9 +240,15 @@ impl TableConfig {
         }
     }
 
-    /// Valid iff the table name and every column name are plain identifiers and the columns
-    /// differ (ignoring ASCII case: MySQL and SQLite compare column names so).
-    fn is_valid(&self) -> bool {
+    /// Valid for `db` iff the table name and every column name are plain identifiers, the
+    /// columns differ (ignoring ASCII case: MySQL and SQLite compare column names so), and none
+    /// of the names is one `db` reserves.
+    fn is_valid(&self, db: Engine) -> bool {
+        self.is_plain() && !self.uses_reserved(db)
+    }
+
+    /// Plain identifiers and distinct columns, whatever the database.
+    fn is_plain(&self) -> bool {
         let distinct = self.columns.iter().enumerate().all(|(i, a)| {
             self.columns[i + 1..]
                 .iter()
@@ -201,6 +257,21 @@ impl TableConfig {
         table_is_valid(&self.table_name())
             && self.columns.iter().all(|c| ident_is_valid(c))
             && distinct
+    }
+
+    /// Whether a name is one `db` reserves.
+    fn uses_reserved(&self, db: Engine) -> bool {
+        let full = self.table_name();
+        let table = full.rsplit_once('.').map_or(full.as_str(), |(_, t)| t);
+        db.reserves_table(table) || self.columns.iter().any(|c| db.reserves_column(c))
+    }
+
+    /// The schema a qualified name refers to, when it is not one of `existing`: a table name
+    /// `a.b` (the strategy's `a.b` junk) names schema `a`, which nobody created.
+    fn missing_schema(&self, existing: &[String]) -> Option<String> {
+        let full = self.table_name();
+        let (schema, _) = full.split_once('.')?;
+        (!existing.iter().any(|e| e == schema)).then(|| schema.to_owned())
     }
 
     fn apply<DB: sqlx::Database>(
@@ -218,16 +289,40 @@ impl TableConfig {
     }
 }
 
-/// Identifiers that are all valid: case, reserved words, the length limit.
+/// Plain identifiers (case, reserved words, the length limit), now and then one that a
+/// database keeps for itself (or that looks like one but is not: `XMIN`, `DB_MIX_ID`, …).
 fn plain_idents() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => "[A-Za-z_][A-Za-z0-9_]{0,12}",
-        1 => "[A-Za-z_][A-Za-z0-9_]{58,62}",
-        1 => prop::sample::select(vec![
+        8 => "[A-Za-z_][A-Za-z0-9_]{0,12}",
+        2 => "[A-Za-z_][A-Za-z0-9_]{58,62}",
+        2 => prop::sample::select(vec![
             "select", "order", "user", "table", "Name", "lock_until", "x1", "_", "__", "Ä_not",
         ])
         .prop_map(|s| s.replace('Ä', "A")),
+        1 => system_names(),
     ]
+}
+
+/// Names some database reserves, and near misses.
+fn system_names() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "xmin",
+        "ctid",
+        "tableoid",
+        "cmax",
+        "XMIN",
+        "Ctid",
+        "oid",
+        "db_row_id",
+        "DB_TRX_ID",
+        "Db_Roll_Ptr",
+        "DB_MIX_ID",
+        "sqlite_x",
+        "SQLITE_locks",
+        "Sqlite_",
+        "sqlitex",
+    ])
+    .prop_map(str::to_owned)
 }
 
 /// Table configurations; `schemas` are the schema names that exist for this database. Half are
@@ -239,7 +334,8 @@ fn table_configs(schemas: Vec<String>) -> impl Strategy<Value = TableConfig> {
         1 => prop::sample::select(schemas).prop_map(Some),
         1 => idents().prop_map(|s| Some(format!("{s}x").replace(['.'], "_") + "!")),
     ];
-    let valid_parts = (plain_idents(), prop::array::uniform5(plain_idents()));
+    let table = prop_oneof![8 => plain_idents(), 1 => system_names()];
+    let valid_parts = (table, prop::array::uniform5(plain_idents()));
     let any_parts = (idents(), prop::array::uniform5(idents()));
     let parts = prop_oneof![valid_parts, any_parts];
     (schema, parts).prop_map(|(schema, (table, columns))| TableConfig {
@@ -622,15 +718,50 @@ async fn pg_columns(pool: &sqlx::PgPool, schema: &str, config: &TableConfig) -> 
     .expect("read the catalogue")
 }
 
-/// Postgres reserves these column names for system columns.
-fn pg_system_column(name: &str) -> bool {
-    ["oid", "tableoid", "xmin", "xmax", "cmin", "cmax", "ctid"].contains(&name)
+async fn mariadb_columns(
+    pool: &sqlx::MySqlPool,
+    database: &str,
+    config: &TableConfig,
+) -> Vec<String> {
+    // `BINARY`: table names are case-sensitive here, the catalogue's collation is not.
+    sqlx::query_scalar(
+        "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+         WHERE table_schema = ? AND BINARY table_name = ?",
+    )
+    .bind(config.schema.as_deref().unwrap_or(database))
+    .bind(&config.table)
+    .fetch_all(pool)
+    .await
+    .expect("read the catalogue")
+}
+
+/// Whether `error` (with its sources) says that schema `schema` does not exist: Postgres
+/// `schema "a" does not exist` (sqlx adds ` at line N`), SQLite `unknown database "a"`,
+/// MariaDB `Unknown database 'a'` (compared without quotes and case, as whole words).
+fn names_missing_schema(error: &shedlock_core::Error, schema: &str) -> bool {
+    let mut text = String::new();
+    let mut next: Option<&dyn std::error::Error> = Some(error);
+    while let Some(e) = next {
+        text.push_str(&e.to_string());
+        text.push('\n');
+        next = e.source();
+    }
+    let text = text.to_lowercase().replace(['"', '\'', '`'], "");
+    let schema = schema.to_lowercase();
+    let says = |phrase: String| {
+        text.match_indices(&phrase).any(|(at, _)| {
+            !text[at + phrase.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    says(format!("schema {schema} does not exist")) || says(format!("unknown database {schema}"))
 }
 
 /// A configuration works (the table is created with exactly these names and locks work on it)
-/// or is rejected as invalid at `build()`.
+/// or is rejected as invalid at `build()`, exactly when the oracle says it is invalid for `db`.
+/// `schemas` are the schemas that exist.
 async fn check_config<DB: sqlx::Database>(
-    db: &str,
+    db: Engine,
+    schemas: &[String],
     config: &TableConfig,
     builder: shedlock_sqlx::LockProviderBuilder<DB>,
     build: impl FnOnce(
@@ -639,7 +770,8 @@ async fn check_config<DB: sqlx::Database>(
     create: impl AsyncFnOnce() -> shedlock_core::Result<()>,
     columns: impl AsyncFnOnce() -> Vec<String>,
 ) -> Result<bool, TestCaseError> {
-    let valid = config.is_valid();
+    let valid = config.is_valid(db);
+    let db = db.label();
     let provider = match (build(config.apply(builder)), valid) {
         (Ok(p), true) => p,
         (Err(e), false) if e.is_invalid_config() => return Ok(false),
@@ -647,12 +779,13 @@ async fn check_config<DB: sqlx::Database>(
         (Ok(_), false) => return Err(fail(format!("{db}: accepted the invalid {config:?}"))),
     };
     if let Err(error) = create().await {
-        // Names the database itself reserves: a clear database error at creation.
-        let reserved = (db == "Postgres" && config.columns.iter().any(|c| pg_system_column(c)))
-            || (db == "SQLite" && config.table.to_ascii_lowercase().starts_with("sqlite_"));
-        // `a.b` is a valid schema-qualified name; schema `a` need not exist.
-        let unknown_schema = config.table.contains('.');
-        if (reserved || unknown_schema) && error.is_backend() {
+        // Every name the database refuses is refused by validation; the one thing it cannot
+        // know is whether a schema exists. `a.b` is a valid schema-qualified name whose schema
+        // `a` was never created: a database error naming it.
+        if let Some(schema) = config.missing_schema(schemas)
+            && error.is_backend()
+            && names_missing_schema(&error, &schema)
+        {
             return Ok(false);
         }
         return Err(fail(format!(
@@ -700,8 +833,10 @@ fn any_table_configuration_works_or_is_rejected_on_sqlite() {
     // A fresh database file per case, so every valid name can be created.
     let case = AtomicU64::new(0);
     let created = AtomicU64::new(0);
+    let reserved = AtomicU64::new(0);
     let mut runner = new_runner(256);
-    let result = runner.run(&table_configs(vec!["main".to_owned()]), |config| {
+    let schemas = vec!["main".to_owned()];
+    let result = runner.run(&table_configs(schemas.clone()), |config| {
         rt.block_on(async {
             let n = case.fetch_add(1, Ordering::Relaxed);
             let url = format!(
@@ -714,7 +849,8 @@ fn any_table_configuration_works_or_is_rejected_on_sqlite() {
                 .expect("open SQLite");
             let built = std::sync::OnceLock::new();
             let outcome = check_config(
-                "SQLite",
+                Engine::Sqlite,
+                &schemas,
                 &config,
                 SqliteLockProvider::builder(pool.clone()),
                 |b| {
@@ -732,6 +868,8 @@ fn any_table_configuration_works_or_is_rejected_on_sqlite() {
             pool.close().await;
             if outcome? {
                 created.fetch_add(1, Ordering::Relaxed);
+            } else if config.is_plain() && config.uses_reserved(Engine::Sqlite) {
+                reserved.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
         })
@@ -740,9 +878,11 @@ fn any_table_configuration_works_or_is_rejected_on_sqlite() {
         panic!("{error}");
     }
     eprintln!(
-        "table configuration: {} cases on SQLite ({} valid ones created and used) in {:?}",
+        "table configuration: {} cases on SQLite ({} valid ones created and used, {} \
+         refused for a reserved name) in {:?}",
         runner.config().cases,
         created.load(Ordering::Relaxed),
+        reserved.load(Ordering::Relaxed),
         started.elapsed()
     );
 }
@@ -767,12 +907,15 @@ fn any_table_configuration_works_or_is_rejected_on_postgres() {
         .block_on(PgLockProvider::pool_options().connect_with(options))
         .expect("connect to Postgres");
     let created = AtomicU64::new(0);
+    let reserved = AtomicU64::new(0);
     let mut runner = new_runner(96);
-    let result = runner.run(&table_configs(vec![schema.clone()]), |config| {
+    let schemas = vec![schema.clone()];
+    let result = runner.run(&table_configs(schemas.clone()), |config| {
         rt.block_on(async {
             let built = std::sync::OnceLock::new();
             let outcome = check_config(
-                "Postgres",
+                Engine::Postgres,
+                &schemas,
                 &config,
                 PgLockProvider::builder(pool.clone()),
                 |b| {
@@ -788,7 +931,7 @@ fn any_table_configuration_works_or_is_rejected_on_postgres() {
             )
             .await;
             // The next case starts without this table (names may repeat).
-            if config.is_valid() && !config.table.contains('.') {
+            if config.is_valid(Engine::Postgres) && !config.table.contains('.') {
                 let table = format!(
                     "\"{}\".\"{}\"",
                     config.schema.as_deref().unwrap_or(&schema),
@@ -800,6 +943,8 @@ fn any_table_configuration_works_or_is_rejected_on_postgres() {
             }
             if outcome? {
                 created.fetch_add(1, Ordering::Relaxed);
+            } else if config.is_plain() && config.uses_reserved(Engine::Postgres) {
+                reserved.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
         })
@@ -812,9 +957,91 @@ fn any_table_configuration_works_or_is_rejected_on_postgres() {
         panic!("{error}");
     }
     eprintln!(
-        "table configuration: {} cases on Postgres ({} valid ones created and used) in {:?}",
+        "table configuration: {} cases on Postgres ({} valid ones created and used, {} \
+         refused for a reserved name) in {:?}",
         runner.config().cases,
         created.load(Ordering::Relaxed),
+        reserved.load(Ordering::Relaxed),
+        started.elapsed()
+    );
+}
+
+#[test]
+fn any_table_configuration_works_or_is_rejected_on_mariadb() {
+    let Some(url) = testing::mysql_url() else {
+        return;
+    };
+    let rt = runtime();
+    let started = std::time::Instant::now();
+    // A database of this run's own; unqualified tables land there (the pool's default).
+    let database = testing::unique_table_name("prop_db");
+    let admin = rt
+        .block_on(sqlx::MySqlPool::connect(&url))
+        .expect("connect to MariaDB");
+    rt.block_on(
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE `{database}`"))).execute(&admin),
+    )
+    .expect("create a database");
+    let options: sqlx::mysql::MySqlConnectOptions = url.parse().expect("a MySQL URL");
+    let pool = rt
+        .block_on(MySqlLockProvider::pool_options().connect_with(options.database(&database)))
+        .expect("connect to MariaDB");
+    let created = AtomicU64::new(0);
+    let reserved = AtomicU64::new(0);
+    // Each case creates and drops an InnoDB table: 96 cases take two or three seconds.
+    let mut runner = new_runner(96);
+    let schemas = vec![database.clone()];
+    let result = runner.run(&table_configs(schemas.clone()), |config| {
+        rt.block_on(async {
+            let built = std::sync::OnceLock::new();
+            let outcome = check_config(
+                Engine::MariaDb,
+                &schemas,
+                &config,
+                MySqlLockProvider::builder(pool.clone()),
+                |b| {
+                    let p = b.build()?;
+                    let _ = built.set(p.clone());
+                    Ok(std::sync::Arc::new(p))
+                },
+                async || match built.get() {
+                    Some(p) => p.create_table_if_not_exists().await,
+                    None => Ok(()),
+                },
+                async || mariadb_columns(&pool, &database, &config).await,
+            )
+            .await;
+            // The next case starts without this table (names may repeat).
+            if config.is_valid(Engine::MariaDb) && config.missing_schema(&schemas).is_none() {
+                let table = format!(
+                    "`{}`.`{}`",
+                    config.schema.as_deref().unwrap_or(&database),
+                    config.table
+                );
+                let _ = sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+                    .execute(&pool)
+                    .await;
+            }
+            if outcome? {
+                created.fetch_add(1, Ordering::Relaxed);
+            } else if config.is_plain() && config.uses_reserved(Engine::MariaDb) {
+                reserved.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        })
+    });
+    rt.block_on(pool.close());
+    rt.block_on(sqlx::query(AssertSqlSafe(format!("DROP DATABASE `{database}`"))).execute(&admin))
+        .expect("drop the database");
+    if let Err(error) = result {
+        panic!("{error}");
+    }
+    eprintln!(
+        "table configuration: {} cases on MariaDB ({} valid ones created and used, {} \
+         refused for a reserved name) in {:?}",
+        runner.config().cases,
+        created.load(Ordering::Relaxed),
+        reserved.load(Ordering::Relaxed),
         started.elapsed()
     );
 }
@@ -831,6 +1058,44 @@ fn oracles_agree_with_plain_examples() {
     assert!(!ident_is_valid(&"a".repeat(64)));
     assert!(table_is_valid("ops.locks"));
     assert!(!table_is_valid("a.b.c"));
+    let config = |table: &str, column: &str| TableConfig {
+        schema: None,
+        table: table.to_owned(),
+        columns: [column, "b", "c", "d", "e"].map(str::to_owned),
+    };
+    for db in [Engine::Sqlite, Engine::Postgres, Engine::MariaDb] {
+        assert!(config("locks", "a").is_valid(db));
+        assert!(config("locks", "XMIN").is_valid(db));
+        assert!(config("locks", "oid").is_valid(db));
+        assert!(config("locks", "DB_MIX_ID").is_valid(db));
+        assert!(config("sqlitex", "a").is_valid(db));
+        assert!(config("my_sqlite_x", "a").is_valid(db));
+        assert!(
+            !config("locks", "B").is_valid(db),
+            "columns differ only in case"
+        );
+    }
+    assert!(!config("locks", "xmin").is_valid(Engine::Postgres));
+    assert!(!config("locks", "tableoid").is_valid(Engine::Postgres));
+    assert!(config("locks", "xmin").is_valid(Engine::MariaDb));
+    assert!(config("locks", "xmin").is_valid(Engine::Sqlite));
+    assert!(!config("locks", "db_row_id").is_valid(Engine::MariaDb));
+    assert!(!config("locks", "Db_Roll_Ptr").is_valid(Engine::MariaDb));
+    assert!(config("locks", "db_row_id").is_valid(Engine::Postgres));
+    assert!(!config("sqlite_x", "a").is_valid(Engine::Sqlite));
+    assert!(!config("SQLite_", "a").is_valid(Engine::Sqlite));
+    assert!(!config("main.Sqlite_x", "a").is_valid(Engine::Sqlite));
+    assert!(config("sqlite_x", "a").is_valid(Engine::Postgres));
+    assert!(config("sqlite_x", "a").is_valid(Engine::MariaDb));
+    assert_eq!(
+        config("a.b", "a").missing_schema(&["main".to_owned()]),
+        Some("a".to_owned())
+    );
+    assert_eq!(
+        config("main.b", "a").missing_schema(&["main".to_owned()]),
+        None
+    );
+    assert_eq!(config("b", "a").missing_schema(&[]), None);
     assert!(durations_are_valid(Duration::from_secs(1), Duration::ZERO));
     assert!(!durations_are_valid(Duration::ZERO, Duration::ZERO));
     assert!(!durations_are_valid(
