@@ -82,8 +82,11 @@ fn check_events(events: &[Stamped], t: &Timeline) -> usize {
         "errors after locking resumed: {late_errors:#?}"
     );
     for label in LABELS {
-        // Lock-pool failures after the restart: each dead pooled connection fails one acquire
-        // (the run log's own pool pings before use, so it does not fail).
+        // Lock-store failures between the server's start and the first successful lock call:
+        // while it recovers, the server may still refuse connections ("starting up"). Dead
+        // pooled connections cost no failure (they are retried within the call; that is
+        // `fault_stale_connections`' claim); this bounds what remains, per replica. After
+        // locking resumed there must be none at all (above).
         let failures = in_window(t.start, t.resumed)
             .filter(|s| s.event.replica() == label)
             .filter(|s| {
