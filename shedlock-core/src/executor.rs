@@ -540,7 +540,8 @@ type AcquireCall = Pin<Box<dyn Future<Output = Result<Option<LockRecord>>> + Sen
 
 /// An acquire call in flight, polled by its caller. Dropped before it finished (the caller was
 /// cancelled), it moves the call into a spawned task that lets it finish and releases a lock it
-/// won; dropped outside a runtime, the lock (if the call wins it) stays held until `at_most`.
+/// won. Dropped outside a runtime, or while the runtime shuts down (which cancels the spawned
+/// task), the call is abandoned: a lock it had already won stays held until `at_most`.
 struct InFlightAcquire {
     call: Option<AcquireCall>,
     provider: Arc<dyn LockProvider>,

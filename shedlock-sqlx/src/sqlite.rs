@@ -78,7 +78,7 @@ const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
 /// earlier token provided it is recreated in a later millisecond than the last acquisition, the
 /// clock was not set back, and the lock was not taken more than a thousand times per millisecond
 /// on average. (A row deleted and recreated within the millisecond of its last acquisition gets
-/// that acquisition's token again: SQLite's clock cannot tell the two moments apart.)
+/// a token no greater than that acquisition's: SQLite's clock cannot tell the two moments apart.)
 ///
 /// # Pool and timeouts
 ///

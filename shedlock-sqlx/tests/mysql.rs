@@ -374,7 +374,12 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
         .build()
         .unwrap();
     provider.create_table_if_not_exists().await.unwrap();
-    common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone()).await;
+    let on_app = MySqlLockProvider::builder(app.clone())
+        .table(&table)
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
     drop_table(provider.pool(), &table).await;
 }
 

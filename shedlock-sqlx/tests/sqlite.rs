@@ -196,7 +196,11 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let url = format!("sqlite://{}", db.options.get_filename().display());
     let provider = SqliteLockProvider::connect(&url).await.unwrap();
     provider.create_table_if_not_exists().await.unwrap();
-    common::locks_work_while_the_app_pool_is_exhausted(&app, provider).await;
+    let on_app = SqliteLockProvider::builder(app.clone())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    common::locks_work_while_the_app_pool_is_exhausted(&app, provider, on_app).await;
 }
 
 /// A write that finds SQLite's write lock taken waits up to the busy timeout or the call

@@ -82,7 +82,7 @@ fn check_events(events: &[Stamped], t: &Timeline) -> usize {
         "errors after locking resumed: {late_errors:#?}"
     );
     for label in LABELS {
-        // Lock-store failures between the server's start and the first successful lock call:
+        // Lock-store failures between the server's start and the moment every job has run again:
         // while it recovers, the server may still refuse connections ("starting up"). Dead
         // pooled connections cost no failure (they are retried within the call; that is
         // `fault_stale_connections`' claim); this bounds what remains, per replica. After

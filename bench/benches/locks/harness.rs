@@ -24,7 +24,6 @@ pub(crate) const AT_MOST: Duration = Duration::from_mins(1);
 /// Lock names (each database run has a table of its own).
 pub(crate) const HELD: &str = "bench-held";
 pub(crate) const FLOOR_CYCLE: &str = "bench-floor";
-pub(crate) const FLOOR_CYCLE_ASYNC: &str = "bench-floor-async";
 pub(crate) const POOL_CYCLE: &str = "bench-pool-cycle";
 pub(crate) const OTHER_OWNER: &str = "bench-other-replica";
 pub(crate) const FLOOR_OWNER: &str = "bench-floor-owner";

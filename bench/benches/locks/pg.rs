@@ -13,14 +13,10 @@ use shedlock_sqlx::sqlx::query::Query;
 use shedlock_sqlx::sqlx::{self, AssertSqlSafe, Connection as _, Row as _};
 
 use crate::harness::{
-    AT_MOST, Attempt, CloseFuture, Conn, FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, FLOOR_OWNER, Gauge, HELD,
-    Op, POOL_CYCLE, Racer, RawCycle, RawSkip, Result, Variant,
+    AT_MOST, Attempt, CloseFuture, Conn, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, Op, POOL_CYCLE,
+    Racer, RawCycle, RawSkip, Result,
 };
 use crate::suite::{Backend, Captured, Floor, PoolRaw, RawRace};
-
-/// Appended to the release statement's `WHERE`: the release's commit does not wait for the
-/// WAL flush (`SET LOCAL` semantics, this transaction only). Acquisitions stay durable.
-const ASYNC_COMMIT: &str = " AND set_config('synchronous_commit', 'off', true) = 'off'";
 
 pub(crate) struct Pg {
     pub(crate) url: String,
@@ -96,7 +92,6 @@ impl Backend for Pg {
         if only(&sql.acquire_held, "skip")? != acquire {
             return Err("the skip path ran another statement than the acquire".into());
         }
-        let async_release: Arc<str> = format!("{release}{ASYNC_COMMIT}").into();
         let raw = |name: &str, release: &Arc<str>| {
             let (acquire, release, url, name) = (
                 acquire.clone(),
@@ -119,10 +114,7 @@ impl Backend for Pg {
             select1: Box::new(Select1(PgConnection::connect(&self.url).await?)),
             skip: Box::new(RawSkip(raw(HELD, &release).await?)),
             cycle: Box::new(RawCycle(raw(FLOOR_CYCLE, &release).await?)),
-            extra_cycles: vec![Variant::new(
-                "cycle: statements raw, release w/o WAL flush (proposed)",
-                RawCycle(raw(FLOOR_CYCLE_ASYNC, &async_release).await?),
-            )],
+            extra_cycles: Vec::new(),
         })
     }
 
@@ -144,7 +136,7 @@ impl Backend for Pg {
     }
 
     fn raw_races(&self) -> Vec<RawRace> {
-        let mut races = vec![RawRace::Statements, RawRace::StatementsAsyncRelease];
+        let mut races = vec![RawRace::Statements];
         if self.java.is_some() {
             races.extend([RawRace::Java, RawRace::JavaTransactions]);
         }
@@ -166,14 +158,10 @@ impl Backend for Pg {
             let conn = PgConnection::connect(&self.url).await?;
             let owner = format!("bench-raw-racer-{i}");
             racers.push(match race {
-                RawRace::Statements | RawRace::StatementsAsyncRelease => Box::new(PgRaw {
+                RawRace::Statements => Box::new(PgRaw {
                     conn: Conn::Own(conn),
                     acquire: acquire.clone(),
-                    release: if race == RawRace::Statements {
-                        release.clone()
-                    } else {
-                        format!("{release}{ASYNC_COMMIT}").into()
-                    },
+                    release: release.clone(),
                     name: name.to_owned(),
                     owner,
                     token: None,

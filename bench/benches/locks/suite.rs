@@ -9,10 +9,10 @@ use shedlock_bench::stats::{median, median_ratio};
 use shedlock_core::{LockConfig, LockProvider};
 
 use crate::harness::{
-    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, FLOOR_OWNER,
-    Gauge, HELD, MacroRun, OTHER_OWNER, Op, POOL_CYCLE, Plan, ProviderCycle, ProviderRacer,
-    ProviderSkip, Racer, Result, SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip,
-    Variant, contend, executor, interleave, latch_load, pool_pressure,
+    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, MacroRun,
+    OTHER_OWNER, Op, POOL_CYCLE, Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result,
+    SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip, Variant, contend, executor,
+    interleave, latch_load, pool_pressure,
 };
 use crate::sink;
 
@@ -47,7 +47,7 @@ pub(crate) struct Floor {
     pub(crate) skip: Box<dyn Op>,
     /// The provider's acquire and release statements.
     pub(crate) cycle: Box<dyn Op>,
-    /// Further raw cycles, compared with `cycle` (proposed changes).
+    /// Further raw cycles, compared with `cycle` (for trying a change to the statements).
     pub(crate) extra_cycles: Vec<Variant>,
 }
 
@@ -62,8 +62,6 @@ pub(crate) struct PoolRaw {
 pub(crate) enum RawRace {
     /// The provider's statements on raw connections: the contention floor.
     Statements,
-    /// The same, the release committing without waiting for the WAL flush (proposed).
-    StatementsAsyncRelease,
     /// Java ShedLock's statement sequence (`UPDATE` to acquire, `UNLOCK` to release), each in
     /// autocommit: the cheapest way to send it, so the strictest baseline.
     Java,
@@ -78,7 +76,6 @@ impl RawRace {
     fn label(self) -> &'static str {
         match self {
             Self::Statements => "provider statements raw (floor)",
-            Self::StatementsAsyncRelease => "statements raw, release w/o WAL flush (proposed)",
             Self::Java => "Java ShedLock sequence",
             Self::JavaTransactions => "Java ShedLock sequence in transactions",
         }
@@ -317,7 +314,7 @@ async fn uncontended<B: Backend>(
     plan: &Plan,
 ) -> Result<(Vec<Row>, Option<f64>)> {
     // The floor's lock rows exist before it runs (an update alone never inserts on MySQL).
-    for name in [FLOOR_CYCLE, FLOOR_CYCLE_ASYNC, POOL_CYCLE] {
+    for name in [FLOOR_CYCLE, POOL_CYCLE] {
         let record = provider
             .acquire(name, AT_MOST, FLOOR_OWNER)
             .await?
@@ -844,10 +841,7 @@ fn versus_java(db: &str, races: &[Race], n: usize) -> Vec<Row> {
             continue;
         };
         let java = acquisitions(java);
-        for race in races
-            .iter()
-            .filter(|r| r.raw.is_none() || r.raw == Some(RawRace::StatementsAsyncRelease))
-        {
+        for race in races.iter().filter(|r| r.raw.is_none()) {
             let mut row = Row::new(
                 db,
                 format!(

@@ -235,9 +235,13 @@ pub(crate) async fn hundred_locks_held_at_once(provider: impl shedlock_core::Loc
 /// no job gives back and end with a timeout error after `call_timeout` (or the pool's
 /// `acquire_timeout`), so the `expect`s below would panic. `app` should have a short
 /// `acquire_timeout` (the assertion that it is exhausted waits for it).
+///
+/// `on_app` is the control: a provider built on `app` itself (with a short call timeout), whose
+/// acquire must time out while the jobs hold the pool.
 pub(crate) async fn locks_work_while_the_app_pool_is_exhausted<DB: sqlx::Database>(
     app: &sqlx::Pool<DB>,
     provider: impl shedlock_core::LockProvider + Clone,
+    on_app: impl shedlock_core::LockProvider,
 ) {
     use shedlock_core::{LockConfig, LockingTaskExecutor};
     const MIN: Duration = Duration::from_mins(1);
@@ -250,6 +254,11 @@ pub(crate) async fn locks_work_while_the_app_pool_is_exhausted<DB: sqlx::Databas
         matches!(app.acquire().await, Err(sqlx::Error::PoolTimedOut)),
         "the application's pool is exhausted by its jobs"
     );
+    let starved = on_app
+        .acquire("exhausted-app-control", MIN, "me")
+        .await
+        .expect_err("a provider on the exhausted application pool cannot lock");
+    assert!(starved.is_timeout(), "{starved}");
 
     let record = provider
         .acquire("exhausted-app", MIN, "me")
