@@ -551,7 +551,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn explicit_extends_are_logged_and_counted_like_renewals() {
         let logs = crate::test_observe::Logs::default();
-        let _logs = tracing::subscriber::set_default(logs.clone());
+        let _logs = logs.install();
         #[cfg(feature = "metrics")]
         let counters = crate::test_observe::Counters::default();
         #[cfg(feature = "metrics")]

@@ -4,11 +4,30 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Records every event's level and text (its fields, `name=value` separated by spaces). Install
-/// it for one test with `tracing::subscriber::set_default(logs.clone())`.
+/// it for one test with [`Logs::install`].
 #[derive(Clone, Default)]
 pub(crate) struct Logs(Arc<Mutex<Vec<(tracing::Level, String)>>>);
 
 impl Logs {
+    /// Installs the recorder on this thread until the guard drops, then recomputes every
+    /// callsite's interest. Tests run in parallel: a callsite first hit on another test's thread
+    /// while this recorder was being installed can cache "never" and hide its events from this
+    /// test (seen once: a full test run lost an event this way).
+    ///
+    /// To close that race for good, the first install also sets a process-wide default that
+    /// records nothing but answers "sometimes" for every callsite, so that no callsite
+    /// registered afterwards can cache "never".
+    #[must_use]
+    pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
+        static QUIET: std::sync::Once = std::sync::Once::new();
+        QUIET.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(Quiet);
+        });
+        let guard = tracing::subscriber::set_default(self.clone());
+        tracing::callsite::rebuild_interest_cache();
+        guard
+    }
+
     /// How many events at `level` contain `needle`.
     pub(crate) fn count(&self, level: tracing::Level, needle: &str) -> usize {
         self.0
@@ -18,6 +37,29 @@ impl Logs {
             .filter(|(l, text)| *l == level && text.contains(needle))
             .count()
     }
+}
+
+/// Records nothing, but keeps every callsite's interest at "sometimes" (see [`Logs::install`]).
+struct Quiet;
+
+impl tracing::Subscriber for Quiet {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 struct Fields<'a>(&'a mut String);

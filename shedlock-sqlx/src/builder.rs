@@ -26,7 +26,9 @@ const MAX_NAME_LEN_LIMIT: usize = 10_000;
 /// `CREATE TABLE MyLocks` creates `mylocks`). Names the database keeps for itself are refused
 /// too: Postgres system column names (`tableoid`, `xmin`, `cmin`, `xmax`, `cmax`, `ctid`,
 /// exactly so), `InnoDB`'s `DB_ROW_ID`, `DB_TRX_ID` and `DB_ROLL_PTR` columns (any case) on
-/// MySQL/MariaDB, and table names starting with `sqlite_` (any case) on SQLite.
+/// MySQL/MariaDB (whatever the table's engine: the lock table is created as `InnoDB`, and an
+/// existing table of another engine with such a column is not supported), and table names
+/// starting with `sqlite_` (any case) on SQLite.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]

@@ -922,7 +922,7 @@ fn start_outside_a_runtime_is_an_error_not_a_panic() {
 #[tokio::test(start_paused = true)]
 async fn a_missing_table_keeps_the_instance_a_follower_with_one_error() {
     let logs = Logs::default();
-    let _guard = tracing::subscriber::set_default(logs.clone());
+    let _guard = logs.install();
     let latch = start(MissingTable, config("jobs", "a"));
     let mut states = latch.watch();
     sleep(119 * SEC).await; // attempts at 0, 2, …, 118 s
@@ -1091,7 +1091,7 @@ mod faulty {
     #[tokio::test(start_paused = true)]
     async fn a_store_outage_logs_one_error_keeps_retrying_and_recovers() {
         let logs = Logs::default();
-        let _guard = tracing::subscriber::set_default(logs.clone());
+        let _guard = logs.install();
         let store = Arc::new(InMemoryLockProvider::new());
         let db = faulty(&store);
         db.inject(Operation::Acquire, Fault::Fail);
@@ -1263,7 +1263,7 @@ mod faulty {
     #[tokio::test(start_paused = true)]
     async fn after_a_lost_lease_the_row_is_released_only_once_the_work_stopped() {
         let logs = Logs::default();
-        let _guard = tracing::subscriber::set_default(logs.clone());
+        let _guard = logs.install();
         let store = Arc::new(InMemoryLockProvider::new());
         let db = faulty(&store);
         let t0 = Instant::now();
@@ -1299,7 +1299,7 @@ mod faulty {
     #[tokio::test(start_paused = true)]
     async fn close_releases_the_row_only_after_the_work_is_cancelled_at_the_end_of_the_grace() {
         let logs = Logs::default();
-        let _guard = tracing::subscriber::set_default(logs.clone());
+        let _guard = logs.install();
         let store = Arc::new(InMemoryLockProvider::new());
         let db = faulty(&store);
         let latch = start(db.clone(), config("grace-work", "a"));
@@ -1325,7 +1325,7 @@ mod faulty {
     #[tokio::test(start_paused = true)]
     async fn work_that_never_stops_keeps_the_row_until_it_expires() {
         let logs = Logs::default();
-        let _guard = tracing::subscriber::set_default(logs.clone());
+        let _guard = logs.install();
         let store = Arc::new(InMemoryLockProvider::new());
         let db = faulty(&store);
         let t0 = Instant::now();
