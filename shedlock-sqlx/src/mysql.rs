@@ -56,7 +56,10 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// On first use the provider reads the table's columns once and fails with
 /// [`Error::is_missing_table`] or [`Error::is_schema`] if the table is missing or does not fit
 /// (time columns must be `TIMESTAMP(3)` or `DATETIME(3)` or finer; `locked_at` must not have
-/// `ON UPDATE`); a failed check is retried on the next call.
+/// `ON UPDATE`); a failed check is retried on the next call. `TIMESTAMP` columns cannot hold a
+/// time after 2038-01-19 03:14:07 UTC on MySQL and on MariaDB before 11.5, so a `lock_until`
+/// beyond it cannot be stored; `DATETIME(3)` columns have no such limit and work the same, as
+/// the provider reads and writes UTC either way.
 ///
 /// # Time
 ///
