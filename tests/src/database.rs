@@ -21,6 +21,8 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a pool waits for a connection.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`Database::drop_table`] waits for its lock before giving up.
+const DROP_TABLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Which database a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -209,11 +211,20 @@ impl Database {
     pub async fn drop_table(&self, table: &str) -> Result<(), BoxError> {
         check_identifier(table)?;
         let sql = sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}"));
-        match &self.pool {
-            Pool::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop)?,
-            Pool::MySql(pool) => sqlx::query(sql).execute(pool).await.map(drop)?,
-            Pool::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop)?,
-        }
+        let dropped = async {
+            match &self.pool {
+                Pool::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+                Pool::MySql(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+                Pool::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+            }
+        };
+        // A session left idle in a transaction on the table (a connection cut off mid-way) would
+        // make the DROP wait for ever: give up after a while instead.
+        tokio::time::timeout(DROP_TABLE_TIMEOUT, dropped)
+            .await
+            .map_err(|_| {
+                format!("DROP TABLE {table} waited {DROP_TABLE_TIMEOUT:?} for a lock; left as is")
+            })??;
         Ok(())
     }
 }
