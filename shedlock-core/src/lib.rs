@@ -31,10 +31,12 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admin;
 mod config;
 mod current;
 mod error;
 mod executor;
+mod fire;
 mod keepalive;
 mod latch;
 mod memory;
@@ -50,6 +52,7 @@ pub mod testkit;
 #[path = "macro_support.rs"]
 pub mod __private;
 
+pub use admin::{LockAdmin, LockEntry};
 pub use config::{
     DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_at_least,
     validate_at_most, validate_name,
@@ -63,6 +66,7 @@ pub use executor::{
     DEFAULT_CALL_TIMEOUT, Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder,
     default_executor,
 };
+pub use fire::{Fire, FireClaim, fire_decision};
 pub use latch::{
     KnownLeader, LeaderEvent, LeaderEvents, LeaderLatch, LeaderLatchConfig,
     LeaderLatchConfigBuilder, LeaderState, LeaderTerm, StepDownReason,

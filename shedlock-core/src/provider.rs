@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::DEFAULT_MAX_NAME_LEN;
 use crate::error::{Error, Result};
+use crate::fire::{Fire, FireClaim};
 
 /// One acquisition of a lock, as the store recorded it.
 ///
@@ -231,6 +232,32 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("holder"))
     }
 
+    /// Claims one fire of a scheduled job, in one atomic step on the store's clock: succeeds iff
+    /// `fire.at() <= now < fire.next()`, the fire recorded for `name` is older than `fire.at()`
+    /// (or absent), and the lock is free; it then records `fire.at()` and takes the lock as
+    /// [`acquire`](Self::acquire) does (`lock_until = now + at_most`, a new fencing token). It
+    /// writes nothing unless it claims, and says which case it met ([`FireClaim`], checked in
+    /// the order listed there; [`fire_decision`](crate::fire_decision) is that decision for
+    /// stores that decide in their own code).
+    ///
+    /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never
+    /// run twice. The default body answers [`Error::is_unsupported`]; a scheduler then falls
+    /// back to [`acquire`](Self::acquire) and `at_least`, with a warning.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, the name is invalid, or the store does not record fires.
+    async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<FireClaim> {
+        let _ = (name, fire, at_most, owner);
+        Err(Error::unsupported("claim_fire"))
+    }
+
     /// The longest name this store accepts, in characters; defaults to
     /// [`DEFAULT_MAX_NAME_LEN`] (64, ShedLock's `VARCHAR(64)`).
     fn max_name_len(&self) -> usize {
@@ -261,6 +288,16 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
 
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         (**self).holder(name).await
+    }
+
+    async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<FireClaim> {
+        (**self).claim_fire(name, fire, at_most, owner).await
     }
 
     fn max_name_len(&self) -> usize {

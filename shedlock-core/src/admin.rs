@@ -1,0 +1,188 @@
+//! The operator's view of a store: [`LockAdmin`] lists locks and frees one safely.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+use crate::provider::{LockProvider, LockRecord};
+
+/// One lock row as an operator sees it: who holds it, until when, and whether it is held now by
+/// the store's clock.
+///
+/// ```
+/// use chrono::{Duration, Utc};
+/// use shedlock_core::{LockEntry, LockRecord};
+///
+/// let now = Utc::now();
+/// let record = LockRecord::new("report", "host-a:42:x1", now, now + Duration::seconds(60));
+/// let entry = LockEntry::new(record, now, None);
+/// assert!(entry.is_held());
+/// assert_eq!(entry.remaining(), Some(std::time::Duration::from_secs(60)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockEntry {
+    record: LockRecord,
+    store_now: DateTime<Utc>,
+    last_fire: Option<DateTime<Utc>>,
+}
+
+impl LockEntry {
+    /// An entry for `record`, read when the store's clock said `store_now`; `last_fire` is the
+    /// job's recorded fire where the store keeps one.
+    #[must_use]
+    pub fn new(
+        record: LockRecord,
+        store_now: DateTime<Utc>,
+        last_fire: Option<DateTime<Utc>>,
+    ) -> Self {
+        Self {
+            record,
+            store_now,
+            last_fire,
+        }
+    }
+
+    /// The row: name, holder (`locked_by`), `locked_at`, `lock_until` and fencing token. A row
+    /// whose lock has ended keeps its last holder.
+    #[must_use]
+    pub fn record(&self) -> &LockRecord {
+        &self.record
+    }
+
+    /// The store's clock when the entry was read.
+    #[must_use]
+    pub fn store_now(&self) -> DateTime<Utc> {
+        self.store_now
+    }
+
+    /// Whether the lock was held when read: `lock_until > now` by the store's clock.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.record.lock_until() > self.store_now
+    }
+
+    /// How long the lock stays held unless released or extended; `None` when it is free.
+    #[must_use]
+    pub fn remaining(&self) -> Option<std::time::Duration> {
+        (self.record.lock_until() - self.store_now)
+            .to_std()
+            .ok()
+            .filter(|d| !d.is_zero())
+    }
+
+    /// The scheduled instant of the last fire claimed for this job, where the store records
+    /// fires (see [`LockProvider::claim_fire`]).
+    #[must_use]
+    pub fn last_fire(&self) -> Option<DateTime<Utc>> {
+        self.last_fire
+    }
+}
+
+impl fmt::Display for LockEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.is_held() { "held" } else { "free" };
+        write!(f, "{} ({state})", self.record)
+    }
+}
+
+/// What an operator needs beside [`LockProvider`]: list the locks, free one safely, create the
+/// table. Every method has a default body answering [`Error::is_unsupported`], so a custom store
+/// keeps compiling; the built-in stores implement them all. `testkit::AdminSuite` (feature
+/// `testkit`) checks an implementation.
+///
+/// Freeing a lock sets its `lock_until` to the store's now and nothing else: the holder's row,
+/// token sequence and recorded fire stay, so freeing never makes a fire run again.
+#[async_trait]
+pub trait LockAdmin: LockProvider {
+    /// Every lock row the store has, held or not, sorted by name.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, or does not support listing.
+    async fn list(&self) -> Result<Vec<LockEntry>> {
+        Err(Error::unsupported("list"))
+    }
+
+    /// The row of `name`, if there is one. The default body filters [`list`](Self::list).
+    ///
+    /// # Errors
+    ///
+    /// The store failed, or does not support listing.
+    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .find(|e| e.record().name() == name))
+    }
+
+    /// Frees the lock iff its row is still exactly `expected`: same holder, same `locked_at`
+    /// and same fencing token (where the store has tokens), as a listing showed it, and still
+    /// held. `Ok(true)` if it freed it; `Ok(false)` if it refused (the lock was taken again since,
+    /// even by the same owner id, or is already free) and changed nothing.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, or does not support it.
+    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+        let _ = expected;
+        Err(Error::unsupported("unlock"))
+    }
+
+    /// Frees `name` whoever holds it, and returns the entry it freed (`None`: no row, or the lock
+    /// was not held).
+    ///
+    /// # Errors
+    ///
+    /// The store failed, or does not support it.
+    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+        let _ = name;
+        Err(Error::unsupported("force_unlock"))
+    }
+
+    /// The statement(s) that create this store's lock table with its configured names, if the
+    /// store has a schema.
+    fn ddl(&self) -> Option<String> {
+        None
+    }
+
+    /// Creates the lock table if it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, or has no table to create.
+    async fn create_table(&self) -> Result<()> {
+        Err(Error::unsupported("create_table"))
+    }
+}
+
+/// An `Arc` of an admin store is an admin store.
+#[async_trait]
+impl<P: LockAdmin + ?Sized> LockAdmin for Arc<P> {
+    async fn list(&self) -> Result<Vec<LockEntry>> {
+        (**self).list().await
+    }
+
+    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
+        (**self).entry(name).await
+    }
+
+    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+        (**self).unlock(expected).await
+    }
+
+    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+        (**self).force_unlock(name).await
+    }
+
+    fn ddl(&self) -> Option<String> {
+        (**self).ddl()
+    }
+
+    async fn create_table(&self) -> Result<()> {
+        (**self).create_table().await
+    }
+}
