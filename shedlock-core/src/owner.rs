@@ -2,6 +2,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
@@ -16,7 +17,9 @@ pub const MAX_OWNER_ID_LEN: usize = 255;
 /// else `hostname:pid:random`.
 ///
 /// Unique per process, so two processes on one host never release each other's locks, and
-/// readable in the `locked_by` column.
+/// readable in the `locked_by` column. It is **one per process**: the random part is drawn once,
+/// so every executor and latch of a process that take the default show the same `locked_by`
+/// (each acquisition is still told apart by its fencing token or `locked_at`).
 ///
 /// # Errors
 ///
@@ -28,6 +31,7 @@ pub const MAX_OWNER_ID_LEN: usize = 255;
 /// if std::env::var_os("SHEDLOCK_OWNER_ID").is_none() {
 ///     assert_eq!(id.split(':').count(), 3, "{id}");
 /// }
+/// assert_eq!(shedlock_core::default_owner_id()?, id, "one per process");
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
 pub fn default_owner_id() -> Result<String> {
@@ -38,7 +42,10 @@ pub fn default_owner_id() -> Result<String> {
             })?;
             Ok(id)
         }
-        Err(std::env::VarError::NotPresent) => Ok(generated_owner_id()),
+        Err(std::env::VarError::NotPresent) => {
+            static GENERATED: OnceLock<String> = OnceLock::new();
+            Ok(GENERATED.get_or_init(generated_owner_id).clone())
+        }
         Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid_config(format!(
             "{OWNER_ID_ENV} is not valid Unicode"
         ))),

@@ -670,7 +670,7 @@ async fn executions_are_send_and_exclusive_across_threads() {
 }
 
 #[test]
-fn owner_id_defaults_are_unique_and_the_environment_overrides_them() {
+fn owner_id_default_is_one_per_process_and_the_environment_overrides_it() {
     const CHILD: &str = "SHEDLOCK_TEST_OWNER_CHILD";
     if std::env::var_os(CHILD).is_some() {
         // Child process: the variable set by the parent must win.
@@ -683,7 +683,7 @@ fn owner_id_defaults_are_unique_and_the_environment_overrides_them() {
     let a = shedlock_core::default_owner_id().expect("valid");
     let b = shedlock_core::default_owner_id().expect("valid");
     if std::env::var_os(shedlock_core::OWNER_ID_ENV).is_none() {
-        assert_ne!(a, b);
+        assert_eq!(a, b, "one default owner id per process");
         assert_eq!(
             a.split(':').nth(1),
             Some(std::process::id().to_string().as_str())
@@ -693,7 +693,7 @@ fn owner_id_defaults_are_unique_and_the_environment_overrides_them() {
     let child = std::process::Command::new(exe)
         .args([
             "--exact",
-            "owner_id_defaults_are_unique_and_the_environment_overrides_them",
+            "owner_id_default_is_one_per_process_and_the_environment_overrides_it",
         ])
         .env(CHILD, "1")
         .env(shedlock_core::OWNER_ID_ENV, "pod-from-env")
@@ -708,7 +708,7 @@ fn owner_id_defaults_are_unique_and_the_environment_overrides_them() {
     let bad = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "owner_id_defaults_are_unique_and_the_environment_overrides_them",
+            "owner_id_default_is_one_per_process_and_the_environment_overrides_it",
         ])
         .env(CHILD, "1")
         .env(shedlock_core::OWNER_ID_ENV, "")
