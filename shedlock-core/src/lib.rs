@@ -75,5 +75,10 @@ pub use memory::InMemoryLockProvider;
 pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
 pub use provider::{LockProvider, LockRecord};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
+/// The `#[async_trait]` attribute [`LockProvider`] implementations need, re-exported so a custom
+/// store depends on nothing else.
+pub use async_trait::async_trait;
+/// The `chrono` crate, whose `DateTime<Utc>` [`LockRecord`] and [`Fire`] carry.
+pub use chrono;
 #[cfg(feature = "macros")]
 pub use shedlock_macros::scheduled_lock;

@@ -160,12 +160,21 @@ impl fmt::Display for LockRecord {
 /// The executor wraps every call in a timeout, so an implementation need not add its own, but it
 /// should close (not reuse) a connection whose call was cancelled mid-flight.
 ///
+/// # Stores with their own expiry (TTL keys, leases)
+///
+/// Rules 3 and 4 need the record to outlive its `lock_until`: a release that comes after expiry,
+/// while nobody else took the lock, must still find the record and act, and a release may be
+/// called again for the same record (it then acts again or returns `Ok(false)`, never an error).
+/// So **never delete the record on release or let the store drop it at `lock_until`**: keep it
+/// (expired), and decide expiry by comparing `lock_until` with the store's own now, or keep a
+/// second record without a TTL that holds owner and token. The conformance suite checks both
+/// (`release_after_expiry_acts`, `late_release_and_extend_spare_new_holder`).
+///
 /// # Example: a custom store
 ///
 /// ```
 /// use std::time::Duration;
-/// use async_trait::async_trait;
-/// use shedlock_core::{InMemoryLockProvider, LockProvider, LockRecord, Result};
+/// use shedlock_core::{InMemoryLockProvider, LockProvider, LockRecord, Result, async_trait};
 ///
 /// /// A store that logs every call and delegates to another one.
 /// struct Logged<P>(P);
