@@ -53,6 +53,11 @@ pub mod testkit;
 pub mod __private;
 
 pub use admin::{LockAdmin, LockEntry};
+/// The `#[async_trait]` attribute [`LockProvider`] implementations need, re-exported so a custom
+/// store depends on nothing else.
+pub use async_trait::async_trait;
+/// The `chrono` crate, whose `DateTime<Utc>` [`LockRecord`] and [`Fire`] carry.
+pub use chrono;
 pub use config::{
     DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_at_least,
     validate_at_most, validate_name,
@@ -75,10 +80,5 @@ pub use memory::InMemoryLockProvider;
 pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
 pub use provider::{LockProvider, LockRecord};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
-/// The `#[async_trait]` attribute [`LockProvider`] implementations need, re-exported so a custom
-/// store depends on nothing else.
-pub use async_trait::async_trait;
-/// The `chrono` crate, whose `DateTime<Utc>` [`LockRecord`] and [`Fire`] carry.
-pub use chrono;
 #[cfg(feature = "macros")]
 pub use shedlock_macros::scheduled_lock;

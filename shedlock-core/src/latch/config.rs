@@ -15,8 +15,8 @@ use crate::owner::validate_owner_id;
 /// | setting | default | meaning |
 /// |---|---|---|
 /// | `lease` | 15 s | how long the row stays held without a renew: the store's safety net when a leader dies |
-/// | `renew_interval` | 5 s | the leader renews this long after its last successful renew was sent, or after half of `renew_deadline` if that is sooner (so a failed renew has time to be retried) |
-/// | `renew_deadline` | 10 s | the leader steps down locally this long after its last successful renew was sent |
+/// | `renew_interval` | half of `renew_deadline` (5 s) | the leader renews this long after its last successful renew was sent, or after half of `renew_deadline` if that is sooner (so a failed renew has time to be retried) |
+/// | `renew_deadline` | two thirds of `lease` (10 s) | the leader steps down locally this long after its last successful renew was sent |
 /// | `acquire_interval` | 2 s | followers try to take the row this often; a failed renew is retried this often |
 /// | `acquire_jitter` | a quarter of `acquire_interval` | a random extra wait in `[0, jitter]` before each follower attempt |
 /// | `call_timeout` | `acquire_interval` | the most one store call may take |
@@ -31,6 +31,11 @@ use crate::owner::validate_owner_id;
 ///
 /// It implements [`serde::Deserialize`] with human durations (`"15s"`, `"1m30s"`, `"500ms"`,
 /// `"PT15S"`), so it can come straight from a configuration file; unknown keys are rejected.
+///
+/// Unset timings follow the ones that are set: `renew_deadline` defaults to two thirds of the
+/// lease and `renew_interval` to half of `renew_deadline`, so setting only the lease
+/// (`lease(30s)` gives 20 s and 10 s) is valid with the default `acquire_interval` for any lease
+/// longer than 6 s. An error says which of the values it names were defaults or derived.
 ///
 /// ```
 /// use std::time::Duration;
@@ -51,7 +56,12 @@ use crate::owner::validate_owner_id;
 ///
 /// // Invalid combinations are errors, not panics:
 /// let err = LeaderLatchConfig::builder("scheduler").renew_deadline(Duration::from_secs(20)).build();
-/// assert!(err.unwrap_err().to_string().contains("renew_deadline (20s) must be shorter than lease (15s)"));
+/// assert!(err.unwrap_err().to_string()
+///     .contains("renew_deadline (20s) must be shorter than lease (15s, the default)"));
+///
+/// // Setting only the lease derives the renew timings from it:
+/// let cfg = LeaderLatchConfig::builder("scheduler").lease(Duration::from_secs(60)).build()?;
+/// assert_eq!((cfg.renew_deadline(), cfg.renew_interval()), (Duration::from_secs(40), Duration::from_secs(20)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -71,9 +81,9 @@ pub struct LeaderLatchConfig {
 impl LeaderLatchConfig {
     /// The default `lease`: 15 s.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-    /// The default `renew_interval`: 5 s.
+    /// The default `renew_interval` with the default lease: 5 s (half of `renew_deadline`).
     pub const DEFAULT_RENEW_INTERVAL: Duration = Duration::from_secs(5);
-    /// The default `renew_deadline`: 10 s.
+    /// The default `renew_deadline` with the default lease: 10 s (two thirds of `lease`).
     pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
     /// The default `acquire_interval`: 2 s.
     pub const DEFAULT_ACQUIRE_INTERVAL: Duration = Duration::from_secs(2);
@@ -102,10 +112,10 @@ impl LeaderLatchConfig {
         LeaderLatchConfigBuilder {
             name: name.into(),
             owner_id: None,
-            lease: Self::DEFAULT_LEASE,
-            renew_interval: Self::DEFAULT_RENEW_INTERVAL,
-            renew_deadline: Self::DEFAULT_RENEW_DEADLINE,
-            acquire_interval: Self::DEFAULT_ACQUIRE_INTERVAL,
+            lease: None,
+            renew_interval: None,
+            renew_deadline: None,
+            acquire_interval: None,
             acquire_jitter: None,
             call_timeout: None,
             shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
@@ -194,10 +204,10 @@ impl fmt::Debug for LeaderLatchConfig {
 pub struct LeaderLatchConfigBuilder {
     name: String,
     owner_id: Option<String>,
-    lease: Duration,
-    renew_interval: Duration,
-    renew_deadline: Duration,
-    acquire_interval: Duration,
+    lease: Option<Duration>,
+    renew_interval: Option<Duration>,
+    renew_deadline: Option<Duration>,
+    acquire_interval: Option<Duration>,
     acquire_jitter: Option<Duration>,
     call_timeout: Option<Duration>,
     shutdown_grace: Duration,
@@ -215,23 +225,23 @@ impl LeaderLatchConfigBuilder {
     /// How long the row stays held without a renew; defaults to 15 s. After a leader dies, the
     /// others take over within `lease + acquire_interval + acquire_jitter`.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
+        self.lease = Some(lease);
         self
     }
 
     /// How long after its last successful renew was sent the leader renews again; defaults to
-    /// 5 s. A value above half of `renew_deadline` is accepted but the leader renews at
+    /// half of `renew_deadline` (5 s with the default lease). A value above half of `renew_deadline` is accepted but the leader renews at
     /// `renew_deadline / 2` instead, so that a failed renew has time to be retried.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
-        self.renew_interval = interval;
+        self.renew_interval = Some(interval);
         self
     }
 
     /// How long after its last successful acquire or renew was sent the leader steps down
-    /// locally; defaults to 10 s. Must be shorter than the lease, so the leader has stepped down
+    /// locally; defaults to two thirds of the lease (10 s with the default lease). Must be shorter than the lease, so the leader has stepped down
     /// before anyone else can take the row.
     pub fn renew_deadline(mut self, deadline: Duration) -> Self {
-        self.renew_deadline = deadline;
+        self.renew_deadline = Some(deadline);
         self
     }
 
@@ -239,7 +249,7 @@ impl LeaderLatchConfigBuilder {
     /// to 2 s. After a graceful [`close`](crate::LeaderLatch::close), another replica leads within
     /// about this long.
     pub fn acquire_interval(mut self, interval: Duration) -> Self {
-        self.acquire_interval = interval;
+        self.acquire_interval = Some(interval);
         self
     }
 
@@ -277,20 +287,44 @@ impl LeaderLatchConfigBuilder {
     pub fn build(self) -> Result<LeaderLatchConfig> {
         let invalid =
             |msg: String| Error::invalid_config(format!("leader latch {:?}: {msg}", self.name));
-        let fmt = shedlock_duration::format;
         validate_name(&self.name, DEFAULT_MAX_NAME_LEN)?;
         if let Some(id) = &self.owner_id {
             validate_owner_id(id)?;
         }
-        let acquire_jitter = self.acquire_jitter.unwrap_or(self.acquire_interval / 4);
-        let call_timeout = self.call_timeout.unwrap_or(self.acquire_interval);
+        // Each value with where it came from, for the error messages.
+        let lease = Timing::given_or(self.lease, LeaderLatchConfig::DEFAULT_LEASE, "the default");
+        let renew_deadline = Timing::given_or(
+            self.renew_deadline,
+            lease.value * 2 / 3,
+            "two thirds of lease",
+        );
+        let renew_interval = Timing::given_or(
+            self.renew_interval,
+            renew_deadline.value / 2,
+            "half of renew_deadline",
+        );
+        let acquire_interval = Timing::given_or(
+            self.acquire_interval,
+            LeaderLatchConfig::DEFAULT_ACQUIRE_INTERVAL,
+            "the default",
+        );
+        let acquire_jitter = Timing::given_or(
+            self.acquire_jitter,
+            acquire_interval.value / 4,
+            "a quarter of acquire_interval",
+        );
+        let call_timeout = Timing::given_or(
+            self.call_timeout,
+            acquire_interval.value,
+            "acquire_interval",
+        );
         let durations = [
-            ("lease", self.lease, false),
-            ("renew_interval", self.renew_interval, false),
-            ("renew_deadline", self.renew_deadline, false),
-            ("acquire_interval", self.acquire_interval, false),
-            ("acquire_jitter", acquire_jitter, true),
-            ("call_timeout", call_timeout, false),
+            ("lease", lease.value, false),
+            ("renew_interval", renew_interval.value, false),
+            ("renew_deadline", renew_deadline.value, false),
+            ("acquire_interval", acquire_interval.value, false),
+            ("acquire_jitter", acquire_jitter.value, true),
+            ("call_timeout", call_timeout.value, false),
             ("shutdown_grace", self.shutdown_grace, true),
         ];
         for (what, value, zero_ok) in durations {
@@ -299,56 +333,80 @@ impl LeaderLatchConfigBuilder {
             }
             check_max(what, value).map_err(|e| invalid(strip_prefix(&e)))?;
         }
-        if self.renew_interval >= self.renew_deadline {
+        if renew_interval.value >= renew_deadline.value {
             return Err(invalid(format!(
-                "renew_interval ({}) must be shorter than renew_deadline ({}), so a renew is \
-                 attempted before leadership lapses",
-                fmt(self.renew_interval),
-                fmt(self.renew_deadline)
+                "renew_interval ({renew_interval}) must be shorter than renew_deadline \
+                 ({renew_deadline}), so a renew is attempted before leadership lapses"
             )));
         }
-        if self.renew_deadline >= self.lease {
+        if renew_deadline.value >= lease.value {
             return Err(invalid(format!(
-                "renew_deadline ({}) must be shorter than lease ({}), so a leader steps down \
-                 before another replica can take the row",
-                fmt(self.renew_deadline),
-                fmt(self.lease)
+                "renew_deadline ({renew_deadline}) must be shorter than lease ({lease}), so a \
+                 leader steps down before another replica can take the row"
             )));
         }
-        if call_timeout > self.acquire_interval {
+        if call_timeout.value > acquire_interval.value {
             return Err(invalid(format!(
-                "call_timeout ({}) must not be longer than acquire_interval ({})",
-                fmt(call_timeout),
-                fmt(self.acquire_interval)
+                "call_timeout ({call_timeout}) must not be longer than acquire_interval \
+                 ({acquire_interval})"
             )));
         }
-        if self.renew_interval + call_timeout >= self.renew_deadline {
+        if renew_interval.value + call_timeout.value >= renew_deadline.value {
             return Err(invalid(format!(
-                "renew_interval ({}) + call_timeout ({}) must be shorter than renew_deadline \
-                 ({}), so a renew sent on time can finish before the deadline",
-                fmt(self.renew_interval),
-                fmt(call_timeout),
-                fmt(self.renew_deadline)
+                "renew_interval ({renew_interval}) + call_timeout ({call_timeout}) must be \
+                 shorter than renew_deadline ({renew_deadline}), so a renew sent on time can \
+                 finish before the deadline"
             )));
         }
-        if acquire_jitter > self.acquire_interval {
+        if acquire_jitter.value > acquire_interval.value {
             return Err(invalid(format!(
-                "acquire_jitter ({}) must not be longer than acquire_interval ({})",
-                fmt(acquire_jitter),
-                fmt(self.acquire_interval)
+                "acquire_jitter ({acquire_jitter}) must not be longer than acquire_interval \
+                 ({acquire_interval})"
             )));
         }
         Ok(LeaderLatchConfig {
             name: self.name,
             owner_id: self.owner_id,
-            lease: self.lease,
-            renew_interval: self.renew_interval,
-            renew_deadline: self.renew_deadline,
-            acquire_interval: self.acquire_interval,
-            acquire_jitter,
-            call_timeout,
+            lease: lease.value,
+            renew_interval: renew_interval.value,
+            renew_deadline: renew_deadline.value,
+            acquire_interval: acquire_interval.value,
+            acquire_jitter: acquire_jitter.value,
+            call_timeout: call_timeout.value,
             shutdown_grace: self.shutdown_grace,
         })
+    }
+}
+
+/// A timing and where it came from: set in code (or the file), or a default (`origin` says which).
+struct Timing {
+    value: Duration,
+    origin: Option<&'static str>,
+}
+
+impl Timing {
+    fn given_or(given: Option<Duration>, default: Duration, origin: &'static str) -> Self {
+        match given {
+            Some(value) => Self {
+                value,
+                origin: None,
+            },
+            None => Self {
+                value: default,
+                origin: Some(origin),
+            },
+        }
+    }
+}
+
+/// `10s`, or `10s, two thirds of lease` for a value that was not set.
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&shedlock_duration::format(self.value))?;
+        match self.origin {
+            Some(origin) => write!(f, ", {origin}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -482,27 +540,34 @@ mod tests {
         let cases = [
             (
                 b().renew_interval(10 * SEC),
-                "renew_interval (10s) must be shorter than renew_deadline (10s)",
+                "renew_interval (10s) must be shorter than renew_deadline (10s, two thirds of \
+                 lease)",
             ),
             (
                 b().renew_deadline(15 * SEC),
-                "renew_deadline (15s) must be shorter than lease (15s)",
+                "renew_deadline (15s) must be shorter than lease (15s, the default)",
             ),
             (
-                b().lease(8 * SEC),
+                b().lease(8 * SEC).renew_deadline(10 * SEC),
                 "renew_deadline (10s) must be shorter than lease (8s)",
             ),
             (
                 b().call_timeout(3 * SEC),
-                "call_timeout (3s) must not be longer than acquire_interval (2s)",
+                "call_timeout (3s) must not be longer than acquire_interval (2s, the default)",
             ),
             (
                 b().renew_interval(8 * SEC).renew_deadline(9 * SEC),
-                "renew_interval (8s) + call_timeout (2s) must be shorter than renew_deadline (9s)",
+                "renew_interval (8s) + call_timeout (2s, acquire_interval) must be shorter than \
+                 renew_deadline (9s)",
+            ),
+            (
+                b().lease(6 * SEC),
+                "renew_interval (2s, half of renew_deadline) + call_timeout (2s, \
+                 acquire_interval) must be shorter than renew_deadline (4s, two thirds of lease)",
             ),
             (
                 b().acquire_jitter(3 * SEC),
-                "acquire_jitter (3s) must not be longer than acquire_interval (2s)",
+                "acquire_jitter (3s) must not be longer than acquire_interval (2s, the default)",
             ),
             (b().lease(Duration::ZERO), "lease is zero"),
             (
@@ -527,6 +592,31 @@ mod tests {
             message(b().lease(SEC).build())
                 .starts_with("invalid lock configuration: leader latch \"e\": ")
         );
+    }
+
+    #[test]
+    fn unset_renew_timings_follow_the_lease_and_the_deadline() {
+        for lease in [7 * SEC, 15 * SEC, 60 * SEC, 3600 * SEC] {
+            let cfg = LeaderLatchConfig::builder("e")
+                .lease(lease)
+                .build()
+                .expect("a lease over 6 s alone is valid");
+            assert_eq!(cfg.renew_deadline(), lease * 2 / 3, "{lease:?}");
+            assert_eq!(cfg.renew_interval(), lease / 3, "{lease:?}");
+        }
+        let cfg = LeaderLatchConfig::builder("e")
+            .renew_deadline(8 * SEC)
+            .build()
+            .expect("valid");
+        assert_eq!(cfg.renew_interval(), 4 * SEC, "half of the deadline set");
+        assert_eq!(cfg.lease(), 15 * SEC);
+        let cfg = LeaderLatchConfig::builder("e")
+            .lease(30 * SEC)
+            .renew_interval(3 * SEC)
+            .build()
+            .expect("valid");
+        assert_eq!(cfg.renew_interval(), 3 * SEC, "a value set is kept");
+        assert_eq!(cfg.renew_deadline(), 20 * SEC);
     }
 
     #[test]
