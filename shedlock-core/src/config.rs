@@ -1,6 +1,9 @@
 //! What to lock and for how long: [`LockConfig`], validated on construction.
 
+use std::fmt;
 use std::time::Duration;
+
+use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
@@ -39,9 +42,21 @@ pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 /// // Every mistake is an error, not a panic:
 /// assert!(LockConfig::new("", Duration::from_secs(1)).is_err());
 /// assert!(LockConfig::new("job", Duration::ZERO).is_err());
-/// # Ok::<(), shedlock_core::Error>(())
+///
+/// // From a configuration file, with human durations (JSON here; TOML or YAML work the same):
+/// let from_file: LockConfig = serde_json::from_str(
+///     r#"{ "name": "nightly-report", "at_most": "10m", "at_least": "30s" }"#,
+/// )?;
+/// assert_eq!(from_file, cfg);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// It implements [`serde::Deserialize`]: `name` is required; `at_most`, `at_least` (durations
+/// such as `"10m"`, `"1h30m"`, `"500ms"`, `"PT10M"`), `keep_alive` and `max_name_len` are
+/// optional; unknown keys are rejected, and the result is validated as
+/// [`build`](LockConfigBuilder::build) does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(try_from = "RawLockConfig")]
 pub struct LockConfig {
     name: String,
     at_most: Option<Duration>,
@@ -98,12 +113,26 @@ impl LockConfig {
 
     /// `at_most`, or `default` when unset, checked against `at_least`.
     pub(crate) fn effective_at_most(&self, default: Option<Duration>) -> Result<Duration> {
-        let at_most = self.at_most.or(default).ok_or_else(|| {
+        if let Some(at_most) = self.at_most {
+            validate_durations(at_most, self.at_least)?;
+            return Ok(at_most);
+        }
+        let at_most = default.ok_or_else(|| {
             Error::invalid_config(format!(
                 "lock {:?} has no at_most and the executor has no default_at_most; set one of them",
                 self.name
             ))
         })?;
+        if self.at_least > at_most {
+            return Err(Error::invalid_config(format!(
+                "lock {:?}: at_least ({}) is longer than the executor's default_at_most ({}), \
+                 which it uses because the lock sets no at_most; set at_most on the lock or \
+                 raise default_at_most",
+                self.name,
+                shedlock_duration::format(self.at_least),
+                shedlock_duration::format(at_most)
+            )));
+        }
         validate_durations(at_most, self.at_least)?;
         Ok(at_most)
     }
@@ -177,6 +206,63 @@ impl LockConfigBuilder {
             at_least: self.at_least,
             keep_alive: self.keep_alive,
         })
+    }
+}
+
+/// The serde form of [`LockConfig`]: human durations, every key but `name` optional.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLockConfig {
+    name: String,
+    #[serde(default)]
+    at_most: Option<HumanDuration>,
+    #[serde(default)]
+    at_least: Option<HumanDuration>,
+    #[serde(default)]
+    keep_alive: bool,
+    #[serde(default)]
+    max_name_len: Option<usize>,
+}
+
+impl TryFrom<RawLockConfig> for LockConfig {
+    type Error = Error;
+
+    fn try_from(raw: RawLockConfig) -> Result<Self> {
+        let mut builder = LockConfig::builder(raw.name).keep_alive(raw.keep_alive);
+        if let Some(HumanDuration(d)) = raw.at_most {
+            builder = builder.at_most(d);
+        }
+        if let Some(HumanDuration(d)) = raw.at_least {
+            builder = builder.at_least(d);
+        }
+        if let Some(max) = raw.max_name_len {
+            builder = builder.max_name_len(max);
+        }
+        builder.build()
+    }
+}
+
+/// A duration written as text in the shared grammar (`"15s"`, `"PT15S"`), for configuration
+/// files.
+pub(crate) struct HumanDuration(pub(crate) Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = HumanDuration;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration string such as \"15s\", \"1m30s\", \"500ms\" or \"PT15S\"")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<HumanDuration, E> {
+                shedlock_duration::parse(text)
+                    .map(HumanDuration)
+                    .map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_str(Visitor)
     }
 }
 
@@ -358,10 +444,57 @@ mod tests {
                 .to_string()
                 .contains("default_at_most")
         );
+        let msg = cfg
+            .effective_at_most(Some(Duration::from_secs(10)))
+            .expect_err("at_least above the default")
+            .to_string();
         assert!(
-            cfg.effective_at_most(Some(Duration::from_secs(10)))
-                .is_err()
+            msg.contains(
+                "lock \"job\": at_least (30s) is longer than the executor's default_at_most (10s)"
+            ),
+            "{msg}"
         );
         assert_eq!(cfg.effective_at_most(Some(MIN)).ok(), Some(MIN));
+        // An at_most set on the lock is not the executor's: the plain message.
+        let own = LockConfig::builder("job")
+            .at_most(MIN)
+            .build()
+            .expect("valid");
+        assert_eq!(
+            own.effective_at_most(Some(Duration::from_secs(1))).ok(),
+            Some(MIN)
+        );
+    }
+
+    #[test]
+    fn deserializes_human_durations_and_validates() {
+        let cfg: LockConfig = serde_json::from_str(
+            r#"{"name":"report","at_most":"PT10M","at_least":"30s","keep_alive":true}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            cfg,
+            LockConfig::builder("report")
+                .at_most(Duration::from_mins(10))
+                .at_least(Duration::from_secs(30))
+                .keep_alive(true)
+                .build()
+                .expect("valid")
+        );
+        let minimal: LockConfig = serde_json::from_str(r#"{"name":"report"}"#).expect("valid");
+        assert_eq!(minimal.at_most(), None, "left to the executor's default");
+        let err = |json: &str| {
+            serde_json::from_str::<LockConfig>(json)
+                .expect_err("should be rejected")
+                .to_string()
+        };
+        assert!(err(r#"{"name":"r","at_most":"10 minutes"}"#).contains("invalid duration"));
+        assert!(err(r#"{"name":"r","at_most":600}"#).contains("a duration string"));
+        assert!(
+            err(r#"{"name":"r","at_most":"10s","at_least":"11s"}"#)
+                .contains("at_least (11s) is longer than at_most (10s)")
+        );
+        assert!(err(r#"{"name":"","at_most":"10s"}"#).contains("empty"));
+        assert!(err(r#"{"name":"r","at_mots":"10s"}"#).contains("unknown field `at_mots`"));
     }
 }

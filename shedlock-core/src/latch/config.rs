@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::{DEFAULT_MAX_NAME_LEN, check_max, validate_name};
+use crate::config::{DEFAULT_MAX_NAME_LEN, HumanDuration, check_max, validate_name};
 use crate::error::{Error, Result};
 use crate::owner::validate_owner_id;
 
@@ -472,29 +472,6 @@ impl TryFrom<RawConfig> for LeaderLatchConfig {
             builder = builder.shutdown_grace(d);
         }
         builder.build()
-    }
-}
-
-/// A duration written as text in the shared grammar (`"15s"`, `"PT15S"`).
-struct HumanDuration(Duration);
-
-impl<'de> Deserialize<'de> for HumanDuration {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = HumanDuration;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration string such as \"15s\", \"1m30s\", \"500ms\" or \"PT15S\"")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<HumanDuration, E> {
-                shedlock_duration::parse(text)
-                    .map(HumanDuration)
-                    .map_err(E::custom)
-            }
-        }
-        deserializer.deserialize_str(Visitor)
     }
 }
 
