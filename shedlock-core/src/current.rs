@@ -161,8 +161,29 @@ fn same_store(a: &Arc<dyn LockProvider>, b: &Arc<dyn LockProvider>) -> bool {
 
 /// The innermost lock held by the running task, or `None` outside a locked task.
 ///
+/// The lock context belongs to the **task** (a tokio task-local, not a thread-local): it follows
+/// the locked future across threads and `.await` points, but **not into `tokio::spawn`**. A task
+/// spawned from inside a locked run starts with no current lock; pass it the
+/// [`LockHandle`] (it is `Clone`) if it needs the token, the lost-lock signal or `extend`.
+///
 /// ```
-/// assert!(shedlock_core::current_lock().is_none());
+/// use std::time::Duration;
+/// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor, current_lock};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// assert!(current_lock().is_none(), "outside a locked task");
+/// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+/// let cfg = LockConfig::new("report", Duration::from_secs(60))?;
+/// executor
+///     .execute(&cfg, async {
+///         let handle = current_lock().expect("inside the locked run");
+///         assert_eq!(handle.name(), "report");
+///         // A spawned task does not inherit it: hand it the handle instead.
+///         let inherited = tokio::spawn(async { current_lock().is_some() }).await.unwrap();
+///         assert!(!inherited);
+///     })
+///     .await?;
+/// # Ok(()) }
 /// ```
 #[must_use]
 pub fn current_lock() -> Option<LockHandle> {
