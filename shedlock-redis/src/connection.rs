@@ -10,8 +10,10 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult};
 use shedlock_core::{Error, Result};
 use tokio::time::{Instant, timeout_at};
 
-/// How often a call whose connection turned out to be dead (a server restart, a dropped socket)
-/// runs again on a fresh one, within its deadline.
+/// How often a call whose connection turned out to be dead (a server restart, a dropped socket,
+/// a refused reconnection) runs again on a fresh one, within its deadline. A refusal is retried
+/// too: the manager may report the failure of a reconnection made while the server was down,
+/// and the retry makes a new one.
 const RETRIES_ON_DROPPED: u32 = 2;
 
 /// The server's address for messages and `Debug`: host and port (or socket path) and database
@@ -52,9 +54,11 @@ impl Connection {
         }
         // Connecting retries a little (a restarting server), and gives up quickly enough that a
         // refused connection is reported as such, not as a timeout; the call's deadline bounds
-        // everything anyway.
+        // everything. The crate's own response timeout (500 ms by default) is off: the call's
+        // deadline is the one timeout, and a call that meets it replaces the connection.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
@@ -136,11 +140,7 @@ impl Connection {
                     return Err(Error::timeout(op, self.timeout));
                 }
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(error))
-                    if retries < RETRIES_ON_DROPPED
-                        && error.is_connection_dropped()
-                        && !error.is_connection_refusal() =>
-                {
+                Ok(Err(error)) if retries < RETRIES_ON_DROPPED && error.is_connection_dropped() => {
                     retries += 1;
                     tracing::info!(op, %error, "Redis connection lost; trying again on a new one");
                 }
