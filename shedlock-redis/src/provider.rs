@@ -170,6 +170,26 @@ impl RedisLockProvider {
         })
     }
 
+    /// Runs `script` (extend or release) for `record`'s acquisition: `ARGV = name, owner,
+    /// token, duration µs`.
+    async fn on_record(
+        &self,
+        op: &'static str,
+        script: &Script,
+        record: &LockRecord,
+        duration: Duration,
+    ) -> Result<Value> {
+        let name = record.name();
+        self.check_name(name)?;
+        let token = Self::token_of(record)?;
+        let args = [
+            record.owner().as_bytes().to_vec(),
+            num(token),
+            num(micros_ceil(duration)),
+        ];
+        self.eval(op, script, name, &args).await
+    }
+
     /// The record of `name` as the read script returns it, with the server's now.
     async fn read(&self, op: &'static str, name: &str) -> Result<Read> {
         self.check_name(name)?;
@@ -223,49 +243,25 @@ impl LockProvider for RedisLockProvider {
     }
 
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
-        let name = record.name();
-        self.check_name(name)?;
         validate_at_most(at_most)?;
-        let token = Self::token_of(record)?;
-        let reply = self
-            .eval(
-                "extend",
-                &script::EXTEND,
-                name,
-                &[
-                    record.owner().as_bytes().to_vec(),
-                    num(token),
-                    num(micros_ceil(at_most)),
-                ],
-            )
-            .await?;
-        match reply {
+        match self
+            .on_record("extend", &script::EXTEND, record, at_most)
+            .await?
+        {
             Value::Nil => Ok(None),
             Value::Int(until) => Ok(Some(record.clone().with_lock_until(time(until)?))),
-            other => Err(unexpected("extend", name, &other)),
+            other => Err(unexpected("extend", record.name(), &other)),
         }
     }
 
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
-        let name = record.name();
-        self.check_name(name)?;
         validate_at_least(at_least)?;
-        let token = Self::token_of(record)?;
-        let reply = self
-            .eval(
-                "release",
-                &script::RELEASE,
-                name,
-                &[
-                    record.owner().as_bytes().to_vec(),
-                    num(token),
-                    num(micros_ceil(at_least)),
-                ],
-            )
-            .await?;
-        match reply {
+        match self
+            .on_record("release", &script::RELEASE, record, at_least)
+            .await?
+        {
             Value::Int(done) => Ok(done == 1),
-            other => Err(unexpected("release", name, &other)),
+            other => Err(unexpected("release", record.name(), &other)),
         }
     }
 

@@ -634,3 +634,12 @@ async fn bad_addresses_fail_clearly_and_in_time() {
         .unwrap();
     assert!(!format!("{provider:?}").contains("secret"));
 }
+
+#[test]
+fn building_outside_a_runtime_is_an_error_not_a_panic() {
+    let err = RedisLockProvider::builder("redis://127.0.0.1")
+        .build()
+        .unwrap_err();
+    assert!(err.is_invalid_config(), "{err}");
+    assert!(err.to_string().contains("tokio runtime"), "{err}");
+}

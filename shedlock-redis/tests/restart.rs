@@ -245,3 +245,100 @@ async fn a_frozen_server_times_calls_out_and_they_recover_after() {
     assert!(extended.is_some(), "the lock survived the freeze");
     assert!(p.release(&record, Duration::ZERO).await.unwrap());
 }
+
+/// The server's per-command call counts (`INFO commandstats`), without the commands of this
+/// test's own inspection connection and of connection set-up.
+async fn command_counts(server: &PrivateRedis) -> std::collections::BTreeMap<String, u64> {
+    let info = match server.command(redis::cmd("INFO").arg("commandstats")).await {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats.split(',').find_map(|s| s.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .filter(|(name, _)| {
+            !matches!(name.as_str(), "info" | "config|resetstat") && !name.starts_with("client|")
+        })
+        .collect()
+}
+
+/// Counted by the server itself: every operation is one `EVALSHA` and nothing else, once the
+/// scripts are loaded; `list` is one `SCAN` step and one `EVAL` per key, pipelined.
+#[tokio::test]
+async fn each_operation_is_one_evalsha() {
+    use shedlock_core::LockAdmin;
+    let Some(server) = PrivateRedis::start().await else {
+        return;
+    };
+    let p = provider(&server).await;
+    let minute = Duration::from_mins(1);
+    let now = Utc::now();
+    let fire = Fire::new(
+        now - chrono::Duration::seconds(5),
+        now + chrono::Duration::minutes(5),
+    )
+    .unwrap();
+    // Load every script once (NOSCRIPT, SCRIPT LOAD, EVALSHA).
+    let warm = p.acquire("warm", minute, "a").await.unwrap().expect("free");
+    p.extend(&warm, minute).await.unwrap();
+    p.holder("warm").await.unwrap();
+    p.entry("warm").await.unwrap();
+    p.claim_fire("warm", &fire, minute, "a").await.unwrap();
+    p.unlock(&warm).await.unwrap();
+    p.force_unlock("warm").await.unwrap();
+    p.release(&warm, Duration::ZERO).await.unwrap();
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+
+    let record = p.acquire("job", minute, "a").await.unwrap().expect("free");
+    for _ in 0..5 {
+        assert!(
+            p.acquire("job", minute, "b").await.unwrap().is_none(),
+            "a skip"
+        );
+    }
+    assert!(p.extend(&record, minute).await.unwrap().is_some());
+    assert!(p.holder("job").await.unwrap().is_some());
+    assert!(p.entry("job").await.unwrap().is_some());
+    assert!(matches!(
+        p.claim_fire("job", &fire, minute, "b").await.unwrap(),
+        FireClaim::Held { .. }
+    ));
+    assert!(p.release(&record, Duration::ZERO).await.unwrap());
+    assert!(p.force_unlock("job").await.unwrap().is_none());
+    assert!(!p.unlock(&record).await.unwrap());
+    let counts = command_counts(&server).await;
+    // What clients sent: 13 EVALSHA, nothing else. Inside the scripts: one TIME and one HMGET
+    // each, EXISTS once (the key was missing), and HSET only for the three operations that
+    // wrote (acquire, extend, release): the skips, reads and refusals wrote nothing.
+    let expected = [
+        ("evalsha", 13),
+        ("time", 13),
+        ("hmget", 13),
+        ("exists", 1),
+        ("hset", 3),
+    ];
+    assert_eq!(
+        counts,
+        expected
+            .map(|(c, n)| (c.to_owned(), n))
+            .into_iter()
+            .collect(),
+        "13 operations"
+    );
+
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    assert_eq!(p.list().await.unwrap().len(), 2);
+    let counts = command_counts(&server).await;
+    assert_eq!(
+        counts,
+        [("scan", 1), ("eval", 2), ("time", 2), ("hmget", 2)]
+            .map(|(c, n)| (c.to_owned(), n))
+            .into_iter()
+            .collect(),
+        "list of two locks"
+    );
+}
