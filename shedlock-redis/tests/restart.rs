@@ -21,11 +21,17 @@ struct PrivateRedis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    extra: Vec<String>,
 }
 
 impl PrivateRedis {
     /// Starts one on a free port, or `None` (after a skip notice) without `redis-server`.
     async fn start() -> Option<Self> {
+        Self::start_with(&[]).await
+    }
+
+    /// [`start`](Self::start) with extra `redis-server` arguments.
+    async fn start_with(extra: &[&str]) -> Option<Self> {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
             listener.local_addr().expect("its address").port()
@@ -34,6 +40,7 @@ impl PrivateRedis {
             child: None,
             port,
             dir: tempfile::tempdir().expect("a temporary directory"),
+            extra: extra.iter().map(|&a| a.to_owned()).collect(),
         };
         match server.spawn() {
             Ok(()) => {}
@@ -58,6 +65,7 @@ impl PrivateRedis {
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
@@ -341,4 +349,66 @@ async fn each_operation_is_one_evalsha() {
             .collect(),
         "list of two locks"
     );
+}
+
+/// A `tracing` writer into a shared buffer, to read what `connect` logged.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// What `connect` to a server started with `args` logs at WARN (on this thread).
+async fn connect_warnings(args: &[&str]) -> Option<String> {
+    let server = PrivateRedis::start_with(args).await?;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    provider(&server).await;
+    Some(captured.text())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn connect_warns_when_the_server_may_evict_lock_keys() {
+    let Some(logged) = connect_warnings(&["--maxmemory-policy", "allkeys-lru"]).await else {
+        return;
+    };
+    assert!(logged.contains("WARN"), "{logged}");
+    assert!(logged.contains("maxmemory-policy allkeys-lru"), "{logged}");
+    // Lock keys have no TTL: a volatile policy never evicts them.
+    let logged = connect_warnings(&["--maxmemory-policy", "volatile-lru"])
+        .await
+        .unwrap();
+    assert!(logged.is_empty(), "{logged}");
+    // CONFIG refused (renamed away, as on managed services): connect works, says nothing.
+    let logged = connect_warnings(&["--rename-command", "CONFIG", ""])
+        .await
+        .unwrap();
+    assert!(logged.is_empty(), "{logged}");
 }
