@@ -643,3 +643,56 @@ fn building_outside_a_runtime_is_an_error_not_a_panic() {
     assert!(err.is_invalid_config(), "{err}");
     assert!(err.to_string().contains("tokio runtime"), "{err}");
 }
+
+/// A measurement, not a check (run with `--ignored --nocapture`): a skipped acquire and an
+/// acquire + release cycle against the server's floor, a `PING` on a plain connection.
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_skip_and_cycle_against_ping() {
+    let Some(f) = Fixture::new("measure").await else {
+        return;
+    };
+    const N: u32 = 2000;
+    let mut conn = f.conn.clone();
+    let start = Instant::now();
+    for _ in 0..N {
+        let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    }
+    let ping = start.elapsed() / N;
+    let held = f
+        .provider
+        .acquire("held", MIN, "me")
+        .await
+        .unwrap()
+        .unwrap();
+    let start = Instant::now();
+    for _ in 0..N {
+        assert!(
+            f.provider
+                .acquire("held", MIN, "you")
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    let skip = start.elapsed() / N;
+    let start = Instant::now();
+    for _ in 0..N {
+        let r = f
+            .provider
+            .acquire("cycle", MIN, "me")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(f.provider.release(&r, Duration::ZERO).await.unwrap());
+    }
+    let cycle = start.elapsed() / N;
+    let ratio = |d: Duration| d.as_secs_f64() / ping.as_secs_f64();
+    eprintln!(
+        "PING {ping:?}; skip {skip:?} ({:.2}x PING); acquire+release {cycle:?} ({:.2}x PING)",
+        ratio(skip),
+        ratio(cycle)
+    );
+    assert!(f.provider.release(&held, Duration::ZERO).await.unwrap());
+    f.cleanup().await;
+}
