@@ -649,10 +649,10 @@ fn building_outside_a_runtime_is_an_error_not_a_panic() {
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn measure_skip_and_cycle_against_ping() {
+    const N: u32 = 2000;
     let Some(f) = Fixture::new("measure").await else {
         return;
     };
-    const N: u32 = 2000;
     let mut conn = f.conn.clone();
     let start = Instant::now();
     for _ in 0..N {
