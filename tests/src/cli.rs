@@ -48,7 +48,8 @@ commands:
 
 options:
   --database-url URL   postgres://…, mysql://… (MySQL/MariaDB) or sqlite:…; default $DATABASE_URL,
-                       else (cluster only) a SQLite file in a new temporary directory
+                       else (cluster only) a SQLite file in a new temporary directory;
+                       leader also takes redis://… (then --lock-table is the key prefix)
   --seconds N          run for N seconds (cluster default 10; run: until stopped)
   --replicas N         replica processes (cluster; default 3)
   --kill-after N       kill one replica (SIGKILL) after N seconds, preferably mid-run (cluster)
@@ -278,6 +279,20 @@ async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
                 call_timeout: args.call_timeout,
                 record: args.record.then(|| (runs_table(&args), session(&args))),
             };
+            if crate::store::is_redis_url(&url) {
+                // The lock table option names the key prefix on Redis.
+                let provider = crate::store::redis_provider(
+                    &url,
+                    opts.lock_table.as_deref(),
+                    opts.call_timeout,
+                )
+                .await?;
+                serve(seconds, stop_on_eof, text, |stop, events| async move {
+                    leader::run_with(opts, provider, None, stop, events).await
+                })
+                .await?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let db = Database::connect(&url).await?;
             serve(seconds, stop_on_eof, text, |stop, events| async move {
                 leader::run(opts, &db, stop, events).await

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock_core::{LeaderEvent, LeaderLatch, LeaderLatchConfig, LeaderTerm};
+use shedlock_core::{LeaderEvent, LeaderLatch, LeaderLatchConfig, LeaderTerm, LockProvider};
 use tokio::sync::{mpsc, watch};
 
 use crate::database::{BoxError, Database};
@@ -71,17 +71,30 @@ fn wall_us() -> i64 {
 pub async fn run(
     opts: LeaderOptions,
     db: &Database,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<(), BoxError> {
     let provider = db
         .lock_provider(opts.lock_table.as_deref(), opts.call_timeout)
         .await?;
+    run_with(opts, provider, Some(db), stop, events).await
+}
+
+/// [`run`] on `provider`, with the harness's tables (run log, heartbeats) on `db` if there is
+/// one (a Redis store has none: `--record` and heartbeats are refused there).
+///
+/// # Errors
+///
+/// As [`run`]; also `--record` or heartbeats asked for without a database.
+pub async fn run_with(
+    opts: LeaderOptions,
+    provider: Arc<dyn LockProvider>,
+    db: Option<&Database>,
+    mut stop: watch::Receiver<bool>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), BoxError> {
     let config = latch_config(&opts)?;
-    let log = match &opts.record {
-        Some((table, session)) => Some((Arc::new(RunLog::new(db, table)?), session.clone())),
-        None => None,
-    };
+    let log = run_log(&opts, db)?;
     let latch = LeaderLatch::start(provider, config)?;
     let replica = opts.replica.clone();
     let _ = events.send(Event::Ready {
@@ -91,7 +104,10 @@ pub async fn run(
         wall_ms: wall_us() / 1000,
     });
     // The leader tests' heartbeats, when SHEDLOCK_LEADER_BEATS names a table (crate::heartbeat).
-    let _beats = crate::heartbeat::spawn_from_env(&latch, &replica, db)?;
+    let _beats = match db {
+        Some(db) => crate::heartbeat::spawn_from_env(&latch, &replica, db)?,
+        None => None,
+    };
 
     // Leader-only work: record the term's end before the latch releases the row on a
     // voluntary end (the latch waits for the work, up to its shutdown grace).
@@ -177,6 +193,24 @@ pub async fn run(
         errors: 0,
     });
     Ok(())
+}
+
+/// The run log terms are recorded in (`--record`), if asked for; refuses what a store without
+/// the harness's database cannot do (a run log, heartbeats).
+fn run_log(
+    opts: &LeaderOptions,
+    db: Option<&Database>,
+) -> Result<Option<(Arc<RunLog>, String)>, BoxError> {
+    if db.is_none() && std::env::var_os(crate::heartbeat::BEATS_TABLE_ENV).is_some() {
+        return Err("leader heartbeats need Postgres, not this store".into());
+    }
+    match (&opts.record, db) {
+        (Some((table, session)), Some(db)) => {
+            Ok(Some((Arc::new(RunLog::new(db, table)?), session.clone())))
+        }
+        (Some(_), None) => Err("--record needs a SQL database (the run log is a table)".into()),
+        (None, _) => Ok(None),
+    }
 }
 
 fn latch_config(opts: &LeaderOptions) -> Result<LeaderLatchConfig, BoxError> {

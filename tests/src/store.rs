@@ -1,5 +1,6 @@
 //! The lock store on a [`Database`]: the shedlock-sqlx provider of its kind, on a pool of its
-//! own (lock traffic never waits behind the harness's run-log writes).
+//! own (lock traffic never waits behind the harness's run-log writes); or, for `redis://` URLs
+//! (leader mode only), the shedlock-redis provider.
 
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -79,4 +80,28 @@ pub(crate) async fn create_table(db: &Database, table: Option<&str>) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether `url` names a Redis server (`redis://`, `rediss://`): a lock store without the
+/// harness's tables (run log, heartbeats), served by shedlock-redis.
+pub(crate) fn is_redis_url(url: &str) -> bool {
+    let scheme = url.split(':').next().unwrap_or_default();
+    scheme.eq_ignore_ascii_case("redis") || scheme.eq_ignore_ascii_case("rediss")
+}
+
+/// The Redis lock store at `url`, under `key_prefix` (the store's default, `shedlock:`, when
+/// `None`), with `call_timeout` (the store's default, 5 s, when `None`).
+pub(crate) async fn redis_provider(
+    url: &str,
+    key_prefix: Option<&str>,
+    call_timeout: Option<Duration>,
+) -> Result<Arc<dyn LockProvider>, BoxError> {
+    let mut builder = shedlock_redis::RedisLockProvider::builder(url);
+    if let Some(prefix) = key_prefix {
+        builder = builder.key_prefix(prefix);
+    }
+    if let Some(timeout) = call_timeout {
+        builder = builder.call_timeout(timeout);
+    }
+    Ok(Arc::new(builder.connect().await?))
 }

@@ -1,0 +1,178 @@
+//! [`RedisLockProviderBuilder`]: the server, key prefix, name length and call timeout, checked
+//! once.
+
+use std::fmt;
+use std::time::Duration;
+
+use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
+
+use crate::connection::{Connection, describe};
+use crate::provider::RedisLockProvider;
+
+/// The key prefix of every lock key unless configured: `shedlock:` (Java ShedLock's Redis
+/// provider uses `job-lock:`, whose plain string values are not our hashes, so the two never
+/// meet).
+pub const DEFAULT_KEY_PREFIX: &str = "shedlock:";
+
+/// The longest key prefix accepted, in bytes.
+const MAX_PREFIX_LEN: usize = 256;
+
+/// The longest [`max_name_len`](RedisLockProviderBuilder::max_name_len) accepted.
+const MAX_NAME_LEN_LIMIT: usize = 1024;
+
+/// Configures a [`RedisLockProvider`]: start from [`RedisLockProvider::builder`], finish with
+/// [`connect`](Self::connect) (connects and checks the server) or [`build`](Self::build) (no
+/// I/O; the first call connects).
+///
+/// ```no_run
+/// # async fn example() -> shedlock_core::Result<()> {
+/// use std::time::Duration;
+/// use shedlock_redis::RedisLockProvider;
+///
+/// let provider = RedisLockProvider::builder("redis://127.0.0.1:6379/0")
+///     .key_prefix("billing:locks:")
+///     .max_name_len(128)
+///     .call_timeout(Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct RedisLockProviderBuilder {
+    client: std::result::Result<redis::Client, redis::RedisError>,
+    key_prefix: String,
+    max_name_len: usize,
+    call_timeout: Duration,
+}
+
+/// A checked configuration, as the provider uses it.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) key_prefix: String,
+    pub(crate) max_name_len: usize,
+    pub(crate) call_timeout: Duration,
+}
+
+impl RedisLockProviderBuilder {
+    pub(crate) fn new(server: impl redis::IntoConnectionInfo) -> Self {
+        Self {
+            client: redis::Client::open(server),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            max_name_len: DEFAULT_MAX_NAME_LEN,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    /// The prefix of every lock key (the key is the prefix followed by the lock name's UTF-8
+    /// bytes); defaults to [`DEFAULT_KEY_PREFIX`] (`shedlock:`). 1 to 256 bytes, any bytes.
+    ///
+    /// Providers that share a Redis database and whose prefixes are not prefixes of each other
+    /// (`a:` and `b:`, not `a:` and `a:b:`) never see each other's locks. Overlapping prefixes
+    /// cannot mix up two locks either: each record keeps its lock name, and a provider that meets
+    /// a key holding another name's record fails with [`Error::is_invalid_config`] (and leaves
+    /// it out of [`list`](shedlock_core::LockAdmin::list)).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// The longest lock name accepted, in characters; defaults to 64
+    /// ([`DEFAULT_MAX_NAME_LEN`], as the SQL stores, so names move between stores), at most
+    /// 1024. Redis itself would take much longer keys; the limit keeps keys and listings sane.
+    pub fn max_name_len(mut self, max: usize) -> Self {
+        self.max_name_len = max;
+        self
+    }
+
+    /// How long one provider call may take, connecting included, before it fails with
+    /// [`Error::is_timeout`]; defaults to 5 s ([`DEFAULT_CALL_TIMEOUT`]). A call that timed
+    /// out drops its connection: the next call connects afresh, so a black-holed connection
+    /// never keeps failing calls. A timed-out acquire may still have taken the lock: it is then
+    /// held until its `at_most` ends. [`LockAdmin::list`](shedlock_core::LockAdmin::list) makes
+    /// several round trips; each has this timeout.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    fn settings(self) -> Result<(redis::Client, Settings)> {
+        let client = self.client.map_err(|e| {
+            Error::invalid_config(format!(
+                "the Redis server address is not valid ({e}); use redis://[user:password@]host[:port][/db]"
+            ))
+        })?;
+        if self.key_prefix.is_empty() || self.key_prefix.len() > MAX_PREFIX_LEN {
+            return Err(Error::invalid_config(format!(
+                "the key prefix is {} bytes long; use 1 to {MAX_PREFIX_LEN} bytes (e.g. {DEFAULT_KEY_PREFIX:?})",
+                self.key_prefix.len()
+            )));
+        }
+        if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
+            return Err(Error::invalid_config(format!(
+                "max_name_len is {}; use 1 to {MAX_NAME_LEN_LIMIT}",
+                self.max_name_len
+            )));
+        }
+        if self.call_timeout.is_zero() || self.call_timeout > MAX_DURATION {
+            return Err(Error::invalid_config(format!(
+                "call_timeout is {:?}; use a positive duration of at most 365 days",
+                self.call_timeout
+            )));
+        }
+        Ok((
+            client,
+            Settings {
+                key_prefix: self.key_prefix,
+                max_name_len: self.max_name_len,
+                call_timeout: self.call_timeout,
+            },
+        ))
+    }
+
+    /// Checks the settings and returns the provider without talking to Redis: the first call
+    /// connects (within its `call_timeout`). Skips [`connect`](Self::connect)'s eviction
+    /// check.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`]: a malformed server address, an empty or over-long key
+    /// prefix, `max_name_len` of 0 or above 1024, a zero `call_timeout`, or no tokio runtime to
+    /// run the connection on.
+    pub fn build(self) -> Result<RedisLockProvider> {
+        let (client, settings) = self.settings()?;
+        let connection = Connection::new(client, settings.call_timeout)?;
+        Ok(RedisLockProvider::new(connection, settings))
+    }
+
+    /// Checks the settings, connects (`PING`, within `call_timeout`) and looks at the server's
+    /// `maxmemory-policy`: an `allkeys-*` policy may evict lock keys under memory pressure,
+    /// which frees held locks and forgets recorded fires, so it logs a warning (`tracing`,
+    /// target `shedlock_redis`). A server that refuses `CONFIG GET` (a managed Redis, an ACL)
+    /// is not warned about (a debug line says so).
+    ///
+    /// # Errors
+    ///
+    /// What [`build`](Self::build) refuses, and [`Error::is_backend`] /
+    /// [`Error::is_timeout`] when the server cannot be reached or refuses the connection
+    /// (wrong password, …).
+    pub async fn connect(self) -> Result<RedisLockProvider> {
+        let provider = self.build()?;
+        provider.check_server().await?;
+        Ok(provider)
+    }
+}
+
+impl fmt::Debug for RedisLockProviderBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let server = match &self.client {
+            Ok(client) => describe(client.get_connection_info()),
+            Err(_) => "(invalid address)".to_owned(),
+        };
+        f.debug_struct("RedisLockProviderBuilder")
+            .field("server", &server)
+            .field("key_prefix", &self.key_prefix)
+            .field("max_name_len", &self.max_name_len)
+            .field("call_timeout", &self.call_timeout)
+            .finish()
+    }
+}

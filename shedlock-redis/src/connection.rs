@@ -1,0 +1,172 @@
+//! The connection: a reconnecting [`ConnectionManager`], replaced after a call timed out, and
+//! the per-call deadline.
+
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult};
+use shedlock_core::{Error, Result};
+use tokio::time::{Instant, timeout_at};
+
+/// How often a call whose connection turned out to be dead (a server restart, a dropped socket,
+/// a refused reconnection) runs again on a fresh one, within its deadline. A refusal is retried
+/// too: the manager may report the failure of a reconnection made while the server was down,
+/// and the retry makes a new one.
+const RETRIES_ON_DROPPED: u32 = 2;
+
+/// The server's address for messages and `Debug`: host and port (or socket path) and database
+/// number, never the user name or password.
+pub(crate) fn describe(info: &ConnectionInfo) -> String {
+    let addr = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => format!("redis://{host}:{port}"),
+        ConnectionAddr::TcpTls { host, port, .. } => format!("rediss://{host}:{port}"),
+        ConnectionAddr::Unix(path) => format!("unix:{}", path.display()),
+        other => other.to_string(),
+    };
+    format!("{addr}/{}", info.redis_settings().db())
+}
+
+/// One multiplexed connection (shared by every call) that reconnects by itself after an I/O
+/// error, and is dropped for a fresh one after a call timed out on it (a black-holed socket
+/// produces no error for many minutes, so it would otherwise time out every later call too).
+pub(crate) struct Connection {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    current: Mutex<Current>,
+    server: String,
+    timeout: Duration,
+}
+
+struct Current {
+    generation: u64,
+    manager: ConnectionManager,
+}
+
+impl Connection {
+    /// A connection that connects on first use.
+    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Result<Self> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::invalid_config(
+                "the Redis lock provider must be built inside a tokio runtime",
+            ));
+        }
+        // Connecting retries a little (a restarting server), and gives up quickly enough that a
+        // refused connection is reported as such, not as a timeout; the call's deadline bounds
+        // everything. The crate's own response timeout (500 ms by default) is off: the call's
+        // deadline is the one timeout, and a call that meets it replaces the connection.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let server = describe(client.get_connection_info());
+        let manager = Self::manager(&client, &config, &server)?;
+        Ok(Self {
+            client,
+            config,
+            current: Mutex::new(Current {
+                generation: 0,
+                manager,
+            }),
+            server,
+            timeout,
+        })
+    }
+
+    fn manager(
+        client: &redis::Client,
+        config: &ConnectionManagerConfig,
+        server: &str,
+    ) -> Result<ConnectionManager> {
+        ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+            .map_err(|e| Error::backend(format!("set up a connection to Redis at {server}"), e))
+    }
+
+    /// The server, for messages (no credentials).
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn get(&self) -> (u64, ConnectionManager) {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        (current.generation, current.manager.clone())
+    }
+
+    /// Replaces the connection of `generation` (unless another call did already).
+    fn replace(&self, generation: u64) {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if current.generation != generation {
+            return;
+        }
+        match Self::manager(&self.client, &self.config, &self.server) {
+            Ok(manager) => {
+                tracing::debug!(server = %self.server, "dropping a Redis connection whose call timed out");
+                current.manager = manager;
+                current.generation += 1;
+            }
+            Err(error) => tracing::warn!(%error, "could not replace a timed-out Redis connection"),
+        }
+    }
+
+    /// Runs one call: `attempt` on the connection, before the call's deadline. `what` describes
+    /// the call for error messages (`acquire lock "report"`).
+    ///
+    /// An attempt that fails because the connection was dead (the server restarted or closed
+    /// it) runs again, within the same deadline, on the connection the manager reopens: a
+    /// restart that is over before the deadline costs the caller no failed call. Every attempt
+    /// must be safe to repeat (a script whose reply was lost may have run: an acquire then finds
+    /// its own lock held, which ends at `at_most`). A call that runs out of time drops the
+    /// connection for a fresh one.
+    pub(crate) async fn run<T, F, Fut>(
+        &self,
+        op: &'static str,
+        what: &(dyn Fn() -> String + Sync),
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let deadline = Instant::now() + self.timeout;
+        let mut retries = 0;
+        loop {
+            let (generation, manager) = self.get();
+            match timeout_at(deadline, attempt(manager)).await {
+                Err(_) => {
+                    self.replace(generation);
+                    return Err(Error::timeout(op, self.timeout));
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) if retries < RETRIES_ON_DROPPED && error.is_connection_dropped() => {
+                    retries += 1;
+                    tracing::info!(op, %error, "Redis connection lost; trying again on a new one");
+                }
+                Ok(Err(error)) => return Err(self.error(&what(), error)),
+            }
+        }
+    }
+
+    /// Our error for `error` met while doing `what`.
+    fn error(&self, what: &str, error: RedisError) -> Error {
+        let server = &self.server;
+        match error.code() {
+            Some("SHEDLOCKFOREIGN") => Error::invalid_config(format!(
+                "cannot {what}: its key holds the record of another lock, from a provider whose \
+                 key prefix overlaps this one's (Redis at {server}); use key prefixes that are \
+                 not prefixes of each other"
+            )),
+            Some("SHEDLOCKNOTLOCK") => Error::invalid_config(format!(
+                "cannot {what}: its key holds a hash that is not a lock record (another \
+                 program's key?) (Redis at {server}); choose another key prefix"
+            )),
+            Some("WRONGTYPE") => Error::invalid_config(format!(
+                "cannot {what}: its key holds a value that is not a lock record (another \
+                 program's key?) (Redis at {server}); choose another key prefix"
+            )),
+            _ => Error::backend(format!("{what} (Redis at {server})"), error),
+        }
+    }
+}
