@@ -69,6 +69,7 @@ impl Cluster {
             .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
             .collect::<Vec<_>>()
             .join(",");
+        let token = format!("shedlock-test-{}", ports[0].0);
         let mut members = Vec::new();
         for (i, (client, peer)) in ports.iter().enumerate() {
             let name = format!("m{i}");
@@ -83,7 +84,7 @@ impl Cluster {
                 .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
                 .args(["--initial-cluster", &initial])
                 .args(["--initial-cluster-state", "new"])
-                .args(["--initial-cluster-token", &format!("t{client}")])
+                .args(["--initial-cluster-token", &token])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -105,7 +106,12 @@ impl Cluster {
                 if ready {
                     break;
                 }
-                assert!(Instant::now() < deadline, "etcd {} did not start", m.name);
+                if Instant::now() > deadline {
+                    let log = std::fs::read_to_string(cluster._dir.path().join(format!("{}.log", m.name)))
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                    panic!("etcd {} did not start; its log ends:\n{}", m.name, tail.join("\n"));
+                }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
