@@ -149,12 +149,7 @@ impl Gateway {
         Err(GatewayError::Unreachable(failures))
     }
 
-    async fn post_to(
-        &self,
-        member: &str,
-        path: &str,
-        body: Bytes,
-    ) -> Result<(u16, Bytes), String> {
+    async fn post_to(&self, member: &str, path: &str, body: Bytes) -> Result<(u16, Bytes), String> {
         let request = hyper::Request::post(format!("http://{member}{path}"))
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
@@ -192,7 +187,11 @@ impl Gateway {
         self.post("/v3/kv/range", &body, deadline).await
     }
 
-    pub(crate) async fn txn(&self, txn: &Txn, deadline: Instant) -> Result<TxnResponse, GatewayError> {
+    pub(crate) async fn txn(
+        &self,
+        txn: &Txn,
+        deadline: Instant,
+    ) -> Result<TxnResponse, GatewayError> {
         let body = json!({
             "compare": txn.compare,
             "success": txn.success,
@@ -222,7 +221,10 @@ impl Gateway {
     /// Revokes a lease (and deletes its keys); a lease already gone is fine.
     pub(crate) async fn revoke(&self, id: i64, deadline: Instant) -> Result<(), GatewayError> {
         let body = json!({ "ID": id.to_string() });
-        match self.post::<Value>("/v3/lease/revoke", &body, deadline).await {
+        match self
+            .post::<Value>("/v3/lease/revoke", &body, deadline)
+            .await
+        {
             Err(e) if e.is_lease_not_found() => Ok(()),
             other => other.map(drop),
         }
@@ -412,6 +414,7 @@ impl TxnResponse {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
+#[allow(clippy::struct_field_names)] // the gateway's own field names
 pub(crate) struct ResponseOp {
     pub(crate) response_range: Option<RangeResponse>,
     pub(crate) response_put: Option<PutResponse>,
@@ -478,7 +481,10 @@ mod tests {
         assert!(answer.succeeded);
         assert_eq!(answer.header.revision, Int(7));
         let got = answer.got().unwrap();
-        assert_eq!((got.key.0.as_slice(), got.value.0.as_slice()), (&b"a"[..], &b"b"[..]));
+        assert_eq!(
+            (got.key.0.as_slice(), got.value.0.as_slice()),
+            (&b"a"[..], &b"b"[..])
+        );
         assert_eq!(got.mod_revision, Int(5));
         assert_eq!(answer.previous().unwrap().lease, Int(3));
         // A failed transaction omits `succeeded` and `responses`.

@@ -161,7 +161,10 @@ mod tests {
         assert!(validate_prefix("apps/billing/locks/").is_ok());
         for bad in ["", "shedlock", "a b/", "ü/", &"x/".repeat(200)] {
             let e = validate_prefix(bad).unwrap_err();
-            assert!(e.is_invalid_config() && e.to_string().contains("end with '/'"), "{bad:?}");
+            assert!(
+                e.is_invalid_config() && e.to_string().contains("end with '/'"),
+                "{bad:?}"
+            );
         }
     }
 }

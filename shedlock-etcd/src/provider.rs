@@ -241,7 +241,7 @@ impl EtcdLockProvider {
 
     /// Reads both keys of a lock in one range (`{prefix}{name}/` up to its end).
     async fn read(&self, keys: &LockKeys, deadline: Instant) -> Result<Read, GatewayError> {
-        let base = &keys.rec[..keys.rec.len() - REC.len() + 1];
+        let base = &keys.rec[..=keys.rec.len() - REC.len()]; // up to and with the `/`
         let answer = self
             .gateway
             .range(base, Some(&key::prefix_end(base)), deadline)
@@ -347,7 +347,8 @@ impl EtcdLockProvider {
             self.cleanup(lease.id, deadline).await;
             return Ok(None);
         }
-        self.revoke_previous(&answer, Some(lease.id), deadline).await;
+        self.revoke_previous(&answer, Some(lease.id), deadline)
+            .await;
         Ok(Some(record.clone().with_lock_until(lock_until)))
     }
 
@@ -392,7 +393,8 @@ impl EtcdLockProvider {
             .then_put(&keys.hold, &hold_value(until), Some(lease.id));
         let answer = self.gateway.txn(&txn, deadline).await?;
         if answer.succeeded {
-            self.revoke_previous(&answer, Some(lease.id), deadline).await;
+            self.revoke_previous(&answer, Some(lease.id), deadline)
+                .await;
         } else {
             self.cleanup(lease.id, deadline).await;
         }
@@ -516,7 +518,7 @@ impl LockAdmin for EtcdLockProvider {
             .await
             .map_err(|e| self.failed("list", "*", e))?;
         let store_now = now();
-        let mut reads: std::collections::BTreeMap<String, Read> = Default::default();
+        let mut reads = std::collections::BTreeMap::<String, Read>::new();
         for kv in answer.kvs {
             let Some((name, which)) = key::parse_key(&self.prefix, &kv.key.0) else {
                 continue; // not a key this provider writes
@@ -693,6 +695,9 @@ mod tests {
     fn debug_shows_settings() {
         let p = EtcdLockProvider::new("etcd://a:1,b:2").unwrap();
         let debug = format!("{p:?}");
-        assert!(debug.contains("etcd://a:1,b:2") && debug.contains("shedlock/"), "{debug}");
+        assert!(
+            debug.contains("etcd://a:1,b:2") && debug.contains("shedlock/"),
+            "{debug}"
+        );
     }
 }

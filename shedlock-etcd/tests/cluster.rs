@@ -14,19 +14,38 @@ use support::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
-    let Some(bin) = support::etcd_binary() else { return };
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
     let etcd = Cluster::start(&bin, 1);
     let p = Arc::new(EtcdLockProvider::new(&etcd.url()).unwrap());
 
-    let held = p.acquire("job", Duration::from_secs(30), "a").await.unwrap().unwrap();
+    let held = p
+        .acquire("job", Duration::from_secs(30), "a")
+        .await
+        .unwrap()
+        .unwrap();
     let (revision, leases) = (etcd.revision(), etcd.lease_count());
     assert_eq!(leases, 1, "the holder's lease");
     for _ in 0..5 {
-        assert!(p.acquire("job", Duration::from_secs(30), "b").await.unwrap().is_none());
+        assert!(
+            p.acquire("job", Duration::from_secs(30), "b")
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
     assert_eq!(etcd.revision(), revision, "a skipped acquire wrote nothing");
-    assert_eq!(etcd.lease_count(), leases, "a skipped acquire granted no lease");
-    assert_eq!(held.fencing_token(), Some(revision), "the token is the acquire's revision");
+    assert_eq!(
+        etcd.lease_count(),
+        leases,
+        "a skipped acquire granted no lease"
+    );
+    assert_eq!(
+        held.fencing_token(),
+        Some(revision),
+        "the token is the acquire's revision"
+    );
 
     // Racers on a free lock: one wins, the losers revoke the leases they were granted.
     p.release(&held, Duration::ZERO).await.unwrap();
@@ -39,7 +58,8 @@ async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
                 let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
                 tokio::spawn(async move {
                     barrier.wait().await;
-                    p.acquire(&name, Duration::from_secs(30), &format!("r{i}")).await
+                    p.acquire(&name, Duration::from_secs(30), &format!("r{i}"))
+                        .await
                 })
             })
             .collect();
@@ -58,19 +78,26 @@ async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_suite_passes_on_a_three_member_cluster() {
-    let Some(bin) = support::etcd_binary() else { return };
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
     let etcd = Cluster::start(&bin, 3);
     let start = Instant::now();
     ConformanceSuite::new(EtcdLockProvider::new(&etcd.url()).unwrap())
         .time_unit(Duration::from_secs(1))
         .run()
         .await;
-    eprintln!("etcd conformance suite on three members: {:?}", start.elapsed());
+    eprintln!(
+        "etcd conformance suite on three members: {:?}",
+        start.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
-    let Some(bin) = support::etcd_binary() else { return };
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
     let mut etcd = Cluster::start(&bin, 3);
     let url = etcd.url();
     let holder = EtcdLockProvider::new(&url).unwrap();
@@ -81,7 +108,11 @@ async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
     let at_most = Duration::from_secs(5);
 
     let start = Instant::now();
-    let held = holder.acquire("job", at_most, "holder").await.unwrap().unwrap();
+    let held = holder
+        .acquire("job", at_most, "holder")
+        .await
+        .unwrap()
+        .unwrap();
     let leader = etcd.leader().expect("a leader");
     etcd.kill(leader);
     let killed = Instant::now();
@@ -110,9 +141,11 @@ async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
     // The old holder's record no longer holds anything.
     assert!(holder.extend(&held, at_most).await.unwrap().is_none());
     assert!(!holder.release(&held, Duration::ZERO).await.unwrap());
-    assert_eq!(holder.holder("job").await.unwrap().unwrap().owner(), "rival");
+    assert_eq!(
+        holder.holder("job").await.unwrap().unwrap().owner(),
+        "rival"
+    );
     eprintln!(
-        "leader killed: lock freed {:?} after the acquire ({errors} errors while electing)",
-        freed_after
+        "leader killed: lock freed {freed_after:?} after the acquire ({errors} errors while electing)"
     );
 }

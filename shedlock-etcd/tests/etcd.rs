@@ -25,7 +25,9 @@ const UNIT: Duration = Duration::from_secs(1);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_suite_passes() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let start = Instant::now();
     ConformanceSuite::new(provider(&url))
         .time_unit(UNIT)
@@ -36,13 +38,27 @@ async fn conformance_suite_passes() {
 
 #[tokio::test]
 async fn odd_names_are_encoded_and_bad_ones_refused() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let p = provider(&url);
-    let names = ["a/b", "a%2Fb", "../x", "a/rec", "tenant 42: nightly", "名前-ü", "%"];
+    let names = [
+        "a/b",
+        "a%2Fb",
+        "../x",
+        "a/rec",
+        "tenant 42: nightly",
+        "名前-ü",
+        "%",
+    ];
     let mut tokens = Vec::new();
     for name in names {
-        let record = p.acquire(name, Duration::from_secs(10), "me").await.unwrap();
-        let record = record.unwrap_or_else(|| panic!("{name:?} was refused, as if it shared a key"));
+        let record = p
+            .acquire(name, Duration::from_secs(10), "me")
+            .await
+            .unwrap();
+        let record =
+            record.unwrap_or_else(|| panic!("{name:?} was refused, as if it shared a key"));
         assert_eq!(record.name(), name);
         assert_eq!(p.holder(name).await.unwrap().unwrap().owner(), "me");
         tokens.push(record.fencing_token());
@@ -64,15 +80,26 @@ async fn odd_names_are_encoded_and_bad_ones_refused() {
         (" padded".to_owned(), "white space"),
         ("nul\0".to_owned(), "NUL"),
     ] {
-        let e = p.acquire(&bad, Duration::from_secs(5), "me").await.unwrap_err();
-        assert!(e.is_invalid_config() && e.to_string().contains(says), "{bad:?}: {e}");
+        let e = p
+            .acquire(&bad, Duration::from_secs(5), "me")
+            .await
+            .unwrap_err();
+        assert!(
+            e.is_invalid_config() && e.to_string().contains(says),
+            "{bad:?}: {e}"
+        );
     }
     let long = EtcdLockProvider::builder(&url)
         .prefix(testing::unique_prefix())
         .max_name_len(300)
         .build()
         .unwrap();
-    assert!(long.acquire(&"/".repeat(300), Duration::from_secs(5), "me").await.unwrap().is_some());
+    assert!(
+        long.acquire(&"/".repeat(300), Duration::from_secs(5), "me")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test]
@@ -84,11 +111,21 @@ async fn a_closed_port_fails_clearly_and_a_black_hole_times_out() {
     };
     let p = EtcdLockProvider::new(&format!("etcd://127.0.0.1:{closed}")).unwrap();
     let start = Instant::now();
-    let e = p.acquire("job", Duration::from_secs(5), "me").await.unwrap_err();
+    let e = p
+        .acquire("job", Duration::from_secs(5), "me")
+        .await
+        .unwrap_err();
     assert!(e.is_backend(), "{e}");
     let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
-    assert!(chain.contains("no etcd member answered") && chain.contains(&closed.to_string()), "{chain}");
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(
+        chain.contains("no etcd member answered") && chain.contains(&closed.to_string()),
+        "{chain}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
 
     // A listener that accepts and never answers: the call ends at its timeout.
     let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -104,39 +141,64 @@ async fn a_closed_port_fails_clearly_and_a_black_hole_times_out() {
         .build()
         .unwrap();
     let start = Instant::now();
-    let e = p.acquire("job", Duration::from_secs(5), "me").await.unwrap_err();
+    let e = p
+        .acquire("job", Duration::from_secs(5), "me")
+        .await
+        .unwrap_err();
     assert!(e.is_timeout(), "{e}");
     let took = start.elapsed();
-    assert!(took >= Duration::from_millis(650) && took < Duration::from_secs(3), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(650) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
     accepted.abort();
 }
 
 #[tokio::test]
 async fn a_dead_first_member_fails_over_to_the_next() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let live = url.trim().trim_start_matches("etcd://").trim_start_matches("http://");
+    let live = url
+        .trim()
+        .trim_start_matches("etcd://")
+        .trim_start_matches("http://");
     let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{closed},{live}"))
         .prefix(testing::unique_prefix())
         .build()
         .unwrap();
-    let record = p.acquire("job", Duration::from_secs(5), "me").await.unwrap().unwrap();
+    let record = p
+        .acquire("job", Duration::from_secs(5), "me")
+        .await
+        .unwrap()
+        .unwrap();
     assert!(p.release(&record, Duration::ZERO).await.unwrap());
 }
 
 #[tokio::test]
 async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let p = provider(&url);
     assert_eq!(p.ddl(), None);
     p.create_table().await.unwrap();
     assert!(p.list().await.unwrap().is_empty());
 
-    let a = p.acquire("a", Duration::from_secs(30), "owner-a").await.unwrap().unwrap();
-    let b = p.acquire("b", Duration::from_secs(30), "owner-b").await.unwrap().unwrap();
+    let a = p
+        .acquire("a", Duration::from_secs(30), "owner-a")
+        .await
+        .unwrap()
+        .unwrap();
+    let b = p
+        .acquire("b", Duration::from_secs(30), "owner-b")
+        .await
+        .unwrap()
+        .unwrap();
     p.release(&b, Duration::ZERO).await.unwrap();
     let list = p.list().await.unwrap();
     assert_eq!(list.len(), 2);
@@ -144,7 +206,11 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     assert_eq!(list[0].record().fencing_token(), a.fencing_token());
     assert_eq!(list[0].record().locked_at(), a.locked_at());
     assert!(!list[1].is_held(), "b was released: {}", list[1]);
-    assert_eq!(list[1].record().owner(), "owner-b", "a free lock keeps its last holder");
+    assert_eq!(
+        list[1].record().owner(),
+        "owner-b",
+        "a free lock keeps its last holder"
+    );
 
     // unlock refuses a record that is not exactly the holder's, then frees the exact one.
     let other_owner = shedlock_core::LockRecord::new("a", "owner-x", a.locked_at(), a.lock_until())
@@ -164,7 +230,11 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     assert!(!p.unlock(list[0].record()).await.unwrap(), "already free");
 
     // A stale listing cannot free the next acquisition, even by the same owner id.
-    let again = p.acquire("a", Duration::from_secs(30), "owner-a").await.unwrap().unwrap();
+    let again = p
+        .acquire("a", Duration::from_secs(30), "owner-a")
+        .await
+        .unwrap()
+        .unwrap();
     assert!(again.fencing_token() > a.fencing_token());
     assert!(!p.unlock(list[0].record()).await.unwrap());
 
@@ -172,18 +242,28 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     assert_eq!(freed.record().fencing_token(), again.fencing_token());
     assert!(p.force_unlock("a").await.unwrap().is_none());
     assert!(p.force_unlock("never").await.unwrap().is_none());
-    assert!(p.acquire("a", Duration::from_secs(5), "c").await.unwrap().is_some());
+    assert!(
+        p.acquire("a", Duration::from_secs(5), "c")
+            .await
+            .unwrap()
+            .is_some()
+    );
     // The freed holder's own release no longer finds its acquisition.
     assert!(!p.release(&again, Duration::ZERO).await.unwrap());
 }
 
 #[tokio::test]
 async fn claim_fire_is_unsupported() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let p = provider(&url);
     let at = chrono::Utc::now();
     let fire = shedlock_core::Fire::new(at, at + chrono::Duration::seconds(60));
-    let e = p.claim_fire("job", &fire.unwrap(), Duration::from_secs(5), "me").await.unwrap_err();
+    let e = p
+        .claim_fire("job", &fire.unwrap(), Duration::from_secs(5), "me")
+        .await
+        .unwrap_err();
     assert!(e.is_unsupported(), "{e}");
 }
 
@@ -196,10 +276,18 @@ async fn report(executor: &LockingTaskExecutor, tenant: u32, runs: &AtomicUsize)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn executor_and_macro_run_on_etcd() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let store: Arc<dyn LockProvider> = Arc::new(provider(&url));
-    let a = LockingTaskExecutor::builder(store.clone()).owner_id("a").build().unwrap();
-    let b = LockingTaskExecutor::builder(store.clone()).owner_id("b").build().unwrap();
+    let a = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .build()
+        .unwrap();
+    let b = LockingTaskExecutor::builder(store.clone())
+        .owner_id("b")
+        .build()
+        .unwrap();
     let runs = AtomicUsize::new(0);
 
     // A held lock makes the other replica skip; the token is visible inside the task.
@@ -211,7 +299,10 @@ async fn executor_and_macro_run_on_etcd() {
 
     let token = report(&a, 7, &runs).await.unwrap().expect("ran");
     assert!(token.is_some());
-    let later = report(&b, 7, &runs).await.unwrap().expect("ran after release");
+    let later = report(&b, 7, &runs)
+        .await
+        .unwrap()
+        .expect("ran after release");
     assert!(later > token, "tokens increase: {later:?} after {token:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 
@@ -226,7 +317,13 @@ async fn executor_and_macro_run_on_etcd() {
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(4) {
                 assert!(!shedlock_core::current_lock().unwrap().is_lost());
-                assert!(store.acquire("kept", Duration::from_secs(5), "b").await.unwrap().is_none());
+                assert!(
+                    store
+                        .acquire("kept", Duration::from_secs(5), "b")
+                        .await
+                        .unwrap()
+                        .is_none()
+                );
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         })
@@ -237,7 +334,9 @@ async fn executor_and_macro_run_on_etcd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_latch_elects_one_and_hands_over_on_close() {
-    let Some(url) = testing::etcd_url() else { return };
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
     let store: Arc<dyn LockProvider> = Arc::new(provider(&url));
     let config = |owner: &str| {
         LeaderLatchConfig::builder("leader")
@@ -268,7 +367,11 @@ async fn leader_latch_elects_one_and_hands_over_on_close() {
         .await
         .unwrap()
         .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(3), "handover took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "handover took {:?}",
+        start.elapsed()
+    );
     assert!(second.fencing_token() > first.fencing_token());
     two.close().await.unwrap();
 }

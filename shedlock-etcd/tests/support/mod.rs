@@ -55,7 +55,7 @@ impl Member {
 /// A private etcd cluster.
 pub struct Cluster {
     pub members: Vec<Member>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -78,10 +78,19 @@ impl Cluster {
                 .args(["--name", &name])
                 .arg("--data-dir")
                 .arg(dir.path().join(&name))
-                .args(["--listen-client-urls", &format!("http://127.0.0.1:{client}")])
-                .args(["--advertise-client-urls", &format!("http://127.0.0.1:{client}")])
+                .args([
+                    "--listen-client-urls",
+                    &format!("http://127.0.0.1:{client}"),
+                ])
+                .args([
+                    "--advertise-client-urls",
+                    &format!("http://127.0.0.1:{client}"),
+                ])
                 .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
-                .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
+                .args([
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{peer}"),
+                ])
                 .args(["--initial-cluster", &initial])
                 .args(["--initial-cluster-state", "new"])
                 .args(["--initial-cluster-token", &token])
@@ -95,7 +104,7 @@ impl Cluster {
                 child: Some(child),
             });
         }
-        let cluster = Self { members, _dir: dir };
+        let cluster = Self { members, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         for m in &cluster.members {
             loop {
@@ -107,10 +116,15 @@ impl Cluster {
                     break;
                 }
                 if Instant::now() > deadline {
-                    let log = std::fs::read_to_string(cluster._dir.path().join(format!("{}.log", m.name)))
-                        .unwrap_or_default();
+                    let log =
+                        std::fs::read_to_string(cluster.dir.path().join(format!("{}.log", m.name)))
+                            .unwrap_or_default();
                     let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                    panic!("etcd {} did not start; its log ends:\n{}", m.name, tail.join("\n"));
+                    panic!(
+                        "etcd {} did not start; its log ends:\n{}",
+                        m.name,
+                        tail.join("\n")
+                    );
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -170,7 +184,11 @@ impl Cluster {
     /// The cluster's current revision.
     pub fn revision(&self) -> i64 {
         let v = self.call("/v3/kv/range", r#"{"key":"AA=="}"#);
-        v["header"]["revision"].as_str().unwrap_or("0").parse().unwrap()
+        v["header"]["revision"]
+            .as_str()
+            .unwrap_or("0")
+            .parse()
+            .unwrap()
     }
 
     /// How many leases exist.
@@ -199,7 +217,9 @@ pub fn post(port: u16, path: &str, body: &str) -> Result<Value, String> {
     )
     .map_err(|e| e.to_string())?;
     let mut answer = String::new();
-    stream.read_to_string(&mut answer).map_err(|e| e.to_string())?;
+    stream
+        .read_to_string(&mut answer)
+        .map_err(|e| e.to_string())?;
     let (head, json) = answer.split_once("\r\n\r\n").ok_or("no HTTP body")?;
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
         return Err(head.lines().next().unwrap_or_default().to_owned());
