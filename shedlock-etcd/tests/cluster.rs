@@ -74,6 +74,36 @@ async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
         before + 5,
         "one lease per won race, none left by the losers"
     );
+
+    // Keys deleted by hand: the next acquire writes them again, and tokens keep increasing
+    // (they are revisions, which never go back).
+    let last = p
+        .acquire("job", Duration::from_secs(30), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    let deleted = etcd.call(
+        "/v3/kv/deleterange",
+        &format!(
+            r#"{{"key":"{}","range_end":"{}"}}"#,
+            b64(b"shedlock/"),
+            b64(b"shedlock0")
+        ),
+    );
+    // Six locks (job, race-0..4), two keys each.
+    assert_eq!(deleted["deleted"].as_str(), Some("12"), "{deleted}");
+    assert!(p.holder("job").await.unwrap().is_none());
+    let again = p
+        .acquire("job", Duration::from_secs(30), "b")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.fencing_token() > last.fencing_token());
+    assert!(
+        !p.release(&last, Duration::ZERO).await.unwrap(),
+        "the old record is gone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

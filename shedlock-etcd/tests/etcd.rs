@@ -253,6 +253,43 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
 }
 
 #[tokio::test]
+async fn whole_second_leases_hold_longer_never_shorter() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    for (name, at_most) in [
+        ("short", Duration::from_millis(300)),
+        ("odd", Duration::from_millis(2200)),
+    ] {
+        let start = Instant::now();
+        p.acquire(name, at_most, "a").await.unwrap().unwrap();
+        loop {
+            if p.acquire(name, at_most, "b").await.unwrap().is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{name} never freed"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let held = start.elapsed();
+        // Rounded up to whole seconds, and at least etcd's minimum TTL.
+        let least = at_most.max(shedlock_etcd::ETCD_MIN_TTL);
+        assert!(
+            held >= least,
+            "{name}: freed after {held:?}, asked {at_most:?}"
+        );
+        // At most a second of rounding, etcd's 500 ms sweep and a second of slack.
+        assert!(
+            held <= least + Duration::from_millis(2500),
+            "{name}: held {held:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn claim_fire_is_unsupported() {
     let Some(url) = testing::etcd_url() else {
         return;
