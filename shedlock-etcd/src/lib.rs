@@ -93,6 +93,7 @@
 //! | acquire, lost a race | 4: the above, then the lease is revoked (no lease left behind) |
 //! | extend | 2 or 3: grant, transaction, revoke of the replaced lease (none after the first extend) |
 //! | release, `at_least` zero | 1 or 2: transaction, revoke of the replaced lease (none when never extended) |
+//! | release, `at_least` already over | 3 or 4: read, lease time-to-live, transaction, revoke |
 //! | release, `at_least` not yet over | 4 or 5: read, lease time-to-live, grant, transaction, revoke |
 //! | holder, entry | 1 read |
 //! | list | 1 read over the prefix |
@@ -104,6 +105,14 @@
 //! A timed-out acquire may have been applied; the lock is then held until `at_most` (an acquire
 //! whose transaction failed in flight revokes its lease, which ends such a hold at once when the
 //! revoke gets through).
+//!
+//! # Leader latch
+//!
+//! A [`LeaderLatch`](shedlock_core::LeaderLatch) on this store hands over after a leader
+//! process dies within its lease rounded up to whole seconds, plus etcd's 500 ms expiry sweep,
+//! plus one acquire interval and its jitter (tested with a `kill -9` of the leader process). If
+//! the etcd leader itself is lost at the same time, add the election and up to one election
+//! timeout, as the new etcd leader renews every lease when it takes over.
 //!
 //! # Admin
 //!
