@@ -412,3 +412,103 @@ async fn leader_latch_elects_one_and_hands_over_on_close() {
     assert!(second.fencing_token() > first.fencing_token());
     two.close().await.unwrap();
 }
+
+/// A TCP proxy in front of etcd that records the path of every HTTP request through it.
+async fn recording_proxy(upstream: String) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (mut buf, mut pending) = (vec![0; 16 * 1024], Vec::new());
+                while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                    pending.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&pending).into_owned();
+                    let mut consumed = 0;
+                    while let Some(start) = text[consumed..].find("POST ") {
+                        let rest = &text[consumed + start + 5..];
+                        let Some(end) = rest.find(" HTTP/1.1\r\n") else {
+                            break;
+                        };
+                        seen.lock().unwrap().push(rest[..end].to_owned());
+                        consumed += start + 5 + end;
+                    }
+                    pending.drain(..consumed.min(pending.len()));
+                    if server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+            });
+        }
+    });
+    (port, paths)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_operation_match_the_docs() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let upstream = url
+        .trim()
+        .trim_start_matches("etcd://")
+        .trim_start_matches("http://")
+        .split(',')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let (port, paths) = recording_proxy(upstream).await;
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
+        .prefix(testing::unique_prefix())
+        .build()
+        .unwrap();
+    let take = || std::mem::take(&mut *paths.lock().unwrap());
+    let (range, grant, txn, revoke, ttl) = (
+        "/v3/kv/range",
+        "/v3/lease/grant",
+        "/v3/kv/txn",
+        "/v3/lease/revoke",
+        "/v3/lease/timetolive",
+    );
+    let at_most = Duration::from_secs(10);
+
+    let record = p.acquire("job", at_most, "a").await.unwrap().unwrap();
+    assert_eq!(take(), [range, grant, txn], "a won acquire");
+    assert!(p.acquire("job", at_most, "b").await.unwrap().is_none());
+    assert_eq!(take(), [range], "a skip: one read");
+    let record = p.extend(&record, at_most).await.unwrap().unwrap();
+    assert_eq!(
+        take(),
+        [grant, txn],
+        "the first extend keeps the first lease"
+    );
+    let record = p.extend(&record, at_most).await.unwrap().unwrap();
+    assert_eq!(
+        take(),
+        [grant, txn, revoke],
+        "a later extend revokes the lease it replaced"
+    );
+    assert!(p.release(&record, Duration::from_secs(5)).await.unwrap());
+    assert_eq!(
+        take(),
+        [range, ttl, grant, txn, revoke],
+        "a release with at_least ahead"
+    );
+    p.holder("job").await.unwrap();
+    assert_eq!(take(), [range], "holder");
+    let fresh = p.acquire("other", at_most, "a").await.unwrap().unwrap();
+    take();
+    assert!(p.release(&fresh, Duration::ZERO).await.unwrap());
+    assert_eq!(take(), [txn], "a release without at_least, never extended");
+}
