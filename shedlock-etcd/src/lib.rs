@@ -138,4 +138,5 @@ pub mod testing;
 pub use endpoint::{DEFAULT_PORT, Endpoints};
 pub use provider::{
     DEFAULT_PREFIX, ETCD_MIN_TTL, EtcdLockProvider, EtcdLockProviderBuilder, MAX_NAME_LEN_LIMIT,
+    UNKNOWN_OWNER,
 };

@@ -19,6 +19,11 @@ use crate::key::{self, HOLD, LockKeys, REC};
 /// The key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "shedlock/";
 
+/// The owner shown for a lock whose hold exists but whose record was deleted by hand: nobody
+/// can release or extend it; it ends with its lease, or with
+/// [`force_unlock`](LockAdmin::force_unlock).
+pub const UNKNOWN_OWNER: &str = "(unknown: the lock record was deleted)";
+
 /// The longest lock name [`EtcdLockProviderBuilder::max_name_len`] accepts, in characters.
 pub const MAX_NAME_LEN_LIMIT: usize = 1024;
 
@@ -423,22 +428,28 @@ impl EtcdLockProvider {
         }
     }
 
-    /// The entry of a lock as read; `None` without a record. While the hold exists the lock is
-    /// held (etcd's answer); its `lock_until` is the writer's estimate, kept after `store_now`.
+    /// The entry of a lock as read; `None` when it has no keys. While the hold exists the lock
+    /// is held (etcd's answer); its `lock_until` is the writer's estimate, kept after
+    /// `store_now`. A hold whose record was deleted by hand still shows (owner
+    /// [`UNKNOWN_OWNER`], no token), so that operators see what blocks the name.
     fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
-        let (rec_kv, rec) = read.rec?;
         let lock_until = match &read.hold {
             Some((_, hold)) => {
                 from_millis(hold.until_ms).max(store_now + chrono::Duration::milliseconds(1))
             }
             None => store_now,
         };
-        Some(LockEntry::new(
-            LockRecord::new(name, rec.owner, from_millis(rec.locked_at_ms), lock_until)
-                .with_fencing_token(Some(rec_kv.mod_revision.0)),
-            store_now,
-            None,
-        ))
+        let record = match read.rec {
+            Some((kv, rec)) => {
+                LockRecord::new(name, rec.owner, from_millis(rec.locked_at_ms), lock_until)
+                    .with_fencing_token(Some(kv.mod_revision.0))
+            }
+            None if read.hold.is_some() => {
+                LockRecord::new(name, UNKNOWN_OWNER, store_now, lock_until)
+            }
+            None => return None,
+        };
+        Some(LockEntry::new(record, store_now, None))
     }
 }
 
@@ -590,12 +601,14 @@ impl LockAdmin for EtcdLockProvider {
         let run = async {
             for _ in 0..5 {
                 let read = self.read(&keys, deadline).await?;
-                let (Some((hold_kv, _)), Some((rec_kv, _))) = (&read.hold, &read.rec) else {
+                let Some((hold_kv, _)) = &read.hold else {
                     return Ok(None);
                 };
+                // 0: the record is missing (deleted by hand), and must stay so.
+                let rec_revision = read.rec.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
                 let txn = Txn::default()
                     .mod_is(&keys.hold, hold_kv.mod_revision.0)
-                    .mod_is(&keys.rec, rec_kv.mod_revision.0)
+                    .mod_is(&keys.rec, rec_revision)
                     .then_get(&keys.rec)
                     .then_delete(&keys.hold);
                 let answer = self.gateway.txn(&txn, deadline).await?;

@@ -179,3 +179,52 @@ async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
         "leader killed: lock freed {freed_after:?} after the acquire ({errors} errors while electing)"
     );
 }
+
+#[tokio::test]
+async fn a_hold_whose_record_was_deleted_by_hand_shows_and_can_be_forced_free() {
+    use shedlock_core::LockAdmin as _;
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::new(&etcd.url()).unwrap();
+    let held = p
+        .acquire("job", Duration::from_mins(1), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    let (rec, _) = p.keys("job").unwrap();
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    etcd.call(
+        "/v3/kv/deleterange",
+        &format!(r#"{{"key":"{}"}}"#, b64(&rec)),
+    );
+
+    let shown = p
+        .holder("job")
+        .await
+        .unwrap()
+        .expect("still held by its lease");
+    assert_eq!(shown.owner(), shedlock_etcd::UNKNOWN_OWNER);
+    assert_eq!(shown.fencing_token(), None);
+    assert!(
+        p.acquire("job", Duration::from_secs(5), "b")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !p.release(&held, Duration::ZERO).await.unwrap(),
+        "its record is gone"
+    );
+    assert_eq!(p.list().await.unwrap().len(), 1);
+
+    let freed = p.force_unlock("job").await.unwrap().expect("freed");
+    assert_eq!(freed.record().owner(), shedlock_etcd::UNKNOWN_OWNER);
+    let again = p
+        .acquire("job", Duration::from_secs(5), "b")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.fencing_token() > held.fencing_token());
+}
