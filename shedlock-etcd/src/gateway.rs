@@ -128,7 +128,13 @@ impl Gateway {
             let index = (first + i) % members.len();
             let member = &members[index];
             match timeout_at(deadline, self.post_to(member, path, body.clone())).await {
-                Err(_) => return Err(GatewayError::Timeout),
+                Err(_) => {
+                    // A member that accepts and never answers (stopped, overloaded) must not
+                    // take every later call down with it: the next call starts at the next one.
+                    self.preferred
+                        .store((index + 1) % members.len(), Ordering::Relaxed);
+                    return Err(GatewayError::Timeout);
+                }
                 Ok(Ok((status, bytes))) => {
                     let answer = decode(member, status, &bytes);
                     if let Err(GatewayError::Status { code, message, .. }) = &answer

@@ -34,7 +34,8 @@
 //! `etcd://host[:port][,host[:port]…]` lists the members of one cluster (port 2379 by default;
 //! `http://` is a synonym); see [`Endpoints`]. A call goes to the member that answered last,
 //! and moves on to the next in URL order when one refuses the connection, drops it, or answers
-//! "unavailable" (no leader). TLS (`https://`) and credentials are refused with an error saying
+//! "unavailable" (no leader); a call that timed out on a member (one that accepts connections
+//! and never answers) makes the next call start at the next member. TLS (`https://`) and credentials are refused with an error saying
 //! so: this client speaks plain HTTP, for a cluster reachable on a trusted network or through a
 //! local TLS proxy.
 //!

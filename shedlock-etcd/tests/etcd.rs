@@ -151,6 +151,30 @@ async fn a_closed_port_fails_clearly_and_a_black_hole_times_out() {
         took >= Duration::from_millis(650) && took < Duration::from_secs(3),
         "{took:?}"
     );
+
+    // With a live member after it, the next call goes there.
+    if let Some(url) = testing::etcd_url() {
+        let live = url
+            .trim()
+            .trim_start_matches("etcd://")
+            .trim_start_matches("http://");
+        let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port},{live}"))
+            .prefix(testing::unique_prefix())
+            .call_timeout(Duration::from_millis(700))
+            .build()
+            .unwrap();
+        let e = p
+            .acquire("job", Duration::from_secs(5), "me")
+            .await
+            .unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        assert!(
+            p.acquire("job", Duration::from_secs(5), "me")
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
     accepted.abort();
 }
 
