@@ -1,0 +1,500 @@
+//! etcd's v3 JSON gateway over plain HTTP/1.1: the few calls the provider makes, failover across
+//! the members of one cluster, and the JSON shapes (base64 bytes, int64 as strings).
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
+use tokio::time::{Instant, timeout_at};
+
+use crate::endpoint::Endpoints;
+
+/// gRPC's `UNAVAILABLE`, which the gateway reports for "no leader" and similar member states:
+/// another member may answer.
+const UNAVAILABLE: i64 = 14;
+
+/// One failed gateway call, the `source()` of the provider's errors.
+#[derive(Debug)]
+pub(crate) enum GatewayError {
+    /// No member answered: each one's transport failure, in the order tried.
+    Unreachable(Vec<(String, String)>),
+    /// A member answered with an error.
+    Status {
+        member: String,
+        status: u16,
+        code: i64,
+        message: String,
+    },
+    /// A member's answer could not be read.
+    Decode { member: String, why: String },
+    /// The call's deadline passed.
+    Timeout,
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unreachable(tries) => {
+                write!(f, "no etcd member answered (")?;
+                for (i, (member, why)) in tries.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, "; ")?;
+                    }
+                    write!(f, "{member}: {why}")?;
+                }
+                write!(f, ")")
+            }
+            Self::Status {
+                member,
+                status,
+                code,
+                message,
+            } => write!(
+                f,
+                "etcd member {member} answered HTTP {status}: {message} (grpc code {code})"
+            ),
+            Self::Decode { member, why } => {
+                write!(f, "etcd member {member} sent an unreadable answer: {why}")
+            }
+            Self::Timeout => write!(f, "the call's deadline passed"),
+        }
+    }
+}
+
+impl StdError for GatewayError {}
+
+impl GatewayError {
+    /// Whether a lease call failed because the lease no longer exists.
+    pub(crate) fn is_lease_not_found(&self) -> bool {
+        matches!(self, Self::Status { message, .. } if message.contains("lease not found"))
+    }
+}
+
+/// The HTTP client of one cluster: tries the member that answered last first, then the others
+/// in URL order.
+pub(crate) struct Gateway {
+    endpoints: Endpoints,
+    preferred: AtomicUsize,
+    http: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Gateway {
+    pub(crate) fn new(endpoints: Endpoints, connect_timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Self {
+            endpoints,
+            preferred: AtomicUsize::new(0),
+            http,
+        }
+    }
+
+    pub(crate) fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    /// POSTs `body` to `path` on the first member that answers, before `deadline`.
+    ///
+    /// A member that cannot be reached, whose connection breaks, or that answers `UNAVAILABLE`
+    /// (no leader) is skipped for the next. Every request here is safe to send twice: reads,
+    /// lease grants (a spare lease expires by itself), revokes, and transactions whose compares
+    /// fail when their first copy was applied.
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+        deadline: Instant,
+    ) -> Result<T, GatewayError> {
+        let body = Bytes::from(body.to_string());
+        let members = self.endpoints.authorities();
+        let first = self.preferred.load(Ordering::Relaxed) % members.len();
+        let mut failures = Vec::new();
+        for i in 0..members.len() {
+            let index = (first + i) % members.len();
+            let member = &members[index];
+            match timeout_at(deadline, self.post_to(member, path, body.clone())).await {
+                Err(_) => {
+                    // A member that accepts and never answers (stopped, overloaded) must not
+                    // take every later call down with it: the next call starts at the next one.
+                    self.preferred
+                        .store((index + 1) % members.len(), Ordering::Relaxed);
+                    return Err(GatewayError::Timeout);
+                }
+                Ok(Ok((status, bytes))) => {
+                    let answer = decode(member, status, &bytes);
+                    if let Err(GatewayError::Status { code, message, .. }) = &answer
+                        && *code == UNAVAILABLE
+                    {
+                        failures.push((member.clone(), message.clone()));
+                        continue;
+                    }
+                    self.preferred.store(index, Ordering::Relaxed);
+                    return answer;
+                }
+                Ok(Err(why)) => {
+                    tracing::debug!(member = %member, path, error = %why, "etcd member unreachable");
+                    failures.push((member.clone(), why));
+                }
+            }
+        }
+        Err(GatewayError::Unreachable(failures))
+    }
+
+    async fn post_to(&self, member: &str, path: &str, body: Bytes) -> Result<(u16, Bytes), String> {
+        let request = hyper::Request::post(format!("http://{member}{path}"))
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(body))
+            .map_err(|e| format!("bad request: {e}"))?;
+        let response = self.http.request(request).await.map_err(|e| {
+            // The legacy client's error says little by itself; its cause says what broke.
+            match e.source() {
+                Some(cause) => format!("{e}: {cause}"),
+                None => e.to_string(),
+            }
+        })?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("the answer broke off: {e}"))?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+
+    // ---- the calls ------------------------------------------------------------------------
+
+    /// Every key in `[key, range_end)` (or just `key` when `range_end` is `None`).
+    pub(crate) async fn range(
+        &self,
+        key: &[u8],
+        range_end: Option<&[u8]>,
+        deadline: Instant,
+    ) -> Result<RangeResponse, GatewayError> {
+        let mut body = json!({ "key": b64(key) });
+        if let Some(end) = range_end {
+            body["range_end"] = json!(b64(end));
+        }
+        self.post("/v3/kv/range", &body, deadline).await
+    }
+
+    pub(crate) async fn txn(
+        &self,
+        txn: &Txn,
+        deadline: Instant,
+    ) -> Result<TxnResponse, GatewayError> {
+        let body = json!({
+            "compare": txn.compare,
+            "success": txn.success,
+            "failure": txn.failure,
+        });
+        self.post("/v3/kv/txn", &body, deadline).await
+    }
+
+    /// A new lease of `ttl` seconds; etcd may raise the TTL to its minimum.
+    pub(crate) async fn grant(&self, ttl: i64, deadline: Instant) -> Result<Lease, GatewayError> {
+        let body = json!({ "TTL": ttl.to_string() });
+        let lease: LeaseGrantResponse = self.post("/v3/lease/grant", &body, deadline).await?;
+        if !lease.error.is_empty() {
+            return Err(GatewayError::Status {
+                member: "?".into(),
+                status: 200,
+                code: 0,
+                message: lease.error,
+            });
+        }
+        Ok(Lease {
+            id: lease.id.0,
+            ttl: lease.ttl.0,
+        })
+    }
+
+    /// Revokes a lease (and deletes its keys); a lease already gone is fine.
+    pub(crate) async fn revoke(&self, id: i64, deadline: Instant) -> Result<(), GatewayError> {
+        let body = json!({ "ID": id.to_string() });
+        match self
+            .post::<Value>("/v3/lease/revoke", &body, deadline)
+            .await
+        {
+            Err(e) if e.is_lease_not_found() => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// A lease's granted TTL and whole seconds left (rounded down), `None` once it is gone.
+    pub(crate) async fn time_to_live(
+        &self,
+        id: i64,
+        deadline: Instant,
+    ) -> Result<Option<(i64, i64)>, GatewayError> {
+        let body = json!({ "ID": id.to_string() });
+        let answer: LeaseTimeToLiveResponse =
+            self.post("/v3/lease/timetolive", &body, deadline).await?;
+        Ok((answer.ttl.0 >= 0).then_some((answer.granted_ttl.0, answer.ttl.0)))
+    }
+}
+
+fn decode<T: DeserializeOwned>(member: &str, status: u16, bytes: &[u8]) -> Result<T, GatewayError> {
+    if !(200..300).contains(&status) {
+        let failure: Failure = serde_json::from_slice(bytes).unwrap_or_else(|_| Failure {
+            message: String::from_utf8_lossy(bytes).trim().to_owned(),
+            code: 0,
+        });
+        return Err(GatewayError::Status {
+            member: member.to_owned(),
+            status,
+            code: failure.code,
+            message: failure.message,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| GatewayError::Decode {
+        member: member.to_owned(),
+        why: e.to_string(),
+    })
+}
+
+pub(crate) fn b64(bytes: &[u8]) -> String {
+    BASE64.encode(bytes)
+}
+
+// ---- transactions -------------------------------------------------------------------------
+
+/// One etcd transaction: `if compare… then success… else failure…`, applied atomically.
+#[derive(Default)]
+pub(crate) struct Txn {
+    compare: Vec<Value>,
+    success: Vec<Value>,
+    failure: Vec<Value>,
+}
+
+impl Txn {
+    /// `mod_revision(key) == revision` (0: the key does not exist).
+    pub(crate) fn mod_is(mut self, key: &[u8], revision: i64) -> Self {
+        self.compare.push(json!({
+            "key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": revision.to_string()
+        }));
+        self
+    }
+
+    /// The key does not exist.
+    pub(crate) fn absent(mut self, key: &[u8]) -> Self {
+        self.compare.push(json!({
+            "key": b64(key), "target": "VERSION", "result": "EQUAL", "version": "0"
+        }));
+        self
+    }
+
+    /// The key exists.
+    pub(crate) fn present(mut self, key: &[u8]) -> Self {
+        self.compare.push(json!({
+            "key": b64(key), "target": "VERSION", "result": "GREATER", "version": "0"
+        }));
+        self
+    }
+
+    pub(crate) fn then_put(mut self, key: &[u8], value: &[u8], lease: Option<i64>) -> Self {
+        let mut put = json!({ "key": b64(key), "value": b64(value), "prev_kv": true });
+        if let Some(lease) = lease {
+            put["lease"] = json!(lease.to_string());
+        }
+        self.success.push(json!({ "request_put": put }));
+        self
+    }
+
+    pub(crate) fn then_get(mut self, key: &[u8]) -> Self {
+        self.success
+            .push(json!({ "request_range": { "key": b64(key) } }));
+        self
+    }
+
+    pub(crate) fn then_delete(mut self, key: &[u8]) -> Self {
+        self.success
+            .push(json!({ "request_delete_range": { "key": b64(key), "prev_kv": true } }));
+        self
+    }
+}
+
+// ---- answers ------------------------------------------------------------------------------
+
+/// etcd's int64, which the gateway writes as a JSON string (and omits when 0).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Int(pub(crate) i64);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => s.parse().map(Int).map_err(serde::de::Error::custom),
+            Value::Number(n) => n
+                .as_i64()
+                .map(Int)
+                .ok_or_else(|| serde::de::Error::custom("not an int64")),
+            Value::Null => Ok(Int(0)),
+            other => Err(serde::de::Error::custom(format!(
+                "expected an int64, got {other}"
+            ))),
+        }
+    }
+}
+
+/// Bytes, which the gateway writes as base64.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Blob(pub(crate) Vec<u8>);
+
+impl<'de> Deserialize<'de> for Blob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = Option::<String>::deserialize(d)?.unwrap_or_default();
+        BASE64
+            .decode(text)
+            .map(Blob)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Header {
+    pub(crate) revision: Int,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(default)]
+pub(crate) struct KeyValue {
+    pub(crate) key: Blob,
+    pub(crate) value: Blob,
+    pub(crate) mod_revision: Int,
+    pub(crate) lease: Int,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct RangeResponse {
+    pub(crate) header: Header,
+    pub(crate) kvs: Vec<KeyValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TxnResponse {
+    pub(crate) header: Header,
+    pub(crate) succeeded: bool,
+    pub(crate) responses: Vec<ResponseOp>,
+}
+
+impl TxnResponse {
+    /// The `prev_kv` of the first put or delete that had one.
+    pub(crate) fn previous(&self) -> Option<&KeyValue> {
+        self.responses.iter().find_map(|op| {
+            op.response_put
+                .as_ref()
+                .and_then(|put| put.prev_kv.as_ref())
+                .or_else(|| {
+                    op.response_delete_range
+                        .as_ref()
+                        .and_then(|del| del.prev_kvs.first())
+                })
+        })
+    }
+
+    /// The first key a range in the transaction found.
+    pub(crate) fn got(&self) -> Option<&KeyValue> {
+        self.responses
+            .iter()
+            .find_map(|op| op.response_range.as_ref().and_then(|r| r.kvs.first()))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+#[allow(clippy::struct_field_names)] // the gateway's own field names
+pub(crate) struct ResponseOp {
+    pub(crate) response_range: Option<RangeResponse>,
+    pub(crate) response_put: Option<PutResponse>,
+    pub(crate) response_delete_range: Option<DeleteResponse>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct PutResponse {
+    pub(crate) prev_kv: Option<KeyValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct DeleteResponse {
+    pub(crate) prev_kvs: Vec<KeyValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct LeaseGrantResponse {
+    #[serde(rename = "ID")]
+    id: Int,
+    #[serde(rename = "TTL")]
+    ttl: Int,
+    error: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct LeaseTimeToLiveResponse {
+    #[serde(rename = "TTL")]
+    ttl: Int,
+    #[serde(rename = "grantedTTL")]
+    granted_ttl: Int,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Failure {
+    message: String,
+    code: i64,
+}
+
+/// A granted lease.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    pub(crate) id: i64,
+    pub(crate) ttl: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_json_decodes() {
+        let answer: TxnResponse = serde_json::from_str(
+            r#"{"header":{"revision":"7"},"succeeded":true,"responses":[
+                {"response_range":{"kvs":[{"key":"YQ==","value":"Yg==","mod_revision":"5","lease":"9"}],"count":"1"}},
+                {"response_put":{"header":{},"prev_kv":{"key":"YQ==","lease":"3"}}}]}"#,
+        )
+        .unwrap();
+        assert!(answer.succeeded);
+        assert_eq!(answer.header.revision, Int(7));
+        let got = answer.got().unwrap();
+        assert_eq!(
+            (got.key.0.as_slice(), got.value.0.as_slice()),
+            (&b"a"[..], &b"b"[..])
+        );
+        assert_eq!(got.mod_revision, Int(5));
+        assert_eq!(answer.previous().unwrap().lease, Int(3));
+        // A failed transaction omits `succeeded` and `responses`.
+        let failed: TxnResponse = serde_json::from_str(r#"{"header":{"revision":"8"}}"#).unwrap();
+        assert!(!failed.succeeded && failed.got().is_none());
+    }
+}

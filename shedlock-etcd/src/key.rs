@@ -1,0 +1,170 @@
+//! Where a lock lives in etcd's key space: `{prefix}{encoded name}/rec` and `/hold`.
+//!
+//! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so an
+//! encoded name never holds a `/` (it cannot reach into another name's keys or out of the
+//! prefix), and the encoding is one-to-one (`%` itself is encoded), so two names never share a
+//! key.
+
+use shedlock_core::{Error, Result};
+
+/// The longest prefix accepted, in bytes.
+pub(crate) const MAX_PREFIX_LEN: usize = 256;
+
+/// The two keys of one lock.
+pub(crate) struct LockKeys {
+    /// The record, without a lease: owner, `locked_at`, the acquisition's first lease. Written by
+    /// acquire only, so its `mod_revision` is the acquisition's fencing token.
+    pub(crate) rec: Vec<u8>,
+    /// Present while the lock is held, attached to the lease that ends the hold.
+    pub(crate) hold: Vec<u8>,
+}
+
+pub(crate) const REC: &[u8] = b"/rec";
+pub(crate) const HOLD: &[u8] = b"/hold";
+
+pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
+    let base = format!("{prefix}{}", encode(name)).into_bytes();
+    LockKeys {
+        rec: [base.as_slice(), REC].concat(),
+        hold: [base.as_slice(), HOLD].concat(),
+    }
+}
+
+/// The end of the range of every key that starts with `prefix` (etcd's "prefix end": the last
+/// byte below 0xff incremented, the rest cut off).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0] // every key
+}
+
+/// Splits a key under `prefix` into the lock name and which of its keys it is; `None` for a key
+/// this provider did not write.
+pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
+    let rest = key.strip_prefix(prefix.as_bytes())?;
+    let slash = rest.iter().position(|b| *b == b'/')?;
+    let (encoded, which) = rest.split_at(slash);
+    if which != REC && which != HOLD {
+        return None;
+    }
+    Some((decode(encoded)?, which))
+}
+
+/// Checks a key prefix: 1 to 256 bytes of printable ASCII, ending in `/`.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
+    let ok = !prefix.is_empty()
+        && prefix.len() <= MAX_PREFIX_LEN
+        && prefix.bytes().all(|b| b.is_ascii_graphic())
+        && prefix.ends_with('/');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "the etcd key prefix {prefix:?} must be 1 to {MAX_PREFIX_LEN} printable ASCII \
+             characters without spaces and end with '/' (for example \"shedlock/\"), so that it \
+             cannot overlap other keys"
+        )))
+    }
+}
+
+fn is_plain(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+pub(crate) fn encode(name: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if is_plain(b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn decode(encoded: &[u8]) -> Option<String> {
+    let mut out = Vec::with_capacity(encoded.len());
+    let mut bytes = encoded.iter();
+    while let Some(&b) = bytes.next() {
+        if b == b'%' {
+            let hex = [*bytes.next()?, *bytes.next()?];
+            let hex = std::str::from_utf8(&hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+        } else if is_plain(b) {
+            out.push(b);
+        } else {
+            return None;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_names_encode_one_to_one_and_never_hold_a_slash() {
+        let names = [
+            "report",
+            "a/b",
+            "a%2Fb",
+            "../../etc",
+            "a/rec",
+            "tenant:42 nightly",
+            "ünïcødé-名前",
+            "%",
+            "\u{1}\u{7f}",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for name in names {
+            let encoded = encode(name);
+            assert!(!encoded.contains('/'), "{name:?} -> {encoded}");
+            assert!(seen.insert(encoded.clone()), "{name:?} collides");
+            assert_eq!(decode(encoded.as_bytes()).as_deref(), Some(name));
+            let keys = lock_keys("p/", name);
+            assert_eq!(
+                parse_key("p/", &keys.rec),
+                Some((name.to_owned(), REC)),
+                "{name:?}"
+            );
+            assert_eq!(parse_key("p/", &keys.hold), Some((name.to_owned(), HOLD)));
+        }
+        assert_eq!(encode("a/b c"), "a%2Fb%20c");
+    }
+
+    #[test]
+    fn foreign_keys_are_not_ours() {
+        assert_eq!(parse_key("p/", b"q/a/rec"), None);
+        assert_eq!(parse_key("p/", b"p/a/other"), None);
+        assert_eq!(parse_key("p/", b"p/a"), None);
+        assert_eq!(parse_key("p/", b"p/a b/rec"), None);
+        assert_eq!(parse_key("p/", b"p/%zz/rec"), None);
+    }
+
+    #[test]
+    fn prefix_end_covers_the_prefix() {
+        assert_eq!(prefix_end(b"shedlock/"), b"shedlock0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(validate_prefix("shedlock/").is_ok());
+        assert!(validate_prefix("apps/billing/locks/").is_ok());
+        for bad in ["", "shedlock", "a b/", "ü/", &"x/".repeat(200)] {
+            let e = validate_prefix(bad).unwrap_err();
+            assert!(
+                e.is_invalid_config() && e.to_string().contains("end with '/'"),
+                "{bad:?}"
+            );
+        }
+    }
+}

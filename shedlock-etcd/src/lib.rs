@@ -1,0 +1,143 @@
+//! An etcd v3 lock store for [`shedlock_core`]: locks that survive the loss of a store node.
+//!
+//! [`EtcdLockProvider`] implements [`LockProvider`](shedlock_core::LockProvider) (with
+//! `holder`) and [`LockAdmin`](shedlock_core::LockAdmin), and passes
+//! `shedlock_core::testkit::ConformanceSuite` against a real etcd, single-node and
+//! three-member. The executor, `#[scheduled_lock]` and `LeaderLatch` run on it unchanged.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use shedlock_core::{LockConfig, LockingTaskExecutor};
+//! use shedlock_etcd::EtcdLockProvider;
+//!
+//! # #[tokio::main] async fn main() -> shedlock_core::Result<()> {
+//! let provider = EtcdLockProvider::new("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379")?;
+//! let executor = LockingTaskExecutor::new(Arc::new(provider))?;
+//! let config = LockConfig::new("nightly-report", Duration::from_secs(600))?;
+//! if let Some(report) = executor.execute(&config, async { 42 }).await? {
+//!     println!("ran: {report}");
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Why the JSON gateway, not `etcd-client`
+//!
+//! `etcd-client` (tonic, gRPC) compiles etcd's `.proto` files at build time and so needs
+//! `protoc` installed, which a fresh machine does not have. Every etcd since 3.4 serves the same
+//! v3 API as JSON over HTTP (its gRPC gateway, `/v3/kv/range`, `/v3/kv/txn`,
+//! `/v3/lease/grant`, …, on the client port). This crate speaks that with `hyper` 1 (HTTP/1.1,
+//! no TLS, no gRPC, no code generation): nothing to install, and a small build.
+//!
+//! # The URL
+//!
+//! `etcd://host[:port][,host[:port]…]` lists the members of one cluster (port 2379 by default;
+//! `http://` is a synonym); see [`Endpoints`]. A call goes to the member that answered last,
+//! and moves on to the next in URL order when one refuses the connection, drops it, or answers
+//! "unavailable" (no leader); a call that timed out on a member (one that accepts connections
+//! and never answers) makes the next call start at the next member. TLS (`https://`) and credentials are refused with an error saying
+//! so: this client speaks plain HTTP, for a cluster reachable on a trusted network or through a
+//! local TLS proxy.
+//!
+//! # How the contract maps onto etcd
+//!
+//! Each lock has two keys under the prefix (default `shedlock/`), its name percent-encoded (every
+//! byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so a name can hold any character yet never
+//! a `/`: names cannot collide or reach outside the prefix; empty names, names with a NUL or
+//! outer white space and names over [`max_name_len`](EtcdLockProviderBuilder::max_name_len) are
+//! refused with [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config)):
+//!
+//! - `{prefix}{name}/rec`, **without a lease**: the owner, `locked_at` (an estimate, see
+//!   below) and the acquisition's first lease. Only acquire writes it, so its `mod_revision`
+//!   is the acquisition's **fencing token**: an etcd revision, strictly increasing across the
+//!   cluster's whole history, and the same through every extend and release of that
+//!   acquisition. Deleting the keys by hand does not restart it (revisions never go back).
+//! - `{prefix}{name}/hold`, **attached to a lease**: present while the lock is held. Expiry is
+//!   the lease's TTL, counted by the etcd leader: when it runs out, etcd deletes the hold.
+//!
+//! Every decision is one transaction whose compares are the contract's conditions:
+//! acquire `if hold absent`; extend `if rec.mod_revision == token and hold present`; release
+//! `if rec.mod_revision == token` (a release after expiry finds the record, so it acts as the
+//! contract says; a new acquisition rewrote the record, so a stale release or extend never
+//! touches it). Nothing is ever put unconditionally.
+//!
+//! **Whole seconds, rounded toward safety.** Lease TTLs are whole seconds: `at_most` is rounded
+//! up, and etcd grants at least its minimum TTL, 1.5 election timeouts rounded up —
+//! [`ETCD_MIN_TTL`] (2 s) with etcd's default `--election-timeout` of 1 s. A lock is therefore
+//! held up to a second longer than asked (up to 2 s for short ones), never shorter. The lease's
+//! clock starts at the grant, just before the deciding transaction; the record's `locked_at` is
+//! read before the grant, so the lock holds at least until the record's `lock_until`. etcd
+//! removes expired leases in a sweep every 500 ms, and a new etcd leader renews every lease to
+//! its full TTL (plus an election timeout) when it takes over: both only lengthen a hold.
+//!
+//! **No wall clock.** etcd has none, so `locked_at` / `lock_until` in records and listings are
+//! the client's clock estimates (milliseconds), shown to people and compared by nothing that
+//! decides. `at_least` is measured on the leader's clock: the acquisition's first lease is kept
+//! (holding no key) until its TTL runs out, and a release computes the time since the
+//! acquisition as its granted TTL minus its whole seconds left, rounded so that the rest of
+//! `at_least` comes out longer, never shorter; the hold is then moved, in one guarded
+//! transaction, to a new lease of that rest (rounded up to whole seconds and etcd's minimum).
+//! A release after that first lease ran out counts the time since the acquisition as its TTL.
+//!
+//! **Fire claims** ([`LockProvider::claim_fire`](shedlock_core::LockProvider::claim_fire)) need
+//! the store's wall-clock "now" to compare with a fire's scheduled instant; etcd has no such
+//! clock (leases measure durations only), so they return
+//! [`Error::is_unsupported`](shedlock_core::Error::is_unsupported), and a scheduler falls back to
+//! the plain lock with `at_least`, with its warning.
+//!
+//! # Round trips per operation
+//!
+//! | operation | round trips |
+//! |---|---|
+//! | acquire, lock held (skip) | 1 read, no write |
+//! | acquire, won | 3: read, lease grant, transaction |
+//! | acquire, lost a race | 4: the above, then the lease is revoked (no lease left behind) |
+//! | extend | 2 or 3: grant, transaction, revoke of the replaced lease (none after the first extend) |
+//! | release, `at_least` zero | 1 or 2: transaction, revoke of the replaced lease (none when never extended) |
+//! | release, `at_least` already over | 3 or 4: read, lease time-to-live, transaction, revoke |
+//! | release, `at_least` not yet over | 4 or 5: read, lease time-to-live, grant, transaction, revoke |
+//! | holder, entry | 1 read |
+//! | list | 1 read over the prefix |
+//! | unlock, force unlock | 2 or 3: read, transaction, revoke |
+//!
+//! Reads are linearizable (etcd's default). Every operation runs under one deadline, the
+//! [`call_timeout`](EtcdLockProviderBuilder::call_timeout) (default 5 s, like the SQL stores):
+//! a black-holed member cannot hang a caller; a timed-out connection is closed, never reused.
+//! A timed-out acquire may have been applied; the lock is then held until `at_most` (an acquire
+//! whose transaction failed in flight revokes its lease, which ends such a hold at once when the
+//! revoke gets through).
+//!
+//! # Leader latch
+//!
+//! A [`LeaderLatch`](shedlock_core::LeaderLatch) on this store hands over after a leader
+//! process dies within its lease rounded up to whole seconds, plus etcd's 500 ms expiry sweep,
+//! plus one acquire interval and its jitter (tested with a `kill -9` of the leader process). If
+//! the etcd leader itself is lost at the same time, add the election and up to one election
+//! timeout, as the new etcd leader renews every lease when it takes over.
+//!
+//! # Admin
+//!
+//! [`LockAdmin`](shedlock_core::LockAdmin): `list` is one range over the prefix; `unlock`
+//! frees a lock only if owner, `locked_at` and token are still as listed and it is held;
+//! `force_unlock` returns what it freed; freeing deletes the hold only, so the record and the
+//! token sequence stay. There is no schema: `ddl()` is `None` and `create_table()` does nothing
+//! and succeeds.
+//!
+//! # Features
+//!
+//! - `testing`: [`testing`], the etcd URL of tests (`SHEDLOCK_ETCD_URL`) and unique prefixes.
+
+#![warn(missing_docs)]
+
+mod endpoint;
+mod gateway;
+mod key;
+mod provider;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use endpoint::{DEFAULT_PORT, Endpoints};
+pub use provider::{
+    DEFAULT_PREFIX, ETCD_MIN_TTL, EtcdLockProvider, EtcdLockProviderBuilder, MAX_NAME_LEN_LIMIT,
+    UNKNOWN_OWNER,
+};

@@ -1,0 +1,716 @@
+//! [`EtcdLockProvider`]: the lock contract on etcd leases and transactions.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound as _, Utc};
+use serde::{Deserialize, Serialize};
+use shedlock_core::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, LockAdmin, LockEntry, LockProvider,
+    LockRecord, Result, validate_at_least, validate_at_most, validate_name,
+};
+use tokio::time::Instant;
+
+use crate::endpoint::Endpoints;
+use crate::gateway::{Gateway, GatewayError, KeyValue, Txn};
+use crate::key::{self, HOLD, LockKeys, REC};
+
+/// The key prefix when none is set.
+pub const DEFAULT_PREFIX: &str = "shedlock/";
+
+/// The owner shown for a lock whose hold exists but whose record was deleted by hand: nobody
+/// can release or extend it; it ends with its lease, or with
+/// [`force_unlock`](LockAdmin::force_unlock).
+pub const UNKNOWN_OWNER: &str = "(unknown: the lock record was deleted)";
+
+/// The longest lock name [`EtcdLockProviderBuilder::max_name_len`] accepts, in characters.
+pub const MAX_NAME_LEN_LIMIT: usize = 1024;
+
+/// etcd's smallest lease TTL with its default `--election-timeout` of 1 s: leases asked for
+/// less are granted this long (etcd raises them to 1.5 election timeouts, rounded up).
+pub const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
+
+/// A [`LockProvider`] (and [`LockAdmin`]) on etcd v3: expiry by lease TTL on the etcd leader's
+/// clock, one transaction per decision, fencing tokens from revisions.
+///
+/// Build one with [`EtcdLockProvider::new`] or [`EtcdLockProvider::builder`]; building does not
+/// connect (the first call does), so it is cheap and synchronous. See the crate docs for the
+/// key layout, the round trips per operation and how whole-second leases are rounded.
+///
+/// ```
+/// use shedlock_etcd::EtcdLockProvider;
+///
+/// let provider = EtcdLockProvider::new("etcd://127.0.0.1:2379")?;
+/// assert_eq!(provider.prefix(), "shedlock/");
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+pub struct EtcdLockProvider {
+    gateway: Gateway,
+    prefix: String,
+    call_timeout: Duration,
+    max_name_len: usize,
+}
+
+impl fmt::Debug for EtcdLockProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The endpoints never carry credentials (the URL form refuses them).
+        f.debug_struct("EtcdLockProvider")
+            .field("endpoints", self.gateway.endpoints())
+            .field("prefix", &self.prefix)
+            .field("call_timeout", &self.call_timeout)
+            .field("max_name_len", &self.max_name_len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`EtcdLockProvider`]: endpoints, key prefix, name length and call timeout, checked
+/// at [`build`](Self::build).
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_etcd::EtcdLockProvider;
+///
+/// let provider = EtcdLockProvider::builder("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379")
+///     .prefix("billing/locks/")
+///     .call_timeout(Duration::from_secs(3))
+///     .build()?;
+/// assert_eq!(provider.endpoints().authorities().len(), 3);
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EtcdLockProviderBuilder {
+    url: String,
+    prefix: String,
+    call_timeout: Duration,
+    max_name_len: usize,
+}
+
+impl EtcdLockProviderBuilder {
+    /// The key prefix every lock's keys start with; defaults to [`DEFAULT_PREFIX`]
+    /// (`"shedlock/"`). Printable ASCII ending in `/`, at most 256 bytes.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The limit on one whole operation (all its round trips, across the members tried);
+    /// defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s). A call past it fails with
+    /// [`Error::is_timeout`]; its connection is closed, never reused.
+    #[must_use]
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The longest lock name accepted, in characters; defaults to [`DEFAULT_MAX_NAME_LEN`]
+    /// (64, as the SQL stores), at most [`MAX_NAME_LEN_LIMIT`].
+    #[must_use]
+    pub fn max_name_len(mut self, max: usize) -> Self {
+        self.max_name_len = max;
+        self
+    }
+
+    /// The provider.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`]: the URL is not of the [`Endpoints`] form, the prefix is
+    /// not valid, the timeout is zero or above an hour, or the name limit is 0 or above
+    /// [`MAX_NAME_LEN_LIMIT`].
+    pub fn build(self) -> Result<EtcdLockProvider> {
+        let endpoints: Endpoints = self.url.parse()?;
+        key::validate_prefix(&self.prefix)?;
+        if self.call_timeout.is_zero() || self.call_timeout > Duration::from_hours(1) {
+            return Err(Error::invalid_config(format!(
+                "the etcd call timeout ({:?}) must be above zero and at most an hour",
+                self.call_timeout
+            )));
+        }
+        if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
+            return Err(Error::invalid_config(format!(
+                "the etcd lock name limit ({}) must be from 1 to {MAX_NAME_LEN_LIMIT} characters",
+                self.max_name_len
+            )));
+        }
+        // Leave time to try the next member when one does not accept connections.
+        let connect_timeout = (self.call_timeout / 3).min(Duration::from_secs(1));
+        Ok(EtcdLockProvider {
+            gateway: Gateway::new(endpoints, connect_timeout),
+            prefix: self.prefix,
+            call_timeout: self.call_timeout,
+            max_name_len: self.max_name_len,
+        })
+    }
+}
+
+/// The record key's value: who took the lock, when (the client's estimate), and the
+/// acquisition's first lease, whose remaining TTL measures how long ago that was.
+#[derive(Debug, Serialize, Deserialize)]
+struct RecValue {
+    owner: String,
+    locked_at_ms: i64,
+    lease: i64,
+    ttl: i64,
+}
+
+/// The hold key's value: the client's estimate of the lease's end, for display only.
+#[derive(Debug, Serialize, Deserialize)]
+struct HoldValue {
+    until_ms: i64,
+}
+
+/// A lock's two keys as read.
+#[derive(Default)]
+struct Read {
+    rec: Option<(KeyValue, RecValue)>,
+    hold: Option<(KeyValue, HoldValue)>,
+}
+
+impl EtcdLockProvider {
+    /// A provider on the cluster at `url` with the default prefix, name limit and timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`EtcdLockProviderBuilder::build`].
+    pub fn new(url: &str) -> Result<Self> {
+        Self::builder(url).build()
+    }
+
+    /// A builder for a provider on the cluster at `url` (see [`Endpoints`] for the form).
+    #[must_use]
+    pub fn builder(url: impl Into<String>) -> EtcdLockProviderBuilder {
+        EtcdLockProviderBuilder {
+            url: url.into(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            max_name_len: DEFAULT_MAX_NAME_LEN,
+        }
+    }
+
+    /// The members this provider talks to.
+    #[must_use]
+    pub fn endpoints(&self) -> &Endpoints {
+        self.gateway.endpoints()
+    }
+
+    /// The key prefix.
+    #[must_use]
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The etcd keys of lock `name`: its record (no lease; owner, `locked_at`, fencing token as
+    /// its `mod_revision`) and its hold (attached to the lease; present while held).
+    ///
+    /// ```
+    /// let provider = shedlock_etcd::EtcdLockProvider::new("etcd://127.0.0.1:2379")?;
+    /// let (rec, hold) = provider.keys("tenant/42 report")?;
+    /// assert_eq!(rec, b"shedlock/tenant%2F42%20report/rec");
+    /// assert_eq!(hold, b"shedlock/tenant%2F42%20report/hold");
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] for a name the provider refuses (empty, too long, …).
+    pub fn keys(&self, name: &str) -> Result<(Vec<u8>, Vec<u8>)> {
+        let keys = self.lock_keys(name)?;
+        Ok((keys.rec, keys.hold))
+    }
+
+    fn lock_keys(&self, name: &str) -> Result<LockKeys> {
+        validate_name(name, self.max_name_len)?;
+        Ok(key::lock_keys(&self.prefix, name))
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.call_timeout
+    }
+
+    fn failed(&self, op: &'static str, name: &str, error: GatewayError) -> Error {
+        if matches!(error, GatewayError::Timeout) {
+            Error::timeout(op, self.call_timeout)
+        } else {
+            Error::backend(format!("{op} lock {name:?} on etcd"), error)
+        }
+    }
+
+    /// Revokes a lease that holds nothing any more; a failure only leaves it to expire.
+    async fn cleanup(&self, lease: i64, deadline: Instant) {
+        if let Err(error) = self.gateway.revoke(lease, deadline).await {
+            tracing::debug!(lease, %error, "could not revoke a spare etcd lease; it expires by itself");
+        }
+    }
+
+    /// Reads both keys of a lock in one range (`{prefix}{name}/` up to its end).
+    async fn read(&self, keys: &LockKeys, deadline: Instant) -> Result<Read, GatewayError> {
+        let base = &keys.rec[..=keys.rec.len() - REC.len()]; // up to and with the `/`
+        let answer = self
+            .gateway
+            .range(base, Some(&key::prefix_end(base)), deadline)
+            .await?;
+        let mut read = Read::default();
+        for kv in answer.kvs {
+            if kv.key.0 == keys.rec {
+                read.rec = Some(decode_value(&kv)?).map(|v| (kv, v));
+            } else if kv.key.0 == keys.hold {
+                read.hold = Some(decode_value(&kv)?).map(|v| (kv, v));
+            }
+        }
+        Ok(read)
+    }
+
+    fn token(record: &LockRecord, op: &'static str) -> Result<i64> {
+        record.fencing_token().ok_or_else(|| {
+            Error::invalid_config(format!(
+                "cannot {op} lock {:?}: the record has no fencing token, so it did not come \
+                 from an etcd store",
+                record.name()
+            ))
+        })
+    }
+
+    async fn do_acquire(
+        &self,
+        name: &str,
+        keys: &LockKeys,
+        at_most: Duration,
+        owner: &str,
+        deadline: Instant,
+    ) -> Result<Option<LockRecord>, GatewayError> {
+        // Read first: a held lock costs one read and writes nothing.
+        let held = self
+            .gateway
+            .range(&keys.hold, None, deadline)
+            .await?
+            .kvs
+            .into_iter()
+            .next()
+            .is_some();
+        if held {
+            return Ok(None);
+        }
+        let locked_at = now();
+        let lease = self.gateway.grant(ttl_secs(at_most), deadline).await?;
+        let lock_until = locked_at + chrono_duration(at_most);
+        let rec = RecValue {
+            owner: owner.to_owned(),
+            locked_at_ms: locked_at.timestamp_millis(),
+            lease: lease.id,
+            ttl: lease.ttl,
+        };
+        let txn = Txn::default()
+            .absent(&keys.hold)
+            .then_put(&keys.rec, &encode_value(&rec), None)
+            .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id));
+        let answer = match self.gateway.txn(&txn, deadline).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                // Applied or not, revoking the lease ends any hold it made.
+                self.cleanup(lease.id, deadline).await;
+                return Err(error);
+            }
+        };
+        if !answer.succeeded {
+            // Someone took it between the read and the transaction: leave no lease behind.
+            self.cleanup(lease.id, deadline).await;
+            return Ok(None);
+        }
+        Ok(Some(
+            LockRecord::new(name, owner, locked_at, lock_until)
+                .with_fencing_token(Some(answer.header.revision.0)),
+        ))
+    }
+
+    async fn do_extend(
+        &self,
+        record: &LockRecord,
+        keys: &LockKeys,
+        token: i64,
+        at_most: Duration,
+        deadline: Instant,
+    ) -> Result<Option<LockRecord>, GatewayError> {
+        let start = now();
+        let lease = self.gateway.grant(ttl_secs(at_most), deadline).await?;
+        let lock_until = start + chrono_duration(at_most);
+        let txn = Txn::default()
+            .mod_is(&keys.rec, token)
+            .present(&keys.hold)
+            .then_get(&keys.rec)
+            .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id));
+        let answer = match self.gateway.txn(&txn, deadline).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                // Not knowing whether the hold moved to the new lease, keep that lease: the
+                // lock then ends at the later of the two, never earlier than before.
+                return Err(error);
+            }
+        };
+        if !answer.succeeded {
+            self.cleanup(lease.id, deadline).await;
+            return Ok(None);
+        }
+        self.revoke_previous(&answer, Some(lease.id), deadline)
+            .await;
+        Ok(Some(record.clone().with_lock_until(lock_until)))
+    }
+
+    async fn do_release(
+        &self,
+        keys: &LockKeys,
+        token: i64,
+        at_least: Duration,
+        deadline: Instant,
+    ) -> Result<bool, GatewayError> {
+        let mut hold_for = Duration::ZERO;
+        if !at_least.is_zero() {
+            // How long ago the acquisition was, by the etcd leader's clock: its first lease's
+            // granted TTL minus the whole seconds left (rounded so as to hold longer).
+            let read = self.read(keys, deadline).await?;
+            let Some((_, rec)) = read.rec.filter(|(kv, _)| kv.mod_revision.0 == token) else {
+                return Ok(false);
+            };
+            let elapsed = match self.gateway.time_to_live(rec.lease, deadline).await? {
+                Some((granted, left)) => secs((granted - left - 1).max(0)),
+                None => secs(rec.ttl.max(0)), // the first lease ran out: at least its TTL ago
+            };
+            hold_for = at_least.saturating_sub(elapsed);
+        }
+        if hold_for.is_zero() {
+            let txn = Txn::default()
+                .mod_is(&keys.rec, token)
+                .then_get(&keys.rec)
+                .then_delete(&keys.hold);
+            let answer = self.gateway.txn(&txn, deadline).await?;
+            if answer.succeeded {
+                self.revoke_previous(&answer, None, deadline).await;
+            }
+            return Ok(answer.succeeded);
+        }
+        let start = now();
+        let lease = self.gateway.grant(ttl_secs(hold_for), deadline).await?;
+        let until = start + chrono_duration(hold_for);
+        let txn = Txn::default()
+            .mod_is(&keys.rec, token)
+            .then_get(&keys.rec)
+            .then_put(&keys.hold, &hold_value(until), Some(lease.id));
+        let answer = self.gateway.txn(&txn, deadline).await?;
+        if answer.succeeded {
+            self.revoke_previous(&answer, Some(lease.id), deadline)
+                .await;
+        } else {
+            self.cleanup(lease.id, deadline).await;
+        }
+        Ok(answer.succeeded)
+    }
+
+    /// After a transaction that moved or deleted the hold: revokes the hold's previous lease,
+    /// unless it is the acquisition's first lease (kept as its clock; it holds no key and
+    /// expires by itself) or the one just attached.
+    async fn revoke_previous(
+        &self,
+        answer: &crate::gateway::TxnResponse,
+        attached: Option<i64>,
+        deadline: Instant,
+    ) {
+        let first = answer
+            .got()
+            .and_then(|kv| decode_value::<RecValue>(kv).ok())
+            .map(|rec| rec.lease);
+        if let Some(previous) = answer.previous().map(|kv| kv.lease.0)
+            && previous != 0
+            && Some(previous) != first
+            && Some(previous) != attached
+        {
+            self.cleanup(previous, deadline).await;
+        }
+    }
+
+    /// The entry of a lock as read; `None` when it has no keys. While the hold exists the lock
+    /// is held (etcd's answer); its `lock_until` is the writer's estimate, kept after
+    /// `store_now`. A hold whose record was deleted by hand still shows (owner
+    /// [`UNKNOWN_OWNER`], no token), so that operators see what blocks the name.
+    fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
+        let lock_until = match &read.hold {
+            Some((_, hold)) => {
+                from_millis(hold.until_ms).max(store_now + chrono::Duration::milliseconds(1))
+            }
+            None => store_now,
+        };
+        let record = match read.rec {
+            Some((kv, rec)) => {
+                LockRecord::new(name, rec.owner, from_millis(rec.locked_at_ms), lock_until)
+                    .with_fencing_token(Some(kv.mod_revision.0))
+            }
+            None if read.hold.is_some() => {
+                LockRecord::new(name, UNKNOWN_OWNER, store_now, lock_until)
+            }
+            None => return None,
+        };
+        Some(LockEntry::new(record, store_now, None))
+    }
+}
+
+#[async_trait]
+impl LockProvider for EtcdLockProvider {
+    /// One range read (the skip path, no write); when free, a lease grant and one transaction
+    /// (`if hold absent then put record, put hold on the lease`); a lost race revokes the lease.
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>> {
+        let keys = self.lock_keys(name)?;
+        validate_at_most(at_most)?;
+        let deadline = self.deadline();
+        self.do_acquire(name, &keys, at_most, owner, deadline)
+            .await
+            .map_err(|e| self.failed("acquire", name, e))
+    }
+
+    /// A lease grant and one transaction (`if record is this acquisition's and hold present
+    /// then move hold to the new lease`); then the replaced lease is revoked, except the
+    /// acquisition's first.
+    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
+        let keys = self.lock_keys(record.name())?;
+        validate_at_most(at_most)?;
+        let token = Self::token(record, "extend")?;
+        let deadline = self.deadline();
+        self.do_extend(record, &keys, token, at_most, deadline)
+            .await
+            .map_err(|e| self.failed("extend", record.name(), e))
+    }
+
+    /// With `at_least` zero: one transaction (`if record is this acquisition's then delete
+    /// hold`). Otherwise a read, the first lease's time to live, then either that transaction
+    /// or a grant and `… then put hold on a lease of the rest of at_least`.
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        let keys = self.lock_keys(record.name())?;
+        validate_at_least(at_least)?;
+        let token = Self::token(record, "release")?;
+        let deadline = self.deadline();
+        self.do_release(&keys, token, at_least, deadline)
+            .await
+            .map_err(|e| self.failed("release", record.name(), e))
+    }
+
+    /// One range read of the lock's two keys.
+    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        let keys = self.lock_keys(name)?;
+        let deadline = self.deadline();
+        let read = self
+            .read(&keys, deadline)
+            .await
+            .map_err(|e| self.failed("holder", name, e))?;
+        if read.hold.is_none() {
+            return Ok(None);
+        }
+        Ok(Self::entry_of(name.to_owned(), read, now()).map(|entry| entry.record().clone()))
+    }
+
+    fn max_name_len(&self) -> usize {
+        self.max_name_len
+    }
+}
+
+#[async_trait]
+impl LockAdmin for EtcdLockProvider {
+    /// One range read over the prefix. Times are the writers' clock estimates (etcd has no
+    /// wall clock); whether a lock is held is etcd's own answer.
+    async fn list(&self) -> Result<Vec<LockEntry>> {
+        let deadline = self.deadline();
+        let prefix = self.prefix.as_bytes();
+        let answer = self
+            .gateway
+            .range(prefix, Some(&key::prefix_end(prefix)), deadline)
+            .await
+            .map_err(|e| self.failed("list", "*", e))?;
+        let store_now = now();
+        let mut reads = std::collections::BTreeMap::<String, Read>::new();
+        for kv in answer.kvs {
+            let Some((name, which)) = key::parse_key(&self.prefix, &kv.key.0) else {
+                continue; // not a key this provider writes
+            };
+            let read = reads.entry(name).or_default();
+            if which == REC {
+                if let Ok(value) = decode_value(&kv) {
+                    read.rec = Some((kv, value));
+                }
+            } else if which == HOLD
+                && let Ok(value) = decode_value(&kv)
+            {
+                read.hold = Some((kv, value));
+            }
+        }
+        Ok(reads
+            .into_iter()
+            .filter_map(|(name, read)| Self::entry_of(name, read, store_now))
+            .collect())
+    }
+
+    /// One range read of the lock's two keys.
+    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
+        let keys = self.lock_keys(name)?;
+        let read = self
+            .read(&keys, self.deadline())
+            .await
+            .map_err(|e| self.failed("read", name, e))?;
+        Ok(Self::entry_of(name.to_owned(), read, now()))
+    }
+
+    /// A read (owner and `locked_at` must match `expected`), then one transaction: `if the
+    /// record is still that acquisition's and the hold present then delete the hold`.
+    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+        let name = expected.name();
+        let keys = self.lock_keys(name)?;
+        let token = Self::token(expected, "unlock")?;
+        let deadline = self.deadline();
+        let run = async {
+            let read = self.read(&keys, deadline).await?;
+            let matches = read.hold.is_some()
+                && read.rec.as_ref().is_some_and(|(kv, rec)| {
+                    kv.mod_revision.0 == token
+                        && rec.owner == expected.owner()
+                        && rec.locked_at_ms == expected.locked_at().timestamp_millis()
+                });
+            if !matches {
+                return Ok(false);
+            }
+            let txn = Txn::default()
+                .mod_is(&keys.rec, token)
+                .present(&keys.hold)
+                .then_get(&keys.rec)
+                .then_delete(&keys.hold);
+            let answer = self.gateway.txn(&txn, deadline).await?;
+            if answer.succeeded {
+                self.revoke_previous(&answer, None, deadline).await;
+            }
+            Ok(answer.succeeded)
+        };
+        run.await.map_err(|e| self.failed("unlock", name, e))
+    }
+
+    /// A read, then one transaction deleting the hold if neither key changed since; repeated
+    /// (at most five times) while the lock keeps changing under it.
+    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+        let keys = self.lock_keys(name)?;
+        let deadline = self.deadline();
+        let run = async {
+            for _ in 0..5 {
+                let read = self.read(&keys, deadline).await?;
+                let Some((hold_kv, _)) = &read.hold else {
+                    return Ok(None);
+                };
+                // 0: the record is missing (deleted by hand), and must stay so.
+                let rec_revision = read.rec.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
+                let txn = Txn::default()
+                    .mod_is(&keys.hold, hold_kv.mod_revision.0)
+                    .mod_is(&keys.rec, rec_revision)
+                    .then_get(&keys.rec)
+                    .then_delete(&keys.hold);
+                let answer = self.gateway.txn(&txn, deadline).await?;
+                if answer.succeeded {
+                    self.revoke_previous(&answer, None, deadline).await;
+                    return Ok(Self::entry_of(name.to_owned(), read, now()));
+                }
+            }
+            Ok(None)
+        };
+        run.await.map_err(|e| self.failed("force_unlock", name, e))
+    }
+
+    /// etcd has no schema: `None`.
+    fn ddl(&self) -> Option<String> {
+        None
+    }
+
+    /// Nothing to create: a lock's keys are written by its first acquire. Always `Ok(())`.
+    async fn create_table(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+// ---- small helpers ----------------------------------------------------------------------
+
+/// The client's clock, whole milliseconds (the precision records are stored with).
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+fn from_millis(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+}
+
+fn secs(s: i64) -> Duration {
+    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+}
+
+/// A lease TTL for `d`: whole seconds, rounded up, at least 1 (etcd raises it to its minimum).
+pub(crate) fn ttl_secs(d: Duration) -> i64 {
+    let whole = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    i64::try_from(whole.max(1)).unwrap_or(i64::MAX)
+}
+
+fn chrono_duration(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+fn encode_value<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn hold_value(until: DateTime<Utc>) -> Vec<u8> {
+    encode_value(&HoldValue {
+        until_ms: until.timestamp_millis(),
+    })
+}
+
+fn decode_value<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, GatewayError> {
+    serde_json::from_slice(&kv.value.0).map_err(|e| GatewayError::Decode {
+        member: "(key value)".into(),
+        why: format!(
+            "the key {:?} does not hold a shedlock value ({e}); was it written by something else?",
+            String::from_utf8_lossy(&kv.key.0)
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_round_up_to_whole_seconds() {
+        assert_eq!(ttl_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ttl_secs(Duration::from_secs(2)), 2);
+        assert_eq!(ttl_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(ttl_secs(shedlock_core::MAX_DURATION), 365 * 24 * 3600);
+    }
+
+    #[test]
+    fn builder_checks_its_settings() {
+        for builder in [
+            EtcdLockProvider::builder("etcd://a").prefix("nope"),
+            EtcdLockProvider::builder("etcd://a").call_timeout(Duration::ZERO),
+            EtcdLockProvider::builder("etcd://a").max_name_len(0),
+            EtcdLockProvider::builder("etcd://a").max_name_len(MAX_NAME_LEN_LIMIT + 1),
+            EtcdLockProvider::builder("postgres://a"),
+        ] {
+            let e = builder.build().unwrap_err();
+            assert!(e.is_invalid_config(), "{e}");
+        }
+    }
+
+    #[test]
+    fn debug_shows_settings() {
+        let p = EtcdLockProvider::new("etcd://a:1,b:2").unwrap();
+        let debug = format!("{p:?}");
+        assert!(
+            debug.contains("etcd://a:1,b:2") && debug.contains("shedlock/"),
+            "{debug}"
+        );
+    }
+}

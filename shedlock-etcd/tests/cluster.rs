@@ -1,0 +1,230 @@
+//! The etcd provider on private etcd processes of each test's own (free loopback ports,
+//! temporary directories, every process killed at the end, also on panic): write and lease
+//! accounting on one member, and a three-member cluster that loses its leader.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shedlock_core::LockProvider;
+use shedlock_core::testkit::ConformanceSuite;
+use shedlock_etcd::EtcdLockProvider;
+use support::Cluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = Arc::new(EtcdLockProvider::new(&etcd.url()).unwrap());
+
+    let held = p
+        .acquire("job", Duration::from_secs(30), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    let (revision, leases) = (etcd.revision(), etcd.lease_count());
+    assert_eq!(leases, 1, "the holder's lease");
+    for _ in 0..5 {
+        assert!(
+            p.acquire("job", Duration::from_secs(30), "b")
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    assert_eq!(etcd.revision(), revision, "a skipped acquire wrote nothing");
+    assert_eq!(
+        etcd.lease_count(),
+        leases,
+        "a skipped acquire granted no lease"
+    );
+    assert_eq!(
+        held.fencing_token(),
+        Some(revision),
+        "the token is the acquire's revision"
+    );
+
+    // Racers on a free lock: one wins, the losers revoke the leases they were granted.
+    p.release(&held, Duration::ZERO).await.unwrap();
+    let before = etcd.lease_count();
+    for round in 0..5 {
+        let name = format!("race-{round}");
+        let barrier = Arc::new(tokio::sync::Barrier::new(6));
+        let racers: Vec<_> = (0..6)
+            .map(|i| {
+                let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    p.acquire(&name, Duration::from_secs(30), &format!("r{i}"))
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = 0;
+        for racer in racers {
+            winners += usize::from(racer.await.unwrap().unwrap().is_some());
+        }
+        assert_eq!(winners, 1, "round {round}");
+    }
+    assert_eq!(
+        etcd.lease_count(),
+        before + 5,
+        "one lease per won race, none left by the losers"
+    );
+
+    // Keys deleted by hand: the next acquire writes them again, and tokens keep increasing
+    // (they are revisions, which never go back).
+    let last = p
+        .acquire("job", Duration::from_secs(30), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    let deleted = etcd.call(
+        "/v3/kv/deleterange",
+        &format!(
+            r#"{{"key":"{}","range_end":"{}"}}"#,
+            b64(b"shedlock/"),
+            b64(b"shedlock0")
+        ),
+    );
+    // Six locks (job, race-0..4), two keys each.
+    assert_eq!(deleted["deleted"].as_str(), Some("12"), "{deleted}");
+    assert!(p.holder("job").await.unwrap().is_none());
+    let again = p
+        .acquire("job", Duration::from_secs(30), "b")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.fencing_token() > last.fencing_token());
+    assert!(
+        !p.release(&last, Duration::ZERO).await.unwrap(),
+        "the old record is gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes_on_a_three_member_cluster() {
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 3);
+    let start = Instant::now();
+    ConformanceSuite::new(EtcdLockProvider::new(&etcd.url()).unwrap())
+        .time_unit(Duration::from_secs(1))
+        .run()
+        .await;
+    eprintln!(
+        "etcd conformance suite on three members: {:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let mut etcd = Cluster::start(&bin, 3);
+    let url = etcd.url();
+    let holder = EtcdLockProvider::new(&url).unwrap();
+    let rival = EtcdLockProvider::builder(&url)
+        .call_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let at_most = Duration::from_secs(5);
+
+    let start = Instant::now();
+    let held = holder
+        .acquire("job", at_most, "holder")
+        .await
+        .unwrap()
+        .unwrap();
+    let leader = etcd.leader().expect("a leader");
+    etcd.kill(leader);
+    let killed = Instant::now();
+
+    // The rival polls until it wins; every answer before that is "held" or an error (no leader
+    // yet), and the lock is never won before the holder's at_most.
+    let mut errors = 0;
+    let won = loop {
+        match rival.acquire("job", at_most, "rival").await {
+            Ok(Some(record)) => break record,
+            Ok(None) => {}
+            Err(_) => errors += 1,
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the lock did not free itself within 30 s of the leader's death"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let freed_after = start.elapsed();
+    assert!(
+        freed_after >= at_most,
+        "the rival won after {freed_after:?}, inside the holder's at_most of {at_most:?}"
+    );
+    assert!(won.fencing_token() > held.fencing_token());
+    // The old holder's record no longer holds anything.
+    assert!(holder.extend(&held, at_most).await.unwrap().is_none());
+    assert!(!holder.release(&held, Duration::ZERO).await.unwrap());
+    assert_eq!(
+        holder.holder("job").await.unwrap().unwrap().owner(),
+        "rival"
+    );
+    eprintln!(
+        "leader killed: lock freed {freed_after:?} after the acquire ({errors} errors while electing)"
+    );
+}
+
+#[tokio::test]
+async fn a_hold_whose_record_was_deleted_by_hand_shows_and_can_be_forced_free() {
+    use shedlock_core::LockAdmin as _;
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::new(&etcd.url()).unwrap();
+    let held = p
+        .acquire("job", Duration::from_mins(1), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    let (rec, _) = p.keys("job").unwrap();
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    etcd.call(
+        "/v3/kv/deleterange",
+        &format!(r#"{{"key":"{}"}}"#, b64(&rec)),
+    );
+
+    let shown = p
+        .holder("job")
+        .await
+        .unwrap()
+        .expect("still held by its lease");
+    assert_eq!(shown.owner(), shedlock_etcd::UNKNOWN_OWNER);
+    assert_eq!(shown.fencing_token(), None);
+    assert!(
+        p.acquire("job", Duration::from_secs(5), "b")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !p.release(&held, Duration::ZERO).await.unwrap(),
+        "its record is gone"
+    );
+    assert_eq!(p.list().await.unwrap().len(), 1);
+
+    let freed = p.force_unlock("job").await.unwrap().expect("freed");
+    assert_eq!(freed.record().owner(), shedlock_etcd::UNKNOWN_OWNER);
+    let again = p
+        .acquire("job", Duration::from_secs(5), "b")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.fencing_token() > held.fencing_token());
+}

@@ -1,0 +1,538 @@
+//! The etcd provider against the etcd at `SHEDLOCK_ETCD_URL` (skipped without it; required
+//! under `SHEDLOCK_REQUIRE_DB=1`). Every test uses a key prefix of its own.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use shedlock_core::testkit::ConformanceSuite;
+use shedlock_core::{
+    LeaderLatch, LeaderLatchConfig, LockAdmin, LockConfig, LockProvider, LockingTaskExecutor,
+    scheduled_lock,
+};
+use shedlock_etcd::{EtcdLockProvider, testing};
+
+fn provider(url: &str) -> EtcdLockProvider {
+    EtcdLockProvider::builder(url)
+        .prefix(testing::unique_prefix())
+        .build()
+        .expect("a valid URL")
+}
+
+/// The suite's unit: etcd leases are whole seconds with a 2 s minimum, and `at_least` is
+/// measured in whole seconds left, so the suite's waits need a second as their base.
+const UNIT: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let start = Instant::now();
+    ConformanceSuite::new(provider(&url))
+        .time_unit(UNIT)
+        .run()
+        .await;
+    eprintln!("etcd conformance suite: {:?}", start.elapsed());
+}
+
+#[tokio::test]
+async fn odd_names_are_encoded_and_bad_ones_refused() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    let names = [
+        "a/b",
+        "a%2Fb",
+        "../x",
+        "a/rec",
+        "tenant 42: nightly",
+        "名前-ü",
+        "%",
+    ];
+    let mut tokens = Vec::new();
+    for name in names {
+        let record = p
+            .acquire(name, Duration::from_secs(10), "me")
+            .await
+            .unwrap();
+        let record =
+            record.unwrap_or_else(|| panic!("{name:?} was refused, as if it shared a key"));
+        assert_eq!(record.name(), name);
+        assert_eq!(p.holder(name).await.unwrap().unwrap().owner(), "me");
+        tokens.push(record.fencing_token());
+    }
+    let listed: Vec<String> = p
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.record().name().to_owned())
+        .collect();
+    let mut expected: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "each name listed once, decoded");
+
+    for (bad, says) in [
+        (String::new(), "empty"),
+        ("x".repeat(65), "at most 64"),
+        (" padded".to_owned(), "white space"),
+        ("nul\0".to_owned(), "NUL"),
+    ] {
+        let e = p
+            .acquire(&bad, Duration::from_secs(5), "me")
+            .await
+            .unwrap_err();
+        assert!(
+            e.is_invalid_config() && e.to_string().contains(says),
+            "{bad:?}: {e}"
+        );
+    }
+    let long = EtcdLockProvider::builder(&url)
+        .prefix(testing::unique_prefix())
+        .max_name_len(300)
+        .build()
+        .unwrap();
+    assert!(
+        long.acquire(&"/".repeat(300), Duration::from_secs(5), "me")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_closed_port_fails_clearly_and_a_black_hole_times_out() {
+    // A port nobody listens on: refused at once, with the member named.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let p = EtcdLockProvider::new(&format!("etcd://127.0.0.1:{closed}")).unwrap();
+    let start = Instant::now();
+    let e = p
+        .acquire("job", Duration::from_secs(5), "me")
+        .await
+        .unwrap_err();
+    assert!(e.is_backend(), "{e}");
+    let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+    assert!(
+        chain.contains("no etcd member answered") && chain.contains(&closed.to_string()),
+        "{chain}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+
+    // A listener that accepts and never answers: the call ends at its timeout.
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = hole.local_addr().unwrap().port();
+    let accepted = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hole.accept().await {
+            held.push(socket);
+        }
+    });
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
+        .call_timeout(Duration::from_millis(700))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let e = p
+        .acquire("job", Duration::from_secs(5), "me")
+        .await
+        .unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(650) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+
+    // With a live member after it, the next call goes there.
+    if let Some(url) = testing::etcd_url() {
+        let live = url
+            .trim()
+            .trim_start_matches("etcd://")
+            .trim_start_matches("http://");
+        let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port},{live}"))
+            .prefix(testing::unique_prefix())
+            .call_timeout(Duration::from_millis(700))
+            .build()
+            .unwrap();
+        let e = p
+            .acquire("job", Duration::from_secs(5), "me")
+            .await
+            .unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        assert!(
+            p.acquire("job", Duration::from_secs(5), "me")
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+    accepted.abort();
+}
+
+#[tokio::test]
+async fn a_dead_first_member_fails_over_to_the_next() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let live = url
+        .trim()
+        .trim_start_matches("etcd://")
+        .trim_start_matches("http://");
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{closed},{live}"))
+        .prefix(testing::unique_prefix())
+        .build()
+        .unwrap();
+    let record = p
+        .acquire("job", Duration::from_secs(5), "me")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(p.release(&record, Duration::ZERO).await.unwrap());
+}
+
+#[tokio::test]
+async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    assert_eq!(p.ddl(), None);
+    p.create_table().await.unwrap();
+    assert!(p.list().await.unwrap().is_empty());
+
+    let a = p
+        .acquire("a", Duration::from_secs(30), "owner-a")
+        .await
+        .unwrap()
+        .unwrap();
+    let b = p
+        .acquire("b", Duration::from_secs(30), "owner-b")
+        .await
+        .unwrap()
+        .unwrap();
+    p.release(&b, Duration::ZERO).await.unwrap();
+    let list = p.list().await.unwrap();
+    assert_eq!(list.len(), 2);
+    assert!(list[0].is_held() && list[0].record().owner() == "owner-a");
+    assert_eq!(list[0].record().fencing_token(), a.fencing_token());
+    assert_eq!(list[0].record().locked_at(), a.locked_at());
+    assert!(!list[1].is_held(), "b was released: {}", list[1]);
+    assert_eq!(
+        list[1].record().owner(),
+        "owner-b",
+        "a free lock keeps its last holder"
+    );
+
+    // unlock refuses a record that is not exactly the holder's, then frees the exact one.
+    let other_owner = shedlock_core::LockRecord::new("a", "owner-x", a.locked_at(), a.lock_until())
+        .with_fencing_token(a.fencing_token());
+    assert!(!p.unlock(&other_owner).await.unwrap());
+    let other_time = shedlock_core::LockRecord::new(
+        "a",
+        "owner-a",
+        a.locked_at() + chrono::Duration::milliseconds(1),
+        a.lock_until(),
+    )
+    .with_fencing_token(a.fencing_token());
+    assert!(!p.unlock(&other_time).await.unwrap());
+    assert!(p.entry("a").await.unwrap().unwrap().is_held());
+    assert!(p.unlock(list[0].record()).await.unwrap());
+    assert!(!p.entry("a").await.unwrap().unwrap().is_held());
+    assert!(!p.unlock(list[0].record()).await.unwrap(), "already free");
+
+    // A stale listing cannot free the next acquisition, even by the same owner id.
+    let again = p
+        .acquire("a", Duration::from_secs(30), "owner-a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.fencing_token() > a.fencing_token());
+    assert!(!p.unlock(list[0].record()).await.unwrap());
+
+    let freed = p.force_unlock("a").await.unwrap().expect("it was held");
+    assert_eq!(freed.record().fencing_token(), again.fencing_token());
+    assert!(p.force_unlock("a").await.unwrap().is_none());
+    assert!(p.force_unlock("never").await.unwrap().is_none());
+    assert!(
+        p.acquire("a", Duration::from_secs(5), "c")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The freed holder's own release no longer finds its acquisition.
+    assert!(!p.release(&again, Duration::ZERO).await.unwrap());
+}
+
+#[tokio::test]
+async fn whole_second_leases_hold_longer_never_shorter() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    for (name, at_most) in [
+        ("short", Duration::from_millis(300)),
+        ("odd", Duration::from_millis(2200)),
+    ] {
+        let start = Instant::now();
+        p.acquire(name, at_most, "a").await.unwrap().unwrap();
+        loop {
+            if p.acquire(name, at_most, "b").await.unwrap().is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{name} never freed"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let held = start.elapsed();
+        // Rounded up to whole seconds, and at least etcd's minimum TTL.
+        let least = at_most.max(shedlock_etcd::ETCD_MIN_TTL);
+        assert!(
+            held >= least,
+            "{name}: freed after {held:?}, asked {at_most:?}"
+        );
+        // At most a second of rounding, etcd's 500 ms sweep and a second of slack.
+        assert!(
+            held <= least + Duration::from_millis(2500),
+            "{name}: held {held:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn claim_fire_is_unsupported() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    let at = chrono::Utc::now();
+    let fire = shedlock_core::Fire::new(at, at + chrono::Duration::seconds(60));
+    let e = p
+        .claim_fire("job", &fire.unwrap(), Duration::from_secs(5), "me")
+        .await
+        .unwrap_err();
+    assert!(e.is_unsupported(), "{e}");
+}
+
+#[scheduled_lock(name = "report-{tenant}", at_most = "10s", executor = executor)]
+async fn report(executor: &LockingTaskExecutor, tenant: u32, runs: &AtomicUsize) -> Option<i64> {
+    shedlock_core::assert_locked();
+    runs.fetch_add(1, Ordering::SeqCst);
+    shedlock_core::current_lock().and_then(|l| l.fencing_token())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_and_macro_run_on_etcd() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let store: Arc<dyn LockProvider> = Arc::new(provider(&url));
+    let a = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .build()
+        .unwrap();
+    let b = LockingTaskExecutor::builder(store.clone())
+        .owner_id("b")
+        .build()
+        .unwrap();
+    let runs = AtomicUsize::new(0);
+
+    // A held lock makes the other replica skip; the token is visible inside the task.
+    let cfg = LockConfig::new("job", Duration::from_secs(10)).unwrap();
+    let guard = a.try_lock(&cfg).await.unwrap().expect("free");
+    assert!(b.execute(&cfg, async { 1 }).await.unwrap().is_none());
+    assert!(guard.release().await.unwrap());
+    assert_eq!(b.execute(&cfg, async { 2 }).await.unwrap(), Some(2));
+
+    let token = report(&a, 7, &runs).await.unwrap().expect("ran");
+    assert!(token.is_some());
+    let later = report(&b, 7, &runs)
+        .await
+        .unwrap()
+        .expect("ran after release");
+    assert!(later > token, "tokens increase: {later:?} after {token:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+
+    // Keep-alive extends a lock past its at_most while the task runs.
+    let cfg = LockConfig::builder("kept")
+        .at_most(Duration::from_secs(2))
+        .keep_alive(true)
+        .build()
+        .unwrap();
+    let ran = a
+        .execute(&cfg, async {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(4) {
+                assert!(!shedlock_core::current_lock().unwrap().is_lost());
+                assert!(
+                    store
+                        .acquire("kept", Duration::from_secs(5), "b")
+                        .await
+                        .unwrap()
+                        .is_none()
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+        .await
+        .unwrap();
+    assert!(ran.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_latch_elects_one_and_hands_over_on_close() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let store: Arc<dyn LockProvider> = Arc::new(provider(&url));
+    let config = |owner: &str| {
+        LeaderLatchConfig::builder("leader")
+            .owner_id(owner)
+            .lease(Duration::from_secs(4))
+            .renew_interval(Duration::from_secs(1))
+            .renew_deadline(Duration::from_secs(3))
+            .acquire_interval(Duration::from_millis(300))
+            .call_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap()
+    };
+    let one = LeaderLatch::start(store.clone(), config("one")).unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), one.wait_for_leadership())
+        .await
+        .unwrap()
+        .unwrap();
+    let two = LeaderLatch::start(store.clone(), config("two")).unwrap();
+    // Two follows while one leads, through several renewals (a 4 s lease, renewed each second).
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        assert!(one.is_leader() && !two.is_leader());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    one.close().await.unwrap();
+    let start = Instant::now();
+    let second = tokio::time::timeout(Duration::from_secs(10), two.wait_for_leadership())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "handover took {:?}",
+        start.elapsed()
+    );
+    assert!(second.fencing_token() > first.fencing_token());
+    two.close().await.unwrap();
+}
+
+/// A TCP proxy in front of etcd that records the path of every HTTP request through it.
+async fn recording_proxy(upstream: String) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (mut buf, mut pending) = (vec![0; 16 * 1024], Vec::new());
+                while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                    pending.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&pending).into_owned();
+                    let mut consumed = 0;
+                    while let Some(start) = text[consumed..].find("POST ") {
+                        let rest = &text[consumed + start + 5..];
+                        let Some(end) = rest.find(" HTTP/1.1\r\n") else {
+                            break;
+                        };
+                        seen.lock().unwrap().push(rest[..end].to_owned());
+                        consumed += start + 5 + end;
+                    }
+                    pending.drain(..consumed.min(pending.len()));
+                    if server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+            });
+        }
+    });
+    (port, paths)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_operation_match_the_docs() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let upstream = url
+        .trim()
+        .trim_start_matches("etcd://")
+        .trim_start_matches("http://")
+        .split(',')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let (port, paths) = recording_proxy(upstream).await;
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
+        .prefix(testing::unique_prefix())
+        .build()
+        .unwrap();
+    let take = || std::mem::take(&mut *paths.lock().unwrap());
+    let (range, grant, txn, revoke, ttl) = (
+        "/v3/kv/range",
+        "/v3/lease/grant",
+        "/v3/kv/txn",
+        "/v3/lease/revoke",
+        "/v3/lease/timetolive",
+    );
+    let at_most = Duration::from_secs(10);
+
+    let record = p.acquire("job", at_most, "a").await.unwrap().unwrap();
+    assert_eq!(take(), [range, grant, txn], "a won acquire");
+    assert!(p.acquire("job", at_most, "b").await.unwrap().is_none());
+    assert_eq!(take(), [range], "a skip: one read");
+    let record = p.extend(&record, at_most).await.unwrap().unwrap();
+    assert_eq!(
+        take(),
+        [grant, txn],
+        "the first extend keeps the first lease"
+    );
+    let record = p.extend(&record, at_most).await.unwrap().unwrap();
+    assert_eq!(
+        take(),
+        [grant, txn, revoke],
+        "a later extend revokes the lease it replaced"
+    );
+    assert!(p.release(&record, Duration::from_secs(5)).await.unwrap());
+    assert_eq!(
+        take(),
+        [range, ttl, grant, txn, revoke],
+        "a release with at_least ahead"
+    );
+    p.holder("job").await.unwrap();
+    assert_eq!(take(), [range], "holder");
+    let fresh = p.acquire("other", at_most, "a").await.unwrap().unwrap();
+    take();
+    assert!(p.release(&fresh, Duration::ZERO).await.unwrap());
+    assert_eq!(take(), [txn], "a release without at_least, never extended");
+}
