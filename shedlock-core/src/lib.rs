@@ -43,6 +43,8 @@ mod memory;
 mod observe;
 mod owner;
 mod provider;
+#[cfg(feature = "scheduler")]
+mod schedule;
 #[cfg(test)]
 mod test_observe;
 #[cfg(feature = "testkit")]
@@ -74,6 +76,8 @@ pub use latch::{
 pub use memory::InMemoryLockProvider;
 pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
 pub use provider::{LockProvider, LockRecord};
+#[cfg(feature = "scheduler")]
+pub use schedule::Schedule;
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
 #[cfg(feature = "macros")]
 pub use shedlock_macros::scheduled_lock;
