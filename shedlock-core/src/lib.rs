@@ -34,6 +34,7 @@
 mod admin;
 mod config;
 mod current;
+mod drain;
 mod error;
 mod executor;
 mod fire;
@@ -45,6 +46,7 @@ mod owner;
 mod provider;
 #[cfg(feature = "scheduler")]
 mod schedule;
+mod signal;
 #[cfg(test)]
 mod test_observe;
 #[cfg(feature = "testkit")]
@@ -63,6 +65,7 @@ pub use current::{
     LockHandle, assert_locked, current_lock, is_locked, set_lock_assertions,
     without_lock_assertions,
 };
+pub use drain::Drained;
 pub use error::{Error, Result};
 pub use executor::{
     DEFAULT_CALL_TIMEOUT, Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder,
@@ -81,3 +84,4 @@ pub use schedule::Schedule;
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
 #[cfg(feature = "macros")]
 pub use shedlock_macros::scheduled_lock;
+pub use signal::shutdown_signal;
