@@ -18,6 +18,8 @@ use crate::config::{LockConfig, check_max, validate_name};
 use crate::current::{self, LockHandle};
 use crate::drain::{DrainState, Drained, Registration};
 use crate::error::{Error, Result};
+#[cfg(feature = "scheduler")]
+use crate::fire::{Fire, FireClaim};
 use crate::keepalive::{Lease, RenewPolicy, timed};
 use crate::observe;
 use crate::owner::{default_owner_id, validate_owner_id};
@@ -336,6 +338,50 @@ impl LockingTaskExecutor {
         })
     }
 
+    /// One fire claim through this executor's store (its owner id, call timeout and drain): a
+    /// claimed fire comes back as a guard. With the local instants the call was sent and its
+    /// reply received, from which a scheduler learns the store's clock.
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn claim_fire(&self, cfg: &LockConfig, fire: &Fire) -> Result<FireAttempt> {
+        self.inner.drain.check_running("fire claim")?;
+        let _in_flight = self.inner.drain.begin_acquire();
+        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        let name = cfg.name();
+        let sent = Instant::now();
+        let reply = timed(
+            "claim_fire",
+            self.inner.call_timeout.min(at_most),
+            self.inner
+                .provider
+                .claim_fire(name, fire, at_most, &self.inner.owner_id),
+        )
+        .await;
+        let received = Instant::now();
+        let reply = reply.inspect_err(|error| {
+            if !error.is_unsupported() {
+                observe::error(name, "claim_fire");
+            }
+        })?;
+        let guard = match &reply {
+            FireClaim::Claimed(record) => {
+                Some(self.hold(record.clone(), sent, at_most, cfg).await?)
+            }
+            _ => None,
+        };
+        Ok(FireAttempt {
+            reply,
+            guard,
+            sent,
+            received,
+        })
+    }
+
+    /// The per-call timeout of store calls.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.inner.call_timeout
+    }
+
     /// Shuts the executor down gracefully (all its clones too) and returns once every lock it
     /// handed out is released, or its release has failed:
     ///
@@ -504,6 +550,15 @@ impl LockingTaskExecutor {
             Err(panic) => resume_unwind(panic),
         }
     }
+}
+
+/// A fire claim's reply, the guard if it claimed, and when it was sent and answered.
+#[cfg(feature = "scheduler")]
+pub(crate) struct FireAttempt {
+    pub(crate) reply: FireClaim,
+    pub(crate) guard: Option<LockGuard>,
+    pub(crate) sent: Instant,
+    pub(crate) received: Instant,
 }
 
 /// The process-wide default executor installed with

@@ -46,6 +46,8 @@ mod owner;
 mod provider;
 #[cfg(feature = "scheduler")]
 mod schedule;
+#[cfg(feature = "scheduler")]
+mod scheduler;
 mod signal;
 #[cfg(test)]
 mod test_observe;
@@ -81,6 +83,8 @@ pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
 pub use provider::{LockProvider, LockRecord};
 #[cfg(feature = "scheduler")]
 pub use schedule::Schedule;
+#[cfg(feature = "scheduler")]
+pub use scheduler::{Job, JobOutput, JobStatus, LastRun, RunContext, RunOutcome, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
 #[cfg(feature = "macros")]
 pub use shedlock_macros::scheduled_lock;

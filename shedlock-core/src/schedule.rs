@@ -101,7 +101,7 @@ impl Schedule {
         if period.is_zero() {
             return Err(Error::invalid_config("the schedule's period is zero"));
         }
-        if period.subsec_nanos() % 1_000_000 != 0 {
+        if !period.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(Error::invalid_config(format!(
                 "the schedule's period ({period:?}) is not a whole number of milliseconds; fire \
                  instants are whole milliseconds"
@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_rate_is_aligned_to_the_epoch() {
-        let s = Schedule::every(Duration::from_secs(60)).unwrap();
+        let s = Schedule::every(Duration::from_mins(1)).unwrap();
         let t = utc(2026, 12, 1, 10, 0, 30);
         assert_eq!(s.next_after(t), Some(utc(2026, 12, 1, 10, 1, 0)));
         assert_eq!(s.last_at_or_before(t), Some(utc(2026, 12, 1, 10, 0, 0)));
@@ -473,7 +473,7 @@ mod tests {
             ms.next_after(t),
             Some(utc(2026, 12, 1, 10, 0, 0) + chrono::Duration::milliseconds(500))
         );
-        assert_eq!(s.shortest_gap(t), Duration::from_secs(60));
+        assert_eq!(s.shortest_gap(t), Duration::from_mins(1));
         assert_eq!(s.to_string(), "every 1m");
     }
 
@@ -483,7 +483,7 @@ mod tests {
             Duration::ZERO,
             Duration::from_micros(999),
             Duration::from_micros(1500),
-            Duration::from_secs(400 * 24 * 3600),
+            Duration::from_hours(400 * 24),
         ] {
             let err = Schedule::every(bad).unwrap_err();
             assert!(err.is_invalid_config(), "{bad:?}: {err}");
@@ -682,7 +682,7 @@ mod tests {
         // 03:00 to the next day's 02:30 is 23 h 30 min as well.
         assert_eq!(
             s.shortest_gap(utc(2026, 1, 1, 0, 0, 0)),
-            Duration::from_secs(23 * 3600 + 30 * 60)
+            Duration::from_mins(23 * 60 + 30)
         );
     }
 }
