@@ -471,7 +471,13 @@ fn warn_plain_at_least(job: &Entry) {
 async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
     let start = shared.clock.store_now();
     let mut cursor = start;
-    if job.catch_up
+    if job.catch_up && shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
+        // Without recorded fires nothing tells whether a replica already ran the fire.
+        tracing::warn!(
+            job = %job.name,
+            "catch-up needs a store that records fires; this job does not catch up"
+        );
+    } else if job.catch_up
         && let Some(fire) = job.schedule.fire_containing(start)
         && fire.at() < start
     {
