@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let provider = std::sync::Arc::new(provider);
 
     let executor = LockingTaskExecutor::builder(provider.clone())
-        .default_at_most(Duration::from_secs(60))
+        .default_at_most(Duration::from_mins(1))
         .build()?;
     let scheduler = Scheduler::new(executor);
     // Every 2 s, a run of 1.5 s. (A store without fire claims falls back to plain locks, with
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let next = LockingTaskExecutor::builder(provider)
         .owner_id("next-replica")
         .build()?;
-    let cfg = LockConfig::new("export", Duration::from_secs(60))?;
+    let cfg = LockConfig::new("export", Duration::from_mins(1))?;
     let taken = next.try_lock(&cfg).await?;
     println!(
         "the next replica {} the lock",

@@ -23,6 +23,8 @@
 //! # Feature flags
 //!
 //! - `macros` (default): `#[scheduled_lock]`.
+//! - `scheduler` (default): [`Scheduler`], [`Job`] and [`Schedule`]: jobs on fixed rates or
+//!   cron schedules, each fire at most once across replicas (see [`Scheduler`]).
 //! - `metrics`: counters and a duration histogram through the `metrics` facade: attempts,
 //!   acquisitions, skips, extensions, losses, errors and release failures per lock name, and
 //!   `shedlock_task_duration_seconds`. The label is the lock name, so templated names make one

@@ -56,7 +56,7 @@ type CaseResult = std::result::Result<(), String>;
 /// and an oversized `at_least` are rejected before the store is asked; `holder` reports the
 /// holder (if supported).
 ///
-/// Fire claims ([`LockProvider::claim_fire`]): each [`FireClaim`](crate::FireClaim) case, and that
+/// Fire claims ([`LockProvider::claim_fire`]): each [`FireClaim`] case, and that
 /// none but `Claimed` writes; one winner among concurrent claimers; the recorded fire survives
 /// release and expiry and is untouched by acquire, extend and release; a later fire is
 /// claimable; over-long names are rejected. A store without fire claims has these cases
