@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use crate::config::validate_durations;
+use crate::drain::Phase;
 use crate::error::Result;
 use crate::keepalive::Lease;
 use crate::provider::{LockProvider, LockRecord};
@@ -60,6 +63,8 @@ pub struct LockHandle {
     lease: Lease,
     name: Arc<str>,
     fencing_token: Option<i64>,
+    /// The executor's drain phase, for locks an executor handed out.
+    cancel: Option<watch::Receiver<Phase>>,
 }
 
 impl LockHandle {
@@ -69,6 +74,62 @@ impl LockHandle {
             name: Arc::from(record.name()),
             fencing_token: record.fencing_token(),
             lease,
+            cancel: None,
+        }
+    }
+
+    /// A handle that also carries the executor's cancellation signal.
+    pub(crate) fn with_cancel(lease: Lease, cancel: watch::Receiver<Phase>) -> Self {
+        Self {
+            cancel: Some(cancel),
+            ..Self::new(lease)
+        }
+    }
+
+    /// Whether the executor's shutdown has cancelled this run: its grace period ran out while
+    /// the lock was held. The executor releases the lock right after (so
+    /// [`is_lost`](Self::is_lost) follows); stop the work.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|rx| *rx.borrow() >= Phase::Cancelling)
+    }
+
+    /// Resolves when the executor's shutdown cancels this run (see
+    /// [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown)); never for a
+    /// lock that no executor handed out (a leader latch's). Race it against the work, as
+    /// [`lost`](Self::lost):
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{current_lock, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let cfg = LockConfig::new("import", Duration::from_secs(600))?;
+    /// let run = tokio::spawn({
+    ///     let executor = executor.clone();
+    ///     async move {
+    ///         executor.execute(&cfg, async {
+    ///             let lock = current_lock().expect("locked");
+    ///             tokio::select! {
+    ///                 () = lock.cancelled() => "stopped by shutdown",
+    ///                 () = tokio::time::sleep(Duration::from_secs(300)) => "done",
+    ///             }
+    ///         }).await
+    ///     }
+    /// });
+    /// tokio::time::sleep(Duration::from_secs(1)).await; // the run has started
+    /// let drained = executor.shutdown(Duration::from_secs(10)).await;
+    /// assert_eq!(drained.cancelled, 1);
+    /// assert_eq!(run.await.expect("no panic")?, Some("stopped by shutdown"));
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancelled(&self) {
+        match &self.cancel {
+            Some(rx) => crate::drain::cancelled(rx.clone()).await,
+            None => std::future::pending().await,
         }
     }
 
@@ -128,6 +189,7 @@ impl fmt::Debug for LockHandle {
             .field("name", &self.name)
             .field("fencing_token", &self.fencing_token)
             .field("lost", &self.is_lost())
+            .field("cancelled", &self.is_cancelled())
             .finish_non_exhaustive()
     }
 }

@@ -47,6 +47,7 @@ enum Kind {
     },
     Schema(String),
     Unsupported(&'static str),
+    Shutdown(&'static str),
     NoExecutor,
     AlreadyInstalled,
 }
@@ -67,6 +68,22 @@ impl Error {
     /// ```
     pub fn invalid_config(message: impl Into<String>) -> Self {
         Self::new(Kind::InvalidConfig(message.into()), None)
+    }
+
+    /// A configuration or input error with the error that revealed it (a parser's), kept as the
+    /// [`source`](StdError::source).
+    ///
+    /// ```
+    /// let cause = "12x".parse::<u32>().unwrap_err();
+    /// let err = shedlock_core::Error::invalid_config_with("the port \"12x\" is not a number", cause);
+    /// assert!(err.is_invalid_config());
+    /// assert!(std::error::Error::source(&err).is_some());
+    /// ```
+    pub fn invalid_config_with(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
+    ) -> Self {
+        Self::new(Kind::InvalidConfig(message.into()), Some(source.into()))
     }
 
     /// A store failure, for custom [`LockProvider`](crate::LockProvider) implementations.
@@ -141,6 +158,11 @@ impl Error {
         Self::new(Kind::Unsupported(operation), None)
     }
 
+    /// The executor (or scheduler) is shutting down: `what` did not start.
+    pub(crate) fn shutdown(what: &'static str) -> Self {
+        Self::new(Kind::Shutdown(what), None)
+    }
+
     pub(crate) fn no_executor() -> Self {
         Self::new(Kind::NoExecutor, None)
     }
@@ -187,6 +209,13 @@ impl Error {
         matches!(self.inner.kind, Kind::Unsupported(_))
     }
 
+    /// The executor or scheduler is shutting down (its drain has begun): no new run starts.
+    /// Not transient: stop calling.
+    #[must_use]
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self.inner.kind, Kind::Shutdown(_))
+    }
+
     /// No executor was given and no process-wide default is installed.
     #[must_use]
     pub fn is_no_executor(&self) -> bool {
@@ -215,6 +244,7 @@ impl fmt::Display for Error {
             }
             Kind::Schema(msg) => write!(f, "the lock table does not match: {msg}"),
             Kind::Unsupported(op) => write!(f, "this lock store does not support `{op}`"),
+            Kind::Shutdown(what) => write!(f, "{what}: shutting down, no new runs start"),
             Kind::NoExecutor => f.write_str(
                 "no lock executor: pass `executor = ...` or call \
                  `LockingTaskExecutor::install_default` at startup",
@@ -276,6 +306,7 @@ mod tests {
             Error::missing_table("t", "run x", std::io::Error::other("x")),
             Error::schema("x", None),
             Error::unsupported("holder"),
+            Error::shutdown("lock"),
             Error::no_executor(),
             Error::already_installed(),
         ];
@@ -287,6 +318,7 @@ mod tests {
                 e.is_missing_table(),
                 e.is_schema(),
                 e.is_unsupported(),
+                e.is_shutdown(),
                 e.is_no_executor(),
                 e.is_already_installed(),
             ];

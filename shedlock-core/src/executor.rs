@@ -16,7 +16,10 @@ use tracing::Instrument;
 
 use crate::config::{LockConfig, check_max, validate_name};
 use crate::current::{self, LockHandle};
+use crate::drain::{DrainState, Drained, Registration};
 use crate::error::{Error, Result};
+#[cfg(feature = "scheduler")]
+use crate::fire::{Fire, FireClaim};
 use crate::keepalive::{Lease, RenewPolicy, timed};
 use crate::observe;
 use crate::owner::{default_owner_id, validate_owner_id};
@@ -60,6 +63,7 @@ struct Inner {
     owner_id: String,
     default_at_most: Option<Duration>,
     call_timeout: Duration,
+    drain: Arc<DrainState>,
 }
 
 impl fmt::Debug for LockingTaskExecutor {
@@ -132,6 +136,7 @@ impl LockingTaskExecutorBuilder {
                 owner_id,
                 default_at_most: self.default_at_most,
                 call_timeout: self.call_timeout,
+                drain: DrainState::new(),
             }),
         })
     }
@@ -252,6 +257,9 @@ impl LockingTaskExecutor {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self, cfg: &LockConfig) -> Result<Option<LockGuard>> {
+        self.inner.drain.check_running("lock")?;
+        // Until the lock is registered (or given back), a drain waits for this call.
+        let _in_flight = self.inner.drain.begin_acquire();
         let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
         let name = cfg.name();
         validate_name(name, self.inner.provider.max_name_len())?;
@@ -271,6 +279,19 @@ impl LockingTaskExecutor {
                 return Err(error);
             }
         };
+        self.hold(record, sent_at, at_most, cfg).await.map(Some)
+    }
+
+    /// Turns a record this executor's store just granted (by an acquire or a fire claim sent at
+    /// `sent_at`) into a guard: the local deadline, keep-alive, and the drain's registration.
+    pub(crate) async fn hold(
+        &self,
+        record: LockRecord,
+        sent_at: Instant,
+        at_most: Duration,
+        cfg: &LockConfig,
+    ) -> Result<LockGuard> {
+        let name = cfg.name();
         let lease = Lease::new(
             self.inner.provider.clone(),
             self.inner.call_timeout,
@@ -285,8 +306,6 @@ impl LockingTaskExecutor {
             let _ = lease.release(Duration::ZERO).await;
             return Err(Error::timeout("acquire", at_most));
         }
-        tracing::debug!(lock = name, token = ?lease.record().fencing_token(), "lock acquired");
-        observe::acquired(name);
         let keeper = cfg.keep_alive().then(|| {
             lease.spawn_renewal(RenewPolicy {
                 lease: at_most,
@@ -295,12 +314,125 @@ impl LockingTaskExecutor {
                 valid_for: at_most,
             })
         });
-        Ok(Some(LockGuard {
-            handle: LockHandle::new(lease),
+        let registration = match self.inner.drain.register(
+            &lease,
+            cfg.at_least(),
+            keeper.as_ref().map(JoinHandle::abort_handle),
+        ) {
+            Ok(registration) => registration,
+            Err(shutdown) => {
+                // The drain began while the acquire was in flight: give the lock back.
+                tracing::debug!(lock = name, "shutting down; releasing a lock just acquired");
+                let _ = finish(lease, keeper, Duration::ZERO).await;
+                return Err(shutdown);
+            }
+        };
+        tracing::debug!(lock = name, token = ?lease.record().fencing_token(), "lock acquired");
+        observe::acquired(name);
+        Ok(LockGuard {
+            handle: LockHandle::with_cancel(lease, registration.cancel_signal()),
             at_least: cfg.at_least(),
             keeper,
+            registration: Some(registration),
             released: false,
-        }))
+        })
+    }
+
+    /// One fire claim through this executor's store (its owner id, call timeout and drain): a
+    /// claimed fire comes back as a guard. With the local instants the call was sent and its
+    /// reply received, from which a scheduler learns the store's clock.
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn claim_fire(&self, cfg: &LockConfig, fire: &Fire) -> Result<FireAttempt> {
+        self.inner.drain.check_running("fire claim")?;
+        let _in_flight = self.inner.drain.begin_acquire();
+        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        let name = cfg.name();
+        let sent = Instant::now();
+        let reply = timed(
+            "claim_fire",
+            self.inner.call_timeout.min(at_most),
+            self.inner
+                .provider
+                .claim_fire(name, fire, at_most, &self.inner.owner_id),
+        )
+        .await;
+        let received = Instant::now();
+        let reply = reply.inspect_err(|error| {
+            if !error.is_unsupported() {
+                observe::error(name, "claim_fire");
+            }
+        })?;
+        let guard = match &reply {
+            FireClaim::Claimed(record) => {
+                Some(self.hold(record.clone(), sent, at_most, cfg).await?)
+            }
+            _ => None,
+        };
+        Ok(FireAttempt {
+            reply,
+            guard,
+            sent,
+            received,
+        })
+    }
+
+    /// The per-call timeout of store calls.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.inner.call_timeout
+    }
+
+    /// Shuts the executor down gracefully (all its clones too) and returns once every lock it
+    /// handed out is released, or its release has failed:
+    ///
+    /// 1. at once, new runs are refused: [`execute`](Self::execute) and
+    ///    [`try_lock`](Self::try_lock) return an error with [`Error::is_shutdown`] (never
+    ///    `Ok(None)`, which would read as "held elsewhere");
+    /// 2. runs and [`LockGuard`]s in flight get up to `grace` to finish and release as usual;
+    /// 3. then the rest are cancelled: [`LockHandle::cancelled`] resolves and
+    ///    [`LockHandle::is_cancelled`] turns true (reach them through
+    ///    [`current_lock`](crate::current_lock) inside a task), and the executor releases their
+    ///    locks itself, honouring each one's `at_least` (the handles then report the lock lost);
+    /// 4. it waits for those releases and for releases running in the background (a dropped
+    ///    guard's), each bounded by the call timeout.
+    ///
+    /// So it returns within `grace` plus about two call timeouts (a background release that
+    /// fails is tried once more), even when the store hangs, and a deploy never leaves a lock
+    /// held to its `at_most`. The executor does not stop a task that ignores the signal: it goes
+    /// on, without its lock, until the process exits. Calling it again, or on a clone, waits for
+    /// the same drain.
+    ///
+    /// A [`LeaderLatch`](crate::LeaderLatch) has its own `close` with its own
+    /// [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace) for its leader-only work. Use
+    /// one grace for both: shut the executor (or the scheduler) down first, then close the latch;
+    /// the leader-only runs the executor drained are then already over and the latch's grace has
+    /// nothing left to wait for.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let cfg = LockConfig::new("report", Duration::from_secs(60))?;
+    /// let guard = executor.try_lock(&cfg).await?.expect("free");
+    /// tokio::spawn(async move {
+    ///     tokio::time::sleep(Duration::from_secs(2)).await;
+    ///     guard.release().await // finishes within the grace
+    /// });
+    /// let drained = executor.shutdown(Duration::from_secs(10)).await;
+    /// assert_eq!((drained.finished, drained.cancelled), (1, 0));
+    /// assert!(executor.try_lock(&cfg).await.unwrap_err().is_shutdown());
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self, grace: Duration) -> Drained {
+        self.inner.drain.drain(grace, self.inner.call_timeout).await
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has begun (new runs are refused).
+    #[must_use]
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.drain.is_stopping()
     }
 
     /// The store's acquire, under the call timeout (never longer than `at_most`), polled inline
@@ -420,6 +552,15 @@ impl LockingTaskExecutor {
     }
 }
 
+/// A fire claim's reply, the guard if it claimed, and when it was sent and answered.
+#[cfg(feature = "scheduler")]
+pub(crate) struct FireAttempt {
+    pub(crate) reply: FireClaim,
+    pub(crate) guard: Option<LockGuard>,
+    pub(crate) sent: Instant,
+    pub(crate) received: Instant,
+}
+
 /// The process-wide default executor installed with
 /// [`LockingTaskExecutor::install_default`].
 ///
@@ -442,12 +583,15 @@ pub fn default_executor() -> Result<&'static LockingTaskExecutor> {
 ///
 /// The background release of a dropped guard is a spawned task: if the runtime shuts down before
 /// it runs (a guard dropped as `main` returns), the lock stays held until its `at_most`. Release
-/// explicitly before shutting down.
+/// explicitly, or call [`LockingTaskExecutor::shutdown`] (which waits for background releases)
+/// before `main` returns.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     handle: LockHandle,
     at_least: Duration,
     keeper: Option<JoinHandle<()>>,
+    /// The executor's record of this lock, ended once its release has finished.
+    registration: Option<Registration>,
     released: bool,
 }
 
@@ -496,6 +640,9 @@ impl LockGuard {
         )
         .await;
         self.released = true;
+        if let Some(registration) = self.registration.take() {
+            registration.finish();
+        }
         result
     }
 }
@@ -508,12 +655,20 @@ impl Drop for LockGuard {
         let lease = self.handle.lease().clone();
         let keeper = self.keeper.take();
         let at_least = self.at_least;
+        let registration = self.registration.take();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             tracing::debug!(lock = self.handle.name(), "lock guard dropped; releasing");
+            // Registered until the release has finished, so a drain waits for it.
             runtime.spawn(async move {
                 let _ = finish(lease, keeper, at_least).await;
+                if let Some(registration) = registration {
+                    registration.finish();
+                }
             });
         } else {
+            if let Some(registration) = registration {
+                registration.finish();
+            }
             if let Some(keeper) = keeper {
                 keeper.abort();
             }

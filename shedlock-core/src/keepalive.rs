@@ -118,6 +118,10 @@ struct Shared {
     /// Extends run one at a time, so the last one applied is the last one sent and the local
     /// deadline can follow it exactly, earlier or later.
     extend_gate: tokio::sync::Mutex<()>,
+    /// The outcome of the release that succeeded, if one did: a lease is released once, however
+    /// many callers ask (its guard, a background drop, the executor's drain); a caller that comes
+    /// while another's release is in flight waits for it. A failed release may be tried again.
+    released: tokio::sync::Mutex<Option<bool>>,
 }
 
 /// How a [`Lease`] is renewed in the background.
@@ -195,6 +199,7 @@ impl Lease {
                 mirror,
                 lease_len: Mutex::new(valid_for),
                 extend_gate: tokio::sync::Mutex::new(()),
+                released: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -382,7 +387,26 @@ impl Lease {
 
     /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store, and the
     /// lease is lost locally whatever the outcome. Logs the outcome; a failure is counted.
+    ///
+    /// Once released, later calls answer the same without asking the store again; a call made
+    /// while another is in flight waits for it. No extension is in flight during the release
+    /// (it waits for one to finish), so none can land after it and undo it.
     pub(crate) async fn release(&self, at_least: Duration) -> Result<bool> {
+        let mut released = self.shared.released.lock().await;
+        if let Some(outcome) = *released {
+            return Ok(outcome);
+        }
+        let result = {
+            let _no_extend_in_flight = self.shared.extend_gate.lock().await;
+            self.release_once(at_least).await
+        };
+        if let Ok(outcome) = result {
+            *released = Some(outcome);
+        }
+        result
+    }
+
+    async fn release_once(&self, at_least: Duration) -> Result<bool> {
         let record = self.record();
         let name = record.name();
         let result = timed(

@@ -23,6 +23,8 @@
 //! # Feature flags
 //!
 //! - `macros` (default): `#[scheduled_lock]`.
+//! - `scheduler` (default): [`Scheduler`], [`Job`] and [`Schedule`]: jobs on fixed rates or
+//!   cron schedules, each fire at most once across replicas (see [`Scheduler`]).
 //! - `metrics`: counters and a duration histogram through the `metrics` facade: attempts,
 //!   acquisitions, skips, extensions, losses, errors and release failures per lock name, and
 //!   `shedlock_task_duration_seconds`. The label is the lock name, so templated names make one
@@ -34,6 +36,7 @@
 mod admin;
 mod config;
 mod current;
+mod drain;
 mod error;
 mod executor;
 mod fire;
@@ -43,6 +46,11 @@ mod memory;
 mod observe;
 mod owner;
 mod provider;
+#[cfg(feature = "scheduler")]
+mod schedule;
+#[cfg(feature = "scheduler")]
+mod scheduler;
+mod signal;
 #[cfg(test)]
 mod test_observe;
 #[cfg(feature = "testkit")]
@@ -66,6 +74,7 @@ pub use current::{
     LockHandle, assert_locked, current_lock, is_locked, set_lock_assertions,
     without_lock_assertions,
 };
+pub use drain::Drained;
 pub use error::{Error, Result};
 pub use executor::{
     DEFAULT_CALL_TIMEOUT, Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder,
@@ -79,6 +88,11 @@ pub use latch::{
 pub use memory::InMemoryLockProvider;
 pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
 pub use provider::{LockProvider, LockRecord};
+#[cfg(feature = "scheduler")]
+pub use schedule::Schedule;
+#[cfg(feature = "scheduler")]
+pub use scheduler::{Job, JobOutput, JobStatus, LastRun, RunContext, RunOutcome, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
 #[cfg(feature = "macros")]
 pub use shedlock_macros::scheduled_lock;
+pub use signal::shutdown_signal;

@@ -112,6 +112,58 @@ pub async fn execute<F: Future>(
     executor.execute(&config, body).await
 }
 
+#[cfg(feature = "scheduler")]
+pub use crate::scheduler::{Job, RunContext};
+
+/// The schedule of `every = "..."` (checked at compile time, checked again here).
+///
+/// # Errors
+///
+/// As [`Schedule::every`](crate::Schedule::every).
+#[cfg(feature = "scheduler")]
+pub fn every(period: Duration) -> Result<crate::Schedule, Error> {
+    crate::Schedule::every(period)
+}
+
+/// The schedule of `cron = "...", zone = "..."`.
+///
+/// # Errors
+///
+/// As [`Schedule::cron_in`](crate::Schedule::cron_in).
+#[cfg(feature = "scheduler")]
+pub fn cron(expression: &str, zone: &str) -> Result<crate::Schedule, Error> {
+    crate::Schedule::cron_in(expression, zone)
+}
+
+/// The job a scheduled `#[scheduled_lock]` function registers.
+///
+/// # Errors
+///
+/// The schedule or the lock settings are invalid (checked at compile time already).
+#[cfg(feature = "scheduler")]
+pub fn job<F, Fut>(
+    name: fmt::Arguments<'_>,
+    schedule: Result<crate::Schedule, Error>,
+    at_most: Option<Duration>,
+    at_least: Duration,
+    keep_alive: bool,
+    body: F,
+) -> Result<Job, Error>
+where
+    F: Fn(RunContext) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: crate::JobOutput,
+{
+    let mut job = Job::new(fmt::format(name), schedule?, body).keep_alive(keep_alive);
+    if let Some(at_most) = at_most {
+        job = job.at_most(at_most);
+    }
+    if !at_least.is_zero() {
+        job = job.at_least(at_least);
+    }
+    Ok(job)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

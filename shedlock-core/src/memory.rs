@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::config::{validate_at_least, validate_at_most, validate_name};
 use crate::error::Result;
+use crate::fire::{Fire, FireClaim, fire_decision};
 use crate::provider::{LockProvider, LockRecord};
 
 /// A [`LockProvider`] in process memory, for tests and single-process services.
@@ -17,7 +18,8 @@ use crate::provider::{LockProvider, LockRecord};
 /// Its clock is tokio's ([`tokio::time::Instant`]), so tests under
 /// `tokio::time::pause` control expiry exactly. Record times are wall-clock values derived from
 /// that clock (the wall time at creation plus tokio time elapsed). Fencing tokens start at 1 and
-/// strictly increase per name for the provider's lifetime.
+/// strictly increase per name for the provider's lifetime. It records fires
+/// ([`claim_fire`](LockProvider::claim_fire)) on the same clock.
 ///
 /// It coordinates only the tasks of one process: replicas need a shared store
 /// (`shedlock-sqlx`).
@@ -47,6 +49,8 @@ struct Row {
     locked_at: Instant,
     owner: String,
     token: i64,
+    /// The job's recorded fire (survives release and expiry).
+    last_fire: Option<DateTime<Utc>>,
 }
 
 impl Default for InMemoryLockProvider {
@@ -59,8 +63,29 @@ impl InMemoryLockProvider {
     /// An empty store. Under a paused tokio clock, create it inside the runtime.
     #[must_use]
     pub fn new() -> Self {
+        Self::starting_at(Utc::now())
+    }
+
+    /// An empty store whose wall clock reads `wall` now and advances with tokio's clock: for
+    /// tests that need known dates (a daylight-saving day) or a store clock that differs from
+    /// the replicas' (a scheduler must follow the store's).
+    ///
+    /// ```
+    /// use chrono::{TimeZone, Utc};
+    /// use shedlock_core::{InMemoryLockProvider, LockProvider};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
+    /// let start = Utc.with_ymd_and_hms(2026, 3, 29, 0, 0, 0).unwrap();
+    /// let store = InMemoryLockProvider::starting_at(start);
+    /// tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    /// let record = store.acquire("job", std::time::Duration::from_secs(60), "me").await?.expect("free");
+    /// assert_eq!(record.locked_at(), start + chrono::Duration::seconds(5));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn starting_at(wall: DateTime<Utc>) -> Self {
         Self {
-            origin: (Instant::now(), Utc::now()),
+            origin: (Instant::now(), wall),
             rows: Mutex::new(HashMap::new()),
         }
     }
@@ -105,16 +130,17 @@ impl LockProvider for InMemoryLockProvider {
         validate_at_most(at_most)?;
         let now = Instant::now();
         let mut rows = self.rows();
-        let token = match rows.get(name) {
+        let (token, last_fire) = match rows.get(name) {
             Some(row) if row.lock_until > now => return Ok(None),
-            Some(row) => row.token + 1,
-            None => 1,
+            Some(row) => (row.token + 1, row.last_fire),
+            None => (1, None),
         };
         let row = Row {
             lock_until: now + at_most,
             locked_at: now,
             owner: owner.to_owned(),
             token,
+            last_fire,
         };
         let record = self.record(name, &row);
         rows.insert(name.to_owned(), row);
@@ -147,6 +173,36 @@ impl LockProvider for InMemoryLockProvider {
             }
             _ => Ok(false),
         }
+    }
+
+    async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<FireClaim> {
+        validate_name(name, self.max_name_len())?;
+        validate_at_most(at_most)?;
+        let now = Instant::now();
+        let wall_now = self.wall(now);
+        let mut rows = self.rows();
+        let existing = rows.get(name);
+        let recorded = existing.and_then(|row| row.last_fire);
+        let lock_until = existing.map(|row| self.wall(row.lock_until));
+        if let Some(answer) = fire_decision(fire, wall_now, recorded, lock_until) {
+            return Ok(answer);
+        }
+        let row = Row {
+            lock_until: now + at_most,
+            locked_at: now,
+            owner: owner.to_owned(),
+            token: existing.map_or(1, |row| row.token + 1),
+            last_fire: Some(fire.at()),
+        };
+        let record = self.record(name, &row);
+        rows.insert(name.to_owned(), row);
+        Ok(FireClaim::Claimed(record))
     }
 
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {

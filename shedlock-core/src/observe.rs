@@ -10,6 +10,7 @@
 //! | `shedlock_errors_total` | counter | `lock`, `operation` |
 //! | `shedlock_release_failures_total` | counter | `lock` |
 //! | `shedlock_task_duration_seconds` | histogram | `lock` |
+//! | `shedlock_fires_total` | counter | `job`, `outcome` (`run`, `claimed_elsewhere`, `held`, `missed`, `error`) |
 //!
 //! The `lock` label is the full lock name, so a templated name (`"report-{tenant}"`) makes one
 //! series per value: keep templated names to a bounded set, or leave the feature off.
@@ -61,4 +62,14 @@ pub(crate) fn task_duration(lock: &str, duration: Duration) {
         .record(duration.as_secs_f64());
     #[cfg(not(feature = "metrics"))]
     let _ = (lock, duration);
+}
+
+/// One fire of a scheduled job and what became of it.
+#[cfg(feature = "scheduler")]
+pub(crate) fn fire(job: &str, outcome: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("shedlock_fires_total", "job" => job.to_owned(), "outcome" => outcome)
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (job, outcome);
 }

@@ -174,9 +174,13 @@ impl fmt::Display for LockRecord {
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{InMemoryLockProvider, LockProvider, LockRecord, Result, async_trait};
+/// use shedlock_core::{
+///     Fire, FireClaim, InMemoryLockProvider, LockProvider, LockRecord, Result, async_trait,
+/// };
 ///
-/// /// A store that logs every call and delegates to another one.
+/// /// A store that logs every call and delegates to another one. A wrapper forwards every
+/// /// method, the optional ones too: the defaults would hide the inner store's `holder` and
+/// /// `claim_fire` (a scheduler would fall back to plain locks).
 /// struct Logged<P>(P);
 ///
 /// #[async_trait]
@@ -191,6 +195,16 @@ impl fmt::Display for LockRecord {
 ///     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
 ///         self.0.release(record, at_least).await
 ///     }
+///     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+///         self.0.holder(name).await
+///     }
+///     async fn claim_fire(&self, name: &str, fire: &Fire, at_most: Duration, owner: &str) -> Result<FireClaim> {
+///         tracing::info!(name, %fire, "claim fire");
+///         self.0.claim_fire(name, fire, at_most, owner).await
+///     }
+///     fn max_name_len(&self) -> usize {
+///         self.0.max_name_len()
+///     }
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -198,6 +212,10 @@ impl fmt::Display for LockRecord {
 /// let record = store.acquire("job", Duration::from_secs(10), "me").await?.expect("free");
 /// assert!(store.acquire("job", Duration::from_secs(10), "you").await?.is_none());
 /// assert!(store.release(&record, Duration::ZERO).await?);
+/// // Fire claims reach the inner store:
+/// let at = chrono::Utc::now() - chrono::Duration::seconds(1);
+/// let fire = Fire::new(at, at + chrono::Duration::minutes(1))?;
+/// assert!(store.claim_fire("nightly", &fire, Duration::from_secs(10), "me").await?.claimed().is_some());
 /// # Ok(()) }
 /// ```
 #[async_trait]

@@ -34,8 +34,11 @@ use async_trait::async_trait;
 use tokio::time::{Instant, sleep};
 
 use crate::error::{Error, Result};
+use crate::fire::{Fire, FireClaim};
 use crate::owner::random_u64;
 use crate::provider::{LockProvider, LockRecord};
+
+mod fire;
 
 type CaseResult = std::result::Result<(), String>;
 
@@ -52,11 +55,84 @@ type CaseResult = std::result::Result<(), String>;
 /// [`max_name_len`](LockProvider::max_name_len) are rejected; a zero or oversized `at_most`
 /// and an oversized `at_least` are rejected before the store is asked; `holder` reports the
 /// holder (if supported).
+///
+/// Fire claims ([`LockProvider::claim_fire`]): each [`FireClaim`] case, and that
+/// none but `Claimed` writes; one winner among concurrent claimers; the recorded fire survives
+/// release and expiry and is untouched by acquire, extend and release; a later fire is
+/// claimable; over-long names are rejected. A store without fire claims has these cases
+/// *skipped*: [`run`](Self::run) prints a notice and returns them in its [`SuiteReport`], and
+/// [`require_fire_claims`](Self::require_fire_claims) turns the skip into a failure for stores
+/// that must have them.
 pub struct ConformanceSuite {
     provider: Arc<dyn LockProvider>,
     prefix: String,
     unit: Duration,
     fuzz_runs: usize,
+    require_fire_claims: bool,
+}
+
+/// What a [`ConformanceSuite`] run found: failed cases (with why) and skipped cases (with why).
+///
+/// Its `Display` lists both, for a test's output.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SuiteReport {
+    passed: usize,
+    failed: Vec<(&'static str, String)>,
+    skipped: Vec<(&'static str, String)>,
+}
+
+impl SuiteReport {
+    /// How many cases passed.
+    #[must_use]
+    pub fn passed(&self) -> usize {
+        self.passed
+    }
+
+    /// The failed cases and why.
+    #[must_use]
+    pub fn failed(&self) -> &[(&'static str, String)] {
+        &self.failed
+    }
+
+    /// The cases skipped because the store lacks an optional operation, and why.
+    #[must_use]
+    pub fn skipped(&self) -> &[(&'static str, String)] {
+        &self.skipped
+    }
+
+    fn record(&mut self, case: &'static str, result: CaseResult) {
+        match result {
+            Ok(()) => self.passed += 1,
+            Err(why) => self.fail(case, why),
+        }
+    }
+
+    fn fail(&mut self, case: &'static str, why: String) {
+        self.failed.push((case, why));
+    }
+
+    fn skip(&mut self, case: &'static str, why: &str) {
+        self.skipped.push((case, why.to_owned()));
+    }
+}
+
+impl std::fmt::Display for SuiteReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} skipped",
+            self.passed,
+            self.failed.len(),
+            self.skipped.len()
+        )?;
+        for (case, why) in &self.failed {
+            write!(f, "\n- failed {case}: {why}")?;
+        }
+        for (case, why) in &self.skipped {
+            write!(f, "\n- skipped {case}: {why}")?;
+        }
+        Ok(())
+    }
 }
 
 impl ConformanceSuite {
@@ -67,7 +143,16 @@ impl ConformanceSuite {
             prefix: format!("ct{:08x}", random_u64() & 0xffff_ffff),
             unit: Duration::from_millis(300),
             fuzz_runs: 100,
+            require_fire_claims: false,
         }
+    }
+
+    /// Fail, rather than skip, the fire-claim cases when the store does not support
+    /// [`claim_fire`](LockProvider::claim_fire). Set it for every store that should have them.
+    #[must_use]
+    pub fn require_fire_claims(mut self, required: bool) -> Self {
+        self.require_fire_claims = required;
+        self
     }
 
     /// The base duration of the suite's locks and waits; defaults to 300 ms. Raise it for a store
@@ -85,27 +170,49 @@ impl ConformanceSuite {
         self
     }
 
-    /// Runs every case and panics, naming each failed case and why, if any failed.
+    /// Runs every case and panics, naming each failed case and why, if any failed. Skipped
+    /// cases (an optional operation the store lacks) are printed to stderr, as a database
+    /// test's skip notice is, and returned.
     ///
     /// # Panics
     ///
     /// When the provider breaks the contract.
-    pub async fn run(self) {
-        let report = self.report().await;
+    pub async fn run(self) -> SuiteReport {
+        let report = self.outcome().await;
         assert!(
-            report.is_empty(),
-            "lock provider conformance failed:\n{report}"
+            report.failed().is_empty(),
+            "lock provider conformance failed: {report}"
         );
+        if !report.skipped().is_empty() {
+            // A notice for the test's output (shown with --nocapture or on failure), like the
+            // skip notice of a database test; and a warning for whoever collects logs.
+            tracing::warn!(
+                skipped = report.skipped().len(),
+                "conformance cases skipped"
+            );
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("lock provider conformance: {report}");
+            }
+        }
+        report
     }
 
     /// Runs every case and returns the failures as text (empty when all passed).
     pub async fn report(&self) -> String {
         let mut failures = String::new();
+        for (case, why) in self.outcome().await.failed() {
+            let _ = writeln!(failures, "- {case}: {why}");
+        }
+        failures
+    }
+
+    /// Runs every case and returns what passed, failed and was skipped.
+    pub async fn outcome(&self) -> SuiteReport {
+        let mut report = SuiteReport::default();
         macro_rules! case {
             ($name:ident) => {
-                if let Err(why) = self.$name().await {
-                    let _ = writeln!(failures, "- {}: {why}", stringify!($name));
-                }
+                report.record(stringify!($name), self.$name().await);
             };
         }
         case!(lock_created);
@@ -126,7 +233,8 @@ impl ConformanceSuite {
         case!(long_names_rejected);
         case!(oversized_durations_rejected);
         case!(holder_reports_holder);
-        failures
+        self.fire_cases(&mut report).await;
+        report
     }
 
     fn name(&self, case: &str) -> String {
@@ -714,6 +822,8 @@ pub enum Operation {
     Release,
     /// [`LockProvider::holder`].
     Holder,
+    /// [`LockProvider::claim_fire`].
+    ClaimFire,
 }
 
 /// What a [`FaultyProvider`] does instead of (or after) the real call.
@@ -749,7 +859,7 @@ pub enum Fault {
 pub struct FaultyProvider<P> {
     inner: P,
     faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
-    calls: [AtomicUsize; 4],
+    calls: [AtomicUsize; 5],
 }
 
 impl<P: LockProvider> FaultyProvider<P> {
@@ -860,6 +970,20 @@ impl<P: LockProvider> LockProvider for FaultyProvider<P> {
 
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         self.call(Operation::Holder, self.inner.holder(name)).await
+    }
+
+    async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<FireClaim> {
+        self.call(
+            Operation::ClaimFire,
+            self.inner.claim_fire(name, fire, at_most, owner),
+        )
+        .await
     }
 
     fn max_name_len(&self) -> usize {

@@ -5,9 +5,15 @@ use shedlock_core::testkit::ConformanceSuite;
 
 #[tokio::test(start_paused = true)]
 async fn in_memory_provider_conforms() {
-    ConformanceSuite::new(InMemoryLockProvider::new())
+    let report = ConformanceSuite::new(InMemoryLockProvider::new())
+        .require_fire_claims(true)
         .run()
         .await;
+    assert!(report.skipped().is_empty(), "{report}");
+    assert!(
+        report.passed() >= 26,
+        "every case ran, the fire cases too: {report}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,6 +154,116 @@ mod broken_stores {
             report.contains("late_release_and_extend_spare_new_holder"),
             "{report}"
         );
+    }
+
+    /// Forwards everything but `claim_fire` (whose default answers unsupported).
+    struct NoFireClaims(InMemoryLockProvider);
+
+    #[async_trait]
+    impl LockProvider for NoFireClaims {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.0.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.0.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+            self.0.release(record, at_least).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_without_fire_claims_is_skipped_visibly_not_failed() {
+        let report = ConformanceSuite::new(NoFireClaims(InMemoryLockProvider::new()))
+            .run()
+            .await;
+        assert!(report.failed().is_empty(), "{report}");
+        assert_eq!(report.skipped().len(), 8, "{report}");
+        assert!(
+            report
+                .skipped()
+                .iter()
+                .all(|(case, why)| case.starts_with("fire_") && why.contains("claim_fire")),
+            "{report}"
+        );
+        assert!(report.to_string().contains("8 skipped"), "{report}");
+        // Required, the same store fails.
+        let failures = ConformanceSuite::new(NoFireClaims(InMemoryLockProvider::new()))
+            .require_fire_claims(true)
+            .report()
+            .await;
+        assert!(failures.contains("fire_probe"), "{failures}");
+    }
+
+    /// Claims every fire in its window, ignoring the recorded fire.
+    struct ForgetfulFires(InMemoryLockProvider);
+
+    #[async_trait]
+    impl LockProvider for ForgetfulFires {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.0.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.0.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+            self.0.release(record, at_least).await
+        }
+        async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+            self.0.holder(name).await
+        }
+        async fn claim_fire(
+            &self,
+            name: &str,
+            fire: &shedlock_core::Fire,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<shedlock_core::FireClaim> {
+            use shedlock_core::FireClaim;
+            match self.0.claim_fire(name, fire, at_most, owner).await? {
+                FireClaim::ClaimedElsewhere { .. } => {
+                    match self.0.acquire(name, at_most, owner).await? {
+                        Some(record) => Ok(FireClaim::Claimed(record)),
+                        None => Ok(FireClaim::Held {
+                            now: chrono::Utc::now(),
+                        }),
+                    }
+                }
+                other => Ok(other),
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_forgets_fires_is_caught() {
+        let report = ConformanceSuite::new(ForgetfulFires(InMemoryLockProvider::new()))
+            .report()
+            .await;
+        for case in [
+            "fire_claimed_once",
+            "fire_survives_release_and_expiry",
+            "fire_untouched_by_acquire_extend_release",
+        ] {
+            assert!(report.contains(case), "{case}:\n{report}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

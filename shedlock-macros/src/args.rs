@@ -11,7 +11,16 @@ use crate::errors::Errors;
 use crate::name;
 
 /// Every argument, in the order the messages list them.
-pub(crate) const KEYS: [&str; 5] = ["name", "at_most", "at_least", "executor", "keep_alive"];
+pub(crate) const KEYS: [&str; 8] = [
+    "name",
+    "at_most",
+    "at_least",
+    "executor",
+    "keep_alive",
+    "every",
+    "cron",
+    "zone",
+];
 
 /// `shedlock_core::MAX_DURATION` (365 days). This crate cannot depend on `shedlock-core` (which
 /// re-exports it); the test `compile_time_limits_match_the_core` keeps the two in step.
@@ -36,6 +45,18 @@ pub(crate) struct Args {
     pub(crate) at_least: Option<DurationArg>,
     pub(crate) executor: Option<Expr>,
     pub(crate) keep_alive: bool,
+    /// `every = "1m"` or `cron = "…"` (with `zone`), checked.
+    pub(crate) schedule: Option<ScheduleArg>,
+    /// Where the schedule was given (`every` or `cron`), for errors about the function.
+    pub(crate) schedule_span: Option<proc_macro2::Span>,
+}
+
+/// A schedule argument, checked at compile time.
+pub(crate) enum ScheduleArg {
+    /// A fixed rate.
+    Every(Duration),
+    /// A cron expression (with seconds) and its IANA zone.
+    Cron { expression: String, zone: String },
 }
 
 /// What a name template may refer to: the function's name and its named arguments.
@@ -72,6 +93,9 @@ struct Parsed<'s> {
     at_least: Option<DurationArg>,
     executor: Option<Expr>,
     keep_alive: Option<bool>,
+    every: Option<DurationArg>,
+    cron: Option<(LitStr, usize)>,
+    zone: Option<LitStr>,
     seen: Vec<String>,
 }
 
@@ -116,6 +140,16 @@ impl Parsed<'_> {
             "name" => self.name = self.name_template(key, &value, errors),
             "at_most" => self.at_most = self.duration(key, &value, errors),
             "at_least" => self.at_least = self.duration(key, &value, errors),
+            "every" => self.every = self.every(key, &value, errors),
+            "cron" => {
+                self.cron = string(key, &value, "a cron expression with seconds", errors)
+                    .filter(|lit| check_cron(lit, errors))
+                    .map(|lit| (lit, self.position));
+            }
+            "zone" => {
+                self.zone = string(key, &value, "an IANA time zone", errors)
+                    .filter(|lit| check_zone(lit, errors));
+            }
             _ => self.executor = Some(value),
         }
         Ok(())
@@ -154,6 +188,27 @@ impl Parsed<'_> {
         }
     }
 
+    /// A fixed rate: a duration, not zero, in whole milliseconds.
+    fn every(&self, key: &Ident, value: &Expr, errors: &mut Errors) -> Option<DurationArg> {
+        let every = self.duration(key, value, errors)?;
+        if every.value.is_zero() {
+            errors.at(
+                every.lit.span(),
+                "`every` is zero: give the period, such as \"1m\"",
+            );
+            return None;
+        }
+        if !every.value.subsec_nanos().is_multiple_of(1_000_000) {
+            errors.at(
+                every.lit.span(),
+                "`every` is not a whole number of milliseconds; fire instants are whole \
+                 milliseconds",
+            );
+            return None;
+        }
+        Some(every)
+    }
+
     /// Checks the arguments together.
     fn finish(self, errors: &mut Errors) -> Args {
         if !self.name_mentioned {
@@ -190,12 +245,43 @@ impl Parsed<'_> {
                 ),
             );
         }
+        if let (Some(every), Some((cron, cron_at))) = (&self.every, &self.cron) {
+            let later = if every.position > *cron_at {
+                every.lit.span()
+            } else {
+                cron.span()
+            };
+            errors.at(later, "give one schedule: `every` or `cron`, not both");
+        }
+        if let Some(zone) = &self.zone
+            && self.cron.is_none()
+        {
+            errors.at(
+                zone.span(),
+                "`zone` goes with `cron` (a fixed rate `every` counts from the Unix epoch, in no zone)",
+            );
+        }
+        let schedule_span = self
+            .every
+            .as_ref()
+            .map(|e| e.lit.span())
+            .or_else(|| self.cron.as_ref().map(|(c, _)| c.span()));
+        let schedule = match (self.every, self.cron) {
+            (Some(every), None) => Some(ScheduleArg::Every(every.value)),
+            (None, Some((cron, _))) => Some(ScheduleArg::Cron {
+                expression: cron.value(),
+                zone: self.zone.map_or_else(|| "UTC".to_owned(), |z| z.value()),
+            }),
+            _ => None,
+        };
         Args {
             name: self.name,
             at_most: self.at_most,
             at_least: self.at_least,
             executor: self.executor,
             keep_alive: self.keep_alive.unwrap_or(false),
+            schedule,
+            schedule_span,
         }
     }
 }
@@ -242,6 +328,9 @@ fn value_of(key: &Ident, input: ParseStream<'_>, errors: &mut Errors) -> syn::Re
         "name" => "name = \"nightly-report\"",
         "at_most" => "at_most = \"10m\"",
         "at_least" => "at_least = \"30s\"",
+        "every" => "every = \"1m\"",
+        "cron" => "cron = \"0 0 3 * * *\"",
+        "zone" => "zone = \"Europe/Berlin\"",
         _ => "executor = self.locks",
     };
     errors.at(key.span(), format!("`{key}` needs a value: `{hint}`"));
@@ -263,6 +352,47 @@ fn string(key: &Ident, value: &Expr, what: &str, errors: &mut Errors) -> Option<
         format!("`{key}` takes a string literal: {what} in double quotes"),
     );
     None
+}
+
+/// Checks a cron expression as `shedlock_core::Schedule::cron_in` will: six or seven fields
+/// (seconds first), parsed by the same crate.
+fn check_cron(lit: &LitStr, errors: &mut Errors) -> bool {
+    let expression = lit.value();
+    let fields = expression.split_whitespace().count();
+    if !expression.trim_start().starts_with('@') && !(6..=7).contains(&fields) {
+        errors.at(
+            lit.span(),
+            format!(
+                "`cron` has {fields} fields; write six, seconds first: sec min hour \
+                 day-of-month month day-of-week (e.g. \"0 0 3 * * *\" for 03:00 daily)"
+            ),
+        );
+        return false;
+    }
+    let parsed = croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Required)
+        .build()
+        .parse(&expression);
+    if let Err(error) = parsed {
+        errors.at(lit.span(), format!("`cron` does not parse: {error}"));
+        return false;
+    }
+    true
+}
+
+/// Checks a time zone name against the tz database.
+fn check_zone(lit: &LitStr, errors: &mut Errors) -> bool {
+    if lit.value().parse::<chrono_tz::Tz>().is_ok() {
+        return true;
+    }
+    errors.at(
+        lit.span(),
+        format!(
+            "unknown time zone {:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\"",
+            lit.value()
+        ),
+    );
+    false
 }
 
 /// Skips whatever follows an argument that was rejected, up to the next top-level comma.

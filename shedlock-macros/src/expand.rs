@@ -46,11 +46,12 @@ pub(crate) fn scheduled_lock(args: TokenStream, item: TokenStream) -> TokenStrea
         params: template_params(&function.sig),
     };
     let args = args::parse(args, Some(&scope), &mut errors);
+    let job_ok = check_scheduled(&function.sig, &args, &mut errors);
     if !signature_ok {
         // The function cannot be wrapped: emit it unchanged, so only our errors show.
         return with_errors(item, errors);
     }
-    let expanded = expand(function, &args);
+    let expanded = expand(function, &args, job_ok);
     with_errors(expanded, errors)
 }
 
@@ -136,6 +137,43 @@ fn check_signature(sig: &Signature, errors: &mut Errors) {
     }
 }
 
+/// A function with a schedule is registered as a job, which a scheduler calls with nothing: it
+/// takes no arguments and names no `self`.
+/// Whether the job function can be generated.
+fn check_scheduled(sig: &Signature, args: &Args, errors: &mut Errors) -> bool {
+    if args.schedule_span.is_none() {
+        return false;
+    }
+    let mut ok = true;
+    if !sig.inputs.is_empty() {
+        ok = false;
+        errors.at(
+            sig.inputs.span(),
+            "a scheduled function takes no arguments (the scheduler has none to pass): register \
+             a closure with `Job::new(name, schedule, |run| async move { ... })` instead",
+        );
+    }
+    if let Some(executor) = &args.executor
+        && mentions_self(executor.to_token_stream())
+    {
+        ok = false;
+        errors.at(
+            executor.span(),
+            "a scheduled function cannot use `executor = self...` (the scheduler has no `self` \
+             to call it on): register a closure with `Job::new(name, schedule, ...)` instead",
+        );
+    }
+    ok && args.schedule.is_some()
+}
+
+fn mentions_self(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        proc_macro2::TokenTree::Ident(ident) => ident == "self",
+        proc_macro2::TokenTree::Group(group) => mentions_self(group.stream()),
+        _ => false,
+    })
+}
+
 /// The arguments a name template may use: those bound to a plain identifier.
 fn template_params(sig: &Signature) -> Vec<Ident> {
     sig.inputs
@@ -150,7 +188,7 @@ fn template_params(sig: &Signature) -> Vec<Ident> {
         .collect()
 }
 
-fn expand(function: LockedFn, args: &Args) -> TokenStream {
+fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
     let LockedFn {
         outer_attrs,
         vis,
@@ -229,6 +267,11 @@ fn expand(function: LockedFn, args: &Args) -> TokenStream {
         }
     };
 
+    let job = args.schedule.as_ref().filter(|_| job_ok).map(|schedule| {
+        job_fn(
+            &vis, &sig.ident, schedule, &name, &at_most, &at_least, keep_alive, &task,
+        )
+    });
     let config = Ident::new("__shedlock_config", site);
     let executor_binding = Ident::new("__shedlock_executor", site);
     let inner_attrs = inner_attrs.into_iter().map(|mut attr| {
@@ -243,6 +286,43 @@ fn expand(function: LockedFn, args: &Args) -> TokenStream {
             let #config = #private::config(#name, #at_most, #at_least, #keep_alive)?;
             let #executor_binding = #executor;
             #private::execute(#executor_binding, #config, #task).await
+        }
+        #job
+    }
+}
+
+/// `<fn>_job()`: the scheduled job, whose body is the function's (no lock of its own: the
+/// scheduler runs it under the fire's lock).
+#[allow(clippy::too_many_arguments)]
+fn job_fn(
+    vis: &Visibility,
+    ident: &Ident,
+    schedule: &args::ScheduleArg,
+    name: &TokenStream,
+    at_most: &TokenStream,
+    at_least: &TokenStream,
+    keep_alive: bool,
+    task: &TokenStream,
+) -> TokenStream {
+    let private = quote!(::shedlock_core::__private);
+    let schedule = match schedule {
+        args::ScheduleArg::Every(every) => {
+            let every = duration(*every);
+            quote!(#private::every(#every))
+        }
+        args::ScheduleArg::Cron { expression, zone } => {
+            quote!(#private::cron(#expression, #zone))
+        }
+    };
+    let job_fn = Ident::new(&format!("{ident}_job"), ident.span());
+    let doc = format!(
+        " The scheduled job of [`{ident}`]: register it with `scheduler.add({ident}_job()?)?`. \
+         The scheduler claims each fire and runs the body under the fire's lock."
+    );
+    quote! {
+        #[doc = #doc]
+        #vis fn #job_fn() -> ::core::result::Result<#private::Job, #private::Error> {
+            #private::job(#name, #schedule, #at_most, #at_least, #keep_alive, move |_| #task)
         }
     }
 }

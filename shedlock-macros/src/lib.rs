@@ -58,6 +58,29 @@ use proc_macro::TokenStream;
 /// | `at_least = "30s"` | default `"0s"` | A run that ends sooner keeps the lock until this long after it started, so replicas whose timers fire a little apart do not each run the task. At most `at_most`. |
 /// | `executor = <expr>` | default: the process-wide default executor | The `LockingTaskExecutor` to run under (store, owner id, timeouts), evaluated in the function's scope on each call: `self.locks`, `&self.locks`, an argument, `Arc<LockingTaskExecutor>`, ... |
 /// | `keep_alive` | default off | Extend the lock every `at_most / 2` while the body runs, so a run may outlive `at_most` as long as its process is alive and reaches the store. |
+/// | `every = "1m"` | optional | A fixed-rate schedule (aligned to the Unix epoch, whole milliseconds): also generates `<fn>_job()`, the `shedlock_core::Job` to register with a `Scheduler`. |
+/// | `cron = "0 0 3 * * *"` | optional | A cron schedule with seconds (instead of `every`), checked at compile time; also generates `<fn>_job()`. |
+/// | `zone = "Europe/Berlin"` | default `"UTC"`, only with `cron` | The IANA zone the cron expression is read in, checked at compile time. |
+///
+/// A scheduled function takes no arguments and uses no `executor = self...` (the scheduler
+/// calls it with nothing); both are compile errors that say to register a closure with
+/// `Job::new` instead. Its body must return `()` or `Result<(), E: Display>`. Register it in one
+/// line, `scheduler.add(report_job()?)?`; the function itself stays callable as before.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor, Scheduler, scheduled_lock};
+///
+/// #[scheduled_lock(name = "nightly", at_most = "10m", cron = "0 0 3 * * *", zone = "Europe/Berlin")]
+/// async fn nightly() -> Result<(), std::io::Error> {
+///     Ok(())
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+/// let scheduler = Scheduler::new(LockingTaskExecutor::new(InMemoryLockProvider::new())?);
+/// scheduler.add(nightly_job()?)?;
+/// # Ok(()) }
+/// ```
 ///
 /// Durations are strings, checked at compile time: `"10m"`, `"1h30m"`, `"500ms"`, `"2s"`,
 /// `"1d"` (units `d`, `h`, `m`, `s`, `ms`, largest first), or ISO-8601 such as `"PT10M"` and

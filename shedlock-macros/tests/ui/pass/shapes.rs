@@ -19,6 +19,21 @@ pub async fn report(locks: &LockingTaskExecutor, tenant: &str) -> Result<u32, st
     Ok(u32::try_from(tenant.len()).unwrap_or(0))
 }
 
+/// A scheduled function: a fixed rate, and cron in a zone; `nightly_job()` registers it.
+#[scheduled_lock(name = "tick", at_most = "10s", every = "1m")]
+pub async fn tick() {}
+
+/// Cron in a zone, returning a `Result`.
+#[scheduled_lock(
+    name = "nightly",
+    at_most = "10m",
+    cron = "0 0 3 * * *",
+    zone = "Europe/Berlin"
+)]
+pub async fn nightly() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 /// No return type, the default executor, `keep_alive = false`.
 #[scheduled_lock(name = "cleanup", at_most = "500ms", keep_alive = false)]
 pub async fn cleanup() {}
@@ -87,6 +102,10 @@ fn main() {
     // Creating the futures type-checks every call; they are not run.
     drop(report(&locks, "eu"));
     drop(cleanup());
+    drop(tick());
+    drop(nightly());
+    drop(tick_job());
+    drop(nightly_job());
     drop(generic(Arc::new(locks.clone()), 7, &["a".to_owned()], ()));
     drop(patterns(locks.clone(), 1, (2, 3)));
     let mut service = Service { locks, total: 0 };

@@ -1,0 +1,263 @@
+//! The executor's graceful drain: stop new runs, let runs in flight finish within a grace, cancel
+//! the rest, release every lock, and return once every release is done or has failed.
+//!
+//! Every lock the executor hands out (a [`LockGuard`](crate::LockGuard), the run of an
+//! `execute`) is registered here from acquisition until its release has finished, including a
+//! release a dropped guard runs in the background. The drain therefore knows every lock it must
+//! release, and waits for the background releases too.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::error::{Error, Result};
+use crate::keepalive::Lease;
+
+/// Where the drain is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    /// New runs start.
+    Running,
+    /// No new runs; runs in flight get the grace period.
+    Draining,
+    /// The grace is over: runs still going are told to stop and their locks are released.
+    Cancelling,
+    /// Every release has finished (or failed).
+    Done,
+}
+
+/// What a drain did; see [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Drained {
+    /// Locks whose holders finished and released them within the grace period.
+    pub finished: usize,
+    /// Locks still held when the grace ran out: their holders were told to stop
+    /// ([`LockHandle::cancelled`](crate::LockHandle::cancelled)) and the drain released them.
+    pub cancelled: usize,
+    /// Releases (by the drain) that failed or timed out: those locks end at their `at_most`.
+    pub release_failures: usize,
+}
+
+struct Entry {
+    lease: Lease,
+    at_least: Duration,
+    keeper: Option<AbortHandle>,
+}
+
+pub(crate) struct DrainState {
+    phase: watch::Sender<Phase>,
+    live: Mutex<HashMap<u64, Entry>>,
+    /// Acquires (and fire claims) in flight: a lock they win is registered or given back.
+    acquiring: std::sync::atomic::AtomicUsize,
+    /// Registered locks plus acquires in flight; the drain waits for zero.
+    count: watch::Sender<usize>,
+    next_id: AtomicU64,
+    outcome: Mutex<Option<Drained>>,
+}
+
+/// An acquire in flight; see [`DrainState::begin_acquire`].
+pub(crate) struct AcquireTicket(Arc<DrainState>);
+
+impl Drop for AcquireTicket {
+    fn drop(&mut self) {
+        let live = self.0.live();
+        self.0.acquiring.fetch_sub(1, Ordering::SeqCst);
+        self.0.publish(&live);
+    }
+}
+
+/// One registered lock; [`finish`](Self::finish) when its release has completed.
+pub(crate) struct Registration {
+    drain: Arc<DrainState>,
+    id: u64,
+}
+
+impl Registration {
+    pub(crate) fn finish(self) {
+        self.drain.deregister(self.id);
+    }
+
+    /// Resolves when the drain cancels runs (the grace is over).
+    pub(crate) fn cancel_signal(&self) -> watch::Receiver<Phase> {
+        self.drain.phase.subscribe()
+    }
+}
+
+impl DrainState {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            phase: watch::channel(Phase::Running).0,
+            live: Mutex::new(HashMap::new()),
+            acquiring: std::sync::atomic::AtomicUsize::new(0),
+            count: watch::channel(0).0,
+            next_id: AtomicU64::new(1),
+            outcome: Mutex::new(None),
+        })
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether new runs are refused.
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.phase.borrow() != Phase::Running
+    }
+
+    /// Refuses with the shutdown error once the drain has begun.
+    pub(crate) fn check_running(&self, what: &'static str) -> Result<()> {
+        if self.is_stopping() {
+            return Err(Error::shutdown(what));
+        }
+        Ok(())
+    }
+
+    /// Registers a held lock; refused (the caller then releases it) once the drain has begun.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        lease: &Lease,
+        at_least: Duration,
+        keeper: Option<AbortHandle>,
+    ) -> Result<Registration> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut live = self.live();
+            // Checked under the map's lock: the drain takes its snapshot under it too, so a lock
+            // is either refused here or seen by the drain.
+            self.check_running("lock")?;
+            live.insert(
+                id,
+                Entry {
+                    lease: lease.clone(),
+                    at_least,
+                    keeper,
+                },
+            );
+            self.publish(&live);
+        }
+        Ok(Registration {
+            drain: self.clone(),
+            id,
+        })
+    }
+
+    fn deregister(&self, id: u64) {
+        let mut live = self.live();
+        if live.remove(&id).is_some() {
+            self.publish(&live);
+        }
+    }
+
+    fn publish(&self, live: &HashMap<u64, Entry>) {
+        self.count
+            .send_replace(live.len() + self.acquiring.load(Ordering::SeqCst));
+    }
+
+    /// Marks an acquire in flight until the ticket is dropped (after the lock it won was
+    /// registered or given back), so the drain waits for it.
+    pub(crate) fn begin_acquire(self: &Arc<Self>) -> AcquireTicket {
+        let live = self.live();
+        self.acquiring.fetch_add(1, Ordering::SeqCst);
+        self.publish(&live);
+        AcquireTicket(self.clone())
+    }
+
+    /// The drain itself; every caller (clones of the executor included) waits for the same one.
+    pub(crate) async fn drain(
+        self: &Arc<Self>,
+        grace: Duration,
+        call_timeout: Duration,
+    ) -> Drained {
+        let first = self.phase.send_if_modified(|phase| {
+            if *phase == Phase::Running {
+                *phase = Phase::Draining;
+                true
+            } else {
+                false
+            }
+        });
+        if !first {
+            let mut phase = self.phase.subscribe();
+            let _ = phase.wait_for(|p| *p == Phase::Done).await;
+            return self
+                .outcome
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or_default();
+        }
+        let held_at_start = self.live().len();
+        tracing::info!(
+            held = held_at_start,
+            grace = %shedlock_duration::format(grace),
+            "shutting down: no new runs; waiting for runs in flight"
+        );
+        let mut count = self.count.subscribe();
+        let idle = tokio::time::timeout(grace, count.wait_for(|n| *n == 0))
+            .await
+            .is_ok();
+        let mut outcome = Drained::default();
+        if !idle {
+            self.cancel_and_release(&mut outcome).await;
+            // Acquires still in flight end within their call timeout (registered: released
+            // above or refused and given back by their caller).
+            let _ = tokio::time::timeout(call_timeout, count.wait_for(|n| *n == 0)).await;
+        }
+        // Locks held when the drain began, minus those it had to cancel: they finished.
+        outcome.finished = held_at_start.saturating_sub(outcome.cancelled);
+        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        self.phase.send_replace(Phase::Done);
+        tracing::info!(
+            finished = outcome.finished,
+            cancelled = outcome.cancelled,
+            release_failures = outcome.release_failures,
+            "shutdown complete: every lock released or failed"
+        );
+        outcome
+    }
+
+    async fn cancel_and_release(&self, outcome: &mut Drained) {
+        {
+            self.phase.send_replace(Phase::Cancelling);
+            let entries: Vec<(u64, Lease, Duration, Option<AbortHandle>)> = self
+                .live()
+                .iter()
+                .map(|(id, e)| (*id, e.lease.clone(), e.at_least, e.keeper.clone()))
+                .collect();
+            outcome.cancelled = entries.len();
+            tracing::warn!(
+                still_held = entries.len(),
+                "grace period over: cancelling the runs still going and releasing their locks"
+            );
+            let mut releases = JoinSet::new();
+            for (id, lease, at_least, keeper) in entries {
+                if let Some(keeper) = keeper {
+                    keeper.abort();
+                }
+                releases.spawn(async move { (id, lease.release(at_least).await) });
+            }
+            while let Some(joined) = releases.join_next().await {
+                match joined {
+                    Ok((id, result)) => {
+                        if result.is_err() {
+                            outcome.release_failures += 1;
+                        }
+                        self.deregister(id);
+                    }
+                    Err(_) => outcome.release_failures += 1,
+                }
+            }
+        }
+    }
+}
+
+/// Resolves when `phase` reaches [`Phase::Cancelling`] (never, if it never does).
+pub(crate) async fn cancelled(mut phase: watch::Receiver<Phase>) {
+    if phase.wait_for(|p| *p >= Phase::Cancelling).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}

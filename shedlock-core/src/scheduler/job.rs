@@ -1,0 +1,202 @@
+//! A scheduled job: [`Job`], its body's output ([`JobOutput`]) and what a run is told
+//! ([`RunContext`]).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::current::LockHandle;
+use crate::fire::Fire;
+use crate::latch::{LeaderLatch, LeaderTerm};
+use crate::schedule::Schedule;
+
+pub(crate) type BoxedBody = Arc<
+    dyn Fn(RunContext) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync,
+>;
+
+/// What a job body may return: `()`, or `Result<(), E>` with a displayable error. An `Err` is
+/// logged at ERROR and counted in [`JobStatus::errors`](crate::JobStatus::errors), never
+/// retried: the next fire runs as scheduled.
+pub trait JobOutput: Send + 'static {
+    /// `Err(message)` for a failed run.
+    ///
+    /// # Errors
+    ///
+    /// The run failed; the message is the error's `Display`.
+    fn into_result(self) -> Result<(), String>;
+}
+
+impl JobOutput for () {
+    fn into_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<E: fmt::Display + Send + 'static> JobOutput for Result<(), E> {
+    fn into_result(self) -> Result<(), String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// What one run of a job is told: which fire it runs, its lock, and (for a leader-only job)
+/// the leader term it runs in.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub(crate) fire: Fire,
+    pub(crate) lock: LockHandle,
+    pub(crate) term: Option<LeaderTerm>,
+    pub(crate) catch_up: bool,
+}
+
+impl RunContext {
+    /// The fire this run is for: its scheduled instant `F` and the end of its window.
+    #[must_use]
+    pub fn fire(&self) -> Fire {
+        self.fire
+    }
+
+    /// The run's lock: fencing token, lost and cancel signals, extension (also reachable
+    /// through [`current_lock`](crate::current_lock)).
+    #[must_use]
+    pub fn lock(&self) -> &LockHandle {
+        &self.lock
+    }
+
+    /// The leader term of a [`leader_only`](Job::leader_only) job's run; `None` otherwise.
+    #[must_use]
+    pub fn term(&self) -> Option<&LeaderTerm> {
+        self.term.as_ref()
+    }
+
+    /// Whether this run is a catch-up: a fire missed while no replica ran, claimed late at start.
+    #[must_use]
+    pub fn is_catch_up(&self) -> bool {
+        self.catch_up
+    }
+}
+
+/// A job: a name, a [`Schedule`], lock settings and an async body. Register it with
+/// [`Scheduler::add`](crate::Scheduler::add).
+///
+/// The lock name is the job's name unless set with [`lock_name`](Self::lock_name).
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::{Job, Schedule};
+///
+/// let job = Job::new("purge", Schedule::every(Duration::from_secs(3600))?, |run| async move {
+///     tracing::info!(fire = %run.fire().at(), "purging");
+///     Ok::<(), std::io::Error>(())
+/// })
+/// .at_most(Duration::from_secs(600))
+/// .keep_alive(true);
+/// assert_eq!(job.name(), "purge");
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[must_use]
+pub struct Job {
+    pub(crate) name: String,
+    pub(crate) lock_name: Option<String>,
+    pub(crate) schedule: Schedule,
+    pub(crate) body: BoxedBody,
+    pub(crate) at_most: Option<Duration>,
+    pub(crate) at_least: Option<Duration>,
+    pub(crate) keep_alive: bool,
+    pub(crate) catch_up: bool,
+    pub(crate) leader: Option<LeaderLatch>,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("name", &self.name)
+            .field("lock_name", &self.lock_name)
+            .field("schedule", &self.schedule)
+            .field("at_most", &self.at_most)
+            .field("at_least", &self.at_least)
+            .field("keep_alive", &self.keep_alive)
+            .field("catch_up", &self.catch_up)
+            .field("leader_only", &self.leader.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Job {
+    /// A job named `name` that runs `body` at each fire of `schedule` that this replica claims.
+    /// The body gets a [`RunContext`] and returns `()` or `Result<(), E: Display>`.
+    pub fn new<F, Fut>(name: impl Into<String>, schedule: Schedule, body: F) -> Self
+    where
+        F: Fn(RunContext) -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: JobOutput,
+    {
+        let body: BoxedBody = Arc::new(move |ctx| {
+            let run = body(ctx);
+            Box::pin(async move { run.await.into_result() })
+        });
+        Self {
+            name: name.into(),
+            lock_name: None,
+            schedule,
+            body,
+            at_most: None,
+            at_least: None,
+            keep_alive: false,
+            catch_up: false,
+            leader: None,
+        }
+    }
+
+    /// The job's name (its lock's, unless [`lock_name`](Self::lock_name) is set).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A lock name other than the job's name (to share a row with a Java ShedLock job of that
+    /// name, say).
+    pub fn lock_name(mut self, name: impl Into<String>) -> Self {
+        self.lock_name = Some(name.into());
+        self
+    }
+
+    /// The lock's `at_most`: a run's lock frees itself this long after it was taken if the
+    /// replica dies. Defaults to the executor's `default_at_most`; one of them is required.
+    pub fn at_most(mut self, at_most: Duration) -> Self {
+        self.at_most = Some(at_most);
+        self
+    }
+
+    /// The lock's `at_least`. Defaults to 0 where the store records fires (the fire claim,
+    /// not a minimum hold, keeps replicas from running one fire twice). Without fire claims
+    /// it is what keeps replicas whose clocks differ from each running a fire: set it to more
+    /// than their clock difference. It must be shorter than the schedule's shortest gap.
+    pub fn at_least(mut self, at_least: Duration) -> Self {
+        self.at_least = Some(at_least);
+        self
+    }
+
+    /// Extend the lock while the body runs (every `at_most / 2`). Defaults to off.
+    pub fn keep_alive(mut self, keep_alive: bool) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Catch up on start: claim the latest fire at or before the store's now, once, if no
+    /// replica has run it (defaults to off). See the [`Scheduler`](crate::Scheduler) docs for
+    /// what it can and cannot tell.
+    pub fn catch_up(mut self, catch_up: bool) -> Self {
+        self.catch_up = catch_up;
+        self
+    }
+
+    /// Run only while this replica leads `latch`: fires are still claimed (so a failover never
+    /// repeats one), a run is stopped (its future dropped, its lock released) when the term
+    /// ends, and the run can read its [`LeaderTerm`] from [`RunContext::term`].
+    pub fn leader_only(mut self, latch: LeaderLatch) -> Self {
+        self.leader = Some(latch);
+        self
+    }
+}

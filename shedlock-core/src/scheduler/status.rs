@@ -1,0 +1,103 @@
+//! What a scheduler knows about each job: [`JobStatus`].
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+
+/// How one run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// The body returned `()` or `Ok(())`.
+    Succeeded,
+    /// The body returned an `Err` (its `Display`). Logged and counted, not retried.
+    Failed(String),
+    /// The body panicked (logged and counted as an error; the scheduler goes on).
+    Panicked,
+    /// The run was stopped: its leader term ended, or shutdown's grace ran out.
+    Cancelled,
+}
+
+/// The last run of a job on this replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LastRun {
+    /// The fire it ran.
+    pub fire: DateTime<Utc>,
+    /// When it started, by the store's clock as this replica estimates it.
+    pub started: DateTime<Utc>,
+    /// When it ended (same clock).
+    pub ended: DateTime<Utc>,
+    /// How it ended.
+    pub outcome: RunOutcome,
+}
+
+/// One job's state on this replica: see [`Scheduler::status`](crate::Scheduler::status).
+///
+/// The counts are of this replica's fires: across replicas, each fire is run by at most one of
+/// them, and is counted `claimed_elsewhere` (or `held`) by the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobStatus {
+    /// The job's name.
+    pub name: String,
+    /// The next fire this replica waits for, if any.
+    pub next_fire: Option<DateTime<Utc>>,
+    /// The last run on this replica.
+    pub last_run: Option<LastRun>,
+    /// Fires this replica ran.
+    pub runs: u64,
+    /// Fires another replica had already claimed (with plain locks: the lock was taken).
+    pub claimed_elsewhere: u64,
+    /// Fires met while the lock was held (a previous run still going, this replica's included):
+    /// counted, never queued.
+    pub held: u64,
+    /// Fires whose window passed before this replica could claim them, and that no replica had
+    /// claimed by then (this replica was busy, paused, or the store was down).
+    pub missed: u64,
+    /// Runs that returned an `Err` or panicked.
+    pub errors: u64,
+    /// Fire claims or acquires the store failed (logged; retried within the fire's window).
+    pub store_errors: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) runs: AtomicU64,
+    pub(crate) claimed_elsewhere: AtomicU64,
+    pub(crate) held: AtomicU64,
+    pub(crate) missed: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) store_errors: AtomicU64,
+    pub(crate) next_fire: Mutex<Option<DateTime<Utc>>>,
+    pub(crate) last_run: Mutex<Option<LastRun>>,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, name: &str) -> JobStatus {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        JobStatus {
+            name: name.to_owned(),
+            next_fire: *self
+                .next_fire
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            last_run: self
+                .last_run
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            runs: get(&self.runs),
+            claimed_elsewhere: get(&self.claimed_elsewhere),
+            held: get(&self.held),
+            missed: get(&self.missed),
+            errors: get(&self.errors),
+            store_errors: get(&self.store_errors),
+        }
+    }
+}

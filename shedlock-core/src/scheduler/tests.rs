@@ -1,0 +1,605 @@
+//! Scheduler behaviour on paused tokio time, over the in-memory store (whose clock can be set
+//! apart from the replicas') and `FaultyProvider` for failures. Every wait is virtual time.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::*;
+use crate::testkit::{Fault, FaultyProvider, Operation};
+use crate::{InMemoryLockProvider, LeaderLatchConfig, LockProvider, LockRecord};
+
+const SEC: Duration = Duration::from_secs(1);
+
+type Store = Arc<FaultyProvider<InMemoryLockProvider>>;
+
+/// A store whose clock is `skew` away from the replicas' wall clock.
+fn store(skew: chrono::Duration) -> Store {
+    Arc::new(FaultyProvider::new(InMemoryLockProvider::starting_at(
+        Utc::now() + skew,
+    )))
+}
+
+fn scheduler(store: &Store, owner: &str) -> Scheduler {
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id(owner)
+        .default_at_most(30 * SEC)
+        .call_timeout(SEC)
+        .build()
+        .unwrap();
+    Scheduler::new(executor)
+}
+
+/// One run as the body saw it: the fire, and the store's `locked_at` of its claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    fire: DateTime<Utc>,
+    locked_at: DateTime<Utc>,
+}
+
+type Log = Arc<Mutex<Vec<(String, Seen)>>>;
+
+fn recording(name: &str, schedule: Schedule, replica: &str, log: &Log) -> Job {
+    let (log, replica) = (log.clone(), replica.to_owned());
+    Job::new(name, schedule, move |run| {
+        let (log, replica) = (log.clone(), replica.clone());
+        async move {
+            let seen = Seen {
+                fire: run.fire().at(),
+                locked_at: run.lock().record().locked_at(),
+            };
+            log.lock().unwrap().push((replica, seen));
+        }
+    })
+}
+
+fn every(period: Duration) -> Schedule {
+    Schedule::every(period).unwrap()
+}
+
+fn runs(log: &Log) -> Vec<(String, Seen)> {
+    log.lock().unwrap().clone()
+}
+
+/// Started at F by the store's clock, give or take the clock estimate's sub-millisecond error
+/// (never before: that is `assert_once_each`'s check).
+fn on_time(s: &Seen) -> bool {
+    s.locked_at >= s.fire && s.locked_at - s.fire < chrono::Duration::milliseconds(1)
+}
+
+fn assert_no_fire_twice(log: &Log) {
+    let mut seen = runs(log);
+    seen.sort_by_key(|(_, s)| s.fire);
+    for w in seen.windows(2) {
+        assert_ne!(w[0].1.fire, w[1].1.fire, "a fire ran twice: {w:?}");
+    }
+    for (replica, s) in &seen {
+        assert!(s.locked_at >= s.fire, "{replica} ran {s:?} early");
+    }
+}
+
+/// No fire ran twice; the fires that ran are consecutive; none started before its F.
+fn assert_once_each(log: &Log, schedule: &Schedule) -> usize {
+    let mut seen = runs(log);
+    seen.sort_by_key(|(_, s)| s.fire);
+    for w in seen.windows(2) {
+        assert_ne!(w[0].1.fire, w[1].1.fire, "a fire ran twice: {w:?}");
+        assert_eq!(
+            schedule.next_after(w[0].1.fire),
+            Some(w[1].1.fire),
+            "a fire was skipped between {w:?}"
+        );
+    }
+    for (replica, s) in &seen {
+        assert!(
+            s.locked_at >= s.fire,
+            "{replica} started {s:?} before F by the store's clock"
+        );
+    }
+    seen.len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_replicas_run_each_fire_once_on_the_stores_clock() {
+    // The store's clock is 1 h 3.7 s away from the replicas': fires still follow it.
+    let store = store(chrono::Duration::milliseconds(3_603_700));
+    let log = Log::default();
+    let schedule = every(SEC);
+    let (a, b) = (scheduler(&store, "a"), scheduler(&store, "b"));
+    a.add(recording("tick", schedule.clone(), "a", &log))
+        .unwrap();
+    b.add(recording("tick", schedule.clone(), "b", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    tokio::time::sleep(20 * SEC).await;
+    a.shutdown(SEC).await;
+    b.shutdown(SEC).await;
+    let ran = assert_once_each(&log, &schedule);
+    assert!((19..=21).contains(&ran), "{ran} runs in 20 s");
+    for s in runs(&log) {
+        assert!(on_time(&s.1), "on time to the millisecond: {s:?}");
+    }
+    let (sa, sb) = (a.status("tick").unwrap(), b.status("tick").unwrap());
+    assert_eq!(sa.runs + sb.runs, ran as u64);
+    assert_eq!(
+        sa.claimed_elsewhere + sb.claimed_elsewhere + sa.held + sb.held,
+        ran as u64,
+        "every fire one replica ran, the other saw as taken: {sa:?} {sb:?}"
+    );
+    assert_eq!(sa.missed + sb.missed, 0);
+    assert_eq!(a.uses_fire_claims(), Some(true));
+    let offset = a.store_clock_offset().unwrap();
+    assert!(
+        (offset - chrono::Duration::milliseconds(3_603_700)).abs()
+            < chrono::Duration::milliseconds(5)
+    );
+}
+
+/// The probe fails, so the replica starts on its own clock, 2 s ahead of the store's: its first
+/// claim is too early, it waits the difference, and the run starts exactly at F.
+#[tokio::test(start_paused = true)]
+async fn a_replica_ahead_of_the_store_never_fires_early() {
+    let store = store(chrono::Duration::seconds(-2));
+    store.inject_times(Operation::ClaimFire, Fault::Fail, 1);
+    let log = Log::default();
+    let schedule = every(5 * SEC);
+    let a = scheduler(&store, "a");
+    a.add(recording("report", schedule.clone(), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(30 * SEC).await;
+    a.shutdown(SEC).await;
+    let ran = assert_once_each(&log, &schedule);
+    assert!(ran >= 5, "{ran}");
+    for (_, s) in runs(&log) {
+        assert!(on_time(&s), "not early, not late: {s:?}");
+    }
+    assert!(
+        store.calls(Operation::ClaimFire) > ran + 1,
+        "a too-early claim was retried"
+    );
+}
+
+/// A replica 2 s behind the store (probe failed): the first fire is claimed late (the window
+/// is still open), and from its reply on the replica is on time.
+#[tokio::test(start_paused = true)]
+async fn a_replica_behind_the_store_learns_its_clock_from_the_first_reply() {
+    let store = store(chrono::Duration::seconds(2));
+    store.inject_times(Operation::ClaimFire, Fault::Fail, 1);
+    let log = Log::default();
+    let schedule = every(5 * SEC);
+    let a = scheduler(&store, "a");
+    a.add(recording("report", schedule.clone(), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(30 * SEC).await;
+    a.shutdown(SEC).await;
+    assert_once_each(&log, &schedule);
+    let seen = runs(&log);
+    let late: Vec<_> = seen.iter().filter(|(_, s)| !on_time(s)).collect();
+    assert!(late.len() <= 1, "only a first fire may be late: {late:?}");
+    assert!(seen.len() >= 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn fires_met_while_a_run_holds_the_lock_are_counted_not_queued() {
+    let store = store(chrono::Duration::zero());
+    let schedule = every(SEC);
+    let runs_seen = Arc::new(Mutex::new(Vec::new()));
+    let job = |replica: &'static str| {
+        let runs_seen = runs_seen.clone();
+        Job::new("slow", schedule.clone(), move |run| {
+            let runs_seen = runs_seen.clone();
+            async move {
+                runs_seen.lock().unwrap().push((replica, run.fire().at()));
+                tokio::time::sleep(Duration::from_millis(3_500)).await;
+            }
+        })
+    };
+    let (a, b) = (scheduler(&store, "a"), scheduler(&store, "b"));
+    a.add(job("a")).unwrap();
+    b.add(job("b")).unwrap();
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(16_200)).await;
+    a.shutdown(10 * SEC).await;
+    b.shutdown(10 * SEC).await;
+    let ran = runs_seen.lock().unwrap().clone();
+    // One run every 4 s (3.5 s of work, then the next fire): never overlapping, never queued.
+    for w in ran.windows(2) {
+        assert_eq!((w[1].1 - w[0].1).num_seconds(), 4, "{ran:?}");
+    }
+    let (sa, sb) = (a.status("slow").unwrap(), b.status("slow").unwrap());
+    assert_eq!(sa.runs + sb.runs, ran.len() as u64);
+    assert!(
+        sa.held + sb.held >= 3 * (ran.len() as u64 - 1),
+        "{sa:?} {sb:?}"
+    );
+    assert_eq!(sa.missed + sb.missed, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_body_is_logged_and_counted_never_retried() {
+    let store = store(chrono::Duration::zero());
+    let schedule = every(2 * SEC);
+    let calls = Arc::new(Mutex::new(0_u32));
+    let a = scheduler(&store, "a");
+    let counted = calls.clone();
+    a.add(Job::new("flaky", schedule, move |_| {
+        let counted = counted.clone();
+        async move {
+            *counted.lock().unwrap() += 1;
+            Err::<(), _>("the upstream said no")
+        }
+    }))
+    .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    a.shutdown(SEC).await;
+    let status = a.status("flaky").unwrap();
+    let calls = u64::from(*calls.lock().unwrap());
+    assert_eq!(status.runs, calls, "one call per fire: no retries");
+    assert_eq!(status.errors, calls);
+    let last = status.last_run.unwrap();
+    assert_eq!(
+        last.outcome,
+        RunOutcome::Failed("the upstream said no".into())
+    );
+    assert!(last.ended >= last.started);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_body_is_counted_and_the_job_goes_on() {
+    let store = store(chrono::Duration::zero());
+    let a = scheduler(&store, "a");
+    a.add(Job::new("boom", every(SEC), |_| async {
+        #[allow(clippy::manual_assert)]
+        if true {
+            panic!("boom");
+        }
+    }))
+    .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    a.shutdown(SEC).await;
+    let status = a.status("boom").unwrap();
+    assert!(
+        status.runs >= 3 && status.errors == status.runs,
+        "{status:?}"
+    );
+    assert_eq!(status.last_run.unwrap().outcome, RunOutcome::Panicked);
+}
+
+#[tokio::test(start_paused = true)]
+async fn registration_refuses_what_cannot_work() {
+    let store = store(chrono::Duration::zero());
+    let a = scheduler(&store, "a");
+    let job = |name: &str| Job::new(name, every(60 * SEC), |_| async {});
+    a.add(job("one")).unwrap();
+    let err = a.add(job("one")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid lock configuration: a job named \"one\" is already registered"
+    );
+    let err = a.add(job("two").lock_name("one")).unwrap_err();
+    assert!(
+        err.to_string().contains("use one lock name \"one\""),
+        "{err}"
+    );
+    let err = a
+        .add(job("three").at_least(60 * SEC).at_most(120 * SEC))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not shorter than its schedule's shortest gap (1m)"),
+        "{err}"
+    );
+    assert!(
+        a.add(job("four").at_least(59 * SEC).at_most(120 * SEC))
+            .is_ok()
+    );
+    let err = a
+        .add(job("five").at_least(40 * SEC).at_most(10 * SEC))
+        .unwrap_err();
+    assert!(err.is_invalid_config(), "{err}");
+    let no_default = Scheduler::new(LockingTaskExecutor::new(store.clone()).unwrap());
+    let err = no_default.add(job("six")).unwrap_err();
+    assert!(err.to_string().contains("has no at_most"), "{err}");
+    let err = a.add(job(&"x".repeat(65))).unwrap_err();
+    assert!(err.is_invalid_config());
+    a.start().await.unwrap();
+    assert!(a.start().await.unwrap_err().is_invalid_config());
+    a.shutdown(SEC).await;
+    assert!(a.add(job("late")).unwrap_err().is_shutdown());
+}
+
+/// Forwards everything but `claim_fire`.
+struct NoFireClaims(Store);
+
+#[async_trait]
+impl LockProvider for NoFireClaims {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> crate::Result<Option<LockRecord>> {
+        self.0.acquire(name, at_most, owner).await
+    }
+    async fn extend(
+        &self,
+        record: &LockRecord,
+        at_most: Duration,
+    ) -> crate::Result<Option<LockRecord>> {
+        self.0.extend(record, at_most).await
+    }
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> crate::Result<bool> {
+        self.0.release(record, at_least).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_fire_claims_jobs_run_under_plain_locks_with_one_warning() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let store = store(chrono::Duration::zero());
+    let plain = Arc::new(NoFireClaims(store.clone()));
+    let make = |owner: &str| {
+        Scheduler::new(
+            LockingTaskExecutor::builder(plain.clone())
+                .owner_id(owner)
+                .default_at_most(30 * SEC)
+                .build()
+                .unwrap(),
+        )
+    };
+    let log = Log::default();
+    let (a, b) = (make("a"), make("b"));
+    let schedule = every(5 * SEC);
+    a.add(recording("plain", schedule.clone(), "a", &log).at_least(2 * SEC))
+        .unwrap();
+    b.add(recording("plain", schedule.clone(), "b", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20_500)).await;
+    a.shutdown(SEC).await;
+    b.shutdown(SEC).await;
+    assert_eq!(a.uses_fire_claims(), Some(false));
+    assert!(runs(&log).len() >= 4);
+    assert_eq!(store.calls(Operation::ClaimFire), 0);
+    assert_eq!(
+        logs.count(tracing::Level::WARN, "does not record fires"),
+        2,
+        "one warning per scheduler"
+    );
+    assert_eq!(
+        logs.count(tracing::Level::WARN, "has at_least 0"),
+        1,
+        "for b's job only"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_window_passing_while_the_store_fails_is_counted_missed() {
+    let store = store(chrono::Duration::zero());
+    let a = scheduler(&store, "a");
+    let log = Log::default();
+    a.add(recording("sync", every(2 * SEC), "a", &log)).unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    store.inject(Operation::ClaimFire, Fault::Fail);
+    tokio::time::sleep(7 * SEC).await;
+    store.heal_all();
+    tokio::time::sleep(5 * SEC).await;
+    a.shutdown(SEC).await;
+    let status = a.status("sync").unwrap();
+    assert!(status.missed >= 2, "{status:?}");
+    assert!(
+        status.store_errors >= status.missed,
+        "retried within each window: {status:?}"
+    );
+    assert!(
+        status.runs >= 4,
+        "resumed after the store healed: {status:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_claims_the_latest_fire_once_on_start() {
+    let store = store(chrono::Duration::zero());
+    let schedule = every(60 * SEC);
+    let log = Log::default();
+    // A first replica runs a fire, then everything is down across the next one.
+    let first = scheduler(&store, "first");
+    first
+        .add(recording("hourly", schedule.clone(), "first", &log))
+        .unwrap();
+    first.start().await.unwrap();
+    tokio::time::sleep(61 * SEC).await;
+    first.shutdown(SEC).await;
+    assert_eq!(runs(&log).len(), 1);
+    tokio::time::sleep(70 * SEC).await; // a fire passed with nobody up
+    let caught = Arc::new(Mutex::new(Vec::new()));
+    let starters: Vec<Scheduler> = ["x", "y"]
+        .iter()
+        .map(|owner| {
+            let s = scheduler(&store, owner);
+            let caught = caught.clone();
+            s.add(
+                Job::new("hourly", schedule.clone(), move |run| {
+                    let caught = caught.clone();
+                    async move {
+                        caught
+                            .lock()
+                            .unwrap()
+                            .push((run.fire().at(), run.is_catch_up()));
+                    }
+                })
+                .catch_up(true),
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    for s in &starters {
+        s.start().await.unwrap();
+    }
+    tokio::time::sleep(SEC).await;
+    let late = caught.lock().unwrap().clone();
+    assert_eq!(
+        late.len(),
+        1,
+        "two replicas started together, one ran it: {late:?}"
+    );
+    assert!(late[0].1, "a catch-up run");
+    assert!(late[0].0 > runs(&log)[0].1.fire);
+    for s in &starters {
+        s.shutdown(SEC).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_catch_up_a_missed_fire_is_not_run_at_start() {
+    // The store's clock reads one second past a whole minute: the fire at that minute has an
+    // open window, but it was before this replica started.
+    let minute = Utc::now().timestamp() / 60 * 60;
+    let start = DateTime::from_timestamp(minute + 1, 0).unwrap();
+    let store: Store = Arc::new(FaultyProvider::new(InMemoryLockProvider::starting_at(
+        start,
+    )));
+    let schedule = every(60 * SEC);
+    let log = Log::default();
+    let a = scheduler(&store, "a");
+    a.add(recording("hourly", schedule.clone(), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(30 * SEC).await;
+    assert!(runs(&log).is_empty(), "waits for the next fire");
+    tokio::time::sleep(30 * SEC).await;
+    let ran = runs(&log);
+    assert_eq!(ran.len(), 1);
+    assert_eq!(
+        ran[0].1.fire,
+        DateTime::from_timestamp(minute + 60, 0).unwrap()
+    );
+    a.shutdown(SEC).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn leader_only_jobs_run_on_the_leader_and_a_failover_repeats_no_fire() {
+    let store = store(chrono::Duration::zero());
+    let log = Log::default();
+    let schedule = every(SEC);
+    let terms = Arc::new(Mutex::new(Vec::new()));
+    let mut replicas = Vec::new();
+    for owner in ["a", "b"] {
+        let latch = LeaderLatch::start(
+            store.clone(),
+            LeaderLatchConfig::builder("leader")
+                .owner_id(owner)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        let s = scheduler(&store, owner);
+        let (log, terms) = (log.clone(), terms.clone());
+        s.add(
+            Job::new("lead", schedule.clone(), move |run| {
+                let (log, terms) = (log.clone(), terms.clone());
+                async move {
+                    let term = run.term().expect("a leader-only run has its term");
+                    terms.lock().unwrap().push(term.owner_id().to_owned());
+                    log.lock().unwrap().push((
+                        term.owner_id().to_owned(),
+                        Seen {
+                            fire: run.fire().at(),
+                            locked_at: run.lock().record().locked_at(),
+                        },
+                    ));
+                }
+            })
+            .leader_only(latch.clone()),
+        )
+        .unwrap();
+        s.start().await.unwrap();
+        replicas.push((s, latch));
+    }
+    // Someone leads within the first acquire interval.
+    tokio::time::sleep(3 * SEC).await;
+    tokio::time::sleep(10 * SEC).await;
+    let leading: Vec<usize> = (0..2).filter(|i| replicas[*i].1.is_leader()).collect();
+    assert_eq!(leading.len(), 1);
+    let first = leading[0];
+    let owner = replicas[first].1.owner_id().to_owned();
+    assert!(
+        terms.lock().unwrap().iter().all(|t| *t == owner),
+        "only the leader ran"
+    );
+    // Failover: the leader closes its latch; the other takes over.
+    replicas[first].1.close().await.unwrap();
+    tokio::time::sleep(15 * SEC).await;
+    let other = 1 - first;
+    assert!(replicas[other].1.is_leader());
+    assert_no_fire_twice(&log);
+    let owners: std::collections::HashSet<String> = terms.lock().unwrap().iter().cloned().collect();
+    assert_eq!(owners.len(), 2, "both led in turn");
+    for (s, latch) in &replicas {
+        s.shutdown(SEC).await;
+        let _ = latch.close().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_lets_a_run_finish_within_the_grace_and_cancels_a_longer_one() {
+    for (grace, expected) in [
+        (10 * SEC, RunOutcome::Succeeded),
+        (SEC, RunOutcome::Cancelled),
+    ] {
+        let store = store(chrono::Duration::zero());
+        let a = scheduler(&store, "a");
+        let (started, has_started) = tokio::sync::oneshot::channel();
+        let started = Arc::new(Mutex::new(Some(started)));
+        a.add(
+            Job::new("long", every(60 * SEC), move |_| {
+                let started = started.clone();
+                async move {
+                    if let Some(tx) = started.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                    tokio::time::sleep(5 * SEC).await;
+                }
+            })
+            .at_most(600 * SEC),
+        )
+        .unwrap();
+        a.start().await.unwrap();
+        has_started.await.unwrap();
+        let begun = Instant::now();
+        let drained = a.shutdown(grace).await;
+        let status = a.status("long").unwrap();
+        assert_eq!(
+            status.last_run.unwrap().outcome,
+            expected,
+            "grace {grace:?}"
+        );
+        assert_eq!(
+            drained.cancelled,
+            usize::from(expected == RunOutcome::Cancelled)
+        );
+        assert!(begun.elapsed() <= grace.min(5 * SEC) + SEC);
+        // The lock is free at once (at_least 0), not at at_most.
+        assert!(
+            store
+                .inner()
+                .acquire("long", SEC, "next")
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(status.next_fire, None);
+    }
+}
