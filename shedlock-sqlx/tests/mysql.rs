@@ -4,7 +4,6 @@
 mod common;
 
 use std::str::FromStr as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
@@ -12,7 +11,6 @@ use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, testing};
-use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -43,6 +41,52 @@ async fn drop_table(pool: &MySqlPool, table: &str) {
         .expect("drop table");
 }
 
+/// MySQL/MariaDB for the shared cases.
+struct My {
+    url: String,
+}
+
+impl common::suite::Store for My {
+    type Provider = MySqlLockProvider;
+
+    async fn open() -> Option<Self> {
+        testing::mysql_url().map(|url| Self { url })
+    }
+
+    async fn fresh(&self) -> (MySqlLockProvider, String) {
+        fresh(&self.url).await
+    }
+
+    async fn on_table(&self, table: &str) -> MySqlLockProvider {
+        MySqlLockProvider::builder(pool(&self.url).await)
+            .table(table)
+            .build()
+            .unwrap()
+    }
+
+    fn table_name(&self) -> String {
+        testing::unique_table_name("shedlock_my_java")
+    }
+
+    fn java_ddl(table: &str) -> String {
+        java_ddl(table)
+    }
+
+    async fn execute(&self, sql: String) {
+        pool(&self.url)
+            .await
+            .execute(sqlx::AssertSqlSafe(sql))
+            .await
+            .unwrap();
+    }
+
+    async fn drop_table(&self, table: &str) {
+        drop_table(&pool(&self.url).await, table).await;
+    }
+}
+
+common::suite::store_suite!(My);
+
 /// Java ShedLock's DDL for MySQL/MariaDB (no token column, default collation) for `table`.
 fn java_ddl(table: &str) -> String {
     format!(
@@ -69,37 +113,6 @@ async fn zoned_pool(url: &str, zone: &'static str) -> MySqlPool {
         .connect_with(options)
         .await
         .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    ConformanceSuite::new(provider.clone()).run().await;
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes_on_a_java_table_without_tokens() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let pool = pool(&url).await;
-    let table = testing::unique_table_name("shedlock_my_java");
-    pool.execute(sqlx::AssertSqlSafe(java_ddl(&table)))
-        .await
-        .unwrap();
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
-    assert_eq!(record.fencing_token(), None, "no token column, no token");
-    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
-    drop_table(&pool, &table).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,54 +294,6 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
     assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
     drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (first, table) = fresh(&url).await;
-    let mut providers = vec![first];
-    for _ in 0..3 {
-        providers.push(
-            MySqlLockProvider::builder(pool(&url).await)
-                .table(&table)
-                .build()
-                .unwrap(),
-        );
-    }
-    // Each round races on a new, missing row (the insert path) and then on the existing row.
-    for round in 0..20 {
-        for name in [format!("race-{round}"), format!("race-{round}")] {
-            let barrier = Arc::new(Barrier::new(providers.len()));
-            let racers: Vec<_> = providers
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
-                    tokio::spawn(async move {
-                        barrier.wait().await;
-                        p.acquire(&name, MIN, &format!("racer-{i}")).await
-                    })
-                })
-                .collect();
-            let mut winners = Vec::new();
-            for racer in racers {
-                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                    winners.push(record);
-                }
-            }
-            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-            assert!(
-                providers[0]
-                    .release(&winners[0], Duration::ZERO)
-                    .await
-                    .unwrap()
-            );
-        }
-    }
-    drop_table(providers[0].pool(), &table).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,15 +3,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
-use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::sqlx::postgres::{PgPool, PgPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{PgLockProvider, testing};
-use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -42,43 +39,58 @@ async fn drop_table(pool: &PgPool, table: &str) {
         .expect("drop table");
 }
 
+/// Postgres for the shared cases.
+struct Pg {
+    url: String,
+}
+
+impl common::suite::Store for Pg {
+    type Provider = PgLockProvider;
+
+    async fn open() -> Option<Self> {
+        testing::postgres_url().map(|url| Self { url })
+    }
+
+    async fn fresh(&self) -> (PgLockProvider, String) {
+        fresh(&self.url).await
+    }
+
+    async fn on_table(&self, table: &str) -> PgLockProvider {
+        PgLockProvider::builder(pool(&self.url).await)
+            .table(table)
+            .build()
+            .unwrap()
+    }
+
+    fn table_name(&self) -> String {
+        testing::unique_table_name("shedlock_pg_java")
+    }
+
+    fn java_ddl(table: &str) -> String {
+        java_ddl(table)
+    }
+
+    async fn execute(&self, sql: String) {
+        pool(&self.url)
+            .await
+            .execute(sqlx::AssertSqlSafe(sql))
+            .await
+            .unwrap();
+    }
+
+    async fn drop_table(&self, table: &str) {
+        drop_table(&pool(&self.url).await, table).await;
+    }
+}
+
+common::suite::store_suite!(Pg);
+
 /// Java ShedLock's DDL (no token column) for `table`.
 fn java_ddl(table: &str) -> String {
     format!(
         "CREATE TABLE {table}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \
          locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"
     )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    ConformanceSuite::new(provider.clone()).run().await;
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes_on_a_java_table_without_tokens() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let pool = pool(&url).await;
-    let table = testing::unique_table_name("shedlock_pg_java");
-    pool.execute(sqlx::AssertSqlSafe(java_ddl(&table)))
-        .await
-        .expect("create Java table");
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
-    assert_eq!(record.fencing_token(), None, "no token column, no token");
-    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
-    drop_table(&pool, &table).await;
 }
 
 #[tokio::test]
@@ -205,52 +217,6 @@ async fn the_session_time_zone_changes_nothing() {
         "{short} never expired for the other zone"
     );
     drop_table(&utc, &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (first, table) = fresh(&url).await;
-    let mut providers = vec![first];
-    for _ in 0..3 {
-        providers.push(
-            PgLockProvider::builder(pool(&url).await)
-                .table(&table)
-                .build()
-                .unwrap(),
-        );
-    }
-    // Round 0 races on a missing row (the insert path), later rounds on an existing one.
-    for round in 0..20 {
-        let barrier = Arc::new(Barrier::new(providers.len()));
-        let racers: Vec<_> = providers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let (p, barrier) = (p.clone(), barrier.clone());
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    p.acquire("race", MIN, &format!("racer-{i}")).await
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        for racer in racers {
-            if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                winners.push(record);
-            }
-        }
-        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-        assert!(
-            providers[0]
-                .release(&winners[0], Duration::ZERO)
-                .await
-                .unwrap()
-        );
-    }
-    drop_table(providers[0].pool(), &table).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,18 +3,15 @@
 mod common;
 
 use std::str::FromStr as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
-use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
 };
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use tempfile::TempDir;
-use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -51,28 +48,53 @@ impl Db {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes() {
-    let db = Db::new();
-    ConformanceSuite::new(db.provider().await).run().await;
+impl common::suite::Store for Db {
+    type Provider = SqliteLockProvider;
+
+    async fn open() -> Option<Self> {
+        Some(Self::new())
+    }
+
+    async fn fresh(&self) -> (SqliteLockProvider, String) {
+        let table = self.table_name();
+        let provider = self.on_table(&table).await;
+        provider.create_table_if_not_exists().await.unwrap();
+        (provider, table)
+    }
+
+    async fn on_table(&self, table: &str) -> SqliteLockProvider {
+        SqliteLockProvider::builder(self.pool(2).await)
+            .table(table)
+            .build()
+            .unwrap()
+    }
+
+    fn table_name(&self) -> String {
+        shedlock_sqlx::testing::unique_table_name("shedlock")
+    }
+
+    fn java_ddl(table: &str) -> String {
+        format!(
+            "CREATE TABLE {table}(name VARCHAR(64) NOT NULL PRIMARY KEY, \
+             lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, \
+             locked_by VARCHAR(255) NOT NULL)"
+        )
+    }
+
+    async fn execute(&self, sql: String) {
+        self.pool(1)
+            .await
+            .execute(sqlx::AssertSqlSafe(sql))
+            .await
+            .unwrap();
+    }
+
+    async fn drop_table(&self, _table: &str) {
+        // The database file goes with its temporary directory.
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes_on_a_table_without_tokens() {
-    let db = Db::new();
-    let pool = db.pool(4).await;
-    pool.execute(
-        "CREATE TABLE shedlock(name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until TIMESTAMP NOT NULL, \
-         locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)",
-    )
-    .await
-    .unwrap();
-    let provider = SqliteLockProvider::new(pool);
-    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
-    assert_eq!(record.fencing_token(), None);
-    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
-}
+common::suite::store_suite!(Db);
 
 #[tokio::test]
 async fn a_held_lock_writes_nothing() {
@@ -131,44 +153,6 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     );
     assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
     assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
-    let db = Db::new();
-    let mut providers = vec![db.provider().await];
-    for _ in 0..3 {
-        providers.push(SqliteLockProvider::new(db.pool(2).await));
-    }
-    for round in 0..20 {
-        for name in [format!("race-{round}"), format!("race-{round}")] {
-            let barrier = Arc::new(Barrier::new(providers.len()));
-            let racers: Vec<_> = providers
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
-                    tokio::spawn(async move {
-                        barrier.wait().await;
-                        p.acquire(&name, MIN, &format!("racer-{i}")).await
-                    })
-                })
-                .collect();
-            let mut winners = Vec::new();
-            for racer in racers {
-                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                    winners.push(record);
-                }
-            }
-            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-            assert!(
-                providers[0]
-                    .release(&winners[0], Duration::ZERO)
-                    .await
-                    .unwrap()
-            );
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

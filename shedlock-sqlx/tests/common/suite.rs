@@ -1,0 +1,120 @@
+#![allow(
+    unused_macros,
+    unused_imports,
+    reason = "not every test file runs the suite"
+)]
+//! The store test cases every SQL database runs, written once over [`Store`]; each database's
+//! test file implements [`Store`] and instantiates the cases with [`store_suite!`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::LockProvider;
+use shedlock_core::testkit::ConformanceSuite;
+use tokio::sync::Barrier;
+
+const MIN: Duration = Duration::from_mins(1);
+
+/// One database the cases run on: where tables go, and how to make them.
+pub(crate) trait Store: Sized {
+    type Provider: LockProvider + Clone + 'static;
+
+    /// The database, or `None` (after a skip notice) when it is not configured.
+    async fn open() -> Option<Self>;
+    /// A provider on a fresh table of our DDL, on a pool of its own; the table's name.
+    async fn fresh(&self) -> (Self::Provider, String);
+    /// Another provider on `table`, on a pool of its own.
+    async fn on_table(&self, table: &str) -> Self::Provider;
+    /// A new, unique table name.
+    fn table_name(&self) -> String;
+    /// Java ShedLock's DDL for this database (no token column) for `table`.
+    fn java_ddl(table: &str) -> String;
+    /// Runs `sql` on a connection of the database.
+    async fn execute(&self, sql: String);
+    /// Drops `table`.
+    async fn drop_table(&self, table: &str);
+}
+
+/// The provider passes the contract's conformance suite on our DDL.
+pub(crate) async fn conformance_suite_passes<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    ConformanceSuite::new(provider).run().await;
+    db.drop_table(&table).await;
+}
+
+/// Java ShedLock's table works as is, without tokens.
+pub(crate) async fn conformance_suite_passes_on_a_java_table_without_tokens<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    db.execute(S::java_ddl(&table)).await;
+    let provider = db.on_table(&table).await;
+    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
+    assert_eq!(record.fencing_token(), None, "no token column, no token");
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    ConformanceSuite::new(provider).run().await;
+    db.drop_table(&table).await;
+}
+
+/// Four providers on pools of their own race for one lock: exactly one wins each time.
+pub(crate) async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (first, table) = db.fresh().await;
+    let mut providers = vec![first];
+    for _ in 0..3 {
+        providers.push(db.on_table(&table).await);
+    }
+    // Each round races on a new, missing row (the insert path) and then on the existing row.
+    for round in 0..20 {
+        for name in [format!("race-{round}"), format!("race-{round}")] {
+            let barrier = Arc::new(Barrier::new(providers.len()));
+            let racers: Vec<_> = providers
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        p.acquire(&name, MIN, &format!("racer-{i}")).await
+                    })
+                })
+                .collect();
+            let mut winners = Vec::new();
+            for racer in racers {
+                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
+                    winners.push(record);
+                }
+            }
+            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+            assert!(
+                providers[0]
+                    .release(&winners[0], Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+    db.drop_table(&table).await;
+}
+
+/// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
+macro_rules! store_suite {
+    ($store:ty) => {
+        $crate::common::suite::store_suite!(
+            $store;
+            conformance_suite_passes,
+            conformance_suite_passes_on_a_java_table_without_tokens,
+            providers_on_separate_pools_race_and_exactly_one_wins_each_round,
+        );
+    };
+    ($store:ty; $($case:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::common::suite::$case::<$store>().await;
+            }
+        )*
+    };
+}
+
+pub(crate) use store_suite;
