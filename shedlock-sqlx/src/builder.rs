@@ -91,6 +91,17 @@ impl ColumnNames {
         ]
     }
 
+    /// The names, in the order `name, lock_until, locked_at, locked_by, fencing_token`.
+    pub(crate) fn each(&self) -> (&str, &str, &str, &str, &str) {
+        (
+            &self.name,
+            &self.lock_until,
+            &self.locked_at,
+            &self.locked_by,
+            &self.fencing_token,
+        )
+    }
+
     pub(crate) fn quoted(&self, quote: Quote) -> Self {
         Self {
             name: quote.quote(&self.name),

@@ -164,13 +164,7 @@ impl Dialect for MySql {
     type Extra = Extra;
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<Extra> {
-        let (name, until, at, by, tok) = (
-            &cols.name,
-            &cols.lock_until,
-            &cols.locked_at,
-            &cols.locked_by,
-            &cols.fencing_token,
-        );
+        let (name, until, at, by, tok) = cols.each();
         let expired = format!("{until} <= {NOW}");
         // How the statements report a win through LAST_INSERT_ID(expr): with a token column the
         // new token; without, `locked_at` in microseconds (`0 * LAST_INSERT_ID(x)` adds nothing
@@ -184,7 +178,7 @@ impl Dialect for MySql {
                 format!(", {tok}"),
                 format!(", LAST_INSERT_ID({SEED_MICROS})"),
                 format!("{tok} = ?"),
-                tok.clone(),
+                tok.to_owned(),
             )
         } else {
             (

@@ -128,19 +128,13 @@ impl Dialect for Postgres {
     type Extra = ();
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<()> {
-        let (name, until, at, by, tok) = (
-            &cols.name,
-            &cols.lock_until,
-            &cols.locked_at,
-            &cols.locked_by,
-            &cols.fencing_token,
-        );
+        let (name, until, at, by, tok) = cols.each();
         let (set_tok, ins_col, ins_val, ret_tok, same) = if token {
             (
                 format!(", {tok} = GREATEST({tok} + 1, {NOW_MICROS})"),
                 format!(", {tok}"),
                 format!(", {NOW_MICROS}"),
-                tok.clone(),
+                tok.to_owned(),
                 format!("{tok} = $4"),
             )
         } else {

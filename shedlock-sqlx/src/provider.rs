@@ -226,10 +226,7 @@ where
 
     /// One attempt of an acquire where a single statement decides and returns the row
     /// (`RETURNING locked_at, lock_until, fencing_token`), or nothing if the lock is held.
-    #[cfg_attr(
-        not(any(feature = "postgres", feature = "sqlite")),
-        allow(dead_code, reason = "used by Postgres and SQLite")
-    )]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn acquire_returning(
         mut at: Attempt<'_, D>,
         args: Acquire<'_>,
@@ -257,10 +254,7 @@ where
 
     /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if
     /// this acquisition no longer holds the lock.
-    #[cfg_attr(
-        not(any(feature = "postgres", feature = "sqlite")),
-        allow(dead_code, reason = "used by Postgres and SQLite")
-    )]
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn extend_returning(
         mut at: Attempt<'_, D>,
         args: Extend<'_>,

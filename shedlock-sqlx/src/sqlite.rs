@@ -115,20 +115,14 @@ impl Dialect for Sqlite {
     type Extra = ();
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<()> {
-        let (name, until, at, by, tok) = (
-            &cols.name,
-            &cols.lock_until,
-            &cols.locked_at,
-            &cols.locked_by,
-            &cols.fencing_token,
-        );
+        let (name, until, at, by, tok) = cols.each();
         let plus = |param: &str| format!("strftime('{FORMAT}', 'now', {param})");
         let (ins_col, ins_val, set_tok, ret_tok, same) = if token {
             (
                 format!(", {tok}"),
                 format!(", {NOW_MICROS}"),
                 format!(", {tok} = max({tok} + 1, excluded.{tok})"),
-                tok.clone(),
+                tok.to_owned(),
                 format!("{tok} = ?4"),
             )
         } else {
