@@ -62,8 +62,29 @@ impl common::suite::Store for Pg {
             .unwrap()
     }
 
+    async fn on_one_connection(&self, table: &str) -> PgLockProvider {
+        // The pool this limits is the provider's own: lock calls take it for one statement each.
+        let single = PgLockProvider::pool_options()
+            .max_connections(1)
+            .min_connections(0)
+            .connect(&self.url)
+            .await
+            .unwrap();
+        let provider = PgLockProvider::builder(single)
+            .table(table)
+            .call_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        provider.create_table_if_not_exists().await.unwrap();
+        provider
+    }
+
+    fn pool_size(provider: &PgLockProvider) -> u32 {
+        provider.pool().size()
+    }
+
     fn table_name(&self) -> String {
-        testing::unique_table_name("shedlock_pg_java")
+        testing::unique_table_name("shedlock_pg_suite")
     }
 
     fn java_ddl(table: &str) -> String {
@@ -217,30 +238,6 @@ async fn the_session_time_zone_changes_nothing() {
         "{short} never expired for the other zone"
     );
     drop_table(&utc, &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_connection_serves_a_hundred_held_locks() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_pg_one");
-    // The pool this limits is the provider's own: lock calls take it for one statement each.
-    let single = PgLockProvider::pool_options()
-        .max_connections(1)
-        .min_connections(0)
-        .connect(&url)
-        .await
-        .unwrap();
-    let provider = PgLockProvider::builder(single)
-        .table(&table)
-        .call_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    common::hundred_locks_held_at_once(provider.clone()).await;
-    assert!(provider.pool().size() <= 1);
-    drop_table(provider.pool(), &table).await;
 }
 
 #[tokio::test]

@@ -69,6 +69,20 @@ impl common::suite::Store for Db {
             .unwrap()
     }
 
+    async fn on_one_connection(&self, table: &str) -> SqliteLockProvider {
+        let provider = SqliteLockProvider::builder(self.pool(1).await)
+            .table(table)
+            .call_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        provider.create_table_if_not_exists().await.unwrap();
+        provider
+    }
+
+    fn pool_size(provider: &SqliteLockProvider) -> u32 {
+        provider.pool().size()
+    }
+
     fn table_name(&self) -> String {
         shedlock_sqlx::testing::unique_table_name("shedlock")
     }
@@ -153,17 +167,6 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     );
     assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
     assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_connection_serves_a_hundred_held_locks() {
-    let db = Db::new();
-    let provider = SqliteLockProvider::builder(db.pool(1).await)
-        .call_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    common::hundred_locks_held_at_once(provider.clone()).await;
 }
 
 #[tokio::test]

@@ -25,6 +25,10 @@ pub(crate) trait Store: Sized {
     async fn fresh(&self) -> (Self::Provider, String);
     /// Another provider on `table`, on a pool of its own.
     async fn on_table(&self, table: &str) -> Self::Provider;
+    /// A provider on `table` whose pool holds one connection, with a 30 s call timeout.
+    async fn on_one_connection(&self, table: &str) -> Self::Provider;
+    /// How many connections `provider`'s pool holds.
+    fn pool_size(provider: &Self::Provider) -> u32;
     /// A new, unique table name.
     fn table_name(&self) -> String;
     /// Java ShedLock's DDL for this database (no token column) for `table`.
@@ -97,6 +101,17 @@ pub(crate) async fn providers_on_separate_pools_race_and_exactly_one_wins_each_r
     db.drop_table(&table).await;
 }
 
+/// A pool of one connection serves a hundred locks held at once (a connection is taken for
+/// one statement, never while a lock is held).
+pub(crate) async fn one_connection_serves_a_hundred_held_locks<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    let provider = db.on_one_connection(&table).await;
+    super::hundred_locks_held_at_once(provider.clone()).await;
+    assert!(S::pool_size(&provider) <= 1);
+    db.drop_table(&table).await;
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
 macro_rules! store_suite {
     ($store:ty) => {
@@ -105,6 +120,7 @@ macro_rules! store_suite {
             conformance_suite_passes,
             conformance_suite_passes_on_a_java_table_without_tokens,
             providers_on_separate_pools_race_and_exactly_one_wins_each_round,
+            one_connection_serves_a_hundred_held_locks,
         );
     };
     ($store:ty; $($case:ident,)*) => {
