@@ -85,6 +85,12 @@ impl common::suite::Store for My {
         provider.pool().size()
     }
 
+    const MIGRATIONS: &'static str = "mysql";
+
+    async fn create_table(provider: &MySqlLockProvider) {
+        provider.create_table_if_not_exists().await.unwrap();
+    }
+
     fn table_name(&self) -> String {
         testing::unique_table_name("shedlock_my_suite")
     }
@@ -344,33 +350,6 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
         .unwrap();
     common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
     drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn a_missing_table_names_the_table_and_the_ddl() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_my_missing");
-    let provider = MySqlLockProvider::builder(pool(&url).await)
-        .table(&table)
-        .build()
-        .unwrap();
-    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
-    let message = err.to_string();
-    assert!(message.contains(&table), "{message}");
-    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
-    assert!(
-        message.contains("migrations/mysql/0001_shedlock.sql"),
-        "{message}"
-    );
-
-    provider.create_table_if_not_exists().await.unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    drop_table(provider.pool(), &table).await;
-    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
 }
 
 #[tokio::test]

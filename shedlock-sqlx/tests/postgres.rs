@@ -83,6 +83,12 @@ impl common::suite::Store for Pg {
         provider.pool().size()
     }
 
+    const MIGRATIONS: &'static str = "postgres";
+
+    async fn create_table(provider: &PgLockProvider) {
+        provider.create_table_if_not_exists().await.unwrap();
+    }
+
     fn table_name(&self) -> String {
         testing::unique_table_name("shedlock_pg_suite")
     }
@@ -267,35 +273,6 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
         .unwrap();
     common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
     drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn a_missing_table_names_the_table_and_the_ddl() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_pg_missing");
-    let provider = PgLockProvider::builder(pool(&url).await)
-        .table(&table)
-        .build()
-        .unwrap();
-    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
-    let message = err.to_string();
-    assert!(message.contains(&table), "{message}");
-    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
-    assert!(
-        message.contains("migrations/postgres/0001_shedlock.sql"),
-        "{message}"
-    );
-
-    // Created later: the provider picks it up without a restart.
-    provider.create_table_if_not_exists().await.unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    // Dropped while running: the statement's own error says the same.
-    drop_table(provider.pool(), &table).await;
-    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
 }
 
 #[tokio::test]

@@ -29,6 +29,10 @@ pub(crate) trait Store: Sized {
     async fn on_one_connection(&self, table: &str) -> Self::Provider;
     /// How many connections `provider`'s pool holds.
     fn pool_size(provider: &Self::Provider) -> u32;
+    /// The folder of the database's migration files.
+    const MIGRATIONS: &'static str;
+    /// Creates `provider`'s table.
+    async fn create_table(provider: &Self::Provider);
     /// A new, unique table name.
     fn table_name(&self) -> String;
     /// Java ShedLock's DDL for this database (no token column) for `table`.
@@ -112,6 +116,27 @@ pub(crate) async fn one_connection_serves_a_hundred_held_locks<S: Store>() {
     db.drop_table(&table).await;
 }
 
+/// A missing table is an error that names the table and the DDL to run; a table created later
+/// is picked up without a restart, and one dropped while running is reported the same way.
+pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    let provider = db.on_table(&table).await;
+    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+    assert!(err.is_missing_table(), "{err}");
+    let message = err.to_string();
+    assert!(message.contains(&table), "{message}");
+    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
+    let migration = format!("migrations/{}/0001_shedlock.sql", S::MIGRATIONS);
+    assert!(message.contains(&migration), "{message}");
+
+    S::create_table(&provider).await;
+    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+    db.drop_table(&table).await;
+    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
+    assert!(err.is_missing_table(), "{err}");
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
 macro_rules! store_suite {
     ($store:ty) => {
@@ -121,6 +146,7 @@ macro_rules! store_suite {
             conformance_suite_passes_on_a_java_table_without_tokens,
             providers_on_separate_pools_race_and_exactly_one_wins_each_round,
             one_connection_serves_a_hundred_held_locks,
+            a_missing_table_names_the_table_and_the_ddl,
         );
     };
     ($store:ty; $($case:ident,)*) => {
