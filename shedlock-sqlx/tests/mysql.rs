@@ -41,78 +41,11 @@ async fn drop_table(pool: &MySqlPool, table: &str) {
         .expect("drop table");
 }
 
-/// MySQL/MariaDB for the shared cases.
-struct My {
-    url: String,
+common::suite::server_store! {
+    /// MySQL/MariaDB for the shared cases.
+    My(MySqlLockProvider), url: testing::mysql_url, tables: "shedlock_my_suite",
+    migrations: "mysql"
 }
-
-impl common::suite::Store for My {
-    type Provider = MySqlLockProvider;
-
-    async fn open() -> Option<Self> {
-        testing::mysql_url().map(|url| Self { url })
-    }
-
-    async fn fresh(&self) -> (MySqlLockProvider, String) {
-        fresh(&self.url).await
-    }
-
-    async fn on_table(&self, table: &str) -> MySqlLockProvider {
-        MySqlLockProvider::builder(pool(&self.url).await)
-            .table(table)
-            .build()
-            .unwrap()
-    }
-
-    async fn on_one_connection(&self, table: &str) -> MySqlLockProvider {
-        // The pool this limits is the provider's own: lock calls take it for one statement each.
-        let single = MySqlLockProvider::pool_options()
-            .max_connections(1)
-            .min_connections(0)
-            .connect(&self.url)
-            .await
-            .unwrap();
-        let provider = MySqlLockProvider::builder(single)
-            .table(table)
-            .call_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
-        provider.create_table_if_not_exists().await.unwrap();
-        provider
-    }
-
-    fn pool_size(provider: &MySqlLockProvider) -> u32 {
-        provider.pool().size()
-    }
-
-    const MIGRATIONS: &'static str = "mysql";
-
-    async fn create_table(provider: &MySqlLockProvider) {
-        provider.create_table_if_not_exists().await.unwrap();
-    }
-
-    fn table_name(&self) -> String {
-        testing::unique_table_name("shedlock_my_suite")
-    }
-
-    fn java_ddl(table: &str) -> String {
-        java_ddl(table)
-    }
-
-    async fn execute(&self, sql: String) {
-        pool(&self.url)
-            .await
-            .execute(sqlx::AssertSqlSafe(sql))
-            .await
-            .unwrap();
-    }
-
-    async fn drop_table(&self, table: &str) {
-        drop_table(&pool(&self.url).await, table).await;
-    }
-}
-
-common::suite::store_suite!(My);
 
 /// Java ShedLock's DDL for MySQL/MariaDB (no token column, default collation) for `table`.
 fn java_ddl(table: &str) -> String {

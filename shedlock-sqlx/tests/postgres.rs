@@ -39,78 +39,11 @@ async fn drop_table(pool: &PgPool, table: &str) {
         .expect("drop table");
 }
 
-/// Postgres for the shared cases.
-struct Pg {
-    url: String,
+common::suite::server_store! {
+    /// Postgres for the shared cases.
+    Pg(PgLockProvider), url: testing::postgres_url, tables: "shedlock_pg_suite",
+    migrations: "postgres"
 }
-
-impl common::suite::Store for Pg {
-    type Provider = PgLockProvider;
-
-    async fn open() -> Option<Self> {
-        testing::postgres_url().map(|url| Self { url })
-    }
-
-    async fn fresh(&self) -> (PgLockProvider, String) {
-        fresh(&self.url).await
-    }
-
-    async fn on_table(&self, table: &str) -> PgLockProvider {
-        PgLockProvider::builder(pool(&self.url).await)
-            .table(table)
-            .build()
-            .unwrap()
-    }
-
-    async fn on_one_connection(&self, table: &str) -> PgLockProvider {
-        // The pool this limits is the provider's own: lock calls take it for one statement each.
-        let single = PgLockProvider::pool_options()
-            .max_connections(1)
-            .min_connections(0)
-            .connect(&self.url)
-            .await
-            .unwrap();
-        let provider = PgLockProvider::builder(single)
-            .table(table)
-            .call_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
-        provider.create_table_if_not_exists().await.unwrap();
-        provider
-    }
-
-    fn pool_size(provider: &PgLockProvider) -> u32 {
-        provider.pool().size()
-    }
-
-    const MIGRATIONS: &'static str = "postgres";
-
-    async fn create_table(provider: &PgLockProvider) {
-        provider.create_table_if_not_exists().await.unwrap();
-    }
-
-    fn table_name(&self) -> String {
-        testing::unique_table_name("shedlock_pg_suite")
-    }
-
-    fn java_ddl(table: &str) -> String {
-        java_ddl(table)
-    }
-
-    async fn execute(&self, sql: String) {
-        pool(&self.url)
-            .await
-            .execute(sqlx::AssertSqlSafe(sql))
-            .await
-            .unwrap();
-    }
-
-    async fn drop_table(&self, table: &str) {
-        drop_table(&pool(&self.url).await, table).await;
-    }
-}
-
-common::suite::store_suite!(Pg);
 
 /// Java ShedLock's DDL (no token column) for `table`.
 fn java_ddl(table: &str) -> String {

@@ -160,3 +160,88 @@ macro_rules! store_suite {
 }
 
 pub(crate) use store_suite;
+
+/// The [`Store`] of a database server reached through a URL, for a test file that defines
+/// `pool(url)`, `fresh(url)`, `drop_table(pool, table)` and `java_ddl(table)`; then the cases.
+macro_rules! server_store {
+    (
+        $(#[$doc:meta])*
+        $store:ident($provider:ident), url: $url:path, tables: $tables:literal,
+        migrations: $migrations:literal
+    ) => {
+        $(#[$doc])*
+        struct $store {
+            url: String,
+        }
+
+        impl $crate::common::suite::Store for $store {
+            type Provider = $provider;
+
+            async fn open() -> Option<Self> {
+                $url().map(|url| Self { url })
+            }
+
+            async fn fresh(&self) -> ($provider, String) {
+                fresh(&self.url).await
+            }
+
+            async fn on_table(&self, table: &str) -> $provider {
+                $provider::builder(pool(&self.url).await)
+                    .table(table)
+                    .build()
+                    .unwrap()
+            }
+
+            async fn on_one_connection(&self, table: &str) -> $provider {
+                // The pool this limits is the provider's own: lock calls take it for one statement each.
+                let single = $provider::pool_options()
+                    .max_connections(1)
+                    .min_connections(0)
+                    .connect(&self.url)
+                    .await
+                    .unwrap();
+                let provider = $provider::builder(single)
+                    .table(table)
+                    .call_timeout(::std::time::Duration::from_secs(30))
+                    .build()
+                    .unwrap();
+                provider.create_table_if_not_exists().await.unwrap();
+                provider
+            }
+
+            fn pool_size(provider: &$provider) -> u32 {
+                provider.pool().size()
+            }
+
+            const MIGRATIONS: &'static str = $migrations;
+
+            async fn create_table(provider: &$provider) {
+                provider.create_table_if_not_exists().await.unwrap();
+            }
+
+            fn table_name(&self) -> String {
+                testing::unique_table_name($tables)
+            }
+
+            fn java_ddl(table: &str) -> String {
+                java_ddl(table)
+            }
+
+            async fn execute(&self, sql: String) {
+                pool(&self.url)
+                    .await
+                    .execute(sqlx::AssertSqlSafe(sql))
+                    .await
+                    .unwrap();
+            }
+
+            async fn drop_table(&self, table: &str) {
+                drop_table(&pool(&self.url).await, table).await;
+            }
+        }
+
+        $crate::common::suite::store_suite!($store);
+    };
+}
+
+pub(crate) use server_store;
