@@ -6,7 +6,8 @@ use std::time::Duration;
 use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
 use sqlx::{Database, Pool};
 
-use crate::ident::{Quote, Reserved, TableName, check_ident};
+use crate::dialect::Dialect;
+use crate::ident::{Quote, TableName, check_ident};
 
 /// Java ShedLock's table name, the default.
 pub const DEFAULT_TABLE: &str = "shedlock";
@@ -90,6 +91,17 @@ impl ColumnNames {
         ]
     }
 
+    /// The names, in the order `name, lock_until, locked_at, locked_by, fencing_token`.
+    pub(crate) fn each(&self) -> (&str, &str, &str, &str, &str) {
+        (
+            &self.name,
+            &self.lock_until,
+            &self.locked_at,
+            &self.locked_by,
+            &self.fencing_token,
+        )
+    }
+
     pub(crate) fn quoted(&self, quote: Quote) -> Self {
         Self {
             name: quote.quote(&self.name),
@@ -123,26 +135,6 @@ impl Settings {
             call_timeout: DEFAULT_CALL_TIMEOUT,
         }
     }
-}
-
-/// The database a builder is for, and so the names it reserves (see [`Reserved`]).
-pub(crate) trait Dialect: Database {
-    const RESERVED: Reserved;
-}
-
-#[cfg(feature = "postgres")]
-impl Dialect for sqlx::Postgres {
-    const RESERVED: Reserved = Reserved::Postgres;
-}
-
-#[cfg(feature = "mysql")]
-impl Dialect for sqlx::MySql {
-    const RESERVED: Reserved = Reserved::MySql;
-}
-
-#[cfg(feature = "sqlite")]
-impl Dialect for sqlx::Sqlite {
-    const RESERVED: Reserved = Reserved::Sqlite;
 }
 
 impl<DB: Database> LockProviderBuilder<DB> {

@@ -104,11 +104,15 @@
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod builder;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod dialect;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod ident;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod provider;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -1,20 +1,18 @@
 //! [`MySqlLockProvider`]: locks in a MySQL or MariaDB table, on the database server's clock.
 
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use shedlock_core::{Error, LockProvider, LockRecord, Result};
-use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlQueryResult};
+use shedlock_core::{Error, LockRecord, Result};
+use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlQueryResult, MySqlRow};
+use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, Executor as _, Row};
 
-use crate::builder::{LockProviderBuilder, Settings};
-use crate::ident::Quote;
-use crate::store::{
-    Call, DEFAULT_POOL_SIZE, Schema, Store, check_name_capacity, millis_ceil, utc_from_micros,
-};
+use crate::builder::ColumnNames;
+use crate::dialect::{Acquire, Attempt, Dialect, Extend, Fault, Map, Role, Statements};
+use crate::ident::{Quote, Reserved};
+use crate::provider::{Provider, sql_lock_provider};
+use crate::store::{Call, Store, millis_ceil, utc_from_micros};
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
 /// executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2), MySQL ignores it.
@@ -31,7 +29,8 @@ const SEED_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC
 /// The session setting of the dedicated pool's connections.
 const SET_UTC: &str = "SET time_zone = '+00:00'";
 
-/// A [`LockProvider`] on a MySQL or MariaDB table: Java ShedLock's layout (`shedlock(name,
+sql_lock_provider! {
+/// A [`LockProvider`](shedlock_core::LockProvider) on a MySQL or MariaDB table: Java ShedLock's layout (`shedlock(name,
 /// lock_until, locked_at, locked_by)`), plus a `fencing_token` column where the table has one.
 ///
 /// # Table
@@ -54,7 +53,7 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// and `utf8mb4` stores any Unicode name. Java ShedLock's own DDL works too (without the token
 /// column, tokens are `None`; with a case-insensitive collation the provider logs a warning once).
 /// On first use the provider reads the table's columns once and fails with
-/// [`Error::is_missing_table`] or [`Error::is_schema`] if the table is missing or does not fit
+/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) or [`Error::is_schema`](shedlock_core::Error::is_schema) if the table is missing or does not fit
 /// (time columns must be `TIMESTAMP(3)` or `DATETIME(3)` or finer; `locked_at` must not have
 /// `ON UPDATE`); a failed check is retried on the next call. `TIMESTAMP` columns cannot hold a
 /// time after 2038-01-19 03:14:07 UTC on MySQL and on MariaDB before 11.5, so a `lock_until`
@@ -93,7 +92,7 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// the recreated row starts from the database clock in microseconds, above every earlier token
 /// unless the clock was set back or the lock was taken more than once per microsecond on
 /// average. A Java service's acquisitions leave the token unchanged (they carry none), so
-/// [`holder`](LockProvider::holder) reports the last token a Rust acquisition set while Java
+/// [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust acquisition set while Java
 /// holds the lock.
 ///
 /// # Pool, timeouts and failures
@@ -114,7 +113,7 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// repeated, an acquire then returns `Ok(None)` and the lock stays held until its `at_most`, as
 /// after a timed-out acquire; extends and releases are safe to repeat.
 ///
-/// Every call has a deadline ([`call_timeout`](LockProviderBuilder::call_timeout), 5 s by
+/// Every call has a deadline ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the checkout and the statements; the connection of a call that timed out is
 /// closed, never returned to the pool. **A timed-out acquire may have committed**: the lock is
 /// then held until its `at_most` ends.
@@ -132,163 +131,102 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 /// executor.execute(&cfg, async { /* the job */ }).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct MySqlLockProvider {
-    inner: Arc<Inner>,
+    pub struct MySqlLockProvider(MySql);
+    url: "mysql://app@db/app",
+    offline url: "mysql://localhost/app",
+    /// Every new connection also runs `SET time_zone = '+00:00'` (after any of your connect
+    /// options).
+    fn pool_options;
 }
 
-struct Inner {
-    store: Store<MySql>,
-    /// Statements for a table without (`[0]`) and with (`[1]`) the token column.
-    sql: [Statements; 2],
-    columns_sql: Arc<str>,
-    unique_sql: Arc<str>,
-    ddl: String,
-}
-
-struct Statements {
-    /// Takes an expired row; `LAST_INSERT_ID` = the new token (or `locked_at` in µs) if taken.
-    update: Arc<str>,
+/// MySQL has no `RETURNING`: an acquire's statements report a win through `LAST_INSERT_ID`.
+pub(crate) struct Extra {
     /// Inserts a missing row; `LAST_INSERT_ID` = the token (or `locked_at` in µs) if inserted.
-    insert: Arc<str>,
+    insert: std::sync::Arc<str>,
     /// Reads a won row back by its token (tables with tokens only).
-    read_back: Arc<str>,
-    extend: Arc<str>,
-    release: Arc<str>,
-    holder: Arc<str>,
+    read_back: std::sync::Arc<str>,
 }
 
-impl MySqlLockProvider {
-    /// A provider over `pool` with Java ShedLock's defaults (table `shedlock`, 5 s call
-    /// timeout); see [`builder`](Self::builder) for the settings.
-    ///
-    /// ```no_run
-    /// use shedlock_sqlx::MySqlLockProvider;
-    ///
-    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-    /// let pool = MySqlLockProvider::pool_options().connect("mysql://app@db/app").await?;
-    /// let provider = MySqlLockProvider::new(pool);
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn new(pool: MySqlPool) -> Self {
-        Self::from_parts(pool, Settings::defaults())
-    }
+/// One column of the lock table, from `information_schema.columns`.
+pub(crate) struct Column {
+    name: String,
+    /// `data_type`, lowercase.
+    ty: String,
+    len: Option<usize>,
+    precision: Option<i64>,
+    /// `extra`, lowercase (`on update current_timestamp(3)`, …).
+    extra: String,
+    collation: Option<String>,
+}
 
-    /// Starts configuring a provider over `pool`; finish with
-    /// [`build`](LockProviderBuilder::build).
-    pub fn builder(pool: MySqlPool) -> LockProviderBuilder<MySql> {
-        LockProviderBuilder::new(pool)
-    }
+impl Dialect for MySql {
+    const PROVIDER: &'static str = "MySqlLockProvider";
+    type Extra = Extra;
 
-    /// Pool options for a dedicated lock pool: at most 4 connections, one kept open, no ping on
-    /// checkout (`test_before_acquire(false)`), a 5 s acquire timeout, and
-    /// `SET time_zone = '+00:00'` on every new connection (after any of your connect options).
-    ///
-    /// ```no_run
-    /// use shedlock_sqlx::MySqlLockProvider;
-    ///
-    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-    /// let pool = MySqlLockProvider::pool_options()
-    ///     .max_connections(8)
-    ///     .connect("mysql://app@db/app")
-    ///     .await?;
-    /// let provider = MySqlLockProvider::builder(pool).table("job_locks").build()?;
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn pool_options() -> MySqlPoolOptions {
-        MySqlPoolOptions::new()
-            .max_connections(DEFAULT_POOL_SIZE)
-            .min_connections(1)
-            .test_before_acquire(false)
-            .acquire_timeout(shedlock_core::DEFAULT_CALL_TIMEOUT)
-            .after_connect(|conn, _meta| {
-                Box::pin(async move {
-                    conn.execute(SET_UTC).await?;
-                    Ok(())
-                })
-            })
-    }
-
-    /// A provider with a dedicated pool ([`pool_options`](Self::pool_options)) connected to
-    /// `url`, and the default settings. It opens one connection now, so a wrong URL or
-    /// password fails here.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_backend`] if the URL is invalid or the server cannot be reached.
-    pub async fn connect(url: &str) -> Result<Self> {
-        let pool = Self::pool_options()
-            .connect(url)
-            .await
-            .map_err(|e| Error::backend("connect to MySQL/MariaDB", e))?;
-        Ok(Self::new(pool))
-    }
-
-    /// Like [`connect`](Self::connect), but connects on first use (startup does not need the
-    /// database).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_backend`] if the URL is invalid.
-    pub fn connect_lazy(url: &str) -> Result<Self> {
-        let pool = Self::pool_options()
-            .connect_lazy(url)
-            .map_err(|e| Error::backend("parse the MySQL/MariaDB URL", e))?;
-        Ok(Self::new(pool))
-    }
-
-    fn from_parts(pool: MySqlPool, settings: Settings) -> Self {
-        let quote = Quote::Backtick;
-        let table = settings.table.quoted(quote);
-        let cols = settings.columns.quoted(quote);
-        let (name, until, at, by, tok) = (
-            &cols.name,
-            &cols.lock_until,
-            &cols.locked_at,
-            &cols.locked_by,
-            &cols.fencing_token,
-        );
+    fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<Extra> {
+        let (name, until, at, by, tok) = cols.each();
         let expired = format!("{until} <= {NOW}");
-        let statements = |token: bool| {
-            // How the statements report a win through LAST_INSERT_ID(expr): with a token column
-            // the new token; without, `locked_at` in microseconds (`0 * LAST_INSERT_ID(x)` adds
-            // nothing to the value it sits in).
-            let (take_tok, locked_at_value, ins_col, ins_val, same, ret_tok) = if token {
-                (
-                    format!(
-                        "{tok} = IF({expired}, LAST_INSERT_ID(GREATEST({tok} + 1, {SEED_MICROS})), {tok}), "
-                    ),
-                    NOW.to_owned(),
-                    format!(", {tok}"),
-                    format!(", LAST_INSERT_ID({SEED_MICROS})"),
-                    format!("{tok} = ?"),
-                    tok.clone(),
-                )
-            } else {
-                (
-                    String::new(),
-                    format!("TIMESTAMPADD(MICROSECOND, 0 * LAST_INSERT_ID({NOW_MICROS}), {NOW})"),
-                    String::new(),
-                    String::new(),
-                    format!("{at} = ?"),
-                    "CAST(NULL AS SIGNED)".to_owned(),
-                )
-            };
-            Statements {
-                // ? owner, ? at_most µs, ? name. `lock_until` is assigned last: the conditions
-                // before it read its old value (MySQL assigns left to right).
-                update: format!(
-                    "{PIN}UPDATE {HINT} {table} SET {take_tok}\
-                     {by} = IF({expired}, ?, {by}), \
-                     {at} = IF({expired}, {locked_at_value}, {at}), \
-                     {until} = IF({expired}, TIMESTAMPADD(MICROSECOND, ?, {NOW}), {until}) \
-                     WHERE {name} = ?"
-                )
-                .into(),
+        // How the statements report a win through LAST_INSERT_ID(expr): with a token column the
+        // new token; without, `locked_at` in microseconds (`0 * LAST_INSERT_ID(x)` adds nothing
+        // to the value it sits in).
+        let (take_tok, locked_at_value, ins_col, ins_val, same, ret_tok) = if token {
+            (
+                format!(
+                    "{tok} = IF({expired}, LAST_INSERT_ID(GREATEST({tok} + 1, {SEED_MICROS})), {tok}), "
+                ),
+                NOW.to_owned(),
+                format!(", {tok}"),
+                format!(", LAST_INSERT_ID({SEED_MICROS})"),
+                format!("{tok} = ?"),
+                tok.to_owned(),
+            )
+        } else {
+            (
+                String::new(),
+                format!("TIMESTAMPADD(MICROSECOND, 0 * LAST_INSERT_ID({NOW_MICROS}), {NOW})"),
+                String::new(),
+                String::new(),
+                format!("{at} = ?"),
+                "CAST(NULL AS SIGNED)".to_owned(),
+            )
+        };
+        Statements {
+            // ? owner, ? at_most µs, ? name: takes an expired row, setting each column to itself
+            // otherwise (so a held lock writes nothing); `LAST_INSERT_ID` = the new token (or
+            // `locked_at` in µs) if taken. `lock_until` is assigned last: the conditions before
+            // it read its old value (MySQL assigns left to right).
+            acquire: format!(
+                "{PIN}UPDATE {HINT} {table} SET {take_tok}\
+                 {by} = IF({expired}, ?, {by}), \
+                 {at} = IF({expired}, {locked_at_value}, {at}), \
+                 {until} = IF({expired}, TIMESTAMPADD(MICROSECOND, ?, {NOW}), {until}) \
+                 WHERE {name} = ?"
+            )
+            .into(),
+            // ? at_most µs, ? name, ? owner, ? token (or locked_at). LAST_INSERT_ID = now µs.
+            extend: format!(
+                "{PIN}UPDATE {HINT} {table} \
+                 SET {until} = TIMESTAMPADD(MICROSECOND, ? + 0 * LAST_INSERT_ID({NOW_MICROS}), {NOW}) \
+                 WHERE {name} = ? AND {by} = ? AND {same} AND {until} > {NOW}"
+            )
+            .into(),
+            // ? at_least µs, ? name, ? owner, ? token (or locked_at).
+            release: format!(
+                "{PIN}UPDATE {HINT} {table} \
+                 SET {until} = GREATEST({NOW}, TIMESTAMPADD(MICROSECOND, ?, {at})) \
+                 WHERE {name} = ? AND {by} = ? AND {same}"
+            )
+            .into(),
+            // ? name.
+            holder: format!(
+                "{PIN}SELECT {HINT} {by}, {at}, {until}, {ret_tok} FROM {table} \
+                 WHERE {name} = ? AND {until} > {NOW}"
+            )
+            .into(),
+            extra: Extra {
                 // ? name, ? at_most µs, ? owner. On a duplicate (inserted concurrently) it
-                // changes nothing and resets LAST_INSERT_ID to 0.
+                // changes nothing and resets LAST_INSERT_ID to 0: no `INSERT IGNORE`, so errors
+                // such as "data too long" stay visible, and no duplicate-key error.
                 insert: format!(
                     "{PIN}INSERT {HINT} INTO {table} ({name}, {until}, {at}, {by}{ins_col}) \
                      VALUES (?, TIMESTAMPADD(MICROSECOND, ?, {NOW}), {locked_at_value}, ?{ins_val}) \
@@ -300,107 +238,92 @@ impl MySqlLockProvider {
                     "{PIN}SELECT {HINT} {at}, {until} FROM {table} WHERE {name} = ? AND {tok} = ?"
                 )
                 .into(),
-                // ? at_most µs, ? name, ? owner, ? token (or locked_at). LAST_INSERT_ID = now µs.
-                extend: format!(
-                    "{PIN}UPDATE {HINT} {table} \
-                     SET {until} = TIMESTAMPADD(MICROSECOND, ? + 0 * LAST_INSERT_ID({NOW_MICROS}), {NOW}) \
-                     WHERE {name} = ? AND {by} = ? AND {same} AND {until} > {NOW}"
-                )
-                .into(),
-                // ? at_least µs, ? name, ? owner, ? token (or locked_at).
-                release: format!(
-                    "{PIN}UPDATE {HINT} {table} \
-                     SET {until} = GREATEST({NOW}, TIMESTAMPADD(MICROSECOND, ?, {at})) \
-                     WHERE {name} = ? AND {by} = ? AND {same}"
-                )
-                .into(),
-                holder: format!(
-                    "{PIN}SELECT {HINT} {by}, {at}, {until}, {ret_tok} FROM {table} \
-                     WHERE {name} = ? AND {until} > {NOW}"
-                )
-                .into(),
-            }
+            },
+        }
+    }
+
+    /// ShedLock's millisecond precision; the explicit default stops MySQL's implicit
+    /// `DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on a first `TIMESTAMP` column.
+    const TIME_COLUMN: &'static str = "TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)";
+    const TOKEN_COLUMN: &'static str = "BIGINT NOT NULL DEFAULT 0";
+    /// `utf8mb4` stores any name; the binary collation makes names compare exactly.
+    const TABLE_OPTIONS: &'static str =
+        " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
+
+    /// Microseconds (of a duration rounded up to whole milliseconds, as `TIMESTAMP(3)` keeps).
+    type Span = i64;
+    fn span(d: Duration) -> i64 {
+        millis_ceil(d).saturating_mul(1_000)
+    }
+
+    /// The session is in UTC (pinned), so sqlx's `DateTime<Utc>` is the column's value.
+    type Time = DateTime<Utc>;
+    fn time(t: DateTime<Utc>) -> DateTime<Utc> {
+        t
+    }
+
+    fn read_time(row: &MySqlRow, index: usize, map: &Map<'_>) -> Result<DateTime<Utc>> {
+        row.try_get(index).map_err(map)
+    }
+
+    const CONNECT: &'static str = "connect to MySQL/MariaDB";
+    const DATABASE: &'static str = "MySQL/MariaDB";
+    /// Matched rows: sqlx sets `CLIENT_FOUND_ROWS`.
+    fn rows_affected(result: &MySqlQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    /// Pins each new connection's session to UTC, which covers servers that understand
+    /// neither [`PIN`] nor [`HINT`] (such as MySQL 5.7).
+    fn session(options: PoolOptions<Self>) -> PoolOptions<Self> {
+        options.after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute(SET_UTC).await?;
+                Ok(())
+            })
+        })
+    }
+
+    const MIGRATIONS: &'static str = "mysql";
+    const RESERVED: Reserved = Reserved::MySql;
+    fn classify(error: &sqlx::Error) -> Option<Fault> {
+        let sqlx::Error::Database(db) = error else {
+            return None;
         };
-        let sql = [statements(false), statements(true)];
-        let columns_sql = "SELECT CAST(column_name AS CHAR), CAST(data_type AS CHAR), \
+        match db.try_downcast_ref::<MySqlDatabaseError>()?.number() {
+            // ER_NO_SUCH_TABLE
+            1146 => Some(Fault::MissingTable),
+            // ER_BAD_FIELD_ERROR
+            1054 => Some(Fault::Columns(error.to_string())),
+            _ => None,
+        }
+    }
+
+    type TableColumn = Column;
+    /// Two statements: the columns from `information_schema.columns`, then whether the name
+    /// column is alone in a unique index (`information_schema.statistics`).
+    async fn detect<'a>(
+        store: &'a Store<Self>,
+        call: &'a Call,
+        map: &'a Map<'a>,
+    ) -> Result<Option<(Vec<Column>, bool)>> {
+        const COLUMNS: &str = "SELECT CAST(column_name AS CHAR), CAST(data_type AS CHAR), \
              CAST(character_maximum_length AS SIGNED), CAST(datetime_precision AS SIGNED), \
              CAST(extra AS CHAR), CAST(collation_name AS CHAR) \
              FROM information_schema.columns \
-             WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?"
-            .into();
-        let unique_sql = "SELECT COUNT(*) FROM information_schema.statistics s \
+             WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
+        const UNIQUE: &str = "SELECT COUNT(*) FROM information_schema.statistics s \
              WHERE s.table_schema = COALESCE(?, DATABASE()) AND s.table_name = ? \
              AND s.non_unique = 0 AND s.column_name = ? \
              AND (SELECT COUNT(*) FROM information_schema.statistics s2 \
              WHERE s2.table_schema = s.table_schema AND s2.table_name = s.table_name \
-             AND s2.index_name = s.index_name) = 1"
-            .into();
-        let ddl = ddl(&settings);
-        Self {
-            inner: Arc::new(Inner {
-                store: Store::new(pool, settings),
-                sql,
-                columns_sql,
-                unique_sql,
-                ddl,
-            }),
-        }
-    }
-
-    /// The pool this provider runs on.
-    #[must_use]
-    pub fn pool(&self) -> &MySqlPool {
-        &self.inner.store.pool
-    }
-
-    /// The `CREATE TABLE IF NOT EXISTS` statement for the configured table and columns (the
-    /// migration file's statement, for the default names).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let pool = shedlock_sqlx::sqlx::MySqlPool::connect_lazy("mysql://localhost/app")?;
-    /// let provider = shedlock_sqlx::MySqlLockProvider::new(pool);
-    /// assert!(provider.ddl().ends_with("COLLATE = utf8mb4_bin"));
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn ddl(&self) -> &str {
-        &self.inner.ddl
-    }
-
-    /// Creates the lock table (with the fencing-token column) unless it exists.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_backend`] or [`Error::is_timeout`] if the statement failed.
-    pub async fn create_table_if_not_exists(&self) -> Result<()> {
-        let store = &self.inner.store;
-        let call = &store.call("create_table_if_not_exists");
-        let map = |e| self.map_error(e, "create the lock table");
-        store
-            .run(call, map, |mut c| async move {
-                let outcome = call
-                    .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
-                    .await;
-                c.settle(outcome, map).map(drop)
-            })
-            .await
-    }
-
-    async fn schema(&self, call: &Call) -> Result<Schema> {
-        self.inner.store.schema(|| self.detect(call)).await
-    }
-
-    async fn detect(&self, call: &Call) -> Result<Schema> {
-        let store = &self.inner.store;
+             AND s2.index_name = s.index_name) = 1";
         let s = &store.settings;
-        let map = |e| self.map_error(e, "read the lock table's columns");
         let (rows, unique) = store
             .run(call, map, |mut c| async move {
                 let outcome = call
                     .timed(
-                        sqlx::query(AssertSqlSafe(self.inner.columns_sql.clone()))
+                        sqlx::query(COLUMNS)
                             .bind(s.table.schema.as_deref())
                             .bind(&s.table.table)
                             .fetch_all(c.conn()),
@@ -412,7 +335,7 @@ impl MySqlLockProvider {
                 }
                 let outcome = call
                     .timed(
-                        sqlx::query_scalar::<_, i64>(AssertSqlSafe(self.inner.unique_sql.clone()))
+                        sqlx::query_scalar::<_, i64>(UNIQUE)
                             .bind(s.table.schema.as_deref())
                             .bind(&s.table.table)
                             .bind(&s.columns.name)
@@ -423,7 +346,7 @@ impl MySqlLockProvider {
             })
             .await?;
         if rows.is_empty() {
-            return Err(self.missing_table(format!("table {} not found", s.table)));
+            return Ok(None);
         }
         let mut columns = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -444,161 +367,140 @@ impl MySqlLockProvider {
                 collation: row.try_get(5).map_err(map)?,
             });
         }
-        check_columns(s, &columns, unique)
+        Ok(Some((columns, unique)))
     }
 
-    fn statements(&self, schema: Schema) -> &Statements {
-        &self.inner.sql[usize::from(schema.has_token)]
+    /// MySQL column names are case-insensitive.
+    const QUOTE: Quote = Quote::Backtick;
+    fn is_column(column: &Column, name: &str) -> bool {
+        column.name.eq_ignore_ascii_case(name)
     }
 
-    fn missing_table(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
-        Error::missing_table(
-            self.inner.store.settings.table.to_string(),
-            format!(
-                "create it with MySqlLockProvider::create_table_if_not_exists() or the migration \
-                 migrations/mysql/0001_shedlock.sql of shedlock-sqlx, i.e. run: {}",
-                self.inner.ddl
-            ),
-            source,
-        )
+    fn column_len(column: &Column) -> Option<usize> {
+        column.len
     }
 
-    fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
-        let number = match &error {
-            sqlx::Error::Database(db) => db
-                .try_downcast_ref::<MySqlDatabaseError>()
-                .map(MySqlDatabaseError::number),
-            _ => None,
+    fn column_problem(column: &Column, role: Role, name: &str) -> Option<String> {
+        let ty = &column.ty;
+        match role {
+            Role::Name | Role::LockedBy => {
+                if role == Role::Name
+                    && let Some(collation) = &column.collation
+                    && !collation.to_ascii_lowercase().ends_with("_bin")
+                {
+                    tracing::warn!(
+                        column = name,
+                        collation,
+                        "the lock name column has a case-insensitive collation: names that \
+                         differ only in case are one lock (our DDL uses utf8mb4_bin)"
+                    );
+                }
+                let text = [
+                    "varchar",
+                    "char",
+                    "text",
+                    "tinytext",
+                    "mediumtext",
+                    "longtext",
+                ];
+                (!text.contains(&ty.as_str()))
+                    .then(|| format!("column {name} is {ty}, expected VARCHAR"))
+            }
+            Role::LockUntil | Role::LockedAt => time_column_problem(column, role == Role::LockedAt),
+            Role::FencingToken => {
+                (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
+            }
+        }
+    }
+
+    async fn acquire<'a>(at: Attempt<'a, Self>, args: Acquire<'a>) -> Result<Option<LockRecord>> {
+        let Attempt { sql, c, call, map } = at;
+        let mut c = c;
+        let (name, at_most, owner) = (args.name, args.at_most, args.owner);
+        let millis = millis_ceil(at_most);
+        let micros = Self::span(at_most);
+        let outcome = call
+            .timed(
+                sqlx::query(AssertSqlSafe(sql.acquire.clone()))
+                    .bind(owner)
+                    .bind(micros)
+                    .bind(name)
+                    .execute(c.conn()),
+            )
+            .await;
+        let updated = c.settle(outcome, map)?;
+        // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS): 0 = no row. Only then
+        // is the row inserted (a second statement).
+        let won = if updated.rows_affected() > 0 {
+            reported(&updated)
+        } else {
+            let outcome = call
+                .timed(
+                    sqlx::query(AssertSqlSafe(sql.extra.insert.clone()))
+                        .bind(name)
+                        .bind(micros)
+                        .bind(owner)
+                        .execute(c.conn()),
+                )
+                .await;
+            reported(&c.settle(outcome, map)?)
         };
-        match number {
-            // ER_NO_SUCH_TABLE
-            Some(1146) => self.missing_table(error),
-            // ER_BAD_FIELD_ERROR
-            Some(1054) => Error::schema(
-                format!(
-                    "{} does not have the expected columns ({error}); see MySqlLockProvider::ddl()",
-                    self.inner.store.settings.table
-                ),
-                Some(Box::new(error)),
-            ),
-            _ => Error::backend(what, error),
+        let Some(reported) = won else {
+            return Ok(None);
+        };
+        if !args.schema.has_token {
+            let locked_at = utc_from_micros(reported)?;
+            return Ok(Some(LockRecord::new(
+                name,
+                owner,
+                locked_at,
+                plus_millis(locked_at, millis)?,
+            )));
         }
+        // A won acquire on a table with tokens reads the row back (no RETURNING).
+        let outcome = call
+            .timed(
+                sqlx::query(AssertSqlSafe(sql.extra.read_back.clone()))
+                    .bind(name)
+                    .bind(reported)
+                    .fetch_optional(c.conn()),
+            )
+            .await;
+        // No row: the lock (of at most `at_most`) already passed to someone else.
+        let Some(row) = c.settle(outcome, map)? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            LockRecord::new(
+                name,
+                owner,
+                Self::read_time(&row, 0, map)?,
+                Self::read_time(&row, 1, map)?,
+            )
+            .with_fencing_token(Some(reported)),
+        ))
     }
 
-    /// Binds `record`'s identity: its token (from [`Schema::record_token`]), or its
-    /// `locked_at` without a token column.
-    fn bind_identity<'q>(
-        query: sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>,
-        token: Option<i64>,
-        record: &LockRecord,
-    ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
-        match token {
-            Some(token) => query.bind(token),
-            None => query.bind(record.locked_at()),
+    /// The statement reports the server's now through `LAST_INSERT_ID`; the new `lock_until`
+    /// is now + `at_most` (in whole milliseconds, as stored).
+    async fn extend<'a>(at: Attempt<'a, Self>, args: Extend<'a>) -> Result<Option<LockRecord>> {
+        let (record, at_most) = (args.record, args.at_most);
+        let query = Provider::identified(&at.sql.extend, at_most, record, args.token);
+        let (mut c, call, map) = (at.c, at.call, at.map);
+        let outcome = call.timed(query.execute(c.conn())).await;
+        let result = c.settle(outcome, map)?;
+        if result.rows_affected() == 0 {
+            return Ok(None);
         }
+        let now = reported(&result).ok_or_else(|| {
+            Error::backend_message(format!(
+                "extend lock {:?}: the server did not report its time",
+                record.name()
+            ))
+        })?;
+        let lock_until = plus_millis(utc_from_micros(now)?, millis_ceil(at_most))?;
+        Ok(Some(record.clone().with_lock_until(lock_until)))
     }
-}
-
-/// One column of the lock table, from `information_schema.columns`.
-struct Column {
-    name: String,
-    /// `data_type`, lowercase.
-    ty: String,
-    len: Option<usize>,
-    precision: Option<i64>,
-    /// `extra`, lowercase (`on update current_timestamp(3)`, …).
-    extra: String,
-    collation: Option<String>,
-}
-
-/// Checks the columns of the lock table against what the statements need.
-fn check_columns(s: &Settings, columns: &[Column], unique: bool) -> Result<Schema> {
-    let cols = &s.columns;
-    let find = |name: &str| columns.iter().find(|c| c.name.eq_ignore_ascii_case(name));
-    let text = [
-        "varchar",
-        "char",
-        "text",
-        "tinytext",
-        "mediumtext",
-        "longtext",
-    ];
-    let mut problems = Vec::new();
-    let mut name_max = None;
-    let mut owner_max = None;
-    match find(&cols.name) {
-        None => problems.push(format!("column {} is missing", cols.name)),
-        Some(col) => {
-            if !text.contains(&col.ty.as_str()) {
-                problems.push(format!(
-                    "column {} is {}, expected VARCHAR",
-                    cols.name, col.ty
-                ));
-            }
-            if !unique {
-                problems.push(format!(
-                    "column {} is not the primary key (nor alone in a unique index)",
-                    cols.name
-                ));
-            }
-            name_max = col.len;
-            if let Some(collation) = &col.collation
-                && !collation.to_ascii_lowercase().ends_with("_bin")
-            {
-                tracing::warn!(
-                    table = %s.table,
-                    collation,
-                    "the lock name column has a case-insensitive collation: names that differ \
-                     only in case are one lock (our DDL uses utf8mb4_bin)"
-                );
-            }
-        }
-    }
-    match find(&cols.locked_by) {
-        None => problems.push(format!("column {} is missing", cols.locked_by)),
-        Some(col) => {
-            if !text.contains(&col.ty.as_str()) {
-                problems.push(format!(
-                    "column {} is {}, expected VARCHAR",
-                    cols.locked_by, col.ty
-                ));
-            }
-            owner_max = col.len;
-        }
-    }
-    for time in [&cols.lock_until, &cols.locked_at] {
-        match find(time) {
-            None => problems.push(format!("column {time} is missing")),
-            Some(col) => problems.extend(time_column_problem(col, time == &cols.locked_at)),
-        }
-    }
-    let has_token = match find(&cols.fencing_token) {
-        None => false,
-        Some(col) if col.ty == "bigint" => true,
-        Some(col) => {
-            problems.push(format!(
-                "column {} is {}, expected BIGINT",
-                cols.fencing_token, col.ty
-            ));
-            false
-        }
-    };
-    if !problems.is_empty() {
-        return Err(Error::schema(
-            format!(
-                "{}: {}; see the DDL of MySqlLockProvider::ddl()",
-                s.table,
-                problems.join("; ")
-            ),
-            None,
-        ));
-    }
-    check_name_capacity(s, name_max)?;
-    tracing::debug!(table = %s.table, has_token, "lock table checked");
-    Ok(Schema {
-        has_token,
-        owner_max,
-    })
 }
 
 /// What is wrong with a time column, if anything.
@@ -639,232 +541,10 @@ fn plus_millis(at: DateTime<Utc>, millis: i64) -> Result<DateTime<Utc>> {
         .ok_or_else(|| Error::backend_message(format!("compute {at} + {millis} ms: out of range")))
 }
 
-/// The DDL for `settings` (the migration file's, for the default names).
-fn ddl(settings: &Settings) -> String {
-    let q = Quote::Backtick;
-    let t = settings.table.quoted(q);
-    let c = settings.columns.quoted(q);
-    format!(
-        "CREATE TABLE IF NOT EXISTS {t} (\n    \
-         {} VARCHAR({}) NOT NULL,\n    \
-         {} TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),\n    \
-         {} TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),\n    \
-         {} VARCHAR(255) NOT NULL,\n    \
-         {} BIGINT NOT NULL DEFAULT 0,\n    \
-         PRIMARY KEY ({})\n) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin",
-        c.name,
-        settings.max_name_len,
-        c.lock_until,
-        c.locked_at,
-        c.locked_by,
-        c.fencing_token,
-        c.name
-    )
-}
-
-impl LockProviderBuilder<MySql> {
-    /// Checks the settings and builds the provider (no database access yet).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_invalid_config`] for a table or column name that is not a plain identifier
-    /// (optionally `schema.table`), two columns with one name, a `max_name_len` of 0 or above
-    /// 10,000, or a zero call timeout.
-    pub fn build(self) -> Result<MySqlLockProvider> {
-        let (pool, settings) = self.into_parts()?;
-        Ok(MySqlLockProvider::from_parts(pool, settings))
-    }
-}
-
-#[async_trait]
-impl LockProvider for MySqlLockProvider {
-    async fn acquire(
-        &self,
-        name: &str,
-        at_most: Duration,
-        owner: &str,
-    ) -> Result<Option<LockRecord>> {
-        let store = &self.inner.store;
-        store.check_name(name)?;
-        shedlock_core::validate_at_most(at_most)?;
-        let call = &store.call("acquire");
-        let schema = self.schema(call).await?;
-        schema.check_owner(owner)?;
-        let sql = self.statements(schema);
-        let millis = millis_ceil(at_most);
-        let micros = millis.saturating_mul(1_000);
-        let what = || format!("acquire lock {name:?}");
-        let map = |e| self.map_error(e, &what());
-        // Repeating after a lost connection is safe: if the lost UPDATE or INSERT had won, the
-        // repeat finds the row held (by this call, until `at_most`) and returns `None`.
-        store
-            .run(call, map, |mut c| async move {
-                let outcome = call
-                    .timed(
-                        sqlx::query(AssertSqlSafe(sql.update.clone()))
-                            .bind(owner)
-                            .bind(micros)
-                            .bind(name)
-                            .execute(c.conn()),
-                    )
-                    .await;
-                let updated = c.settle(outcome, map)?;
-                // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS): 0 = no row.
-                let won = if updated.rows_affected() > 0 {
-                    reported(&updated)
-                } else {
-                    let outcome = call
-                        .timed(
-                            sqlx::query(AssertSqlSafe(sql.insert.clone()))
-                                .bind(name)
-                                .bind(micros)
-                                .bind(owner)
-                                .execute(c.conn()),
-                        )
-                        .await;
-                    reported(&c.settle(outcome, map)?)
-                };
-                let Some(reported) = won else {
-                    return Ok(None);
-                };
-                if !schema.has_token {
-                    let locked_at = utc_from_micros(reported)?;
-                    return Ok(Some(LockRecord::new(
-                        name,
-                        owner,
-                        locked_at,
-                        plus_millis(locked_at, millis)?,
-                    )));
-                }
-                let outcome = call
-                    .timed(
-                        sqlx::query(AssertSqlSafe(sql.read_back.clone()))
-                            .bind(name)
-                            .bind(reported)
-                            .fetch_optional(c.conn()),
-                    )
-                    .await;
-                // No row: the lock (of at most `at_most`) already passed to someone else.
-                let Some(row) = c.settle(outcome, map)? else {
-                    return Ok(None);
-                };
-                let locked_at: DateTime<Utc> = row.try_get(0).map_err(map)?;
-                let lock_until: DateTime<Utc> = row.try_get(1).map_err(map)?;
-                Ok(Some(
-                    LockRecord::new(name, owner, locked_at, lock_until)
-                        .with_fencing_token(Some(reported)),
-                ))
-            })
-            .await
-    }
-
-    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
-        shedlock_core::validate_at_most(at_most)?;
-        let store = &self.inner.store;
-        let call = &store.call("extend");
-        let schema = self.schema(call).await?;
-        let millis = millis_ceil(at_most);
-        let what = || format!("extend lock {:?}", record.name());
-        let map = |e| self.map_error(e, &what());
-        let token = schema.record_token(record)?;
-        let sql = &self.statements(schema).extend;
-        let result = store
-            .run(call, map, |mut c| async move {
-                let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(millis.saturating_mul(1_000))
-                    .bind(record.name())
-                    .bind(record.owner());
-                let query = Self::bind_identity(query, token, record);
-                let outcome = call.timed(query.execute(c.conn())).await;
-                c.settle(outcome, map)
-            })
-            .await?;
-        if result.rows_affected() == 0 {
-            return Ok(None);
-        }
-        let now = reported(&result).ok_or_else(|| {
-            Error::backend_message(format!(
-                "extend lock {:?}: the server did not report its time",
-                record.name()
-            ))
-        })?;
-        let lock_until = plus_millis(utc_from_micros(now)?, millis)?;
-        Ok(Some(record.clone().with_lock_until(lock_until)))
-    }
-
-    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
-        shedlock_core::validate_at_least(at_least)?;
-        let store = &self.inner.store;
-        let call = &store.call("release");
-        let schema = self.schema(call).await?;
-        let what = || format!("release lock {:?}", record.name());
-        let map = |e| self.map_error(e, &what());
-        let token = schema.record_token(record)?;
-        let sql = &self.statements(schema).release;
-        let done = store
-            .run(call, map, |mut c| async move {
-                let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(millis_ceil(at_least).saturating_mul(1_000))
-                    .bind(record.name())
-                    .bind(record.owner());
-                let query = Self::bind_identity(query, token, record);
-                let outcome = call.timed(query.execute(c.conn())).await;
-                c.settle(outcome, map)
-            })
-            .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
-        let store = &self.inner.store;
-        store.check_name(name)?;
-        let call = &store.call("holder");
-        let schema = self.schema(call).await?;
-        let what = || format!("read lock {name:?}");
-        let map = |e| self.map_error(e, &what());
-        let sql = &self.statements(schema).holder;
-        let row = store
-            .run(call, map, |mut c| async move {
-                let outcome = call
-                    .timed(
-                        sqlx::query(AssertSqlSafe(sql.clone()))
-                            .bind(name)
-                            .fetch_optional(c.conn()),
-                    )
-                    .await;
-                c.settle(outcome, map)
-            })
-            .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let owner: String = row.try_get(0).map_err(map)?;
-        let locked_at: DateTime<Utc> = row.try_get(1).map_err(map)?;
-        let lock_until: DateTime<Utc> = row.try_get(2).map_err(map)?;
-        let token: Option<i64> = row.try_get(3).map_err(map)?;
-        Ok(Some(
-            LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(token),
-        ))
-    }
-
-    fn max_name_len(&self) -> usize {
-        self.inner.store.settings.max_name_len
-    }
-}
-
-impl fmt::Debug for MySqlLockProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.inner.store.settings;
-        f.debug_struct("MySqlLockProvider")
-            .field("table", &s.table.to_string())
-            .field("max_name_len", &s.max_name_len)
-            .field("call_timeout", &s.call_timeout)
-            .finish_non_exhaustive()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use sqlx::MySqlPool;
+
     use super::*;
 
     #[tokio::test]
@@ -874,8 +554,14 @@ mod tests {
             .table("app.locks")
             .build()
             .expect("valid settings");
-        for s in &p.inner.sql {
-            for sql in [&s.update, &s.insert, &s.extend, &s.release, &s.holder] {
+        for s in p.0.all_statements() {
+            for sql in [
+                &s.acquire,
+                &s.extra.insert,
+                &s.extend,
+                &s.release,
+                &s.holder,
+            ] {
                 assert!(sql.starts_with(PIN), "{sql}");
                 assert!(sql.contains(HINT), "{sql}");
                 assert!(sql.contains("`app`.`locks`"), "{sql}");

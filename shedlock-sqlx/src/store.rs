@@ -380,7 +380,6 @@ impl Schema {
 }
 
 /// The checks every detection makes once it has read the columns.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn check_name_capacity(settings: &Settings, name_max: Option<usize>) -> Result<()> {
     match name_max {
         Some(max) if max < settings.max_name_len => Err(Error::schema(

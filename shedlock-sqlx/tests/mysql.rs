@@ -4,7 +4,6 @@
 mod common;
 
 use std::str::FromStr as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
@@ -12,7 +11,6 @@ use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, testing};
-use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -43,6 +41,12 @@ async fn drop_table(pool: &MySqlPool, table: &str) {
         .expect("drop table");
 }
 
+common::suite::server_store! {
+    /// MySQL/MariaDB for the shared cases.
+    My(MySqlLockProvider), url: testing::mysql_url, tables: "shedlock_my_suite",
+    migrations: "mysql"
+}
+
 /// Java ShedLock's DDL for MySQL/MariaDB (no token column, default collation) for `table`.
 fn java_ddl(table: &str) -> String {
     format!(
@@ -69,37 +73,6 @@ async fn zoned_pool(url: &str, zone: &'static str) -> MySqlPool {
         .connect_with(options)
         .await
         .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    ConformanceSuite::new(provider.clone()).run().await;
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes_on_a_java_table_without_tokens() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let pool = pool(&url).await;
-    let table = testing::unique_table_name("shedlock_my_java");
-    pool.execute(sqlx::AssertSqlSafe(java_ddl(&table)))
-        .await
-        .unwrap();
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
-    assert_eq!(record.fencing_token(), None, "no token column, no token");
-    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
-    drop_table(&pool, &table).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,77 +256,6 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     drop_table(provider.pool(), &table).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (first, table) = fresh(&url).await;
-    let mut providers = vec![first];
-    for _ in 0..3 {
-        providers.push(
-            MySqlLockProvider::builder(pool(&url).await)
-                .table(&table)
-                .build()
-                .unwrap(),
-        );
-    }
-    // Each round races on a new, missing row (the insert path) and then on the existing row.
-    for round in 0..20 {
-        for name in [format!("race-{round}"), format!("race-{round}")] {
-            let barrier = Arc::new(Barrier::new(providers.len()));
-            let racers: Vec<_> = providers
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
-                    tokio::spawn(async move {
-                        barrier.wait().await;
-                        p.acquire(&name, MIN, &format!("racer-{i}")).await
-                    })
-                })
-                .collect();
-            let mut winners = Vec::new();
-            for racer in racers {
-                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                    winners.push(record);
-                }
-            }
-            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-            assert!(
-                providers[0]
-                    .release(&winners[0], Duration::ZERO)
-                    .await
-                    .unwrap()
-            );
-        }
-    }
-    drop_table(providers[0].pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_connection_serves_a_hundred_held_locks() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_my_one");
-    let single = MySqlLockProvider::pool_options()
-        .max_connections(1)
-        .min_connections(0)
-        .connect(&url)
-        .await
-        .unwrap();
-    let provider = MySqlLockProvider::builder(single)
-        .table(&table)
-        .call_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    common::hundred_locks_held_at_once(provider.clone()).await;
-    assert!(provider.pool().size() <= 1);
-    drop_table(provider.pool(), &table).await;
-}
-
 #[tokio::test]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let Some(url) = testing::mysql_url() else {
@@ -381,33 +283,6 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
         .unwrap();
     common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
     drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn a_missing_table_names_the_table_and_the_ddl() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_my_missing");
-    let provider = MySqlLockProvider::builder(pool(&url).await)
-        .table(&table)
-        .build()
-        .unwrap();
-    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
-    let message = err.to_string();
-    assert!(message.contains(&table), "{message}");
-    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
-    assert!(
-        message.contains("migrations/mysql/0001_shedlock.sql"),
-        "{message}"
-    );
-
-    provider.create_table_if_not_exists().await.unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    drop_table(provider.pool(), &table).await;
-    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
 }
 
 #[tokio::test]

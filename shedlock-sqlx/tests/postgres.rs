@@ -3,15 +3,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
-use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::sqlx::postgres::{PgPool, PgPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{PgLockProvider, testing};
-use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -42,43 +39,18 @@ async fn drop_table(pool: &PgPool, table: &str) {
         .expect("drop table");
 }
 
+common::suite::server_store! {
+    /// Postgres for the shared cases.
+    Pg(PgLockProvider), url: testing::postgres_url, tables: "shedlock_pg_suite",
+    migrations: "postgres"
+}
+
 /// Java ShedLock's DDL (no token column) for `table`.
 fn java_ddl(table: &str) -> String {
     format!(
         "CREATE TABLE {table}(name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, \
          locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"
     )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    ConformanceSuite::new(provider.clone()).run().await;
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes_on_a_java_table_without_tokens() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let pool = pool(&url).await;
-    let table = testing::unique_table_name("shedlock_pg_java");
-    pool.execute(sqlx::AssertSqlSafe(java_ddl(&table)))
-        .await
-        .expect("create Java table");
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(&table)
-        .build()
-        .unwrap();
-    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
-    assert_eq!(record.fencing_token(), None, "no token column, no token");
-    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
-    drop_table(&pool, &table).await;
 }
 
 #[tokio::test]
@@ -207,76 +179,6 @@ async fn the_session_time_zone_changes_nothing() {
     drop_table(&utc, &table).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (first, table) = fresh(&url).await;
-    let mut providers = vec![first];
-    for _ in 0..3 {
-        providers.push(
-            PgLockProvider::builder(pool(&url).await)
-                .table(&table)
-                .build()
-                .unwrap(),
-        );
-    }
-    // Round 0 races on a missing row (the insert path), later rounds on an existing one.
-    for round in 0..20 {
-        let barrier = Arc::new(Barrier::new(providers.len()));
-        let racers: Vec<_> = providers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let (p, barrier) = (p.clone(), barrier.clone());
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    p.acquire("race", MIN, &format!("racer-{i}")).await
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        for racer in racers {
-            if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                winners.push(record);
-            }
-        }
-        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-        assert!(
-            providers[0]
-                .release(&winners[0], Duration::ZERO)
-                .await
-                .unwrap()
-        );
-    }
-    drop_table(providers[0].pool(), &table).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_connection_serves_a_hundred_held_locks() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_pg_one");
-    // The pool this limits is the provider's own: lock calls take it for one statement each.
-    let single = PgLockProvider::pool_options()
-        .max_connections(1)
-        .min_connections(0)
-        .connect(&url)
-        .await
-        .unwrap();
-    let provider = PgLockProvider::builder(single)
-        .table(&table)
-        .call_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    common::hundred_locks_held_at_once(provider.clone()).await;
-    assert!(provider.pool().size() <= 1);
-    drop_table(provider.pool(), &table).await;
-}
-
 #[tokio::test]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let Some(url) = testing::postgres_url() else {
@@ -304,35 +206,6 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
         .unwrap();
     common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
     drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn a_missing_table_names_the_table_and_the_ddl() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_pg_missing");
-    let provider = PgLockProvider::builder(pool(&url).await)
-        .table(&table)
-        .build()
-        .unwrap();
-    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
-    let message = err.to_string();
-    assert!(message.contains(&table), "{message}");
-    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
-    assert!(
-        message.contains("migrations/postgres/0001_shedlock.sql"),
-        "{message}"
-    );
-
-    // Created later: the provider picks it up without a restart.
-    provider.create_table_if_not_exists().await.unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    // Dropped while running: the statement's own error says the same.
-    drop_table(provider.pool(), &table).await;
-    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
 }
 
 #[tokio::test]

@@ -3,18 +3,15 @@
 mod common;
 
 use std::str::FromStr as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
-use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
 };
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use tempfile::TempDir;
-use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -51,28 +48,73 @@ impl Db {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes() {
-    let db = Db::new();
-    ConformanceSuite::new(db.provider().await).run().await;
+impl common::suite::Store for Db {
+    type Provider = SqliteLockProvider;
+
+    async fn open() -> Option<Self> {
+        Some(Self::new())
+    }
+
+    async fn fresh(&self) -> (SqliteLockProvider, String) {
+        let table = self.table_name();
+        let provider = self.on_table(&table).await;
+        provider.create_table_if_not_exists().await.unwrap();
+        (provider, table)
+    }
+
+    async fn on_table(&self, table: &str) -> SqliteLockProvider {
+        SqliteLockProvider::builder(self.pool(2).await)
+            .table(table)
+            .build()
+            .unwrap()
+    }
+
+    async fn on_one_connection(&self, table: &str) -> SqliteLockProvider {
+        let provider = SqliteLockProvider::builder(self.pool(1).await)
+            .table(table)
+            .call_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        provider.create_table_if_not_exists().await.unwrap();
+        provider
+    }
+
+    fn pool_size(provider: &SqliteLockProvider) -> u32 {
+        provider.pool().size()
+    }
+
+    const MIGRATIONS: &'static str = "sqlite";
+
+    async fn create_table(provider: &SqliteLockProvider) {
+        provider.create_table_if_not_exists().await.unwrap();
+    }
+
+    fn table_name(&self) -> String {
+        shedlock_sqlx::testing::unique_table_name("shedlock")
+    }
+
+    fn java_ddl(table: &str) -> String {
+        format!(
+            "CREATE TABLE {table}(name VARCHAR(64) NOT NULL PRIMARY KEY, \
+             lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, \
+             locked_by VARCHAR(255) NOT NULL)"
+        )
+    }
+
+    async fn execute(&self, sql: String) {
+        self.pool(1)
+            .await
+            .execute(sqlx::AssertSqlSafe(sql))
+            .await
+            .unwrap();
+    }
+
+    async fn drop_table(&self, table: &str) {
+        self.execute(format!("DROP TABLE IF EXISTS {table}")).await;
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite_passes_on_a_table_without_tokens() {
-    let db = Db::new();
-    let pool = db.pool(4).await;
-    pool.execute(
-        "CREATE TABLE shedlock(name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until TIMESTAMP NOT NULL, \
-         locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL)",
-    )
-    .await
-    .unwrap();
-    let provider = SqliteLockProvider::new(pool);
-    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
-    assert_eq!(record.fencing_token(), None);
-    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
-}
+common::suite::store_suite!(Db);
 
 #[tokio::test]
 async fn a_held_lock_writes_nothing() {
@@ -133,55 +175,6 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round() {
-    let db = Db::new();
-    let mut providers = vec![db.provider().await];
-    for _ in 0..3 {
-        providers.push(SqliteLockProvider::new(db.pool(2).await));
-    }
-    for round in 0..20 {
-        for name in [format!("race-{round}"), format!("race-{round}")] {
-            let barrier = Arc::new(Barrier::new(providers.len()));
-            let racers: Vec<_> = providers
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
-                    tokio::spawn(async move {
-                        barrier.wait().await;
-                        p.acquire(&name, MIN, &format!("racer-{i}")).await
-                    })
-                })
-                .collect();
-            let mut winners = Vec::new();
-            for racer in racers {
-                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                    winners.push(record);
-                }
-            }
-            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-            assert!(
-                providers[0]
-                    .release(&winners[0], Duration::ZERO)
-                    .await
-                    .unwrap()
-            );
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_connection_serves_a_hundred_held_locks() {
-    let db = Db::new();
-    let provider = SqliteLockProvider::builder(db.pool(1).await)
-        .call_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    common::hundred_locks_held_at_once(provider.clone()).await;
-}
-
 #[tokio::test]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let db = Db::new();
@@ -238,33 +231,6 @@ async fn a_locked_database_ends_the_call_at_the_busy_or_the_call_timeout() {
 
     writer.execute("ROLLBACK").await.unwrap();
     assert!(provider.acquire("busy", MIN, "me").await.unwrap().is_some());
-}
-
-#[tokio::test]
-async fn a_missing_table_names_the_table_and_the_ddl() {
-    let db = Db::new();
-    let provider = SqliteLockProvider::builder(db.pool(2).await)
-        .table("job_locks")
-        .build()
-        .unwrap();
-    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
-    let message = err.to_string();
-    assert!(message.contains("job_locks"), "{message}");
-    assert!(message.contains("CREATE TABLE IF NOT EXISTS"), "{message}");
-    assert!(
-        message.contains("migrations/sqlite/0001_shedlock.sql"),
-        "{message}"
-    );
-    provider.create_table_if_not_exists().await.unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    provider
-        .pool()
-        .execute("DROP TABLE job_locks")
-        .await
-        .unwrap();
-    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-    assert!(err.is_missing_table(), "{err}");
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! server that never answers, and polling with a deadline.
 #![allow(dead_code)]
 
+pub(crate) mod suite;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

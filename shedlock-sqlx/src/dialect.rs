@@ -1,0 +1,242 @@
+//! [`Dialect`]: what one database's provider needs beyond the shared machinery of
+//! [`Provider`](crate::provider::Provider) — its SQL, how it reads and writes times and
+//! durations, how it inspects the lock table, which errors mean what, how its sessions are
+//! pinned, and where it needs more than one statement. Each implementation lives in the
+//! database's own file (`postgres.rs`, `mysql.rs`, `sqlite.rs`), next to the comments that
+//! explain its quirks.
+//!
+//! # Statements and their parameters
+//!
+//! Every dialect builds the same four statements twice (for a table without and with the
+//! fencing-token column, see [`Statements`]), and binds their parameters in one order: the
+//! duration (`at_most` or `at_least`), the lock name, the owner id, then the acquisition's
+//! identity (its token, or its `locked_at` on a table without tokens); `holder` takes the name
+//! alone. Statements that return a lock row return `locked_at, lock_until, fencing_token`
+//! (acquire), `lock_until` (extend) or `locked_by, locked_at, lock_until, fencing_token`
+//! (holder), the token `NULL` without a token column.
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use shedlock_core::{Error, LockRecord, Result};
+use sqlx::pool::PoolOptions;
+use sqlx::{Database, Encode, Type};
+
+use crate::builder::{ColumnNames, Settings};
+use crate::ident::{Quote, Reserved};
+use crate::store::{Call, Checkout, Schema, Store, check_name_capacity};
+
+/// Turns a statement's error into ours (the call's name is in it).
+pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
+
+/// The SQL of one table layout. `acquire` is the statement that decides an acquire (on MySQL
+/// the conditional `UPDATE`, followed by the statements in [`Dialect::Extra`]).
+pub(crate) struct Statements<X> {
+    pub(crate) acquire: std::sync::Arc<str>,
+    pub(crate) extend: std::sync::Arc<str>,
+    pub(crate) release: std::sync::Arc<str>,
+    pub(crate) holder: std::sync::Arc<str>,
+    /// The dialect's further statements.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
+    pub(crate) extra: X,
+}
+
+/// One attempt of a call: the statements of the table's layout, a connection, the call (its
+/// deadline) and how its errors are mapped.
+pub(crate) struct Attempt<'a, D: Dialect> {
+    pub(crate) sql: &'a Statements<D::Extra>,
+    pub(crate) c: Checkout<'a, D>,
+    pub(crate) call: &'a Call,
+    pub(crate) map: &'a Map<'a>,
+}
+
+/// The arguments of an extend; `token` is [`Schema::record_token`]'s.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Extend<'a> {
+    pub(crate) record: &'a LockRecord,
+    pub(crate) token: Option<i64>,
+    pub(crate) at_most: Duration,
+}
+
+/// The arguments of an acquire.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Acquire<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) at_most: Duration,
+    pub(crate) owner: &'a str,
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
+    pub(crate) schema: Schema,
+}
+
+/// What an error of the database says about the lock table.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    /// The table does not exist.
+    MissingTable,
+    /// A column is missing or unusable; the database's words.
+    Columns(String),
+}
+
+/// A column the statements use, by what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Name,
+    LockedBy,
+    LockUntil,
+    LockedAt,
+    FencingToken,
+}
+
+/// One database's SQL and quirks, implemented on sqlx's database type.
+pub(crate) trait Dialect: Database + Sized {
+    /// The names the database keeps for itself.
+    const RESERVED: Reserved;
+    /// How it quotes identifiers.
+    const QUOTE: Quote;
+    /// The public provider's name, for messages (`PgLockProvider`).
+    const PROVIDER: &'static str;
+    /// The folder of its migration files under `migrations/`.
+    const MIGRATIONS: &'static str;
+    /// What opening a connection is called in errors (`connect to Postgres`).
+    const CONNECT: &'static str;
+    /// The database's name in errors about its URL (`Postgres`).
+    const DATABASE: &'static str;
+
+    /// Statements beyond the four, where the database needs them.
+    type Extra: Send + Sync;
+    /// How a duration is bound.
+    type Span: for<'q> Encode<'q, Self> + Type<Self> + Send;
+    /// How a `locked_at` is bound to recognise an acquisition on a table without tokens.
+    type Time: for<'q> Encode<'q, Self> + Type<Self> + Send;
+    /// One column of the lock table as the database describes it.
+    type TableColumn: Send;
+
+    /// The statements for `table` and `cols` (quoted), without or with the token column.
+    fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<Self::Extra>;
+
+    /// The type and constraints of the time columns in our DDL.
+    const TIME_COLUMN: &'static str;
+    /// The type and constraints of the token column in our DDL.
+    const TOKEN_COLUMN: &'static str;
+    /// What follows the column list of our DDL.
+    const TABLE_OPTIONS: &'static str = "";
+
+    /// A duration as the statements take it.
+    fn span(d: Duration) -> Self::Span;
+
+    /// A `locked_at` as the statements take it.
+    fn time(t: DateTime<Utc>) -> Self::Time;
+
+    /// Reads a time column of a returned row.
+    ///
+    /// # Errors
+    ///
+    /// The column could not be read or holds no time.
+    fn read_time(row: &Self::Row, index: usize, map: &Map<'_>) -> Result<DateTime<Utc>>;
+
+    /// How many rows a statement changed (or matched, where the database counts so).
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// The database's own settings on the dedicated pool's connections (nothing by default).
+    fn session(options: PoolOptions<Self>) -> PoolOptions<Self> {
+        options
+    }
+
+    /// What `error` says about the lock table, if anything.
+    fn classify(error: &sqlx::Error) -> Option<Fault>;
+
+    /// Reads the table's columns and whether the name column is alone in a unique index;
+    /// `None` if the table does not exist.
+    fn detect<'a>(
+        store: &'a Store<Self>,
+        call: &'a Call,
+        map: &'a Map<'a>,
+    ) -> impl Future<Output = Result<Option<(Vec<Self::TableColumn>, bool)>>> + Send + 'a;
+
+    /// Whether the database reports `column` under the configured `name`.
+    fn is_column(column: &Self::TableColumn, name: &str) -> bool;
+
+    /// The column's length in characters, where the database enforces one.
+    fn column_len(column: &Self::TableColumn) -> Option<usize>;
+
+    /// What is wrong with `column` (configured as `name`) for `role`, if anything.
+    fn column_problem(column: &Self::TableColumn, role: Role, name: &str) -> Option<String>;
+
+    /// One attempt of an acquire.
+    fn acquire<'a>(
+        at: Attempt<'a, Self>,
+        args: Acquire<'a>,
+    ) -> impl Future<Output = Result<Option<LockRecord>>> + Send + 'a;
+
+    /// One attempt of an extend.
+    fn extend<'a>(
+        at: Attempt<'a, Self>,
+        args: Extend<'a>,
+    ) -> impl Future<Output = Result<Option<LockRecord>>> + Send + 'a;
+}
+
+/// Checks the columns of the lock table against what the statements need; `unique` says
+/// whether the name column is alone in a unique index.
+pub(crate) fn check_columns<D: Dialect>(
+    s: &Settings,
+    columns: &[D::TableColumn],
+    unique: bool,
+) -> Result<Schema> {
+    let cols = &s.columns;
+    let find = |name: &str| columns.iter().find(|c| D::is_column(c, name));
+    let mut problems = Vec::new();
+    let mut name_max = None;
+    let mut owner_max = None;
+    for (role, name) in [
+        (Role::Name, &cols.name),
+        (Role::LockedBy, &cols.locked_by),
+        (Role::LockUntil, &cols.lock_until),
+        (Role::LockedAt, &cols.locked_at),
+    ] {
+        let Some(column) = find(name) else {
+            problems.push(format!("column {name} is missing"));
+            continue;
+        };
+        problems.extend(D::column_problem(column, role, name));
+        match role {
+            Role::Name => {
+                if !unique {
+                    problems.push(format!(
+                        "column {name} is not the primary key (nor alone in a unique index)"
+                    ));
+                }
+                name_max = D::column_len(column);
+            }
+            Role::LockedBy => owner_max = D::column_len(column),
+            _ => {}
+        }
+    }
+    let has_token = match find(&cols.fencing_token) {
+        None => false,
+        Some(column) => match D::column_problem(column, Role::FencingToken, &cols.fencing_token) {
+            None => true,
+            Some(problem) => {
+                problems.push(problem);
+                false
+            }
+        },
+    };
+    if !problems.is_empty() {
+        return Err(Error::schema(
+            format!(
+                "{}: {}; see the DDL of {}::ddl()",
+                s.table,
+                problems.join("; "),
+                D::PROVIDER
+            ),
+            None,
+        ));
+    }
+    check_name_capacity(s, name_max)?;
+    tracing::debug!(table = %s.table, has_token, "lock table checked");
+    Ok(Schema {
+        has_token,
+        owner_max,
+    })
+}

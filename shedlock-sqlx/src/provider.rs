@@ -1,0 +1,586 @@
+//! The lock provider, written once over a [`Dialect`]: validation, per-call deadlines, retries
+//! on dead connections, the lazily checked table, constructors and create-table. The public
+//! providers (`PgLockProvider`, …) are thin types around it, made by [`sql_lock_provider!`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::{Error, LockRecord, Result, validate_at_least, validate_at_most};
+use sqlx::pool::PoolOptions;
+use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+
+use crate::builder::Settings;
+use crate::dialect::{Acquire, Attempt, Dialect, Extend, Fault, Map, Statements, check_columns};
+use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store};
+
+/// A lock provider on `D`'s table.
+pub(crate) struct Provider<D: Dialect> {
+    inner: Arc<Inner<D>>,
+}
+
+impl<D: Dialect> Clone for Provider<D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<D: Dialect> {
+    store: Store<D>,
+    /// Statements for a table without (`[0]`) and with (`[1]`) the token column.
+    sql: [Statements<D::Extra>; 2],
+    ddl: String,
+}
+
+impl<D: Dialect> Provider<D>
+where
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+    D::Arguments: IntoArguments<D>,
+{
+    pub(crate) fn new(pool: Pool<D>, settings: Settings) -> Self {
+        let table = settings.table.quoted(D::QUOTE);
+        let cols = settings.columns.quoted(D::QUOTE);
+        let sql = [
+            D::statements(&table, &cols, false),
+            D::statements(&table, &cols, true),
+        ];
+        let ddl = ddl::<D>(&settings);
+        Self {
+            inner: Arc::new(Inner {
+                store: Store::new(pool, settings),
+                sql,
+                ddl,
+            }),
+        }
+    }
+
+    /// The dedicated pool's options: 4 connections, one kept open, no ping on checkout, the
+    /// default call timeout to wait for a connection, and the dialect's session settings.
+    pub(crate) fn pool_options() -> PoolOptions<D> {
+        D::session(
+            PoolOptions::new()
+                .max_connections(DEFAULT_POOL_SIZE)
+                .min_connections(1)
+                .test_before_acquire(false)
+                .acquire_timeout(shedlock_core::DEFAULT_CALL_TIMEOUT),
+        )
+    }
+
+    pub(crate) async fn connect(url: &str) -> Result<Self> {
+        let pool = Self::pool_options()
+            .connect(url)
+            .await
+            .map_err(|e| Error::backend(D::CONNECT, e))?;
+        Ok(Self::new(pool, Settings::defaults()))
+    }
+
+    pub(crate) fn connect_lazy(url: &str) -> Result<Self> {
+        let pool = Self::pool_options()
+            .connect_lazy(url)
+            .map_err(|e| Error::backend(format!("parse the {} URL", D::DATABASE), e))?;
+        Ok(Self::new(pool, Settings::defaults()))
+    }
+
+    pub(crate) fn pool(&self) -> &Pool<D> {
+        &self.inner.store.pool
+    }
+
+    pub(crate) fn ddl(&self) -> &str {
+        &self.inner.ddl
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.inner.store.settings
+    }
+
+    /// Both layouts' statements, for the dialects' tests.
+    #[cfg(test)]
+    pub(crate) fn all_statements(&self) -> &[Statements<D::Extra>; 2] {
+        &self.inner.sql
+    }
+
+    pub(crate) async fn create_table_if_not_exists(&self) -> Result<()> {
+        let store = &self.inner.store;
+        let call = &store.call("create_table_if_not_exists");
+        let map = |e| self.map_error(e, "create the lock table");
+        store
+            .run(call, map, |mut c| async move {
+                let outcome = call
+                    .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
+                    .await;
+                c.settle(outcome, map).map(drop)
+            })
+            .await
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<Option<LockRecord>> {
+        self.inner.store.check_name(name)?;
+        validate_at_most(at_most)?;
+        let (call, schema) = &self.start("acquire").await?;
+        schema.check_owner(owner)?;
+        let map = &self.mapper(format!("acquire lock {name:?}"));
+        let args = Acquire {
+            name,
+            at_most,
+            owner,
+            schema: *schema,
+        };
+        // Repeating after a lost connection is safe: if the lost statement had won, the repeat
+        // finds the row held (by this call, until `at_most`) and returns `None`.
+        self.attempts(call, map, *schema, |at| D::acquire(at, args))
+            .await
+    }
+
+    pub(crate) async fn extend(
+        &self,
+        record: &LockRecord,
+        at_most: Duration,
+    ) -> Result<Option<LockRecord>> {
+        validate_at_most(at_most)?;
+        let (call, schema) = &self.start("extend").await?;
+        let token = schema.record_token(record)?;
+        let map = &self.mapper(format!("extend lock {:?}", record.name()));
+        let args = Extend {
+            record,
+            token,
+            at_most,
+        };
+        self.attempts(call, map, *schema, |at| D::extend(at, args))
+            .await
+    }
+
+    pub(crate) async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+        validate_at_least(at_least)?;
+        let (call, schema) = &self.start("release").await?;
+        let token = schema.record_token(record)?;
+        let map = &self.mapper(format!("release lock {:?}", record.name()));
+        let done = self
+            .attempts(call, map, *schema, |mut at| async move {
+                let query = Self::identified(&at.sql.release, at_least, record, token);
+                let outcome = at.call.timed(query.execute(at.c.conn())).await;
+                at.c.settle(outcome, at.map)
+            })
+            .await?;
+        Ok(D::rows_affected(&done) > 0)
+    }
+
+    pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        self.inner.store.check_name(name)?;
+        let (call, schema) = &self.start("holder").await?;
+        let map = &self.mapper(format!("read lock {name:?}"));
+        self.attempts(call, map, *schema, |mut at| async move {
+            let outcome = at
+                .call
+                .timed(
+                    sqlx::query(AssertSqlSafe(at.sql.holder.clone()))
+                        .bind(name)
+                        .fetch_optional(at.c.conn()),
+                )
+                .await;
+            let Some(row) = at.c.settle(outcome, map)? else {
+                return Ok(None);
+            };
+            let owner: String = row.try_get(0).map_err(map)?;
+            let token: Option<i64> = row.try_get(3).map_err(map)?;
+            let (locked_at, lock_until) =
+                (D::read_time(&row, 1, map)?, D::read_time(&row, 2, map)?);
+            Ok(Some(
+                LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(token),
+            ))
+        })
+        .await
+    }
+
+    pub(crate) fn max_name_len(&self) -> usize {
+        self.inner.store.settings.max_name_len
+    }
+
+    /// A statement that finds an acquisition, with its parameters bound: the duration, the
+    /// name, the owner, and the token (or `locked_at` on a table without tokens).
+    pub(crate) fn identified<'q>(
+        sql: &Arc<str>,
+        d: Duration,
+        record: &'q LockRecord,
+        token: Option<i64>,
+    ) -> sqlx::query::Query<'q, D, D::Arguments> {
+        let query = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(D::span(d))
+            .bind(record.name())
+            .bind(record.owner());
+        match token {
+            Some(token) => query.bind(token),
+            None => query.bind(D::time(record.locked_at())),
+        }
+    }
+
+    /// One attempt of an acquire where a single statement decides and returns the row
+    /// (`RETURNING locked_at, lock_until, fencing_token`), or nothing if the lock is held.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) async fn acquire_returning(
+        mut at: Attempt<'_, D>,
+        args: Acquire<'_>,
+    ) -> Result<Option<LockRecord>> {
+        let map = at.map;
+        let outcome = at
+            .call
+            .timed(
+                sqlx::query(AssertSqlSafe(at.sql.acquire.clone()))
+                    .bind(D::span(args.at_most))
+                    .bind(args.name)
+                    .bind(args.owner)
+                    .fetch_optional(at.c.conn()),
+            )
+            .await;
+        let Some(row) = at.c.settle(outcome, map)? else {
+            return Ok(None);
+        };
+        let token: Option<i64> = row.try_get(2).map_err(map)?;
+        let (locked_at, lock_until) = (D::read_time(&row, 0, map)?, D::read_time(&row, 1, map)?);
+        Ok(Some(
+            LockRecord::new(args.name, args.owner, locked_at, lock_until).with_fencing_token(token),
+        ))
+    }
+
+    /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if
+    /// this acquisition no longer holds the lock.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) async fn extend_returning(
+        mut at: Attempt<'_, D>,
+        args: Extend<'_>,
+    ) -> Result<Option<LockRecord>> {
+        let query = Self::identified(&at.sql.extend, args.at_most, args.record, args.token);
+        let outcome = at.call.timed(query.fetch_optional(at.c.conn())).await;
+        let Some(row) = at.c.settle(outcome, at.map)? else {
+            return Ok(None);
+        };
+        let lock_until = D::read_time(&row, 0, at.map)?;
+        Ok(Some(args.record.clone().with_lock_until(lock_until)))
+    }
+
+    /// Runs `attempt` on connections from the pool until it succeeds, fails for a reason other
+    /// than a dead connection, or the call's deadline passes (see [`Store::run`]).
+    async fn attempts<'a, T, F, Fut>(
+        &'a self,
+        call: &'a Call,
+        map: &'a Map<'a>,
+        schema: Schema,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Attempt<'a, D>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let sql = self.statements(schema);
+        self.inner
+            .store
+            .run(call, map, |c| attempt(Attempt { sql, c, call, map }))
+            .await
+    }
+
+    /// How the errors of one call are mapped; `what` names the call.
+    fn mapper(&self, what: String) -> impl Fn(sqlx::Error) -> Error + Send + Sync + '_ {
+        move |e| self.map_error(e, &what)
+    }
+
+    /// Starts the call `op`: its deadline, and the table's layout (checked on first use).
+    async fn start(&self, op: &'static str) -> Result<(Call, Schema)> {
+        let call = self.inner.store.call(op);
+        let schema = self.schema(&call).await?;
+        Ok((call, schema))
+    }
+
+    async fn schema(&self, call: &Call) -> Result<Schema> {
+        self.inner.store.schema(|| self.detect(call)).await
+    }
+
+    async fn detect(&self, call: &Call) -> Result<Schema> {
+        let store = &self.inner.store;
+        let map = &|e| self.map_error(e, "read the lock table's columns");
+        let Some((columns, unique)) = D::detect(store, call, map).await? else {
+            return Err(self.missing_table(format!("table {} not found", store.settings.table)));
+        };
+        check_columns::<D>(&store.settings, &columns, unique)
+    }
+
+    fn statements(&self, schema: Schema) -> &Statements<D::Extra> {
+        &self.inner.sql[usize::from(schema.has_token)]
+    }
+
+    fn missing_table(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+        Error::missing_table(
+            self.inner.store.settings.table.to_string(),
+            format!(
+                "create it with {}::create_table_if_not_exists() or the migration \
+                 migrations/{}/0001_shedlock.sql of shedlock-sqlx, i.e. run: {}",
+                D::PROVIDER,
+                D::MIGRATIONS,
+                self.inner.ddl
+            ),
+            source,
+        )
+    }
+
+    fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
+        match D::classify(&error) {
+            Some(Fault::MissingTable) => self.missing_table(error),
+            Some(Fault::Columns(detail)) => Error::schema(
+                format!(
+                    "{} does not have the expected columns ({detail}); see {}::ddl()",
+                    self.inner.store.settings.table,
+                    D::PROVIDER
+                ),
+                Some(Box::new(error)),
+            ),
+            None => Error::backend(what, error),
+        }
+    }
+}
+
+/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings` (the migration file's, for the
+/// default names): Java ShedLock's columns plus the fencing token.
+fn ddl<D: Dialect>(settings: &Settings) -> String {
+    let t = settings.table.quoted(D::QUOTE);
+    let c = settings.columns.quoted(D::QUOTE);
+    format!(
+        "CREATE TABLE IF NOT EXISTS {t} (\n    \
+         {} VARCHAR({}) NOT NULL,\n    \
+         {} {time},\n    \
+         {} {time},\n    \
+         {} VARCHAR(255) NOT NULL,\n    \
+         {} {},\n    \
+         PRIMARY KEY ({})\n){}",
+        c.name,
+        settings.max_name_len,
+        c.lock_until,
+        c.locked_at,
+        c.locked_by,
+        c.fencing_token,
+        D::TOKEN_COLUMN,
+        c.name,
+        D::TABLE_OPTIONS,
+        time = D::TIME_COLUMN,
+    )
+}
+
+/// The `acquire` and `extend` of a [`Dialect`] whose statements decide and return the row in
+/// one statement (`RETURNING`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+macro_rules! returning_statements {
+    () => {
+        async fn acquire<'a>(
+            at: $crate::dialect::Attempt<'a, Self>,
+            args: $crate::dialect::Acquire<'a>,
+        ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            $crate::provider::Provider::acquire_returning(at, args).await
+        }
+
+        async fn extend<'a>(
+            at: $crate::dialect::Attempt<'a, Self>,
+            args: $crate::dialect::Extend<'a>,
+        ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            $crate::provider::Provider::extend_returning(at, args).await
+        }
+    };
+}
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use returning_statements;
+
+/// Declares a public provider type around [`Provider`] for one dialect, with its
+/// constructors, its builder's `build()`, the [`LockProvider`](shedlock_core::LockProvider)
+/// implementation and `Debug`. The type's own documentation is the dialect's.
+macro_rules! sql_lock_provider {
+    (
+        $(#[$doc:meta])*
+        pub struct $name:ident($db:ty);
+        url: $url:literal,
+        offline url: $lazy:literal,
+        $(#[$pool_doc:meta])*
+        fn pool_options;
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $name($crate::provider::Provider<$db>);
+
+        impl $name {
+            /// A provider over `pool` with Java ShedLock's defaults (table `shedlock`, 5 s call
+            /// timeout); see [`builder`](Self::builder) for the settings.
+            ///
+            /// ```no_run
+            #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
+            ///
+            /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+            #[doc = concat!("let pool = ", stringify!($name), "::pool_options().connect(\"", $url, "\").await?;")]
+            #[doc = concat!("let provider = ", stringify!($name), "::new(pool);")]
+            /// # Ok(()) }
+            /// ```
+            #[must_use]
+            pub fn new(pool: ::sqlx::Pool<$db>) -> Self {
+                Self($crate::provider::Provider::new(
+                    pool,
+                    $crate::builder::Settings::defaults(),
+                ))
+            }
+
+            /// Starts configuring a provider over `pool`; finish with
+            /// [`build`]($crate::LockProviderBuilder::build).
+            pub fn builder(pool: ::sqlx::Pool<$db>) -> $crate::LockProviderBuilder<$db> {
+                $crate::LockProviderBuilder::new(pool)
+            }
+
+            /// Pool options for a dedicated lock pool: at most 4 connections, one kept open, no
+            /// ping on checkout (`test_before_acquire(false)`), a 5 s acquire timeout.
+            $(#[$pool_doc])*
+            ///
+            /// ```no_run
+            #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
+            ///
+            /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+            #[doc = concat!("let pool = ", stringify!($name), "::pool_options()")]
+            ///     .max_connections(8)
+            #[doc = concat!("    .connect(\"", $url, "\")")]
+            ///     .await?;
+            #[doc = concat!("let provider = ", stringify!($name), "::builder(pool).table(\"job_locks\").build()?;")]
+            /// # Ok(()) }
+            /// ```
+            #[must_use]
+            pub fn pool_options() -> ::sqlx::pool::PoolOptions<$db> {
+                $crate::provider::Provider::<$db>::pool_options()
+            }
+
+            /// A provider with a dedicated pool ([`pool_options`](Self::pool_options)) on
+            /// `url`, and the default settings. It opens one connection now, so a wrong URL,
+            /// password or path fails here.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::is_backend`](shedlock_core::Error::is_backend) if the URL is invalid
+            /// or the database cannot be reached.
+            pub async fn connect(url: &str) -> ::shedlock_core::Result<Self> {
+                $crate::provider::Provider::connect(url).await.map(Self)
+            }
+
+            /// Like [`connect`](Self::connect), but connects on first use (startup does not
+            /// need the database).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::is_backend`](shedlock_core::Error::is_backend) if the URL is invalid.
+            pub fn connect_lazy(url: &str) -> ::shedlock_core::Result<Self> {
+                $crate::provider::Provider::connect_lazy(url).map(Self)
+            }
+
+            /// The pool this provider runs on.
+            #[must_use]
+            pub fn pool(&self) -> &::sqlx::Pool<$db> {
+                self.0.pool()
+            }
+
+            /// The `CREATE TABLE IF NOT EXISTS` statement for the configured table and columns
+            /// (the migration file's statement, for the default names).
+            ///
+            /// ```
+            /// # #[tokio::main(flavor = "current_thread")]
+            /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+            #[doc = concat!("let provider = shedlock_sqlx::", stringify!($name), "::connect_lazy(\"", $lazy, "\")?;")]
+            /// assert!(provider.ddl().starts_with("CREATE TABLE IF NOT EXISTS"));
+            /// assert!(provider.ddl().contains("fencing_token"));
+            /// # Ok(()) }
+            /// ```
+            #[must_use]
+            pub fn ddl(&self) -> &str {
+                self.0.ddl()
+            }
+
+            /// Creates the lock table (with the fencing-token column) unless it exists. Needs
+            /// the privilege to create tables; the schema of a schema-qualified table must
+            /// exist.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::is_backend`](shedlock_core::Error::is_backend) or
+            /// [`Error::is_timeout`](shedlock_core::Error::is_timeout) if the statement failed.
+            pub async fn create_table_if_not_exists(&self) -> ::shedlock_core::Result<()> {
+                self.0.create_table_if_not_exists().await
+            }
+        }
+
+        impl $crate::LockProviderBuilder<$db> {
+            /// Checks the settings and builds the provider (no database access yet).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) for a
+            /// table or column name that is not a plain identifier (optionally
+            /// `schema.table`) or that the database reserves, two columns with one name, a
+            /// `max_name_len` of 0 or above 10,000, or a zero call timeout.
+            pub fn build(self) -> ::shedlock_core::Result<$name> {
+                let (pool, settings) = self.into_parts()?;
+                Ok($name($crate::provider::Provider::new(pool, settings)))
+            }
+        }
+
+        #[::async_trait::async_trait]
+        impl ::shedlock_core::LockProvider for $name {
+            async fn acquire(
+                &self,
+                name: &str,
+                at_most: ::std::time::Duration,
+                owner: &str,
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+                self.0.acquire(name, at_most, owner).await
+            }
+
+            async fn extend(
+                &self,
+                record: &::shedlock_core::LockRecord,
+                at_most: ::std::time::Duration,
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+                self.0.extend(record, at_most).await
+            }
+
+            async fn release(
+                &self,
+                record: &::shedlock_core::LockRecord,
+                at_least: ::std::time::Duration,
+            ) -> ::shedlock_core::Result<bool> {
+                self.0.release(record, at_least).await
+            }
+
+            async fn holder(
+                &self,
+                name: &str,
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+                self.0.holder(name).await
+            }
+
+            fn max_name_len(&self) -> usize {
+                self.0.max_name_len()
+            }
+        }
+
+        impl ::std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let s = self.0.settings();
+                f.debug_struct(stringify!($name))
+                    .field("table", &s.table.to_string())
+                    .field("max_name_len", &s.max_name_len)
+                    .field("call_timeout", &s.call_timeout)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+pub(crate) use sql_lock_provider;
