@@ -52,7 +52,7 @@ pub mod testkit;
 #[path = "macro_support.rs"]
 pub mod __private;
 
-pub use admin::{LockAdmin, LockEntry};
+pub use admin::{ELECTION_MARK, LockAdmin, LockEntry, election_owner_id};
 pub use config::{
     DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_at_least,
     validate_at_most, validate_name,
