@@ -422,6 +422,18 @@ mod tests {
         (mem, store)
     }
 
+    async fn take(
+        mem: &InMemoryLockProvider,
+        name: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> LockRecord {
+        mem.acquire(name, lease, owner)
+            .await
+            .expect("in-memory acquire")
+            .expect("free")
+    }
+
     fn safe_args(record: &LockRecord) -> Vec<String> {
         vec![
             "unlock".into(),
@@ -443,11 +455,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn safe_unlock_frees_exactly_the_acquisition_shown() {
         let (mem, store) = memory();
-        let record = mem
-            .acquire("report", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
+        let record = take(&mem, "report", "pod-7", Duration::from_mins(1)).await;
         let shown = exec(&store, &["show", "report"]).await;
         assert!(shown.out.contains(&safe_args(&record)[5]), "{}", shown.out);
         let run = exec_owned(&store, &safe_args(&record)).await;
@@ -460,18 +468,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stale_unlock_is_refused_and_frees_nothing() {
         let (mem, store) = memory();
-        let first = mem
-            .acquire("report", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
+        let first = take(&mem, "report", "pod-7", Duration::from_mins(1)).await;
         mem.release(&first, Duration::ZERO).await.expect("ok");
         tokio::time::advance(Duration::from_millis(3)).await;
-        let _second = mem
-            .acquire("report", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
+        let _second = take(&mem, "report", "pod-7", Duration::from_mins(1)).await;
         let run = exec_owned(&store, &safe_args(&first)).await;
         assert_eq!(exit(&run), Exit::Refused);
         let message = run.result.err().map(|f| f.message).unwrap_or_default();
@@ -488,11 +488,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_missing_token_and_unknown_names_are_reported() {
         let (mem, store) = memory();
-        let record = mem
-            .acquire("report", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
+        let record = take(&mem, "report", "pod-7", Duration::from_mins(1)).await;
         let mut args = safe_args(&record);
         args.truncate(6);
         let run = exec_owned(&store, &args).await;
@@ -519,10 +515,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn force_prints_what_it_freed_and_refuses_a_free_lock() {
         let (mem, store) = memory();
-        mem.acquire("report", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
+        take(&mem, "report", "pod-7", Duration::from_mins(1)).await;
         let run = exec(&store, &["unlock", "report", "--force"]).await;
         assert_eq!(exit(&run), Exit::Done);
         assert!(
@@ -537,11 +530,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_election_row_needs_the_election_flag_and_gets_a_warning() {
         let (mem, store) = memory();
-        let record = mem
-            .acquire("scheduler", Duration::from_secs(15), "pod-2:1:cc#election")
-            .await
-            .expect("ok")
-            .expect("free");
+        let record = take(
+            &mem,
+            "scheduler",
+            "pod-2:1:cc#election",
+            Duration::from_secs(15),
+        )
+        .await;
         let listed = exec(&store, &["list"]).await;
         assert!(listed.out.contains("leader"), "{}", listed.out);
         let leader = exec(&store, &["leader", "scheduler"]).await;
@@ -585,15 +580,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn list_held_json_and_watch_count() {
         let (mem, store) = memory();
-        mem.acquire("b-held", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
-        let free = mem
-            .acquire("a-free", Duration::from_mins(1), "pod-7")
-            .await
-            .expect("ok")
-            .expect("free");
+        take(&mem, "b-held", "pod-7", Duration::from_mins(1)).await;
+        let free = take(&mem, "a-free", "pod-7", Duration::from_mins(1)).await;
         mem.release(&free, Duration::ZERO).await.expect("ok");
         let all = exec(&store, &["list", "--json"]).await;
         let value: serde_json::Value = serde_json::from_str(&all.out).expect("JSON");

@@ -54,6 +54,23 @@ async fn holder(store: &InMemoryLockProvider, name: &str) -> Option<String> {
         .map(|r| crate::election_owner_id(r.owner()).to_owned())
 }
 
+/// The leader a follower reports at its first attempt (within a second).
+async fn first_leader_seen(latch: &LeaderLatch) -> KnownLeader {
+    let mut states = latch.watch();
+    let state = tokio::time::timeout(
+        SEC,
+        states.wait_for(|s| matches!(s, LeaderState::Follower { leader: Some(_) })),
+    )
+    .await
+    .expect("follows at its first attempt")
+    .expect("alive")
+    .clone();
+    let LeaderState::Follower { leader: Some(seen) } = state else {
+        unreachable!()
+    };
+    seen
+}
+
 fn leaders(latches: &[LeaderLatch]) -> Vec<usize> {
     (0..latches.len())
         .filter(|&i| latches[i].is_leader())
@@ -1458,18 +1475,7 @@ async fn a_row_of_an_earlier_process_with_the_same_owner_id_is_left_to_expire() 
         .expect("ok")
         .expect("free");
     let latch = start(store.clone(), config("earlier", "a"));
-    let mut states = latch.watch();
-    let state = tokio::time::timeout(
-        SEC,
-        states.wait_for(|s| matches!(s, LeaderState::Follower { leader: Some(_) })),
-    )
-    .await
-    .expect("follows at its first attempt")
-    .expect("alive")
-    .clone();
-    let LeaderState::Follower { leader: Some(seen) } = state else {
-        unreachable!()
-    };
+    let seen = first_leader_seen(&latch).await;
     assert_eq!(seen.owner_id(), "a", "followed, not released");
     sleep_until(t0 + 14 * SEC + 500 * MS).await;
     assert!(!latch.is_leader());
@@ -1605,18 +1611,7 @@ async fn the_latch_marks_its_rows_and_followers_see_the_plain_owner_id() {
     assert!(entry.is_election());
 
     let b = start(store.clone(), config("marked", "b"));
-    let mut states = b.watch();
-    let state = tokio::time::timeout(
-        SEC,
-        states.wait_for(|s| matches!(s, LeaderState::Follower { leader: Some(_) })),
-    )
-    .await
-    .expect("follows at its first attempt")
-    .expect("alive")
-    .clone();
-    let LeaderState::Follower { leader: Some(seen) } = state else {
-        unreachable!()
-    };
+    let seen = first_leader_seen(&b).await;
     assert_eq!(seen.owner_id(), "a");
     assert_eq!(seen.owner_id(), a.owner_id());
     b.close().await.expect("closed");
