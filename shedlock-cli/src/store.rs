@@ -83,36 +83,27 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
             let pool = pool(options, url, args.timeout, connect)
                 .await
                 .map_err(|e| pool_err("connect to Postgres", e))?;
-            admin(configure(PgLockProvider::builder(pool), args).build()?)?
+            Arc::new(configure(PgLockProvider::builder(pool), args).build()?)
         }
         Kind::MySql => {
             let options = MySqlLockProvider::pool_options();
             let pool = pool(options, url, args.timeout, connect)
                 .await
                 .map_err(|e| pool_err("connect to MySQL/MariaDB", e))?;
-            admin(configure(MySqlLockProvider::builder(pool), args).build()?)?
+            Arc::new(configure(MySqlLockProvider::builder(pool), args).build()?)
         }
         Kind::Sqlite => {
             let options = SqliteLockProvider::pool_options();
             let pool = pool(options, url, args.timeout, connect)
                 .await
                 .map_err(|e| pool_err("open the SQLite database", e))?;
-            admin(configure(SqliteLockProvider::builder(pool), args).build()?)?
+            Arc::new(configure(SqliteLockProvider::builder(pool), args).build()?)
         }
     };
     Ok(Store {
         admin,
         table: args.table.clone(),
     })
-}
-
-/// PENDING: the SQL stores' `LockAdmin` lands with the sqlx refactor.
-#[allow(clippy::unnecessary_wraps, clippy::needless_pass_by_value)]
-fn admin<P>(provider: P) -> Result<Arc<dyn LockAdmin>, Failure> {
-    drop(provider);
-    Err(Failure::usage(
-        "the SQL stores' admin surface is not built yet",
-    ))
 }
 
 /// A small pool for one command: two connections, none kept, `timeout` to get one.

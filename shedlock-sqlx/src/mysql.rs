@@ -18,12 +18,12 @@ use crate::store::{
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
 /// executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2), MySQL ignores it.
-const PIN: &str = "/*M!100102 SET STATEMENT time_zone = '+00:00' FOR */ ";
+pub(crate) const PIN: &str = "/*M!100102 SET STATEMENT time_zone = '+00:00' FOR */ ";
 /// The same for MySQL ≥ 8.0 (an optimizer hint after the statement's first keyword); MariaDB
 /// treats it as a comment.
-const HINT: &str = "/*+ SET_VAR(time_zone = '+00:00') */";
+pub(crate) const HINT: &str = "/*+ SET_VAR(time_zone = '+00:00') */";
 /// The database's "now" in UTC, with the millisecond precision of ShedLock's `TIMESTAMP(3)`.
-const NOW: &str = "UTC_TIMESTAMP(3)";
+pub(crate) const NOW: &str = "UTC_TIMESTAMP(3)";
 /// [`NOW`] in microseconds since the Unix epoch (pure date arithmetic, no time-zone conversion).
 const NOW_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3))";
 /// The statement's start in microseconds since the Unix epoch, which seeds fencing tokens.
@@ -388,7 +388,12 @@ impl MySqlLockProvider {
             .await
     }
 
-    async fn schema(&self, call: &Call) -> Result<Schema> {
+    /// The shared store, for the admin surface (`admin.rs`).
+    pub(crate) fn store(&self) -> &Store<MySql> {
+        &self.inner.store
+    }
+
+    pub(crate) async fn schema(&self, call: &Call) -> Result<Schema> {
         self.inner.store.schema(|| self.detect(call)).await
     }
 
@@ -463,7 +468,7 @@ impl MySqlLockProvider {
         )
     }
 
-    fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
+    pub(crate) fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
         let number = match &error {
             sqlx::Error::Database(db) => db
                 .try_downcast_ref::<MySqlDatabaseError>()

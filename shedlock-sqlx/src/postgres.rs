@@ -18,7 +18,7 @@ use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store, check_name_capacity, 
 /// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
 /// use within one statement agrees (in autocommit it equals ShedLock's
 /// `timezone('utc', CURRENT_TIMESTAMP)`, and it stays right even inside a transaction).
-const NOW: &str = "timezone('UTC', statement_timestamp())";
+pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 /// The same instant in microseconds since the Unix epoch, which seeds fencing tokens.
 const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
 
@@ -346,7 +346,12 @@ impl PgLockProvider {
             .await
     }
 
-    async fn schema(&self, call: &Call) -> Result<Schema> {
+    /// The shared store, for the admin surface (`admin.rs`).
+    pub(crate) fn store(&self) -> &Store<Postgres> {
+        &self.inner.store
+    }
+
+    pub(crate) async fn schema(&self, call: &Call) -> Result<Schema> {
         self.inner.store.schema(|| self.detect(call)).await
     }
 
@@ -401,7 +406,7 @@ impl PgLockProvider {
         )
     }
 
-    fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
+    pub(crate) fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
         let code = match &error {
             sqlx::Error::Database(db) => db.code().map(std::borrow::Cow::into_owned),
             _ => None,

@@ -17,9 +17,9 @@ use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store, millis_ceil};
 /// The text format of the time columns: UTC, milliseconds, sortable as text.
 const FORMAT: &str = "%Y-%m-%d %H:%M:%f";
 /// The same format for chrono.
-const CHRONO_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
+pub(crate) const CHRONO_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
 /// SQLite's "now" (the same value for every use within one statement).
-const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+pub(crate) const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 /// "now" in microseconds since the Unix epoch (millisecond precision), which seeds tokens.
 const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
      + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER)) * 1000)";
@@ -316,7 +316,12 @@ impl SqliteLockProvider {
             .await
     }
 
-    async fn schema(&self, call: &Call) -> Result<Schema> {
+    /// The shared store, for the admin surface (`admin.rs`).
+    pub(crate) fn store(&self) -> &Store<Sqlite> {
+        &self.inner.store
+    }
+
+    pub(crate) async fn schema(&self, call: &Call) -> Result<Schema> {
         self.inner.store.schema(|| self.detect(call)).await
     }
 
@@ -403,7 +408,7 @@ impl SqliteLockProvider {
         )
     }
 
-    fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
+    pub(crate) fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
         let message = match &error {
             sqlx::Error::Database(db) => db.message().to_owned(),
             _ => String::new(),
@@ -534,7 +539,7 @@ fn modifier(d: Duration) -> String {
 }
 
 /// Reads a time column written by SQLite's date functions.
-fn time(row: &SqliteRow, index: usize) -> Result<DateTime<Utc>> {
+pub(crate) fn time(row: &SqliteRow, index: usize) -> Result<DateTime<Utc>> {
     let text: String = row
         .try_get(index)
         .map_err(|e| Error::backend("read a lock row", e))?;
