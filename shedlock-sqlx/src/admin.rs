@@ -185,6 +185,44 @@ macro_rules! admin {
 }
 pub(crate) use admin;
 
+/// The `admin_unlock` method of one provider: the one conditional `UPDATE`, with `locked_at`
+/// bound as `$locked_at` computes it from the record `$r`.
+macro_rules! admin_unlock {
+    (|$r:ident| $locked_at:expr) => {
+        pub(crate) async fn admin_unlock(
+            &self,
+            call: &Call,
+            expected: &LockRecord,
+        ) -> Result<bool> {
+            let store = self.store();
+            let schema = self.schema(call).await?;
+            let token = $crate::admin::check_expected(schema, expected)?;
+            let sql = &statements(&DIALECT, &store.settings, schema, false).unlock;
+            let what = format!("unlock {:?}", expected.name());
+            let map = |e| self.map_error(e, &what);
+            let locked_at = &{
+                let $r = expected;
+                $locked_at
+            };
+            store
+                .run(call, map, |mut c| async move {
+                    let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(expected.name())
+                        .bind(expected.owner())
+                        .bind(locked_at);
+                    let query = match token {
+                        Some(token) => query.bind(token),
+                        None => query,
+                    };
+                    let outcome = call.timed(query.execute(c.conn())).await;
+                    Ok(c.settle(outcome, map)?.rows_affected() == 1)
+                })
+                .await
+        }
+    };
+}
+pub(crate) use admin_unlock;
+
 #[cfg(feature = "postgres")]
 mod pg {
     use chrono::NaiveDateTime;
@@ -192,7 +230,7 @@ mod pg {
     use sqlx::postgres::{PgRow, Postgres};
     use sqlx::{AssertSqlSafe, Row};
 
-    use super::{Dialect, LAST_FIRE, Listed, check_expected, dollar, statements};
+    use super::{Dialect, LAST_FIRE, Listed, dollar, statements};
     use crate::PgLockProvider;
     use crate::ident::Quote;
     use crate::store::{Call, Store};
@@ -265,32 +303,7 @@ mod pg {
                 .await
         }
 
-        pub(crate) async fn admin_unlock(
-            &self,
-            call: &Call,
-            expected: &LockRecord,
-        ) -> Result<bool> {
-            let store = self.store();
-            let schema = self.schema(call).await?;
-            let token = check_expected(schema, expected)?;
-            let sql = &statements(&DIALECT, &store.settings, schema, false).unlock;
-            let what = format!("unlock {:?}", expected.name());
-            let map = |e| self.map_error(e, &what);
-            store
-                .run(call, map, |mut c| async move {
-                    let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(expected.name())
-                        .bind(expected.owner())
-                        .bind(expected.locked_at().naive_utc());
-                    let query = match token {
-                        Some(token) => query.bind(token),
-                        None => query,
-                    };
-                    let outcome = call.timed(query.execute(c.conn())).await;
-                    Ok(c.settle(outcome, map)?.rows_affected() == 1)
-                })
-                .await
-        }
+        super::admin_unlock!(|r| r.locked_at().naive_utc());
     }
 
     super::admin!(PgLockProvider);
@@ -303,7 +316,7 @@ mod my {
     use sqlx::mysql::{MySql, MySqlRow};
     use sqlx::{AssertSqlSafe, Row};
 
-    use super::{Dialect, LAST_FIRE, Listed, check_expected, question, statements};
+    use super::{Dialect, LAST_FIRE, Listed, question, statements};
     use crate::MySqlLockProvider;
     use crate::ident::Quote;
     use crate::mysql::{HINT, NOW, PIN};
@@ -378,32 +391,7 @@ mod my {
                 .await
         }
 
-        pub(crate) async fn admin_unlock(
-            &self,
-            call: &Call,
-            expected: &LockRecord,
-        ) -> Result<bool> {
-            let store = self.store();
-            let schema = self.schema(call).await?;
-            let token = check_expected(schema, expected)?;
-            let sql = &statements(&DIALECT, &store.settings, schema, false).unlock;
-            let what = format!("unlock {:?}", expected.name());
-            let map = |e| self.map_error(e, &what);
-            store
-                .run(call, map, |mut c| async move {
-                    let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(expected.name())
-                        .bind(expected.owner())
-                        .bind(expected.locked_at());
-                    let query = match token {
-                        Some(token) => query.bind(token),
-                        None => query,
-                    };
-                    let outcome = call.timed(query.execute(c.conn())).await;
-                    Ok(c.settle(outcome, map)?.rows_affected() == 1)
-                })
-                .await
-        }
+        super::admin_unlock!(|r| r.locked_at());
     }
 
     super::admin!(MySqlLockProvider);
@@ -415,7 +403,7 @@ mod lite {
     use sqlx::sqlite::{Sqlite, SqliteRow};
     use sqlx::{AssertSqlSafe, Row};
 
-    use super::{Dialect, LAST_FIRE, Listed, check_expected, question, statements};
+    use super::{Dialect, LAST_FIRE, Listed, question, statements};
     use crate::SqliteLockProvider;
     use crate::ident::Quote;
     use crate::sqlite::{CHRONO_FORMAT, NOW, time};
@@ -502,33 +490,7 @@ mod lite {
                 .await
         }
 
-        pub(crate) async fn admin_unlock(
-            &self,
-            call: &Call,
-            expected: &LockRecord,
-        ) -> Result<bool> {
-            let store = self.store();
-            let schema = self.schema(call).await?;
-            let token = check_expected(schema, expected)?;
-            let sql = &statements(&DIALECT, &store.settings, schema, false).unlock;
-            let what = format!("unlock {:?}", expected.name());
-            let map = |e| self.map_error(e, &what);
-            let locked_at = &expected.locked_at().format(CHRONO_FORMAT).to_string();
-            store
-                .run(call, map, |mut c| async move {
-                    let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(expected.name())
-                        .bind(expected.owner())
-                        .bind(locked_at);
-                    let query = match token {
-                        Some(token) => query.bind(token),
-                        None => query,
-                    };
-                    let outcome = call.timed(query.execute(c.conn())).await;
-                    Ok(c.settle(outcome, map)?.rows_affected() == 1)
-                })
-                .await
-        }
+        super::admin_unlock!(|r| r.locked_at().format(CHRONO_FORMAT).to_string());
     }
 
     super::admin!(SqliteLockProvider);
