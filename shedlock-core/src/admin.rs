@@ -73,6 +73,25 @@ impl LockEntry {
             .filter(|d| !d.is_zero())
     }
 
+    /// Whether a [`LeaderLatch`](crate::LeaderLatch) wrote the row: its holder carries
+    /// [`ELECTION_MARK`]. Freeing such a row while it is held lets a second instance lead before
+    /// the first has stepped down.
+    ///
+    /// ```
+    /// use chrono::{Duration, Utc};
+    /// use shedlock_core::{LockEntry, LockRecord};
+    ///
+    /// let now = Utc::now();
+    /// let until = now + Duration::seconds(15);
+    /// let row = |owner: &str| LockEntry::new(LockRecord::new("e", owner, now, until), now, None);
+    /// assert!(row("pod-1:7:a1b2c3#election").is_election());
+    /// assert!(!row("pod-1:7:a1b2c3").is_election());
+    /// ```
+    #[must_use]
+    pub fn is_election(&self) -> bool {
+        self.record.owner().ends_with(ELECTION_MARK)
+    }
+
     /// The scheduled instant of the last fire claimed for this job, where the store records
     /// fires (see [`LockProvider::claim_fire`]).
     #[must_use]
@@ -86,6 +105,31 @@ impl fmt::Display for LockEntry {
         let state = if self.is_held() { "held" } else { "free" };
         write!(f, "{} ({state})", self.record)
     }
+}
+
+/// How often the default [`LockAdmin::force_unlock`] reads and tries again when the lock changed
+/// hands between its read and its conditional unlock.
+const FORCE_UNLOCK_ATTEMPTS: usize = 5;
+
+/// The mark a [`LeaderLatch`](crate::LeaderLatch) appends to its owner id in the rows it writes
+/// (`locked_by = "host:42:1a2b3c#election"`), so that operators' tools can tell an election row
+/// from a task lock: freeing a row a leader holds makes two leaders possible until the old
+/// leader's renew deadline passes. [`LockEntry::is_election`] tests for it.
+///
+/// Task locks never carry it (unless an owner id set by hand ends with it). Rows written by a
+/// latch of shedlock-core 0.1 are not marked.
+pub const ELECTION_MARK: &str = "#election";
+
+/// The owner id a latch with `owner_id` writes to its rows.
+pub(crate) fn election_owner(owner_id: &str) -> String {
+    format!("{owner_id}{ELECTION_MARK}")
+}
+
+/// The latch's owner id behind a row's `locked_by`: the id without [`ELECTION_MARK`], or the
+/// owner as it is for a row without the mark.
+#[must_use]
+pub fn election_owner_id(locked_by: &str) -> &str {
+    locked_by.strip_suffix(ELECTION_MARK).unwrap_or(locked_by)
 }
 
 /// What an operator needs beside [`LockProvider`]: list the locks, free one safely, create the
@@ -135,12 +179,29 @@ pub trait LockAdmin: LockProvider {
     /// Frees `name` whoever holds it, and returns the entry it freed (`None`: no row, or the lock
     /// was not held).
     ///
+    /// The default body reads the [`entry`](Self::entry) and frees exactly that acquisition with
+    /// [`unlock`](Self::unlock), reading again if the lock changed hands in between (at most
+    /// 5 times), so the entry it returns is the acquisition it freed and
+    /// a store needs only `entry` and `unlock`.
+    ///
     /// # Errors
     ///
-    /// The store failed, or does not support it.
+    /// The store failed, does not support it, or the lock changed hands on every attempt.
     async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
-        let _ = name;
-        Err(Error::unsupported("force_unlock"))
+        for _ in 0..FORCE_UNLOCK_ATTEMPTS {
+            let Some(entry) = self.entry(name).await? else {
+                return Ok(None);
+            };
+            if !entry.is_held() {
+                return Ok(None);
+            }
+            if self.unlock(entry.record()).await? {
+                return Ok(Some(entry));
+            }
+        }
+        Err(Error::backend_message(format!(
+            "force-unlock {name:?}: it changed hands on each of {FORCE_UNLOCK_ATTEMPTS} attempts"
+        )))
     }
 
     /// The statement(s) that create this store's lock table with its configured names, if the

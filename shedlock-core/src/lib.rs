@@ -60,7 +60,7 @@ pub mod testkit;
 #[path = "macro_support.rs"]
 pub mod __private;
 
-pub use admin::{LockAdmin, LockEntry};
+pub use admin::{ELECTION_MARK, LockAdmin, LockEntry, election_owner_id};
 /// The `#[async_trait]` attribute [`LockProvider`] implementations need, re-exported so a custom
 /// store depends on nothing else.
 pub use async_trait::async_trait;

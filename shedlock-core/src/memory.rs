@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use crate::admin::{LockAdmin, LockEntry};
 use crate::config::{validate_at_least, validate_at_most, validate_name};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim, fire_decision};
 use crate::provider::{LockProvider, LockRecord};
 
@@ -20,6 +21,8 @@ use crate::provider::{LockProvider, LockRecord};
 /// that clock (the wall time at creation plus tokio time elapsed). Fencing tokens start at 1 and
 /// strictly increase per name for the provider's lifetime. It records fires
 /// ([`claim_fire`](LockProvider::claim_fire)) on the same clock.
+///
+/// It implements [`LockAdmin`] too (list, unlock, force-unlock), on the same clock.
 ///
 /// It coordinates only the tasks of one process: replicas need a shared store
 /// (`shedlock-sqlx`).
@@ -212,5 +215,58 @@ impl LockProvider for InMemoryLockProvider {
             .get(name)
             .filter(|row| row.lock_until > now)
             .map(|row| self.record(name, row)))
+    }
+}
+
+/// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now and
+/// keeps the row (holder, `locked_at`, token, recorded fire). `ddl` is `None` and `create_table` does nothing:
+/// there is no schema.
+#[async_trait]
+impl LockAdmin for InMemoryLockProvider {
+    async fn list(&self) -> Result<Vec<LockEntry>> {
+        let now = Instant::now();
+        let store_now = self.wall(now);
+        let rows = self.rows();
+        let mut entries: Vec<LockEntry> = rows
+            .iter()
+            .map(|(name, row)| LockEntry::new(self.record(name, row), store_now, row.last_fire))
+            .collect();
+        drop(rows);
+        entries.sort_by(|a, b| a.record().name().cmp(b.record().name()));
+        Ok(entries)
+    }
+
+    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
+        let now = Instant::now();
+        let rows = self.rows();
+        Ok(rows
+            .get(name)
+            .map(|row| LockEntry::new(self.record(name, row), self.wall(now), row.last_fire)))
+    }
+
+    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+        if expected.fencing_token().is_none() {
+            return Err(Error::invalid_config(format!(
+                "unlocking {:?} needs its fencing token: this store has tokens",
+                expected.name()
+            )));
+        }
+        let now = Instant::now();
+        let mut rows = self.rows();
+        match rows.get_mut(expected.name()) {
+            Some(row)
+                if Self::same_acquisition(row, expected)
+                    && self.wall(row.locked_at) == expected.locked_at()
+                    && row.lock_until > now =>
+            {
+                row.lock_until = now;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn create_table(&self) -> Result<()> {
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
-//! Tools for testing lock stores (feature `testkit`): the provider [`ConformanceSuite`] and
-//! [`FaultyProvider`], a wrapper that fails or hangs on demand.
+//! Tools for testing lock stores (feature `testkit`): the provider [`ConformanceSuite`], the
+//! [`AdminSuite`] for [`LockAdmin`](crate::LockAdmin), and [`FaultyProvider`], a wrapper that
+//! fails or hangs on demand.
 //!
 //! # Checking a store
 //!
@@ -36,7 +37,11 @@ use tokio::time::{Instant, sleep};
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim};
 use crate::owner::random_u64;
+
+mod admin;
+
 use crate::provider::{LockProvider, LockRecord};
+pub use admin::AdminSuite;
 
 mod fire;
 

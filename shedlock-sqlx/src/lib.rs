@@ -92,6 +92,15 @@
 //! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) with the DDL to run;
 //! columns of the wrong type as [`Error::is_schema`](shedlock_core::Error::is_schema).
 //!
+//! # Operating locks
+//!
+//! Every provider implements [`LockAdmin`](shedlock_core::LockAdmin) (the `shedlock` command
+//! line tool is built on it): `list` and `entry` read the rows with the database's now,
+//! `unlock` frees an acquisition only if the row still has the owner, `locked_at` and (where
+//! the table has one) token it was listed with, in one conditional `UPDATE`, and `force_unlock`
+//! frees whoever holds it. Freeing sets `lock_until` to the database's now and nothing else. A
+//! `last_fire` column is listed where the table has it; Java ShedLock's four-column table works.
+//!
 //! # Feature flags
 //!
 //! - `postgres`, `mysql`, `sqlite`: the providers (none by default).
@@ -101,6 +110,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod builder;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

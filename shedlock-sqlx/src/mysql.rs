@@ -16,12 +16,12 @@ use crate::store::{Call, Store, millis_ceil, utc_from_micros};
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
 /// executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2), MySQL ignores it.
-const PIN: &str = "/*M!100102 SET STATEMENT time_zone = '+00:00' FOR */ ";
+pub(crate) const PIN: &str = "/*M!100102 SET STATEMENT time_zone = '+00:00' FOR */ ";
 /// The same for MySQL ≥ 8.0 (an optimizer hint after the statement's first keyword); MariaDB
 /// treats it as a comment.
-const HINT: &str = "/*+ SET_VAR(time_zone = '+00:00') */";
+pub(crate) const HINT: &str = "/*+ SET_VAR(time_zone = '+00:00') */";
 /// The database's "now" in UTC, with the millisecond precision of ShedLock's `TIMESTAMP(3)`.
-const NOW: &str = "UTC_TIMESTAMP(3)";
+pub(crate) const NOW: &str = "UTC_TIMESTAMP(3)";
 /// [`NOW`] in microseconds since the Unix epoch (pure date arithmetic, no time-zone conversion).
 const NOW_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3))";
 /// The statement's start in microseconds since the Unix epoch, which seeds fencing tokens.

@@ -17,7 +17,7 @@ use crate::store::{Call, Store, micros_ceil};
 /// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
 /// use within one statement agrees (in autocommit it equals ShedLock's
 /// `timezone('utc', CURRENT_TIMESTAMP)`, and it stays right even inside a transaction).
-const NOW: &str = "timezone('UTC', statement_timestamp())";
+pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 /// The same instant in microseconds since the Unix epoch, which seeds fencing tokens.
 const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
 

@@ -300,8 +300,14 @@ where
         Ok((call, schema))
     }
 
-    async fn schema(&self, call: &Call) -> Result<Schema> {
+    /// The table's layout, detected on first use.
+    pub(crate) async fn schema(&self, call: &Call) -> Result<Schema> {
         self.inner.store.schema(|| self.detect(call)).await
+    }
+
+    /// The shared store (pool, settings, call deadlines), for the admin statements (`admin.rs`).
+    pub(crate) fn store(&self) -> &Store<D> {
+        &self.inner.store
     }
 
     async fn detect(&self, call: &Call) -> Result<Schema> {
@@ -331,7 +337,7 @@ where
         )
     }
 
-    fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
+    pub(crate) fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
         match D::classify(&error) {
             Some(Fault::MissingTable) => self.missing_table(error),
             Some(Fault::Columns(detail)) => Error::schema(
@@ -412,6 +418,13 @@ macro_rules! sql_lock_provider {
         $(#[$doc])*
         #[derive(Clone)]
         pub struct $name($crate::provider::Provider<$db>);
+
+        impl $name {
+            /// The generic provider inside, for the crate's other surfaces (`admin.rs`).
+            pub(crate) fn generic(&self) -> &$crate::provider::Provider<$db> {
+                &self.0
+            }
+        }
 
         impl $name {
             /// A provider over `pool` with Java ShedLock's defaults (table `shedlock`, 5 s call

@@ -16,9 +16,9 @@ use crate::store::{Call, Store, millis_ceil};
 /// The text format of the time columns: UTC, milliseconds, sortable as text.
 const FORMAT: &str = "%Y-%m-%d %H:%M:%f";
 /// The same format for chrono.
-const CHRONO_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
+pub(crate) const CHRONO_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
 /// SQLite's "now" (the same value for every use within one statement).
-const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+pub(crate) const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
 /// "now" in microseconds since the Unix epoch (millisecond precision), which seeds tokens.
 const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
      + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER)) * 1000)";

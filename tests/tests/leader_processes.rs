@@ -469,8 +469,9 @@ impl Election {
             .fetch_optional(pool)
             .await
             .expect("read the election row");
+        // The latch writes its owner id with the election mark; the processes report it plain.
         row.map(|(owner, token, locked_at_us, lock_until_us)| Row {
-            owner,
+            owner: shedlock_core::election_owner_id(&owner).to_owned(),
             token,
             locked_at_us,
             lock_until_us,

@@ -18,9 +18,10 @@ use tracing::Instrument;
 pub use config::{LeaderLatchConfig, LeaderLatchConfigBuilder};
 pub use state::{KnownLeader, LeaderEvent, LeaderEvents, LeaderState, LeaderTerm, StepDownReason};
 
+use crate::admin::ELECTION_MARK;
 use crate::config::validate_name;
 use crate::error::{Error, Result};
-use crate::owner::default_owner_id;
+use crate::owner::{MAX_OWNER_ID_LEN, default_owner_id};
 use crate::provider::LockProvider;
 use task::Shared;
 
@@ -97,7 +98,10 @@ use task::Shared;
 ///
 /// # Owner ids
 ///
-/// The owner id is written to the row's `locked_by`. By default every latch and executor of a
+/// The owner id is written to the row's `locked_by` with [`ELECTION_MARK`] appended
+/// (`host:42:1a2b3c#election`), so that operators' tools (`shedlock list`, [`LockEntry::is_election`](crate::LockEntry::is_election))
+/// tell election rows from task locks and ask before freeing one; so an owner id for a latch is
+/// at most 246 characters. [`KnownLeader::owner_id`] is the id without the mark. By default every latch and executor of a
 /// process shares one ([`default_owner_id`]), and an explicit id may be shared too; what tells
 /// two terms apart is the acquisition (its fencing token, or its `locked_at`). So a latch
 /// releases a leftover row only when it can prove it is its own: the acquisition of one of its
@@ -170,6 +174,14 @@ impl LeaderLatch {
             Some(id) => id.to_owned(),
             None => default_owner_id()?,
         };
+        // The row carries the id plus the election mark, within `locked_by`'s 255 characters.
+        let room = MAX_OWNER_ID_LEN - ELECTION_MARK.len();
+        if owner_id.chars().count() > room {
+            return Err(Error::invalid_config(format!(
+                "a leader latch's owner id is at most {room} characters long (its rows carry \
+                 it with {ELECTION_MARK:?}); set a shorter owner_id"
+            )));
+        }
         let shared = Arc::new(Shared::new(config, owner_id, Arc::new(provider), runtime));
         let span = tracing::info_span!(
             "leader_latch",

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::admin::election_owner_id;
 use crate::keepalive::Lease;
 use crate::provider::LockRecord;
 
@@ -87,12 +88,13 @@ pub struct KnownLeader {
 impl KnownLeader {
     pub(crate) fn from_record(record: &LockRecord) -> Self {
         Self {
-            owner_id: record.owner().to_owned(),
+            owner_id: election_owner_id(record.owner()).to_owned(),
             fencing_token: record.fencing_token(),
         }
     }
 
-    /// The leader's owner id (its `locked_by`).
+    /// The leader's owner id: its row's `locked_by` without the
+    /// [`ELECTION_MARK`](crate::ELECTION_MARK).
     #[must_use]
     pub fn owner_id(&self) -> &str {
         &self.owner_id

@@ -25,6 +25,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use super::config::LeaderLatchConfig;
 use super::ownership::{Claim, OwnRows, Registration};
 use super::state::{KnownLeader, LeaderEvent, LeaderState, LeaderTerm, StepDownReason};
+use crate::admin::election_owner;
 use crate::error::Error;
 use crate::executor::catch_unwind_future;
 use crate::keepalive::{DeadlineCell, Lease, RenewPolicy, timed};
@@ -38,6 +39,11 @@ pub(super) const EVENT_BUFFER: usize = 64;
 pub(super) struct Shared {
     pub(super) config: LeaderLatchConfig,
     pub(super) owner_id: Arc<str>,
+    /// What the latch writes to `locked_by`: the owner id with [`ELECTION_MARK`], so operators'
+    /// tools can tell its rows from task locks.
+    ///
+    /// [`ELECTION_MARK`]: crate::ELECTION_MARK
+    pub(super) row_owner: Arc<str>,
     pub(super) provider: Arc<dyn LockProvider>,
     /// The current term's deadline, lock-free: `is_leader()` reads only this.
     pub(super) leader_until: Arc<DeadlineCell>,
@@ -80,6 +86,7 @@ impl Shared {
         let registration = Registration::new(&owner_id, config.name());
         Self {
             config,
+            row_owner: Arc::from(election_owner(&owner_id)),
             owner_id: Arc::from(owner_id),
             provider,
             leader_until: Arc::new(DeadlineCell::new()),
@@ -454,7 +461,7 @@ impl Runner {
             cfg.call_timeout(),
             shared
                 .provider
-                .acquire(cfg.name(), cfg.lease(), &shared.owner_id),
+                .acquire(cfg.name(), cfg.lease(), &shared.row_owner),
         )
         .await;
         match acquired {
@@ -615,13 +622,13 @@ impl Runner {
             Ok(Some(record)) => {
                 let claim = self.own.claim(
                     &record,
-                    &shared.owner_id,
+                    &shared.row_owner,
                     shared.config.call_timeout() + shared.config.lease(),
                     || shared.registration.is_shared(),
                 );
                 self.own.saw(Some(&record));
                 let Some(claim) = claim else {
-                    if record.owner() == &*shared.owner_id {
+                    if record.owner() == &*shared.row_owner {
                         tracing::debug!(
                             token = ?record.fencing_token(),
                             "the row carries this instance's owner id but is not provably its \

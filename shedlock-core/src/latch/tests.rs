@@ -51,7 +51,24 @@ async fn holder(store: &InMemoryLockProvider, name: &str) -> Option<String> {
         .holder(name)
         .await
         .expect("in-memory holder")
-        .map(|r| r.owner().to_owned())
+        .map(|r| crate::election_owner_id(r.owner()).to_owned())
+}
+
+/// The leader a follower reports at its first attempt (within a second).
+async fn first_leader_seen(latch: &LeaderLatch) -> KnownLeader {
+    let mut states = latch.watch();
+    let state = tokio::time::timeout(
+        SEC,
+        states.wait_for(|s| matches!(s, LeaderState::Follower { leader: Some(_) })),
+    )
+    .await
+    .expect("follows at its first attempt")
+    .expect("alive")
+    .clone();
+    let LeaderState::Follower { leader: Some(seen) } = state else {
+        unreachable!()
+    };
+    seen
 }
 
 fn leaders(latches: &[LeaderLatch]) -> Vec<usize> {
@@ -805,7 +822,7 @@ async fn resign_racing_an_acquire_does_not_lead_and_releases() {
 }
 
 /// A broken store: the first acquire fails (as if its reply was lost), the row is always this
-/// instance's ("a"), releases "succeed" and change nothing, later acquires are refused.
+/// instance's ("a", marked as an election row), releases "succeed" and change nothing, later acquires are refused.
 struct StuckOwnRow {
     acquires: AtomicUsize,
     releases: AtomicUsize,
@@ -845,7 +862,7 @@ impl LockProvider for StuckOwnRow {
     async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         Ok(Some(LockRecord::new(
             name,
-            "a",
+            "a#election",
             self.locked_at,
             self.locked_at + chrono::Duration::seconds(15),
         )))
@@ -1453,23 +1470,12 @@ async fn a_row_of_an_earlier_process_with_the_same_owner_id_is_left_to_expire() 
     // or another live latch uses the id: either way this latch cannot tell it is its own.
     let t0 = Instant::now();
     store
-        .acquire("earlier", 15 * SEC, "a")
+        .acquire("earlier", 15 * SEC, "a#election")
         .await
         .expect("ok")
         .expect("free");
     let latch = start(store.clone(), config("earlier", "a"));
-    let mut states = latch.watch();
-    let state = tokio::time::timeout(
-        SEC,
-        states.wait_for(|s| matches!(s, LeaderState::Follower { leader: Some(_) })),
-    )
-    .await
-    .expect("follows at its first attempt")
-    .expect("alive")
-    .clone();
-    let LeaderState::Follower { leader: Some(seen) } = state else {
-        unreachable!()
-    };
+    let seen = first_leader_seen(&latch).await;
     assert_eq!(seen.owner_id(), "a", "followed, not released");
     sleep_until(t0 + 14 * SEC + 500 * MS).await;
     assert!(!latch.is_leader());
@@ -1585,4 +1591,44 @@ fn current_term_while_holding_a_state_borrow_does_not_deadlock() {
         assert!(!latch.state().was_leader());
         rt.block_on(latch.close()).expect("closed");
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Election rows are marked for operators
+
+#[tokio::test(start_paused = true)]
+async fn the_latch_marks_its_rows_and_followers_see_the_plain_owner_id() {
+    use crate::LockAdmin;
+    let store = Arc::new(InMemoryLockProvider::new());
+    let a = start(store.clone(), config("marked", "a"));
+    a.wait_for_leadership().await.expect("running");
+    let entry = store
+        .entry("marked")
+        .await
+        .expect("in-memory entry")
+        .expect("a row");
+    assert_eq!(entry.record().owner(), "a#election");
+    assert!(entry.is_election());
+
+    let b = start(store.clone(), config("marked", "b"));
+    let seen = first_leader_seen(&b).await;
+    assert_eq!(seen.owner_id(), "a");
+    assert_eq!(seen.owner_id(), a.owner_id());
+    b.close().await.expect("closed");
+    a.close().await.expect("closed");
+
+    // The mark must fit in locked_by's 255 characters.
+    let long = config("marked", &"x".repeat(247))
+        .build()
+        .expect("a valid id");
+    let err = LeaderLatch::start(store.clone(), long).expect_err("too long with the mark");
+    assert!(err.is_invalid_config(), "{err}");
+    let fits = config("marked", &"x".repeat(246))
+        .build()
+        .expect("a valid id");
+    LeaderLatch::start(store, fits)
+        .expect("fits with the mark")
+        .close()
+        .await
+        .expect("closed");
 }

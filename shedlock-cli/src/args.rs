@@ -1,0 +1,254 @@
+//! The command line, as clap derive types: global connection options and one enum variant per
+//! subcommand.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+
+/// Exit codes and what they mean, shown by `--help`.
+const EXIT_CODES: &str = "\
+Exit status:
+  0  done
+  1  refused, nothing changed: the lock changed hands since it was shown, is not held, is a
+     leader election (pass --election), or there is no such lock
+  2  usage or connection error (bad option, URL, unreachable database, missing table); the
+     message says what to fix
+
+Database URLs: postgres://user@host/db, mysql://user@host/db (MySQL and MariaDB),
+sqlite://path/to/file.db (sqlite://file.db?mode=rwc creates the file).";
+
+/// See, free and create the locks of shedlock-rs and Java `ShedLock` in a shared database.
+#[derive(Debug, Parser)]
+#[command(name = "shedlock", version, after_help = EXIT_CODES)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Where the locks are: database URL, table, column names.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// The database holding the lock table.
+    #[arg(
+        short = 'd',
+        long,
+        env = "DATABASE_URL",
+        global = true,
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) database_url: Option<String>,
+    /// The lock table, optionally schema-qualified (`ops.locks`).
+    #[arg(short, long, global = true, default_value = "shedlock")]
+    pub(crate) table: String,
+    /// The lock name column.
+    #[arg(long, global = true, default_value = "name", value_name = "COLUMN")]
+    pub(crate) name_column: String,
+    /// The `lock_until` column.
+    #[arg(
+        long,
+        global = true,
+        default_value = "lock_until",
+        value_name = "COLUMN"
+    )]
+    pub(crate) lock_until_column: String,
+    /// The `locked_at` column.
+    #[arg(
+        long,
+        global = true,
+        default_value = "locked_at",
+        value_name = "COLUMN"
+    )]
+    pub(crate) locked_at_column: String,
+    /// The `locked_by` column.
+    #[arg(
+        long,
+        global = true,
+        default_value = "locked_by",
+        value_name = "COLUMN"
+    )]
+    pub(crate) locked_by_column: String,
+    /// The fencing-token column (used when the table has it).
+    #[arg(
+        long,
+        global = true,
+        default_value = "fencing_token",
+        value_name = "COLUMN"
+    )]
+    pub(crate) fencing_token_column: String,
+    /// How long each database call may take, connecting included ("5s", "500ms", "PT2S").
+    #[arg(long, global = true, default_value = "5s", value_parser = duration, value_name = "DURATION")]
+    pub(crate) timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Lists every lock: NAME STATE HOLDER LOCKED REMAINING TOKEN (and LAST FIRE where jobs
+    /// record fires), by the database's clock.
+    List {
+        /// Only locks held now.
+        #[arg(long)]
+        held: bool,
+        /// JSON for scripts: an array of objects with every field at full precision.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one lock in full, with the command that frees exactly this acquisition.
+    Show {
+        /// The lock's name.
+        name: String,
+        /// JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Frees a lock: safely, only if it is still the acquisition `show` printed (`--owner`,
+    /// `--locked-at`, and `--token` where the table has tokens), or whoever holds it (`--force`).
+    #[command(group = clap::ArgGroup::new("how").required(true).multiple(true).args(["owner", "force"]))]
+    Unlock(UnlockArgs),
+    /// Who leads an election (a leader latch's row): the leader, its term token, lease left.
+    Leader {
+        /// The election's name.
+        name: String,
+        /// JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refreshes `list` every second (or `--interval`) until Ctrl-C.
+    Watch {
+        /// Only locks held now.
+        #[arg(long)]
+        held: bool,
+        /// Time between refreshes.
+        #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+        interval: Duration,
+        /// Stop after this many refreshes.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Prints the `CREATE TABLE` statement for the table and columns given (needs no connection).
+    Ddl,
+    /// Creates the lock table unless it exists.
+    CreateTable,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UnlockArgs {
+    /// The lock's name.
+    pub(crate) name: String,
+    /// The holder `show` printed.
+    #[arg(long, requires = "locked_at", conflicts_with = "force")]
+    pub(crate) owner: Option<String>,
+    /// The `locked at` time `show` printed (RFC 3339, all its digits).
+    #[arg(long, value_parser = rfc3339, requires = "owner", value_name = "TIME")]
+    pub(crate) locked_at: Option<DateTime<Utc>>,
+    /// The token `show` printed (required where the table has tokens).
+    #[arg(long, requires = "owner", value_name = "N")]
+    pub(crate) token: Option<i64>,
+    /// Free the lock whoever holds it, and print what was freed.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Allow freeing a leader election's row: the old leader may go on acting as leader until
+    /// its renew deadline passes (10 s by default), next to the new one.
+    #[arg(long)]
+    pub(crate) election: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    match shedlock_core::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be more than zero".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn rfc3339(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s)
+        .map(Into::into)
+        .map_err(|e| format!("{e}; give it as `show` prints it, e.g. 2026-12-01T20:31:02.123456Z"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("shedlock").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        let cli = parse(&["list", "--table", "ops_locks", "-d", "sqlite://x.db"]).expect("valid");
+        assert_eq!(cli.store.table, "ops_locks");
+        assert_eq!(cli.store.database_url.as_deref(), Some("sqlite://x.db"));
+        let cli = parse(&["--timeout", "2s", "show", "report", "--json"]).expect("valid");
+        assert_eq!(cli.store.timeout, Duration::from_secs(2));
+        assert!(matches!(cli.command, Command::Show { json: true, .. }));
+    }
+
+    #[test]
+    fn unlock_needs_owner_and_locked_at_or_force_not_both() {
+        let ok = parse(&[
+            "unlock",
+            "report",
+            "--owner",
+            "pod-7",
+            "--locked-at",
+            "2026-12-01T20:31:02.123456Z",
+            "--token",
+            "7",
+        ])
+        .expect("valid");
+        let Command::Unlock(args) = ok.command else {
+            panic!("unlock")
+        };
+        assert_eq!(
+            args.locked_at.map(|t| t.timestamp_subsec_micros()),
+            Some(123_456)
+        );
+        assert!(parse(&["unlock", "report", "--force"]).is_ok());
+        for bad in [
+            &["unlock", "report"][..],
+            &["unlock", "report", "--owner", "pod-7"],
+            &["unlock", "report", "--locked-at", "2026-12-01T20:31:02Z"],
+            &[
+                "unlock",
+                "report",
+                "--force",
+                "--owner",
+                "a",
+                "--locked-at",
+                "2026-12-01T20:31:02Z",
+            ],
+            &[
+                "unlock",
+                "report",
+                "--owner",
+                "a",
+                "--locked-at",
+                "yesterday",
+            ],
+            &["list", "--timeout", "0s"],
+            &["watch", "--interval", "soon"],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} must be refused"));
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn help_documents_the_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit status:"), "{help}");
+        assert!(help.contains("DATABASE_URL"), "{help}");
+    }
+}

@@ -1,0 +1,144 @@
+//! Why a command did not do its job: the exit code and the one line that says what to fix.
+
+use std::error::Error as StdError;
+use std::io;
+use std::process::ExitCode;
+
+/// The documented exit codes (see `shedlock --help`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// 0: done (also: the reader of our output went away).
+    Done,
+    /// 1: refused, nothing changed: the holder changed, the lock is free, an election needs
+    /// `--election`, no such lock.
+    Refused,
+    /// 2: usage or connection error.
+    Usage,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        match exit {
+            Exit::Done => ExitCode::SUCCESS,
+            Exit::Refused => ExitCode::from(1),
+            Exit::Usage => ExitCode::from(2),
+        }
+    }
+}
+
+/// A command's failure: its exit code and its message (one line, lowercase, what to fix).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) exit: Exit,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn refused(message: impl Into<String>) -> Self {
+        Self {
+            exit: Exit::Refused,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self {
+            exit: Exit::Usage,
+            message: message.into(),
+        }
+    }
+
+    /// A store error, worded for someone at a terminal: what failed, why, and what to do.
+    pub(crate) fn store(error: &shedlock_core::Error, table: &str) -> Self {
+        let message = if error.is_missing_table() {
+            format!(
+                "the lock table {table} does not exist; create it with `shedlock create-table` \
+                 (`shedlock ddl` prints its DDL), or pass --table"
+            )
+        } else if error.is_timeout() {
+            format!(
+                "{error}; check that the database is reachable, or raise --timeout if it is slow"
+            )
+        } else if error.is_backend() {
+            format!("{}; check --database-url and the database", causes(error))
+        } else {
+            causes(error)
+        };
+        Self::usage(message)
+    }
+
+    /// Writing our output failed: a closed pipe (`shedlock list | head`) is no error.
+    pub(crate) fn output(error: &io::Error) -> Self {
+        if error.kind() == io::ErrorKind::BrokenPipe {
+            Self {
+                exit: Exit::Done,
+                message: String::new(),
+            }
+        } else {
+            Self::usage(format!("cannot write the output: {error}"))
+        }
+    }
+}
+
+impl From<shedlock_core::Error> for Failure {
+    fn from(error: shedlock_core::Error) -> Self {
+        Self::usage(causes(&error))
+    }
+}
+
+/// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.
+pub(crate) fn causes(error: &(dyn StdError + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut last = out.clone();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !last.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        last = text;
+        source = cause.source();
+    }
+    out.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_joined_once() {
+        let io = io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused");
+        let err = shedlock_core::Error::backend("connect to Postgres", io);
+        assert_eq!(
+            causes(&err),
+            "lock store failed to connect to Postgres: connection refused"
+        );
+        let failure = Failure::store(&err, "shedlock");
+        assert_eq!(failure.exit, Exit::Usage);
+        assert!(
+            failure
+                .message
+                .ends_with("check --database-url and the database")
+        );
+    }
+
+    #[test]
+    fn a_missing_table_says_how_to_create_it() {
+        let err = shedlock_core::Error::missing_table("locks", "run x", io::Error::other("x"));
+        let failure = Failure::store(&err, "locks");
+        assert!(
+            failure.message.contains("`shedlock create-table`"),
+            "{}",
+            failure.message
+        );
+        assert!(!failure.message.contains('\n'));
+    }
+
+    #[test]
+    fn a_closed_pipe_is_not_an_error() {
+        let pipe = io::Error::from(io::ErrorKind::BrokenPipe);
+        assert_eq!(Failure::output(&pipe).exit, Exit::Done);
+    }
+}

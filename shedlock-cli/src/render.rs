@@ -1,0 +1,352 @@
+//! What a person reads (aligned tables, `key: value` blocks, human durations) and what a script
+//! reads (`--json`), from [`LockEntry`]s.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+use shedlock_core::{LockEntry, election_owner_id};
+
+/// A time as RFC 3339 in UTC with all the precision it has (`2026-12-01T20:31:02.123456Z`), so
+/// a value printed here and passed back as `--locked-at` is exactly the stored one.
+pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// A duration in at most its two largest units: `850ms`, `48s`, `4m12s`, `3h5m`, `2d4h`.
+pub(crate) fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
+    let mut out = String::new();
+    let mut left = secs;
+    let mut shown = 0;
+    for (size, unit) in units {
+        let count = left / size;
+        if count > 0 || shown > 0 {
+            if count > 0 {
+                let _ = write!(out, "{count}{unit}");
+            }
+            shown += 1;
+            left %= size;
+        }
+        if shown == 2 {
+            break;
+        }
+    }
+    out
+}
+
+/// How long before `now` `at` was (`12s ago`), or after (`in 48s`).
+pub(crate) fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    match (now - at).to_std() {
+        Ok(ago) => format!("{} ago", human(ago)),
+        Err(_) => format!("in {}", human((at - now).to_std().unwrap_or_default())),
+    }
+}
+
+/// The entry's state word: `held`, `free`, or `leader` for a held election row.
+pub(crate) fn state(entry: &LockEntry) -> &'static str {
+    match (entry.is_held(), entry.is_election()) {
+        (false, _) => "free",
+        (true, false) => "held",
+        (true, true) => "leader",
+    }
+}
+
+fn token(entry: &LockEntry) -> String {
+    entry
+        .record()
+        .fencing_token()
+        .map_or_else(|| "-".to_owned(), |t| t.to_string())
+}
+
+/// `list`: one aligned row per lock, like `kubectl get`. A LAST FIRE column appears when any
+/// lock has a recorded fire.
+pub(crate) fn table(entries: &[LockEntry]) -> String {
+    if entries.is_empty() {
+        return "no locks\n".to_owned();
+    }
+    let fires = entries.iter().any(|e| e.last_fire().is_some());
+    let mut rows = vec![
+        [
+            "NAME",
+            "STATE",
+            "HOLDER",
+            "LOCKED",
+            "REMAINING",
+            "TOKEN",
+            "LAST FIRE",
+        ]
+        .map(str::to_owned),
+    ];
+    for e in entries {
+        let r = e.record();
+        let now = e.store_now();
+        rows.push([
+            r.name().to_owned(),
+            state(e).to_owned(),
+            r.owner().to_owned(),
+            relative(r.locked_at(), now),
+            e.remaining().map_or_else(|| "-".to_owned(), human),
+            token(e),
+            e.last_fire()
+                .map_or_else(|| "-".to_owned(), |f| relative(f, now)),
+        ]);
+    }
+    let columns = if fires { 7 } else { 6 };
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (c, width) in widths.iter().enumerate() {
+            if c + 1 == columns {
+                line.push_str(&row[c]);
+            } else {
+                let _ = write!(line, "{:<width$}   ", row[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A shell word: as is when it is plain, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@#%+=,".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The safe unlock command for exactly this acquisition.
+pub(crate) fn unlock_command(entry: &LockEntry) -> String {
+    let r = entry.record();
+    let mut cmd = format!(
+        "shedlock unlock {} --owner {} --locked-at {}",
+        shell_word(r.name()),
+        shell_word(r.owner()),
+        timestamp(r.locked_at())
+    );
+    if let Some(t) = r.fencing_token() {
+        let _ = write!(cmd, " --token {t}");
+    }
+    if entry.is_election() {
+        cmd.push_str(" --election");
+    }
+    cmd
+}
+
+/// `show`: one lock in full, every time with full precision.
+pub(crate) fn details(entry: &LockEntry) -> String {
+    let r = entry.record();
+    let now = entry.store_now();
+    let state = match entry.remaining() {
+        Some(left) => format!("{}, {} left", state(entry), human(left)),
+        None => "free".to_owned(),
+    };
+    let mut lines = vec![
+        ("name", r.name().to_owned()),
+        ("state", state),
+        ("holder", r.owner().to_owned()),
+        (
+            "locked at",
+            format!(
+                "{} ({})",
+                timestamp(r.locked_at()),
+                relative(r.locked_at(), now)
+            ),
+        ),
+        (
+            "lock until",
+            format!(
+                "{} ({})",
+                timestamp(r.lock_until()),
+                relative(r.lock_until(), now)
+            ),
+        ),
+        ("token", token(entry)),
+        (
+            "last fire",
+            entry.last_fire().map_or_else(
+                || "-".to_owned(),
+                |f| format!("{} ({})", timestamp(f), relative(f, now)),
+            ),
+        ),
+        ("store now", timestamp(now)),
+    ];
+    if entry.is_election() {
+        lines.push((
+            "election",
+            format!(
+                "a leader latch's row; {} leads while it is held",
+                election_owner_id(r.owner())
+            ),
+        ));
+    }
+    if entry.is_held() {
+        lines.push(("unlock with", unlock_command(entry)));
+    }
+    key_values(&lines)
+}
+
+/// `key: value` lines with the values aligned.
+pub(crate) fn key_values(lines: &[(&str, String)]) -> String {
+    let width = lines.iter().map(|(k, _)| k.len() + 1).max().unwrap_or(0);
+    let mut out = String::new();
+    for (key, value) in lines {
+        let _ = writeln!(out, "{:<width$} {value}", format!("{key}:"));
+    }
+    out
+}
+
+/// One lock as JSON: every field of the table and of `show`, times in full precision.
+pub(crate) fn json(entry: &LockEntry) -> Value {
+    let r = entry.record();
+    json!({
+        "name": r.name(),
+        "state": state(entry),
+        "held": entry.is_held(),
+        "election": entry.is_election(),
+        "holder": r.owner(),
+        "locked_at": timestamp(r.locked_at()),
+        "lock_until": timestamp(r.lock_until()),
+        "remaining_ms": entry.remaining().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        "fencing_token": r.fencing_token(),
+        "last_fire": entry.last_fire().map(timestamp),
+        "store_now": timestamp(entry.store_now()),
+    })
+}
+
+/// `list --json`: an array of [`json`] objects.
+pub(crate) fn json_list(entries: &[LockEntry]) -> Value {
+    Value::Array(entries.iter().map(json).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use shedlock_core::LockRecord;
+
+    use super::*;
+
+    fn at(secs: i64, micros: u32) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_764_620_000 + secs, micros * 1_000)
+            .single()
+            .expect("a valid time")
+    }
+
+    fn entry(name: &str, owner: &str, locked: i64, until: i64, now: i64) -> LockEntry {
+        let record = LockRecord::new(name, owner, at(locked, 123_456), at(until, 123_456))
+            .with_fencing_token(Some(42));
+        LockEntry::new(record, at(now, 0), None)
+    }
+
+    #[test]
+    fn human_durations_show_two_units_at_most() {
+        let cases = [
+            (Duration::from_millis(850), "850ms"),
+            (Duration::from_secs(48), "48s"),
+            (Duration::from_secs(252), "4m12s"),
+            (Duration::from_hours(1), "1h"),
+            (Duration::from_secs(3_600 + 5 * 60 + 7), "1h5m"),
+            (Duration::from_secs(3_600 + 7), "1h"),
+            (Duration::from_secs(2 * 86_400 + 4 * 3_600 + 59), "2d4h"),
+            (Duration::ZERO, "0ms"),
+        ];
+        for (d, want) in cases {
+            assert_eq!(human(d), want, "{d:?}");
+        }
+        assert_eq!(relative(at(0, 0), at(12, 0)), "12s ago");
+        assert_eq!(relative(at(60, 0), at(12, 0)), "in 48s");
+    }
+
+    #[test]
+    fn timestamps_keep_every_digit_the_store_has() {
+        assert_eq!(timestamp(at(0, 123_456)), "2025-12-01T20:13:20.123456Z");
+        assert_eq!(timestamp(at(0, 123_000)), "2025-12-01T20:13:20.123Z");
+        assert_eq!(timestamp(at(0, 0)), "2025-12-01T20:13:20Z");
+        let back: DateTime<Utc> = DateTime::parse_from_rfc3339(&timestamp(at(0, 123_456)))
+            .expect("parses")
+            .into();
+        assert_eq!(back, at(0, 123_456));
+    }
+
+    #[test]
+    fn the_table_is_aligned_and_leaves_out_an_empty_last_fire_column() {
+        let entries = [
+            entry("report", "pod-7:1:ab12cd", 0, 60, 12),
+            entry("a-much-longer-name", "x", -3_600, -3_000, 12),
+            entry("scheduler", "pod-2:1:cc#election", 0, 15, 2),
+        ];
+        let out = table(&entries);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "{out}");
+        assert!(lines[0].starts_with("NAME "), "{out}");
+        assert!(!lines[0].contains("LAST FIRE"), "{out}");
+        let col = |line: &str, word: &str| line.find(word).expect(word);
+        let state_col = col(lines[0], "STATE");
+        assert_eq!(col(lines[1], "held"), state_col, "{out}");
+        assert_eq!(col(lines[2], "free"), state_col, "{out}");
+        assert_eq!(col(lines[3], "leader"), state_col, "{out}");
+        assert!(
+            lines[1].contains("11s ago") && lines[1].contains("48s"),
+            "{out}"
+        );
+        assert!(
+            lines[2].contains(" - "),
+            "a free lock has no time left: {out}"
+        );
+        assert!(lines.iter().all(|l| l == &l.trim_end()), "{out:?}");
+
+        let fired = LockEntry::new(entries[0].record().clone(), at(12, 0), Some(at(0, 0)));
+        let out = table(&[fired]);
+        assert!(
+            out.lines().next().is_some_and(|l| l.ends_with("LAST FIRE")),
+            "{out}"
+        );
+        assert_eq!(table(&[]), "no locks\n");
+    }
+
+    #[test]
+    fn show_prints_the_exact_unlock_command() {
+        let out = details(&entry("report", "pod 7's", 0, 60, 12));
+        assert!(out.contains("state:       held, 48s left"), "{out}");
+        assert!(
+            out.contains(
+                "unlock with: shedlock unlock report --owner 'pod 7'\\''s' \
+                 --locked-at 2025-12-01T20:13:20.123456Z --token 42"
+            ),
+            "{out}"
+        );
+        let free = details(&entry("report", "pod-7", 0, 10, 12));
+        assert!(!free.contains("unlock with"), "{free}");
+        let election = details(&entry("scheduler", "pod-2:1:cc#election", 0, 15, 2));
+        assert!(election.contains("pod-2:1:cc leads"), "{election}");
+        assert!(election.contains("--token 42 --election"), "{election}");
+    }
+
+    #[test]
+    fn json_carries_what_the_table_shows() {
+        let value = json(&entry("report", "pod-7", 0, 60, 12));
+        assert_eq!(value["name"], "report");
+        assert_eq!(value["state"], "held");
+        assert_eq!(value["holder"], "pod-7");
+        assert_eq!(value["locked_at"], "2025-12-01T20:13:20.123456Z");
+        assert_eq!(value["remaining_ms"], 48_123);
+        assert_eq!(value["fencing_token"], 42);
+        assert_eq!(value["last_fire"], Value::Null);
+        assert_eq!(value["election"], false);
+    }
+}

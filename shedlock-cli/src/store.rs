@@ -1,0 +1,175 @@
+//! From a database URL to a [`LockAdmin`]: which store a URL names, and how it is opened.
+//!
+//! Each store is one [`Kind`] with its URL schemes and one arm in [`open`]; a store that lives in
+//! another crate (Redis, etcd) slots in as one more kind behind a cargo feature.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::LockAdmin;
+use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+
+use crate::args::StoreArgs;
+use crate::failure::Failure;
+
+/// A store the tool knows by its URL scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Postgres,
+    MySql,
+    Sqlite,
+}
+
+/// URL schemes (`scheme:` prefixes) and their stores; `Err` names a store this build does not
+/// include yet.
+const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
+    ("postgres", Ok(Kind::Postgres)),
+    ("postgresql", Ok(Kind::Postgres)),
+    ("mysql", Ok(Kind::MySql)),
+    ("mariadb", Ok(Kind::MySql)),
+    ("sqlite", Ok(Kind::Sqlite)),
+    ("redis", Err("Redis")),
+    ("rediss", Err("Redis")),
+    ("etcd", Err("etcd")),
+];
+
+/// An opened store and how to name it in messages (never with the URL's credentials).
+pub(crate) struct Store {
+    pub(crate) admin: Arc<dyn LockAdmin>,
+    pub(crate) table: String,
+}
+
+/// Which store `url` names.
+pub(crate) fn kind(url: &str) -> Result<Kind, Failure> {
+    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+    let known = || {
+        SCHEMES
+            .iter()
+            .filter(|(_, k)| k.is_ok())
+            .map(|(s, _)| format!("{s}://"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match SCHEMES.iter().find(|(s, _)| scheme.as_deref() == Some(*s)) {
+        Some((_, Err(store))) => Err(Failure::usage(format!(
+            "{store} stores are not supported by this build of shedlock yet; use one of {}",
+            known()
+        ))),
+        Some((_, Ok(kind))) => Ok(*kind),
+        None => Err(Failure::usage(format!(
+            "the database URL does not start with a known scheme; use one of {}",
+            known()
+        ))),
+    }
+}
+
+/// Opens the store `args` names. With `connect`, one connection is opened now, so a wrong URL,
+/// a closed port or a bad password fails here; without, nothing is opened until first use
+/// (`ddl` needs no database).
+pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failure> {
+    let url = args.database_url.as_deref().ok_or_else(|| {
+        Failure::usage("no database given: pass --database-url URL or set DATABASE_URL")
+    })?;
+    let kind = kind(url)?;
+    let pool_err = |what: &str, e: shedlock_sqlx::sqlx::Error| {
+        Failure::usage(format!(
+            "cannot {what}: {}; check --database-url or DATABASE_URL",
+            crate::failure::causes(&e)
+        ))
+    };
+    let admin: Arc<dyn LockAdmin> = match kind {
+        Kind::Postgres => {
+            let options = PgLockProvider::pool_options();
+            let pool = pool(options, url, args.timeout, connect)
+                .await
+                .map_err(|e| pool_err("connect to Postgres", e))?;
+            Arc::new(configure(PgLockProvider::builder(pool), args).build()?)
+        }
+        Kind::MySql => {
+            let options = MySqlLockProvider::pool_options();
+            let pool = pool(options, url, args.timeout, connect)
+                .await
+                .map_err(|e| pool_err("connect to MySQL/MariaDB", e))?;
+            Arc::new(configure(MySqlLockProvider::builder(pool), args).build()?)
+        }
+        Kind::Sqlite => {
+            let options = SqliteLockProvider::pool_options();
+            let pool = pool(options, url, args.timeout, connect)
+                .await
+                .map_err(|e| pool_err("open the SQLite database", e))?;
+            Arc::new(configure(SqliteLockProvider::builder(pool), args).build()?)
+        }
+    };
+    Ok(Store {
+        admin,
+        table: args.table.clone(),
+    })
+}
+
+/// A small pool for one command: two connections, none kept, `timeout` to get one.
+async fn pool<DB: shedlock_sqlx::sqlx::Database>(
+    options: shedlock_sqlx::sqlx::pool::PoolOptions<DB>,
+    url: &str,
+    timeout: Duration,
+    connect: bool,
+) -> Result<shedlock_sqlx::sqlx::Pool<DB>, shedlock_sqlx::sqlx::Error> {
+    let options = options
+        .max_connections(2)
+        .min_connections(0)
+        .acquire_timeout(timeout);
+    if connect {
+        match tokio::time::timeout(timeout, options.connect(url)).await {
+            Ok(pool) => pool,
+            Err(_) => Err(shedlock_sqlx::sqlx::Error::PoolTimedOut),
+        }
+    } else {
+        options.connect_lazy(url)
+    }
+}
+
+fn configure<DB: shedlock_sqlx::sqlx::Database>(
+    builder: LockProviderBuilder<DB>,
+    args: &StoreArgs,
+) -> LockProviderBuilder<DB> {
+    builder
+        .table(&args.table)
+        .name_column(&args.name_column)
+        .lock_until_column(&args.lock_until_column)
+        .locked_at_column(&args.locked_at_column)
+        .locked_by_column(&args.locked_by_column)
+        .fencing_token_column(&args.fencing_token_column)
+        .call_timeout(args.timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_their_store() {
+        assert_eq!(kind("postgres://u@h/db").ok(), Some(Kind::Postgres));
+        assert_eq!(kind("PostgreSQL://u@h/db").ok(), Some(Kind::Postgres));
+        assert_eq!(kind("mysql://root@127.0.0.1/test").ok(), Some(Kind::MySql));
+        assert_eq!(
+            kind("mariadb://root@127.0.0.1/test").ok(),
+            Some(Kind::MySql)
+        );
+        assert_eq!(kind("sqlite://locks.db").ok(), Some(Kind::Sqlite));
+        assert_eq!(kind("sqlite::memory:").ok(), Some(Kind::Sqlite));
+        let redis = kind("redis://127.0.0.1:6379").expect_err("not built in");
+        assert!(
+            redis.message.contains("Redis stores are not supported"),
+            "{}",
+            redis.message
+        );
+        let unknown = kind("oracle://x").expect_err("unknown");
+        assert!(
+            unknown
+                .message
+                .contains("postgres://, postgresql://, mysql://"),
+            "{}",
+            unknown.message
+        );
+        assert!(kind("no scheme at all").is_err());
+    }
+}

@@ -1,0 +1,564 @@
+//! End to end: the built `shedlock` binary against Postgres, MariaDB and SQLite, while this test
+//! process holds the locks through the providers.
+//!
+//! Postgres and MariaDB come from `SHEDLOCK_PG_URL` / `SHEDLOCK_MYSQL_URL` (skipped with a
+//! notice without them, failed under `SHEDLOCK_REQUIRE_DB=1`); SQLite always runs, on a file of
+//! its own. Every test uses tables of its own.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::{LockAdmin, LockRecord};
+use shedlock_sqlx::sqlx::{self, Executor as _};
+use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider, testing};
+
+const MIN: Duration = Duration::from_mins(1);
+const HOLDER: &str = "cli-test:4242:abc123";
+
+/// One run of the binary.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    fn ok(self) -> String {
+        assert_eq!(
+            self.code, 0,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self.stdout
+    }
+
+    /// Exit `code`, one line on stderr, no panic; returns that line.
+    #[track_caller]
+    fn fails(self, code: i32) -> String {
+        assert_eq!(
+            self.code, code,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        assert!(!self.stderr.contains("panicked"), "{}", self.stderr);
+        assert_eq!(self.stderr.lines().count(), 1, "one line: {}", self.stderr);
+        assert!(self.stderr.starts_with("shedlock: "), "{}", self.stderr);
+        self.stderr
+    }
+}
+
+fn shedlock(url: &str, args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("run the shedlock binary");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A database for one test: its URL (for the binary), a raw pool (for Java's statements and
+/// DDL), and the SQL that differs per database.
+enum Raw {
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+    Lite(sqlx::SqlitePool),
+}
+
+struct Db {
+    url: String,
+    raw: Raw,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Db {
+    async fn postgres() -> Option<Self> {
+        let url = testing::postgres_url()?;
+        let pool = PgLockProvider::pool_options()
+            .connect(&url)
+            .await
+            .expect("connect to Postgres");
+        Some(Self {
+            url,
+            raw: Raw::Pg(pool),
+            _dir: None,
+        })
+    }
+
+    async fn mysql() -> Option<Self> {
+        let url = testing::mysql_url()?;
+        // The provider's pool options pin sessions to UTC, as Java users are told to.
+        let pool = MySqlLockProvider::pool_options()
+            .connect(&url)
+            .await
+            .expect("connect to MySQL/MariaDB");
+        Some(Self {
+            url,
+            raw: Raw::My(pool),
+            _dir: None,
+        })
+    }
+
+    async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("locks.db").display()
+        );
+        let pool = SqliteLockProvider::pool_options()
+            .connect(&url)
+            .await
+            .expect("open SQLite");
+        Self {
+            url,
+            raw: Raw::Lite(pool),
+            _dir: Some(dir),
+        }
+    }
+
+    /// A provider (with its admin surface) on `table`.
+    fn admin(&self, table: &str) -> Arc<dyn LockAdmin> {
+        match &self.raw {
+            Raw::Pg(p) => Arc::new(
+                PgLockProvider::builder(p.clone())
+                    .table(table)
+                    .build()
+                    .expect("valid"),
+            ),
+            Raw::My(p) => Arc::new(
+                MySqlLockProvider::builder(p.clone())
+                    .table(table)
+                    .build()
+                    .expect("valid"),
+            ),
+            Raw::Lite(p) => Arc::new(
+                SqliteLockProvider::builder(p.clone())
+                    .table(table)
+                    .build()
+                    .expect("valid"),
+            ),
+        }
+    }
+
+    async fn exec(&self, sql: String) {
+        let sql = sqlx::AssertSqlSafe(sql);
+        match &self.raw {
+            Raw::Pg(p) => p.execute(sql).await.map(drop),
+            Raw::My(p) => p.execute(sql).await.map(drop),
+            Raw::Lite(p) => p.execute(sql).await.map(drop),
+        }
+        .expect("raw statement");
+    }
+
+    /// Java ShedLock's four-column table.
+    fn java_ddl(&self, table: &str) -> String {
+        let ts = match self.raw {
+            Raw::My(_) => "TIMESTAMP(3)",
+            _ => "TIMESTAMP",
+        };
+        format!(
+            "CREATE TABLE {table}(name VARCHAR(64) NOT NULL, lock_until {ts} NOT NULL, \
+             locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"
+        )
+    }
+
+    /// The database's UTC now, plus `secs`, as Java ShedLock writes it (`usingDbTime()`).
+    fn now_plus(&self, secs: u32) -> String {
+        match self.raw {
+            Raw::Pg(_) => format!("timezone('UTC', clock_timestamp()) + interval '{secs} seconds'"),
+            Raw::My(_) => format!("TIMESTAMPADD(SECOND, {secs}, UTC_TIMESTAMP(3))"),
+            Raw::Lite(_) => format!("strftime('%Y-%m-%d %H:%M:%f', 'now', '+{secs} seconds')"),
+        }
+    }
+
+    /// Java takes (or re-takes) `name` for 60 s as the bare host name `owner`.
+    async fn java_lock(&self, table: &str, name: &str, owner: &str) {
+        let (until, now) = (self.now_plus(60), self.now_plus(0));
+        self.exec(format!(
+            "UPDATE {table} SET lock_until = {until}, locked_at = {now}, locked_by = '{owner}' \
+             WHERE name = '{name}'"
+        ))
+        .await;
+    }
+
+    async fn drop_table(&self, table: &str) {
+        self.exec(format!("DROP TABLE IF EXISTS {table}")).await;
+    }
+}
+
+/// The `--locked-at` value in `show`'s unlock line.
+fn shown_locked_at(show: &str) -> String {
+    let line = show
+        .lines()
+        .find(|l| l.starts_with("unlock with:"))
+        .unwrap_or_else(|| panic!("no unlock line in {show}"));
+    let mut words = line.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "--locked-at")
+        .expect("--locked-at");
+    words.next().expect("a time").to_owned()
+}
+
+fn safe_unlock<'a>(name: &'a str, table: &'a str, r: &'a [String; 3]) -> Vec<&'a str> {
+    let mut args = vec![
+        "unlock",
+        name,
+        "--table",
+        table,
+        "--owner",
+        &r[0],
+        "--locked-at",
+        &r[1],
+    ];
+    if !r[2].is_empty() {
+        args.extend(["--token", &r[2]]);
+    }
+    args
+}
+
+async fn retake_by_same_owner(admin: &dyn LockAdmin, old: &LockRecord) -> LockRecord {
+    assert!(admin.release(old, Duration::ZERO).await.expect("release"));
+    loop {
+        let new = admin
+            .acquire(old.name(), MIN, old.owner())
+            .await
+            .expect("acquire")
+            .expect("free");
+        if new.locked_at() != old.locked_at() {
+            return new;
+        }
+        // Same millisecond as the old acquisition: give it back and take it in the next one.
+        assert!(admin.release(&new, Duration::ZERO).await.expect("release"));
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The operator's session: list and show a lock this process holds, refuse a stale unlock, free
+/// it safely, force-free it, compare `--json` with the table.
+async fn operate_a_held_lock(db: &Db) {
+    let table = testing::unique_table_name("shedlock_cli");
+    let admin = db.admin(&table);
+    admin.create_table().await.expect("create table");
+    let name = testing::unique_lock_name("report");
+    let record = admin
+        .acquire(&name, MIN, HOLDER)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let url = &db.url;
+
+    let list = shedlock(url, &["list", "--table", &table]).ok();
+    let row = list
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("{name} not listed:\n{list}"));
+    let words: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&words[..3], [name.as_str(), "held", HOLDER], "{list}");
+    let token = record
+        .fencing_token()
+        .expect("our DDL has tokens")
+        .to_string();
+    assert_eq!(words.last(), Some(&token.as_str()), "{list}");
+
+    // --json carries the same rows, at full precision.
+    let json: serde_json::Value =
+        serde_json::from_str(&shedlock(url, &["list", "--json", "--table", &table]).ok())
+            .expect("list --json is JSON");
+    let listed = json.as_array().expect("an array");
+    assert_eq!(listed.len(), list.lines().count() - 1, "{json}\n{list}");
+    let entry = listed
+        .iter()
+        .find(|e| e["name"] == name.as_str())
+        .expect("listed");
+    assert_eq!(entry["state"], "held");
+    assert_eq!(entry["holder"], HOLDER);
+    assert_eq!(entry["fencing_token"].as_i64(), record.fencing_token());
+    let locked_at: chrono::DateTime<chrono::Utc> = entry["locked_at"]
+        .as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .expect("an RFC 3339 time")
+        .into();
+    assert_eq!(locked_at, record.locked_at(), "exactly the stored time");
+
+    // show prints the exact unlock command; its values are taken from the printed text.
+    let show = shedlock(url, &["show", &name, "--table", &table]).ok();
+    let printed = [HOLDER.to_owned(), shown_locked_at(&show), token.clone()];
+
+    // Stale: re-taken since `show`, by the same owner id. Refused, nothing freed.
+    let newer = retake_by_same_owner(&*admin, &record).await;
+    let stale = shedlock(url, &safe_unlock(&name, &table, &printed)).fails(1);
+    assert!(stale.contains("not the acquisition given"), "{stale}");
+    let still = admin.entry(&name).await.expect("entry").expect("row");
+    assert!(still.is_held(), "a refused unlock freed the lock");
+    assert_eq!(still.record().locked_at(), newer.locked_at());
+
+    // Safe unlock with the values of a fresh show.
+    let show = shedlock(url, &["show", &name, "--table", &table]).ok();
+    let current = [
+        HOLDER.to_owned(),
+        shown_locked_at(&show),
+        newer.fencing_token().expect("token").to_string(),
+    ];
+    let freed = shedlock(url, &safe_unlock(&name, &table, &current)).ok();
+    assert!(freed.starts_with(&format!("freed {name:?}")), "{freed}");
+    let after = admin.entry(&name).await.expect("entry").expect("row");
+    assert!(!after.is_held(), "unlocked: {after}");
+    assert_eq!(after.record().owner(), HOLDER, "the row is kept");
+    let again = shedlock(url, &safe_unlock(&name, &table, &current)).fails(1);
+    assert!(again.contains("is not held"), "{again}");
+
+    // --force frees whoever holds it, and says whom.
+    let third = admin
+        .acquire(&name, MIN, "another-pod:1:ffffff")
+        .await
+        .expect("acquire")
+        .expect("free after unlock");
+    let forced = shedlock(url, &["unlock", &name, "--force", "--table", &table]).ok();
+    assert!(forced.contains("held by another-pod:1:ffffff"), "{forced}");
+    let after = admin.entry(&name).await.expect("entry").expect("row");
+    assert!(!after.is_held());
+    assert!(third.fencing_token() > newer.fencing_token());
+
+    // An unknown lock: "not found", exit 1.
+    let unknown = shedlock(url, &["show", "no-such-lock", "--table", &table]).fails(1);
+    assert!(
+        unknown.contains("no lock named \"no-such-lock\""),
+        "{unknown}"
+    );
+    db.drop_table(&table).await;
+}
+
+/// A Java ShedLock table (four columns, bare host names): its rows are listed, and `locked_at`
+/// tells Java's acquisitions apart.
+async fn java_table(db: &Db) {
+    let table = testing::unique_table_name("shedlock_cli_java");
+    db.exec(db.java_ddl(&table)).await;
+    let admin = db.admin(&table);
+    let name = testing::unique_lock_name("java-job");
+    db.exec(format!(
+        "INSERT INTO {table} (name, lock_until, locked_at, locked_by) VALUES ('{name}', {}, {}, \
+         'java-host')",
+        db.now_plus(60),
+        db.now_plus(0)
+    ))
+    .await;
+    let url = &db.url;
+    let list = shedlock(url, &["list", "--table", &table]).ok();
+    let row = list
+        .lines()
+        .find(|l| l.starts_with(&name))
+        .unwrap_or_else(|| panic!("{name} not listed:\n{list}"));
+    assert!(row.contains("held") && row.contains("java-host"), "{list}");
+    assert!(row.ends_with(" -"), "no token column: {list}");
+
+    let show = shedlock(url, &["show", &name, "--table", &table]).ok();
+    assert!(!show.contains("--token"), "{show}");
+    let printed = [
+        "java-host".to_owned(),
+        shown_locked_at(&show),
+        String::new(),
+    ];
+    let with_token = shedlock(
+        url,
+        &[&safe_unlock(&name, &table, &printed)[..], &["--token", "7"]].concat(),
+    )
+    .fails(2);
+    assert!(with_token.contains("leave out --token"), "{with_token}");
+
+    // Java re-takes it (same host name, token-less): only locked_at differs. Refused.
+    let before = admin.entry(&name).await.expect("entry").expect("row");
+    loop {
+        db.java_lock(&table, &name, "java-host").await;
+        let now = admin.entry(&name).await.expect("entry").expect("row");
+        if now.record().locked_at() != before.record().locked_at() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let stale = shedlock(url, &safe_unlock(&name, &table, &printed)).fails(1);
+    assert!(stale.contains("refused"), "{stale}");
+    assert!(
+        admin
+            .entry(&name)
+            .await
+            .expect("entry")
+            .expect("row")
+            .is_held()
+    );
+
+    let show = shedlock(url, &["show", &name, "--table", &table]).ok();
+    let current = [
+        "java-host".to_owned(),
+        shown_locked_at(&show),
+        String::new(),
+    ];
+    shedlock(url, &safe_unlock(&name, &table, &current)).ok();
+    let after = admin.entry(&name).await.expect("entry").expect("row");
+    assert!(!after.is_held());
+    assert_eq!(after.record().fencing_token(), None);
+    db.drop_table(&table).await;
+}
+
+/// Mistakes: each is one clear line, exit 2 (or 1 for an unknown lock), and changes nothing.
+async fn bad_input(db: &Db) {
+    let table = testing::unique_table_name("shedlock_cli_bad");
+    let admin = db.admin(&table);
+    admin.create_table().await.expect("create table");
+    let name = testing::unique_lock_name("held");
+    let record = admin
+        .acquire(&name, MIN, HOLDER)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let url = &db.url;
+
+    let missing = testing::unique_table_name("shedlock_cli_none");
+    let err = shedlock(url, &["list", "--table", &missing]).fails(2);
+    assert!(
+        err.contains(&format!("the lock table {missing} does not exist")),
+        "{err}"
+    );
+    assert!(err.contains("shedlock create-table"), "{err}");
+
+    let err = shedlock(url, &["list", "--table", "locks;drop"]).fails(2);
+    assert!(err.contains("made of plain identifiers"), "{err}");
+
+    let err = shedlock(
+        url,
+        &["unlock", "no-such-lock", "--force", "--table", &table],
+    )
+    .fails(1);
+    assert!(err.contains("no lock named"), "{err}");
+
+    let err = shedlock(
+        url,
+        &[
+            "unlock",
+            &name,
+            "--table",
+            &table,
+            "--owner",
+            HOLDER,
+            "--locked-at",
+            "2026-13-45T99:00:00Z",
+        ],
+    )
+    .code;
+    assert_eq!(err, 2, "an invalid time is a usage error");
+
+    let after = admin.entry(&name).await.expect("entry").expect("row");
+    assert!(after.is_held());
+    assert_eq!(after.record().locked_at(), record.locked_at());
+    assert_eq!(after.record().fencing_token(), record.fencing_token());
+    db.drop_table(&table).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_end_to_end() {
+    let Some(db) = Db::postgres().await else {
+        return;
+    };
+    operate_a_held_lock(&db).await;
+    java_table(&db).await;
+    bad_input(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_end_to_end() {
+    let Some(db) = Db::mysql().await else {
+        return;
+    };
+    operate_a_held_lock(&db).await;
+    java_table(&db).await;
+    bad_input(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_end_to_end() {
+    let db = Db::sqlite().await;
+    operate_a_held_lock(&db).await;
+    java_table(&db).await;
+    bad_input(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_table_ddl_and_watch_on_a_new_sqlite_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("new.db").display());
+    let created = shedlock(&url, &["create-table"]).ok();
+    assert!(created.contains("exists"), "{created}");
+    assert_eq!(shedlock(&url, &["list"]).ok(), "no locks\n");
+    let watched = shedlock(&url, &["watch", "--count", "2", "--interval", "50ms"]).ok();
+    assert_eq!(
+        watched.matches("every 50ms: 0 locks").count(),
+        2,
+        "{watched}"
+    );
+    let ddl = shedlock(&url, &["ddl", "--table", "ops_locks"]).ok();
+    assert!(
+        ddl.starts_with("CREATE TABLE IF NOT EXISTS \"ops_locks\""),
+        "{ddl}"
+    );
+}
+
+#[test]
+fn connection_mistakes_are_one_line_and_exit_2() {
+    let cases = [
+        ("oracle://scott@127.0.0.1/db", "known scheme"),
+        ("redis://127.0.0.1:6379", "Redis stores are not supported"),
+        (
+            "postgres://postgres@127.0.0.1:1/test",
+            "cannot connect to Postgres",
+        ),
+        (
+            "mysql://root@127.0.0.1:1/test",
+            "cannot connect to MySQL/MariaDB",
+        ),
+        (
+            "sqlite:///nonexistent-dir/for/shedlock.db",
+            "cannot open the SQLite database",
+        ),
+    ];
+    for (url, needle) in cases {
+        let err = shedlock(url, &["list", "--timeout", "2s"]).fails(2);
+        assert!(err.contains(needle), "{url}: {err}");
+        assert!(!err.contains("scott@"), "no credentials in messages: {err}");
+    }
+    let no_url = Command::new(env!("CARGO_BIN_EXE_shedlock"))
+        .arg("list")
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("run");
+    assert_eq!(no_url.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&no_url.stderr)
+            .contains("pass --database-url URL or set DATABASE_URL")
+    );
+    // DDL needs no database.
+    let ddl = shedlock("postgres://nobody@127.0.0.1:1/none", &["ddl"]).ok();
+    assert!(
+        ddl.starts_with("CREATE TABLE IF NOT EXISTS \"shedlock\""),
+        "{ddl}"
+    );
+}
+
+#[test]
+fn help_documents_exit_codes() {
+    let help = shedlock("", &["--help"]).ok();
+    for needle in [
+        "Exit status:",
+        "0  done",
+        "1  refused",
+        "2  usage or connection error",
+    ] {
+        assert!(help.contains(needle), "{help}");
+    }
+    let usage = shedlock("", &["unlock", "x"]);
+    assert_eq!(usage.code, 2, "{}", usage.stderr);
+}
