@@ -229,7 +229,7 @@ pub(crate) fn json(entry: &LockEntry) -> Value {
     })
 }
 
-/// `list --json`: an array of [`json`] objects.
+/// `list --json`: an array of [`json()`] objects.
 pub(crate) fn json_list(entries: &[LockEntry]) -> Value {
     Value::Array(entries.iter().map(json).collect())
 }
