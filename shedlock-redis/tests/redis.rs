@@ -253,7 +253,11 @@ async fn the_leader_latch_elects_one_and_hands_over_on_close() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let holder = f.provider.holder("leader").await.unwrap().expect("held");
-    assert_eq!(holder.owner(), "a");
+    assert_eq!(shedlock_core::election_owner_id(holder.owner()), "a");
+    assert!(
+        holder.owner().ends_with(shedlock_core::ELECTION_MARK),
+        "the latch marks its row"
+    );
     let closed_at = Instant::now();
     a.close().await.unwrap();
     let second = tokio::time::timeout(Duration::from_secs(3), b.wait_for_leadership())
