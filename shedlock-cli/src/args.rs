@@ -79,6 +79,10 @@ pub(crate) struct StoreArgs {
         value_name = "COLUMN"
     )]
     pub(crate) fencing_token_column: String,
+    /// Redis and etcd: the prefix of the lock keys (the stores' own default when left out:
+    /// `shedlock:` on Redis, `/shedlock/` on etcd). `--table` and the column options are for SQL.
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub(crate) key_prefix: Option<String>,
     /// How long each database call may take, connecting included ("5s", "500ms", "PT2S").
     #[arg(long, global = true, default_value = "5s", value_parser = duration, value_name = "DURATION")]
     pub(crate) timeout: Duration,

@@ -1,12 +1,13 @@
 //! From a database URL to a [`LockAdmin`]: which store a URL names, and how it is opened.
 //!
-//! Each store is one [`Kind`] with its URL schemes and one arm in [`open`]; a store that lives in
-//! another crate (Redis, etcd) slots in as one more kind behind a cargo feature.
+//! Each store is one [`Kind`] with its URL schemes and one arm in [`open`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockAdmin;
+use shedlock_etcd::EtcdLockProvider;
+use shedlock_redis::RedisLockProvider;
 use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
 
 use crate::args::StoreArgs;
@@ -18,6 +19,8 @@ pub(crate) enum Kind {
     Postgres,
     MySql,
     Sqlite,
+    Redis,
+    Etcd,
 }
 
 /// URL schemes (`scheme:` prefixes) and their stores; `Err` names a store this build does not
@@ -28,9 +31,10 @@ const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
     ("mysql", Ok(Kind::MySql)),
     ("mariadb", Ok(Kind::MySql)),
     ("sqlite", Ok(Kind::Sqlite)),
-    ("redis", Err("Redis")),
-    ("rediss", Err("Redis")),
-    ("etcd", Err("etcd")),
+    ("redis", Ok(Kind::Redis)),
+    ("rediss", Ok(Kind::Redis)),
+    ("unix", Ok(Kind::Redis)),
+    ("etcd", Ok(Kind::Etcd)),
 ];
 
 /// An opened store and how to name it in messages (never with the URL's credentials).
@@ -99,6 +103,30 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
                 .map_err(|e| pool_err("open the SQLite database", e))?;
             Arc::new(configure(SqliteLockProvider::builder(pool), args).build()?)
         }
+        Kind::Redis => {
+            let mut builder = RedisLockProvider::builder(url).call_timeout(args.timeout);
+            if let Some(prefix) = &args.key_prefix {
+                builder = builder.key_prefix(prefix);
+            }
+            let provider = if connect {
+                builder.connect().await
+            } else {
+                builder.build()
+            };
+            Arc::new(provider.map_err(|e| {
+                Failure::usage(format!(
+                    "cannot connect to Redis: {}; check --database-url or DATABASE_URL",
+                    crate::failure::causes(&e)
+                ))
+            })?)
+        }
+        Kind::Etcd => {
+            let mut builder = EtcdLockProvider::builder(url).call_timeout(args.timeout);
+            if let Some(prefix) = &args.key_prefix {
+                builder = builder.prefix(prefix);
+            }
+            Arc::new(builder.build()?)
+        }
     };
     Ok(Store {
         admin,
@@ -156,12 +184,8 @@ mod tests {
         );
         assert_eq!(kind("sqlite://locks.db").ok(), Some(Kind::Sqlite));
         assert_eq!(kind("sqlite::memory:").ok(), Some(Kind::Sqlite));
-        let redis = kind("redis://127.0.0.1:6379").expect_err("not built in");
-        assert!(
-            redis.message.contains("Redis stores are not supported"),
-            "{}",
-            redis.message
-        );
+        assert_eq!(kind("redis://127.0.0.1:6379").ok(), Some(Kind::Redis));
+        assert_eq!(kind("etcd://127.0.0.1:2379").ok(), Some(Kind::Etcd));
         let unknown = kind("oracle://x").expect_err("unknown");
         assert!(
             unknown

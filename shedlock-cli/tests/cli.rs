@@ -205,17 +205,10 @@ fn shown_locked_at(show: &str) -> String {
     words.next().expect("a time").to_owned()
 }
 
-fn safe_unlock<'a>(name: &'a str, table: &'a str, r: &'a [String; 3]) -> Vec<&'a str> {
-    let mut args = vec![
-        "unlock",
-        name,
-        "--table",
-        table,
-        "--owner",
-        &r[0],
-        "--locked-at",
-        &r[1],
-    ];
+fn safe_unlock<'a>(name: &'a str, scope: &[&'a str], r: &'a [String; 3]) -> Vec<&'a str> {
+    let mut args = vec!["unlock", name];
+    args.extend_from_slice(scope);
+    args.extend(["--owner", &r[0], "--locked-at", &r[1]]);
     if !r[2].is_empty() {
         args.extend(["--token", &r[2]]);
     }
@@ -239,21 +232,28 @@ async fn retake_by_same_owner(admin: &dyn LockAdmin, old: &LockRecord) -> LockRe
     }
 }
 
-/// The operator's session: list and show a lock this process holds, refuse a stale unlock, free
-/// it safely, force-free it, compare `--json` with the table.
+/// The operator's session on a SQL table: see [`operate`].
 async fn operate_a_held_lock(db: &Db) {
     let table = testing::unique_table_name("shedlock_cli");
     let admin = db.admin(&table);
     admin.create_table().await.expect("create table");
+    operate(&db.url, &*admin, &["--table", &table]).await;
+    db.drop_table(&table).await;
+}
+
+/// The operator's session: list and show a lock this process holds, refuse a stale unlock, free
+/// it safely, force-free it, compare `--json` with the table. `scope` selects the table or the
+/// key prefix.
+async fn operate(url: &str, admin: &dyn LockAdmin, scope: &[&str]) {
+    let cmd = |args: &[&str]| shedlock(url, &[args, scope].concat());
     let name = testing::unique_lock_name("report");
     let record = admin
         .acquire(&name, MIN, HOLDER)
         .await
         .expect("acquire")
         .expect("free");
-    let url = &db.url;
 
-    let list = shedlock(url, &["list", "--table", &table]).ok();
+    let list = cmd(&["list"]).ok();
     let row = list
         .lines()
         .find(|l| l.starts_with(&name))
@@ -262,14 +262,13 @@ async fn operate_a_held_lock(db: &Db) {
     assert_eq!(&words[..3], [name.as_str(), "held", HOLDER], "{list}");
     let token = record
         .fencing_token()
-        .expect("our DDL has tokens")
+        .expect("the store has tokens")
         .to_string();
     assert_eq!(words.last(), Some(&token.as_str()), "{list}");
 
     // --json carries the same rows, at full precision.
     let json: serde_json::Value =
-        serde_json::from_str(&shedlock(url, &["list", "--json", "--table", &table]).ok())
-            .expect("list --json is JSON");
+        serde_json::from_str(&cmd(&["list", "--json"]).ok()).expect("list --json is JSON");
     let listed = json.as_array().expect("an array");
     assert_eq!(listed.len(), list.lines().count() - 1, "{json}\n{list}");
     let entry = listed
@@ -287,30 +286,30 @@ async fn operate_a_held_lock(db: &Db) {
     assert_eq!(locked_at, record.locked_at(), "exactly the stored time");
 
     // show prints the exact unlock command; its values are taken from the printed text.
-    let show = shedlock(url, &["show", &name, "--table", &table]).ok();
+    let show = cmd(&["show", &name]).ok();
     let printed = [HOLDER.to_owned(), shown_locked_at(&show), token.clone()];
 
     // Stale: re-taken since `show`, by the same owner id. Refused, nothing freed.
-    let newer = retake_by_same_owner(&*admin, &record).await;
-    let stale = shedlock(url, &safe_unlock(&name, &table, &printed)).fails(1);
+    let newer = retake_by_same_owner(admin, &record).await;
+    let stale = shedlock(url, &safe_unlock(&name, scope, &printed)).fails(1);
     assert!(stale.contains("not the acquisition given"), "{stale}");
     let still = admin.entry(&name).await.expect("entry").expect("row");
     assert!(still.is_held(), "a refused unlock freed the lock");
     assert_eq!(still.record().locked_at(), newer.locked_at());
 
     // Safe unlock with the values of a fresh show.
-    let show = shedlock(url, &["show", &name, "--table", &table]).ok();
+    let show = cmd(&["show", &name]).ok();
     let current = [
         HOLDER.to_owned(),
         shown_locked_at(&show),
         newer.fencing_token().expect("token").to_string(),
     ];
-    let freed = shedlock(url, &safe_unlock(&name, &table, &current)).ok();
+    let freed = shedlock(url, &safe_unlock(&name, scope, &current)).ok();
     assert!(freed.starts_with(&format!("freed {name:?}")), "{freed}");
     let after = admin.entry(&name).await.expect("entry").expect("row");
     assert!(!after.is_held(), "unlocked: {after}");
     assert_eq!(after.record().owner(), HOLDER, "the row is kept");
-    let again = shedlock(url, &safe_unlock(&name, &table, &current)).fails(1);
+    let again = shedlock(url, &safe_unlock(&name, scope, &current)).fails(1);
     assert!(again.contains("is not held"), "{again}");
 
     // --force frees whoever holds it, and says whom.
@@ -319,19 +318,18 @@ async fn operate_a_held_lock(db: &Db) {
         .await
         .expect("acquire")
         .expect("free after unlock");
-    let forced = shedlock(url, &["unlock", &name, "--force", "--table", &table]).ok();
+    let forced = cmd(&["unlock", &name, "--force"]).ok();
     assert!(forced.contains("held by another-pod:1:ffffff"), "{forced}");
     let after = admin.entry(&name).await.expect("entry").expect("row");
     assert!(!after.is_held());
     assert!(third.fencing_token() > newer.fencing_token());
 
     // An unknown lock: "not found", exit 1.
-    let unknown = shedlock(url, &["show", "no-such-lock", "--table", &table]).fails(1);
+    let unknown = cmd(&["show", "no-such-lock"]).fails(1);
     assert!(
         unknown.contains("no lock named \"no-such-lock\""),
         "{unknown}"
     );
-    db.drop_table(&table).await;
 }
 
 /// A Java ShedLock table (four columns, bare host names): its rows are listed, and `locked_at`
@@ -366,7 +364,11 @@ async fn java_table(db: &Db) {
     ];
     let with_token = shedlock(
         url,
-        &[&safe_unlock(&name, &table, &printed)[..], &["--token", "7"]].concat(),
+        &[
+            &safe_unlock(&name, &["--table", &table], &printed)[..],
+            &["--token", "7"],
+        ]
+        .concat(),
     )
     .fails(2);
     assert!(with_token.contains("leave out --token"), "{with_token}");
@@ -381,7 +383,7 @@ async fn java_table(db: &Db) {
         }
         tokio::task::yield_now().await;
     }
-    let stale = shedlock(url, &safe_unlock(&name, &table, &printed)).fails(1);
+    let stale = shedlock(url, &safe_unlock(&name, &["--table", &table], &printed)).fails(1);
     assert!(stale.contains("refused"), "{stale}");
     assert!(
         admin
@@ -398,7 +400,7 @@ async fn java_table(db: &Db) {
         shown_locked_at(&show),
         String::new(),
     ];
-    shedlock(url, &safe_unlock(&name, &table, &current)).ok();
+    shedlock(url, &safe_unlock(&name, &["--table", &table], &current)).ok();
     let after = admin.entry(&name).await.expect("entry").expect("row");
     assert!(!after.is_held());
     assert_eq!(after.record().fencing_token(), None);
@@ -511,7 +513,7 @@ async fn create_table_ddl_and_watch_on_a_new_sqlite_file() {
 fn connection_mistakes_are_one_line_and_exit_2() {
     let cases = [
         ("oracle://scott@127.0.0.1/db", "known scheme"),
-        ("redis://127.0.0.1:6379", "Redis stores are not supported"),
+        ("redis://127.0.0.1:1", "cannot connect to Redis"),
         (
             "postgres://postgres@127.0.0.1:1/test",
             "cannot connect to Postgres",
@@ -561,4 +563,33 @@ fn help_documents_exit_codes() {
     }
     let usage = shedlock("", &["unlock", "x"]);
     assert_eq!(usage.code, 2, "{}", usage.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operates_locks_on_redis() {
+    let Some(url) = shedlock_redis::testing::redis_url() else {
+        return;
+    };
+    let prefix = shedlock_redis::testing::unique_prefix("cli");
+    let provider = shedlock_redis::RedisLockProvider::builder(url.as_str())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("redis");
+    operate(&url, &provider, &["--key-prefix", &prefix]).await;
+    let ddl = shedlock(&url, &["ddl"]).fails(2);
+    assert!(ddl.contains("table"), "{ddl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operates_locks_on_etcd() {
+    let Some(url) = shedlock_etcd::testing::etcd_url() else {
+        return;
+    };
+    let prefix = shedlock_etcd::testing::unique_prefix();
+    let provider = shedlock_etcd::EtcdLockProvider::builder(url.as_str())
+        .prefix(&prefix)
+        .build()
+        .expect("etcd");
+    operate(&url, &provider, &["--key-prefix", &prefix]).await;
 }
