@@ -64,8 +64,8 @@ const MODE_PLAIN: u8 = 2;
 ///   `missed` (by this replica: another may have run it).
 /// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
 ///   apart.
-/// - On a store without fire claims (a Java ShedLock table without the `last_fire` column, a
-///   custom store), jobs fall back to plain locks with their `at_least`, with one warning at
+/// - On a store without fire claims (in this version the SQL stores and etcd; a custom store
+///   without [`claim_fire`](crate::LockProvider::claim_fire)), jobs fall back to plain locks with their `at_least`, with one warning at
 ///   start (and one per job whose `at_least` is 0: replicas whose clocks differ may then each
 ///   run a fire). Java services never record fires: a job shared by a Java and a Rust service
 ///   is not once per fire.
@@ -442,8 +442,9 @@ impl Shared {
         if self.mode.swap(MODE_PLAIN, Ordering::SeqCst) != MODE_PLAIN {
             tracing::warn!(
                 "this lock store does not record fires (claim_fire is unsupported): scheduled \
-                 jobs run under plain locks with their at_least, not once per fire; for SQL \
-                 stores add the last_fire column (migration 0002_last_fire.sql)"
+                 jobs run under plain locks with their at_least, not once per fire (the SQL \
+                 stores of this version do not record fires yet; the in-memory and Redis stores \
+                 do)"
             );
             for job in self
                 .jobs
