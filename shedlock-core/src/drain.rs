@@ -202,7 +202,7 @@ impl DrainState {
             .is_ok();
         let mut outcome = Drained::default();
         if !idle {
-            self.cancel_and_release(&mut outcome).await;
+            self.cancel_and_release(&mut outcome, call_timeout).await;
             // Acquires still in flight end within their call timeout (registered: released
             // above or refused and given back by their caller).
             let _ = tokio::time::timeout(call_timeout, count.wait_for(|n| *n == 0)).await;
@@ -220,18 +220,41 @@ impl DrainState {
         outcome
     }
 
-    async fn cancel_and_release(&self, outcome: &mut Drained) {
+    /// Tells the runs still going to stop, gives them [`stop_window`] to stop and release
+    /// their own locks (a scheduler's run drops its body and releases; a task that watches
+    /// `current_lock()` returns), then releases what is still held itself. So a cancelled run
+    /// that stops when told never works on after its lock was given back.
+    async fn cancel_and_release(&self, outcome: &mut Drained, call_timeout: Duration) {
+        self.phase.send_replace(Phase::Cancelling);
+        outcome.cancelled = self.live().len();
+        tracing::warn!(
+            still_held = outcome.cancelled,
+            "grace period over: cancelling the runs still going"
+        );
+        let mut count = self.count.subscribe();
+        let window = stop_window(call_timeout);
+        // Not `wait_for` with the map's lock inside: `publish` takes them the other way round.
+        let stopped = async {
+            while !self.live().is_empty() {
+                if count.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(window, stopped).await;
         {
-            self.phase.send_replace(Phase::Cancelling);
             let entries: Vec<(u64, Lease, Duration, Option<AbortHandle>)> = self
                 .live()
                 .iter()
                 .map(|(id, e)| (*id, e.lease.clone(), e.at_least, e.keeper.clone()))
                 .collect();
-            outcome.cancelled = entries.len();
+            if entries.is_empty() {
+                return;
+            }
             tracing::warn!(
                 still_held = entries.len(),
-                "grace period over: cancelling the runs still going and releasing their locks"
+                window = %shedlock_duration::format(window),
+                "runs did not stop within the stop window: releasing their locks"
             );
             let mut releases = JoinSet::new();
             for (id, lease, at_least, keeper) in entries {
@@ -253,6 +276,12 @@ impl DrainState {
             }
         }
     }
+}
+
+/// How long cancelled runs get to stop and release their own locks before the drain releases
+/// them: a second, or the call timeout if shorter.
+pub(crate) fn stop_window(call_timeout: Duration) -> Duration {
+    call_timeout.min(Duration::from_secs(1))
 }
 
 /// Resolves when `phase` reaches [`Phase::Cancelling`] (never, if it never does).

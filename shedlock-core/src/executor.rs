@@ -376,6 +376,36 @@ impl LockingTaskExecutor {
         })
     }
 
+    /// After a fire claim of this executor failed (a timeout, a cut connection) and a later
+    /// attempt found the fire recorded: the failed claim may have committed, and then this
+    /// executor holds the lock with nobody running the fire. Reads the holder and, if it is this
+    /// executor's owner id, takes the lock over as a guard whose local deadline counts from
+    /// `since` (when the first uncertain claim was sent, so never later than the store's).
+    /// `None` when another owner holds it, or nobody does.
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn adopt_claim(
+        &self,
+        cfg: &LockConfig,
+        since: Instant,
+    ) -> Result<Option<LockGuard>> {
+        self.inner.drain.check_running("fire claim")?;
+        let _in_flight = self.inner.drain.begin_acquire();
+        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        let name = cfg.name();
+        let holder = timed(
+            "holder",
+            self.inner.call_timeout,
+            self.inner.provider.holder(name),
+        )
+        .await?;
+        match holder {
+            Some(record) if record.owner() == self.inner.owner_id => {
+                Ok(Some(self.hold(record, since, at_most, cfg).await?))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The per-call timeout of store calls.
     #[cfg(feature = "scheduler")]
     pub(crate) fn call_timeout(&self) -> Duration {
@@ -391,14 +421,18 @@ impl LockingTaskExecutor {
     /// 2. runs and [`LockGuard`]s in flight get up to `grace` to finish and release as usual;
     /// 3. then the rest are cancelled: [`LockHandle::cancelled`] resolves and
     ///    [`LockHandle::is_cancelled`] turns true (reach them through
-    ///    [`current_lock`](crate::current_lock) inside a task), and the executor releases their
-    ///    locks itself, honouring each one's `at_least` (the handles then report the lock lost);
+    ///    [`current_lock`](crate::current_lock) inside a task). A cancelled run gets a stop
+    ///    window (one second, or the call timeout if shorter) to stop and release its own lock,
+    ///    so work that stops when told never goes on after its lock was given back; the executor
+    ///    then releases the locks still held itself, honouring each one's `at_least` (their
+    ///    handles then report the lock lost);
     /// 4. it waits for those releases and for releases running in the background (a dropped
     ///    guard's), each bounded by the call timeout.
     ///
-    /// So it returns within `grace` plus about two call timeouts (a background release that
-    /// fails is tried once more), even when the store hangs, and a deploy never leaves a lock
-    /// held to its `at_most`. The executor does not stop a task that ignores the signal: it goes
+    /// So it returns within `grace` plus the stop window plus about two call timeouts (a
+    /// background release that fails is tried once more), even when the store hangs; with a
+    /// store that answers, within `grace` plus one call. A deploy never leaves a lock held to
+    /// its `at_most`. The executor does not stop a task that ignores the signal: it goes
     /// on, without its lock, until the process exits. Calling it again, or on a clone, waits for
     /// the same drain.
     ///

@@ -92,7 +92,8 @@ async fn a_longer_run_sees_the_cancel_and_its_lock_is_released_honouring_at_leas
                     tokio::select! {
                         () = lock.cancelled() => {
                             assert!(lock.is_cancelled());
-                            // The drain releases the lock right after: the task sees it lost.
+                            // This task does not stop when told: after the stop window the
+                            // drain releases the lock itself, and the task sees it lost.
                             lock.lost().await;
                             "cancelled"
                         }
@@ -105,7 +106,11 @@ async fn a_longer_run_sees_the_cancel_and_its_lock_is_released_honouring_at_leas
     let locked_at = has_started.await.unwrap();
     let start = Instant::now();
     let drained = executor.shutdown(3 * SEC).await;
-    assert_eq!(start.elapsed(), 3 * SEC, "the grace, and the release");
+    assert_eq!(
+        start.elapsed(),
+        3 * SEC + SEC,
+        "the grace, the stop window (1 s), and the release"
+    );
     assert_eq!((drained.finished, drained.cancelled), (0, 1));
     assert_eq!(drained.release_failures, 0);
     assert_eq!(run.await.unwrap().unwrap(), Some("cancelled"));
@@ -116,6 +121,51 @@ async fn a_longer_run_sees_the_cancel_and_its_lock_is_released_honouring_at_leas
         is_free(&store, "import").await,
         "free at locked_at + at_least"
     );
+}
+
+/// A task that stops when told still holds its lock when it sees the cancel (the drain releases
+/// only after the run has stopped), and the drain then ends without waiting out the stop window.
+#[tokio::test(start_paused = true)]
+async fn a_run_that_stops_when_told_still_holds_its_lock_at_the_cancel() {
+    let store = store();
+    let executor = executor(&store);
+    let cfg = LockConfig::new("export", 600 * SEC).unwrap();
+    let (started, has_started) = oneshot::channel();
+    let run = tokio::spawn({
+        let (executor, store) = (executor.clone(), store.clone());
+        async move {
+            executor
+                .execute(&cfg, async move {
+                    let lock = current_lock().expect("locked");
+                    let _ = started.send(());
+                    tokio::select! {
+                        () = lock.cancelled() => {}
+                        () = tokio::time::sleep(300 * SEC) => return None,
+                    }
+                    // A last step of 100 ms on being told to stop (finishing a batch): the
+                    // lock is still this run's all along.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let holder = store.inner().holder("export").await.unwrap();
+                    Some((holder.map(|r| r.owner().to_owned()), lock.is_lost()))
+                })
+                .await
+        }
+    });
+    has_started.await.unwrap();
+    let start = Instant::now();
+    let drained = executor.shutdown(3 * SEC).await;
+    assert_eq!(
+        start.elapsed(),
+        3 * SEC + Duration::from_millis(100),
+        "the grace and the run's last step, not the whole stop window"
+    );
+    assert_eq!((drained.cancelled, drained.release_failures), (1, 0));
+    assert_eq!(
+        run.await.unwrap().unwrap(),
+        Some(Some((Some("drainer".to_owned()), false))),
+        "still held by the run when it saw the cancel"
+    );
+    assert!(is_free(&store, "export").await, "released after it stopped");
 }
 
 #[tokio::test(start_paused = true)]
@@ -181,7 +231,13 @@ async fn a_hung_release_cannot_hold_the_shutdown_past_its_call_timeout() {
     store.inject(Operation::Release, Fault::Hang);
     let start = Instant::now();
     let drained = executor.shutdown(SEC).await;
-    assert_eq!(start.elapsed(), SEC + 2 * SEC, "grace + call timeout");
+    // The guard's holder never lets go: the stop window (1 s) passes, then the drain's own
+    // release hangs until its call timeout.
+    assert_eq!(
+        start.elapsed(),
+        SEC + SEC + 2 * SEC,
+        "grace + stop window + call timeout"
+    );
     assert_eq!((drained.cancelled, drained.release_failures), (1, 1));
     drop(guard);
 }

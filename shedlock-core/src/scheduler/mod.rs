@@ -41,6 +41,9 @@ const MODE_CLAIMS: u8 = 1;
 /// The store has no fire claims: plain locks and `at_least`.
 const MODE_PLAIN: u8 = 2;
 
+/// The shortest wait between two claims of one fire after a store error.
+const RETRY_FLOOR: Duration = Duration::from_millis(50);
+
 /// Runs [`Job`]s on their [`Schedule`]s over a [`LockingTaskExecutor`], each fire at most once
 /// across the replicas that share the executor's store.
 ///
@@ -380,10 +383,11 @@ impl Scheduler {
         );
         // Each loop ends promptly now: waits and retries watch `stopping`, runs were cancelled
         // by the drain; a claim in flight ends within the call timeout.
-        let limit = self.shared.executor.call_timeout();
+        // One deadline for all of them (not one call timeout each, one after another).
+        let deadline = Instant::now() + self.shared.executor.call_timeout();
         for task in tasks {
             let abort = task.abort_handle();
-            if tokio::time::timeout(limit, task).await.is_err() {
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
                 abort.abort();
             }
         }
@@ -544,6 +548,9 @@ fn count_held_during_run(shared: &Shared, job: &Entry, fire: DateTime<Utc>) -> D
 async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -> bool {
     let span = tracing::info_span!("shedlock_job", job = %job.name, fire = %fire.at());
     async {
+        // When the first claim whose reply was lost (a timeout, a cut connection) was sent: it
+        // may have committed, so a later "claimed elsewhere" may be this replica's own claim.
+        let mut uncertain_since: Option<Instant> = None;
         loop {
             if shared.stopping() {
                 return false;
@@ -561,6 +568,7 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
             if shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
                 return plain_fire(shared, job, fire, term).await;
             }
+            let sent = Instant::now();
             match shared.executor.claim_fire(&job.cfg, &fire).await {
                 Ok(attempt) => {
                     let now = attempt.reply.store_now();
@@ -590,7 +598,14 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
                             observe::fire(&job.name, "missed");
                             return false;
                         }
-                        FireClaim::ClaimedElsewhere { .. } => {
+                        FireClaim::ClaimedElsewhere { recorded, .. } => {
+                            if let Some(since) = uncertain_since
+                                && recorded == fire.at()
+                                && let Some(guard) = adopt(shared, job, since).await
+                            {
+                                run(shared, job, fire, guard, term, catch_up).await;
+                                return true;
+                            }
                             tracing::debug!("fire claimed by another replica");
                             Counters::bump(&job.counters.claimed_elsewhere);
                             observe::fire(&job.name, "claimed_elsewhere");
@@ -607,6 +622,7 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
                 Err(e) if e.is_unsupported() => shared.switch_to_plain(),
                 Err(e) if e.is_shutdown() => return false,
                 Err(error) => {
+                    uncertain_since.get_or_insert(sent);
                     Counters::bump(&job.counters.store_errors);
                     observe::fire(&job.name, "error");
                     let now = shared.clock.store_now();
@@ -617,8 +633,11 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
                         return false;
                     }
                     tracing::warn!(%error, "fire claim failed; retrying within the window");
+                    // Half the window left, at most a second, at least RETRY_FLOOR: close to
+                    // the window's end a failing store is not hammered.
                     let left = (fire.next() - now).to_std().unwrap_or_default();
-                    if !shared.wait((left / 2).min(Duration::from_secs(1))).await {
+                    let wait = (left / 2).clamp(RETRY_FLOOR, Duration::from_secs(1));
+                    if !shared.wait(wait).await {
                         return false;
                     }
                 }
@@ -627,6 +646,27 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
     }
     .instrument(span)
     .await
+}
+
+/// After a claim whose reply was lost, the fire was found recorded: if this replica holds the
+/// lock, that lost claim committed and the fire is this replica's to run (otherwise it would run
+/// nowhere, its lock held to `at_most`).
+async fn adopt(shared: &Shared, job: &Entry, since: Instant) -> Option<LockGuard> {
+    match shared.executor.adopt_claim(&job.cfg, since).await {
+        Ok(Some(guard)) => {
+            tracing::info!("a claim whose reply was lost had committed: running the fire");
+            Some(guard)
+        }
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(
+                %error,
+                "could not tell whether a claim whose reply was lost committed; if it did, \
+                 the fire is not run and its lock ends at at_most"
+            );
+            None
+        }
+    }
 }
 
 /// A fire on a store without fire claims: a plain lock, its `at_least` keeping replicas apart.
@@ -681,15 +721,17 @@ async fn run(
         }
     };
     let outcome = current::scope(handle.clone(), async {
+        // Cancellation first: once the term ended or the drain cancelled, the body is dropped
+        // before it can take another step without its lock.
         tokio::select! {
             biased;
+            () = term_ended => RunOutcome::Cancelled,
+            () = handle.cancelled() => RunOutcome::Cancelled,
             result = catch_unwind_future(body) => match result {
                 Ok(Ok(())) => RunOutcome::Succeeded,
                 Ok(Err(message)) => RunOutcome::Failed(message),
                 Err(_) => RunOutcome::Panicked,
             },
-            () = term_ended => RunOutcome::Cancelled,
-            () = handle.cancelled() => RunOutcome::Cancelled,
         }
     })
     .await;

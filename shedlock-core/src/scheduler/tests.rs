@@ -603,3 +603,118 @@ async fn shutdown_lets_a_run_finish_within_the_grace_and_cancels_a_longer_one() 
         assert_eq!(status.next_fire, None);
     }
 }
+
+/// A claim commits but its reply is lost (a timeout, a cut connection): the retry finds the fire
+/// recorded, held by this very replica. The replica runs it (otherwise it would run nowhere and
+/// its lock would hold to `at_most`), once.
+#[tokio::test(start_paused = true)]
+async fn a_claim_whose_reply_was_lost_is_run_by_its_replica() {
+    let store = store(chrono::Duration::zero());
+    let a = scheduler(&store, "a");
+    let log = Log::default();
+    let schedule = every(10 * SEC);
+    a.add(recording("report", schedule.clone(), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    // The next claim commits, then answers with an error.
+    store.inject_times(Operation::ClaimFire, Fault::FailAfterApplying, 1);
+    tokio::time::sleep(25 * SEC).await;
+    a.shutdown(SEC).await;
+    let ran = assert_once_each(&log, &schedule);
+    let status = a.status("report").unwrap();
+    assert_eq!(status.store_errors, 1, "{status:?}");
+    assert_eq!(status.runs, ran as u64, "{status:?}");
+    assert!(
+        ran >= 2,
+        "the lost claim's fire and the next ran: {status:?}"
+    );
+    assert_eq!(status.claimed_elsewhere, 0, "{status:?}");
+    assert_eq!(status.missed, 0, "{status:?}");
+    // The lock is free at once, not held to at_most by the lost claim.
+    assert!(store.inner().holder("report").await.unwrap().is_none());
+}
+
+/// Another replica's claim is never taken over: only a holder with this replica's owner id is.
+#[tokio::test(start_paused = true)]
+async fn a_lost_reply_does_not_take_over_another_replicas_claim() {
+    let store = store(chrono::Duration::zero());
+    let log = Log::default();
+    let schedule = every(10 * SEC);
+    let b = scheduler(&store, "b");
+    // b's body runs long, so its claim still holds when a retries.
+    b.add(
+        Job::new("sync", schedule.clone(), {
+            let log = log.clone();
+            move |run| {
+                let log = log.clone();
+                async move {
+                    let seen = Seen {
+                        fire: run.fire().at(),
+                        locked_at: run.lock().record().locked_at(),
+                    };
+                    log.lock().unwrap().push(("b".to_owned(), seen));
+                    tokio::time::sleep(3 * SEC).await;
+                }
+            }
+        })
+        .at_most(30 * SEC),
+    )
+    .unwrap();
+    b.start().await.unwrap();
+    // a reaches the shared store through faults of its own: its first fire claim fails without
+    // applying, so what it then finds recorded is b's claim.
+    let a_store = Arc::new(FaultyProvider::new(store.clone()));
+    let a = Scheduler::new(
+        LockingTaskExecutor::builder(a_store.clone())
+            .owner_id("a")
+            .default_at_most(30 * SEC)
+            .call_timeout(SEC)
+            .build()
+            .unwrap(),
+    );
+    a.add(recording("sync", schedule.clone(), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    a_store.inject_times(Operation::ClaimFire, Fault::Fail, 1);
+    tokio::time::sleep(35 * SEC).await;
+    a.shutdown(SEC).await;
+    b.shutdown(SEC).await;
+    assert_no_fire_twice(&log);
+    let status = a.status("sync").unwrap();
+    assert_eq!(status.store_errors, 1, "{status:?}");
+    // The fire whose claim failed was b's: a saw it claimed elsewhere and did not run it (had it
+    // taken b's lock over, that fire would show twice above).
+    assert!(status.claimed_elsewhere >= 1, "{status:?}");
+    let first = runs(&log).iter().map(|(_, s)| s.fire).min().unwrap();
+    assert!(
+        runs(&log)
+            .iter()
+            .any(|(replica, s)| replica == "b" && s.fire == first),
+        "b ran the first fire: {:?}",
+        runs(&log)
+    );
+}
+
+/// A store that keeps failing near the end of a window is retried with a floor between claims,
+/// never in a tight loop.
+#[tokio::test(start_paused = true)]
+async fn retries_against_a_failing_store_keep_a_floor() {
+    let store = store(chrono::Duration::zero());
+    let a = scheduler(&store, "a");
+    a.add(Job::new("sync", every(2 * SEC), |_| async {}))
+        .unwrap();
+    a.start().await.unwrap();
+    store.inject(Operation::ClaimFire, Fault::Fail);
+    let before = store.calls(Operation::ClaimFire);
+    tokio::time::sleep(20 * SEC).await;
+    let claims = store.calls(Operation::ClaimFire) - before;
+    a.shutdown(SEC).await;
+    // Ten windows of 2 s: 1 s, 0.5 s, ... halving down to the 50 ms floor, about 7 claims each
+    // (without the floor, tokio's 1 ms timer granularity lets about 11 through).
+    assert!(claims >= 10, "retried within the windows: {claims}");
+    assert!(
+        claims <= 10 * 8,
+        "no tight loop near a window's end: {claims}"
+    );
+    assert!(a.status("sync").unwrap().missed >= 9);
+}
