@@ -225,8 +225,10 @@ impl DrainState {
     /// `current_lock()` returns), then releases what is still held itself. So a cancelled run
     /// that stops when told never works on after its lock was given back.
     async fn cancel_and_release(&self, outcome: &mut Drained, call_timeout: Duration) {
-        self.phase.send_replace(Phase::Cancelling);
+        // Counted before the signal: a run that sees the cancel and releases its lock at once
+        // (on another thread) is still counted cancelled, not finished.
         outcome.cancelled = self.live().len();
+        self.phase.send_replace(Phase::Cancelling);
         tracing::warn!(
             still_held = outcome.cancelled,
             "grace period over: cancelling the runs still going"

@@ -23,7 +23,7 @@ pub use status::{JobStatus, LastRun, RunOutcome};
 
 use crate::config::{LockConfig, validate_name};
 use crate::current;
-use crate::drain::Drained;
+use crate::drain::{Drained, stop_window};
 use crate::error::{Error, Result};
 use crate::executor::{LockGuard, LockingTaskExecutor, catch_unwind_future};
 use crate::fire::{Fire, FireClaim};
@@ -363,8 +363,9 @@ impl Scheduler {
     }
 
     /// Shuts down gracefully: no new fire is claimed from now on, then the executor drains
-    /// ([`LockingTaskExecutor::shutdown`]: runs get `grace`, the rest are cancelled — their
-    /// bodies are dropped and recorded [`RunOutcome::Cancelled`] — and every lock is released,
+    /// ([`LockingTaskExecutor::shutdown`]: runs get `grace`, the rest are cancelled — each
+    /// body sees the signal and gets a stop window (a second, or the call timeout if shorter) to return, is then dropped, and
+    /// is recorded [`RunOutcome::Cancelled`] — and every lock is released,
     /// honouring `at_least`). Returns once every release is done or failed, and every job's
     /// task has ended. The executor is shut down too (it refuses new runs for all its users).
     /// Calling it again, or on a clone, waits for the same drain.
@@ -692,6 +693,16 @@ async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<Leade
     }
 }
 
+fn outcome_of(
+    result: std::result::Result<std::result::Result<(), String>, Box<dyn std::any::Any + Send>>,
+) -> RunOutcome {
+    match result {
+        Ok(Ok(())) => RunOutcome::Succeeded,
+        Ok(Err(message)) => RunOutcome::Failed(message),
+        Err(_) => RunOutcome::Panicked,
+    }
+}
+
 /// Runs the body under `guard`; stopped when the leader term ends or shutdown cancels it.
 async fn run(
     shared: &Shared,
@@ -720,19 +731,26 @@ async fn run(
             None => std::future::pending().await,
         }
     };
+    let window = stop_window(shared.executor.call_timeout());
     let outcome = current::scope(handle.clone(), async {
-        // Cancellation first: once the term ended or the drain cancelled, the body is dropped
-        // before it can take another step without its lock.
-        tokio::select! {
-            biased;
-            () = term_ended => RunOutcome::Cancelled,
-            () = handle.cancelled() => RunOutcome::Cancelled,
-            result = catch_unwind_future(body) => match result {
-                Ok(Ok(())) => RunOutcome::Succeeded,
-                Ok(Err(message)) => RunOutcome::Failed(message),
-                Err(_) => RunOutcome::Panicked,
-            },
+        let body = catch_unwind_future(body);
+        tokio::pin!(body);
+        let told_to_stop = tokio::select! {
+            result = &mut body => return outcome_of(result),
+            () = term_ended => "the leader term ended",
+            () = handle.cancelled() => "shutdown cancelled it",
+        };
+        // Told to stop, with the lock still held: the body gets the stop window to see it
+        // (`current_lock()`, `RunContext::lock().cancelled()`) and return, then it is dropped.
+        // The drain waits as long before it releases the lock itself.
+        if tokio::time::timeout(window, &mut body).await.is_err() {
+            tracing::warn!(
+                reason = told_to_stop,
+                window = %shedlock_duration::format(window),
+                "the run did not stop within the stop window: dropped"
+            );
         }
+        RunOutcome::Cancelled
     })
     .await;
     observe::task_duration(handle.name(), started_at.elapsed());

@@ -718,3 +718,53 @@ async fn retries_against_a_failing_store_keep_a_floor() {
     );
     assert!(a.status("sync").unwrap().missed >= 9);
 }
+
+/// A run cancelled by the drain sees the signal with its lock still held, and may finish its
+/// step (here 200 ms) before the lock is released; then it is recorded cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_run_sees_the_signal_while_it_still_holds_its_lock() {
+    let store = store(chrono::Duration::zero());
+    let a = scheduler(&store, "a");
+    let seen: Arc<Mutex<Option<(bool, Option<String>)>>> = Arc::default();
+    let (started, has_started) = tokio::sync::oneshot::channel();
+    let started = Arc::new(Mutex::new(Some(started)));
+    a.add(
+        Job::new("export", every(60 * SEC), {
+            let (seen, store) = (seen.clone(), store.clone());
+            move |run| {
+                let (seen, store, started) = (seen.clone(), store.clone(), started.clone());
+                async move {
+                    if let Some(tx) = started.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                    tokio::select! {
+                        () = run.lock().cancelled() => {}
+                        () = tokio::time::sleep(300 * SEC) => return,
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let holder = store.inner().holder("export").await.unwrap();
+                    *seen.lock().unwrap() =
+                        Some((run.lock().is_lost(), holder.map(|r| r.owner().to_owned())));
+                }
+            }
+        })
+        .at_most(600 * SEC),
+    )
+    .unwrap();
+    a.start().await.unwrap();
+    has_started.await.unwrap();
+    let begun = Instant::now();
+    let drained = a.shutdown(2 * SEC).await;
+    assert_eq!(begun.elapsed(), 2 * SEC + Duration::from_millis(200));
+    assert_eq!(drained.cancelled, 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some((false, Some("a".to_owned()))),
+        "saw the cancel and finished its step with the lock held"
+    );
+    assert_eq!(
+        a.status("export").unwrap().last_run.unwrap().outcome,
+        RunOutcome::Cancelled
+    );
+    assert!(store.inner().holder("export").await.unwrap().is_none());
+}
