@@ -725,7 +725,9 @@ async fn retries_against_a_failing_store_keep_a_floor() {
 async fn a_cancelled_run_sees_the_signal_while_it_still_holds_its_lock() {
     let store = store(chrono::Duration::zero());
     let a = scheduler(&store, "a");
-    let seen: Arc<Mutex<Option<(bool, Option<String>)>>> = Arc::default();
+    // Whether the lock was lost, and who held it, when the body had finished its last step.
+    type Seen = Arc<Mutex<Option<(bool, Option<String>)>>>;
+    let seen = Seen::default();
     let (started, has_started) = tokio::sync::oneshot::channel();
     let started = Arc::new(Mutex::new(Some(started)));
     a.add(
