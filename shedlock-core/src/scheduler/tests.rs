@@ -719,15 +719,16 @@ async fn retries_against_a_failing_store_keep_a_floor() {
     assert!(a.status("sync").unwrap().missed >= 9);
 }
 
+/// Whether the lock was lost, and who held it, when a cancelled body had finished its last step.
+type AtCancel = Arc<Mutex<Option<(bool, Option<String>)>>>;
+
 /// A run cancelled by the drain sees the signal with its lock still held, and may finish its
 /// step (here 200 ms) before the lock is released; then it is recorded cancelled.
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_run_sees_the_signal_while_it_still_holds_its_lock() {
     let store = store(chrono::Duration::zero());
     let a = scheduler(&store, "a");
-    // Whether the lock was lost, and who held it, when the body had finished its last step.
-    type Seen = Arc<Mutex<Option<(bool, Option<String>)>>>;
-    let seen = Seen::default();
+    let seen = AtCancel::default();
     let (started, has_started) = tokio::sync::oneshot::channel();
     let started = Arc::new(Mutex::new(Some(started)));
     a.add(
