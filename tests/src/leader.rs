@@ -121,8 +121,11 @@ pub async fn run_with(
                 election.clone(),
             );
             async move {
+                // A term is no fire: its "fire" is the instant it began (distinct per term).
+                let record = term.record();
+                let began = record.locked_at().timestamp_micros();
                 let id = match log
-                    .start(&session, &election, &replica, term.number(), &term.record())
+                    .start(&session, &election, &replica, term.number(), began, &record)
                     .await
                 {
                     Ok(id) => id,
@@ -191,6 +194,7 @@ pub async fn run_with(
         runs: reported,
         skipped: 0,
         errors: 0,
+        missed: 0,
     });
     Ok(())
 }
