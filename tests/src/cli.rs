@@ -58,7 +58,7 @@ options:
   --kill-after N       kill one replica (SIGKILL) after N seconds, preferably mid-run (cluster)
   --job SPEC           a scheduled job instead of the demo's two; repeatable. SPEC:
                        NAME[,every=1s][,at_most=10s][,at_least=0s][,work=100ms..500ms]
-                       [,keep_alive][,catch_up]
+                       [,keep_alive][,catch_up][,leader_only]
   --prefix P           lock-name prefix (default demo-)
   --lock-table T       lock table (default: the store's, shedlock)
   --runs-table T       run log table (default shedlock_demo_runs)
@@ -69,9 +69,11 @@ options:
   --call-timeout DUR   per-call timeout of the lock store (default 5s)
   --grace DUR          run: how long runs in flight may finish at shutdown (default 10s)
   --stop-on-eof        stop when standard input closes (run, leader; cluster: its own stdin)
-  --election NAME      leader: the election (lock row) name (default <prefix>leader)
+  --election NAME      leader (and run's leader_only jobs): the election (lock row) name
+                       (default <prefix>leader)
   --lease DUR, --renew DUR, --renew-deadline DUR, --acquire DUR, --acquire-jitter DUR
-                       leader: the latch's timings (defaults 15s, 5s, 10s, 2s, acquire / 4)
+                       leader (and run's leader_only jobs): the latch's timings (defaults 15s,
+                       5s, 10s, 2s, acquire / 4)
   --record             leader: also write each term to the run log (--runs-table, --session)
   --cleanup            drop the run log and the lock table at the end (cluster)
 ";
@@ -273,22 +275,7 @@ async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
         Command::Leader => {
             let url = database_url.ok_or("leader needs --database-url or DATABASE_URL")?;
             let (seconds, stop_on_eof, text) = (args.seconds, args.stop_on_eof, args.text);
-            let opts = LeaderOptions {
-                replica: replica_label(args.replica.as_deref()),
-                election: args
-                    .election
-                    .clone()
-                    .unwrap_or_else(|| format!("{}leader", prefix(&args))),
-                lock_table: args.lock_table.clone(),
-                owner_id: args.owner_id.clone(),
-                lease: args.lease,
-                renew_interval: args.renew,
-                renew_deadline: args.renew_deadline,
-                acquire_interval: args.acquire,
-                acquire_jitter: args.acquire_jitter,
-                call_timeout: args.call_timeout,
-                record: args.record.then(|| (runs_table(&args), session(&args))),
-            };
+            let opts = leader_options(&args);
             if crate::store::is_redis_url(&url) {
                 // The lock table option names the key prefix on Redis.
                 let provider = crate::store::redis_provider(
@@ -329,6 +316,7 @@ async fn run(args: Args, url: &str) -> Result<ExitCode, BoxError> {
         owner_id: args.owner_id.clone(),
         call_timeout: args.call_timeout,
         grace: args.grace.unwrap_or(replica::DEFAULT_GRACE),
+        leader: leader_options(&args),
         jobs: if args.jobs.is_empty() {
             demo::jobs()
         } else {
@@ -372,6 +360,27 @@ fn runlog_url<'a>(args: &'a Args, url: &'a str) -> Result<&'a str, BoxError> {
                 .into(),
         ),
         None => Ok(url),
+    }
+}
+
+/// The leader latch's settings from the command line (the `leader` command's, and the `run`
+/// command's `leader_only` jobs').
+fn leader_options(args: &Args) -> LeaderOptions {
+    LeaderOptions {
+        replica: replica_label(args.replica.as_deref()),
+        election: args
+            .election
+            .clone()
+            .unwrap_or_else(|| format!("{}leader", prefix(args))),
+        lock_table: args.lock_table.clone(),
+        owner_id: args.owner_id.clone(),
+        lease: args.lease,
+        renew_interval: args.renew,
+        renew_deadline: args.renew_deadline,
+        acquire_interval: args.acquire,
+        acquire_jitter: args.acquire_jitter,
+        call_timeout: args.call_timeout,
+        record: args.record.then(|| (runs_table(args), session(args))),
     }
 }
 

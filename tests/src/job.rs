@@ -1,5 +1,5 @@
 //! What a replica runs: [`JobSpec`], one periodic locked job, given on the command line as
-//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up]`.
+//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,leader_only]`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -29,6 +29,9 @@ pub struct JobSpec {
     /// Whether the job catches up on its latest fire at start ([`shedlock_core::Job::catch_up`]).
     /// Defaults to off.
     pub catch_up: bool,
+    /// Whether the job runs only on the leader of the replicas' election
+    /// ([`shedlock_core::Job::leader_only`]). Defaults to off.
+    pub leader_only: bool,
 }
 
 impl JobSpec {
@@ -43,6 +46,7 @@ impl JobSpec {
             work: (Duration::from_millis(100), Duration::from_millis(500)),
             keep_alive: false,
             catch_up: false,
+            leader_only: false,
         }
     }
 
@@ -74,7 +78,7 @@ impl JobSpec {
 impl FromStr for JobSpec {
     type Err = BoxError;
 
-    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up]`;
+    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,leader_only]`;
     /// durations as in `#[scheduled_lock]` (`"500ms"`, `"2s"`, `"1m30s"`, `"PT1S"`).
     ///
     /// ```
@@ -117,10 +121,12 @@ impl FromStr for JobSpec {
                 "keep_alive" if value == "false" => job.keep_alive = false,
                 "catch_up" if value.is_empty() || value == "true" => job.catch_up = true,
                 "catch_up" if value == "false" => job.catch_up = false,
+                "leader_only" if value.is_empty() || value == "true" => job.leader_only = true,
+                "leader_only" if value == "false" => job.leader_only = false,
                 other => {
                     return Err(format!(
                         "job {name:?}: unknown setting {other:?} (valid: every, at_most, at_least, \
-                         work, keep_alive, catch_up)"
+                         work, keep_alive, catch_up, leader_only)"
                     )
                     .into());
                 }
@@ -156,6 +162,9 @@ impl fmt::Display for JobSpec {
         }
         if self.catch_up {
             f.write_str(",catch_up")?;
+        }
+        if self.leader_only {
+            f.write_str(",leader_only")?;
         }
         Ok(())
     }

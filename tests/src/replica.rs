@@ -20,7 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shedlock_core::chrono::{DateTime, Utc};
 use shedlock_core::{
-    Fire, Job, JobStatus, LockProvider, LockingTaskExecutor, Schedule, Scheduler, current_lock,
+    Fire, Job, JobStatus, LeaderLatch, LockProvider, LockingTaskExecutor, Schedule, Scheduler,
+    current_lock,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -28,6 +29,7 @@ use tokio::time::Instant;
 use crate::database::{BoxError, Database};
 use crate::event::Event;
 use crate::job::JobSpec;
+use crate::leader::{LeaderOptions, latch_config, report_terms};
 use crate::runlog::RunLog;
 
 /// A replica's settings.
@@ -51,6 +53,9 @@ pub struct ReplicaOptions {
     pub call_timeout: Option<Duration>,
     /// How long the runs in flight may take to finish at shutdown before they are cancelled.
     pub grace: Duration,
+    /// The leader latch of the `leader_only` jobs (its election, lease and intervals; its
+    /// label and owner are the replica's).
+    pub leader: LeaderOptions,
 }
 
 /// The shutdown grace of a replica unless told otherwise: longer than any run of the demo.
@@ -234,6 +239,13 @@ pub async fn run_with(
     mut stop: watch::Receiver<bool>,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<(), BoxError> {
+    // The latch of the leader-only jobs, on the same store, reporting its terms as events.
+    let latch = if opts.jobs.iter().any(|j| j.leader_only) {
+        let latch = LeaderLatch::start(provider.clone(), latch_config(&opts.leader)?)?;
+        Some(latch)
+    } else {
+        None
+    };
     let mut builder = LockingTaskExecutor::builder(provider);
     if let Some(owner) = &opts.owner_id {
         builder = builder.owner_id(owner.clone());
@@ -249,9 +261,16 @@ pub async fn run_with(
         RunLog::new(runlog, &opts.runs_table)?,
         events,
     ));
+    let terms = latch
+        .as_ref()
+        .map(|l| report_terms(l, opts.replica.clone(), ctx.events.clone()));
     let scheduler = Scheduler::new(executor);
     for spec in &opts.jobs {
-        scheduler.add(scheduled_job(spec, &opts.prefix, &ctx)?)?;
+        let job = scheduled_job(spec, &opts.prefix, &ctx)?;
+        scheduler.add(match (&latch, spec.leader_only) {
+            (Some(latch), true) => job.leader_only(latch.clone()),
+            _ => job,
+        })?;
     }
     ctx.emit(Event::Ready {
         replica: ctx.replica.clone(),
@@ -274,6 +293,14 @@ pub async fn run_with(
     let drained = scheduler.shutdown(opts.grace).await;
     tracing::info!(replica = ctx.replica, ?drained, "scheduler drained");
     watcher.poll(&scheduler, &ctx);
+    if let Some(latch) = &latch {
+        if let Err(error) = latch.close().await {
+            tracing::warn!(%error, "closing the latch failed; its row expires after the lease");
+        }
+        if let Some(terms) = terms {
+            let _ = terms.await;
+        }
+    }
     let statuses = scheduler.statuses();
     let sum = |f: fn(&JobStatus) -> u64| statuses.iter().map(f).sum::<u64>();
     ctx.emit(Event::Stopped {

@@ -9,7 +9,9 @@
 //! - `kill -9` of the replica running a fire, then its restart: that fire is not run again, the
 //!   no fire is claimed before the dead run's `lock_until`, the first fire at or after it runs;
 //! - catch-up: every replica down across a fire, then two start together: the fire runs once,
-//!   late; with catch-up off it does not run.
+//!   late; with catch-up off it does not run;
+//! - a leader-only job runs only on the leader of the replicas' latch, and across a failover
+//!   (`kill -9` of the leader) no fire runs twice.
 //!
 //! Stores from `SHEDLOCK_REDIS_URL`, `SHEDLOCK_PG_URL`, `SHEDLOCK_MYSQL_URL` (skipped visibly
 //! without them, failing under `SHEDLOCK_REQUIRE_DB=1`); SQLite is a file of the test's own.
@@ -396,4 +398,126 @@ async fn catch_up_runs_a_missed_fire_once_late_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_catch_up_a_missed_fire_does_not_run_on_redis() {
     catch_up_after_an_outage(Store::Redis, false).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leader-only jobs.
+
+/// Whether `replica` led (an `Elected` received before `at`, with no `SteppedDown` after it and
+/// before `at`).
+fn led_at(events: &[Stamped], replica: &str, at: Instant) -> bool {
+    let mut leading = false;
+    for s in events
+        .iter()
+        .filter(|s| s.event.replica() == replica && s.at <= at)
+    {
+        match s.event {
+            Event::Elected { .. } => leading = true,
+            Event::SteppedDown { .. } => leading = false,
+            _ => {}
+        }
+    }
+    leading
+}
+
+async fn leader_only_job_runs_only_on_the_leader(store: Store) {
+    let Some(mut cluster) = cluster(
+        store,
+        "leader",
+        &["lo,every=1s,at_most=3s,work=100ms..300ms,leader_only"],
+    ) else {
+        return;
+    };
+    cluster.extra_args = [
+        "--lease",
+        "2s",
+        "--renew",
+        "500ms",
+        "--renew-deadline",
+        "1500ms",
+        "--acquire",
+        "250ms",
+        "--call-timeout",
+        "250ms",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    cluster.create_schema().await;
+    let db = cluster.runlog().await;
+    let mut replicas: BTreeMap<String, Replica> = BTreeMap::new();
+    for label in ["r1", "r2", "r3"] {
+        replicas.insert(label.to_owned(), cluster.start(label).await);
+    }
+    let runs_by = |all: &[Stamped], who: &str, since: Instant| {
+        all.iter()
+            .filter(|s| s.at > since && s.event.replica() == who)
+            .filter(|s| matches!(s.event, Event::Ran { .. }))
+            .count()
+    };
+    // The first leader runs a few fires; then it is killed.
+    let started = Instant::now();
+    cluster
+        .events
+        .wait_for(
+            "three runs by one replica",
+            Duration::from_secs(30),
+            |all| {
+                ["r1", "r2", "r3"]
+                    .iter()
+                    .any(|r| runs_by(all, r, started) >= 3)
+            },
+        )
+        .await;
+    let all = cluster.events.all();
+    let leader = ["r1", "r2", "r3"]
+        .into_iter()
+        .find(|r| runs_by(&all, r, started) >= 3)
+        .expect("a leader")
+        .to_owned();
+    if let Some(replica) = replicas.remove(&leader) {
+        replica.kill().await;
+    }
+    let killed = Instant::now();
+    // Another replica is elected and runs fires.
+    cluster
+        .events
+        .wait_for(
+            "three runs by a new leader",
+            Duration::from_secs(30),
+            |all| {
+                ["r1", "r2", "r3"]
+                    .iter()
+                    .any(|r| *r != leader && runs_by(all, r, killed) >= 3)
+            },
+        )
+        .await;
+    cluster.stop_all(replicas.into_values().collect()).await;
+
+    let events = cluster.events.all();
+    let records = cluster.records(&db).await;
+    assert_once_per_fire(&cluster, &records);
+    for s in &events {
+        if let Event::Ran { replica, tick, .. } = &s.event {
+            assert!(
+                led_at(&events, replica, s.at),
+                "{replica} ran tick {tick} while not leading"
+            );
+            assert!(
+                *replica != leader || s.at <= killed,
+                "the killed leader ran after its death"
+            );
+        }
+    }
+    let new_leaders: Vec<&str> = records
+        .iter()
+        .map(|r| r.replica.as_str())
+        .filter(|r| *r != leader)
+        .collect();
+    assert!(!new_leaders.is_empty(), "nobody took over: {records:#?}");
+    cluster.drop_tables(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_redis() {
+    leader_only_job_runs_only_on_the_leader(Store::Redis).await;
 }

@@ -160,6 +160,8 @@ pub(crate) struct Cluster {
     /// The run log's database when the store is Redis or etcd (a SQLite file of the test's;
     /// `lock_table` is then the key prefix).
     pub(crate) runlog_url: Option<String>,
+    /// More arguments for every replica (e.g. the leader latch's timings).
+    pub(crate) extra_args: Vec<String>,
     pub(crate) jobs: Vec<JobSpec>,
     pub(crate) call_timeout: Duration,
     pub(crate) events: Events,
@@ -177,6 +179,7 @@ impl Cluster {
             session: format!("{name}-{id}"),
             prefix: format!("{name}-{id}-"),
             runlog_url: None,
+            extra_args: Vec::new(),
             jobs: jobs
                 .iter()
                 .map(|spec| spec.parse().expect("a valid job spec"))
@@ -282,6 +285,7 @@ impl Cluster {
             .arg(format!("{}ms", self.call_timeout.as_millis()))
             .arg("--stop-on-eof")
             .args(self.runlog_url.iter().flat_map(|u| ["--runlog-url", u]))
+            .args(&self.extra_args)
             .env("DATABASE_URL", url)
             .env(
                 "RUST_LOG",
