@@ -144,6 +144,16 @@ impl Demo {
         pids
     }
 
+    /// Asserts that no replica fell back to plain locks: the store records fires.
+    fn assert_records_fires(&self) {
+        let stderr = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(
+            !stderr.iter().any(|l| l.contains(NO_FIRE_CLAIMS)),
+            "the store records fires: no replica falls back\n{}",
+            stderr.join("\n")
+        );
+    }
+
     /// Asks the demo to stop (its standard input closes).
     fn stop(&mut self) {
         self.stdin = None;
@@ -223,6 +233,7 @@ fn demo_on_server(url: &str) {
     let summary = demo.summary(0);
     assert_healthy(&summary, &demo.seen);
     assert_eq!(summary.died, 0);
+    demo.assert_records_fires();
 }
 
 /// The demo on a Redis or etcd store (`--lock-table` is then the key prefix; the run log is a
@@ -295,6 +306,7 @@ fn demo_on_sqlite_runs_every_job_and_never_overlaps() {
     let summary = demo.summary(0);
     assert_healthy(&summary, &demo.seen);
     assert_eq!((summary.died, summary.interrupted), (0, 0));
+    demo.assert_records_fires();
     assert!(
         demo.seen.iter().any(|l| l.contains("(token ")),
         "the board shows fencing tokens"

@@ -5,7 +5,8 @@
 //! - three replicas whose clocks are 2 s behind, right and 2 s ahead (libfaketime), one job
 //!   every second for about 20 s: no fire ran twice; every fire ran once or a replica reported
 //!   it missed, with its reason; no run's lock was taken before its fire `F` by the store's
-//!   clock, nor after its window;
+//!   clock, nor after its window (Redis, Postgres, MariaDB; SQLite, whose clock is each
+//!   process's own, with one clock);
 //! - `kill -9` of the replica running a fire, then its restart: that fire is not run again, the
 //!   no fire is claimed before the dead run's `lock_until`, the first fire at or after it runs;
 //! - catch-up: every replica down across a fire, then two start together: the fire runs once,
@@ -29,7 +30,6 @@ use tokio::time::Instant;
 
 /// The stores these tests run on.
 #[derive(Debug, Clone, Copy)]
-#[allow(dead_code)] // the SQL stores' cases are added once the SQL stores record fires
 enum Store {
     Redis,
     Postgres,
@@ -120,6 +120,42 @@ async fn wait_for_run_from(cluster: &Cluster, job: &str, tick: u64, within: Dura
 /// The replicas and their clocks (libfaketime offsets; empty: the real clock).
 const SKEWS: [(&str, &str, i64); 3] = [("r1", "-2", -2_000), ("r2", "", 0), ("r3", "+2", 2_000)];
 
+/// The store recorded fires: no replica fell back to plain locks (their logs say so).
+fn assert_no_fall_back(cluster: &Cluster) {
+    for entry in std::fs::read_dir(cluster.logs.path())
+        .expect("the replicas' logs")
+        .flatten()
+    {
+        let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        assert!(
+            !log.contains("does not record fires"),
+            "{}: a replica fell back to plain locks:\n{log}",
+            entry.path().display()
+        );
+    }
+}
+
+/// The clocks were really skewed: each replica's own wall clock when it was ready.
+fn assert_skews_were_real(events: &[Stamped]) {
+    for (label, _, skew_ms) in SKEWS {
+        let (wall, at) = events
+            .iter()
+            .find_map(|s| match &s.event {
+                Event::Ready {
+                    replica, wall_ms, ..
+                } if replica == label => Some((*wall_ms, s.at)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{label} never reported ready"));
+        let ours = wall_us() / 1000 - i64::try_from(at.elapsed().as_millis()).unwrap_or(0);
+        let off = wall - ours;
+        assert!(
+            (off - skew_ms).abs() < 1_000,
+            "{label} should see its clock {skew_ms} ms off, saw {off} ms"
+        );
+    }
+}
+
 async fn skewed_replicas_run_each_fire_at_most_once(store: Store, skewed: bool) {
     let test = format!("skewed_replicas_run_each_fire_at_most_once on {store:?}");
     let Some(cluster) = cluster(
@@ -165,27 +201,10 @@ async fn skewed_replicas_run_each_fire_at_most_once(store: Store, skewed: bool) 
     let db = cluster.runlog().await;
     let records = cluster.records(&db).await;
 
-    // The clocks were really skewed: each replica's own wall clock when it was ready.
     if skewed {
-        for (label, _, skew_ms) in SKEWS {
-            let (wall, at) = events
-                .iter()
-                .find_map(|s| match &s.event {
-                    Event::Ready {
-                        replica, wall_ms, ..
-                    } if replica == label => Some((*wall_ms, s.at)),
-                    _ => None,
-                })
-                .unwrap_or_else(|| panic!("{label} never reported ready"));
-            let ours = wall_us() / 1000 - i64::try_from(at.elapsed().as_millis()).unwrap_or(0);
-            let off = wall - ours;
-            assert!(
-                (off - skew_ms).abs() < 1_000,
-                "{label} should see its clock {skew_ms} ms off, saw {off} ms"
-            );
-        }
+        assert_skews_were_real(&events);
     }
-
+    assert_no_fall_back(&cluster);
     assert_once_per_fire(&cluster, &records);
 
     // Every fire of the run (with a period's margin at each end: replicas starting, stopping)
@@ -230,6 +249,22 @@ async fn skewed_replicas_run_each_fire_at_most_once(store: Store, skewed: bool) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skewed_replicas_run_each_fire_at_most_once_on_redis() {
     skewed_replicas_run_each_fire_at_most_once(Store::Redis, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skewed_replicas_run_each_fire_at_most_once_on_postgres() {
+    skewed_replicas_run_each_fire_at_most_once(Store::Postgres, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skewed_replicas_run_each_fire_at_most_once_on_mariadb() {
+    skewed_replicas_run_each_fire_at_most_once(Store::MariaDb, true).await;
+}
+
+/// SQLite's clock is each process's own: the replicas share one clock here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_run_each_fire_at_most_once_on_sqlite() {
+    skewed_replicas_run_each_fire_at_most_once(Store::Sqlite, false).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,6 +354,11 @@ async fn killed_runner_fire_is_not_run_again_on_redis() {
     killed_runner_fire_is_not_run_again(Store::Redis).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_runner_fire_is_not_run_again_on_postgres() {
+    killed_runner_fire_is_not_run_again(Store::Postgres).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Catch-up.
 
@@ -398,6 +438,11 @@ async fn catch_up_runs_a_missed_fire_once_late_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_catch_up_a_missed_fire_does_not_run_on_redis() {
     catch_up_after_an_outage(Store::Redis, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catch_up_runs_a_missed_fire_once_late_on_postgres() {
+    catch_up_after_an_outage(Store::Postgres, true).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -520,4 +565,9 @@ async fn leader_only_job_runs_only_on_the_leader(store: Store) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_redis() {
     leader_only_job_runs_only_on_the_leader(Store::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_postgres() {
+    leader_only_job_runs_only_on_the_leader(Store::Postgres).await;
 }
