@@ -388,13 +388,15 @@ fn report(spec: &JobSpec, before: &JobStatus, now: &JobStatus, ctx: &RunContext)
             reason: reason.to_owned(),
         });
     }
-    if store_errors > 0 && now.missed == before.missed {
+    if store_errors > 0 {
+        // Reported as an error whether or not the window passed meanwhile (then also missed).
         ctx.emit(Event::Error {
             replica,
             job,
             tick: tick_of(spec, pending),
             message: format!(
-                "{store_errors} fire claim(s) failed on the store (retried within the window)"
+                "{store_errors} call(s) to the lock store failed (a fire claim; retried within \
+                 the fire's window)"
             ),
         });
     }
