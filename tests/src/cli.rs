@@ -5,7 +5,7 @@
 //!
 //! COMMANDS
 //!   cluster   start --replicas processes of this program running the jobs, show who ran and who
-//!             skipped each tick, and end with a `summary:` line (the default command)
+//!             skipped each fire, and end with a `summary:` line (the default command)
 //!   run       be one replica: run the jobs until stopped, reporting JSON events on stdout
 //!   schema    create the lock table and the run log, then exit (before starting replicas)
 //!   check     read a session's run log: runs, interrupted runs and overlaps (exit 1 if any)
@@ -29,7 +29,7 @@ use crate::demo;
 use crate::event::Event;
 use crate::job::JobSpec;
 use crate::leader::{self, LeaderOptions};
-use crate::replica::{self, Job, ReplicaOptions, error_chain};
+use crate::replica::{self, ReplicaOptions, error_chain};
 use crate::runlog::{DEFAULT_RUNS_TABLE, RunLog, overlaps};
 
 /// The lock-name prefix unless `--prefix` says otherwise.
@@ -47,15 +47,18 @@ commands:
                following, stopped (each with this process's wall clock)
 
 options:
-  --database-url URL   postgres://…, mysql://… (MySQL/MariaDB) or sqlite:…; default $DATABASE_URL,
-                       else (cluster only) a SQLite file in a new temporary directory;
-                       leader also takes redis://… (then --lock-table is the key prefix)
+  --database-url URL   the lock store: postgres://…, mysql://… (MySQL/MariaDB), sqlite:…,
+                       redis://… or etcd://host:port[,host:port…] (then --lock-table is the
+                       key prefix); default $DATABASE_URL, else (cluster only) a SQLite file
+                       in a new temporary directory
+  --runlog-url URL     the run log's database (SQL; default: --database-url; cluster: with a
+                       redis:// or etcd:// store, a SQLite file in a new temporary directory)
   --seconds N          run for N seconds (cluster default 10; run: until stopped)
   --replicas N         replica processes (cluster; default 3)
   --kill-after N       kill one replica (SIGKILL) after N seconds, preferably mid-run (cluster)
-  --job SPEC           a job run through the executor, instead of the demo's two
-                       #[scheduled_lock] jobs; repeatable. SPEC:
-                       NAME[,every=1s][,at_most=10s][,at_least=0s][,work=100ms..500ms][,keep_alive]
+  --job SPEC           a scheduled job instead of the demo's two; repeatable. SPEC:
+                       NAME[,every=1s][,at_most=10s][,at_least=0s][,work=100ms..500ms]
+                       [,keep_alive][,catch_up][,leader_only]
   --prefix P           lock-name prefix (default demo-)
   --lock-table T       lock table (default: the store's, shedlock)
   --runs-table T       run log table (default shedlock_demo_runs)
@@ -64,11 +67,13 @@ options:
   --text               print events as text instead of JSON lines (run)
   --owner-id ID        owner id (run; default $SHEDLOCK_OWNER_ID or hostname:pid:random)
   --call-timeout DUR   per-call timeout of the lock store (default 5s)
-  --jitter DUR         each tick fires up to DUR late, at random (default 150ms)
+  --grace DUR          run: how long runs in flight may finish at shutdown (default 10s)
   --stop-on-eof        stop when standard input closes (run, leader; cluster: its own stdin)
-  --election NAME      leader: the election (lock row) name (default <prefix>leader)
+  --election NAME      leader (and run's leader_only jobs): the election (lock row) name
+                       (default <prefix>leader)
   --lease DUR, --renew DUR, --renew-deadline DUR, --acquire DUR, --acquire-jitter DUR
-                       leader: the latch's timings (defaults 15s, 5s, 10s, 2s, acquire / 4)
+                       leader (and run's leader_only jobs): the latch's timings (defaults 15s,
+                       5s, 10s, 2s, acquire / 4)
   --record             leader: also write each term to the run log (--runs-table, --session)
   --cleanup            drop the run log and the lock table at the end (cluster)
 ";
@@ -98,7 +103,8 @@ struct Args {
     session: Option<String>,
     owner_id: Option<String>,
     call_timeout: Option<Duration>,
-    jitter: Option<Duration>,
+    grace: Option<Duration>,
+    runlog_url: Option<String>,
     stop_on_eof: bool,
     cleanup: bool,
     text: bool,
@@ -168,7 +174,8 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, BoxError> 
             "--session" => parsed.session = Some(value(&flag)?),
             "--owner-id" => parsed.owner_id = Some(value(&flag)?),
             "--call-timeout" => parsed.call_timeout = Some(duration(&flag, value(&flag)?)?),
-            "--jitter" => parsed.jitter = Some(duration(&flag, value(&flag)?)?),
+            "--grace" => parsed.grace = Some(duration(&flag, value(&flag)?)?),
+            "--runlog-url" => parsed.runlog_url = Some(value(&flag)?),
             "--stop-on-eof" => parsed.stop_on_eof = true,
             "--cleanup" => parsed.cleanup = true,
             "--text" => parsed.text = true,
@@ -192,7 +199,8 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, BoxError> 
 /// The program: parses the command line (`default` is the command when none is given), sets up
 /// logging and the runtime, runs the command.
 ///
-/// Exit codes: 0 on success; 1 when the demo found overlapping runs; 2 on any other error.
+/// Exit codes: 0 on success; 1 when the demo found overlapping runs or a fire run twice; 2 on
+/// any other error.
 #[must_use]
 pub fn main(default: &str) -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -251,34 +259,23 @@ async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
         Command::Cluster => cluster(args, database_url).await,
         Command::Schema => {
             let url = database_url.ok_or("schema needs --database-url or DATABASE_URL")?;
-            let db = Database::connect(&url).await?;
-            db.create_lock_table(args.lock_table.as_deref()).await?;
+            if !crate::store::is_kv_url(&url) {
+                let db = Database::connect(&url).await?;
+                db.create_lock_table(args.lock_table.as_deref()).await?;
+            }
+            let db = Database::connect(runlog_url(&args, &url)?).await?;
             RunLog::new(&db, &runs_table(&args))?.create_table().await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => {
             let url = database_url.ok_or("check needs --database-url or DATABASE_URL")?;
+            let url = runlog_url(&args, &url)?.to_owned();
             check(args, &url).await
         }
         Command::Leader => {
             let url = database_url.ok_or("leader needs --database-url or DATABASE_URL")?;
             let (seconds, stop_on_eof, text) = (args.seconds, args.stop_on_eof, args.text);
-            let opts = LeaderOptions {
-                replica: replica_label(args.replica.as_deref()),
-                election: args
-                    .election
-                    .clone()
-                    .unwrap_or_else(|| format!("{}leader", prefix(&args))),
-                lock_table: args.lock_table.clone(),
-                owner_id: args.owner_id.clone(),
-                lease: args.lease,
-                renew_interval: args.renew,
-                renew_deadline: args.renew_deadline,
-                acquire_interval: args.acquire,
-                acquire_jitter: args.acquire_jitter,
-                call_timeout: args.call_timeout,
-                record: args.record.then(|| (runs_table(&args), session(&args))),
-            };
+            let opts = leader_options(&args);
             if crate::store::is_redis_url(&url) {
                 // The lock table option names the key prefix on Redis.
                 let provider = crate::store::redis_provider(
@@ -302,29 +299,88 @@ async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
         }
         Command::Run => {
             let url = database_url.ok_or("run needs --database-url or DATABASE_URL")?;
-            let (seconds, stop_on_eof, text) = (args.seconds, args.stop_on_eof, args.text);
-            let opts = ReplicaOptions {
-                replica: replica_label(args.replica.as_deref()),
-                session: session(&args),
-                prefix: prefix(&args),
-                runs_table: runs_table(&args),
-                lock_table: args.lock_table,
-                owner_id: args.owner_id,
-                call_timeout: args.call_timeout,
-                jitter: args.jitter.unwrap_or(Duration::from_millis(150)),
-                jobs: if args.jobs.is_empty() {
-                    demo::jobs()
-                } else {
-                    args.jobs.into_iter().map(Job::executor).collect()
-                },
-            };
-            let db = Database::connect(&url).await?;
-            serve(seconds, stop_on_eof, text, |stop, events| async move {
-                replica::run(opts, &db, stop, events).await
-            })
-            .await?;
-            Ok(ExitCode::SUCCESS)
+            run(args, &url).await
         }
+    }
+}
+
+/// `run`: one replica on the lock store at `url`, its run log on `--runlog-url` (or `url`).
+async fn run(args: Args, url: &str) -> Result<ExitCode, BoxError> {
+    let (seconds, stop_on_eof, text) = (args.seconds, args.stop_on_eof, args.text);
+    let opts = ReplicaOptions {
+        replica: replica_label(args.replica.as_deref()),
+        session: session(&args),
+        prefix: prefix(&args),
+        runs_table: runs_table(&args),
+        lock_table: args.lock_table.clone(),
+        owner_id: args.owner_id.clone(),
+        call_timeout: args.call_timeout,
+        grace: args.grace.unwrap_or(replica::DEFAULT_GRACE),
+        leader: leader_options(&args),
+        jobs: if args.jobs.is_empty() {
+            demo::jobs()
+        } else {
+            args.jobs.clone()
+        },
+    };
+    let runlog = Database::connect(runlog_url(&args, url)?).await?;
+    let provider = match crate::store::kv_provider(
+        url,
+        opts.lock_table.as_deref(),
+        opts.call_timeout,
+    )
+    .await?
+    {
+        Some(provider) => provider,
+        None if args.runlog_url.is_none() => {
+            runlog
+                .lock_provider(opts.lock_table.as_deref(), opts.call_timeout)
+                .await?
+        }
+        None => {
+            Database::connect(url)
+                .await?
+                .lock_provider(opts.lock_table.as_deref(), opts.call_timeout)
+                .await?
+        }
+    };
+    serve(seconds, stop_on_eof, text, |stop, events| async move {
+        replica::run_with(opts, provider, &runlog, stop, events).await
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The run log's database: `--runlog-url`, else the store's URL when it is a SQL database.
+fn runlog_url<'a>(args: &'a Args, url: &'a str) -> Result<&'a str, BoxError> {
+    match &args.runlog_url {
+        Some(runlog) => Ok(runlog),
+        None if crate::store::is_kv_url(url) => Err(
+            "a redis:// or etcd:// lock store keeps no run log: give --runlog-url (a SQL database)"
+                .into(),
+        ),
+        None => Ok(url),
+    }
+}
+
+/// The leader latch's settings from the command line (the `leader` command's, and the `run`
+/// command's `leader_only` jobs').
+fn leader_options(args: &Args) -> LeaderOptions {
+    LeaderOptions {
+        replica: replica_label(args.replica.as_deref()),
+        election: args
+            .election
+            .clone()
+            .unwrap_or_else(|| format!("{}leader", prefix(args))),
+        lock_table: args.lock_table.clone(),
+        owner_id: args.owner_id.clone(),
+        lease: args.lease,
+        renew_interval: args.renew,
+        renew_deadline: args.renew_deadline,
+        acquire_interval: args.acquire,
+        acquire_jitter: args.acquire_jitter,
+        call_timeout: args.call_timeout,
+        record: args.record.then(|| (runs_table(args), session(args))),
     }
 }
 
@@ -362,12 +418,11 @@ async fn cluster(args: Args, database_url: Option<String>) -> Result<ExitCode, B
         stop_on_eof: args.stop_on_eof,
         cleanup: args.cleanup,
         call_timeout: args.call_timeout,
-        jitter: args.jitter,
         exe: std::env::current_exe()?,
     };
     let mut out = std::io::stdout();
     let summary = cluster::run(opts, &mut out).await?;
-    Ok(if summary.overlaps == 0 {
+    Ok(if summary.overlaps == 0 && summary.fires_run_twice == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

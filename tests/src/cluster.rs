@@ -1,6 +1,6 @@
 //! The demo's orchestrator: starts N replica processes of the current program, shows as they run
-//! which replica ran each job on each tick and which skipped, notices replicas that die, and ends
-//! with a [`Summary`] computed from the replicas' own run records.
+//! which replica ran each job's fire and which skipped it, notices replicas that die, and ends
+//! with a [`Summary`] computed from the replicas' own run records and reports.
 //!
 //! The replicas are this very executable (`std::env::current_exe()`) started with the `run`
 //! command, so the `cluster` example and the `replica` binary each re-execute themselves. Each
@@ -26,7 +26,7 @@ use crate::database::{BoxError, Database, redact};
 use crate::event::Event;
 use crate::job::JobSpec;
 use crate::replica::error_chain;
-use crate::runlog::{RunLog, RunRecord, overlaps};
+use crate::runlog::{RunLog, RunRecord, fires_run_twice, overlaps};
 
 /// The environment variable the replicas read their database URL from (so a password never
 /// shows in a process list).
@@ -35,7 +35,9 @@ pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
 /// The orchestrator's settings.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
-    /// The database; `None` = a SQLite file in a new temporary directory.
+    /// The lock store: a SQL database, `redis://…` or `etcd://…`; `None` = a SQLite file in a
+    /// new temporary directory. With Redis or etcd the run log is a SQLite file in a new
+    /// temporary directory (the replicas must then share one host).
     pub database_url: Option<String>,
     /// How long the replicas run before they are asked to stop.
     pub duration: Duration,
@@ -47,7 +49,7 @@ pub struct ClusterOptions {
     pub runs_table: String,
     /// The lock table (the store's default when `None`).
     pub lock_table: Option<String>,
-    /// Jobs run through the executor; empty = the demo's two `#[scheduled_lock]` jobs.
+    /// The jobs; empty = the demo's two.
     pub jobs: Vec<JobSpec>,
     /// Kill (SIGKILL) one replica after this long, preferably one that is running a job.
     pub kill_after: Option<Duration>,
@@ -57,8 +59,6 @@ pub struct ClusterOptions {
     pub cleanup: bool,
     /// The replicas' per-call timeout (their default when `None`).
     pub call_timeout: Option<Duration>,
-    /// The replicas' tick jitter (their default when `None`).
-    pub jitter: Option<Duration>,
     /// The program to start as replicas (normally `std::env::current_exe()`).
     pub exe: PathBuf,
 }
@@ -67,7 +67,7 @@ pub struct ClusterOptions {
 ///
 /// ```
 /// use shedlock_tests::cluster::Summary;
-/// let line = "summary: runs=9 skipped=20 errors=0 overlaps=0 interrupted=0 lost=0 died=0 replicas=3 runs.report=5 runs.sync=4";
+/// let line = "summary: runs=9 skipped=20 errors=0 overlaps=0 fires_run_twice=0 missed=0 interrupted=0 lost=0 died=0 replicas=3 runs.report=5 runs.sync=4";
 /// let summary: Summary = line.parse()?;
 /// assert_eq!(summary.overlaps, 0);
 /// assert_eq!(summary.per_job["sync"], 4);
@@ -78,12 +78,17 @@ pub struct ClusterOptions {
 pub struct Summary {
     /// Runs recorded in the run log (by all replicas).
     pub runs: u64,
-    /// Ticks skipped because the lock was held.
+    /// Fires skipped by a replica: claimed by another, or met while the lock was held.
     pub skipped: u64,
     /// Attempts that failed (store or run-log errors).
     pub errors: u64,
     /// Pairs of runs of one job whose intervals intersect (database clock). Must be 0.
     pub overlaps: u64,
+    /// Fires run by more than one replica (from the run log's fire column). Must be 0.
+    pub fires_run_twice: u64,
+    /// Fires that a replica counted missed (their window passed before it claimed them, or
+    /// the store failed) and that no replica ran. A fire claimed elsewhere is not missed.
+    pub missed: u64,
     /// Runs without an end: their replica died mid-run.
     pub interrupted: u64,
     /// Runs that lost their lock before they ended.
@@ -100,11 +105,13 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "summary: runs={} skipped={} errors={} overlaps={} interrupted={} lost={} died={} replicas={}",
+            "summary: runs={} skipped={} errors={} overlaps={} fires_run_twice={} missed={} interrupted={} lost={} died={} replicas={}",
             self.runs,
             self.skipped,
             self.errors,
             self.overlaps,
+            self.fires_run_twice,
+            self.missed,
             self.interrupted,
             self.lost,
             self.died,
@@ -138,6 +145,8 @@ impl FromStr for Summary {
                 "skipped" => summary.skipped = value,
                 "errors" => summary.errors = value,
                 "overlaps" => summary.overlaps = value,
+                "fires_run_twice" => summary.fires_run_twice = value,
+                "missed" => summary.missed = value,
                 "interrupted" => summary.interrupted = value,
                 "lost" => summary.lost = value,
                 "died" => summary.died = value,
@@ -187,6 +196,7 @@ struct Group {
     opened: Instant,
     ran: Vec<(String, Option<i64>)>,
     skipped: Vec<String>,
+    missed: Vec<(String, String)>,
     errors: Vec<(String, String)>,
     decided: BTreeSet<String>,
 }
@@ -239,6 +249,7 @@ impl Board {
             opened: Instant::now(),
             ran: Vec::new(),
             skipped: Vec::new(),
+            missed: Vec::new(),
             errors: Vec::new(),
             decided: BTreeSet::new(),
         }))
@@ -273,6 +284,18 @@ impl Board {
                     group.decided.insert(replica.clone());
                 }
                 None => return late(self, job, *tick, &format!("skipped: {replica}")),
+            },
+            Event::Missed {
+                replica,
+                job,
+                tick,
+                reason,
+            } => match self.group(job, *tick) {
+                Some(group) => {
+                    group.missed.push((replica.clone(), reason.clone()));
+                    group.decided.insert(replica.clone());
+                }
+                None => return late(self, job, *tick, &format!("missed: {replica}: {reason}")),
             },
             Event::Error {
                 replica,
@@ -351,6 +374,9 @@ impl Board {
                 _ => {}
             }
         }
+        for (r, reason) in &group.missed {
+            let _ = write!(text, "   missed by {r}: {reason}");
+        }
         for (r, message) in &group.errors {
             let _ = write!(text, "   error on {r}: {message}");
         }
@@ -373,6 +399,64 @@ fn describe(job: &JobSpec) -> String {
     text
 }
 
+/// The demo's lock store and run log.
+struct Stores {
+    url: String,
+    /// The run log's URL when it is not the store's (a Redis or etcd store).
+    runlog_url: Option<String>,
+    /// The run log's database (the store's, if SQL).
+    db: Database,
+    /// Whether the store is Redis or etcd.
+    kv: bool,
+    kind: String,
+    /// Kept until the end: dropping it deletes the demo's SQLite files.
+    _temp_dir: Vec<tempfile::TempDir>,
+}
+
+impl Stores {
+    async fn open(opts: &ClusterOptions) -> Result<Self, BoxError> {
+        let mut temp_dirs = Vec::new();
+        let mut temp_db = |name: &str| -> Result<String, BoxError> {
+            let dir = tempfile::Builder::new()
+                .prefix("shedlock-demo-")
+                .tempdir()?;
+            let url = format!("sqlite://{}", dir.path().join(name).display());
+            temp_dirs.push(dir);
+            Ok(url)
+        };
+        let url = match &opts.database_url {
+            Some(url) => url.clone(),
+            None => temp_db("demo.db")?,
+        };
+        // A Redis or etcd store has no tables: the run log goes to a SQLite file (one host).
+        let kv = crate::store::is_kv_url(&url);
+        let runlog_url = if kv {
+            Some(temp_db("runlog.db")?)
+        } else {
+            None
+        };
+        let db = Database::connect(runlog_url.as_deref().unwrap_or(&url)).await?;
+        if !kv {
+            db.create_lock_table(opts.lock_table.as_deref()).await?;
+        }
+        let kind = if crate::store::is_redis_url(&url) {
+            "Redis".to_owned()
+        } else if kv {
+            "etcd".to_owned()
+        } else {
+            db.kind().to_string()
+        };
+        Ok(Self {
+            url,
+            runlog_url,
+            db,
+            kv,
+            kind,
+            _temp_dir: temp_dirs,
+        })
+    }
+}
+
 /// Runs the demo: sets up the tables, starts the replicas, prints the board to `out`, stops the
 /// replicas after `duration` (or on Ctrl-C / SIGTERM, or when standard input closes with
 /// `stop_on_eof`), and returns the summary (also printed, last).
@@ -382,23 +466,19 @@ fn describe(job: &JobSpec) -> String {
 /// The database cannot be reached or set up, a replica cannot be started, the run log cannot be
 /// read, or `out` cannot be written.
 pub async fn run(opts: ClusterOptions, out: &mut dyn Write) -> Result<Summary, BoxError> {
-    // Kept until the end: dropping it deletes the demo's SQLite file.
-    let temp_dir;
-    let url = if let Some(url) = &opts.database_url {
-        url.clone()
-    } else {
-        temp_dir = tempfile::Builder::new()
-            .prefix("shedlock-demo-")
-            .tempdir()?;
-        format!("sqlite://{}", temp_dir.path().join("demo.db").display())
-    };
-    let db = Database::connect(&url).await?;
-    db.create_lock_table(opts.lock_table.as_deref()).await?;
+    let Stores {
+        url,
+        runlog_url,
+        db,
+        kv,
+        kind: store_kind,
+        _temp_dir,
+    } = Stores::open(&opts).await?;
     let log = RunLog::new(&db, &opts.runs_table)?;
     log.create_table().await?;
     let session = format!("{:016x}", crate::random::random_u64());
     let specs: Vec<JobSpec> = if opts.jobs.is_empty() {
-        crate::demo::jobs().into_iter().map(|j| j.spec).collect()
+        crate::demo::jobs()
     } else {
         opts.jobs.clone()
     };
@@ -408,9 +488,12 @@ pub async fn run(opts: ClusterOptions, out: &mut dyn Write) -> Result<Summary, B
         "shedlock demo: {} replicas for {:?} on {} ({})",
         opts.replicas,
         opts.duration,
-        db.kind(),
+        store_kind,
         redact(&url)
     )?;
+    if let Some(runlog) = &runlog_url {
+        writeln!(out, "  run log: {runlog} (the replicas share this host)")?;
+    }
     for job in &specs {
         writeln!(out, "  job {}", describe(job))?;
     }
@@ -418,7 +501,14 @@ pub async fn run(opts: ClusterOptions, out: &mut dyn Write) -> Result<Summary, B
     let (tx, rx) = mpsc::unbounded_channel();
     let mut replicas = Vec::with_capacity(opts.replicas);
     for index in 0..opts.replicas {
-        replicas.push(spawn_replica(&opts, index, &session, &url, tx.clone())?);
+        replicas.push(spawn_replica(
+            &opts,
+            index,
+            &session,
+            &url,
+            runlog_url.as_deref(),
+            tx.clone(),
+        )?);
     }
     drop(tx);
     writeln!(
@@ -464,6 +554,7 @@ pub async fn run(opts: ClusterOptions, out: &mut dyn Write) -> Result<Summary, B
             tracing::warn!(error = error_chain(&*error), "could not drop the run log");
         }
         if let Some(table) = &opts.lock_table
+            && !kv
             && let Err(error) = db.drop_table(table).await
         {
             tracing::warn!(
@@ -484,6 +575,7 @@ fn spawn_replica(
     index: usize,
     session: &str,
     url: &str,
+    runlog_url: Option<&str>,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> Result<Replica, BoxError> {
     let label = format!("r{}", index + 1);
@@ -508,14 +600,14 @@ fn spawn_replica(
     if let Some(table) = &opts.lock_table {
         command.args(["--lock-table", table]);
     }
+    if let Some(runlog) = runlog_url {
+        command.args(["--runlog-url", runlog]);
+    }
     for job in &opts.jobs {
         command.args(["--job", &job.to_string()]);
     }
     if let Some(timeout) = opts.call_timeout {
         command.args(["--call-timeout", &format!("{}ms", timeout.as_millis())]);
-    }
-    if let Some(jitter) = opts.jitter {
-        command.args(["--jitter", &format!("{}ms", jitter.as_millis())]);
     }
     let mut child = command
         .spawn()
@@ -565,6 +657,8 @@ fn spawn_replica(
 /// What the orchestrator counts from the replicas' events.
 #[derive(Debug, Default)]
 struct Tally {
+    /// The fires some replica counted missed: (job, tick).
+    missed: BTreeSet<(String, u64)>,
     skipped: u64,
     errors: u64,
     lost: u64,
@@ -673,6 +767,9 @@ impl Supervisor<'_> {
                 writeln!(self.out, "{label} ready: pid {pid}, owner {owner}")?;
             }
             Event::Skipped { .. } => self.tally.skipped += 1,
+            Event::Missed { job, tick, .. } => {
+                self.tally.missed.insert((job.clone(), *tick));
+            }
             Event::Error { .. } => self.tally.errors += 1,
             Event::Done {
                 lock_lost: true,
@@ -740,6 +837,22 @@ fn summarise(
     out: &mut dyn Write,
 ) -> std::io::Result<Summary> {
     let found = overlaps(records);
+    let twice = fires_run_twice(records);
+    for (job, fire_us, runs) in &twice {
+        writeln!(
+            out,
+            "FIRE RUN TWICE: {job} at {fire_us} µs ran {runs} times"
+        )?;
+    }
+    let ran: BTreeSet<(&str, u64)> = records
+        .iter()
+        .map(|r| (r.job.as_str(), u64::try_from(r.tick).unwrap_or(0)))
+        .collect();
+    let missed = tally
+        .missed
+        .iter()
+        .filter(|(job, tick)| !ran.contains(&(job.as_str(), *tick)))
+        .count() as u64;
     for overlap in &found {
         writeln!(
             out,
@@ -758,6 +871,8 @@ fn summarise(
         skipped: tally.skipped,
         errors: tally.errors,
         overlaps: found.len() as u64,
+        fires_run_twice: twice.len() as u64,
+        missed,
         interrupted: records.iter().filter(|r| r.ended_us.is_none()).count() as u64,
         lost: tally.lost,
         died: tally.died,

@@ -1,21 +1,24 @@
-//! The demo's two jobs, as a service would write them: `async fn`s under `#[scheduled_lock]`.
+//! The demo's two jobs, both every second on the replica's [`shedlock_core::Scheduler`]:
 //!
-//! - [`report`]: short runs (50–250 ms) every second, with `at_least = "500ms"`: replicas whose
-//!   timers fire a little apart (up to the replicas' jitter) find the lock still held after a
-//!   fast run, so one tick is never run twice.
-//! - [`sync`]: runs of 0.3–1.8 s every second, so it sometimes outlives its tick: the next tick
-//!   finds the lock held (even on the replica still running it) and is skipped, never queued.
-//!   Its `at_most = "3s"` frees the lock 3 s after a replica dies holding it.
+//! - `report`: short runs (50–250 ms) with `at_least = 500ms`. With a store that records fires
+//!   the fire claim alone keeps one fire from running twice and `at_least` changes nothing; on a
+//!   store without fire claims (etcd) the scheduler falls back to plain locks, and `at_least` is
+//!   what keeps a replica whose timer fires a little late from running the fire again.
+//! - `sync`: runs of 0.3–1.8 s, so it sometimes outlives its one-second period: the next fire
+//!   finds the lock held (even on the replica still running it) and is counted held and skipped,
+//!   never queued. Its `at_most = 3s` frees the lock 3 s after a replica dies holding it.
+//!
+//! Each is registered as a closure through [`shedlock_core::Job::new`]
+//! ([`crate::replica::scheduled_job`]), not as a `#[scheduled_lock(every = "1s")]` function:
+//! its body needs the replica's context (the run log, the event channel) and the fire it runs,
+//! and its lock name carries the `--prefix`; the macro schedules only functions without
+//! arguments.
 
 use std::time::Duration;
 
-use shedlock_core::scheduled_lock;
-
-use crate::database::BoxError;
 use crate::job::JobSpec;
-use crate::replica::{Job, Outcome, RunContext, Runner};
 
-/// The settings of [`report`], as its attribute declares them, plus its work range.
+/// The settings of `report`.
 #[must_use]
 pub fn report_spec() -> JobSpec {
     JobSpec {
@@ -26,7 +29,7 @@ pub fn report_spec() -> JobSpec {
     }
 }
 
-/// The settings of [`sync`], as its attribute declares them, plus its work range.
+/// The settings of `sync`.
 #[must_use]
 pub fn sync_spec() -> JobSpec {
     JobSpec {
@@ -37,53 +40,29 @@ pub fn sync_spec() -> JobSpec {
     }
 }
 
-/// The demo's jobs: [`report`] and [`sync`].
+/// The demo's jobs: `report` and `sync`.
 #[must_use]
-pub fn jobs() -> Vec<Job> {
-    vec![
-        Job {
-            spec: report_spec(),
-            runner: Runner::DemoReport,
-        },
-        Job {
-            spec: sync_spec(),
-            runner: Runner::DemoSync,
-        },
-    ]
-}
-
-/// A short job that holds its lock at least 500 ms (lock `<prefix>report`).
-///
-/// The attribute turns `Result<Outcome, BoxError>` into
-/// `Result<Option<Result<Outcome, BoxError>>, shedlock_core::Error>`: `Ok(None)` when another
-/// replica holds the lock, `Err` when it could not be tried.
-#[scheduled_lock(name = "{prefix}report", at_most = "3s", at_least = "500ms", executor = ctx.executor())]
-pub async fn report(prefix: &str, ctx: &RunContext, tick: u64) -> Result<Outcome, BoxError> {
-    ctx.work(&report_spec(), tick).await
-}
-
-/// A job that sometimes outlives its one-second tick (lock `<prefix>sync`).
-///
-/// Returns as [`report`] does.
-#[scheduled_lock(name = "{prefix}sync", at_most = "3s", executor = ctx.executor())]
-pub async fn sync(prefix: &str, ctx: &RunContext, tick: u64) -> Result<Outcome, BoxError> {
-    ctx.work(&sync_spec(), tick).await
+pub fn jobs() -> Vec<JobSpec> {
+    vec![report_spec(), sync_spec()]
 }
 
 #[cfg(test)]
 mod tests {
-    use shedlock_core::LockingTaskExecutor;
+    use std::sync::Arc;
+
+    use shedlock_core::{LockingTaskExecutor, Scheduler};
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::database::Database;
+    use crate::database::{BoxError, Database};
     use crate::event::Event;
+    use crate::replica::{RunContext, scheduled_job, tick_of};
     use crate::runlog::RunLog;
 
-    /// The attributes' durations are the specs' (the board and the docs describe the specs), and
-    /// each run is recorded under its lock.
+    /// The demo's jobs on a scheduler: each run is recorded under its lock with its fire, the
+    /// lock held for the job's `at_most`, taken inside the fire's window.
     #[tokio::test]
-    async fn the_attributes_match_the_specs() -> Result<(), BoxError> {
+    async fn the_demo_jobs_run_on_the_scheduler_and_record_their_fires() -> Result<(), BoxError> {
         let dir = tempfile::tempdir()?;
         let db =
             Database::connect(&format!("sqlite://{}", dir.path().join("t.db").display())).await?;
@@ -92,53 +71,52 @@ mod tests {
         log.create_table().await?;
         let executor = LockingTaskExecutor::new(db.lock_provider(None, None).await?)?;
         let (events, mut received) = mpsc::unbounded_channel();
-        let ctx = RunContext::new("r1", "s1", "t-", log.clone(), executor, events);
-
-        let started = std::time::Instant::now();
-        let report_run = report("t-", &ctx, 1).await?.ok_or("free")??;
-        assert!(report_run.elapsed >= report_spec().work.0);
-        // A fast run keeps the lock for at_least (taken at or after `started`): an attempt
-        // inside that window is skipped. On a machine so loaded that the window had passed, the
-        // attempt runs, and the run log must show it started at least at_least after the first.
-        let at_least = report_spec().at_least;
-        let second = report("t-", &ctx, 2).await?;
-        // Measured after the attempt: if even now less than at_least has passed since
-        // `started`, the attempt was made inside the first lock's at_least window.
-        let inside = started.elapsed() < at_least;
-        assert!(
-            second.is_none() || !inside,
-            "ran inside at_least of the first run"
-        );
-        sync("t-", &ctx, 1).await?.ok_or("free")??;
+        let ctx = Arc::new(RunContext::new("r1", "s1", log.clone(), events));
+        let scheduler = Scheduler::new(executor);
+        for spec in jobs() {
+            scheduler.add(scheduled_job(&spec, "t-", &ctx)?)?;
+        }
+        scheduler.start().await?;
+        // Polls the scheduler's counts until each job ran twice (a deadline, not a sleep).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while scheduler.statuses().iter().any(|s| s.runs < 2) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{:?}",
+                scheduler.statuses()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        scheduler.shutdown(Duration::from_secs(5)).await;
 
         let records = log.records("s1").await?;
-        assert_eq!(
-            records.len(),
-            2 + usize::from(second.is_some()),
-            "{records:?}"
-        );
-        if second.is_some() {
-            let reports: Vec<_> = records.iter().filter(|r| r.job == "report").collect();
-            let gap_us = reports[1].locked_at_us - reports[0].locked_at_us;
-            assert!(
-                u128::try_from(gap_us)? >= at_least.as_micros(),
-                "the second run took the lock {gap_us} µs after the first: inside at_least"
-            );
+        for spec in jobs() {
+            let runs: Vec<_> = records.iter().filter(|r| r.job == spec.name).collect();
+            assert!(runs.len() >= 2, "{records:?}");
+            for record in runs {
+                let held_us = record.lock_until_us - record.locked_at_us;
+                assert_eq!(
+                    u128::try_from(held_us)?,
+                    spec.at_most.as_micros(),
+                    "{}'s at_most",
+                    spec.name
+                );
+                // The fire is a whole second (the schedule's), its tick the same number.
+                assert_eq!(record.fire_us % 1_000_000, 0, "{record:?}");
+                let fire = shedlock_core::chrono::DateTime::from_timestamp_micros(record.fire_us)
+                    .ok_or("a fire instant")?;
+                assert_eq!(u64::try_from(record.tick)?, tick_of(&spec, fire));
+                // Taken inside the fire's window (one host: the store's clock is ours).
+                assert!(
+                    record.fire_us <= record.locked_at_us
+                        && record.locked_at_us < record.fire_us + 1_000_000,
+                    "{record:?}"
+                );
+                let ended = record.ended_us.ok_or("the run's end is recorded")?;
+                assert!(record.locked_at_us <= record.started_us && record.started_us <= ended);
+            }
         }
-        for (job, spec) in [("report", report_spec()), ("sync", sync_spec())] {
-            let record = records.iter().find(|r| r.job == job).ok_or(job)?;
-            let held_us = record.lock_until_us - record.locked_at_us;
-            assert_eq!(
-                u128::try_from(held_us)?,
-                spec.at_most.as_micros(),
-                "{job}'s at_most"
-            );
-            let ended = record.ended_us.ok_or("the run's end is recorded")?;
-            assert!(record.locked_at_us <= record.started_us && record.started_us <= ended);
-        }
-        assert!(
-            matches!(received.recv().await, Some(Event::Ran { job, tick: 1, .. }) if job == "report")
-        );
+        assert!(matches!(received.recv().await, Some(Event::Ran { .. })));
         Ok(())
     }
 }

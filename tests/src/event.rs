@@ -36,13 +36,14 @@ pub enum Event {
         /// a replica under `faketime` really sees a skewed clock.
         wall_ms: i64,
     },
-    /// The replica took the lock for `job` on `tick` and its run started.
+    /// The replica claimed the fire of `job` on `tick` and its run started.
     Ran {
         /// The replica's label.
         replica: String,
         /// The job's short name.
         job: String,
-        /// The schedule tick (the replica's wall-clock ms / the job's period).
+        /// The fire's tick: its instant `F` in ms since the Unix epoch / the job's period (the
+        /// same number on every replica).
         tick: u64,
         /// The acquisition's fencing token, if the store has tokens.
         token: Option<i64>,
@@ -60,7 +61,7 @@ pub enum Event {
         /// Whether the lock was lost during the run (another replica may have run it too).
         lock_lost: bool,
     },
-    /// The lock was held elsewhere on `tick`: the run was skipped.
+    /// Another replica claimed the fire of `tick`, or the lock was held: the run was skipped.
     Skipped {
         /// The replica's label.
         replica: String,
@@ -68,6 +69,19 @@ pub enum Event {
         job: String,
         /// The tick that was skipped.
         tick: u64,
+    },
+    /// The fire's window passed without this replica claiming it (its claim came too late,
+    /// or the store failed while the window was open): counted `missed` by its scheduler.
+    /// Another replica may still have run it.
+    Missed {
+        /// The replica's label.
+        replica: String,
+        /// The job's short name.
+        job: String,
+        /// The fire's tick.
+        tick: u64,
+        /// Why it was missed.
+        reason: String,
     },
     /// Locking (or recording the run) failed: the run did not happen, or its record is incomplete.
     Error {
@@ -119,10 +133,13 @@ pub enum Event {
         replica: String,
         /// Runs it made (leader mode: terms it led).
         runs: u64,
-        /// Ticks it skipped.
+        /// Fires it skipped (claimed elsewhere, or met while the lock was held).
         skipped: u64,
         /// Errors it reported.
         errors: u64,
+        /// Fires it counted missed.
+        #[serde(default)]
+        missed: u64,
     },
 }
 
@@ -152,6 +169,7 @@ impl Event {
             | Self::Ran { replica, .. }
             | Self::Done { replica, .. }
             | Self::Skipped { replica, .. }
+            | Self::Missed { replica, .. }
             | Self::Error { replica, .. }
             | Self::Elected { replica, .. }
             | Self::SteppedDown { replica, .. }
@@ -196,6 +214,12 @@ impl fmt::Display for Event {
             Self::Skipped { replica, job, .. } => {
                 write!(f, "{replica} skipped {job}: locked elsewhere")
             }
+            Self::Missed {
+                replica,
+                job,
+                reason,
+                ..
+            } => write!(f, "{replica} missed {job}: {reason}"),
             Self::Error {
                 replica,
                 job,
@@ -228,9 +252,10 @@ impl fmt::Display for Event {
                 runs,
                 skipped,
                 errors,
+                missed,
             } => write!(
                 f,
-                "{replica} stopped: {runs} runs, {skipped} skipped, {errors} errors"
+                "{replica} stopped: {runs} runs, {skipped} skipped, {missed} missed, {errors} errors"
             ),
         }
     }
@@ -285,11 +310,18 @@ mod tests {
                 leader: Some("host:7:abc".into()),
                 wall_us: 1,
             },
+            Event::Missed {
+                replica: "r2".into(),
+                job: "sync".into(),
+                tick: 10,
+                reason: "its window passed".into(),
+            },
             Event::Stopped {
                 replica: "r1".into(),
                 runs: 4,
                 skipped: 5,
                 errors: 0,
+                missed: 1,
             },
         ];
         for event in events {

@@ -1,5 +1,5 @@
 //! What a replica runs: [`JobSpec`], one periodic locked job, given on the command line as
-//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive]`.
+//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,leader_only]`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,8 +9,9 @@ use shedlock_core::{LockConfig, parse_duration};
 
 use crate::database::BoxError;
 
-/// One periodic job: on every tick of `every` (aligned to the wall clock, so all replicas fire
-/// together), try the lock and, if won, "work" for a random time in `work`.
+/// One periodic job: a fixed-rate schedule of `every` (aligned to the Unix epoch, so all
+/// replicas name the same fires); the replica that claims a fire "works" for a random time in
+/// `work`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSpec {
     /// The job's short name; the lock is named `<prefix><name>`.
@@ -25,6 +26,12 @@ pub struct JobSpec {
     pub work: (Duration, Duration),
     /// Whether the lock is kept alive while the run works. Defaults to off.
     pub keep_alive: bool,
+    /// Whether the job catches up on its latest fire at start ([`shedlock_core::Job::catch_up`]).
+    /// Defaults to off.
+    pub catch_up: bool,
+    /// Whether the job runs only on the leader of the replicas' election
+    /// ([`shedlock_core::Job::leader_only`]). Defaults to off.
+    pub leader_only: bool,
 }
 
 impl JobSpec {
@@ -38,6 +45,8 @@ impl JobSpec {
             at_least: Duration::ZERO,
             work: (Duration::from_millis(100), Duration::from_millis(500)),
             keep_alive: false,
+            catch_up: false,
+            leader_only: false,
         }
     }
 
@@ -69,14 +78,15 @@ impl JobSpec {
 impl FromStr for JobSpec {
     type Err = BoxError;
 
-    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive]`;
+    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,leader_only]`;
     /// durations as in `#[scheduled_lock]` (`"500ms"`, `"2s"`, `"1m30s"`, `"PT1S"`).
     ///
     /// ```
     /// use std::time::Duration;
     /// use shedlock_tests::job::JobSpec;
     ///
-    /// let job: JobSpec = "sync,every=500ms,at_most=2s,work=100ms..300ms".parse()?;
+    /// let job: JobSpec = "sync,every=500ms,at_most=2s,work=100ms..300ms,catch_up".parse()?;
+    /// assert!(job.catch_up);
     /// assert_eq!(job.name, "sync");
     /// assert_eq!(job.every, Duration::from_millis(500));
     /// assert_eq!(job.work, (Duration::from_millis(100), Duration::from_millis(300)));
@@ -109,10 +119,14 @@ impl FromStr for JobSpec {
                 }
                 "keep_alive" if value.is_empty() || value == "true" => job.keep_alive = true,
                 "keep_alive" if value == "false" => job.keep_alive = false,
+                "catch_up" if value.is_empty() || value == "true" => job.catch_up = true,
+                "catch_up" if value == "false" => job.catch_up = false,
+                "leader_only" if value.is_empty() || value == "true" => job.leader_only = true,
+                "leader_only" if value == "false" => job.leader_only = false,
                 other => {
                     return Err(format!(
                         "job {name:?}: unknown setting {other:?} (valid: every, at_most, at_least, \
-                         work, keep_alive)"
+                         work, keep_alive, catch_up, leader_only)"
                     )
                     .into());
                 }
@@ -145,6 +159,12 @@ impl fmt::Display for JobSpec {
         )?;
         if self.keep_alive {
             f.write_str(",keep_alive")?;
+        }
+        if self.catch_up {
+            f.write_str(",catch_up")?;
+        }
+        if self.leader_only {
+            f.write_str(",leader_only")?;
         }
         Ok(())
     }

@@ -121,8 +121,11 @@ pub async fn run_with(
                 election.clone(),
             );
             async move {
+                // A term is no fire: its "fire" is the instant it began (distinct per term).
+                let record = term.record();
+                let began = record.locked_at().timestamp_micros();
                 let id = match log
-                    .start(&session, &election, &replica, term.number(), &term.record())
+                    .start(&session, &election, &replica, term.number(), began, &record)
                     .await
                 {
                     Ok(id) => id,
@@ -143,18 +146,8 @@ pub async fn run_with(
     // began before the subscription is picked up through `current_term`.
     let mut stream = latch.events();
     let mut reported = 0_u64;
-    let elected = |term: LeaderTerm, reported: &mut u64| {
-        if term.number() > *reported {
-            *reported = term.number();
-            let _ = events.send(Event::Elected {
-                replica: replica.clone(),
-                term: term.number(),
-                token: term.fencing_token(),
-                wall_us: wall_us(),
-            });
-            tokio::spawn(report_end(term, replica.clone(), events.clone()));
-        }
-    };
+    let elected =
+        |term: LeaderTerm, reported: &mut u64| announce(term, reported, &replica, &events);
     if let Some(term) = latch.current_term() {
         elected(term, &mut reported);
     }
@@ -191,6 +184,7 @@ pub async fn run_with(
         runs: reported,
         skipped: 0,
         errors: 0,
+        missed: 0,
     });
     Ok(())
 }
@@ -213,7 +207,7 @@ fn run_log(
     }
 }
 
-fn latch_config(opts: &LeaderOptions) -> Result<LeaderLatchConfig, BoxError> {
+pub(crate) fn latch_config(opts: &LeaderOptions) -> Result<LeaderLatchConfig, BoxError> {
     let mut config = LeaderLatchConfig::builder(opts.election.clone());
     if let Some(owner) = &opts.owner_id {
         config = config.owner_id(owner.clone());
@@ -237,6 +231,51 @@ fn latch_config(opts: &LeaderOptions) -> Result<LeaderLatchConfig, BoxError> {
         config = config.call_timeout(d);
     }
     Ok(config.build()?)
+}
+
+/// Reports `term` as [`Event::Elected`] unless it was (`reported` is the last term number
+/// reported), and its end as [`Event::SteppedDown`] when it ends.
+fn announce(
+    term: LeaderTerm,
+    reported: &mut u64,
+    replica: &str,
+    events: &mpsc::UnboundedSender<Event>,
+) {
+    if term.number() > *reported {
+        *reported = term.number();
+        let _ = events.send(Event::Elected {
+            replica: replica.to_owned(),
+            term: term.number(),
+            token: term.fencing_token(),
+            wall_us: wall_us(),
+        });
+        tokio::spawn(report_end(term, replica.to_owned(), events.clone()));
+    }
+}
+
+/// Reports every term of `latch` as [`Event::Elected`] when it begins and
+/// [`Event::SteppedDown`] when it ends (the replica's leader-only jobs follow these terms).
+pub(crate) fn report_terms(
+    latch: &LeaderLatch,
+    replica: String,
+    events: mpsc::UnboundedSender<Event>,
+) -> tokio::task::JoinHandle<()> {
+    let mut stream = latch.events();
+    let current = latch.current_term();
+    tokio::spawn(async move {
+        let mut reported = 0_u64;
+        let mut elected = |term: LeaderTerm| announce(term, &mut reported, &replica, &events);
+        if let Some(term) = current {
+            elected(term);
+        }
+        loop {
+            match stream.recv().await {
+                Some(LeaderEvent::Elected { term }) => elected(term),
+                Some(LeaderEvent::Stopped) | None => break,
+                Some(_) => {}
+            }
+        }
+    })
 }
 
 /// Reports the end of `term` the moment it ends.

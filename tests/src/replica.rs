@@ -1,61 +1,36 @@
-//! One replica: runs its jobs on a wall-clock-aligned schedule, each tick under its lock, records
-//! every run in the [run log](crate::runlog) and reports what happened as [`Event`]s.
+//! One replica: runs its jobs on a [`shedlock_core::Scheduler`], records every run in the
+//! [run log](crate::runlog) and reports what happened as [`Event`]s.
 //!
-//! Each job fires on every multiple of its period (plus a little random jitter, as replicas'
-//! timers would), so all replicas try the same tick at about the same time: one runs it, the
-//! others skip. Each attempt is a task of its own, so a run that outlives its tick does not delay
-//! the schedule: the next tick's attempt finds the lock held (by this very replica) and skips.
+//! The replica has no timer of its own: each job is a [`shedlock_core::Job`] on a fixed-rate
+//! schedule aligned to the Unix epoch, so all replicas name the same fires (a fire is the job
+//! and its scheduled instant `F`). At each `F` every replica's scheduler asks the store to claim
+//! the fire; one runs it, the others hear "claimed elsewhere" (or "held", when the previous run
+//! still holds the lock). A replica learns what its scheduler decided from its
+//! [`JobStatus`] counters, polled every few milliseconds, and reports each decision as an
+//! event: [`Event::Ran`] (from the run itself, with its fire), [`Event::Skipped`],
+//! [`Event::Missed`] (with the reason) or [`Event::Error`].
 //!
-//! The replica stops when its stop signal fires: it schedules nothing more, waits for the runs
-//! in flight (which release their locks), reports [`Event::Stopped`] and returns.
+//! The replica stops when its stop signal fires: [`Scheduler::shutdown`] claims nothing more,
+//! lets the runs in flight finish within the grace period, releases their locks, and the
+//! replica reports [`Event::Stopped`] and returns.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock_core::{LockingTaskExecutor, current_lock};
+use shedlock_core::chrono::{DateTime, Utc};
+use shedlock_core::{
+    Fire, Job, JobStatus, LeaderLatch, LockProvider, LockingTaskExecutor, Schedule, Scheduler,
+    current_lock,
+};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::database::{BoxError, Database};
-use crate::demo;
 use crate::event::Event;
 use crate::job::JobSpec;
+use crate::leader::{LeaderOptions, latch_config, report_terms};
 use crate::runlog::RunLog;
-
-/// How a job's run is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Runner {
-    /// Through [`LockingTaskExecutor::execute`] with the job's [`JobSpec`] settings.
-    Executor,
-    /// The demo's `#[scheduled_lock]` function [`demo::report`].
-    DemoReport,
-    /// The demo's `#[scheduled_lock]` function [`demo::sync`].
-    DemoSync,
-}
-
-/// A job and how to run it.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// Its settings (for [`Runner::Executor`]) or description (for the demo's functions, whose
-    /// lock settings are in their attributes).
-    pub spec: JobSpec,
-    /// How it runs.
-    pub runner: Runner,
-}
-
-impl Job {
-    /// A job run through the executor with `spec`'s settings.
-    #[must_use]
-    pub fn executor(spec: JobSpec) -> Self {
-        Self {
-            spec,
-            runner: Runner::Executor,
-        }
-    }
-}
 
 /// A replica's settings.
 #[derive(Debug, Clone)]
@@ -67,18 +42,24 @@ pub struct ReplicaOptions {
     /// Prefix of every lock name (isolates tests sharing a lock table).
     pub prefix: String,
     /// The jobs.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobSpec>,
     /// The run log's table.
     pub runs_table: String,
-    /// The lock table (the store's default when `None`).
+    /// The lock table (the store's default when `None`); the key prefix on Redis and etcd.
     pub lock_table: Option<String>,
     /// The owner id (default: `$SHEDLOCK_OWNER_ID`, else `hostname:pid:random`).
     pub owner_id: Option<String>,
     /// The executor's per-call timeout (default 5 s).
     pub call_timeout: Option<Duration>,
-    /// Each tick fires up to this much late, at random (default 150 ms).
-    pub jitter: Duration,
+    /// How long the runs in flight may take to finish at shutdown before they are cancelled.
+    pub grace: Duration,
+    /// The leader latch of the `leader_only` jobs (its election, lease and intervals; its
+    /// label and owner are the replica's).
+    pub leader: LeaderOptions,
 }
+
+/// The shutdown grace of a replica unless told otherwise: longer than any run of the demo.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 /// What a run reports back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,56 +70,38 @@ pub struct Outcome {
     pub lock_lost: bool,
 }
 
-/// A replica's counts, as in [`Event::Stopped`].
-#[derive(Debug, Default)]
-struct Counts {
-    runs: AtomicU64,
-    skipped: AtomicU64,
-    errors: AtomicU64,
-}
-
-/// What every run of one replica shares; the demo's job functions take it.
+/// What every run of one replica shares.
 #[derive(Debug)]
 pub struct RunContext {
     replica: String,
     session: String,
-    prefix: String,
     log: RunLog,
-    executor: LockingTaskExecutor,
     events: mpsc::UnboundedSender<Event>,
-    counts: Counts,
+}
+
+/// The tick of `fire` in `job`'s schedule: its instant in ms since the Unix epoch divided by
+/// the period, the same number on every replica.
+#[must_use]
+pub fn tick_of(job: &JobSpec, fire: DateTime<Utc>) -> u64 {
+    let period = u64::try_from(job.every.as_millis()).unwrap_or(1).max(1);
+    u64::try_from(fire.timestamp_millis()).unwrap_or(0) / period
 }
 
 impl RunContext {
-    pub(crate) fn new(
+    /// The context of `replica`'s runs: recorded under `session` in `log`, reported on `events`.
+    #[must_use]
+    pub fn new(
         replica: &str,
         session: &str,
-        prefix: &str,
         log: RunLog,
-        executor: LockingTaskExecutor,
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
         Self {
             replica: replica.to_owned(),
             session: session.to_owned(),
-            prefix: prefix.to_owned(),
             log,
-            executor,
             events,
-            counts: Counts::default(),
         }
-    }
-
-    /// The executor the replica's locks go through.
-    #[must_use]
-    pub fn executor(&self) -> &LockingTaskExecutor {
-        &self.executor
-    }
-
-    /// The lock-name prefix.
-    #[must_use]
-    pub fn prefix(&self) -> &str {
-        &self.prefix
     }
 
     fn emit(&self, event: Event) {
@@ -146,14 +109,36 @@ impl RunContext {
         let _ = self.events.send(event);
     }
 
-    /// The body of every job, run while holding the job's lock: records the start in the run
-    /// log, reports [`Event::Ran`], works for a random time from the job's `work` range (stopping
-    /// early if the lock is lost), and records the end.
+    /// The body of every job, run by the scheduler under the fire's lock: records the start
+    /// (with the fire `F`) in the run log, reports [`Event::Ran`], works for a random time from
+    /// the job's `work` range (stopping early if the lock is lost), records the end and reports
+    /// [`Event::Done`]; a failure is reported as [`Event::Error`] and returned.
     ///
     /// # Errors
     ///
     /// Outside a locked run, or when the run log cannot be written.
-    pub async fn work(&self, job: &JobSpec, tick: u64) -> Result<Outcome, BoxError> {
+    pub async fn work(&self, job: &JobSpec, fire: Fire) -> Result<Outcome, BoxError> {
+        let tick = tick_of(job, fire.at());
+        let result = self.record_run(job, fire, tick).await;
+        match &result {
+            Ok(outcome) => self.emit(Event::Done {
+                replica: self.replica.clone(),
+                job: job.name.clone(),
+                tick,
+                millis: u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX),
+                lock_lost: outcome.lock_lost,
+            }),
+            Err(error) => self.emit(Event::Error {
+                replica: self.replica.clone(),
+                job: job.name.clone(),
+                tick,
+                message: error_chain(&**error),
+            }),
+        }
+        result
+    }
+
+    async fn record_run(&self, job: &JobSpec, fire: Fire, tick: u64) -> Result<Outcome, BoxError> {
         let lock = current_lock().ok_or("RunContext::work must run under the job's lock")?;
         let started = Instant::now();
         let id = self
@@ -163,6 +148,7 @@ impl RunContext {
                 &job.name,
                 &self.replica,
                 tick,
+                fire.at().timestamp_micros(),
                 &lock.record(),
             )
             .await?;
@@ -186,6 +172,33 @@ impl RunContext {
     }
 }
 
+/// The scheduled job of `spec`: lock `<prefix><name>`, a fixed rate of `spec.every`, the
+/// spec's lock settings, its body [`RunContext::work`].
+///
+/// # Errors
+///
+/// An invalid period.
+pub fn scheduled_job(spec: &JobSpec, prefix: &str, ctx: &Arc<RunContext>) -> Result<Job, BoxError> {
+    let (body_spec, body_ctx) = (spec.clone(), ctx.clone());
+    let job = Job::new(
+        spec.name.clone(),
+        Schedule::every(spec.every)?,
+        move |run| {
+            let (spec, ctx) = (body_spec.clone(), body_ctx.clone());
+            async move { ctx.work(&spec, run.fire()).await.map(drop) }
+        },
+    )
+    .lock_name(format!("{prefix}{}", spec.name))
+    .at_most(spec.at_most)
+    .keep_alive(spec.keep_alive)
+    .catch_up(spec.catch_up);
+    Ok(if spec.at_least.is_zero() {
+        job
+    } else {
+        job.at_least(spec.at_least)
+    })
+}
+
 /// This process's wall clock in ms since the Unix epoch.
 #[must_use]
 pub fn wall_ms() -> i64 {
@@ -201,17 +214,38 @@ pub fn wall_ms() -> i64 {
 ///
 /// # Errors
 ///
-/// Setting up failed (store, executor, run log); errors of single runs are reported as
-/// [`Event::Error`] and the replica carries on.
+/// Setting up failed (store, executor, run log, a job the scheduler refuses).
 pub async fn run(
     opts: ReplicaOptions,
     db: &Database,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<(), BoxError> {
     let provider = db
         .lock_provider(opts.lock_table.as_deref(), opts.call_timeout)
         .await?;
+    run_with(opts, provider, db, stop, events).await
+}
+
+/// [`run`] on a lock store of the caller's (Redis, etcd, or SQL), the run log on `runlog`.
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn run_with(
+    opts: ReplicaOptions,
+    provider: Arc<dyn LockProvider>,
+    runlog: &Database,
+    mut stop: watch::Receiver<bool>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), BoxError> {
+    // The latch of the leader-only jobs, on the same store, reporting its terms as events.
+    let latch = if opts.jobs.iter().any(|j| j.leader_only) {
+        let latch = LeaderLatch::start(provider.clone(), latch_config(&opts.leader)?)?;
+        Some(latch)
+    } else {
+        None
+    };
     let mut builder = LockingTaskExecutor::builder(provider);
     if let Some(owner) = &opts.owner_id {
         builder = builder.owner_id(owner.clone());
@@ -220,133 +254,156 @@ pub async fn run(
         builder = builder.call_timeout(timeout);
     }
     let executor = builder.build()?;
+    let owner = executor.owner_id().to_owned();
     let ctx = Arc::new(RunContext::new(
         &opts.replica,
         &opts.session,
-        &opts.prefix,
-        RunLog::new(db, &opts.runs_table)?,
-        executor,
+        RunLog::new(runlog, &opts.runs_table)?,
         events,
     ));
-    for job in &opts.jobs {
-        if job.runner == Runner::Executor {
-            job.spec.lock_config(&opts.prefix)?;
-        }
+    let terms = latch
+        .as_ref()
+        .map(|l| report_terms(l, opts.replica.clone(), ctx.events.clone()));
+    let scheduler = Scheduler::new(executor);
+    for spec in &opts.jobs {
+        let job = scheduled_job(spec, &opts.prefix, &ctx)?;
+        scheduler.add(match (&latch, spec.leader_only) {
+            (Some(latch), true) => job.leader_only(latch.clone()),
+            _ => job,
+        })?;
     }
     ctx.emit(Event::Ready {
         replica: ctx.replica.clone(),
         pid: std::process::id(),
-        owner: ctx.executor.owner_id().to_owned(),
+        owner: owner.clone(),
         wall_ms: wall_ms(),
     });
-    tracing::info!(
-        replica = ctx.replica,
-        owner = ctx.executor.owner_id(),
-        "replica ready"
-    );
+    tracing::info!(replica = ctx.replica, owner, "replica ready");
+    scheduler.start().await?;
 
-    let mut schedules = JoinSet::new();
-    for job in opts.jobs {
-        schedules.spawn(schedule(
-            ctx.clone(),
-            Arc::new(job),
-            stop.clone(),
-            opts.jitter,
-        ));
+    let mut watcher = Watcher::new(&opts.jobs, &scheduler);
+    let mut poll = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = poll.tick() => watcher.poll(&scheduler, &ctx),
+            // Resolves when stop turns true or its sender is gone.
+            _ = stop.wait_for(|stopping| *stopping) => break,
+        }
     }
-    // Resolves when stop turns true or its sender is gone.
-    let _ = stop.wait_for(|stopping| *stopping).await;
-    while schedules.join_next().await.is_some() {}
+    let drained = scheduler.shutdown(opts.grace).await;
+    tracing::info!(replica = ctx.replica, ?drained, "scheduler drained");
+    watcher.poll(&scheduler, &ctx);
+    if let Some(latch) = &latch {
+        if let Err(error) = latch.close().await {
+            tracing::warn!(%error, "closing the latch failed; its row expires after the lease");
+        }
+        if let Some(terms) = terms {
+            let _ = terms.await;
+        }
+    }
+    let statuses = scheduler.statuses();
+    let sum = |f: fn(&JobStatus) -> u64| statuses.iter().map(f).sum::<u64>();
     ctx.emit(Event::Stopped {
         replica: ctx.replica.clone(),
-        runs: ctx.counts.runs.load(Ordering::Relaxed),
-        skipped: ctx.counts.skipped.load(Ordering::Relaxed),
-        errors: ctx.counts.errors.load(Ordering::Relaxed),
+        runs: sum(|s| s.runs),
+        skipped: sum(|s| s.claimed_elsewhere + s.held),
+        errors: sum(|s| s.errors + s.store_errors),
+        missed: sum(|s| s.missed),
     });
     Ok(())
 }
 
-/// One job's schedule: an attempt on every tick until stopped, then waits for the runs in flight.
-async fn schedule(
-    ctx: Arc<RunContext>,
-    job: Arc<Job>,
-    mut stop: watch::Receiver<bool>,
-    jitter: Duration,
-) {
-    let period = u64::try_from(job.spec.every.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    let jitter_ms = u64::try_from(jitter.as_millis()).unwrap_or(0);
-    let mut attempts = JoinSet::new();
-    let mut last_tick = 0;
-    loop {
-        let now = u64::try_from(wall_ms()).unwrap_or(0);
-        let tick = (now / period + 1).max(last_tick + 1);
-        let fire_at = tick.saturating_mul(period) + crate::random::random_below(jitter_ms + 1);
-        // Capped, so that a wall clock stepped backwards delays a tick by at most one period.
-        let wait = Duration::from_millis(fire_at.saturating_sub(now).min(period + jitter_ms));
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            _ = stop.wait_for(|stopping| *stopping) => break,
-        }
-        last_tick = tick;
-        attempts.spawn(attempt(ctx.clone(), job.clone(), tick));
-        while attempts.try_join_next().is_some() {}
-    }
-    while attempts.join_next().await.is_some() {}
+/// Turns the scheduler's counters into per-fire events.
+///
+/// A job's [`JobStatus::next_fire`] names the fire its scheduler waits for; it changes only
+/// once that fire is decided (claimed elsewhere, held, missed, or run to its end). So a count
+/// that grew since the last poll belongs to the fire named then (and the fires right after it,
+/// when it grew by more than one: a paused process misses several in a row; fires met while a
+/// run held the lock follow that run's fire).
+struct Watcher {
+    jobs: HashMap<String, (JobSpec, Option<JobStatus>)>,
 }
 
-/// One tick of one job: try the lock, run if won, report.
-async fn attempt(ctx: Arc<RunContext>, job: Arc<Job>, tick: u64) {
-    let name = &job.spec.name;
-    let result = match job.runner {
-        Runner::Executor => match job.spec.lock_config(&ctx.prefix) {
-            Ok(cfg) => ctx.executor.execute(&cfg, ctx.work(&job.spec, tick)).await,
-            Err(e) => Ok(Some(Err(e))),
-        },
-        Runner::DemoReport => demo::report(&ctx.prefix, &ctx, tick).await,
-        Runner::DemoSync => demo::sync(&ctx.prefix, &ctx, tick).await,
-    };
-    let (replica, job_name) = (ctx.replica.clone(), name.clone());
-    match result {
-        Ok(Some(Ok(outcome))) => {
-            ctx.counts.runs.fetch_add(1, Ordering::Relaxed);
-            ctx.emit(Event::Done {
-                replica,
-                job: job_name,
-                tick,
-                millis: u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX),
-                lock_lost: outcome.lock_lost,
-            });
-        }
-        Ok(None) => {
-            ctx.counts.skipped.fetch_add(1, Ordering::Relaxed);
-            ctx.emit(Event::Skipped {
-                replica,
-                job: job_name,
-                tick,
-            });
-        }
-        Ok(Some(Err(error))) => {
-            ctx.counts.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(job = name, %error, "run failed");
-            ctx.emit(Event::Error {
-                replica,
-                job: job_name,
-                tick,
-                message: error.to_string(),
-            });
-        }
-        Err(error) => {
-            ctx.counts.errors.fetch_add(1, Ordering::Relaxed);
-            ctx.emit(Event::Error {
-                replica,
-                job: job_name,
-                tick,
-                message: error_chain(&error),
-            });
+impl Watcher {
+    fn new(specs: &[JobSpec], scheduler: &Scheduler) -> Self {
+        Self {
+            jobs: specs
+                .iter()
+                .map(|s| (s.name.clone(), (s.clone(), scheduler.status(&s.name))))
+                .collect(),
         }
     }
+
+    fn poll(&mut self, scheduler: &Scheduler, ctx: &RunContext) {
+        for status in scheduler.statuses() {
+            let Some((spec, last)) = self.jobs.get_mut(&status.name) else {
+                continue;
+            };
+            if let Some(before) = last.as_ref() {
+                report(spec, before, &status, ctx);
+            }
+            *last = Some(status);
+        }
+    }
+}
+
+/// The events for what changed between two snapshots of one job's status.
+fn report(spec: &JobSpec, before: &JobStatus, now: &JobStatus, ctx: &RunContext) {
+    let Some(pending) = before.next_fire else {
+        return;
+    };
+    let period = chrono_period(spec.every);
+    let fires = |from: DateTime<Utc>, count: u64| {
+        (0..count).map(move |k| from + period * i32::try_from(k).unwrap_or(i32::MAX))
+    };
+    let (replica, job) = (ctx.replica.clone(), spec.name.clone());
+    let skipped = |fire| Event::Skipped {
+        replica: replica.clone(),
+        job: job.clone(),
+        tick: tick_of(spec, fire),
+    };
+    for fire in fires(pending, now.claimed_elsewhere - before.claimed_elsewhere) {
+        ctx.emit(skipped(fire));
+    }
+    // Fires met while this replica's own run held the lock come after that run's fire.
+    let held_from = match &now.last_run {
+        // (`last_run` is set when a run ends, before the fires it held are counted.)
+        Some(run) if run.fire >= pending => run.fire + period,
+        _ => pending,
+    };
+    for fire in fires(held_from, now.held - before.held) {
+        ctx.emit(skipped(fire));
+    }
+    let store_errors = now.store_errors - before.store_errors;
+    let reason = if store_errors > 0 {
+        "the store failed while the window was open"
+    } else {
+        "its window passed before this replica claimed it"
+    };
+    for fire in fires(pending, now.missed - before.missed) {
+        ctx.emit(Event::Missed {
+            replica: replica.clone(),
+            job: job.clone(),
+            tick: tick_of(spec, fire),
+            reason: reason.to_owned(),
+        });
+    }
+    if store_errors > 0 {
+        // Reported as an error whether or not the window passed meanwhile (then also missed).
+        ctx.emit(Event::Error {
+            replica,
+            job,
+            tick: tick_of(spec, pending),
+            message: format!(
+                "{store_errors} call(s) to the lock store failed (a fire claim; retried within \
+                 the fire's window)"
+            ),
+        });
+    }
+}
+
+fn chrono_period(every: Duration) -> shedlock_core::chrono::Duration {
+    shedlock_core::chrono::Duration::from_std(every).unwrap_or(shedlock_core::chrono::Duration::MAX)
 }
 
 /// An error and its sources, `: `-separated.

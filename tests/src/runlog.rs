@@ -8,6 +8,9 @@
 //! (`Instant`) nor the replicas' own wall clocks (which may be skewed) would give. If the lock
 //! works, two runs of one job never intersect: [`overlaps`] counts those that do.
 //!
+//! Each row also names the fire it ran (its scheduled instant `F`, the same on every replica), so
+//! [`fires_run_twice`] finds a fire run by two replicas even when their runs did not intersect.
+//!
 //! A replica killed mid-run leaves its row without an end; its run cannot have lasted past the
 //! lock's `lock_until` (recorded with the row), so that is used as its end.
 
@@ -29,8 +32,11 @@ pub struct RunRecord {
     pub job: String,
     /// The replica that ran it (`r1`, …).
     pub replica: String,
-    /// The schedule tick it ran for (the replica's wall-clock milliseconds / the job's period).
+    /// The fire's tick (its instant `F` in ms since the Unix epoch / the job's period).
     pub tick: i64,
+    /// The fire it ran: its scheduled instant `F` (µs since the Unix epoch), as the scheduler
+    /// named it (the same on every replica).
+    pub fire_us: i64,
     /// The acquisition's fencing token, if the store has tokens.
     pub token: Option<i64>,
     /// When the lock was taken, from the lock record (store clock, µs since the Unix epoch).
@@ -68,7 +74,7 @@ pub struct Overlap {
 /// ```
 /// use shedlock_tests::runlog::{RunRecord, overlaps};
 /// let run = |id, replica: &str, start, end| RunRecord {
-///     id, job: "sync".into(), replica: replica.into(), tick: 0, token: None,
+///     id, job: "sync".into(), replica: replica.into(), tick: 0, fire_us: 0, token: None,
 ///     locked_at_us: start, lock_until_us: start + 1_000, started_us: start, ended_us: Some(end),
 /// };
 /// assert!(overlaps(&[run(1, "r1", 0, 10), run(2, "r2", 10, 20)]).is_empty());
@@ -97,6 +103,30 @@ pub fn overlaps(records: &[RunRecord]) -> Vec<Overlap> {
     found
 }
 
+/// Every fire that more than one run recorded: `(job, F in µs, runs)`. With a store that
+/// records fires there is none, even when runs do not overlap in time.
+///
+/// ```
+/// use shedlock_tests::runlog::{RunRecord, fires_run_twice};
+/// let run = |id, fire_us| RunRecord {
+///     id, job: "sync".into(), replica: format!("r{id}"), tick: 0, fire_us, token: None,
+///     locked_at_us: fire_us, lock_until_us: fire_us + 1_000, started_us: fire_us, ended_us: None,
+/// };
+/// assert!(fires_run_twice(&[run(1, 0), run(2, 1_000_000)]).is_empty());
+/// assert_eq!(fires_run_twice(&[run(1, 0), run(2, 0)]), [("sync".to_owned(), 0, 2)]);
+/// ```
+#[must_use]
+pub fn fires_run_twice(records: &[RunRecord]) -> Vec<(String, i64, usize)> {
+    let mut runs: BTreeMap<(&str, i64), usize> = BTreeMap::new();
+    for record in records {
+        *runs.entry((&record.job, record.fire_us)).or_default() += 1;
+    }
+    runs.into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|((job, fire), n)| (job.to_owned(), fire, n))
+        .collect()
+}
+
 /// The run log table on a database.
 #[derive(Debug, Clone)]
 pub struct RunLog {
@@ -109,6 +139,7 @@ type Row = (
     i64,
     String,
     String,
+    i64,
     i64,
     Option<i64>,
     i64,
@@ -162,7 +193,8 @@ impl RunLog {
     pub async fn create_table(&self) -> Result<(), BoxError> {
         let t = &self.table;
         let columns = "session VARCHAR(64) NOT NULL, job VARCHAR(128) NOT NULL, \
-             replica VARCHAR(64) NOT NULL, tick BIGINT NOT NULL, token BIGINT NULL, \
+             replica VARCHAR(64) NOT NULL, tick BIGINT NOT NULL, fire_us BIGINT NOT NULL, \
+             token BIGINT NULL, \
              locked_at_us BIGINT NOT NULL, lock_until_us BIGINT NOT NULL, \
              started_us BIGINT NOT NULL, ended_us BIGINT NULL";
         let sql = sqlx::AssertSqlSafe(match self.kind {
@@ -197,6 +229,7 @@ impl RunLog {
         job: &str,
         replica: &str,
         tick: u64,
+        fire_us: i64,
         lock: &LockRecord,
     ) -> Result<i64, BoxError> {
         let t = &self.table;
@@ -205,17 +238,19 @@ impl RunLog {
         let locked_at = lock.locked_at().timestamp_micros();
         let lock_until = lock.lock_until().timestamp_micros();
         let token = lock.fencing_token();
-        let columns = "session, job, replica, tick, token, locked_at_us, lock_until_us, started_us";
+        let columns =
+            "session, job, replica, tick, fire_us, token, locked_at_us, lock_until_us, started_us";
         let id = match &self.pool {
             Pool::Postgres(pool) => {
                 let sql = format!(
-                    "INSERT INTO {t} ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, {now}) RETURNING id"
+                    "INSERT INTO {t} ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {now}) RETURNING id"
                 );
                 sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                     .bind(session)
                     .bind(job)
                     .bind(replica)
                     .bind(tick)
+                    .bind(fire_us)
                     .bind(token)
                     .bind(locked_at)
                     .bind(lock_until)
@@ -224,12 +259,13 @@ impl RunLog {
             }
             Pool::MySql(pool) => {
                 let sql =
-                    format!("INSERT INTO {t} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, {now})");
+                    format!("INSERT INTO {t} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now})");
                 let done = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(session)
                     .bind(job)
                     .bind(replica)
                     .bind(tick)
+                    .bind(fire_us)
                     .bind(token)
                     .bind(locked_at)
                     .bind(lock_until)
@@ -239,13 +275,14 @@ impl RunLog {
             }
             Pool::Sqlite(pool) => {
                 let sql = format!(
-                    "INSERT INTO {t} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, {now}) RETURNING id"
+                    "INSERT INTO {t} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}) RETURNING id"
                 );
                 sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                     .bind(session)
                     .bind(job)
                     .bind(replica)
                     .bind(tick)
+                    .bind(fire_us)
                     .bind(token)
                     .bind(locked_at)
                     .bind(lock_until)
@@ -299,7 +336,8 @@ impl RunLog {
     /// The query failed.
     pub async fn records(&self, session: &str) -> Result<Vec<RunRecord>, BoxError> {
         let t = &self.table;
-        let select = "SELECT id, job, replica, tick, token, locked_at_us, lock_until_us, started_us, ended_us";
+        let select = "SELECT id, job, replica, tick, fire_us, token, locked_at_us, lock_until_us, \
+                      started_us, ended_us";
         let rows: Vec<Row> = match &self.pool {
             Pool::Postgres(pool) => {
                 let sql = format!("{select} FROM {t} WHERE session = $1 ORDER BY started_us, id");
@@ -331,6 +369,7 @@ impl RunLog {
                     job,
                     replica,
                     tick,
+                    fire_us,
                     token,
                     locked_at_us,
                     lock_until_us,
@@ -341,6 +380,7 @@ impl RunLog {
                     job,
                     replica,
                     tick,
+                    fire_us,
                     token,
                     locked_at_us,
                     lock_until_us,
@@ -362,6 +402,7 @@ mod tests {
             job: job.into(),
             replica: format!("r{id}"),
             tick: 0,
+            fire_us: start,
             token: Some(id),
             locked_at_us: start,
             lock_until_us: lock_until,

@@ -1,6 +1,7 @@
 //! The lock store on a [`Database`]: the shedlock-sqlx provider of its kind, on a pool of its
-//! own (lock traffic never waits behind the harness's run-log writes); or, for `redis://` URLs
-//! (leader mode only), the shedlock-redis provider.
+//! own (lock traffic never waits behind the harness's run-log writes); or, for `redis://` and
+//! `etcd://` URLs, the shedlock-redis and shedlock-etcd providers (stores without the harness's
+//! tables: the run log then lives in a SQL database of its own).
 
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -104,4 +105,51 @@ pub(crate) async fn redis_provider(
         builder = builder.call_timeout(timeout);
     }
     Ok(Arc::new(builder.connect().await?))
+}
+
+/// Whether `url` names an etcd cluster (`etcd://host:port[,host:port…]`), served by
+/// shedlock-etcd.
+pub(crate) fn is_etcd_url(url: &str) -> bool {
+    url.split(':')
+        .next()
+        .unwrap_or_default()
+        .eq_ignore_ascii_case("etcd")
+}
+
+/// Whether `url` names a lock store that is no SQL database (Redis, etcd).
+pub(crate) fn is_kv_url(url: &str) -> bool {
+    is_redis_url(url) || is_etcd_url(url)
+}
+
+/// The etcd lock store at `url`, under `key_prefix` (the store's default when `None`), with
+/// `call_timeout` (the store's default when `None`).
+pub(crate) fn etcd_provider(
+    url: &str,
+    key_prefix: Option<&str>,
+    call_timeout: Option<Duration>,
+) -> Result<Arc<dyn LockProvider>, BoxError> {
+    let mut builder = shedlock_etcd::EtcdLockProvider::builder(url);
+    if let Some(prefix) = key_prefix {
+        builder = builder.prefix(prefix);
+    }
+    if let Some(timeout) = call_timeout {
+        builder = builder.call_timeout(timeout);
+    }
+    Ok(Arc::new(builder.build()?))
+}
+
+/// The lock store at `url` when it is Redis or etcd (`prefix` is then the key prefix); `None`
+/// for a SQL URL.
+pub(crate) async fn kv_provider(
+    url: &str,
+    prefix: Option<&str>,
+    call_timeout: Option<Duration>,
+) -> Result<Option<Arc<dyn LockProvider>>, BoxError> {
+    if is_redis_url(url) {
+        Ok(Some(redis_provider(url, prefix, call_timeout).await?))
+    } else if is_etcd_url(url) {
+        Ok(Some(etcd_provider(url, prefix, call_timeout)?))
+    } else {
+        Ok(None)
+    }
 }

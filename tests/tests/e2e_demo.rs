@@ -1,12 +1,13 @@
 //! End-to-end: the three-replica demo, through the package's `replica` binary (the `cluster`
-//! example runs the same code), against SQLite and Postgres, and with a replica killed mid-run.
+//! example runs the same code), against SQLite, Postgres, MariaDB, Redis and etcd, and with a
+//! replica killed mid-run.
 //!
 //! Every wait polls the demo's output against a deadline; nothing sleeps to synchronise.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use shedlock_sqlx::testing;
@@ -23,6 +24,8 @@ struct Demo {
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
+    /// The demo's (and its replicas') standard error, line by line.
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Demo {
@@ -33,7 +36,7 @@ impl Demo {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .env_remove("DATABASE_URL");
         if let Some(url) = database_url {
             command.env("DATABASE_URL", url);
@@ -49,12 +52,25 @@ impl Demo {
                 }
             }
         });
+        let stderr_pipe = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let collected = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+                eprintln!("demo! {line}");
+                collected
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        });
         let stdin = child.stdin.take();
         Self {
             child,
             stdin,
             lines,
             seen: Vec::new(),
+            stderr,
         }
     }
 
@@ -128,6 +144,16 @@ impl Demo {
         pids
     }
 
+    /// Asserts that no replica fell back to plain locks: the store records fires.
+    fn assert_records_fires(&self) {
+        let stderr = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(
+            !stderr.iter().any(|l| l.contains(NO_FIRE_CLAIMS)),
+            "the store records fires: no replica falls back\n{}",
+            stderr.join("\n")
+        );
+    }
+
     /// Asks the demo to stop (its standard input closes).
     fn stop(&mut self) {
         self.stdin = None;
@@ -160,6 +186,12 @@ fn assert_healthy(summary: &Summary, output: &[String]) {
         summary.overlaps, 0,
         "two runs of one job overlapped:\n{output}"
     );
+    assert_eq!(
+        summary.fires_run_twice, 0,
+        "a fire ran on two replicas:\n{output}"
+    );
+    // One host, a few seconds, nobody paused: every fire is claimed in its window.
+    assert_eq!(summary.missed, 0, "{output}");
     assert_eq!(summary.errors, 0, "{output}");
     assert_eq!(summary.replicas, 3, "{output}");
     for job in ["report", "sync"] {
@@ -173,7 +205,7 @@ fn assert_healthy(summary: &Summary, output: &[String]) {
         summary.per_job.values().sum::<u64>(),
         "{output}"
     );
-    // Three replicas try every tick: the lock makes the other two skip.
+    // Three replicas claim every fire: one runs it, the other two skip it.
     assert!(
         summary.skipped >= summary.runs,
         "too few skips for three replicas:\n{output}"
@@ -201,6 +233,66 @@ fn demo_on_server(url: &str) {
     let summary = demo.summary(0);
     assert_healthy(&summary, &demo.seen);
     assert_eq!(summary.died, 0);
+    demo.assert_records_fires();
+}
+
+/// The demo on a Redis or etcd store (`--lock-table` is then the key prefix; the run log is a
+/// SQLite file of the demo's own). Returns the demo's standard error.
+fn demo_on_kv_store(url: &str, key_prefix: &str) -> Vec<String> {
+    let mut demo = Demo::start(
+        &[
+            "--seconds",
+            "4",
+            "--lock-table",
+            key_prefix,
+            "--database-url",
+            url,
+        ],
+        None,
+    );
+    demo.wait_for("the run log's SQLite file", |l| {
+        l.trim_start().starts_with("run log: sqlite://")
+    });
+    let summary = demo.summary(0);
+    assert_healthy(&summary, &demo.seen);
+    assert_eq!(summary.died, 0);
+    // Redis records fires; etcd does not (the replicas fall back to plain locks), and the
+    // run log says which fire each run was for either way.
+    demo.stderr
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+/// The fall-back warning of a scheduler on a store without fire claims.
+const NO_FIRE_CLAIMS: &str = "does not record fires (claim_fire is unsupported)";
+
+#[test]
+fn demo_on_redis_records_fires() {
+    let Some(url) = shedlock_redis::testing::redis_url() else {
+        return;
+    };
+    let stderr = demo_on_kv_store(&url, &shedlock_redis::testing::unique_prefix("e2e"));
+    assert!(
+        !stderr.iter().any(|l| l.contains(NO_FIRE_CLAIMS)),
+        "Redis records fires: no replica falls back\n{}",
+        stderr.join("\n")
+    );
+}
+
+#[test]
+fn demo_on_etcd_falls_back_to_plain_locks_with_the_warning() {
+    let Some(url) = shedlock_etcd::testing::etcd_url() else {
+        return;
+    };
+    let stderr = demo_on_kv_store(&url, &shedlock_etcd::testing::unique_prefix());
+    let warned = stderr.iter().filter(|l| l.contains(NO_FIRE_CLAIMS)).count();
+    assert_eq!(
+        warned,
+        3,
+        "each of the three replicas warns once that etcd has no fire claims:\n{}",
+        stderr.join("\n")
+    );
 }
 
 #[test]
@@ -214,6 +306,7 @@ fn demo_on_sqlite_runs_every_job_and_never_overlaps() {
     let summary = demo.summary(0);
     assert_healthy(&summary, &demo.seen);
     assert_eq!((summary.died, summary.interrupted), (0, 0));
+    demo.assert_records_fires();
     assert!(
         demo.seen.iter().any(|l| l.contains("(token ")),
         "the board shows fencing tokens"
@@ -269,6 +362,7 @@ fn killing_a_replica_mid_run_leaves_the_others_carrying_on() {
     demo.stop();
     let summary = demo.summary(0);
     assert_eq!(summary.overlaps, 0, "{}", demo.seen.join("\n"));
+    assert_eq!(summary.fires_run_twice, 0, "{}", demo.seen.join("\n"));
     assert_eq!(summary.died, 1, "{}", demo.seen.join("\n"));
     assert_eq!(summary.errors, 0, "{}", demo.seen.join("\n"));
     assert_eq!(summary.replicas, 3);
@@ -318,8 +412,6 @@ fn the_overlap_check_catches_replicas_that_do_not_exclude_each_other() {
                 table,
                 "--job",
                 job,
-                "--jitter",
-                "0ms",
                 "--seconds",
                 "1.5",
             ])

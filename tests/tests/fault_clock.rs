@@ -15,7 +15,6 @@
 
 mod fault_support;
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fault_support::{Cluster, JOBS, assert_liveness, assert_no_overlaps, db_now_us, tally};
@@ -31,24 +30,6 @@ const SKEWS: [(&str, i64, &str); 3] = [
     ("r3", -3 * 3600, "-3h"),
 ];
 
-/// libfaketime's multi-threaded library, where Debian installs it.
-fn libfaketime() -> Option<PathBuf> {
-    let roots = ["/usr/lib", "/usr/local/lib", "/usr/lib64"];
-    for root in roots {
-        let mut dirs = vec![PathBuf::from(root).join("faketime")];
-        if let Ok(entries) = std::fs::read_dir(root) {
-            dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
-        }
-        for dir in dirs {
-            let lib = dir.join("libfaketimeMT.so.1");
-            if lib.is_file() {
-                return Some(lib);
-            }
-        }
-    }
-    None
-}
-
 fn wall_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -61,7 +42,7 @@ async fn skewed_wall_clocks_cannot_break_exclusion() {
     let Some(url) = fault_support::postgres_url() else {
         return;
     };
-    let Some(lib) = libfaketime() else {
+    let Some(lib) = fault_support::libfaketime() else {
         assert!(
             !fault_support::required(),
             "{test}: SHEDLOCK_REQUIRE_DB=1 but libfaketime is not installed (apt-get install faketime)"

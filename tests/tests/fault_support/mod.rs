@@ -41,6 +41,24 @@ pub(crate) fn postgres_url() -> Option<String> {
     shedlock_sqlx::testing::postgres_url()
 }
 
+/// libfaketime's multi-threaded library, where Debian installs it.
+pub(crate) fn libfaketime() -> Option<PathBuf> {
+    let roots = ["/usr/lib", "/usr/local/lib", "/usr/lib64"];
+    for root in roots {
+        let mut dirs = vec![PathBuf::from(root).join("faketime")];
+        if let Ok(entries) = std::fs::read_dir(root) {
+            dirs.extend(entries.flatten().map(|e| e.path().join("faketime")));
+        }
+        for dir in dirs {
+            let lib = dir.join("libfaketimeMT.so.1");
+            if lib.is_file() {
+                return Some(lib);
+            }
+        }
+    }
+    None
+}
+
 /// A random lowercase suffix for table and lock names, so tests can run in parallel and again.
 pub(crate) fn suffix() -> String {
     use std::hash::{BuildHasher as _, Hasher as _};
@@ -139,6 +157,11 @@ pub(crate) struct Cluster {
     pub(crate) runs_table: String,
     pub(crate) session: String,
     pub(crate) prefix: String,
+    /// The run log's database when the store is Redis or etcd (a SQLite file of the test's;
+    /// `lock_table` is then the key prefix).
+    pub(crate) runlog_url: Option<String>,
+    /// More arguments for every replica (e.g. the leader latch's timings).
+    pub(crate) extra_args: Vec<String>,
     pub(crate) jobs: Vec<JobSpec>,
     pub(crate) call_timeout: Duration,
     pub(crate) events: Events,
@@ -155,6 +178,8 @@ impl Cluster {
             runs_table: format!("fault_runs_{id}"),
             session: format!("{name}-{id}"),
             prefix: format!("{name}-{id}-"),
+            runlog_url: None,
+            extra_args: Vec::new(),
             jobs: jobs
                 .iter()
                 .map(|spec| spec.parse().expect("a valid job spec"))
@@ -163,6 +188,22 @@ impl Cluster {
             events: Events::default(),
             logs: Arc::new(tempfile::tempdir().expect("a temp dir for replica logs")),
         }
+    }
+
+    /// A cluster on the Redis or etcd store at `url`, its run log in a SQLite file of its own.
+    pub(crate) fn on_kv_store(url: &str, name: &str, jobs: &[&str]) -> Self {
+        let mut cluster = Self::new(url, name, jobs);
+        let file = cluster.logs.path().join("runlog.db");
+        cluster.runlog_url = Some(format!("sqlite://{}", file.display()));
+        cluster.lock_table = format!("{}:", cluster.lock_table);
+        cluster
+    }
+
+    /// The run log's database (the store's, when SQL).
+    pub(crate) async fn runlog(&self) -> Database {
+        Database::connect(self.runlog_url.as_deref().unwrap_or(&self.url))
+            .await
+            .expect("connect to the run log's database")
     }
 
     /// The longest `at_most` and the longest period of the cluster's jobs.
@@ -204,6 +245,7 @@ impl Cluster {
             .arg(&self.lock_table)
             .arg("--runs-table")
             .arg(&self.runs_table)
+            .args(self.runlog_url.iter().flat_map(|u| ["--runlog-url", u]))
             .env("DATABASE_URL", &self.url)
             .stdin(Stdio::null())
             .status()
@@ -242,6 +284,8 @@ impl Cluster {
             .arg("--call-timeout")
             .arg(format!("{}ms", self.call_timeout.as_millis()))
             .arg("--stop-on-eof")
+            .args(self.runlog_url.iter().flat_map(|u| ["--runlog-url", u]))
+            .args(&self.extra_args)
             .env("DATABASE_URL", url)
             .env(
                 "RUST_LOG",
@@ -314,6 +358,9 @@ impl Cluster {
 
     /// Drops the cluster's tables (tests on a shared server clean up after themselves).
     pub(crate) async fn drop_tables(&self, db: &Database) {
+        if self.runlog_url.is_some() {
+            return; // the run log is the test's own file; Redis/etcd keys carry the prefix
+        }
         for table in [&self.runs_table, &self.lock_table] {
             if let Err(error) = db.drop_table(table).await {
                 eprintln!("could not drop {table}: {error}");
