@@ -235,28 +235,6 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
 }
 
 #[tokio::test]
-async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    provider
-        .pool()
-        .execute(sqlx::AssertSqlSafe(format!("DELETE FROM {table}")))
-        .await
-        .unwrap();
-    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
-    assert!(
-        second.fencing_token() > first.fencing_token(),
-        "{second} after {first}: the sequence must not restart"
-    );
-    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
-    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let Some(url) = testing::mysql_url() else {
         return;

@@ -147,29 +147,6 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
 }
 
 #[tokio::test]
-async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    provider
-        .pool()
-        .execute(sqlx::AssertSqlSafe(format!("DELETE FROM {table}")))
-        .await
-        .unwrap();
-    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
-    assert!(
-        second.fencing_token() > first.fencing_token(),
-        "{second} after {first}: the sequence must not restart"
-    );
-    // The old holder cannot release the new holder's lock.
-    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
-    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
 async fn the_session_time_zone_changes_nothing() {
     let Some(url) = testing::postgres_url() else {
         return;

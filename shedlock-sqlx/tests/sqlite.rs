@@ -139,43 +139,6 @@ async fn a_held_lock_writes_nothing() {
 }
 
 #[tokio::test]
-async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
-    let db = Db::new();
-    let provider = db.provider().await;
-    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    provider
-        .pool()
-        .execute("DELETE FROM shedlock")
-        .await
-        .unwrap();
-    // The documented precondition: the row comes back in a later millisecond of SQLite's clock
-    // than the last acquisition (within one millisecond the clock cannot order the two).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let now: String = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-            .fetch_one(provider.pool())
-            .await
-            .unwrap();
-        let now = chrono::NaiveDateTime::parse_from_str(&now, "%Y-%m-%d %H:%M:%S%.3f").unwrap();
-        if now.and_utc() > first.locked_at() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "SQLite's clock stood still"
-        );
-        tokio::task::yield_now().await;
-    }
-    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
-    assert!(
-        second.fencing_token() > first.fencing_token(),
-        "{second} after {first}: the sequence must not restart"
-    );
-    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
-    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
-}
-
-#[tokio::test]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let db = Db::new();
     // The application's pool on the same file, all of whose connections its jobs will hold.

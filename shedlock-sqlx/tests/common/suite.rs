@@ -353,6 +353,34 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
     assert!(err.is_missing_table(), "{err}");
 }
 
+/// A row deleted by hand comes back at the next acquire, with a token above the deleted row's
+/// (the sequence restarts from the database's clock), and the old holder cannot release it.
+pub(crate) async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
+    db.execute(format!("DELETE FROM {table}")).await;
+    // The documented precondition: the row comes back in a later tick of the database's clock
+    // than the last acquisition (SQLite's and MySQL's tick is a millisecond).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while store_now(&provider).await <= first.locked_at() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the database's clock stood still"
+        );
+        tokio::task::yield_now().await;
+    }
+    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
+    assert!(
+        second.fencing_token() > first.fencing_token(),
+        "{second} after {first}: the sequence must not restart"
+    );
+    // The old holder cannot release the new holder's lock.
+    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
+    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
+    db.drop_table(&table).await;
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
 macro_rules! store_suite {
     ($store:ty) => {
@@ -365,6 +393,7 @@ macro_rules! store_suite {
             a_missing_table_names_the_table_and_the_ddl,
             a_table_upgraded_by_migration_0002_claims_fires,
             providers_on_separate_pools_race_for_a_fire_and_exactly_one_claims,
+            a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing,
         );
     };
     ($store:ty; $($case:ident,)*) => {
