@@ -488,7 +488,157 @@ macro_rules! server_store {
         }
 
         $crate::common::suite::store_suite!($store);
+        $crate::common::suite::server_cases!($provider, url: $url, scheme: $migrations);
     };
 }
 
 pub(crate) use server_store;
+
+/// The cases of a database server reached through a URL (a proxy in front of it, a server that
+/// never answers): three `#[tokio::test]`s on a single-threaded runtime, for a test file that
+/// defines `fresh(url)` and `drop_table(pool, table)`. Instantiated by [`server_store!`].
+macro_rules! server_cases {
+    ($provider:ident, url: $url:path, scheme: $scheme:literal) => {
+        #[tokio::test]
+        async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let (direct, table) = fresh(&url).await;
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            // One connection, so the pool's size shows whether the frozen one went back.
+            let pool = $provider::pool_options()
+                .max_connections(1)
+                .min_connections(0)
+                .connect(&$crate::common::url_via(&url, proxy.addr))
+                .await
+                .unwrap();
+            let timeout = Duration::from_millis(500);
+            let provider = $provider::builder(pool.clone())
+                .table(&table)
+                .call_timeout(timeout)
+                .build()
+                .unwrap();
+            let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+            // sqlx pings a connection when it goes back to the pool (in the background); let that
+            // finish, or the ping itself would hang in the black hole and keep the slot.
+            assert!(
+                $crate::common::eventually(Duration::from_secs(5), || async {
+                    pool.num_idle() == 1
+                })
+                .await
+            );
+
+            proxy.blackhole();
+            let started = tokio::time::Instant::now();
+            let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            assert!(
+                started.elapsed() < timeout * 3,
+                "took {:?}",
+                started.elapsed()
+            );
+            // The frozen connection was closed, not returned: the pool holds nothing.
+            assert_eq!(
+                pool.size(),
+                0,
+                "the timed-out connection went back to the pool"
+            );
+            // New connections hang too, and still fail within the timeout.
+            let started = tokio::time::Instant::now();
+            let err = provider.acquire("other", MIN, "me").await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            assert!(
+                started.elapsed() < timeout * 3,
+                "took {:?}",
+                started.elapsed()
+            );
+
+            proxy.heal();
+            // Back to normal without any action: the release that timed out never reached the server,
+            // so the lock is still held; the holder releases it.
+            assert!(
+                $crate::common::eventually(Duration::from_secs(10), || async {
+                    provider
+                        .release(&record, Duration::ZERO)
+                        .await
+                        .is_ok_and(|released| released)
+                })
+                .await,
+                "the provider did not recover"
+            );
+            assert!(
+                provider
+                    .acquire("job", MIN, "other")
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+            drop_table(direct.pool(), &table).await;
+        }
+
+        #[tokio::test]
+        async fn an_unresponsive_server_fails_within_the_timeout() {
+            // No database needed: a listener that accepts and never answers.
+            let addr = $crate::common::silent_server().await;
+            let pool = $provider::pool_options()
+                .min_connections(0)
+                .connect_lazy(&format!("{}://nobody@{addr}/none", $scheme))
+                .unwrap();
+            let provider = $provider::builder(pool)
+                .call_timeout(Duration::from_millis(300))
+                .build()
+                .unwrap();
+            let started = tokio::time::Instant::now();
+            let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "took {:?}",
+                started.elapsed()
+            );
+        }
+
+        #[tokio::test]
+        async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let (direct, table) = fresh(&url).await;
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            // Ours (no ping on checkout) and sqlx's default (ping on checkout).
+            for (test_before_acquire, expected) in [(false, 1), (true, 2)] {
+                let pool = $provider::pool_options()
+                    .max_connections(1)
+                    .test_before_acquire(test_before_acquire)
+                    .connect(&$crate::common::url_via(&url, proxy.addr))
+                    .await
+                    .unwrap();
+                let provider = $provider::builder(pool.clone())
+                    .table(&table)
+                    .build()
+                    .unwrap();
+                let held = provider.acquire("rt", MIN, "a").await.unwrap().unwrap();
+                assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none()); // statement prepared
+                let idle = || async { pool.num_idle() == 1 };
+                assert!($crate::common::eventually(Duration::from_secs(5), idle).await);
+                let before = proxy.requests();
+                assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none());
+                // Read before yielding: sqlx's check of the returned connection has not started yet
+                // (this test runs on a single-threaded runtime).
+                let on_path = proxy.requests() - before;
+                assert!($crate::common::eventually(Duration::from_secs(5), idle).await);
+                let in_background = proxy.requests() - before - on_path;
+                assert_eq!(
+                    on_path, expected,
+                    "test_before_acquire({test_before_acquire})"
+                );
+                assert_eq!(in_background, 1, "sqlx pings the connection it takes back");
+                assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+            }
+            drop_table(direct.pool(), &table).await;
+        }
+    };
+}
+
+pub(crate) use server_cases;
