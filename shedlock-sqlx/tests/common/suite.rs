@@ -38,6 +38,8 @@ pub(crate) trait Store: Sized {
     fn table_name(&self) -> String;
     /// Java ShedLock's DDL for this database (no token column) for `table`.
     fn java_ddl(table: &str) -> String;
+    /// Column lists of tables that do not fit, each with what the schema error must say.
+    fn wrong_tables() -> Vec<(&'static str, &'static str)>;
     /// Runs `sql` on a connection of the database.
     async fn execute(&self, sql: String);
     /// Drops `table`.
@@ -381,6 +383,22 @@ pub(crate) async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing<
     db.drop_table(&table).await;
 }
 
+/// A table whose columns do not fit (types, lengths, keys, missing columns; `last_fire` of
+/// the wrong type too) is a schema error that says what is wrong, on the first call.
+pub(crate) async fn tables_that_do_not_fit_are_schema_errors<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    for (columns, expected) in S::wrong_tables() {
+        let table = db.table_name();
+        db.execute(format!("CREATE TABLE {table} ({columns})"))
+            .await;
+        let provider = db.on_table(&table).await;
+        let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+        assert!(err.is_schema(), "{err}");
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+        db.drop_table(&table).await;
+    }
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
 macro_rules! store_suite {
     ($store:ty) => {
@@ -394,6 +412,7 @@ macro_rules! store_suite {
             a_table_upgraded_by_migration_0002_claims_fires,
             providers_on_separate_pools_race_for_a_fire_and_exactly_one_claims,
             a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing,
+            tables_that_do_not_fit_are_schema_errors,
         );
     };
     ($store:ty; $($case:ident,)*) => {
@@ -472,6 +491,10 @@ macro_rules! server_store {
 
             fn java_ddl(table: &str) -> String {
                 java_ddl(table)
+            }
+
+            fn wrong_tables() -> Vec<(&'static str, &'static str)> {
+                wrong_tables()
             }
 
             async fn execute(&self, sql: String) {
