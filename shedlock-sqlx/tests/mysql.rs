@@ -234,35 +234,6 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
     drop_table(&single, &table).await;
 }
 
-#[tokio::test]
-async fn locks_work_while_the_apps_own_pool_is_exhausted() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_my_app");
-    // The application's pool, all of whose connections its jobs will hold.
-    let app = MySqlPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_millis(200))
-        .connect(&url)
-        .await
-        .unwrap();
-    // The provider as the README builds it: a pool of its own (`connect` = `pool_options()`,
-    // here with a table of this test's own).
-    let provider = MySqlLockProvider::builder(pool(&url).await)
-        .table(&table)
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    let on_app = MySqlLockProvider::builder(app.clone())
-        .table(&table)
-        .call_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
-    drop_table(provider.pool(), &table).await;
-}
-
 /// Tables that do not fit (columns, lengths, keys) and what the schema error says for each.
 fn wrong_tables() -> Vec<(&'static str, &'static str)> {
     vec![

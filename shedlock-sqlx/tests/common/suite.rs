@@ -517,11 +517,46 @@ macro_rules! server_store {
 
 pub(crate) use server_store;
 
-/// The cases of a database server reached through a URL (a proxy in front of it, a server that
-/// never answers): three `#[tokio::test]`s on a single-threaded runtime, for a test file that
-/// defines `fresh(url)` and `drop_table(pool, table)`. Instantiated by [`server_store!`].
+/// The cases of a database server reached through a URL (the application's own pool beside the
+/// provider's, a proxy in front of the server, a server that never answers): `#[tokio::test]`s on
+/// a single-threaded runtime, for a test file that defines `pool(url)`, `fresh(url)` and
+/// `drop_table(pool, table)`. Instantiated by [`server_store!`].
 macro_rules! server_cases {
     ($provider:ident, url: $url:path, scheme: $scheme:literal) => {
+        #[tokio::test]
+        async fn locks_work_while_the_apps_own_pool_is_exhausted() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let table = testing::unique_table_name("shedlock_app");
+            // The application's pool, all of whose connections its jobs will hold.
+            let app = ::sqlx::pool::PoolOptions::new()
+                .max_connections(2)
+                .acquire_timeout(Duration::from_millis(200))
+                .connect(&url)
+                .await
+                .unwrap();
+            // The provider as the README builds it: a pool of its own (`connect` = `pool_options()`,
+            // here with a table of this test's own).
+            let provider = $provider::builder(pool(&url).await)
+                .table(&table)
+                .build()
+                .unwrap();
+            provider.create_table_if_not_exists().await.unwrap();
+            let on_app = $provider::builder(app.clone())
+                .table(&table)
+                .call_timeout(Duration::from_millis(300))
+                .build()
+                .unwrap();
+            $crate::common::locks_work_while_the_app_pool_is_exhausted(
+                &app,
+                provider.clone(),
+                on_app,
+            )
+            .await;
+            drop_table(provider.pool(), &table).await;
+        }
+
         #[tokio::test]
         async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
             let Some(url) = $url() else {
