@@ -283,30 +283,6 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 }
 
 #[tokio::test]
-async fn odd_names_are_bound_never_spliced_and_compare_exactly() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    for name in common::odd_names() {
-        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
-        let holder = provider.holder(&name).await.unwrap().unwrap();
-        assert_eq!(holder.name(), name);
-        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    }
-    for name in common::invalid_names() {
-        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
-        assert!(err.is_invalid_config(), "{name:?}: {err}");
-    }
-    // Binary collation: names differing in case or accents are different locks.
-    let upper = provider.acquire("Report", MIN, "a").await.unwrap();
-    let lower = provider.acquire("report", MIN, "b").await.unwrap();
-    let accent = provider.acquire("répört", MIN, "c").await.unwrap();
-    assert!(upper.is_some() && lower.is_some() && accent.is_some());
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let Some(url) = testing::mysql_url() else {
         return;

@@ -258,31 +258,6 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 }
 
 #[tokio::test]
-async fn odd_names_are_bound_never_spliced() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    for name in common::odd_names() {
-        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
-        let holder = provider.holder(&name).await.unwrap().unwrap();
-        assert_eq!(holder.name(), name);
-        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    }
-    for name in common::invalid_names() {
-        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
-        assert!(err.is_invalid_config(), "{name:?}: {err}");
-    }
-    let rows: i64 =
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(provider.pool())
-            .await
-            .unwrap();
-    assert_eq!(rows, i64::try_from(common::odd_names().len()).unwrap());
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let Some(url) = testing::postgres_url() else {
         return;

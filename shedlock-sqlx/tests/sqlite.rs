@@ -231,27 +231,6 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 }
 
 #[tokio::test]
-async fn odd_names_are_bound_never_spliced() {
-    let db = Db::new();
-    let provider = db.provider().await;
-    for name in common::odd_names() {
-        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
-        let holder = provider.holder(&name).await.unwrap().unwrap();
-        assert_eq!(holder.name(), name);
-        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    }
-    for name in common::invalid_names() {
-        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
-        assert!(err.is_invalid_config(), "{name:?}: {err}");
-    }
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM shedlock")
-        .fetch_one(provider.pool())
-        .await
-        .unwrap();
-    assert_eq!(rows, i64::try_from(common::odd_names().len()).unwrap());
-}
-
-#[tokio::test]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let db = Db::new();
     let provider = SqliteLockProvider::builder(db.pool(2).await)

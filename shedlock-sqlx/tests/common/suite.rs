@@ -18,7 +18,7 @@ const MIN: Duration = Duration::from_mins(1);
 
 /// One database the cases run on: where tables go, and how to make them.
 pub(crate) trait Store: Sized {
-    type Provider: LockProvider + Clone + 'static;
+    type Provider: LockProvider + shedlock_core::LockAdmin + Clone + 'static;
 
     /// The database, or `None` (after a skip notice) when it is not configured.
     async fn open() -> Option<Self>;
@@ -399,6 +399,41 @@ pub(crate) async fn tables_that_do_not_fit_are_schema_errors<S: Store>() {
     }
 }
 
+/// Names with quotes, backslashes, placeholders and Unicode are bound, never spliced: each is
+/// its own lock, listed under its own name; invalid names are refused before any SQL; names
+/// that differ only in case or accents are different locks.
+pub(crate) async fn odd_names_are_bound_never_spliced_and_compare_exactly<S: Store>() {
+    use shedlock_core::LockAdmin as _;
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    for name in super::odd_names() {
+        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
+        let holder = provider.holder(&name).await.unwrap().unwrap();
+        assert_eq!(holder.name(), name);
+        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    }
+    for name in super::invalid_names() {
+        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
+        assert!(err.is_invalid_config(), "{name:?}: {err}");
+    }
+    let mut listed: Vec<String> = provider
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.record().name().to_owned())
+        .collect();
+    let mut expected = super::odd_names();
+    listed.sort();
+    expected.sort();
+    assert_eq!(listed, expected, "one row per odd name, nothing else");
+    let upper = provider.acquire("Report", MIN, "a").await.unwrap();
+    let lower = provider.acquire("report", MIN, "b").await.unwrap();
+    let accent = provider.acquire("répört", MIN, "c").await.unwrap();
+    assert!(upper.is_some() && lower.is_some() && accent.is_some());
+    db.drop_table(&table).await;
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
 macro_rules! store_suite {
     ($store:ty) => {
@@ -413,6 +448,7 @@ macro_rules! store_suite {
             providers_on_separate_pools_race_for_a_fire_and_exactly_one_claims,
             a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing,
             tables_that_do_not_fit_are_schema_errors,
+            odd_names_are_bound_never_spliced_and_compare_exactly,
         );
     };
     ($store:ty; $($case:ident,)*) => {
