@@ -14,36 +14,9 @@ use shedlock_sqlx::{MySqlLockProvider, testing};
 
 const MIN: Duration = Duration::from_mins(1);
 
-async fn pool(url: &str) -> MySqlPool {
-    MySqlLockProvider::pool_options()
-        .connect(url)
-        .await
-        .expect("connect to MySQL/MariaDB")
-}
-
-/// A provider on a fresh table of our DDL.
-async fn fresh(url: &str) -> (MySqlLockProvider, String) {
-    let table = testing::unique_table_name("shedlock_my");
-    let provider = MySqlLockProvider::builder(pool(url).await)
-        .table(&table)
-        .build()
-        .expect("valid settings");
-    provider
-        .create_table_if_not_exists()
-        .await
-        .expect("create table");
-    (provider, table)
-}
-
-async fn drop_table(pool: &MySqlPool, table: &str) {
-    pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
-        .await
-        .expect("drop table");
-}
-
 common::suite::server_store! {
     /// MySQL/MariaDB for the shared cases.
-    My(MySqlLockProvider), url: testing::mysql_url, tables: "shedlock_my_suite",
+    My(MySqlLockProvider), url: testing::mysql_url, pool: MySqlPool, tables: "shedlock_my_suite",
     migrations: "mysql"
 }
 

@@ -12,36 +12,9 @@ use shedlock_sqlx::{PgLockProvider, testing};
 
 const MIN: Duration = Duration::from_mins(1);
 
-async fn pool(url: &str) -> PgPool {
-    PgLockProvider::pool_options()
-        .connect(url)
-        .await
-        .expect("connect to Postgres")
-}
-
-/// A provider on a fresh table of our DDL.
-async fn fresh(url: &str) -> (PgLockProvider, String) {
-    let table = testing::unique_table_name("shedlock_pg");
-    let provider = PgLockProvider::builder(pool(url).await)
-        .table(&table)
-        .build()
-        .expect("valid settings");
-    provider
-        .create_table_if_not_exists()
-        .await
-        .expect("create table");
-    (provider, table)
-}
-
-async fn drop_table(pool: &PgPool, table: &str) {
-    pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
-        .await
-        .expect("drop table");
-}
-
 common::suite::server_store! {
     /// Postgres for the shared cases.
-    Pg(PgLockProvider), url: testing::postgres_url, tables: "shedlock_pg_suite",
+    Pg(PgLockProvider), url: testing::postgres_url, pool: PgPool, tables: "shedlock_pg_suite",
     migrations: "postgres"
 }
 

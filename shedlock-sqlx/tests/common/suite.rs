@@ -463,14 +463,46 @@ macro_rules! store_suite {
 
 pub(crate) use store_suite;
 
-/// The [`Store`] of a database server reached through a URL, for a test file that defines
-/// `pool(url)`, `fresh(url)`, `drop_table(pool, table)` and `java_ddl(table)`; then the cases.
+/// The [`Store`] of a database server reached through a URL, with the file's helpers `pool(url)`,
+/// `fresh(url)` and `drop_table(pool, table)`, for a test file that defines `java_ddl(table)` and
+/// `wrong_tables()`; then the cases.
 macro_rules! server_store {
     (
         $(#[$doc:meta])*
-        $store:ident($provider:ident), url: $url:path, tables: $tables:literal,
+        $store:ident($provider:ident), url: $url:path, pool: $pool:ty, tables: $tables:literal,
         migrations: $migrations:literal
     ) => {
+        /// A pool of the provider's own options on `url`.
+        async fn pool(url: &str) -> $pool {
+            $provider::pool_options()
+                .connect(url)
+                .await
+                .expect("connect to the database")
+        }
+
+        /// A provider on a fresh table of our DDL.
+        async fn fresh(url: &str) -> ($provider, String) {
+            let table = testing::unique_table_name($tables);
+            let provider = $provider::builder(pool(url).await)
+                .table(&table)
+                .build()
+                .expect("valid settings");
+            provider
+                .create_table_if_not_exists()
+                .await
+                .expect("create table");
+            (provider, table)
+        }
+
+        async fn drop_table(pool: &$pool, table: &str) {
+            ::shedlock_sqlx::sqlx::Executor::execute(
+                pool,
+                ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")),
+            )
+            .await
+            .expect("drop table");
+        }
+
         $(#[$doc])*
         struct $store {
             url: String,
