@@ -257,17 +257,3 @@ async fn schema_qualified_tables_and_custom_columns_work() {
         .await
         .unwrap();
 }
-
-#[tokio::test]
-async fn owner_ids_longer_than_the_column_are_rejected() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    let err = provider
-        .acquire("job", MIN, &"o".repeat(256))
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_config(), "{err}");
-    drop_table(provider.pool(), &table).await;
-}

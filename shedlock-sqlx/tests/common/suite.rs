@@ -591,6 +591,21 @@ pub(crate) use server_store;
 /// `drop_table(pool, table)`. Instantiated by [`server_store!`].
 macro_rules! server_cases {
     ($provider:ident, url: $url:path, scheme: $scheme:literal) => {
+        /// An owner id longer than the `locked_by` column (VARCHAR(255)) is refused before any SQL.
+        #[tokio::test]
+        async fn owner_ids_longer_than_the_column_are_rejected() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let (provider, table) = fresh(&url).await;
+            let err = provider
+                .acquire("job", MIN, &"o".repeat(256))
+                .await
+                .unwrap_err();
+            assert!(err.is_invalid_config(), "{err}");
+            drop_table(provider.pool(), &table).await;
+        }
+
         #[tokio::test]
         async fn locks_work_while_the_apps_own_pool_is_exhausted() {
             let Some(url) = $url() else {
