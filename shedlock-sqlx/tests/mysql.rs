@@ -133,10 +133,33 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
     };
-    let table = testing::unique_table_name("shedlock_my_nowrite");
+    let (single, provider, table) = on_one_connection(&url).await;
+    let held = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
+    let counters = || session_counters(&single);
+    let first = counters().await;
+    let baseline = counters().await;
+    assert!(provider.acquire("job", MIN, "b").await.unwrap().is_none());
+    let after = counters().await;
+    let writes_of_a_read = delta(&first, &baseline, "HANDLER_WRITE");
+    // One UPDATE, and the counters' own SELECT.
+    assert_no_row_written(
+        &baseline,
+        &after,
+        writes_of_a_read,
+        (1, 1),
+        "a held acquire",
+    );
+    assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+    drop_table(&single, &table).await;
+}
+
+/// A pool of one connection (whose session counters are the provider's), and a provider on a
+/// fresh table over it; the table's name.
+async fn on_one_connection(url: &str) -> (MySqlPool, MySqlLockProvider, String) {
+    let table = testing::unique_table_name("shedlock_my_single");
     let single = MySqlLockProvider::pool_options()
         .max_connections(1)
-        .connect(&url)
+        .connect(url)
         .await
         .unwrap();
     let provider = MySqlLockProvider::builder(single.clone())
@@ -144,52 +167,98 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
         .build()
         .unwrap();
     provider.create_table_if_not_exists().await.unwrap();
-    let held = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    // The session's handler counters of the pool's one connection: rows updated and rows
-    // written (reading them writes a temporary table, so writes are compared to a baseline).
-    let counters = || async {
-        sqlx::query_as::<_, (String, String)>(
-            "SELECT CAST(VARIABLE_NAME AS CHAR), CAST(VARIABLE_VALUE AS CHAR) \
-             FROM information_schema.SESSION_STATUS \
-             WHERE VARIABLE_NAME IN ('HANDLER_UPDATE', 'HANDLER_WRITE', 'COM_UPDATE', \
-             'COM_INSERT') ORDER BY VARIABLE_NAME",
-        )
-        .fetch_all(&single)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(name, value)| (name, value.parse::<i64>().unwrap()))
-        .collect::<Vec<_>>()
-    };
-    let delta = |a: &[(String, i64)], b: &[(String, i64)], name: &str| {
-        let get = |v: &[(String, i64)]| v.iter().find(|(n, _)| n == name).unwrap().1;
-        get(b) - get(a)
-    };
-    let first = counters().await;
-    let baseline = counters().await;
-    assert!(provider.acquire("job", MIN, "b").await.unwrap().is_none());
-    let after = counters().await;
-    let writes_of_a_read = delta(&first, &baseline, "HANDLER_WRITE");
+    (single, provider, table)
+}
+
+/// The session's handler and statement counters of `single`'s one connection: rows updated,
+/// rows written (reading them writes a temporary table, so writes are compared to a baseline),
+/// and statements run.
+async fn session_counters(single: &MySqlPool) -> Vec<(String, i64)> {
+    sqlx::query_as::<_, (String, String)>(
+        "SELECT CAST(VARIABLE_NAME AS CHAR), CAST(VARIABLE_VALUE AS CHAR) \
+         FROM information_schema.SESSION_STATUS \
+         WHERE VARIABLE_NAME IN ('HANDLER_UPDATE', 'HANDLER_WRITE', 'COM_UPDATE', \
+         'COM_INSERT', 'COM_SELECT') ORDER BY VARIABLE_NAME",
+    )
+    .fetch_all(single)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(name, value)| (name, value.parse::<i64>().unwrap()))
+    .collect()
+}
+
+/// How much the counter `name` grew from `a` to `b`.
+fn delta(a: &[(String, i64)], b: &[(String, i64)], name: &str) -> i64 {
+    let get = |v: &[(String, i64)]| v.iter().find(|(n, _)| n == name).unwrap().1;
+    get(b) - get(a)
+}
+
+/// Between the counters `before` and `after`: no row updated, no row written beyond what the
+/// counters' own read writes, no INSERT, and `(updates, selects)` statements of those kinds.
+fn assert_no_row_written(
+    before: &[(String, i64)],
+    after: &[(String, i64)],
+    writes_of_a_read: i64,
+    (updates, selects): (i64, i64),
+    what: &str,
+) {
+    let d = |name: &str| delta(before, after, name);
+    assert_eq!(d("HANDLER_UPDATE"), 0, "{what}: a row was updated");
     assert_eq!(
-        delta(&baseline, &after, "HANDLER_UPDATE"),
-        0,
-        "a row was updated"
-    );
-    assert_eq!(
-        delta(&baseline, &after, "HANDLER_WRITE"),
+        d("HANDLER_WRITE"),
         writes_of_a_read,
-        "a row was written"
+        "{what}: a row was written"
     );
-    assert_eq!(
-        delta(&baseline, &after, "COM_UPDATE"),
-        1,
-        "one UPDATE statement"
-    );
-    assert_eq!(
-        delta(&baseline, &after, "COM_INSERT"),
-        0,
-        "no INSERT statement"
-    );
+    assert_eq!(d("COM_INSERT"), 0, "{what}: an INSERT statement");
+    assert_eq!(d("COM_UPDATE"), updates, "{what}: UPDATE statements");
+    assert_eq!(d("COM_SELECT"), selects, "{what}: SELECT statements");
+}
+
+/// A fire claim that does not claim (claimed elsewhere, held, too early) is one `SELECT` and
+/// updates or inserts no row.
+#[tokio::test]
+async fn a_fire_claim_that_does_not_claim_is_one_select_that_writes_nothing() {
+    use shedlock_core::{Fire, FireClaim};
+    let Some(url) = testing::mysql_url() else {
+        return;
+    };
+    let (single, provider, table) = on_one_connection(&url).await;
+    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
+        .fetch_one(&single)
+        .await
+        .unwrap();
+    let at = now.and_utc() - chrono::Duration::seconds(1);
+    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let later = Fire::new(
+        at + chrono::Duration::days(1),
+        at + chrono::Duration::days(2),
+    )
+    .unwrap();
+    let claimed = provider.claim_fire("fired", &fire, MIN, "a").await.unwrap();
+    let claimed = claimed.claimed().expect("the first claim wins").clone();
+    assert!(provider.release(&claimed, Duration::ZERO).await.unwrap());
+    let held = provider.acquire("held", MIN, "a").await.unwrap().unwrap();
+    let first = session_counters(&single).await;
+    let baseline = session_counters(&single).await;
+    let writes_of_a_read = delta(&first, &baseline, "HANDLER_WRITE");
+    for (name, fire) in [("fired", fire), ("fired", later), ("held", fire)] {
+        let before = session_counters(&single).await;
+        let reply = provider.claim_fire(name, &fire, MIN, "b").await.unwrap();
+        assert!(
+            matches!(
+                reply,
+                FireClaim::ClaimedElsewhere { .. }
+                    | FireClaim::TooEarly { .. }
+                    | FireClaim::Held { .. }
+            ),
+            "{reply:?}"
+        );
+        let after = session_counters(&single).await;
+        // The look, and the counters' own SELECT.
+        let what = format!("{reply:?}");
+        assert_no_row_written(&before, &after, writes_of_a_read, (0, 2), &what);
+    }
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
     drop_table(&single, &table).await;
 }
