@@ -182,6 +182,19 @@ pub(crate) trait Dialect: Database + Sized {
     /// What follows the column list of our DDL.
     const TABLE_OPTIONS: &'static str = "";
 
+    /// The database's "now" in UTC, as the statements read it.
+    const NOW: &'static str;
+    /// What precedes a statement to pin its session (MySQL's time zone); usually nothing.
+    const PIN: &'static str = "";
+    /// What follows `SELECT` / `UPDATE` (MySQL's optimizer hint); usually nothing.
+    const HINT: &'static str = "";
+    /// A `NULL` of the token's type.
+    const NULL_TOKEN: &'static str;
+    /// A `NULL` of a time column's type.
+    const NULL_TIME: &'static str;
+    /// The `n`th parameter (1-based) of a statement written for any dialect.
+    fn param(n: usize) -> String;
+
     /// A duration as the statements take it.
     fn span(d: Duration) -> Self::Span;
 

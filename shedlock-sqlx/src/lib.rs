@@ -111,7 +111,8 @@
 //! `unlock` frees an acquisition only if the row still has the owner, `locked_at` and (where
 //! the table has one) token it was listed with, in one conditional `UPDATE`, and `force_unlock`
 //! frees whoever holds it. Freeing sets `lock_until` to the database's now and nothing else. A
-//! `last_fire` column is listed where the table has it; Java ShedLock's four-column table works.
+//! `last_fire` column is listed where the table has it (found with the rest of the table's
+//! layout, once); Java ShedLock's four-column table works.
 //!
 //! # Feature flags
 //!

@@ -290,6 +290,16 @@ impl Dialect for MySql {
         }
     }
 
+    const NOW: &'static str = NOW;
+    const PIN: &'static str = PIN;
+    const HINT: &'static str = HINT;
+    const NULL_TOKEN: &'static str = "CAST(NULL AS SIGNED)";
+    const NULL_TIME: &'static str = "CAST(NULL AS DATETIME(3))";
+    /// In order: `?`.
+    fn param(_: usize) -> String {
+        "?".to_owned()
+    }
+
     /// ShedLock's millisecond precision; the explicit default stops MySQL's implicit
     /// `DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on a first `TIMESTAMP` column.
     const TIME_COLUMN: &'static str = "TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)";

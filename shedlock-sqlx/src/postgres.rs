@@ -230,6 +230,13 @@ impl Dialect for Postgres {
         }
     }
 
+    const NOW: &'static str = NOW;
+    const NULL_TOKEN: &'static str = "NULL::bigint";
+    const NULL_TIME: &'static str = "NULL::timestamp";
+    fn param(n: usize) -> String {
+        format!("${n}")
+    }
+
     /// UTC wall-clock times without a time zone, as Java ShedLock writes them.
     const TIME_COLUMN: &'static str = "TIMESTAMP NOT NULL";
     /// The default lets Java's four-column `INSERT`s work.

@@ -200,6 +200,13 @@ impl Dialect for Sqlite {
         }
     }
 
+    const NOW: &'static str = NOW;
+    const NULL_TOKEN: &'static str = "NULL";
+    const NULL_TIME: &'static str = "NULL";
+    fn param(n: usize) -> String {
+        format!("?{n}")
+    }
+
     /// UTC text, `YYYY-MM-DD HH:MM:SS.SSS`, what SQLite's own date functions produce.
     const TIME_COLUMN: &'static str = "TEXT NOT NULL";
     const TOKEN_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";

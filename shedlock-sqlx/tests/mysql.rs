@@ -14,36 +14,9 @@ use shedlock_sqlx::{MySqlLockProvider, testing};
 
 const MIN: Duration = Duration::from_mins(1);
 
-async fn pool(url: &str) -> MySqlPool {
-    MySqlLockProvider::pool_options()
-        .connect(url)
-        .await
-        .expect("connect to MySQL/MariaDB")
-}
-
-/// A provider on a fresh table of our DDL.
-async fn fresh(url: &str) -> (MySqlLockProvider, String) {
-    let table = testing::unique_table_name("shedlock_my");
-    let provider = MySqlLockProvider::builder(pool(url).await)
-        .table(&table)
-        .build()
-        .expect("valid settings");
-    provider
-        .create_table_if_not_exists()
-        .await
-        .expect("create table");
-    (provider, table)
-}
-
-async fn drop_table(pool: &MySqlPool, table: &str) {
-    pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
-        .await
-        .expect("drop table");
-}
-
 common::suite::server_store! {
     /// MySQL/MariaDB for the shared cases.
-    My(MySqlLockProvider), url: testing::mysql_url, tables: "shedlock_my_suite",
+    My(MySqlLockProvider), url: testing::mysql_url, pool: MySqlPool, tables: "shedlock_my_suite",
     migrations: "mysql"
 }
 
@@ -132,20 +105,7 @@ async fn session_time_zones_change_nothing() {
     );
 
     // A short lock expires by the server's clock for both.
-    assert!(east.release(&record, Duration::ZERO).await.unwrap());
-    let short = west
-        .acquire("tz", Duration::from_millis(300), "west")
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(east.acquire("tz", MIN, "east").await.unwrap().is_none());
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            east.acquire("tz", MIN, "east").await.unwrap().is_some()
-        })
-        .await,
-        "{short} never expired for the other zone"
-    );
+    common::a_short_lock_expires_for_both(&west, &east, &record).await;
     drop_table(direct.pool(), &table).await;
 }
 
@@ -173,10 +133,33 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
     };
-    let table = testing::unique_table_name("shedlock_my_nowrite");
+    let (single, provider, table) = on_one_connection(&url).await;
+    let held = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
+    let counters = || session_counters(&single);
+    let first = counters().await;
+    let baseline = counters().await;
+    assert!(provider.acquire("job", MIN, "b").await.unwrap().is_none());
+    let after = counters().await;
+    let writes_of_a_read = delta(&first, &baseline, "HANDLER_WRITE");
+    // One UPDATE, and the counters' own SELECT.
+    assert_no_row_written(
+        &baseline,
+        &after,
+        writes_of_a_read,
+        (1, 1),
+        "a held acquire",
+    );
+    assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+    drop_table(&single, &table).await;
+}
+
+/// A pool of one connection (whose session counters are the provider's), and a provider on a
+/// fresh table over it; the table's name.
+async fn on_one_connection(url: &str) -> (MySqlPool, MySqlLockProvider, String) {
+    let table = testing::unique_table_name("shedlock_my_single");
     let single = MySqlLockProvider::pool_options()
         .max_connections(1)
-        .connect(&url)
+        .connect(url)
         .await
         .unwrap();
     let provider = MySqlLockProvider::builder(single.clone())
@@ -184,114 +167,105 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
         .build()
         .unwrap();
     provider.create_table_if_not_exists().await.unwrap();
-    let held = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    // The session's handler counters of the pool's one connection: rows updated and rows
-    // written (reading them writes a temporary table, so writes are compared to a baseline).
-    let counters = || async {
-        sqlx::query_as::<_, (String, String)>(
-            "SELECT CAST(VARIABLE_NAME AS CHAR), CAST(VARIABLE_VALUE AS CHAR) \
-             FROM information_schema.SESSION_STATUS \
-             WHERE VARIABLE_NAME IN ('HANDLER_UPDATE', 'HANDLER_WRITE', 'COM_UPDATE', \
-             'COM_INSERT') ORDER BY VARIABLE_NAME",
-        )
-        .fetch_all(&single)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(name, value)| (name, value.parse::<i64>().unwrap()))
-        .collect::<Vec<_>>()
-    };
-    let delta = |a: &[(String, i64)], b: &[(String, i64)], name: &str| {
-        let get = |v: &[(String, i64)]| v.iter().find(|(n, _)| n == name).unwrap().1;
-        get(b) - get(a)
-    };
-    let first = counters().await;
-    let baseline = counters().await;
-    assert!(provider.acquire("job", MIN, "b").await.unwrap().is_none());
-    let after = counters().await;
-    let writes_of_a_read = delta(&first, &baseline, "HANDLER_WRITE");
+    (single, provider, table)
+}
+
+/// The session's handler and statement counters of `single`'s one connection: rows updated,
+/// rows written (reading them writes a temporary table, so writes are compared to a baseline),
+/// and statements run.
+async fn session_counters(single: &MySqlPool) -> Vec<(String, i64)> {
+    sqlx::query_as::<_, (String, String)>(
+        "SELECT CAST(VARIABLE_NAME AS CHAR), CAST(VARIABLE_VALUE AS CHAR) \
+         FROM information_schema.SESSION_STATUS \
+         WHERE VARIABLE_NAME IN ('HANDLER_UPDATE', 'HANDLER_WRITE', 'COM_UPDATE', \
+         'COM_INSERT', 'COM_SELECT') ORDER BY VARIABLE_NAME",
+    )
+    .fetch_all(single)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(name, value)| (name, value.parse::<i64>().unwrap()))
+    .collect()
+}
+
+/// How much the counter `name` grew from `a` to `b`.
+fn delta(a: &[(String, i64)], b: &[(String, i64)], name: &str) -> i64 {
+    let get = |v: &[(String, i64)]| v.iter().find(|(n, _)| n == name).unwrap().1;
+    get(b) - get(a)
+}
+
+/// Between the counters `before` and `after`: no row updated, no row written beyond what the
+/// counters' own read writes, no INSERT, and `(updates, selects)` statements of those kinds.
+fn assert_no_row_written(
+    before: &[(String, i64)],
+    after: &[(String, i64)],
+    writes_of_a_read: i64,
+    (updates, selects): (i64, i64),
+    what: &str,
+) {
+    let d = |name: &str| delta(before, after, name);
+    assert_eq!(d("HANDLER_UPDATE"), 0, "{what}: a row was updated");
     assert_eq!(
-        delta(&baseline, &after, "HANDLER_UPDATE"),
-        0,
-        "a row was updated"
-    );
-    assert_eq!(
-        delta(&baseline, &after, "HANDLER_WRITE"),
+        d("HANDLER_WRITE"),
         writes_of_a_read,
-        "a row was written"
+        "{what}: a row was written"
     );
-    assert_eq!(
-        delta(&baseline, &after, "COM_UPDATE"),
-        1,
-        "one UPDATE statement"
-    );
-    assert_eq!(
-        delta(&baseline, &after, "COM_INSERT"),
-        0,
-        "no INSERT statement"
-    );
+    assert_eq!(d("COM_INSERT"), 0, "{what}: an INSERT statement");
+    assert_eq!(d("COM_UPDATE"), updates, "{what}: UPDATE statements");
+    assert_eq!(d("COM_SELECT"), selects, "{what}: SELECT statements");
+}
+
+/// A fire claim that does not claim (claimed elsewhere, held, too early) is one `SELECT` and
+/// updates or inserts no row.
+#[tokio::test]
+async fn a_fire_claim_that_does_not_claim_is_one_select_that_writes_nothing() {
+    use shedlock_core::{Fire, FireClaim};
+    let Some(url) = testing::mysql_url() else {
+        return;
+    };
+    let (single, provider, table) = on_one_connection(&url).await;
+    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT UTC_TIMESTAMP(3)")
+        .fetch_one(&single)
+        .await
+        .unwrap();
+    let at = now.and_utc() - chrono::Duration::seconds(1);
+    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let later = Fire::new(
+        at + chrono::Duration::days(1),
+        at + chrono::Duration::days(2),
+    )
+    .unwrap();
+    let claimed = provider.claim_fire("fired", &fire, MIN, "a").await.unwrap();
+    let claimed = claimed.claimed().expect("the first claim wins").clone();
+    assert!(provider.release(&claimed, Duration::ZERO).await.unwrap());
+    let held = provider.acquire("held", MIN, "a").await.unwrap().unwrap();
+    let first = session_counters(&single).await;
+    let baseline = session_counters(&single).await;
+    let writes_of_a_read = delta(&first, &baseline, "HANDLER_WRITE");
+    for (name, fire) in [("fired", fire), ("fired", later), ("held", fire)] {
+        let before = session_counters(&single).await;
+        let reply = provider.claim_fire(name, &fire, MIN, "b").await.unwrap();
+        assert!(
+            matches!(
+                reply,
+                FireClaim::ClaimedElsewhere { .. }
+                    | FireClaim::TooEarly { .. }
+                    | FireClaim::Held { .. }
+            ),
+            "{reply:?}"
+        );
+        let after = session_counters(&single).await;
+        // The look, and the counters' own SELECT.
+        let what = format!("{reply:?}");
+        assert_no_row_written(&before, &after, writes_of_a_read, (0, 2), &what);
+    }
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
     drop_table(&single, &table).await;
 }
 
-#[tokio::test]
-async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    provider
-        .pool()
-        .execute(sqlx::AssertSqlSafe(format!("DELETE FROM {table}")))
-        .await
-        .unwrap();
-    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
-    assert!(
-        second.fencing_token() > first.fencing_token(),
-        "{second} after {first}: the sequence must not restart"
-    );
-    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
-    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn locks_work_while_the_apps_own_pool_is_exhausted() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let table = testing::unique_table_name("shedlock_my_app");
-    // The application's pool, all of whose connections its jobs will hold.
-    let app = MySqlPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_millis(200))
-        .connect(&url)
-        .await
-        .unwrap();
-    // The provider as the README builds it: a pool of its own (`connect` = `pool_options()`,
-    // here with a table of this test's own).
-    let provider = MySqlLockProvider::builder(pool(&url).await)
-        .table(&table)
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    let on_app = MySqlLockProvider::builder(app.clone())
-        .table(&table)
-        .call_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    common::locks_work_while_the_app_pool_is_exhausted(&app, provider.clone(), on_app).await;
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn wrong_column_types_are_schema_errors() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let pool = pool(&url).await;
-    let cases = [
+/// Tables that do not fit (columns, lengths, keys) and what the schema error says for each.
+fn wrong_tables() -> Vec<(&'static str, &'static str)> {
+    vec![
         (
             "name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP NOT NULL DEFAULT \
              CURRENT_TIMESTAMP, locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), \
@@ -328,47 +302,13 @@ async fn wrong_column_types_are_schema_errors() {
              locked_by VARCHAR(255) NOT NULL",
             "holds 32 characters but max_name_len is 64",
         ),
-    ];
-    for (columns, expected) in cases {
-        let table = testing::unique_table_name("shedlock_my_bad");
-        pool.execute(sqlx::AssertSqlSafe(format!(
-            "CREATE TABLE {table} ({columns})"
-        )))
-        .await
-        .unwrap();
-        let provider = MySqlLockProvider::builder(pool.clone())
-            .table(&table)
-            .build()
-            .unwrap();
-        let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-        assert!(err.is_schema(), "{err}");
-        assert!(err.to_string().contains(expected), "{err}");
-        drop_table(&pool, &table).await;
-    }
-}
-
-#[tokio::test]
-async fn odd_names_are_bound_never_spliced_and_compare_exactly() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    for name in common::odd_names() {
-        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
-        let holder = provider.holder(&name).await.unwrap().unwrap();
-        assert_eq!(holder.name(), name);
-        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    }
-    for name in common::invalid_names() {
-        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
-        assert!(err.is_invalid_config(), "{name:?}: {err}");
-    }
-    // Binary collation: names differing in case or accents are different locks.
-    let upper = provider.acquire("Report", MIN, "a").await.unwrap();
-    let lower = provider.acquire("report", MIN, "b").await.unwrap();
-    let accent = provider.acquire("répört", MIN, "c").await.unwrap();
-    assert!(upper.is_some() && lower.is_some() && accent.is_some());
-    drop_table(provider.pool(), &table).await;
+        (
+            "name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3) NOT NULL DEFAULT \
+             CURRENT_TIMESTAMP(3), locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), \
+             locked_by VARCHAR(255) NOT NULL, last_fire TIMESTAMP NULL DEFAULT NULL",
+            "last_fire is timestamp(0), which drops milliseconds",
+        ),
+    ]
 }
 
 #[tokio::test]
@@ -413,136 +353,4 @@ async fn schema_qualified_tables_and_custom_columns_work() {
     );
     assert!(provider.release(&extended, Duration::ZERO).await.unwrap());
     drop_table(&pool, &format!("`{table}`")).await;
-}
-
-#[tokio::test]
-async fn owner_ids_longer_than_the_column_are_rejected() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (provider, table) = fresh(&url).await;
-    let err = provider
-        .acquire("job", MIN, &"o".repeat(256))
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_config(), "{err}");
-    drop_table(provider.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (direct, table) = fresh(&url).await;
-    let proxy = common::Proxy::start(common::url_addr(&url)).await;
-    let pool = MySqlLockProvider::pool_options()
-        .max_connections(1)
-        .min_connections(0)
-        .connect(&common::url_via(&url, proxy.addr))
-        .await
-        .unwrap();
-    let timeout = Duration::from_millis(500);
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(&table)
-        .call_timeout(timeout)
-        .build()
-        .unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    assert!(common::eventually(Duration::from_secs(5), || async { pool.num_idle() == 1 }).await);
-
-    proxy.blackhole();
-    let started = tokio::time::Instant::now();
-    let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-    assert!(err.is_timeout(), "{err}");
-    assert!(
-        started.elapsed() < timeout * 3,
-        "took {:?}",
-        started.elapsed()
-    );
-    assert_eq!(
-        pool.size(),
-        0,
-        "the timed-out connection went back to the pool"
-    );
-
-    proxy.heal();
-    assert!(
-        common::eventually(Duration::from_secs(10), || async {
-            provider
-                .release(&record, Duration::ZERO)
-                .await
-                .is_ok_and(|released| released)
-        })
-        .await,
-        "the provider did not recover"
-    );
-    assert!(
-        provider
-            .acquire("job", MIN, "other")
-            .await
-            .unwrap()
-            .is_some()
-    );
-    drop_table(direct.pool(), &table).await;
-}
-
-#[tokio::test]
-async fn an_unresponsive_server_fails_within_the_timeout() {
-    let addr = common::silent_server().await;
-    let pool = MySqlLockProvider::pool_options()
-        .min_connections(0)
-        .connect_lazy(&format!("mysql://nobody@{addr}/none"))
-        .unwrap();
-    let provider = MySqlLockProvider::builder(pool)
-        .call_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    let started = tokio::time::Instant::now();
-    let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-    assert!(err.is_timeout(), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
-    );
-}
-
-#[tokio::test]
-async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
-    let Some(url) = testing::mysql_url() else {
-        return;
-    };
-    let (direct, table) = fresh(&url).await;
-    let proxy = common::Proxy::start(common::url_addr(&url)).await;
-    for (test_before_acquire, expected) in [(false, 1), (true, 2)] {
-        let pool = MySqlLockProvider::pool_options()
-            .max_connections(1)
-            .test_before_acquire(test_before_acquire)
-            .connect(&common::url_via(&url, proxy.addr))
-            .await
-            .unwrap();
-        let provider = MySqlLockProvider::builder(pool.clone())
-            .table(&table)
-            .build()
-            .unwrap();
-        let held = provider.acquire("rt", MIN, "a").await.unwrap().unwrap();
-        assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none()); // statement prepared
-        let idle = || async { pool.num_idle() == 1 };
-        assert!(common::eventually(Duration::from_secs(5), idle).await);
-        let before = proxy.requests();
-        assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none());
-        // Read before yielding: sqlx's check of the returned connection has not started yet
-        // (this test runs on a single-threaded runtime).
-        let on_path = proxy.requests() - before;
-        assert!(common::eventually(Duration::from_secs(5), idle).await);
-        let in_background = proxy.requests() - before - on_path;
-        assert_eq!(
-            on_path, expected,
-            "test_before_acquire({test_before_acquire})"
-        );
-        assert_eq!(in_background, 1, "sqlx pings the connection it takes back");
-        assert!(provider.release(&held, Duration::ZERO).await.unwrap());
-    }
-    drop_table(direct.pool(), &table).await;
 }

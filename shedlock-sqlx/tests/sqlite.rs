@@ -93,6 +93,10 @@ impl common::suite::Store for Db {
         shedlock_sqlx::testing::unique_table_name("shedlock")
     }
 
+    fn wrong_tables() -> Vec<(&'static str, &'static str)> {
+        wrong_tables()
+    }
+
     fn java_ddl(table: &str) -> String {
         format!(
             "CREATE TABLE {table}(name VARCHAR(64) NOT NULL PRIMARY KEY, \
@@ -136,43 +140,6 @@ async fn a_held_lock_writes_nothing() {
     assert_eq!(changes().await, before, "a skipped acquire changed a row");
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
     assert_eq!(changes().await, before + 1);
-}
-
-#[tokio::test]
-async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
-    let db = Db::new();
-    let provider = db.provider().await;
-    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
-    provider
-        .pool()
-        .execute("DELETE FROM shedlock")
-        .await
-        .unwrap();
-    // The documented precondition: the row comes back in a later millisecond of SQLite's clock
-    // than the last acquisition (within one millisecond the clock cannot order the two).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let now: String = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-            .fetch_one(provider.pool())
-            .await
-            .unwrap();
-        let now = chrono::NaiveDateTime::parse_from_str(&now, "%Y-%m-%d %H:%M:%S%.3f").unwrap();
-        if now.and_utc() > first.locked_at() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "SQLite's clock stood still"
-        );
-        tokio::task::yield_now().await;
-    }
-    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
-    assert!(
-        second.fencing_token() > first.fencing_token(),
-        "{second} after {first}: the sequence must not restart"
-    );
-    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
-    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -233,11 +200,9 @@ async fn a_locked_database_ends_the_call_at_the_busy_or_the_call_timeout() {
     assert!(provider.acquire("busy", MIN, "me").await.unwrap().is_some());
 }
 
-#[tokio::test]
-async fn wrong_columns_are_schema_errors() {
-    let db = Db::new();
-    let pool = db.pool(2).await;
-    let cases = [
+/// Tables that do not fit (columns, lengths, keys) and what the schema error says for each.
+fn wrong_tables() -> Vec<(&'static str, &'static str)> {
+    vec![
         (
             "name TEXT PRIMARY KEY, lock_until INTEGER NOT NULL, locked_at TEXT NOT NULL, \
              locked_by TEXT NOT NULL",
@@ -257,43 +222,12 @@ async fn wrong_columns_are_schema_errors() {
              locked_by TEXT NOT NULL, fencing_token TEXT",
             "fencing_token is TEXT, expected INTEGER",
         ),
-    ];
-    for (i, (columns, expected)) in cases.into_iter().enumerate() {
-        let table = format!("bad_{i}");
-        pool.execute(sqlx::AssertSqlSafe(format!(
-            "CREATE TABLE {table} ({columns})"
-        )))
-        .await
-        .unwrap();
-        let provider = SqliteLockProvider::builder(pool.clone())
-            .table(&table)
-            .build()
-            .unwrap();
-        let err = provider.acquire("job", MIN, "me").await.unwrap_err();
-        assert!(err.is_schema(), "{err}");
-        assert!(err.to_string().contains(expected), "{err}");
-    }
-}
-
-#[tokio::test]
-async fn odd_names_are_bound_never_spliced() {
-    let db = Db::new();
-    let provider = db.provider().await;
-    for name in common::odd_names() {
-        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
-        let holder = provider.holder(&name).await.unwrap().unwrap();
-        assert_eq!(holder.name(), name);
-        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    }
-    for name in common::invalid_names() {
-        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
-        assert!(err.is_invalid_config(), "{name:?}: {err}");
-    }
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM shedlock")
-        .fetch_one(provider.pool())
-        .await
-        .unwrap();
-    assert_eq!(rows, i64::try_from(common::odd_names().len()).unwrap());
+        (
+            "name TEXT PRIMARY KEY, lock_until TEXT NOT NULL, locked_at TEXT NOT NULL, \
+             locked_by TEXT NOT NULL, last_fire INTEGER",
+            "column last_fire is INTEGER, expected text",
+        ),
+    ]
 }
 
 #[tokio::test]

@@ -67,7 +67,7 @@ const RETRY_FLOOR: Duration = Duration::from_millis(50);
 ///   `missed` (by this replica: another may have run it).
 /// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
 ///   apart.
-/// - On a store without fire claims (in this version the SQL stores and etcd; a custom store
+/// - On a store without fire claims (in this version etcd and a SQL table without `last_fire`; a custom store
 ///   without [`claim_fire`](crate::LockProvider::claim_fire)), jobs fall back to plain locks with their `at_least`, with one warning at
 ///   start (and one per job whose `at_least` is 0: replicas whose clocks differ may then each
 ///   run a fire). Java services never record fires: a job shared by a Java and a Rust service

@@ -171,6 +171,30 @@ where
     }
 }
 
+/// `record` (held by `east`'s zone) is released; a 300 ms lock that `west` takes then refuses
+/// `east` and expires for it by the server's clock (polled with a deadline).
+pub(crate) async fn a_short_lock_expires_for_both(
+    west: &impl shedlock_core::LockProvider,
+    east: &impl shedlock_core::LockProvider,
+    record: &shedlock_core::LockRecord,
+) {
+    const MIN: Duration = Duration::from_mins(1);
+    assert!(east.release(record, Duration::ZERO).await.unwrap());
+    let short = west
+        .acquire("tz", Duration::from_millis(300), "west")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(east.acquire("tz", MIN, "east").await.unwrap().is_none());
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            east.acquire("tz", MIN, "east").await.unwrap().is_some()
+        })
+        .await,
+        "{short} never expired for the other zone"
+    );
+}
+
 /// Lock names that must work or be rejected as invalid input, never reach SQL as text.
 pub(crate) fn odd_names() -> Vec<String> {
     vec![

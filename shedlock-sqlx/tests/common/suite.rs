@@ -18,7 +18,7 @@ const MIN: Duration = Duration::from_mins(1);
 
 /// One database the cases run on: where tables go, and how to make them.
 pub(crate) trait Store: Sized {
-    type Provider: LockProvider + Clone + 'static;
+    type Provider: LockProvider + shedlock_core::LockAdmin + Clone + 'static;
 
     /// The database, or `None` (after a skip notice) when it is not configured.
     async fn open() -> Option<Self>;
@@ -38,6 +38,8 @@ pub(crate) trait Store: Sized {
     fn table_name(&self) -> String;
     /// Java ShedLock's DDL for this database (no token column) for `table`.
     fn java_ddl(table: &str) -> String;
+    /// Column lists of tables that do not fit, each with what the schema error must say.
+    fn wrong_tables() -> Vec<(&'static str, &'static str)>;
     /// Runs `sql` on a connection of the database.
     async fn execute(&self, sql: String);
     /// Drops `table`.
@@ -353,6 +355,85 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
     assert!(err.is_missing_table(), "{err}");
 }
 
+/// A row deleted by hand comes back at the next acquire, with a token above the deleted row's
+/// (the sequence restarts from the database's clock), and the old holder cannot release it.
+pub(crate) async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    let first = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
+    db.execute(format!("DELETE FROM {table}")).await;
+    // The documented precondition: the row comes back in a later tick of the database's clock
+    // than the last acquisition (SQLite's and MySQL's tick is a millisecond).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while store_now(&provider).await <= first.locked_at() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the database's clock stood still"
+        );
+        tokio::task::yield_now().await;
+    }
+    let second = provider.acquire("job", MIN, "b").await.unwrap().unwrap();
+    assert!(
+        second.fencing_token() > first.fencing_token(),
+        "{second} after {first}: the sequence must not restart"
+    );
+    // The old holder cannot release the new holder's lock.
+    assert!(!provider.release(&first, Duration::ZERO).await.unwrap());
+    assert!(provider.acquire("job", MIN, "c").await.unwrap().is_none());
+    db.drop_table(&table).await;
+}
+
+/// A table whose columns do not fit (types, lengths, keys, missing columns; `last_fire` of
+/// the wrong type too) is a schema error that says what is wrong, on the first call.
+pub(crate) async fn tables_that_do_not_fit_are_schema_errors<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    for (columns, expected) in S::wrong_tables() {
+        let table = db.table_name();
+        db.execute(format!("CREATE TABLE {table} ({columns})"))
+            .await;
+        let provider = db.on_table(&table).await;
+        let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+        assert!(err.is_schema(), "{err}");
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+        db.drop_table(&table).await;
+    }
+}
+
+/// Names with quotes, backslashes, placeholders and Unicode are bound, never spliced: each is
+/// its own lock, listed under its own name; invalid names are refused before any SQL; names
+/// that differ only in case or accents are different locks.
+pub(crate) async fn odd_names_are_bound_never_spliced_and_compare_exactly<S: Store>() {
+    use shedlock_core::LockAdmin as _;
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    for name in super::odd_names() {
+        let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
+        let holder = provider.holder(&name).await.unwrap().unwrap();
+        assert_eq!(holder.name(), name);
+        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    }
+    for name in super::invalid_names() {
+        let err = provider.acquire(&name, MIN, "me").await.unwrap_err();
+        assert!(err.is_invalid_config(), "{name:?}: {err}");
+    }
+    let mut listed: Vec<String> = provider
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.record().name().to_owned())
+        .collect();
+    let mut expected = super::odd_names();
+    listed.sort();
+    expected.sort();
+    assert_eq!(listed, expected, "one row per odd name, nothing else");
+    let upper = provider.acquire("Report", MIN, "a").await.unwrap();
+    let lower = provider.acquire("report", MIN, "b").await.unwrap();
+    let accent = provider.acquire("répört", MIN, "c").await.unwrap();
+    assert!(upper.is_some() && lower.is_some() && accent.is_some());
+    db.drop_table(&table).await;
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
 macro_rules! store_suite {
     ($store:ty) => {
@@ -365,6 +446,9 @@ macro_rules! store_suite {
             a_missing_table_names_the_table_and_the_ddl,
             a_table_upgraded_by_migration_0002_claims_fires,
             providers_on_separate_pools_race_for_a_fire_and_exactly_one_claims,
+            a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing,
+            tables_that_do_not_fit_are_schema_errors,
+            odd_names_are_bound_never_spliced_and_compare_exactly,
         );
     };
     ($store:ty; $($case:ident,)*) => {
@@ -379,14 +463,46 @@ macro_rules! store_suite {
 
 pub(crate) use store_suite;
 
-/// The [`Store`] of a database server reached through a URL, for a test file that defines
-/// `pool(url)`, `fresh(url)`, `drop_table(pool, table)` and `java_ddl(table)`; then the cases.
+/// The [`Store`] of a database server reached through a URL, with the file's helpers `pool(url)`,
+/// `fresh(url)` and `drop_table(pool, table)`, for a test file that defines `java_ddl(table)` and
+/// `wrong_tables()`; then the cases.
 macro_rules! server_store {
     (
         $(#[$doc:meta])*
-        $store:ident($provider:ident), url: $url:path, tables: $tables:literal,
+        $store:ident($provider:ident), url: $url:path, pool: $pool:ty, tables: $tables:literal,
         migrations: $migrations:literal
     ) => {
+        /// A pool of the provider's own options on `url`.
+        async fn pool(url: &str) -> $pool {
+            $provider::pool_options()
+                .connect(url)
+                .await
+                .expect("connect to the database")
+        }
+
+        /// A provider on a fresh table of our DDL.
+        async fn fresh(url: &str) -> ($provider, String) {
+            let table = testing::unique_table_name($tables);
+            let provider = $provider::builder(pool(url).await)
+                .table(&table)
+                .build()
+                .expect("valid settings");
+            provider
+                .create_table_if_not_exists()
+                .await
+                .expect("create table");
+            (provider, table)
+        }
+
+        async fn drop_table(pool: &$pool, table: &str) {
+            ::shedlock_sqlx::sqlx::Executor::execute(
+                pool,
+                ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")),
+            )
+            .await
+            .expect("drop table");
+        }
+
         $(#[$doc])*
         struct $store {
             url: String,
@@ -445,6 +561,10 @@ macro_rules! server_store {
                 java_ddl(table)
             }
 
+            fn wrong_tables() -> Vec<(&'static str, &'static str)> {
+                wrong_tables()
+            }
+
             async fn execute(&self, sql: String) {
                 pool(&self.url)
                     .await
@@ -459,7 +579,207 @@ macro_rules! server_store {
         }
 
         $crate::common::suite::store_suite!($store);
+        $crate::common::suite::server_cases!($provider, url: $url, scheme: $migrations);
     };
 }
 
 pub(crate) use server_store;
+
+/// The cases of a database server reached through a URL (the application's own pool beside the
+/// provider's, a proxy in front of the server, a server that never answers): `#[tokio::test]`s on
+/// a single-threaded runtime, for a test file that defines `pool(url)`, `fresh(url)` and
+/// `drop_table(pool, table)`. Instantiated by [`server_store!`].
+macro_rules! server_cases {
+    ($provider:ident, url: $url:path, scheme: $scheme:literal) => {
+        /// An owner id longer than the `locked_by` column (VARCHAR(255)) is refused before any SQL.
+        #[tokio::test]
+        async fn owner_ids_longer_than_the_column_are_rejected() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let (provider, table) = fresh(&url).await;
+            let err = provider
+                .acquire("job", MIN, &"o".repeat(256))
+                .await
+                .unwrap_err();
+            assert!(err.is_invalid_config(), "{err}");
+            drop_table(provider.pool(), &table).await;
+        }
+
+        #[tokio::test]
+        async fn locks_work_while_the_apps_own_pool_is_exhausted() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let table = testing::unique_table_name("shedlock_app");
+            // The application's pool, all of whose connections its jobs will hold.
+            let app = ::sqlx::pool::PoolOptions::new()
+                .max_connections(2)
+                .acquire_timeout(Duration::from_millis(200))
+                .connect(&url)
+                .await
+                .unwrap();
+            // The provider as the README builds it: a pool of its own (`connect` = `pool_options()`,
+            // here with a table of this test's own).
+            let provider = $provider::builder(pool(&url).await)
+                .table(&table)
+                .build()
+                .unwrap();
+            provider.create_table_if_not_exists().await.unwrap();
+            let on_app = $provider::builder(app.clone())
+                .table(&table)
+                .call_timeout(Duration::from_millis(300))
+                .build()
+                .unwrap();
+            $crate::common::locks_work_while_the_app_pool_is_exhausted(
+                &app,
+                provider.clone(),
+                on_app,
+            )
+            .await;
+            drop_table(provider.pool(), &table).await;
+        }
+
+        #[tokio::test]
+        async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let (direct, table) = fresh(&url).await;
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            // One connection, so the pool's size shows whether the frozen one went back.
+            let pool = $provider::pool_options()
+                .max_connections(1)
+                .min_connections(0)
+                .connect(&$crate::common::url_via(&url, proxy.addr))
+                .await
+                .unwrap();
+            let timeout = Duration::from_millis(500);
+            let provider = $provider::builder(pool.clone())
+                .table(&table)
+                .call_timeout(timeout)
+                .build()
+                .unwrap();
+            let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+            // sqlx pings a connection when it goes back to the pool (in the background); let that
+            // finish, or the ping itself would hang in the black hole and keep the slot.
+            assert!(
+                $crate::common::eventually(Duration::from_secs(5), || async {
+                    pool.num_idle() == 1
+                })
+                .await
+            );
+
+            proxy.blackhole();
+            let started = tokio::time::Instant::now();
+            let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            assert!(
+                started.elapsed() < timeout * 3,
+                "took {:?}",
+                started.elapsed()
+            );
+            // The frozen connection was closed, not returned: the pool holds nothing.
+            assert_eq!(
+                pool.size(),
+                0,
+                "the timed-out connection went back to the pool"
+            );
+            // New connections hang too, and still fail within the timeout.
+            let started = tokio::time::Instant::now();
+            let err = provider.acquire("other", MIN, "me").await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            assert!(
+                started.elapsed() < timeout * 3,
+                "took {:?}",
+                started.elapsed()
+            );
+
+            proxy.heal();
+            // Back to normal without any action: the release that timed out never reached the server,
+            // so the lock is still held; the holder releases it.
+            assert!(
+                $crate::common::eventually(Duration::from_secs(10), || async {
+                    provider
+                        .release(&record, Duration::ZERO)
+                        .await
+                        .is_ok_and(|released| released)
+                })
+                .await,
+                "the provider did not recover"
+            );
+            assert!(
+                provider
+                    .acquire("job", MIN, "other")
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+            drop_table(direct.pool(), &table).await;
+        }
+
+        #[tokio::test]
+        async fn an_unresponsive_server_fails_within_the_timeout() {
+            // No database needed: a listener that accepts and never answers.
+            let addr = $crate::common::silent_server().await;
+            let pool = $provider::pool_options()
+                .min_connections(0)
+                .connect_lazy(&format!("{}://nobody@{addr}/none", $scheme))
+                .unwrap();
+            let provider = $provider::builder(pool)
+                .call_timeout(Duration::from_millis(300))
+                .build()
+                .unwrap();
+            let started = tokio::time::Instant::now();
+            let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "took {:?}",
+                started.elapsed()
+            );
+        }
+
+        #[tokio::test]
+        async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
+            let Some(url) = $url() else {
+                return;
+            };
+            let (direct, table) = fresh(&url).await;
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            // Ours (no ping on checkout) and sqlx's default (ping on checkout).
+            for (test_before_acquire, expected) in [(false, 1), (true, 2)] {
+                let pool = $provider::pool_options()
+                    .max_connections(1)
+                    .test_before_acquire(test_before_acquire)
+                    .connect(&$crate::common::url_via(&url, proxy.addr))
+                    .await
+                    .unwrap();
+                let provider = $provider::builder(pool.clone())
+                    .table(&table)
+                    .build()
+                    .unwrap();
+                let held = provider.acquire("rt", MIN, "a").await.unwrap().unwrap();
+                assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none()); // statement prepared
+                let idle = || async { pool.num_idle() == 1 };
+                assert!($crate::common::eventually(Duration::from_secs(5), idle).await);
+                let before = proxy.requests();
+                assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none());
+                // Read before yielding: sqlx's check of the returned connection has not started yet
+                // (this test runs on a single-threaded runtime).
+                let on_path = proxy.requests() - before;
+                assert!($crate::common::eventually(Duration::from_secs(5), idle).await);
+                let in_background = proxy.requests() - before - on_path;
+                assert_eq!(
+                    on_path, expected,
+                    "test_before_acquire({test_before_acquire})"
+                );
+                assert_eq!(in_background, 1, "sqlx pings the connection it takes back");
+                assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+            }
+            drop_table(direct.pool(), &table).await;
+        }
+    };
+}
+
+pub(crate) use server_cases;
