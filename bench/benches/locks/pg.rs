@@ -234,8 +234,8 @@ struct PgRaw {
 impl PgRaw {
     async fn try_acquire(&mut self) -> Result<Attempt> {
         let row = sqlx::query(AssertSqlSafe(self.acquire.clone()))
-            .bind(&self.name)
             .bind(interval(AT_MOST))
+            .bind(&self.name)
             .bind(&self.owner)
             .fetch_optional(&mut *self.conn.get().await?)
             .await?;
@@ -250,8 +250,8 @@ impl PgRaw {
     async fn do_release(&mut self) -> Result<()> {
         let token = self.token.take().ok_or("release without a lock")?;
         let done = sqlx::query(AssertSqlSafe(self.release.clone()))
-            .bind(&self.name)
             .bind(interval(Duration::ZERO))
+            .bind(&self.name)
             .bind(&self.owner)
             .bind(token)
             .execute(&mut *self.conn.get().await?)

@@ -216,8 +216,8 @@ struct LiteRaw {
 impl LiteRaw {
     async fn try_acquire(&mut self) -> Result<Attempt> {
         let row = sqlx::query(AssertSqlSafe(self.acquire.clone()))
-            .bind(&self.name)
             .bind(modifier(AT_MOST))
+            .bind(&self.name)
             .bind(&self.owner)
             .fetch_optional(&mut *self.conn.get().await?)
             .await?;
@@ -232,8 +232,8 @@ impl LiteRaw {
     async fn do_release(&mut self) -> Result<()> {
         let token = self.token.take().ok_or("release without a lock")?;
         let done = sqlx::query(AssertSqlSafe(self.release.clone()))
-            .bind(&self.name)
             .bind(modifier(Duration::ZERO))
+            .bind(&self.name)
             .bind(&self.owner)
             .bind(token)
             .execute(&mut *self.conn.get().await?)
