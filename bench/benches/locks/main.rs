@@ -20,6 +20,7 @@ mod harness;
 mod mysql;
 mod pg;
 mod sink;
+mod sql;
 mod sqlite;
 mod suite;
 
@@ -29,6 +30,8 @@ use std::time::Instant;
 
 use shedlock_bench::java::{Placeholder, Section};
 use shedlock_bench::report::{self, Row};
+use shedlock_sqlx::sqlx::mysql::MySql;
+use shedlock_sqlx::sqlx::postgres::Postgres;
 
 use crate::harness::{PARTS, Plan};
 
@@ -190,18 +193,12 @@ async fn run(settings: &Settings) -> bool {
     for db in &settings.databases {
         let (part, part_ok) = match db.as_str() {
             "postgres" => {
-                let backend = pg::Pg {
-                    url: env_or("SHEDLOCK_PG_URL", DEFAULT_PG_URL),
-                    java: java_section("POSTGRES_SQL dbTime=true", Placeholder::Dollar),
-                };
-                suite::run(&backend, &plan).await
+                let url = env_or("SHEDLOCK_PG_URL", DEFAULT_PG_URL);
+                suite::run(&sql::Sql::<Postgres>::new(url, None), &plan).await
             }
             "mariadb" => {
-                let backend = mysql::MySql {
-                    url: env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL),
-                    java: java_section("MARIA_DB dbTime=true", Placeholder::Question),
-                };
-                suite::run(&backend, &plan).await
+                let url = env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL);
+                suite::run(&sql::Sql::<MySql>::new(url, None), &plan).await
             }
             "memory" => match suite::in_memory(&plan).await {
                 Ok(rows) => (rows, true),
@@ -210,7 +207,7 @@ async fn run(settings: &Settings) -> bool {
                     (Vec::new(), false)
                 }
             },
-            _ => match sqlite::Sqlite::new().await {
+            _ => match sqlite::temporary().await {
                 Ok(backend) => suite::run(&backend, &plan).await,
                 Err(e) => {
                     eprintln!("sqlite: cannot create the database: {e}");

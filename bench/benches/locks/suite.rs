@@ -3,18 +3,18 @@
 
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::{median, median_ratio};
 use shedlock_core::{LockConfig, LockProvider};
 
 use crate::harness::{
-    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, MacroRun,
-    OTHER_OWNER, Op, POOL_CYCLE, Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result,
+    AT_MOST, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_OWNER, HELD, MacroRun, OTHER_OWNER, Op,
+    POOL_CYCLE, Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result,
     SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip, Variant, contend, executor,
     interleave, latch_load, pool_pressure,
 };
 use crate::sink;
+use crate::sql::{Sql, SqlDb, closer};
 
 /// The statements a provider sent for each kind of call, captured from sqlx.
 #[derive(Debug, Clone, Default)]
@@ -82,52 +82,6 @@ impl RawRace {
     }
 }
 
-/// What each database supplies.
-#[async_trait]
-pub(crate) trait Backend: Send + Sync {
-    type Provider: LockProvider + Clone;
-
-    /// `postgres`, `mariadb`, `sqlite`.
-    fn db(&self) -> &'static str;
-
-    /// The provider as the README sets it up: `XLockProvider::connect(url)`'s dedicated pool
-    /// (`pool_options()`), on `table`.
-    async fn provider(&self, table: &str) -> Result<Self::Provider>;
-
-    /// The provider on a default sqlx pool (`XPool::connect(url)`: it pings on checkout).
-    async fn provider_on_default_pool(&self, table: &str) -> Result<Self::Provider>;
-
-    /// The provider on `pool_options().max_connections(size)`, and a gauge of that pool.
-    async fn provider_on_pool_of(&self, table: &str, size: u32) -> Result<(Self::Provider, Gauge)>;
-
-    /// A future closing the provider's pool.
-    fn closer(&self, provider: &Self::Provider) -> CloseFuture;
-
-    async fn create_table(&self, provider: &Self::Provider) -> Result<()>;
-
-    async fn drop_table(&self, table: &str) -> Result<()>;
-
-    /// The raw floor on `table`, from the captured statements.
-    async fn floor(&self, table: &str, sql: &Captured) -> Result<Floor>;
-
-    /// The provider's statements run raw, each on a connection checked out of `provider`'s
-    /// pool for it (no provider code): separates the pool's cost from the provider's.
-    fn pool_raw(&self, provider: &Self::Provider, sql: &Captured) -> Result<PoolRaw>;
-
-    /// The raw races this database runs besides the provider's.
-    fn raw_races(&self) -> Vec<RawRace>;
-
-    /// `n` raw racers for `race` on lock `name`.
-    async fn raw_racers(
-        &self,
-        race: RawRace,
-        table: &str,
-        name: &str,
-        sql: &Captured,
-        n: usize,
-    ) -> Result<Vec<Box<dyn Racer>>>;
-}
-
 fn table_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -137,8 +91,8 @@ fn table_name() -> String {
 
 /// Runs every part against one database; a part that fails is reported on stderr and leaves
 /// its rows out. Returns the rows and whether everything ran.
-pub(crate) async fn run<B: Backend>(backend: &B, plan: &Plan) -> (Vec<Row>, bool) {
-    let db = backend.db();
+pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, bool) {
+    let db = D::DB;
     let table = table_name();
     let mut rows = Vec::new();
     let setup = async {
@@ -226,7 +180,7 @@ pub(crate) async fn run<B: Backend>(backend: &B, plan: &Plan) -> (Vec<Row>, bool
         });
         stage("latch", part, t).await;
     }
-    backend.closer(&provider).await;
+    closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
     }
@@ -306,10 +260,10 @@ const CYCLE_FLOOR_B2B: &str = "back to back: cycle statements raw (floor)";
 const CYCLE_PROVIDER_B2B: &str = "back to back: cycle through provider";
 
 /// The interleaved uncontended variants; also returns the floor cycle's median (µs).
-async fn uncontended<B: Backend>(
-    backend: &B,
+async fn uncontended<D: SqlDb>(
+    backend: &Sql<D>,
     table: &str,
-    provider: &B::Provider,
+    provider: &D::Provider,
     captured: &Captured,
     plan: &Plan,
 ) -> Result<(Vec<Row>, Option<f64>)> {
@@ -321,8 +275,8 @@ async fn uncontended<B: Backend>(
             .ok_or("floor lock not free")?;
         provider.release(&record, Duration::ZERO).await?;
     }
-    let floor = backend.floor(table, captured).await?;
-    let floor_b2b = backend.floor(table, captured).await?;
+    let floor = backend.floor(captured).await?;
+    let floor_b2b = backend.floor(captured).await?;
     // Back to back on a provider of its own: bursts grow a pool, which would change what the
     // paced variants measure.
     let provider_b2b = backend.provider(table).await?;
@@ -332,7 +286,7 @@ async fn uncontended<B: Backend>(
         .iter()
         .map(|v| v.metric.clone())
         .collect();
-    let pool_raw = backend.pool_raw(provider, captured)?;
+    let pool_raw = Sql::<D>::pool_raw(provider, captured)?;
     let mut variants = library_variants(floor, provider, &on_default)?;
     variants.extend([
         Variant::boxed(SKIP_POOL, pool_raw.skip),
@@ -377,39 +331,30 @@ async fn uncontended<B: Backend>(
     for v in variants {
         v.op.close().await;
     }
-    backend.closer(&on_default).await;
-    backend.closer(&provider_b2b).await;
+    closer::<D>(&on_default).await;
+    closer::<D>(&provider_b2b).await;
     let s = Samples {
         metrics,
         values: measured?,
     };
     Ok((
-        uncontended_rows(backend.db(), &s, captured, &extra_names),
+        uncontended_rows(D::DB, &s, captured, &extra_names),
         median(s.of(CYCLE_FLOOR)),
     ))
 }
 
-/// The floor, then every way through the library.
-fn library_variants<P: LockProvider + Clone>(
-    floor: Floor,
+/// The six ways through the library every store measures: skip and cycle through the
+/// provider, the executor and a `#[scheduled_lock]` function.
+fn core_variants<P: LockProvider + Clone>(
     provider: &P,
-    on_default: &P,
-) -> Result<Vec<Variant>> {
-    let executor = executor(provider.clone(), "bench-executor")?;
-    let mut variants = vec![
-        Variant::boxed(SELECT1, floor.select1),
-        Variant::boxed(SKIP_FLOOR, floor.skip),
-        Variant::boxed(CYCLE_FLOOR, floor.cycle),
-    ];
-    variants.extend(floor.extra_cycles);
-    variants.extend([
-        Variant::new(
-            SKIP_PROVIDER,
-            ProviderSkip {
-                provider: provider.clone(),
-                owner: "bench-provider".into(),
-            },
-        ),
+    executor: &shedlock_core::LockingTaskExecutor,
+) -> Result<[Variant; 6]> {
+    let skip = |provider: &P| ProviderSkip {
+        provider: provider.clone(),
+        owner: "bench-provider".into(),
+    };
+    Ok([
+        Variant::new(SKIP_PROVIDER, skip(provider)),
         Variant::new(
             SKIP_EXECUTOR,
             ExecutorRun {
@@ -423,21 +368,6 @@ fn library_variants<P: LockProvider + Clone>(
             MacroRun {
                 executor: executor.clone(),
                 skip: true,
-            },
-        ),
-        Variant::new(SKIP_SPAWNED, SpawnedProviderSkip(provider.clone())),
-        Variant::new(
-            SKIP_TIMED,
-            TimedProviderSkip(ProviderSkip {
-                provider: provider.clone(),
-                owner: "bench-provider".into(),
-            }),
-        ),
-        Variant::new(
-            SKIP_DEFAULT,
-            ProviderSkip {
-                provider: on_default.clone(),
-                owner: "bench-default".into(),
             },
         ),
         Variant::new(
@@ -459,8 +389,41 @@ fn library_variants<P: LockProvider + Clone>(
         Variant::new(
             CYCLE_MACRO,
             MacroRun {
-                executor,
+                executor: executor.clone(),
                 skip: false,
+            },
+        ),
+    ])
+}
+
+/// The floor, then every way through the library.
+fn library_variants<P: LockProvider + Clone>(
+    floor: Floor,
+    provider: &P,
+    on_default: &P,
+) -> Result<Vec<Variant>> {
+    let executor = executor(provider.clone(), "bench-executor")?;
+    let mut variants = vec![
+        Variant::boxed(SELECT1, floor.select1),
+        Variant::boxed(SKIP_FLOOR, floor.skip),
+        Variant::boxed(CYCLE_FLOOR, floor.cycle),
+    ];
+    variants.extend(floor.extra_cycles);
+    variants.extend(core_variants(provider, &executor)?);
+    variants.extend([
+        Variant::new(SKIP_SPAWNED, SpawnedProviderSkip(provider.clone())),
+        Variant::new(
+            SKIP_TIMED,
+            TimedProviderSkip(ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-provider".into(),
+            }),
+        ),
+        Variant::new(
+            SKIP_DEFAULT,
+            ProviderSkip {
+                provider: on_default.clone(),
+                owner: "bench-default".into(),
             },
         ),
         Variant::new(
@@ -550,14 +513,14 @@ struct Race {
     rounds: Vec<Contention>,
 }
 
-async fn contention<B: Backend>(
-    backend: &B,
+async fn contention<D: SqlDb>(
+    backend: &Sql<D>,
     table: &str,
-    provider: &B::Provider,
+    provider: &D::Provider,
     captured: &Captured,
     plan: &Plan,
 ) -> Result<Vec<Row>> {
-    let db = backend.db();
+    let db = D::DB;
     let mut races = vec![Race {
         label: "provider".into(),
         raw: None,
@@ -607,8 +570,8 @@ async fn contention<B: Backend>(
 
 /// `n` racers for a race: replicas each with the provider on a pool of its own (`pool_options()`
 /// with at most `pool` connections), or raw ones.
-async fn contenders<B: Backend>(
-    backend: &B,
+async fn contenders<D: SqlDb>(
+    backend: &Sql<D>,
     raw: Option<RawRace>,
     table: &str,
     name: &str,
@@ -617,12 +580,12 @@ async fn contenders<B: Backend>(
     pool: u32,
 ) -> Result<Vec<Box<dyn Racer>>> {
     if let Some(raw) = raw {
-        return backend.raw_racers(raw, table, name, captured, n).await;
+        return backend.raw_racers(raw, (table, name), captured, n).await;
     }
     let mut all: Vec<Box<dyn Racer>> = Vec::with_capacity(n);
     for r in 0..n {
         let (provider, gauge) = backend.provider_on_pool_of(table, pool).await?;
-        let closer = backend.closer(&provider);
+        let closer = closer::<D>(&provider);
         all.push(Box::new(ProviderRacer {
             provider,
             name: name.to_owned(),
@@ -720,13 +683,13 @@ fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
     rows
 }
 
-async fn pressure<B: Backend>(
-    backend: &B,
+async fn pressure<D: SqlDb>(
+    backend: &Sql<D>,
     table: &str,
     plan: &Plan,
     floor_cycle_us: Option<f64>,
 ) -> Result<Vec<Row>> {
-    let db = backend.db();
+    let db = D::DB;
     let (provider, gauge) = backend
         .provider_on_pool_of(table, plan.pressure_pool)
         .await?;
@@ -736,7 +699,7 @@ async fn pressure<B: Backend>(
         Ok(_) => pool_pressure(&executor, &gauge, plan.pressure_locks, "bench-pressure").await,
         Err(_) => Err("first pass failed".into()),
     };
-    backend.closer(&provider).await;
+    closer::<D>(&provider).await;
     let first = first?;
     let second = second?;
     if let Some(e) = first.first_error.as_ref().or(second.first_error.as_ref()) {
@@ -873,56 +836,10 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
         return Err("could not take the held lock".into());
     }
     let executor = executor(provider.clone(), "bench-executor")?;
-    let mut variants = vec![
-        Variant::new(
-            SKIP_PROVIDER,
-            ProviderSkip {
-                provider: provider.clone(),
-                owner: "bench-provider".into(),
-            },
-        ),
-        Variant::new(
-            SKIP_EXECUTOR,
-            ExecutorRun {
-                executor: executor.clone(),
-                cfg: LockConfig::new(HELD, AT_MOST)?,
-                expect_run: false,
-            },
-        ),
-        Variant::new(
-            SKIP_MACRO,
-            MacroRun {
-                executor: executor.clone(),
-                skip: true,
-            },
-        ),
-        Variant::new(
-            CYCLE_PROVIDER,
-            ProviderCycle {
-                provider: provider.clone(),
-                name: "bench-provider".into(),
-                owner: "bench-provider".into(),
-            },
-        ),
-        Variant::new(
-            CYCLE_EXECUTOR,
-            ExecutorRun {
-                executor: executor.clone(),
-                cfg: LockConfig::new("bench-executor", AT_MOST)?,
-                expect_run: true,
-            },
-        ),
-        Variant::new(
-            CYCLE_MACRO,
-            MacroRun {
-                executor,
-                skip: false,
-            },
-        ),
-    ]
-    .into_iter()
-    .map(Variant::back_to_back)
-    .collect::<Vec<_>>();
+    let mut variants = core_variants(&provider, &executor)?
+        .into_iter()
+        .map(Variant::back_to_back)
+        .collect::<Vec<_>>();
     let values = interleave(&mut variants, plan).await?;
     let s = Samples {
         metrics: variants.iter().map(|v| v.metric.clone()).collect(),
