@@ -22,7 +22,9 @@ mod pg;
 mod sink;
 mod sql;
 mod sqlite;
+mod stores;
 mod suite;
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +39,7 @@ use crate::harness::{PARTS, Plan};
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
-const DATABASES: [&str; 4] = ["postgres", "mariadb", "sqlite", "memory"];
+const DATABASES: [&str; 6] = ["postgres", "mariadb", "sqlite", "memory", "redis", "etcd"];
 
 struct Settings {
     quick: bool,
@@ -65,7 +67,7 @@ impl Settings {
                 "--db" => {
                     let list = args
                         .next()
-                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory")?;
+                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory,redis,etcd")?;
                     settings.databases = list.split(',').map(|d| d.trim().to_owned()).collect();
                     if let Some(bad) = settings
                         .databases
@@ -73,7 +75,7 @@ impl Settings {
                         .find(|d| !DATABASES.contains(&d.as_str()))
                     {
                         return Err(format!(
-                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory"
+                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory, redis, etcd"
                         ));
                     }
                 }
@@ -199,6 +201,35 @@ async fn run(settings: &Settings) -> bool {
             "mariadb" => {
                 let url = env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL);
                 suite::run(&sql::Sql::<MySql>::new(url, None), &plan).await
+            }
+            "redis" | "etcd" => {
+                let var = if db == "redis" {
+                    "SHEDLOCK_REDIS_URL"
+                } else {
+                    "SHEDLOCK_ETCD_URL"
+                };
+                match std::env::var(var).ok().filter(|v| !v.trim().is_empty()) {
+                    None => {
+                        eprintln!("{db}: no {var}");
+                        (Vec::new(), false)
+                    }
+                    Some(url) => {
+                        let t = Instant::now();
+                        let part = if db == "redis" {
+                            stores::redis(&url, &plan).await
+                        } else {
+                            stores::etcd(&url, &plan).await
+                        };
+                        eprintln!("{db}: done in {:.1} s", t.elapsed().as_secs_f64());
+                        match part {
+                            Ok(rows) => (rows, true),
+                            Err(e) => {
+                                eprintln!("{db}: {e}");
+                                (Vec::new(), false)
+                            }
+                        }
+                    }
+                }
             }
             "memory" => match suite::in_memory(&plan).await {
                 Ok(rows) => (rows, true),
