@@ -46,7 +46,10 @@ enum Kind {
         fix: String,
     },
     Schema(String),
-    Unsupported(&'static str),
+    Unsupported {
+        operation: &'static str,
+        why: Option<String>,
+    },
     Shutdown(&'static str),
     NoExecutor,
     AlreadyInstalled,
@@ -155,7 +158,35 @@ impl Error {
     /// The store does not implement an optional operation (e.g. [`holder`](crate::LockProvider::holder)).
     #[must_use]
     pub fn unsupported(operation: &'static str) -> Self {
-        Self::new(Kind::Unsupported(operation), None)
+        Self::new(
+            Kind::Unsupported {
+                operation,
+                why: None,
+            },
+            None,
+        )
+    }
+
+    /// The store does not implement an optional operation in its present setup, and `why` says
+    /// what would make it (a column to add, a server feature).
+    ///
+    /// ```
+    /// let err = shedlock_core::Error::unsupported_because("claim_fire", "add the last_fire column");
+    /// assert!(err.is_unsupported());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "this lock store does not support `claim_fire`: add the last_fire column"
+    /// );
+    /// ```
+    #[must_use]
+    pub fn unsupported_because(operation: &'static str, why: impl Into<String>) -> Self {
+        Self::new(
+            Kind::Unsupported {
+                operation,
+                why: Some(why.into()),
+            },
+            None,
+        )
     }
 
     /// The executor (or scheduler) is shutting down: `what` did not start.
@@ -206,7 +237,7 @@ impl Error {
     /// The store does not support the operation.
     #[must_use]
     pub fn is_unsupported(&self) -> bool {
-        matches!(self.inner.kind, Kind::Unsupported(_))
+        matches!(self.inner.kind, Kind::Unsupported { .. })
     }
 
     /// The executor or scheduler is shutting down (its drain has begun): no new run starts.
@@ -243,7 +274,13 @@ impl fmt::Display for Error {
                 write!(f, "the lock table {table} does not exist; {fix}")
             }
             Kind::Schema(msg) => write!(f, "the lock table does not match: {msg}"),
-            Kind::Unsupported(op) => write!(f, "this lock store does not support `{op}`"),
+            Kind::Unsupported { operation, why } => {
+                write!(f, "this lock store does not support `{operation}`")?;
+                match why {
+                    Some(why) => write!(f, ": {why}"),
+                    None => Ok(()),
+                }
+            }
             Kind::Shutdown(what) => write!(f, "{what}: shutting down, no new runs start"),
             Kind::NoExecutor => f.write_str(
                 "no lock executor: pass `executor = ...` or call \

@@ -14,6 +14,10 @@
 //! alone. Statements that return a lock row return `locked_at, lock_until, fencing_token`
 //! (acquire), `lock_until` (extend) or `locked_by, locked_at, lock_until, fencing_token`
 //! (holder), the token `NULL` without a token column.
+//!
+//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name, the owner, then the
+//! fire's instant `F` and the next fire's instant (rounded up by [`fire_time`]); its statements
+//! exist for tables with the [`LAST_FIRE`] column only.
 
 use std::future::Future;
 use std::time::Duration;
@@ -30,6 +34,9 @@ use crate::store::{Call, Checkout, Schema, Store, check_name_capacity};
 /// Turns a statement's error into ours (the call's name is in it).
 pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
 
+/// The column holding a job's recorded fire (the last claimed `F`), where the table has it.
+pub(crate) const LAST_FIRE: &str = "last_fire";
+
 /// The SQL of one table layout. `acquire` is the statement that decides an acquire (on MySQL
 /// the conditional `UPDATE`, followed by the statements in [`Dialect::Extra`]).
 pub(crate) struct Statements<X> {
@@ -37,6 +44,15 @@ pub(crate) struct Statements<X> {
     pub(crate) extend: std::sync::Arc<str>,
     pub(crate) release: std::sync::Arc<str>,
     pub(crate) holder: std::sync::Arc<str>,
+    /// Claims a fire (tables with [`LAST_FIRE`]): the statement that decides and writes.
+    pub(crate) claim: std::sync::Arc<str>,
+    /// The database's now, the recorded fire and `lock_until` of one name (all `NULL` but now
+    /// without a row), for the replies of a claim that did not win.
+    #[cfg_attr(
+        not(any(feature = "mysql", feature = "sqlite")),
+        allow(dead_code, reason = "used by MySQL and SQLite")
+    )]
+    pub(crate) look: std::sync::Arc<str>,
     /// The dialect's further statements.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
     pub(crate) extra: X,
@@ -69,6 +85,45 @@ pub(crate) struct Acquire<'a> {
     pub(crate) schema: Schema,
 }
 
+/// The arguments of a fire claim: the fire's instants as the columns hold them (rounded up by
+/// [`fire_time`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimFire<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) at_most: Duration,
+    pub(crate) owner: &'a str,
+    pub(crate) at: DateTime<Utc>,
+    pub(crate) next: DateTime<Utc>,
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
+    pub(crate) schema: Schema,
+}
+
+/// What one attempt of a fire claim found.
+#[derive(Debug)]
+pub(crate) enum Seen {
+    /// It claimed the fire.
+    Won(LockRecord),
+    /// It did not claim; the row as the database saw it (no row: `None`s).
+    Row {
+        now: DateTime<Utc>,
+        recorded: Option<DateTime<Utc>>,
+        lock_until: Option<DateTime<Utc>>,
+    },
+    /// Its look and its claim disagreed: another call changed the row in between. Look again.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
+    Changed,
+}
+
+/// `t` rounded up to whole `precision_micros` (a fire is stored as its column holds it, and no
+/// claim starts before `F`).
+pub(crate) fn fire_time(t: DateTime<Utc>, precision_micros: i64) -> DateTime<Utc> {
+    let step = precision_micros.max(1) * 1_000;
+    let nanos = t
+        .timestamp_nanos_opt()
+        .map_or(0, |n| (step - n.rem_euclid(step)) % step);
+    t + chrono::Duration::nanoseconds(nanos)
+}
+
 /// What an error of the database says about the lock table.
 #[derive(Debug)]
 pub(crate) enum Fault {
@@ -86,6 +141,7 @@ pub(crate) enum Role {
     LockUntil,
     LockedAt,
     FencingToken,
+    LastFire,
 }
 
 /// One database's SQL and quirks, implemented on sqlx's database type.
@@ -119,6 +175,10 @@ pub(crate) trait Dialect: Database + Sized {
     const TIME_COLUMN: &'static str;
     /// The type and constraints of the token column in our DDL.
     const TOKEN_COLUMN: &'static str;
+    /// The type of the [`LAST_FIRE`] column in our DDL (nullable: no fire recorded yet).
+    const LAST_FIRE_COLUMN: &'static str;
+    /// The precision of the time columns, in microseconds (fires are rounded up to it).
+    const TIME_PRECISION_MICROS: i64;
     /// What follows the column list of our DDL.
     const TABLE_OPTIONS: &'static str = "";
 
@@ -134,6 +194,14 @@ pub(crate) trait Dialect: Database + Sized {
     ///
     /// The column could not be read or holds no time.
     fn read_time(row: &Self::Row, index: usize, map: &Map<'_>) -> Result<DateTime<Utc>>;
+
+    /// Reads a time column that may be `NULL`.
+    ///
+    /// # Errors
+    ///
+    /// The column could not be read or holds no time.
+    fn read_opt_time(row: &Self::Row, index: usize, map: &Map<'_>)
+    -> Result<Option<DateTime<Utc>>>;
 
     /// How many rows a statement changed (or matched, where the database counts so).
     fn rows_affected(result: &Self::QueryResult) -> u64;
@@ -174,6 +242,12 @@ pub(crate) trait Dialect: Database + Sized {
         at: Attempt<'a, Self>,
         args: Extend<'a>,
     ) -> impl Future<Output = Result<Option<LockRecord>>> + Send + 'a;
+
+    /// One attempt of a fire claim (the table has [`LAST_FIRE`]).
+    fn claim_fire<'a>(
+        at: Attempt<'a, Self>,
+        args: ClaimFire<'a>,
+    ) -> impl Future<Output = Result<Seen>> + Send + 'a;
 }
 
 /// Checks the columns of the lock table against what the statements need; `unique` says
@@ -222,6 +296,16 @@ pub(crate) fn check_columns<D: Dialect>(
             }
         },
     };
+    let has_last_fire = match find(LAST_FIRE) {
+        None => false,
+        Some(column) => match D::column_problem(column, Role::LastFire, LAST_FIRE) {
+            None => true,
+            Some(problem) => {
+                problems.push(problem);
+                false
+            }
+        },
+    };
     if !problems.is_empty() {
         return Err(Error::schema(
             format!(
@@ -234,9 +318,10 @@ pub(crate) fn check_columns<D: Dialect>(
         ));
     }
     check_name_capacity(s, name_max)?;
-    tracing::debug!(table = %s.table, has_token, "lock table checked");
+    tracing::debug!(table = %s.table, has_token, has_last_fire, "lock table checked");
     Ok(Schema {
         has_token,
+        has_last_fire,
         owner_max,
     })
 }

@@ -31,7 +31,16 @@
 //! - **Java ShedLock's table** (`shedlock(name, lock_until, locked_at, locked_by)`) works
 //!   unchanged, so a Java service using ShedLock with `usingDbTime()` and a Rust service exclude
 //!   each other on one table. Our DDL adds `fencing_token BIGINT NOT NULL DEFAULT 0`; without
-//!   that column everything works and tokens are `None`.
+//!   that column everything works and tokens are `None`. It also adds a nullable `last_fire`
+//!   column, where [`claim_fire`](shedlock_core::LockProvider::claim_fire) records a scheduled
+//!   job's fires; without it `claim_fire` answers
+//!   [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) (naming the `ALTER TABLE`
+//!   to run) and a scheduler falls back to plain locks.
+//! - **Fire claims in the database**, on its clock, in the order of
+//!   [`FireClaim`](shedlock_core::FireClaim)'s cases: nothing is written unless the fire is
+//!   claimed, a missing row is inserted, and racing replicas get no duplicate-key errors. Fire
+//!   instants are rounded up to the time columns' precision (microseconds on Postgres,
+//!   milliseconds on MySQL and SQLite), so no claim starts before its fire.
 //! - **One statement on the hot path**: a lock held elsewhere costs one statement and writes
 //!   nothing; a missing row (first use, or deleted by hand) is inserted without duplicate-key
 //!   errors.
@@ -88,7 +97,10 @@
 //! # Schema
 //!
 //! `create_table_if_not_exists()` creates the table; the same DDL ships as sqlx-cli migrations
-//! in `migrations/{postgres,mysql,sqlite}/0001_shedlock.sql`. A missing table is reported as
+//! in `migrations/{postgres,mysql,sqlite}/`: `0001_shedlock.sql` creates the table,
+//! `0002_last_fire.sql` adds the `last_fire` column to a table made before it (or by Java
+//! ShedLock); restart the services after running it, as the providers read the table's columns
+//! once. A missing table is reported as
 //! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) with the DDL to run;
 //! columns of the wrong type as [`Error::is_schema`](shedlock_core::Error::is_schema).
 //!

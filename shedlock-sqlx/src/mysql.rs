@@ -3,16 +3,18 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use shedlock_core::{Error, LockRecord, Result};
+use shedlock_core::{Error, LockRecord, Result, fire_decision};
 use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlQueryResult, MySqlRow};
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, Executor as _, Row};
 
 use crate::builder::ColumnNames;
-use crate::dialect::{Acquire, Attempt, Dialect, Extend, Fault, Map, Role, Statements};
+use crate::dialect::{
+    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, Statements,
+};
 use crate::ident::{Quote, Reserved};
 use crate::provider::{Provider, sql_lock_provider};
-use crate::store::{Call, Store, millis_ceil, utc_from_micros};
+use crate::store::{Call, Checkout, Schema, Store, millis_ceil, utc_from_micros};
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
 /// executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2), MySQL ignores it.
@@ -36,7 +38,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from `migrations/mysql/0001_shedlock.sql` in this crate (sqlx-cli naming):
+/// same DDL from the migrations `migrations/mysql/0001_shedlock.sql` and `0002_last_fire.sql` in
+/// this crate (sqlx-cli naming):
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -45,6 +48,7 @@ sql_lock_provider! {
 ///     locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token BIGINT NOT NULL DEFAULT 0,
+///     last_fire TIMESTAMP(3) NULL DEFAULT NULL,
 ///     PRIMARY KEY (name)
 /// ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 /// ```
@@ -84,6 +88,18 @@ sql_lock_provider! {
 /// visible, and no duplicate-key error). A row deleted by hand is therefore recreated by the
 /// next acquire. A won acquire on a table with tokens reads the row back (one more statement,
 /// as MySQL has no `RETURNING`): two statements on an existing row, three on a missing one.
+///
+/// # Fire claims
+///
+/// [`claim_fire`](shedlock_core::LockProvider::claim_fire) first reads the database's now and
+/// the row (a consistent read: no row lock), which answers every fire it cannot claim in one
+/// statement; a claimable fire is then taken by a conditional `UPDATE` (or, for a missing row,
+/// an `INSERT` inside the window) that checks everything again on the row's latest version, so
+/// of racing replicas exactly one claims; a won claim on a table with tokens reads the row back.
+/// `last_fire` is `TIMESTAMP(3)`, so fires are kept (and compared) exactly, in whole
+/// milliseconds. A table without it (Java's DDL) answers `claim_fire` with
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
+/// `migrations/mysql/0002_last_fire.sql` and restart the service.
 ///
 /// # Fencing tokens
 ///
@@ -145,6 +161,8 @@ pub(crate) struct Extra {
     insert: std::sync::Arc<str>,
     /// Reads a won row back by its token (tables with tokens only).
     read_back: std::sync::Arc<str>,
+    /// Inserts the missing row of a fire claim, inside the fire's window.
+    claim_insert: std::sync::Arc<str>,
 }
 
 /// One column of the lock table, from `information_schema.columns`.
@@ -165,11 +183,12 @@ impl Dialect for MySql {
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<Extra> {
         let (name, until, at, by, tok) = cols.each();
+        let fire = &Self::QUOTE.quote(LAST_FIRE);
         let expired = format!("{until} <= {NOW}");
         // How the statements report a win through LAST_INSERT_ID(expr): with a token column the
         // new token; without, `locked_at` in microseconds (`0 * LAST_INSERT_ID(x)` adds nothing
         // to the value it sits in).
-        let (take_tok, locked_at_value, ins_col, ins_val, same, ret_tok) = if token {
+        let (take_tok, locked_at_value, ins_col, ins_val, same, ret_tok, claim_tok) = if token {
             (
                 format!(
                     "{tok} = IF({expired}, LAST_INSERT_ID(GREATEST({tok} + 1, {SEED_MICROS})), {tok}), "
@@ -179,6 +198,7 @@ impl Dialect for MySql {
                 format!(", LAST_INSERT_ID({SEED_MICROS})"),
                 format!("{tok} = ?"),
                 tok.to_owned(),
+                format!("{tok} = LAST_INSERT_ID(GREATEST({tok} + 1, {SEED_MICROS})), "),
             )
         } else {
             (
@@ -188,6 +208,7 @@ impl Dialect for MySql {
                 String::new(),
                 format!("{at} = ?"),
                 "CAST(NULL AS SIGNED)".to_owned(),
+                String::new(),
             )
         };
         Statements {
@@ -223,6 +244,24 @@ impl Dialect for MySql {
                  WHERE {name} = ? AND {until} > {NOW}"
             )
             .into(),
+            // ? owner, ? at_most µs, ? F, ? name, ? F, ? next, ? F. Takes the row iff the fire
+            // is claimable (the WHERE reads the old values, whatever the SET assigns), reporting
+            // the new token (or `locked_at` in µs) through `LAST_INSERT_ID`; run only after
+            // `look` found the fire claimable, so a fire it does not claim is never locked.
+            claim: format!(
+                "{PIN}UPDATE {HINT} {table} SET {claim_tok}\
+                 {by} = ?, {at} = {locked_at_value}, \
+                 {until} = TIMESTAMPADD(MICROSECOND, ?, {NOW}), {fire} = ? \
+                 WHERE {name} = ? AND ? <= {NOW} AND {NOW} < ? AND {expired} \
+                 AND ({fire} IS NULL OR {fire} < ?)"
+            )
+            .into(),
+            // ? name. A consistent read: no row lock.
+            look: format!(
+                "{PIN}SELECT {HINT} {NOW}, t.{fire}, t.{until}, CAST(t.{name} IS NOT NULL AS SIGNED) \
+                 FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?"
+            )
+            .into(),
             extra: Extra {
                 // ? name, ? at_most µs, ? owner. On a duplicate (inserted concurrently) it
                 // changes nothing and resets LAST_INSERT_ID to 0: no `INSERT IGNORE`, so errors
@@ -238,6 +277,15 @@ impl Dialect for MySql {
                     "{PIN}SELECT {HINT} {at}, {until} FROM {table} WHERE {name} = ? AND {tok} = ?"
                 )
                 .into(),
+                // ? name, ? at_most µs, ? owner, ? F, ? F, ? next. Inserts only inside the
+                // window; a duplicate (inserted concurrently) changes nothing, as `insert`.
+                claim_insert: format!(
+                    "{PIN}INSERT {HINT} INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
+                     SELECT ?, TIMESTAMPADD(MICROSECOND, ?, {NOW}), {locked_at_value}, ?, ?{ins_val} \
+                     FROM DUAL WHERE ? <= {NOW} AND {NOW} < ? \
+                     ON DUPLICATE KEY UPDATE {until} = TIMESTAMPADD(MICROSECOND, LAST_INSERT_ID(0), {until})"
+                )
+                .into(),
             },
         }
     }
@@ -246,6 +294,10 @@ impl Dialect for MySql {
     /// `DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on a first `TIMESTAMP` column.
     const TIME_COLUMN: &'static str = "TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)";
     const TOKEN_COLUMN: &'static str = "BIGINT NOT NULL DEFAULT 0";
+    /// Milliseconds, compared exactly; the explicit `NULL DEFAULT NULL` keeps MySQL from
+    /// giving a `TIMESTAMP` column an implicit default.
+    const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP(3) NULL DEFAULT NULL";
+    const TIME_PRECISION_MICROS: i64 = 1_000;
     /// `utf8mb4` stores any name; the binary collation makes names compare exactly.
     const TABLE_OPTIONS: &'static str =
         " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
@@ -263,6 +315,10 @@ impl Dialect for MySql {
     }
 
     fn read_time(row: &MySqlRow, index: usize, map: &Map<'_>) -> Result<DateTime<Utc>> {
+        row.try_get(index).map_err(map)
+    }
+
+    fn read_opt_time(row: &MySqlRow, index: usize, map: &Map<'_>) -> Result<Option<DateTime<Utc>>> {
         row.try_get(index).map_err(map)
     }
 
@@ -406,7 +462,9 @@ impl Dialect for MySql {
                 (!text.contains(&ty.as_str()))
                     .then(|| format!("column {name} is {ty}, expected VARCHAR"))
             }
-            Role::LockUntil | Role::LockedAt => time_column_problem(column, role == Role::LockedAt),
+            Role::LockUntil | Role::LockedAt | Role::LastFire => {
+                time_column_problem(column, role == Role::LockedAt)
+            }
             Role::FencingToken => {
                 (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }
@@ -417,7 +475,6 @@ impl Dialect for MySql {
         let Attempt { sql, c, call, map } = at;
         let mut c = c;
         let (name, at_most, owner) = (args.name, args.at_most, args.owner);
-        let millis = millis_ceil(at_most);
         let micros = Self::span(at_most);
         let outcome = call
             .timed(
@@ -448,37 +505,75 @@ impl Dialect for MySql {
         let Some(reported) = won else {
             return Ok(None);
         };
-        if !args.schema.has_token {
-            let locked_at = utc_from_micros(reported)?;
-            return Ok(Some(LockRecord::new(
-                name,
-                owner,
-                locked_at,
-                plus_millis(locked_at, millis)?,
-            )));
-        }
-        // A won acquire on a table with tokens reads the row back (no RETURNING).
+        won_record(
+            c,
+            call,
+            map,
+            sql,
+            args.schema,
+            (name, owner, at_most),
+            reported,
+        )
+        .await
+    }
+
+    /// No `RETURNING`: a look first (a consistent read, no row lock), which answers every fire
+    /// it cannot claim; then the conditional `UPDATE` (or, for a missing row, the `INSERT`)
+    /// that re-checks everything on the row's latest version and reports a win through
+    /// `LAST_INSERT_ID`; a win on a table with tokens reads the row back, as acquire does.
+    /// One statement for a fire it does not claim, two or three for a claim.
+    async fn claim_fire<'a>(at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
+        let Attempt { sql, c, call, map } = at;
+        let mut c = c;
+        let (name, owner, micros) = (args.name, args.owner, Self::span(args.at_most));
         let outcome = call
             .timed(
-                sqlx::query(AssertSqlSafe(sql.extra.read_back.clone()))
+                sqlx::query(AssertSqlSafe(sql.look.clone()))
                     .bind(name)
-                    .bind(reported)
-                    .fetch_optional(c.conn()),
+                    .fetch_one(c.conn()),
             )
             .await;
-        // No row: the lock (of at most `at_most`) already passed to someone else.
-        let Some(row) = c.settle(outcome, map)? else {
-            return Ok(None);
+        let row = c.settle(outcome, map)?;
+        let now = Self::read_time(&row, 0, map)?;
+        let recorded = Self::read_opt_time(&row, 1, map)?;
+        let lock_until = Self::read_opt_time(&row, 2, map)?;
+        let exists = row.try_get::<i64, _>(3).map_err(map)? == 1;
+        let fire = shedlock_core::Fire::new(args.at, args.next)?;
+        if fire_decision(&fire, now, recorded, lock_until).is_some() {
+            return Ok(Seen::Row {
+                now,
+                recorded,
+                lock_until,
+            });
+        }
+        let query = if exists {
+            sqlx::query(AssertSqlSafe(sql.claim.clone()))
+                .bind(owner)
+                .bind(micros)
+                .bind(args.at)
+                .bind(name)
+                .bind(args.at)
+                .bind(args.next)
+                .bind(args.at)
+        } else {
+            sqlx::query(AssertSqlSafe(sql.extra.claim_insert.clone()))
+                .bind(name)
+                .bind(micros)
+                .bind(owner)
+                .bind(args.at)
+                .bind(args.at)
+                .bind(args.next)
         };
-        Ok(Some(
-            LockRecord::new(
-                name,
-                owner,
-                Self::read_time(&row, 0, map)?,
-                Self::read_time(&row, 1, map)?,
-            )
-            .with_fencing_token(Some(reported)),
-        ))
+        let outcome = call.timed(query.execute(c.conn())).await;
+        let result = c.settle(outcome, map)?;
+        let Some(reported) = reported(&result).filter(|_| result.rows_affected() > 0) else {
+            return Ok(Seen::Changed);
+        };
+        let who = (name, owner, args.at_most);
+        // None: the lock (of at most `at_most`) already passed on; the look says to whom.
+        Ok(won_record(c, call, map, sql, args.schema, who, reported)
+            .await?
+            .map_or(Seen::Changed, Seen::Won))
     }
 
     /// The statement reports the server's now through `LAST_INSERT_ID`; the new `lock_until`
@@ -501,6 +596,46 @@ impl Dialect for MySql {
         let lock_until = plus_millis(utc_from_micros(now)?, millis_ceil(at_most))?;
         Ok(Some(record.clone().with_lock_until(lock_until)))
     }
+}
+
+/// The record of a won acquire or fire claim whose statement reported `reported` through
+/// `LAST_INSERT_ID`: on a table with tokens the new token, and the row is read back (no
+/// `RETURNING`; `None` if the lock, of at most `at_most`, already passed to someone else);
+/// without tokens, the claim's `locked_at` in microseconds.
+async fn won_record(
+    mut c: Checkout<'_, MySql>,
+    call: &Call,
+    map: &Map<'_>,
+    sql: &Statements<Extra>,
+    schema: Schema,
+    (name, owner, at_most): (&str, &str, Duration),
+    reported: i64,
+) -> Result<Option<LockRecord>> {
+    if !schema.has_token {
+        let locked_at = utc_from_micros(reported)?;
+        let lock_until = plus_millis(locked_at, millis_ceil(at_most))?;
+        return Ok(Some(LockRecord::new(name, owner, locked_at, lock_until)));
+    }
+    let outcome = call
+        .timed(
+            sqlx::query(AssertSqlSafe(sql.extra.read_back.clone()))
+                .bind(name)
+                .bind(reported)
+                .fetch_optional(c.conn()),
+        )
+        .await;
+    let Some(row) = c.settle(outcome, map)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        LockRecord::new(
+            name,
+            owner,
+            MySql::read_time(&row, 0, map)?,
+            MySql::read_time(&row, 1, map)?,
+        )
+        .with_fencing_token(Some(reported)),
+    ))
 }
 
 /// What is wrong with a time column, if anything.
@@ -570,12 +705,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_migration_file_holds_the_built_in_ddl() {
-        let pool = MySqlPool::connect_lazy("mysql://localhost/none").expect("a valid URL");
-        crate::store::assert_same_ddl(
-            "mysql/0001_shedlock.sql",
-            MySqlLockProvider::new(pool).ddl(),
-        );
+    #[test]
+    fn the_migration_files_hold_the_built_in_ddl() {
+        crate::provider::assert_migrations::<MySql>();
     }
 }

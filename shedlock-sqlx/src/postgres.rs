@@ -3,15 +3,15 @@
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
-use shedlock_core::Result;
+use shedlock_core::{Error, Result};
 use sqlx::Row;
 use sqlx::postgres::types::PgInterval;
 use sqlx::postgres::{PgQueryResult, PgRow, Postgres};
 
 use crate::builder::ColumnNames;
-use crate::dialect::{Dialect, Fault, Map, Role, Statements};
+use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
-use crate::provider::{returning_statements, sql_lock_provider};
+use crate::provider::{Provider, returning_statements, sql_lock_provider};
 use crate::store::{Call, Store, micros_ceil};
 
 /// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
@@ -28,7 +28,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from `migrations/postgres/0001_shedlock.sql` in this crate (sqlx-cli naming):
+/// same DDL from the migrations `migrations/postgres/0001_shedlock.sql` and `0002_last_fire.sql`
+/// in this crate (sqlx-cli naming):
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -37,6 +38,7 @@ sql_lock_provider! {
 ///     locked_at TIMESTAMP NOT NULL,
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token BIGINT NOT NULL DEFAULT 0,
+///     last_fire TIMESTAMP NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -69,6 +71,17 @@ sql_lock_provider! {
 /// A release does not wait for its WAL flush (`synchronous_commit = off` for that statement
 /// alone): if the server crashes before the flush, the release is lost and the lock simply ends
 /// at its `lock_until`. Acquires and extends are durable.
+///
+/// # Fire claims
+///
+/// [`claim_fire`](shedlock_core::LockProvider::claim_fire) is one statement: acquire's update
+/// and insert with the fire's conditions added (`F <= now < next`, `last_fire` older than `F`
+/// or `NULL`, the lock free), which also returns the database's now and the row as it saw it,
+/// so every reply costs one round trip. A fire it does not claim writes nothing and takes no
+/// row lock. `last_fire` is a UTC wall-clock `TIMESTAMP` like `lock_until`; a table without it
+/// (Java's DDL) answers `claim_fire` with
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
+/// `migrations/postgres/0002_last_fire.sql` and restart the service.
 ///
 /// # Fencing tokens
 ///
@@ -129,6 +142,7 @@ impl Dialect for Postgres {
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<()> {
         let (name, until, at, by, tok) = cols.each();
+        let fire = &Self::QUOTE.quote(LAST_FIRE);
         let (set_tok, ins_col, ins_val, ret_tok, same) = if token {
             (
                 format!(", {tok} = GREATEST({tok} + 1, {NOW_MICROS})"),
@@ -187,6 +201,31 @@ impl Dialect for Postgres {
                 "SELECT {by}, {at}, {until}, {ret_tok} FROM {table} WHERE {name} = $1 AND {until} > {NOW}"
             )
             .into(),
+            // $1 at_most, $2 name, $3 owner, $4 F, $5 next. Acquire's two parts with the fire's
+            // conditions added (`claimed` also needs the recorded fire older than F), and one
+            // row out whatever happened: the database's now and the row as the statement's
+            // snapshot saw it (`seen`), then the claim's columns if it won. A fire it does not
+            // claim matches neither part: no write, no row lock.
+            claim: format!(
+                "WITH seen AS (SELECT {fire}, {until} FROM {table} WHERE {name} = $2), \
+                 claimed AS (\
+                 UPDATE {table} SET {by} = $3, {at} = {NOW}, {until} = {NOW} + $1, {fire} = $4{set_tok} \
+                 WHERE {name} = $2 AND $4 <= {NOW} AND {NOW} < $5 AND {until} <= {NOW} \
+                 AND ({fire} IS NULL OR {fire} < $4) \
+                 RETURNING {at}, {until}, {ret_tok}), \
+                 created AS (\
+                 INSERT INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
+                 SELECT $2, {NOW} + $1, {NOW}, $3, $4{ins_val} \
+                 WHERE $4 <= {NOW} AND {NOW} < $5 AND NOT EXISTS (SELECT 1 FROM seen) \
+                 ON CONFLICT ({name}) DO NOTHING \
+                 RETURNING {at}, {until}, {ret_tok}), \
+                 won AS (SELECT * FROM claimed UNION ALL SELECT * FROM created) \
+                 SELECT {NOW}, (SELECT {fire} FROM seen), (SELECT {until} FROM seen), won.* \
+                 FROM (SELECT 1) AS one LEFT JOIN won ON true"
+            )
+            .into(),
+            // Postgres answers within the claim's one statement.
+            look: "".into(),
             extra: (),
         }
     }
@@ -195,6 +234,9 @@ impl Dialect for Postgres {
     const TIME_COLUMN: &'static str = "TIMESTAMP NOT NULL";
     /// The default lets Java's four-column `INSERT`s work.
     const TOKEN_COLUMN: &'static str = "BIGINT NOT NULL DEFAULT 0";
+    /// The type of the other time columns, nullable.
+    const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP NULL";
+    const TIME_PRECISION_MICROS: i64 = 1;
 
     /// Whole microseconds, rounded up (a lock is never shorter than asked).
     type Span = PgInterval;
@@ -215,6 +257,12 @@ impl Dialect for Postgres {
     fn read_time(row: &PgRow, index: usize, map: &Map<'_>) -> Result<DateTime<Utc>> {
         row.try_get::<NaiveDateTime, _>(index)
             .map(|t| t.and_utc())
+            .map_err(map)
+    }
+
+    fn read_opt_time(row: &PgRow, index: usize, map: &Map<'_>) -> Result<Option<DateTime<Utc>>> {
+        row.try_get::<Option<NaiveDateTime>, _>(index)
+            .map(|t| t.map(|t| t.and_utc()))
             .map_err(map)
     }
 
@@ -303,7 +351,7 @@ impl Dialect for Postgres {
         match role {
             Role::Name | Role::LockedBy => (!["character varying", "text"].contains(&ty.as_str()))
                 .then(|| format!("column {name} is {ty}, expected VARCHAR")),
-            Role::LockUntil | Role::LockedAt => (ty != "timestamp without time zone").then(|| {
+            Role::LockUntil | Role::LockedAt | Role::LastFire => (ty != "timestamp without time zone").then(|| {
                 format!(
                     "column {name} is {ty}; it must be TIMESTAMP (without time zone) holding UTC \
                      wall-clock times, as in ShedLock's DDL"
@@ -316,6 +364,23 @@ impl Dialect for Postgres {
     }
 
     returning_statements!();
+
+    /// One statement decides and answers (see [`Statements::claim`]).
+    async fn claim_fire<'a>(mut at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
+        let map = at.map;
+        let row = Provider::<Self>::claim_returning(&mut at, args)
+            .await?
+            .ok_or_else(|| Error::backend_message("claim a fire: the statement returned no row"))?;
+        if Self::read_opt_time(&row, 3, map)?.is_some() {
+            let record = Provider::<Self>::returned_record(&row, 3, args.name, args.owner, map)?;
+            return Ok(Seen::Won(record));
+        }
+        Ok(Seen::Row {
+            now: Self::read_time(&row, 0, map)?,
+            recorded: Self::read_opt_time(&row, 1, map)?,
+            lock_until: Self::read_opt_time(&row, 2, map)?,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -372,12 +437,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_migration_file_holds_the_built_in_ddl() {
-        let pool = PgPool::connect_lazy("postgres://localhost/none").expect("a valid URL");
-        crate::store::assert_same_ddl(
-            "postgres/0001_shedlock.sql",
-            PgLockProvider::new(pool).ddl(),
-        );
+    #[test]
+    fn the_migration_files_hold_the_built_in_ddl() {
+        crate::provider::assert_migrations::<Postgres>();
     }
 }

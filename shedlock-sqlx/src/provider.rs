@@ -6,12 +6,17 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, LockRecord, Result, validate_at_least, validate_at_most};
+use shedlock_core::{
+    Error, Fire, FireClaim, LockRecord, Result, fire_decision, validate_at_least, validate_at_most,
+};
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use crate::builder::Settings;
-use crate::dialect::{Acquire, Attempt, Dialect, Extend, Fault, Map, Statements, check_columns};
+use crate::dialect::{
+    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
+    check_columns, fire_time,
+};
 use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store};
 
 /// A lock provider on `D`'s table.
@@ -50,7 +55,7 @@ where
             D::statements(&table, &cols, false),
             D::statements(&table, &cols, true),
         ];
-        let ddl = ddl::<D>(&settings);
+        let ddl = ddl::<D>(&settings, true);
         Self {
             inner: Arc::new(Inner {
                 store: Store::new(pool, settings),
@@ -140,6 +145,79 @@ where
         // finds the row held (by this call, until `at_most`) and returns `None`.
         self.attempts(call, map, *schema, |at| D::acquire(at, args))
             .await
+    }
+
+    /// Claims `fire` (see [`LockProvider::claim_fire`](shedlock_core::LockProvider::claim_fire)).
+    ///
+    /// Each attempt decides in the database; a claim that did not win answers from the row as
+    /// the database saw it, through [`fire_decision`]. Where that row says the fire was
+    /// claimable after all (another call changed it between the dialect's look and its claim,
+    /// which only racing claimers do), the call looks again, a few times at most.
+    pub(crate) async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<FireClaim> {
+        const LOOKS: usize = 4;
+        self.inner.store.check_name(name)?;
+        validate_at_most(at_most)?;
+        let (call, schema) = &self.start("claim_fire").await?;
+        if !schema.has_last_fire {
+            return Err(self.no_last_fire());
+        }
+        schema.check_owner(owner)?;
+        let map = &self.mapper(format!("claim a fire of lock {name:?}"));
+        let args = ClaimFire {
+            name,
+            at_most,
+            owner,
+            at: fire_time(fire.at(), D::TIME_PRECISION_MICROS),
+            next: fire_time(fire.next(), D::TIME_PRECISION_MICROS),
+            schema: *schema,
+        };
+        // The fire as stored: its instant rounded up to the columns' precision.
+        let stored = Fire::new(args.at, args.next)?;
+        for _ in 0..LOOKS {
+            // Repeating after a lost connection is safe: if the lost statement had claimed, the
+            // repeat finds the fire recorded and answers `ClaimedElsewhere`.
+            match self
+                .attempts(call, map, *schema, |at| D::claim_fire(at, args))
+                .await?
+            {
+                Seen::Won(record) => return Ok(FireClaim::Claimed(record)),
+                Seen::Row {
+                    now,
+                    recorded,
+                    lock_until,
+                } => {
+                    if let Some(reply) = fire_decision(&stored, now, recorded, lock_until) {
+                        return Ok(reply);
+                    }
+                }
+                Seen::Changed => {}
+            }
+            tracing::debug!(name, %fire, "the lock row changed during a fire claim; looking again");
+        }
+        Err(Error::backend_message(format!(
+            "claim a fire of lock {name:?}: the row changed under each of {LOOKS} attempts"
+        )))
+    }
+
+    /// The error of a fire claim on a table without the [`LAST_FIRE`] column.
+    fn no_last_fire(&self) -> Error {
+        Error::unsupported_because(
+            "claim_fire",
+            format!(
+                "the lock table {} has no {LAST_FIRE} column, so it cannot record fires (Java \
+                 ShedLock's table); add it with the migration migrations/{}/0002_last_fire.sql \
+                 of shedlock-sqlx, i.e. run: {}, and restart the service",
+                self.inner.store.settings.table,
+                D::MIGRATIONS,
+                add_last_fire::<D>(&self.inner.store.settings),
+            ),
+        )
     }
 
     pub(crate) async fn extend(
@@ -245,11 +323,45 @@ where
         let Some(row) = at.c.settle(outcome, map)? else {
             return Ok(None);
         };
-        let token: Option<i64> = row.try_get(2).map_err(map)?;
-        let (locked_at, lock_until) = (D::read_time(&row, 0, map)?, D::read_time(&row, 1, map)?);
-        Ok(Some(
-            LockRecord::new(args.name, args.owner, locked_at, lock_until).with_fencing_token(token),
-        ))
+        Self::returned_record(&row, 0, args.name, args.owner, map).map(Some)
+    }
+
+    /// The record in a returned row's columns `first..first + 3`: `locked_at, lock_until,
+    /// fencing_token`.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn returned_record(
+        row: &D::Row,
+        first: usize,
+        name: &str,
+        owner: &str,
+        map: &Map<'_>,
+    ) -> Result<LockRecord> {
+        let token: Option<i64> = row.try_get(first + 2).map_err(map)?;
+        let locked_at = D::read_time(row, first, map)?;
+        let lock_until = D::read_time(row, first + 1, map)?;
+        Ok(LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(token))
+    }
+
+    /// Runs a dialect's fire-claim statement that returns rows (`$1`/`?1` `at_most`, then the name,
+    /// owner, `F`, next); the row it returned, if any.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) async fn claim_returning(
+        at: &mut Attempt<'_, D>,
+        args: ClaimFire<'_>,
+    ) -> Result<Option<D::Row>> {
+        let outcome = at
+            .call
+            .timed(
+                sqlx::query(AssertSqlSafe(at.sql.claim.clone()))
+                    .bind(D::span(args.at_most))
+                    .bind(args.name)
+                    .bind(args.owner)
+                    .bind(D::time(args.at))
+                    .bind(D::time(args.next))
+                    .fetch_optional(at.c.conn()),
+            )
+            .await;
+        at.c.settle(outcome, at.map)
     }
 
     /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if
@@ -327,11 +439,12 @@ where
         Error::missing_table(
             self.inner.store.settings.table.to_string(),
             format!(
-                "create it with {}::create_table_if_not_exists() or the migration \
-                 migrations/{}/0001_shedlock.sql of shedlock-sqlx, i.e. run: {}",
+                "create it with {}::create_table_if_not_exists() or the migrations \
+                 migrations/{m}/0001_shedlock.sql and migrations/{m}/0002_last_fire.sql of \
+                 shedlock-sqlx, i.e. run: {}",
                 D::PROVIDER,
-                D::MIGRATIONS,
-                self.inner.ddl
+                self.inner.ddl,
+                m = D::MIGRATIONS,
             ),
             source,
         )
@@ -353,9 +466,20 @@ where
     }
 }
 
-/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings` (the migration file's, for the
-/// default names): Java ShedLock's columns plus the fencing token.
-fn ddl<D: Dialect>(settings: &Settings) -> String {
+/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`: Java ShedLock's columns plus the
+/// fencing token and, with `last_fire`, the recorded fire. For the default names, without
+/// `last_fire` it is the statement of the migration `0001_shedlock.sql`; with it, the table
+/// that migration and `0002_last_fire.sql` ([`add_last_fire`]) make.
+pub(crate) fn ddl<D: Dialect>(settings: &Settings, last_fire: bool) -> String {
+    let last_fire = if last_fire {
+        format!(
+            "{} {},\n    ",
+            D::QUOTE.quote(LAST_FIRE),
+            D::LAST_FIRE_COLUMN
+        )
+    } else {
+        String::new()
+    };
     let t = settings.table.quoted(D::QUOTE);
     let c = settings.columns.quoted(D::QUOTE);
     format!(
@@ -365,6 +489,7 @@ fn ddl<D: Dialect>(settings: &Settings) -> String {
          {} {time},\n    \
          {} VARCHAR(255) NOT NULL,\n    \
          {} {},\n    \
+         {last_fire}\
          PRIMARY KEY ({})\n){}",
         c.name,
         settings.max_name_len,
@@ -377,6 +502,33 @@ fn ddl<D: Dialect>(settings: &Settings) -> String {
         D::TABLE_OPTIONS,
         time = D::TIME_COLUMN,
     )
+}
+
+/// The statement that adds the [`LAST_FIRE`] column to `settings`' table (the migration
+/// `0002_last_fire.sql`, for the default names).
+pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
+    format!(
+        "ALTER TABLE {} ADD COLUMN {} {}",
+        settings.table.quoted(D::QUOTE),
+        D::QUOTE.quote(LAST_FIRE),
+        D::LAST_FIRE_COLUMN
+    )
+}
+
+/// The dialect's migration files hold its built-in DDL: `0001_shedlock.sql` the table without
+/// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it.
+#[cfg(test)]
+pub(crate) fn assert_migrations<D: Dialect>() {
+    let settings = Settings::defaults();
+    let folder = D::MIGRATIONS;
+    crate::store::assert_same_ddl(
+        &format!("{folder}/0001_shedlock.sql"),
+        &ddl::<D>(&settings, false),
+    );
+    crate::store::assert_same_ddl(
+        &format!("{folder}/0002_last_fire.sql"),
+        &add_last_fire::<D>(&settings),
+    );
 }
 
 /// The `acquire` and `extend` of a [`Dialect`] whose statements decide and return the row in
@@ -576,6 +728,16 @@ macro_rules! sql_lock_provider {
                 name: &str,
             ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
                 self.0.holder(name).await
+            }
+
+            async fn claim_fire(
+                &self,
+                name: &str,
+                fire: &::shedlock_core::Fire,
+                at_most: ::std::time::Duration,
+                owner: &str,
+            ) -> ::shedlock_core::Result<::shedlock_core::FireClaim> {
+                self.0.claim_fire(name, fire, at_most, owner).await
             }
 
             fn max_name_len(&self) -> usize {

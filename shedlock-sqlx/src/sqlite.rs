@@ -8,9 +8,9 @@ use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteQueryResult, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::ColumnNames;
-use crate::dialect::{Dialect, Fault, Map, Role, Statements};
+use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
-use crate::provider::{returning_statements, sql_lock_provider};
+use crate::provider::{Provider, returning_statements, sql_lock_provider};
 use crate::store::{Call, Store, millis_ceil};
 
 /// The text format of the time columns: UTC, milliseconds, sortable as text.
@@ -30,7 +30,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from `migrations/sqlite/0001_shedlock.sql` in this crate (sqlx-cli naming):
+/// same DDL from the migrations `migrations/sqlite/0001_shedlock.sql` and `0002_last_fire.sql`
+/// in this crate (sqlx-cli naming):
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -39,6 +40,7 @@ sql_lock_provider! {
 ///     locked_at TEXT NOT NULL,
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token INTEGER NOT NULL DEFAULT 0,
+///     last_fire TEXT NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -50,6 +52,13 @@ sql_lock_provider! {
 /// without the `fencing_token` column works; tokens are then `None`. On first use the provider
 /// reads the table's columns once and fails with [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) or
 /// [`Error::is_schema`](shedlock_core::Error::is_schema) if the table is missing or does not fit.
+///
+/// A fire claim ([`claim_fire`](shedlock_core::LockProvider::claim_fire)) is acquire's upsert
+/// with the fire's conditions added: one statement when it claims; any other reply reads the
+/// row with a second (SQLite's `RETURNING` returns only rows it wrote). `last_fire` holds the
+/// same UTC text as the other time columns; a table without it answers `claim_fire` with
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) (add it with
+/// `migrations/sqlite/0002_last_fire.sql`).
 ///
 /// # Statements
 ///
@@ -116,6 +125,7 @@ impl Dialect for Sqlite {
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<()> {
         let (name, until, at, by, tok) = cols.each();
+        let fire = &Self::QUOTE.quote(LAST_FIRE);
         let plus = |param: &str| format!("strftime('{FORMAT}', 'now', {param})");
         let (ins_col, ins_val, set_tok, ret_tok, same) = if token {
             (
@@ -165,6 +175,27 @@ impl Dialect for Sqlite {
                 "SELECT {by}, {at}, {until}, {ret_tok} FROM {table} WHERE {name} = ?1 AND {until} > {NOW}"
             )
             .into(),
+            // ?1 at_most modifier, ?2 name, ?3 owner, ?4 F, ?5 next (text, as the columns).
+            // Acquire's upsert with the fire's conditions: the window on the inserted values
+            // (outside it there is nothing to insert or update), the free lock and the older
+            // recorded fire on the update. It returns the row only if it claimed; otherwise
+            // nothing was written and `look` reads what stopped it.
+            claim: format!(
+                "INSERT INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
+                 SELECT ?2, {}, {NOW}, ?3, ?4{ins_val} WHERE ?4 <= {NOW} AND {NOW} < ?5 \
+                 ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, {at} = excluded.{at}, \
+                 {by} = excluded.{by}, {fire} = excluded.{fire}{set_tok} \
+                 WHERE {until} <= excluded.{at} AND ({fire} IS NULL OR {fire} < excluded.{fire}) \
+                 RETURNING {at}, {until}, {ret_tok}",
+                plus("?1")
+            )
+            .into(),
+            // ?1 name.
+            look: format!(
+                "SELECT {NOW}, t.{fire}, t.{until} FROM (SELECT 1) AS one \
+                 LEFT JOIN {table} AS t ON t.{name} = ?1"
+            )
+            .into(),
             extra: (),
         }
     }
@@ -172,6 +203,9 @@ impl Dialect for Sqlite {
     /// UTC text, `YYYY-MM-DD HH:MM:SS.SSS`, what SQLite's own date functions produce.
     const TIME_COLUMN: &'static str = "TEXT NOT NULL";
     const TOKEN_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    /// The same text as the other time columns, `NULL` until a fire is recorded.
+    const LAST_FIRE_COLUMN: &'static str = "TEXT NULL";
+    const TIME_PRECISION_MICROS: i64 = 1_000;
 
     /// A date modifier (`+600.500 seconds`).
     type Span = String;
@@ -200,6 +234,20 @@ impl Dialect for Sqlite {
                     Some(Box::new(e)),
                 )
             })
+    }
+
+    fn read_opt_time(
+        row: &SqliteRow,
+        index: usize,
+        map: &Map<'_>,
+    ) -> Result<Option<DateTime<Utc>>> {
+        let text: Option<String> = row
+            .try_get(index)
+            .map_err(|e| Error::backend("read a lock row", e))?;
+        match text {
+            Some(_) => Self::read_time(row, index, map).map(Some),
+            None => Ok(None),
+        }
     }
 
     const CONNECT: &'static str = "open the SQLite database";
@@ -319,12 +367,38 @@ impl Dialect for Sqlite {
                     .then(|| format!("column {name} is {ty}, expected INTEGER"));
             }
             Role::Name | Role::LockedBy => "text",
-            Role::LockUntil | Role::LockedAt => "text (UTC `YYYY-MM-DD HH:MM:SS.SSS`)",
+            Role::LockUntil | Role::LockedAt | Role::LastFire => {
+                "text (UTC `YYYY-MM-DD HH:MM:SS.SSS`)"
+            }
         };
         numeric.then(|| format!("column {name} is {ty}, expected {expected}"))
     }
 
     returning_statements!();
+
+    /// The claim's upsert, and where it did not claim, a look at the row (SQLite's `RETURNING`
+    /// returns only rows it wrote).
+    async fn claim_fire<'a>(mut at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
+        let map = at.map;
+        if let Some(row) = Provider::<Self>::claim_returning(&mut at, args).await? {
+            let record = Provider::<Self>::returned_record(&row, 0, args.name, args.owner, map)?;
+            return Ok(Seen::Won(record));
+        }
+        let outcome = at
+            .call
+            .timed(
+                sqlx::query(AssertSqlSafe(at.sql.look.clone()))
+                    .bind(args.name)
+                    .fetch_one(at.c.conn()),
+            )
+            .await;
+        let row = at.c.settle(outcome, map)?;
+        Ok(Seen::Row {
+            now: Self::read_time(&row, 0, map)?,
+            recorded: Self::read_opt_time(&row, 1, map)?,
+            lock_until: Self::read_opt_time(&row, 2, map)?,
+        })
+    }
 }
 
 /// Binds the schema argument of a pragma function, when the table name has one.
@@ -352,7 +426,6 @@ impl<'q, O> BindSchema<'q> for sqlx::query::QueryScalar<'q, Sqlite, O, SqliteArg
 
 #[cfg(test)]
 mod tests {
-    use sqlx::SqlitePool;
 
     use super::*;
 
@@ -366,12 +439,8 @@ mod tests {
         assert_eq!(Sqlite::span(Duration::ZERO), "+0.000 seconds");
     }
 
-    #[tokio::test]
-    async fn the_migration_file_holds_the_built_in_ddl() {
-        let pool = SqlitePool::connect_lazy("sqlite::memory:").expect("a valid URL");
-        crate::store::assert_same_ddl(
-            "sqlite/0001_shedlock.sql",
-            SqliteLockProvider::new(pool).ddl(),
-        );
+    #[test]
+    fn the_migration_files_hold_the_built_in_ddl() {
+        crate::provider::assert_migrations::<Sqlite>();
     }
 }

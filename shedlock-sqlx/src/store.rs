@@ -240,6 +240,8 @@ fn with_causes(error: &Error) -> String {
 pub(crate) struct Schema {
     /// The table has the fencing-token column.
     pub(crate) has_token: bool,
+    /// The table has the `last_fire` column (it records fires).
+    pub(crate) has_last_fire: bool,
     /// The `locked_by` column's length in characters, if limited.
     pub(crate) owner_max: Option<usize>,
 }
@@ -461,6 +463,7 @@ mod tests {
     fn owner_ids_must_fit() {
         let schema = Schema {
             has_token: true,
+            has_last_fire: true,
             owner_max: Some(3),
         };
         assert!(schema.check_owner("abc").is_ok());

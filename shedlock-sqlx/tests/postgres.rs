@@ -83,6 +83,69 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
     drop_table(provider.pool(), &table).await;
 }
 
+/// A fire claim that does not claim (claimed elsewhere, held, too early) changes no row version
+/// and takes no row lock, like a skipped acquire.
+#[tokio::test]
+async fn a_fire_claim_that_does_not_claim_writes_nothing() {
+    use shedlock_core::{Fire, FireClaim};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let versions = |name: &'static str| {
+        let (pool, table) = (provider.pool().clone(), table.clone());
+        async move {
+            sqlx::query_as::<_, (String, String)>(sqlx::AssertSqlSafe(format!(
+                "SELECT xmin::text, xmax::text FROM {table} WHERE name = '{name}'"
+            )))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
+        .fetch_one(provider.pool())
+        .await
+        .unwrap();
+    let at = now.and_utc() - chrono::Duration::seconds(1);
+    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let claimed = provider.claim_fire("fired", &fire, MIN, "a").await.unwrap();
+    let claimed = claimed.claimed().expect("the first claim wins").clone();
+    assert!(provider.release(&claimed, Duration::ZERO).await.unwrap());
+    let held = provider.acquire("held", MIN, "a").await.unwrap().unwrap();
+    let (fired, busy) = (versions("fired").await, versions("held").await);
+    let later = Fire::new(
+        at + chrono::Duration::days(1),
+        at + chrono::Duration::days(2),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let elsewhere = provider.claim_fire("fired", &fire, MIN, "b").await.unwrap();
+        assert!(
+            matches!(elsewhere, FireClaim::ClaimedElsewhere { .. }),
+            "{elsewhere:?}"
+        );
+        let early = provider
+            .claim_fire("fired", &later, MIN, "b")
+            .await
+            .unwrap();
+        assert!(matches!(early, FireClaim::TooEarly { .. }), "{early:?}");
+        let busy_reply = provider.claim_fire("held", &fire, MIN, "b").await.unwrap();
+        assert!(
+            matches!(busy_reply, FireClaim::Held { .. }),
+            "{busy_reply:?}"
+        );
+    }
+    assert_eq!(
+        versions("fired").await,
+        fired,
+        "a fire claimed elsewhere wrote"
+    );
+    assert_eq!(versions("held").await, busy, "a held fire wrote");
+    assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+    drop_table(provider.pool(), &table).await;
+}
+
 #[tokio::test]
 async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     let Some(url) = testing::postgres_url() else {

@@ -442,9 +442,11 @@ impl Shared {
         if self.mode.swap(MODE_PLAIN, Ordering::SeqCst) != MODE_PLAIN {
             tracing::warn!(
                 "this lock store does not record fires (claim_fire is unsupported): scheduled \
-                 jobs run under plain locks with their at_least, not once per fire (the SQL \
-                 stores of this version do not record fires yet; the in-memory and Redis stores \
-                 do)"
+                 jobs run under plain locks with their at_least, not once per fire (a SQL \
+                 table without the last_fire column, such as Java ShedLock's, records none: add \
+                 it with shedlock-sqlx's migration 0002_last_fire.sql, e.g. ALTER TABLE \
+                 shedlock ADD COLUMN last_fire TIMESTAMP NULL on Postgres, and restart; etcd \
+                 does not record fires)"
             );
             for job in self
                 .jobs

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use chrono::{DateTime, Utc};
 use shedlock_core::testkit::ConformanceSuite;
+use shedlock_core::{Fire, FireClaim, LockProvider};
 use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
@@ -47,7 +48,11 @@ pub(crate) trait Store: Sized {
 pub(crate) async fn conformance_suite_passes<S: Store>() {
     let Some(db) = S::open().await else { return };
     let (provider, table) = db.fresh().await;
-    ConformanceSuite::new(provider).run().await;
+    let report = ConformanceSuite::new(provider)
+        .require_fire_claims(true)
+        .run()
+        .await;
+    assert!(report.skipped().is_empty(), "{report}");
     db.drop_table(&table).await;
 }
 
@@ -60,46 +65,257 @@ pub(crate) async fn conformance_suite_passes_on_a_java_table_without_tokens<S: S
     let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
     assert_eq!(record.fencing_token(), None, "no token column, no token");
     assert!(provider.release(&record, Duration::ZERO).await.unwrap());
-    ConformanceSuite::new(provider).run().await;
+    // No last_fire column: fire claims are unsupported, and the error names the DDL to add.
+    let now = Utc::now();
+    let fire = Fire::new(now, now + chrono::Duration::minutes(1)).unwrap();
+    let err = provider
+        .claim_fire("probe", &fire, MIN, "me")
+        .await
+        .unwrap_err();
+    assert!(err.is_unsupported(), "{err}");
+    let message = err.to_string();
+    let migration = format!("migrations/{}/0002_last_fire.sql", S::MIGRATIONS);
+    assert!(message.contains(&migration), "{message}");
+    assert!(
+        message.contains(&format!("ALTER TABLE {}", quoted::<S>(&table))),
+        "{message}"
+    );
+    // The suite reports the fire cases skipped, not failed (and passes every other case).
+    let report = ConformanceSuite::new(provider).run().await;
+    assert!(
+        report
+            .skipped()
+            .iter()
+            .any(|(case, _)| *case == "fire_claimed_once"),
+        "{report}"
+    );
+    assert!(
+        report
+            .skipped()
+            .iter()
+            .all(|(case, _)| case.starts_with("fire_")),
+        "{report}"
+    );
     db.drop_table(&table).await;
 }
 
-/// Four providers on pools of their own race for one lock: exactly one wins each time.
-pub(crate) async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round<S: Store>() {
+/// `table` quoted as the provider's statements quote it.
+fn quoted<S: Store>(table: &str) -> String {
+    if S::MIGRATIONS == "mysql" {
+        format!("`{table}`")
+    } else {
+        format!("\"{table}\"")
+    }
+}
+
+/// The store's clock, from a claim of a fire a year ahead (always too early, writes nothing).
+async fn store_now(provider: &impl LockProvider) -> DateTime<Utc> {
+    let far = Utc::now() + chrono::Duration::days(365);
+    let fire = Fire::new(far, far + chrono::Duration::seconds(1)).unwrap();
+    match provider
+        .claim_fire("clock-probe", &fire, MIN, "probe")
+        .await
+        .expect("a fire claim of a far fire")
+    {
+        FireClaim::TooEarly { now } => now,
+        other => panic!("a fire a year ahead: {other:?}"),
+    }
+}
+
+/// A fire in whole milliseconds whose window, a minute long, is open by the store's clock.
+async fn open_fire(provider: &impl LockProvider) -> Fire {
+    let now = store_now(provider).await;
+    let at = DateTime::from_timestamp_millis(now.timestamp_millis() - 50).unwrap();
+    Fire::new(at, at + chrono::Duration::minutes(1)).unwrap()
+}
+
+/// A migration file's statement for `table` instead of `shedlock`.
+fn migration<S: Store>(file: &str, table: &str) -> String {
+    let path = format!(
+        "{}/migrations/{}/{file}",
+        env!("CARGO_MANIFEST_DIR"),
+        S::MIGRATIONS
+    );
+    let sql = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let sql: String = sql
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let replaced = sql
+        .replace("EXISTS shedlock (", &format!("EXISTS {table} ("))
+        .replace("ALTER TABLE shedlock ", &format!("ALTER TABLE {table} "));
+    assert_ne!(replaced, sql, "{path} names the table shedlock");
+    replaced.trim().trim_end_matches(';').to_owned()
+}
+
+/// A table made by migration 0001 and upgraded by 0002 records fires: claimed once, kept
+/// through release, and a row deleted by hand is recreated by the next claim.
+pub(crate) async fn a_table_upgraded_by_migration_0002_claims_fires<S: Store>() {
     let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    db.execute(migration::<S>("0001_shedlock.sql", &table))
+        .await;
+    // Before the upgrade a provider finds no last_fire column (checked once, on first use).
+    let before = db.on_table(&table).await;
+    let fire = open_fire_or_unsupported(&before).await;
+    assert!(fire.is_none(), "0001 alone records no fires");
+    db.execute(migration::<S>("0002_last_fire.sql", &table))
+        .await;
+    let provider = db.on_table(&table).await;
+    let fire = open_fire(&provider).await;
+    let record = provider
+        .claim_fire("job", &fire, MIN, "a")
+        .await
+        .unwrap()
+        .claimed()
+        .cloned()
+        .expect("the first claim of a fire wins");
+    assert!(
+        record.fencing_token().is_some(),
+        "0001 has the token column"
+    );
+    assert!(record.locked_at() >= fire.at());
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    match provider.claim_fire("job", &fire, MIN, "b").await.unwrap() {
+        FireClaim::ClaimedElsewhere { recorded, .. } => assert_eq!(recorded, fire.at()),
+        other => panic!("the fire after its release: {other:?}"),
+    }
+    // Deleted by hand: the next claim recreates the row.
+    db.execute(format!("DELETE FROM {table}")).await;
+    let again = provider.claim_fire("job", &fire, MIN, "c").await.unwrap();
+    assert_eq!(
+        again.claimed().map(shedlock_core::LockRecord::owner),
+        Some("c"),
+        "{again:?}"
+    );
+    db.drop_table(&table).await;
+}
+
+/// `Some` fire if the provider claims fires, `None` if it says it cannot.
+async fn open_fire_or_unsupported(provider: &impl LockProvider) -> Option<Fire> {
+    let far = Utc::now() + chrono::Duration::days(365);
+    let fire = Fire::new(far, far + chrono::Duration::seconds(1)).unwrap();
+    match provider
+        .claim_fire("clock-probe", &fire, MIN, "probe")
+        .await
+    {
+        Ok(_) => Some(fire),
+        Err(e) if e.is_unsupported() => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Four providers on pools of their own race to claim each fire: exactly one claims it, the
+/// others are told it was claimed elsewhere (or held), and none gets an error.
+pub(crate) async fn providers_on_separate_pools_race_for_a_fire_and_exactly_one_claims<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (providers, table) = four_providers_on_a_fresh_table(&db).await;
+    // Each job's first fire races on a missing row (the insert path); its later fires on the
+    // existing row, released after each claim.
+    for job in 0..4 {
+        let name = format!("fire-race-{job}");
+        let mut last = None;
+        for round in 0..5 {
+            let mut fire = open_fire(&providers[0]).await;
+            if let Some(last) = last
+                && fire.at() <= last
+            {
+                let at = last + chrono::Duration::milliseconds(1);
+                fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+                while store_now(&providers[0]).await < at {
+                    tokio::task::yield_now().await;
+                }
+            }
+            last = Some(fire.at());
+            let results = race(&providers, |p, owner| {
+                let name = name.clone();
+                async move { p.claim_fire(&name, &fire, MIN, &owner).await }
+            })
+            .await;
+            let mut winners = Vec::new();
+            for result in results {
+                match result.expect("no errors under contention") {
+                    FireClaim::Claimed(record) => winners.push(record),
+                    FireClaim::ClaimedElsewhere { recorded, .. } => {
+                        assert_eq!(recorded, fire.at(), "job {job} round {round}");
+                    }
+                    FireClaim::Held { .. } => {}
+                    other => panic!("job {job} round {round}: {other:?}"),
+                }
+            }
+            release_the_one_winner(&providers[0], &winners, &format!("job {job} round {round}"))
+                .await;
+        }
+    }
+    db.drop_table(&table).await;
+}
+
+/// Runs `call(provider, owner)` for every provider at once (a barrier starts them together),
+/// each in a task of its own, with the owners `racer-0`, `racer-1`, …; the results in order.
+async fn race<P, T, F, Fut>(providers: &[P], call: F) -> Vec<T>
+where
+    P: LockProvider + Clone,
+    F: Fn(P, String) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let barrier = Arc::new(Barrier::new(providers.len()));
+    let racers: Vec<_> = providers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (barrier, run) = (barrier.clone(), call(p.clone(), format!("racer-{i}")));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                run.await
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for racer in racers {
+        results.push(racer.await.unwrap());
+    }
+    results
+}
+
+/// Asserts that a race had exactly one winner and releases its lock.
+async fn release_the_one_winner(
+    provider: &impl LockProvider,
+    winners: &[shedlock_core::LockRecord],
+    race: &str,
+) {
+    assert_eq!(winners.len(), 1, "{race}: {winners:?}");
+    assert!(provider.release(&winners[0], Duration::ZERO).await.unwrap());
+}
+
+/// Four providers on one fresh table, each on a pool of its own; the table's name.
+async fn four_providers_on_a_fresh_table<S: Store>(db: &S) -> (Vec<S::Provider>, String) {
     let (first, table) = db.fresh().await;
     let mut providers = vec![first];
     for _ in 0..3 {
         providers.push(db.on_table(&table).await);
     }
+    (providers, table)
+}
+
+/// Four providers on pools of their own race for one lock: exactly one wins each time.
+pub(crate) async fn providers_on_separate_pools_race_and_exactly_one_wins_each_round<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (providers, table) = four_providers_on_a_fresh_table(&db).await;
     // Each round races on a new, missing row (the insert path) and then on the existing row.
     for round in 0..20 {
         for name in [format!("race-{round}"), format!("race-{round}")] {
-            let barrier = Arc::new(Barrier::new(providers.len()));
-            let racers: Vec<_> = providers
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let (p, barrier, name) = (p.clone(), barrier.clone(), name.clone());
-                    tokio::spawn(async move {
-                        barrier.wait().await;
-                        p.acquire(&name, MIN, &format!("racer-{i}")).await
-                    })
-                })
+            let results = race(&providers, |p, owner| {
+                let name = name.clone();
+                async move { p.acquire(&name, MIN, &owner).await }
+            })
+            .await;
+            let winners: Vec<_> = results
+                .into_iter()
+                .filter_map(|r| r.expect("no errors under contention"))
                 .collect();
-            let mut winners = Vec::new();
-            for racer in racers {
-                if let Some(record) = racer.await.unwrap().expect("no errors under contention") {
-                    winners.push(record);
-                }
-            }
-            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-            assert!(
-                providers[0]
-                    .release(&winners[0], Duration::ZERO)
-                    .await
-                    .unwrap()
-            );
+            release_the_one_winner(&providers[0], &winners, &format!("round {round}")).await;
         }
     }
     db.drop_table(&table).await;
@@ -147,6 +363,8 @@ macro_rules! store_suite {
             providers_on_separate_pools_race_and_exactly_one_wins_each_round,
             one_connection_serves_a_hundred_held_locks,
             a_missing_table_names_the_table_and_the_ddl,
+            a_table_upgraded_by_migration_0002_claims_fires,
+            providers_on_separate_pools_race_for_a_fire_and_exactly_one_claims,
         );
     };
     ($store:ty; $($case:ident,)*) => {
