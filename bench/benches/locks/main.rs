@@ -1,21 +1,24 @@
-//! The shedlock-rs benchmark: the cost of a lock against the database floor, on Postgres,
-//! MariaDB (or MySQL) and SQLite, in one run. See `BENCHMARKS.md` at the repository root.
+//! The shedlock-rs benchmark: the cost of a lock against the store's floor, on Postgres,
+//! MariaDB (or MySQL), SQLite, Redis and etcd, in one run, and the scheduler's cost per fire.
+//! See `BENCHMARKS.md` at the repository root.
 //!
 //! ```text
 //! cargo bench -p shedlock-bench -- --quick           # about a minute
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
-//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory
-//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch
+//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd
+//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch, fires
 //! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
 //!
 //! `SHEDLOCK_PG_URL` and `SHEDLOCK_MYSQL_URL` name the servers (default: the local test
-//! databases); SQLite uses a temporary file. `SHEDLOCK_INTEROP_SQL` overrides where Java
+//! databases); SQLite uses a temporary file; `SHEDLOCK_REDIS_URL` and `SHEDLOCK_ETCD_URL` name
+//! Redis and etcd (no default: without them those are skipped). `SHEDLOCK_INTEROP_SQL` overrides where Java
 //! ShedLock's statements are read from (default: `shared/interop/shedlock-sql.txt` beside the
 //! repository). A database that cannot be reached is skipped with a notice, unless
 //! `SHEDLOCK_REQUIRE_DB=1`.
 
+mod fires;
 mod harness;
 mod mysql;
 mod pg;

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use shedlock_bench::java::Placeholder;
 use shedlock_sqlx::PgLockProvider;
-use shedlock_sqlx::sqlx::postgres::Postgres;
 use shedlock_sqlx::sqlx::postgres::types::PgInterval;
+use shedlock_sqlx::sqlx::postgres::{PgConnection, Postgres};
+use shedlock_sqlx::sqlx::{self, Connection as _};
 
-use crate::sql::{SqlDb, sql_glue};
+use crate::sql::{Fut, SqlDb, sql_glue};
+use crate::stores::WalProbe;
 
 impl SqlDb for Postgres {
     const DB: &'static str = "postgres";
@@ -29,5 +31,27 @@ impl SqlDb for Postgres {
         }
     }
 
+    fn wal_probe(url: String) -> Fut<'static, Option<Box<dyn WalProbe>>> {
+        Box::pin(async move {
+            let probe: Box<dyn WalProbe> = Box::new(Wal(PgConnection::connect(&url).await?));
+            Ok(Some(probe))
+        })
+    }
+
     sql_glue!(PgLockProvider);
+}
+
+/// The WAL insert position, in bytes since `0/0`, on a connection of its own.
+struct Wal(PgConnection);
+
+impl WalProbe for Wal {
+    fn position(&mut self) -> Fut<'_, u64> {
+        Box::pin(async move {
+            let bytes: i64 =
+                sqlx::query_scalar("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint")
+                    .fetch_one(&mut self.0)
+                    .await?;
+            Ok(u64::try_from(bytes)?)
+        })
+    }
 }

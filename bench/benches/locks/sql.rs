@@ -20,6 +20,7 @@ use crate::harness::{
     AT_MOST, Attempt, BoxError, CloseFuture, Conn, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, Op,
     POOL_CYCLE, Racer, RawCycle, RawSkip, Result,
 };
+use crate::stores::WalProbe;
 use crate::suite::{Captured, Floor, PoolRaw, RawRace};
 
 /// A boxed future of the glue below (written by [`sql_glue!`], outside `async_trait`).
@@ -72,6 +73,12 @@ pub(crate) trait SqlDb: Database + Sized {
     fn reported_token(result: &Self::QueryResult) -> u64 {
         let _ = result;
         0
+    }
+
+    /// A reader of the write-ahead log position on `url`, where the database has one to read.
+    fn wal_probe(url: String) -> Fut<'static, Option<Box<dyn WalProbe>>> {
+        let _ = url;
+        Box::pin(async { Ok(None) })
     }
 
     // ---- glue, written by `sql_glue!` ----
@@ -271,6 +278,11 @@ impl<D: SqlDb> Sql<D> {
     /// (`pool_options()`), on `table`.
     pub(crate) async fn provider(&self, table: &str) -> Result<D::Provider> {
         D::build(D::pool_options().connect(&self.url).await?, table)
+    }
+
+    /// The provider as [`provider`](Self::provider) does, on another URL (a proxy's).
+    pub(crate) async fn provider_at(&self, url: &str, table: &str) -> Result<D::Provider> {
+        D::build(D::pool_options().connect(url).await?, table)
     }
 
     /// The provider on a default sqlx pool (`XPool::connect(url)`: it pings on checkout).

@@ -20,7 +20,9 @@ use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::RedisLockProvider;
 use shedlock_redis::redis;
 
+use crate::fires::cpu_per_fire;
 use crate::harness::{AT_MOST, HELD, Op, Plan, Result, executor, hold_elsewhere, interleave};
+use crate::sink::capture;
 use crate::suite::{Samples, core_variants, versus_rows};
 use crate::wire::{Proxy, target, through};
 
@@ -203,7 +205,10 @@ async fn run<P: LockProvider + Clone>(
         rows.push(row(metric));
     }
     rows.extend(versus_rows(db, &s));
-    rows.extend(round_trips(db, wired, proxy).await?);
+    rows.extend(round_trips(db, wired, proxy, None).await?);
+    if plan.runs("fires") {
+        rows.extend(cpu_per_fire(db, provider, plan.fire_rounds, plan.fire_window).await?);
+    }
     Ok(rows)
 }
 
@@ -230,6 +235,7 @@ pub(crate) async fn round_trips<P: LockProvider>(
     db: &str,
     p: &P,
     proxy: &Proxy,
+    wal: Option<&mut dyn WalProbe>,
 ) -> Result<Vec<Row>> {
     // Warm the connection up (connect, scripts loaded).
     let warm = p
@@ -268,7 +274,7 @@ pub(crate) async fn round_trips<P: LockProvider>(
     }
     rows.extend(wire_rows(db, "extend", per_call(proxy, since, WIRE_CALLS)));
     p.release(&held, Duration::ZERO).await?;
-    rows.extend(fire_round_trips(db, p, proxy).await?);
+    rows.extend(fire_round_trips(db, p, proxy, wal).await?);
     Ok(rows)
 }
 
@@ -279,6 +285,7 @@ pub(crate) async fn fire_round_trips<P: LockProvider>(
     db: &str,
     p: &P,
     proxy: &Proxy,
+    mut wal: Option<&mut dyn WalProbe>,
 ) -> Result<Vec<Row>> {
     let now = Utc::now();
     let fire = Fire::new(
@@ -301,38 +308,76 @@ pub(crate) async fn fire_round_trips<P: LockProvider>(
             }
         }
     }
-    let mut totals = [(0.0, 0.0); 3];
+    // Per kind: round trips, bytes, statements, WAL bytes.
+    let mut totals = [[0.0; 4]; 4];
+    let n = f64::from(WIRE_CALLS);
+    #[allow(clippy::cast_precision_loss)] // small counts
+    let mut add = |k: usize, since: (u64, u64), statements: usize, wal: (u64, u64)| {
+        let (trips, bytes) = per_call(proxy, since, WIRE_CALLS);
+        let t = &mut totals[k];
+        t[0] += trips;
+        t[1] += bytes;
+        t[2] += statements as f64 / n;
+        t[3] += (wal.1 - wal.0) as f64 / n;
+    };
     for i in 0..WIRE_CALLS {
+        let w0 = wal_position(&mut wal).await?;
         let since = proxy.counts();
-        let claim = p.claim_fire(&job(i), &fire, AT_MOST, "bench-a").await?;
-        let claimed = per_call(proxy, since, WIRE_CALLS);
-        let FireClaim::Claimed(record) = claim else {
-            return Err(format!("the first claim of a fire: {claim:?}").into());
+        let (claim, sql) = capture(p.claim_fire(&job(i), &fire, AT_MOST, "bench-a")).await;
+        let w1 = wal_position(&mut wal).await?;
+        add(0, since, sql.len(), (w0, w1));
+        let FireClaim::Claimed(record) = claim? else {
+            return Err("the first claim of a fire did not claim it".into());
         };
         let since = proxy.counts();
-        p.release(&record, Duration::ZERO).await?;
-        let released = per_call(proxy, since, WIRE_CALLS);
+        let (released, sql) = capture(p.release(&record, Duration::ZERO)).await;
+        released?;
+        let w2 = wal_position(&mut wal).await?;
+        add(1, since, sql.len(), (w1, w2));
+        // A plain read of the lock row first: on Postgres the first read of a page after an
+        // update may prune it (on-access pruning, WAL of its own, whichever statement reads).
         let since = proxy.counts();
-        let other = p.claim_fire(&job(i), &fire, AT_MOST, "bench-b").await?;
-        let elsewhere = per_call(proxy, since, WIRE_CALLS);
-        if !matches!(other, FireClaim::ClaimedElsewhere { .. }) {
-            return Err(format!("a second claim of one fire: {other:?}").into());
-        }
-        for (total, part) in totals.iter_mut().zip([claimed, released, elsewhere]) {
-            total.0 += part.0;
-            total.1 += part.1;
+        let (read, sql) = capture(p.holder(&job(i))).await;
+        read?;
+        let w3 = wal_position(&mut wal).await?;
+        add(3, since, sql.len(), (w2, w3));
+        let since = proxy.counts();
+        let (other, sql) = capture(p.claim_fire(&job(i), &fire, AT_MOST, "bench-b")).await;
+        let w4 = wal_position(&mut wal).await?;
+        add(2, since, sql.len(), (w3, w4));
+        if !matches!(other?, FireClaim::ClaimedElsewhere { .. }) {
+            return Err("a second claim of one fire was not refused as claimed elsewhere".into());
         }
     }
     let mut rows = Vec::new();
-    for (what, total) in [
+    for (what, t) in [
         "fire claimed (the winner)",
         "release after the run (the winner)",
         "fire claimed elsewhere (each other replica)",
+        "read of the lock row before it (holder: the control)",
     ]
     .into_iter()
     .zip(totals)
     {
-        rows.extend(wire_rows(db, what, total));
+        rows.extend(wire_rows(db, what, (t[0], t[1])));
+        if t[2] > 0.0 {
+            rows.push(Row::new(db, format!("statements per {what}"), t[2], "stmt"));
+        }
+        if wal.is_some() {
+            rows.push(Row::new(db, format!("WAL bytes per {what}"), t[3], "B"));
+        }
     }
     Ok(rows)
+}
+
+/// Reads the store's write-ahead log position (Postgres: `pg_current_wal_insert_lsn()`).
+pub(crate) trait WalProbe: Send {
+    fn position(&mut self) -> crate::sql::Fut<'_, u64>;
+}
+
+async fn wal_position(wal: &mut Option<&mut dyn WalProbe>) -> Result<u64> {
+    match wal {
+        Some(probe) => probe.position().await,
+        None => Ok(0),
+    }
 }

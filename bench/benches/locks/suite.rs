@@ -7,6 +7,7 @@ use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::{median, median_ratio};
 use shedlock_core::{LockConfig, LockProvider};
 
+use crate::fires::cpu_per_fire;
 use crate::harness::{
     AT_MOST, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_OWNER, HELD, MacroRun, Op, POOL_CYCLE,
     Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result, SpawnedProviderSkip,
@@ -15,6 +16,8 @@ use crate::harness::{
 };
 use crate::sink;
 use crate::sql::{Sql, SqlDb, closer};
+use crate::stores::{WalProbe, round_trips};
+use crate::wire::{Proxy, target, through};
 
 /// The statements a provider sent for each kind of call, captured from sqlx.
 #[derive(Debug, Clone, Default)]
@@ -175,11 +178,41 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         });
         stage("latch", part, t).await;
     }
+    if plan.runs("fires") {
+        let t = Instant::now();
+        let part = fires(backend, &table, &provider, plan).await;
+        stage("fires", part, t).await;
+    }
     closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
     }
     (rows, ok)
+}
+
+/// The scheduler's CPU per fire against `execute`, then round trips, statements and WAL bytes
+/// per operation and per fire, counted on a provider behind a counting proxy.
+async fn fires<D: SqlDb>(
+    backend: &Sql<D>,
+    table: &str,
+    provider: &D::Provider,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let mut rows = cpu_per_fire(D::DB, provider, plan.fire_rounds, plan.fire_window).await?;
+    let Ok(server) = target(&backend.url) else {
+        eprintln!("{}: no network server: round trips left out", D::DB);
+        return Ok(rows);
+    };
+    let proxy = Proxy::start(server).await?;
+    let wired = backend
+        .provider_at(&through(&backend.url, proxy.port())?, table)
+        .await?;
+    let mut wal = D::wal_probe(backend.url.clone()).await?;
+    let wal = wal.as_mut().map(|w| &mut **w as &mut dyn WalProbe);
+    let counted = round_trips(D::DB, &wired, &proxy, wal).await;
+    closer::<D>(&wired).await;
+    rows.extend(counted?);
+    Ok(rows)
 }
 
 /// Warms the provider up (table check, pool), then captures the statements of each call.
@@ -869,12 +902,16 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
             "us/op",
         )
     };
-    Ok(vec![
+    let mut rows = vec![
         us(SKIP_PROVIDER),
         extra(SKIP_EXECUTOR, SKIP_PROVIDER),
         extra(SKIP_MACRO, SKIP_PROVIDER),
         us(CYCLE_PROVIDER),
         extra(CYCLE_EXECUTOR, CYCLE_PROVIDER),
         extra(CYCLE_MACRO, CYCLE_PROVIDER),
-    ])
+    ];
+    if plan.runs("fires") {
+        rows.extend(cpu_per_fire(db, &provider, plan.fire_rounds, plan.fire_window).await?);
+    }
+    Ok(rows)
 }
