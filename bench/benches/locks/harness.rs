@@ -44,7 +44,10 @@ pub(crate) struct Plan {
     /// The lock pool of each replica in the contention race.
     pub(crate) racer_pool: u32,
     pub(crate) latch_window: Duration,
-    /// The parts to run (`uncontended`, `contention`, `pressure`, `latch`); empty: all.
+    /// Paired rounds and the window of each side in the scheduler's CPU comparison.
+    pub(crate) fire_rounds: usize,
+    pub(crate) fire_window: Duration,
+    /// The parts to run (`uncontended`, `contention`, `pressure`, `latch`, `fires`); empty: all.
     pub(crate) only: Vec<String>,
 }
 
@@ -63,6 +66,8 @@ impl Plan {
                 pressure_pool: 2,
                 racer_pool: 2,
                 latch_window: Duration::from_millis(1500),
+                fire_rounds: 4,
+                fire_window: Duration::from_secs(1),
                 only: Vec::new(),
             }
         } else {
@@ -78,6 +83,8 @@ impl Plan {
                 pressure_pool: 2,
                 racer_pool: 2,
                 latch_window: Duration::from_secs(10),
+                fire_rounds: 8,
+                fire_window: Duration::from_secs(3),
                 only: Vec::new(),
             }
         }
@@ -92,7 +99,7 @@ impl Plan {
 }
 
 /// The parts of a run, for `--only`.
-pub(crate) const PARTS: [&str; 4] = ["uncontended", "contention", "pressure", "latch"];
+pub(crate) const PARTS: [&str; 5] = ["uncontended", "contention", "pressure", "latch", "fires"];
 
 /// One measured operation, run over and over.
 #[async_trait]
@@ -289,6 +296,17 @@ impl Op for MacroRun {
                 "skipped a free lock",
             )
         }
+    }
+}
+
+/// Takes [`HELD`] for another owner for an hour: the lock every skip meets.
+pub(crate) async fn hold_elsewhere<P: LockProvider>(provider: &P) -> Result<()> {
+    match provider
+        .acquire(HELD, Duration::from_hours(1), OTHER_OWNER)
+        .await?
+    {
+        Some(_) => Ok(()),
+        None => Err("could not take the held lock".into()),
     }
 }
 

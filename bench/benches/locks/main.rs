@@ -1,27 +1,33 @@
-//! The shedlock-rs benchmark: the cost of a lock against the database floor, on Postgres,
-//! MariaDB (or MySQL) and SQLite, in one run. See `BENCHMARKS.md` at the repository root.
+//! The shedlock-rs benchmark: the cost of a lock against the store's floor, on Postgres,
+//! MariaDB (or MySQL), SQLite, Redis and etcd, in one run, and the scheduler's cost per fire.
+//! See `BENCHMARKS.md` at the repository root.
 //!
 //! ```text
 //! cargo bench -p shedlock-bench -- --quick           # about a minute
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
-//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory
-//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch
+//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd
+//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch, fires
 //! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
 //!
 //! `SHEDLOCK_PG_URL` and `SHEDLOCK_MYSQL_URL` name the servers (default: the local test
-//! databases); SQLite uses a temporary file. `SHEDLOCK_INTEROP_SQL` overrides where Java
+//! databases); SQLite uses a temporary file; `SHEDLOCK_REDIS_URL` and `SHEDLOCK_ETCD_URL` name
+//! Redis and etcd (no default: without them those are skipped). `SHEDLOCK_INTEROP_SQL` overrides where Java
 //! ShedLock's statements are read from (default: `shared/interop/shedlock-sql.txt` beside the
 //! repository). A database that cannot be reached is skipped with a notice, unless
 //! `SHEDLOCK_REQUIRE_DB=1`.
 
+mod fires;
 mod harness;
 mod mysql;
 mod pg;
 mod sink;
+mod sql;
 mod sqlite;
+mod stores;
 mod suite;
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,12 +35,14 @@ use std::time::Instant;
 
 use shedlock_bench::java::{Placeholder, Section};
 use shedlock_bench::report::{self, Row};
+use shedlock_sqlx::sqlx::mysql::MySql;
+use shedlock_sqlx::sqlx::postgres::Postgres;
 
 use crate::harness::{PARTS, Plan};
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
-const DATABASES: [&str; 4] = ["postgres", "mariadb", "sqlite", "memory"];
+const DATABASES: [&str; 6] = ["postgres", "mariadb", "sqlite", "memory", "redis", "etcd"];
 
 struct Settings {
     quick: bool,
@@ -62,7 +70,7 @@ impl Settings {
                 "--db" => {
                     let list = args
                         .next()
-                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory")?;
+                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory,redis,etcd")?;
                     settings.databases = list.split(',').map(|d| d.trim().to_owned()).collect();
                     if let Some(bad) = settings
                         .databases
@@ -70,7 +78,7 @@ impl Settings {
                         .find(|d| !DATABASES.contains(&d.as_str()))
                     {
                         return Err(format!(
-                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory"
+                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory, redis, etcd"
                         ));
                     }
                 }
@@ -190,18 +198,41 @@ async fn run(settings: &Settings) -> bool {
     for db in &settings.databases {
         let (part, part_ok) = match db.as_str() {
             "postgres" => {
-                let backend = pg::Pg {
-                    url: env_or("SHEDLOCK_PG_URL", DEFAULT_PG_URL),
-                    java: java_section("POSTGRES_SQL dbTime=true", Placeholder::Dollar),
-                };
-                suite::run(&backend, &plan).await
+                let url = env_or("SHEDLOCK_PG_URL", DEFAULT_PG_URL);
+                suite::run(&sql::Sql::<Postgres>::new(url, None), &plan).await
             }
             "mariadb" => {
-                let backend = mysql::MySql {
-                    url: env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL),
-                    java: java_section("MARIA_DB dbTime=true", Placeholder::Question),
+                let url = env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL);
+                suite::run(&sql::Sql::<MySql>::new(url, None), &plan).await
+            }
+            "redis" | "etcd" => {
+                let var = if db == "redis" {
+                    "SHEDLOCK_REDIS_URL"
+                } else {
+                    "SHEDLOCK_ETCD_URL"
                 };
-                suite::run(&backend, &plan).await
+                match std::env::var(var).ok().filter(|v| !v.trim().is_empty()) {
+                    None => {
+                        eprintln!("{db}: no {var}");
+                        (Vec::new(), false)
+                    }
+                    Some(url) => {
+                        let t = Instant::now();
+                        let part = if db == "redis" {
+                            stores::redis(&url, &plan).await
+                        } else {
+                            stores::etcd(&url, &plan).await
+                        };
+                        eprintln!("{db}: done in {:.1} s", t.elapsed().as_secs_f64());
+                        match part {
+                            Ok(rows) => (rows, true),
+                            Err(e) => {
+                                eprintln!("{db}: {e}");
+                                (Vec::new(), false)
+                            }
+                        }
+                    }
+                }
             }
             "memory" => match suite::in_memory(&plan).await {
                 Ok(rows) => (rows, true),
@@ -210,7 +241,7 @@ async fn run(settings: &Settings) -> bool {
                     (Vec::new(), false)
                 }
             },
-            _ => match sqlite::Sqlite::new().await {
+            _ => match sqlite::temporary().await {
                 Ok(backend) => suite::run(&backend, &plan).await,
                 Err(e) => {
                     eprintln!("sqlite: cannot create the database: {e}");

@@ -3,18 +3,21 @@
 
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::{median, median_ratio};
 use shedlock_core::{LockConfig, LockProvider};
 
+use crate::fires::cpu_per_fire;
 use crate::harness::{
-    AT_MOST, CloseFuture, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_OWNER, Gauge, HELD, MacroRun,
-    OTHER_OWNER, Op, POOL_CYCLE, Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result,
-    SpawnedProviderSkip, StatementsPerCall, TimedProviderSkip, Variant, contend, executor,
-    interleave, latch_load, pool_pressure,
+    AT_MOST, Contention, ExecutorRun, FLOOR_CYCLE, FLOOR_OWNER, HELD, MacroRun, Op, POOL_CYCLE,
+    Plan, ProviderCycle, ProviderRacer, ProviderSkip, Racer, Result, SpawnedProviderSkip,
+    StatementsPerCall, TimedProviderSkip, Variant, contend, executor, hold_elsewhere, interleave,
+    latch_load, pool_pressure,
 };
 use crate::sink;
+use crate::sql::{Sql, SqlDb, closer};
+use crate::stores::{WalProbe, round_trips};
+use crate::wire::{Proxy, target, through};
 
 /// The statements a provider sent for each kind of call, captured from sqlx.
 #[derive(Debug, Clone, Default)]
@@ -82,52 +85,6 @@ impl RawRace {
     }
 }
 
-/// What each database supplies.
-#[async_trait]
-pub(crate) trait Backend: Send + Sync {
-    type Provider: LockProvider + Clone;
-
-    /// `postgres`, `mariadb`, `sqlite`.
-    fn db(&self) -> &'static str;
-
-    /// The provider as the README sets it up: `XLockProvider::connect(url)`'s dedicated pool
-    /// (`pool_options()`), on `table`.
-    async fn provider(&self, table: &str) -> Result<Self::Provider>;
-
-    /// The provider on a default sqlx pool (`XPool::connect(url)`: it pings on checkout).
-    async fn provider_on_default_pool(&self, table: &str) -> Result<Self::Provider>;
-
-    /// The provider on `pool_options().max_connections(size)`, and a gauge of that pool.
-    async fn provider_on_pool_of(&self, table: &str, size: u32) -> Result<(Self::Provider, Gauge)>;
-
-    /// A future closing the provider's pool.
-    fn closer(&self, provider: &Self::Provider) -> CloseFuture;
-
-    async fn create_table(&self, provider: &Self::Provider) -> Result<()>;
-
-    async fn drop_table(&self, table: &str) -> Result<()>;
-
-    /// The raw floor on `table`, from the captured statements.
-    async fn floor(&self, table: &str, sql: &Captured) -> Result<Floor>;
-
-    /// The provider's statements run raw, each on a connection checked out of `provider`'s
-    /// pool for it (no provider code): separates the pool's cost from the provider's.
-    fn pool_raw(&self, provider: &Self::Provider, sql: &Captured) -> Result<PoolRaw>;
-
-    /// The raw races this database runs besides the provider's.
-    fn raw_races(&self) -> Vec<RawRace>;
-
-    /// `n` raw racers for `race` on lock `name`.
-    async fn raw_racers(
-        &self,
-        race: RawRace,
-        table: &str,
-        name: &str,
-        sql: &Captured,
-        n: usize,
-    ) -> Result<Vec<Box<dyn Racer>>>;
-}
-
 fn table_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -137,19 +94,14 @@ fn table_name() -> String {
 
 /// Runs every part against one database; a part that fails is reported on stderr and leaves
 /// its rows out. Returns the rows and whether everything ran.
-pub(crate) async fn run<B: Backend>(backend: &B, plan: &Plan) -> (Vec<Row>, bool) {
-    let db = backend.db();
+pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, bool) {
+    let db = D::DB;
     let table = table_name();
     let mut rows = Vec::new();
     let setup = async {
         let provider = backend.provider(&table).await?;
         backend.create_table(&provider).await?;
-        let held = provider
-            .acquire(HELD, Duration::from_hours(1), OTHER_OWNER)
-            .await?;
-        if held.is_none() {
-            return Err("could not take the held lock".into());
-        }
+        hold_elsewhere(&provider).await?;
         let captured = probe(&provider).await?;
         Ok::<_, crate::harness::BoxError>((provider, captured))
     };
@@ -226,11 +178,41 @@ pub(crate) async fn run<B: Backend>(backend: &B, plan: &Plan) -> (Vec<Row>, bool
         });
         stage("latch", part, t).await;
     }
-    backend.closer(&provider).await;
+    if plan.runs("fires") {
+        let t = Instant::now();
+        let part = fires(backend, &table, &provider, plan).await;
+        stage("fires", part, t).await;
+    }
+    closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
     }
     (rows, ok)
+}
+
+/// The scheduler's CPU per fire against `execute`, then round trips, statements and WAL bytes
+/// per operation and per fire, counted on a provider behind a counting proxy.
+async fn fires<D: SqlDb>(
+    backend: &Sql<D>,
+    table: &str,
+    provider: &D::Provider,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let mut rows = cpu_per_fire(D::DB, provider, plan.fire_rounds, plan.fire_window).await?;
+    let Ok(server) = target(&backend.url) else {
+        eprintln!("{}: no network server: round trips left out", D::DB);
+        return Ok(rows);
+    };
+    let proxy = Proxy::start(server).await?;
+    let wired = backend
+        .provider_at(&through(&backend.url, proxy.port())?, table)
+        .await?;
+    let mut wal = D::wal_probe(backend.url.clone()).await?;
+    let wal = wal.as_mut().map(|w| &mut **w as &mut dyn WalProbe);
+    let counted = round_trips(D::DB, &wired, &proxy, wal).await;
+    closer::<D>(&wired).await;
+    rows.extend(counted?);
+    Ok(rows)
 }
 
 /// Warms the provider up (table check, pool), then captures the statements of each call.
@@ -271,13 +253,13 @@ async fn probe<P: LockProvider>(provider: &P) -> Result<Captured> {
     Ok(captured)
 }
 
-struct Samples {
-    metrics: Vec<String>,
-    values: Vec<Vec<f64>>,
+pub(crate) struct Samples {
+    pub(crate) metrics: Vec<String>,
+    pub(crate) values: Vec<Vec<f64>>,
 }
 
 impl Samples {
-    fn of(&self, metric: &str) -> &[f64] {
+    pub(crate) fn of(&self, metric: &str) -> &[f64] {
         self.metrics
             .iter()
             .position(|m| m == metric)
@@ -288,13 +270,13 @@ impl Samples {
 const SELECT1: &str = "select 1 (round trip)";
 const SKIP_FLOOR: &str = "skip: statement raw (floor)";
 const CYCLE_FLOOR: &str = "cycle: statements raw (floor)";
-const SKIP_PROVIDER: &str = "skip: provider";
-const SKIP_EXECUTOR: &str = "skip: executor";
-const SKIP_MACRO: &str = "skip: #[scheduled_lock]";
+pub(crate) const SKIP_PROVIDER: &str = "skip: provider";
+pub(crate) const SKIP_EXECUTOR: &str = "skip: executor";
+pub(crate) const SKIP_MACRO: &str = "skip: #[scheduled_lock]";
 const SKIP_DEFAULT: &str = "skip: provider on default sqlx pool";
-const CYCLE_PROVIDER: &str = "cycle: provider";
-const CYCLE_EXECUTOR: &str = "cycle: executor";
-const CYCLE_MACRO: &str = "cycle: #[scheduled_lock]";
+pub(crate) const CYCLE_PROVIDER: &str = "cycle: provider";
+pub(crate) const CYCLE_EXECUTOR: &str = "cycle: executor";
+pub(crate) const CYCLE_MACRO: &str = "cycle: #[scheduled_lock]";
 const CYCLE_DEFAULT: &str = "cycle: provider on default sqlx pool";
 const SKIP_SPAWNED: &str = "skip: provider in a spawned task";
 const SKIP_TIMED: &str = "skip: provider in one more tokio timeout";
@@ -306,10 +288,10 @@ const CYCLE_FLOOR_B2B: &str = "back to back: cycle statements raw (floor)";
 const CYCLE_PROVIDER_B2B: &str = "back to back: cycle through provider";
 
 /// The interleaved uncontended variants; also returns the floor cycle's median (µs).
-async fn uncontended<B: Backend>(
-    backend: &B,
+async fn uncontended<D: SqlDb>(
+    backend: &Sql<D>,
     table: &str,
-    provider: &B::Provider,
+    provider: &D::Provider,
     captured: &Captured,
     plan: &Plan,
 ) -> Result<(Vec<Row>, Option<f64>)> {
@@ -321,8 +303,8 @@ async fn uncontended<B: Backend>(
             .ok_or("floor lock not free")?;
         provider.release(&record, Duration::ZERO).await?;
     }
-    let floor = backend.floor(table, captured).await?;
-    let floor_b2b = backend.floor(table, captured).await?;
+    let floor = backend.floor(captured).await?;
+    let floor_b2b = backend.floor(captured).await?;
     // Back to back on a provider of its own: bursts grow a pool, which would change what the
     // paced variants measure.
     let provider_b2b = backend.provider(table).await?;
@@ -332,7 +314,7 @@ async fn uncontended<B: Backend>(
         .iter()
         .map(|v| v.metric.clone())
         .collect();
-    let pool_raw = backend.pool_raw(provider, captured)?;
+    let pool_raw = Sql::<D>::pool_raw(provider, captured)?;
     let mut variants = library_variants(floor, provider, &on_default)?;
     variants.extend([
         Variant::boxed(SKIP_POOL, pool_raw.skip),
@@ -377,39 +359,30 @@ async fn uncontended<B: Backend>(
     for v in variants {
         v.op.close().await;
     }
-    backend.closer(&on_default).await;
-    backend.closer(&provider_b2b).await;
+    closer::<D>(&on_default).await;
+    closer::<D>(&provider_b2b).await;
     let s = Samples {
         metrics,
         values: measured?,
     };
     Ok((
-        uncontended_rows(backend.db(), &s, captured, &extra_names),
+        uncontended_rows(D::DB, &s, captured, &extra_names),
         median(s.of(CYCLE_FLOOR)),
     ))
 }
 
-/// The floor, then every way through the library.
-fn library_variants<P: LockProvider + Clone>(
-    floor: Floor,
+/// The six ways through the library every store measures: skip and cycle through the
+/// provider, the executor and a `#[scheduled_lock]` function.
+pub(crate) fn core_variants<P: LockProvider + Clone>(
     provider: &P,
-    on_default: &P,
-) -> Result<Vec<Variant>> {
-    let executor = executor(provider.clone(), "bench-executor")?;
-    let mut variants = vec![
-        Variant::boxed(SELECT1, floor.select1),
-        Variant::boxed(SKIP_FLOOR, floor.skip),
-        Variant::boxed(CYCLE_FLOOR, floor.cycle),
-    ];
-    variants.extend(floor.extra_cycles);
-    variants.extend([
-        Variant::new(
-            SKIP_PROVIDER,
-            ProviderSkip {
-                provider: provider.clone(),
-                owner: "bench-provider".into(),
-            },
-        ),
+    executor: &shedlock_core::LockingTaskExecutor,
+) -> Result<[Variant; 6]> {
+    let skip = |provider: &P| ProviderSkip {
+        provider: provider.clone(),
+        owner: "bench-provider".into(),
+    };
+    Ok([
+        Variant::new(SKIP_PROVIDER, skip(provider)),
         Variant::new(
             SKIP_EXECUTOR,
             ExecutorRun {
@@ -423,21 +396,6 @@ fn library_variants<P: LockProvider + Clone>(
             MacroRun {
                 executor: executor.clone(),
                 skip: true,
-            },
-        ),
-        Variant::new(SKIP_SPAWNED, SpawnedProviderSkip(provider.clone())),
-        Variant::new(
-            SKIP_TIMED,
-            TimedProviderSkip(ProviderSkip {
-                provider: provider.clone(),
-                owner: "bench-provider".into(),
-            }),
-        ),
-        Variant::new(
-            SKIP_DEFAULT,
-            ProviderSkip {
-                provider: on_default.clone(),
-                owner: "bench-default".into(),
             },
         ),
         Variant::new(
@@ -459,8 +417,41 @@ fn library_variants<P: LockProvider + Clone>(
         Variant::new(
             CYCLE_MACRO,
             MacroRun {
-                executor,
+                executor: executor.clone(),
                 skip: false,
+            },
+        ),
+    ])
+}
+
+/// The floor, then every way through the library.
+fn library_variants<P: LockProvider + Clone>(
+    floor: Floor,
+    provider: &P,
+    on_default: &P,
+) -> Result<Vec<Variant>> {
+    let executor = executor(provider.clone(), "bench-executor")?;
+    let mut variants = vec![
+        Variant::boxed(SELECT1, floor.select1),
+        Variant::boxed(SKIP_FLOOR, floor.skip),
+        Variant::boxed(CYCLE_FLOOR, floor.cycle),
+    ];
+    variants.extend(floor.extra_cycles);
+    variants.extend(core_variants(provider, &executor)?);
+    variants.extend([
+        Variant::new(SKIP_SPAWNED, SpawnedProviderSkip(provider.clone())),
+        Variant::new(
+            SKIP_TIMED,
+            TimedProviderSkip(ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-provider".into(),
+            }),
+        ),
+        Variant::new(
+            SKIP_DEFAULT,
+            ProviderSkip {
+                provider: on_default.clone(),
+                owner: "bench-default".into(),
             },
         ),
         Variant::new(
@@ -486,14 +477,7 @@ fn uncontended_rows(
         Row::new(db, metric, us(metric), "us/op")
             .ratio(median_ratio(s.of(metric), s.of(floor)), floor)
     };
-    let versus = |metric: &str, base: &str| {
-        Row::new(
-            db,
-            format!("{metric} / {}", base.split(": ").nth(1).unwrap_or(base)),
-            median_ratio(s.of(metric), s.of(base)).unwrap_or(f64::NAN),
-            "x",
-        )
-    };
+    let versus = |metric: &str, base: &str| versus(db, s, metric, base);
     #[allow(clippy::cast_precision_loss)] // a few statements
     let count = |n: usize| n as f64;
     let mut rows = vec![
@@ -523,16 +507,12 @@ fn uncontended_rows(
         versus(SKIP_SPAWNED, SKIP_PROVIDER),
         row(SKIP_EXECUTOR, SKIP_FLOOR),
         row(SKIP_MACRO, SKIP_FLOOR),
-        versus(SKIP_EXECUTOR, SKIP_PROVIDER).target(Target::ValueAtMost(1.05)),
-        versus(SKIP_MACRO, SKIP_PROVIDER).target(Target::ValueAtMost(1.05)),
         row(SKIP_DEFAULT, SKIP_FLOOR),
         row(CYCLE_PROVIDER, CYCLE_FLOOR).target(Target::RatioAtMost(1.1)),
         row(CYCLE_POOL, CYCLE_FLOOR),
         versus(CYCLE_PROVIDER, CYCLE_POOL),
         row(CYCLE_EXECUTOR, CYCLE_FLOOR),
         row(CYCLE_MACRO, CYCLE_FLOOR),
-        versus(CYCLE_EXECUTOR, CYCLE_PROVIDER).target(Target::ValueAtMost(1.05)),
-        versus(CYCLE_MACRO, CYCLE_PROVIDER).target(Target::ValueAtMost(1.05)),
         row(CYCLE_DEFAULT, CYCLE_FLOOR),
         versus(CYCLE_DEFAULT, CYCLE_PROVIDER),
         row(SKIP_FLOOR_B2B, SKIP_FLOOR),
@@ -540,7 +520,31 @@ fn uncontended_rows(
         row(CYCLE_FLOOR_B2B, CYCLE_FLOOR),
         row(CYCLE_PROVIDER_B2B, CYCLE_FLOOR_B2B),
     ]);
+    rows.extend(versus_rows(db, s));
     rows
+}
+
+/// A ratio of two variants' paired samples.
+fn versus(db: &str, s: &Samples, metric: &str, base: &str) -> Row {
+    Row::new(
+        db,
+        format!("{metric} / {}", base.split(": ").nth(1).unwrap_or(base)),
+        median_ratio(s.of(metric), s.of(base)).unwrap_or(f64::NAN),
+        "x",
+    )
+}
+
+/// The executor and the macro against the provider, skip and cycle (target 1.05).
+pub(crate) fn versus_rows(db: &str, s: &Samples) -> Vec<Row> {
+    [
+        (SKIP_EXECUTOR, SKIP_PROVIDER),
+        (SKIP_MACRO, SKIP_PROVIDER),
+        (CYCLE_EXECUTOR, CYCLE_PROVIDER),
+        (CYCLE_MACRO, CYCLE_PROVIDER),
+    ]
+    .into_iter()
+    .map(|(metric, base)| versus(db, s, metric, base).target(Target::ValueAtMost(1.05)))
+    .collect()
 }
 
 /// One contention variant: its label and its per-round results.
@@ -550,14 +554,14 @@ struct Race {
     rounds: Vec<Contention>,
 }
 
-async fn contention<B: Backend>(
-    backend: &B,
+async fn contention<D: SqlDb>(
+    backend: &Sql<D>,
     table: &str,
-    provider: &B::Provider,
+    provider: &D::Provider,
     captured: &Captured,
     plan: &Plan,
 ) -> Result<Vec<Row>> {
-    let db = backend.db();
+    let db = D::DB;
     let mut races = vec![Race {
         label: "provider".into(),
         raw: None,
@@ -607,8 +611,8 @@ async fn contention<B: Backend>(
 
 /// `n` racers for a race: replicas each with the provider on a pool of its own (`pool_options()`
 /// with at most `pool` connections), or raw ones.
-async fn contenders<B: Backend>(
-    backend: &B,
+async fn contenders<D: SqlDb>(
+    backend: &Sql<D>,
     raw: Option<RawRace>,
     table: &str,
     name: &str,
@@ -617,12 +621,12 @@ async fn contenders<B: Backend>(
     pool: u32,
 ) -> Result<Vec<Box<dyn Racer>>> {
     if let Some(raw) = raw {
-        return backend.raw_racers(raw, table, name, captured, n).await;
+        return backend.raw_racers(raw, (table, name), captured, n).await;
     }
     let mut all: Vec<Box<dyn Racer>> = Vec::with_capacity(n);
     for r in 0..n {
         let (provider, gauge) = backend.provider_on_pool_of(table, pool).await?;
-        let closer = backend.closer(&provider);
+        let closer = closer::<D>(&provider);
         all.push(Box::new(ProviderRacer {
             provider,
             name: name.to_owned(),
@@ -720,13 +724,13 @@ fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
     rows
 }
 
-async fn pressure<B: Backend>(
-    backend: &B,
+async fn pressure<D: SqlDb>(
+    backend: &Sql<D>,
     table: &str,
     plan: &Plan,
     floor_cycle_us: Option<f64>,
 ) -> Result<Vec<Row>> {
-    let db = backend.db();
+    let db = D::DB;
     let (provider, gauge) = backend
         .provider_on_pool_of(table, plan.pressure_pool)
         .await?;
@@ -736,7 +740,7 @@ async fn pressure<B: Backend>(
         Ok(_) => pool_pressure(&executor, &gauge, plan.pressure_locks, "bench-pressure").await,
         Err(_) => Err("first pass failed".into()),
     };
-    backend.closer(&provider).await;
+    closer::<D>(&provider).await;
     let first = first?;
     let second = second?;
     if let Some(e) = first.first_error.as_ref().or(second.first_error.as_ref()) {
@@ -865,64 +869,12 @@ fn versus_java(db: &str, races: &[Race], n: usize) -> Vec<Row> {
 pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
     let db = "memory";
     let provider = std::sync::Arc::new(shedlock_core::InMemoryLockProvider::new());
-    if provider
-        .acquire(HELD, Duration::from_hours(1), OTHER_OWNER)
-        .await?
-        .is_none()
-    {
-        return Err("could not take the held lock".into());
-    }
+    hold_elsewhere(&provider).await?;
     let executor = executor(provider.clone(), "bench-executor")?;
-    let mut variants = vec![
-        Variant::new(
-            SKIP_PROVIDER,
-            ProviderSkip {
-                provider: provider.clone(),
-                owner: "bench-provider".into(),
-            },
-        ),
-        Variant::new(
-            SKIP_EXECUTOR,
-            ExecutorRun {
-                executor: executor.clone(),
-                cfg: LockConfig::new(HELD, AT_MOST)?,
-                expect_run: false,
-            },
-        ),
-        Variant::new(
-            SKIP_MACRO,
-            MacroRun {
-                executor: executor.clone(),
-                skip: true,
-            },
-        ),
-        Variant::new(
-            CYCLE_PROVIDER,
-            ProviderCycle {
-                provider: provider.clone(),
-                name: "bench-provider".into(),
-                owner: "bench-provider".into(),
-            },
-        ),
-        Variant::new(
-            CYCLE_EXECUTOR,
-            ExecutorRun {
-                executor: executor.clone(),
-                cfg: LockConfig::new("bench-executor", AT_MOST)?,
-                expect_run: true,
-            },
-        ),
-        Variant::new(
-            CYCLE_MACRO,
-            MacroRun {
-                executor,
-                skip: false,
-            },
-        ),
-    ]
-    .into_iter()
-    .map(Variant::back_to_back)
-    .collect::<Vec<_>>();
+    let mut variants = core_variants(&provider, &executor)?
+        .into_iter()
+        .map(Variant::back_to_back)
+        .collect::<Vec<_>>();
     let values = interleave(&mut variants, plan).await?;
     let s = Samples {
         metrics: variants.iter().map(|v| v.metric.clone()).collect(),
@@ -950,12 +902,16 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
             "us/op",
         )
     };
-    Ok(vec![
+    let mut rows = vec![
         us(SKIP_PROVIDER),
         extra(SKIP_EXECUTOR, SKIP_PROVIDER),
         extra(SKIP_MACRO, SKIP_PROVIDER),
         us(CYCLE_PROVIDER),
         extra(CYCLE_EXECUTOR, CYCLE_PROVIDER),
         extra(CYCLE_MACRO, CYCLE_PROVIDER),
-    ])
+    ];
+    if plan.runs("fires") {
+        rows.extend(cpu_per_fire(db, &provider, plan.fire_rounds, plan.fire_window).await?);
+    }
+    Ok(rows)
 }
