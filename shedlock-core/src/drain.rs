@@ -222,12 +222,14 @@ impl DrainState {
 
     async fn cancel_and_release(&self, outcome: &mut Drained) {
         {
-            self.phase.send_replace(Phase::Cancelling);
+            // The snapshot first: a run that sees the cancel and releases its lock at once (on
+            // another thread) is still counted cancelled, not finished.
             let entries: Vec<(u64, Lease, Duration, Option<AbortHandle>)> = self
                 .live()
                 .iter()
                 .map(|(id, e)| (*id, e.lease.clone(), e.at_least, e.keeper.clone()))
                 .collect();
+            self.phase.send_replace(Phase::Cancelling);
             outcome.cancelled = entries.len();
             tracing::warn!(
                 still_held = entries.len(),

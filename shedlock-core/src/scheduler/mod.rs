@@ -689,7 +689,13 @@ async fn run(
                 Err(_) => RunOutcome::Panicked,
             },
             () = term_ended => RunOutcome::Cancelled,
-            () = handle.cancelled() => RunOutcome::Cancelled,
+            // One more poll of the body first: the drain may cancel between the body's poll and
+            // this branch's (another thread), and the body must get to see it (`cancelled()`,
+            // `is_cancelled()`) before it is dropped.
+            () = async {
+                handle.cancelled().await;
+                tokio::task::yield_now().await;
+            } => RunOutcome::Cancelled,
         }
     })
     .await;
