@@ -116,9 +116,17 @@ where
         let map = |e| self.map_error(e, "create the lock table");
         store
             .run(call, map, |mut c| async move {
-                let outcome = call
-                    .timed(sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone())).execute(c.conn()))
-                    .await;
+                let ddl = || sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone()));
+                let mut outcome = call.timed(ddl().execute(c.conn())).await;
+                // Postgres: of sessions creating the table at once (replicas starting
+                // together), all but one may fail (a unique violation in its catalog, or "type
+                // … already exists") instead of skipping. The error comes once the winner has
+                // committed, so the repeat finds the table and skips; a real error (rights,
+                // syntax) fails the repeat the same way and is returned.
+                if matches!(&outcome, Ok(Err(sqlx::Error::Database(_)))) {
+                    tracing::debug!("creating the lock table failed; once more, in case of a race");
+                    outcome = call.timed(ddl().execute(c.conn())).await;
+                }
                 c.settle(outcome, map).map(drop)
             })
             .await

@@ -8,13 +8,15 @@
 //!
 //! Multi-process tests (crash, restart, lost connectivity, clock skew) start the same binary
 //! (`env!("CARGO_BIN_EXE_replica")`) with `run` and their own `--job` specs, lock table, run-log
-//! table and session, and read its events and run log through this library.
+//! table and session, and read its events and run log through this library. The graceful-drain
+//! tests start the package's other binary, `drainer` ([`drainer`]).
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod cluster;
 pub mod database;
 pub mod demo;
+pub mod drainer;
 pub mod event;
 pub mod heartbeat;
 pub mod job;
