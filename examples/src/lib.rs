@@ -68,3 +68,11 @@ pub fn init_tracing() {
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The crate READMEs' Rust examples (what crates.io shows), compiled here because they use
+/// shedlock-core and shedlock-sqlx together.
+#[doc = include_str!("../../shedlock-core/README.md")]
+#[doc = include_str!("../../shedlock-sqlx/README.md")]
+#[doc = include_str!("../../shedlock-macros/README.md")]
+#[cfg(doctest)]
+pub struct CrateReadmeDoctests;
