@@ -44,7 +44,8 @@ async fn drop_table(pool: &MySqlPool, table: &str) {
 common::suite::server_store! {
     /// MySQL/MariaDB for the shared cases.
     My(MySqlLockProvider), url: testing::mysql_url, tables: "shedlock_my_suite",
-    migrations: "mysql"
+    migrations: "mysql",
+    tests: #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 }
 
 /// Java ShedLock's DDL for MySQL/MariaDB (no token column, default collation) for `table`.
@@ -76,6 +77,7 @@ async fn zoned_pool(url: &str, zone: &'static str) -> MySqlPool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn conformance_suite_passes_on_a_pool_in_another_time_zone() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -90,6 +92,7 @@ async fn conformance_suite_passes_on_a_pool_in_another_time_zone() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn session_time_zones_change_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -150,6 +153,7 @@ async fn session_time_zones_change_nothing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn the_dedicated_pool_pins_its_sessions_to_utc() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -169,6 +173,7 @@ async fn the_dedicated_pool_pins_its_sessions_to_utc() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -235,6 +240,7 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -257,6 +263,7 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -286,6 +293,7 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn wrong_column_types_are_schema_errors() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -348,6 +356,7 @@ async fn wrong_column_types_are_schema_errors() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn odd_names_are_bound_never_spliced_and_compare_exactly() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -372,6 +381,7 @@ async fn odd_names_are_bound_never_spliced_and_compare_exactly() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -416,6 +426,7 @@ async fn schema_qualified_tables_and_custom_columns_work() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn owner_ids_longer_than_the_column_are_rejected() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -430,6 +441,7 @@ async fn owner_ids_longer_than_the_column_are_rejected() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -509,6 +521,7 @@ async fn an_unresponsive_server_fails_within_the_timeout() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
     let Some(url) = testing::mysql_url() else {
         return;

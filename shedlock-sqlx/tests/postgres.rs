@@ -42,7 +42,8 @@ async fn drop_table(pool: &PgPool, table: &str) {
 common::suite::server_store! {
     /// Postgres for the shared cases.
     Pg(PgLockProvider), url: testing::postgres_url, tables: "shedlock_pg_suite",
-    migrations: "postgres"
+    migrations: "postgres",
+    tests: #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 }
 
 /// Java ShedLock's DDL (no token column) for `table`.
@@ -54,6 +55,7 @@ fn java_ddl(table: &str) -> String {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -84,6 +86,7 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -107,6 +110,7 @@ async fn a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn the_session_time_zone_changes_nothing() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -180,6 +184,7 @@ async fn the_session_time_zone_changes_nothing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn locks_work_while_the_apps_own_pool_is_exhausted() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -209,6 +214,7 @@ async fn locks_work_while_the_apps_own_pool_is_exhausted() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn wrong_column_types_are_schema_errors() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -261,6 +267,7 @@ async fn wrong_column_types_are_schema_errors() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn odd_names_are_bound_never_spliced() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -286,6 +293,7 @@ async fn odd_names_are_bound_never_spliced() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -327,6 +335,7 @@ async fn schema_qualified_tables_and_custom_columns_work() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn owner_ids_longer_than_the_column_are_rejected() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -341,6 +350,7 @@ async fn owner_ids_longer_than_the_column_are_rejected() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -436,6 +446,7 @@ async fn an_unresponsive_server_fails_within_the_timeout() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
     let Some(url) = testing::postgres_url() else {
         return;

@@ -137,11 +137,12 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
     assert!(err.is_missing_table(), "{err}");
 }
 
-/// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
+/// One `#[tokio::test]` per case of this module for the [`Store`] `$store`; attributes written
+/// before the store (`#[cfg_attr(not(shedlock_pg), ignore = "...")]`) go on every case.
 macro_rules! store_suite {
-    ($store:ty) => {
+    ($(#[$test:meta])* $store:ty) => {
         $crate::common::suite::store_suite!(
-            $store;
+            $(#[$test])* $store;
             conformance_suite_passes,
             conformance_suite_passes_on_a_java_table_without_tokens,
             providers_on_separate_pools_race_and_exactly_one_wins_each_round,
@@ -149,25 +150,28 @@ macro_rules! store_suite {
             a_missing_table_names_the_table_and_the_ddl,
         );
     };
-    ($store:ty; $($case:ident,)*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                $crate::common::suite::$case::<$store>().await;
-            }
-        )*
+    // One case per step: the attributes repeat once per case, which one repetition cannot say.
+    ($(#[$test:meta])* $store:ty; $case:ident, $($rest:ident,)*) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$test])*
+        async fn $case() {
+            $crate::common::suite::$case::<$store>().await;
+        }
+        $crate::common::suite::store_suite!($(#[$test])* $store; $($rest,)*);
     };
+    ($(#[$test:meta])* $store:ty;) => {};
 }
 
 pub(crate) use store_suite;
 
 /// The [`Store`] of a database server reached through a URL, for a test file that defines
-/// `pool(url)`, `fresh(url)`, `drop_table(pool, table)` and `java_ddl(table)`; then the cases.
+/// `pool(url)`, `fresh(url)`, `drop_table(pool, table)` and `java_ddl(table)`; then the cases,
+/// each with the attributes after `tests:` (the database's ignore-without-a-URL).
 macro_rules! server_store {
     (
         $(#[$doc:meta])*
         $store:ident($provider:ident), url: $url:path, tables: $tables:literal,
-        migrations: $migrations:literal
+        migrations: $migrations:literal, tests: $(#[$test:meta])*
     ) => {
         $(#[$doc])*
         struct $store {
@@ -240,7 +244,7 @@ macro_rules! server_store {
             }
         }
 
-        $crate::common::suite::store_suite!($store);
+        $crate::common::suite::store_suite!($(#[$test])* $store);
     };
 }
 
