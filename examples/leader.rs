@@ -132,6 +132,7 @@ fn describe(state: &LeaderState) -> String {
             format!("follower; the leader is {}", leader.owner_id())
         }
         LeaderState::Follower { leader: None } => "follower; no leader seen".to_owned(),
+        LeaderState::Starting => "starting (no answer from the store yet)".to_owned(),
         LeaderState::Stopped => "stopped".to_owned(),
         other => format!("{other:?}"),
     }
