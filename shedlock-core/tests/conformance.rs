@@ -156,6 +156,65 @@ mod broken_stores {
         );
     }
 
+    /// Answers a second release of one acquisition with `false`, as a store that deletes the
+    /// record on release would (the trait's docs say a release may be called again).
+    #[derive(Default)]
+    struct ReleasesOnce {
+        inner: InMemoryLockProvider,
+        released: std::sync::Mutex<Vec<(String, Option<i64>)>>,
+    }
+
+    #[async_trait]
+    impl LockProvider for ReleasesOnce {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.inner.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.inner.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+            let key = (record.name().to_owned(), record.fencing_token());
+            {
+                let mut released = self
+                    .released
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if released.contains(&key) {
+                    return Ok(false);
+                }
+                released.push(key);
+            }
+            self.inner.release(record, at_least).await
+        }
+    }
+
+    /// The report names the case and the step within it that failed.
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_names_the_step_of_its_case() {
+        let report = ConformanceSuite::new(ReleasesOnce::default())
+            .report()
+            .await;
+        let line = report
+            .lines()
+            .find(|l| l.contains("extend_once_and_repeatedly"))
+            .unwrap_or_else(|| panic!("the case failed:\n{report}"));
+        assert!(
+            line.contains(
+                "second release of the same acquisition (with its original record) returned false"
+            ),
+            "{line}"
+        );
+    }
+
     /// Forwards everything but `claim_fire` (whose default answers unsupported).
     struct NoFireClaims(InMemoryLockProvider);
 
