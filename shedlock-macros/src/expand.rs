@@ -225,7 +225,12 @@ fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
             quote!(::core::option::Option::Some(#duration))
         },
     );
+    // Unset: the executor's default_at_least for a plain run, zero for a scheduled job.
     let at_least = duration(args.at_least.as_ref().map_or(Duration::ZERO, |d| d.value));
+    let lock_at_least = args.at_least.as_ref().map_or_else(
+        || quote!(::core::option::Option::None),
+        |_| quote!(::core::option::Option::Some(#at_least)),
+    );
     let keep_alive = args.keep_alive;
     let executor = args.executor.as_ref().map_or_else(
         || quote!(#private::default_executor()?),
@@ -283,7 +288,7 @@ fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
         #(#outer_attrs)*
         #(#inner_attrs)*
         #vis #sig {
-            let #config = #private::config(#name, #at_most, #at_least, #keep_alive)?;
+            let #config = #private::config(#name, #at_most, #lock_at_least, #keep_alive)?;
             let #executor_binding = #executor;
             #private::execute(#executor_binding, #config, #task).await
         }

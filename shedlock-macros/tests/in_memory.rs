@@ -379,3 +379,37 @@ async fn the_future_is_send_and_spawns_on_a_multi_thread_runtime() {
         .expect("ok");
     assert_eq!(owner.as_deref(), Some("a"));
 }
+
+/// Without `at_least`, a macro run holds the executor's `default_at_least`; with one, its own.
+#[tokio::test(start_paused = true)]
+async fn an_unset_at_least_is_the_executors_default() {
+    #[scheduled_lock(name = "defaulted", at_most = "1m", executor = executor)]
+    async fn defaulted(executor: &LockingTaskExecutor) {}
+
+    #[scheduled_lock(name = "own", at_most = "1m", at_least = "0s", executor = executor)]
+    async fn own(executor: &LockingTaskExecutor) {}
+
+    let store = Arc::new(InMemoryLockProvider::new());
+    let [a, b] = ["a", "b"].map(|owner| {
+        LockingTaskExecutor::builder(Arc::clone(&store))
+            .owner_id(owner)
+            .default_at_least(Duration::from_secs(20))
+            .build()
+            .expect("valid executor")
+    });
+    assert_eq!(defaulted(&a).await.expect("no store error"), Some(()));
+    assert_eq!(own(&a).await.expect("no store error"), Some(()));
+    tokio::time::sleep(Duration::from_secs(19)).await;
+    assert_eq!(
+        defaulted(&b).await.expect("no store error"),
+        None,
+        "held 20 s"
+    );
+    assert_eq!(
+        own(&b).await.expect("no store error"),
+        Some(()),
+        "its own zero"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(defaulted(&b).await.expect("no store error"), Some(()));
+}
