@@ -413,3 +413,43 @@ async fn an_unset_at_least_is_the_executors_default() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(defaulted(&b).await.expect("no store error"), Some(()));
 }
+
+const REPORT_AT_MOST: Duration = Duration::from_mins(1);
+
+/// `at_most` and `at_least` as `Duration` expressions (a constant, a call); their range is
+/// checked when the function is called, with `LockConfig`'s error.
+#[tokio::test(start_paused = true)]
+async fn durations_may_be_expressions_checked_when_called() {
+    #[scheduled_lock(name = "expr", at_most = REPORT_AT_MOST, at_least = Duration::from_secs(5), executor = executor)]
+    async fn from_code(executor: &LockingTaskExecutor) {}
+
+    #[scheduled_lock(name = "zero", at_most = Duration::ZERO, executor = executor)]
+    async fn zero(executor: &LockingTaskExecutor) {}
+
+    #[scheduled_lock(name = "inverted", at_most = Duration::from_secs(1), at_least = REPORT_AT_MOST, executor = executor)]
+    async fn inverted(executor: &LockingTaskExecutor) {}
+
+    let store = Arc::new(InMemoryLockProvider::new());
+    let [a, b] = ["a", "b"].map(|owner| executor(&store, owner));
+    assert_eq!(from_code(&a).await.expect("no store error"), Some(()));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        from_code(&b).await.expect("no store error"),
+        None,
+        "at_least 5 s"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(from_code(&b).await.expect("no store error"), Some(()));
+
+    let err = zero(&a).await.expect_err("a zero at_most");
+    assert!(
+        err.is_invalid_config() && err.to_string().contains("at_most"),
+        "{err}"
+    );
+    let err = inverted(&a).await.expect_err("at_least above at_most");
+    assert!(
+        err.to_string()
+            .contains("at_least (1m) is longer than at_most (1s)"),
+        "{err}"
+    );
+}
