@@ -8,8 +8,11 @@
 use std::time::Duration;
 
 use shedlock_core::{LockingTaskExecutor, scheduled_lock};
-use shedlock_examples::{BoxError, TempStore};
+use shedlock_sqlx::SqliteLockProvider;
 use tokio_cron_scheduler::{Job, JobScheduler};
+
+/// The error type of `main`.
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The job. `executor = executor` picks the replica's executor from the argument (instead of the
 /// process-wide default), which lets two replicas live in one example process.
@@ -34,9 +37,19 @@ fn cron_job(executor: LockingTaskExecutor, replica: &'static str) -> Result<Job,
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    shedlock_examples::init_tracing();
-    let store = TempStore::new().await?;
-    let provider = std::sync::Arc::new(store.provider);
+    // Logs to standard error (`RUST_LOG`, default `warn`), so the library's warnings show.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // A SQLite file in a temporary directory stands in for the database the replicas share.
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("app.db").display());
+    let provider = SqliteLockProvider::connect(&url).await?;
+    provider.create_table_if_not_exists().await?;
+    let provider = std::sync::Arc::new(provider);
 
     let scheduler = JobScheduler::new().await?;
     for replica in ["replica-a", "replica-b"] {

@@ -13,8 +13,11 @@
 use std::time::Duration;
 
 use shedlock_core::{LockConfig, LockingTaskExecutor};
-use shedlock_examples::{BoxError, TempStore};
+use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::{self, SqlitePool};
+
+/// The error type of `main`.
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Writes the report iff `token` is newer than the one of the last accepted write.
 async fn write_report(pool: &SqlitePool, content: &str, token: i64) -> Result<bool, BoxError> {
@@ -31,16 +34,28 @@ async fn write_report(pool: &SqlitePool, content: &str, token: i64) -> Result<bo
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    shedlock_examples::init_tracing();
-    let store = TempStore::new().await?;
+    // Logs to standard error (`RUST_LOG`, default `warn`), so the library's warnings show.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // A SQLite file in a temporary directory stands in for the database the replicas share.
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("app.db").display());
+    // One pool for the example's own table and the lock store (the lock table is `shedlock`).
+    let pool = SqlitePool::connect(&url).await?;
+    let provider = SqliteLockProvider::builder(pool.clone()).build()?;
+    provider.create_table_if_not_exists().await?;
     sqlx::query("CREATE TABLE report (id INTEGER PRIMARY KEY, content TEXT NOT NULL, fencing_token BIGINT NOT NULL)")
-        .execute(&store.pool)
+        .execute(&pool)
         .await?;
     sqlx::query("INSERT INTO report VALUES (1, 'nothing yet', 0)")
-        .execute(&store.pool)
+        .execute(&pool)
         .await?;
 
-    let provider = std::sync::Arc::new(store.provider);
+    let provider = std::sync::Arc::new(provider);
     let replica_a = LockingTaskExecutor::builder(provider.clone())
         .owner_id("replica-a")
         .build()?;
@@ -67,7 +82,7 @@ async fn main() -> Result<(), BoxError> {
         .ok_or("a's lock has expired")?;
     let token_b = b.fencing_token().ok_or("no token")?;
     println!("b: took the expired lock, token {token_b}");
-    let accepted = write_report(&store.pool, "report by b", token_b).await?;
+    let accepted = write_report(&pool, "report by b", token_b).await?;
     println!(
         "b: write with token {token_b}: {}",
         if accepted { "accepted" } else { "REJECTED" }
@@ -80,7 +95,7 @@ async fn main() -> Result<(), BoxError> {
         "a: wakes up and writes its report (is_lost: {})",
         a.is_lost()
     );
-    let accepted_a = write_report(&store.pool, "report by a (stale)", token_a).await?;
+    let accepted_a = write_report(&pool, "report by a (stale)", token_a).await?;
     println!(
         "a: write with token {token_a}: {}",
         if accepted_a {
@@ -101,7 +116,7 @@ async fn main() -> Result<(), BoxError> {
     );
 
     let (content,): (String,) = sqlx::query_as("SELECT content FROM report WHERE id = 1")
-        .fetch_one(&store.pool)
+        .fetch_one(&pool)
         .await?;
     println!("the report says: {content:?}");
     assert!(accepted && !accepted_a && content == "report by b");

@@ -12,7 +12,10 @@
 use std::time::Duration;
 
 use shedlock_core::{LockingTaskExecutor, current_lock, scheduled_lock};
-use shedlock_examples::{BoxError, TempStore};
+use shedlock_sqlx::SqliteLockProvider;
+
+/// The error type of `main`.
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Five one-second batches under a lock with `at_most = "2s"`, kept alive.
 #[scheduled_lock(name = "rebuild-search-index", at_most = "2s", keep_alive, executor = executor)]
@@ -33,9 +36,19 @@ async fn rebuild_search_index(executor: &LockingTaskExecutor) -> Result<u32, &'s
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    shedlock_examples::init_tracing();
-    let store = TempStore::new().await?;
-    let provider = std::sync::Arc::new(store.provider);
+    // Logs to standard error (`RUST_LOG`, default `warn`), so the library's warnings show.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // A SQLite file in a temporary directory stands in for the database the replicas share.
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("app.db").display());
+    let provider = SqliteLockProvider::connect(&url).await?;
+    provider.create_table_if_not_exists().await?;
+    let provider = std::sync::Arc::new(provider);
     let replica_a = LockingTaskExecutor::builder(provider.clone())
         .owner_id("replica-a")
         .build()?;

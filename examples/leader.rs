@@ -13,24 +13,39 @@
 //! within one `acquire_interval` (+ jitter). A leader that crashes leaves the row until its lease
 //! ends: another leads within `lease + acquire_interval` (+ jitter).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use shedlock_core::{LeaderLatch, LeaderLatchConfig, LeaderState};
-use shedlock_examples::{BoxError, TempStore, init_tracing};
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+
+/// The error type of `main`.
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 const ELECTION: &str = "report-scheduler";
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    init_tracing();
-    let db = TempStore::new().await?; // the shared database, with the `shedlock` table
+    // Logs to standard error (`RUST_LOG`, default `warn`), so the library's warnings show.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // A SQLite file in a temporary directory stands in for the database the replicas share.
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("app.db").display());
+    SqliteLockProvider::connect(&url)
+        .await?
+        .create_table_if_not_exists()
+        .await?;
     let t0 = Instant::now();
 
     let mut replicas = Vec::new();
     for i in 1..=3 {
-        replicas.push(start_replica(&db, &format!("replica-{i}"), t0).await?);
+        replicas.push(start_replica(dir.path(), &format!("replica-{i}"), t0).await?);
     }
 
     let first = wait_for_leader(&replicas).await?;
@@ -65,9 +80,9 @@ async fn main() -> Result<(), BoxError> {
 
 /// One replica: its own pool on the shared database, a latch, a printer of its state changes and
 /// its leader-only work.
-async fn start_replica(db: &TempStore, name: &str, t0: Instant) -> Result<LeaderLatch, BoxError> {
+async fn start_replica(dir: &Path, name: &str, t0: Instant) -> Result<LeaderLatch, BoxError> {
     let options = SqliteConnectOptions::new()
-        .filename(db.dir().join("app.db"))
+        .filename(dir.join("app.db"))
         .journal_mode(SqliteJournalMode::Wal)
         .busy_timeout(Duration::from_millis(300)); // below the latch's call timeout
     let pool = SqliteLockProvider::pool_options()
@@ -132,6 +147,7 @@ fn describe(state: &LeaderState) -> String {
             format!("follower; the leader is {}", leader.owner_id())
         }
         LeaderState::Follower { leader: None } => "follower; no leader seen".to_owned(),
+        LeaderState::Starting => "starting (no answer from the store yet)".to_owned(),
         LeaderState::Stopped => "stopped".to_owned(),
         other => format!("{other:?}"),
     }

@@ -462,6 +462,7 @@ async fn bad_input(db: &Db) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn postgres_end_to_end() {
     let Some(db) = Db::postgres().await else {
         return;
@@ -472,6 +473,7 @@ async fn postgres_end_to_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn mariadb_end_to_end() {
     let Some(db) = Db::mysql().await else {
         return;
@@ -566,6 +568,7 @@ fn help_documents_exit_codes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn operates_locks_on_redis() {
     let Some(url) = shedlock_redis::testing::redis_url() else {
         return;
@@ -582,6 +585,7 @@ async fn operates_locks_on_redis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn operates_locks_on_etcd() {
     let Some(url) = shedlock_etcd::testing::etcd_url() else {
         return;

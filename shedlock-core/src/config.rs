@@ -24,8 +24,10 @@ pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 /// - `at_most` is the safety net: if the holder dies, the lock frees itself after it. Set it well
 ///   above the task's normal run time. It may be left out when the executor has a default
 ///   ([`LockingTaskExecutorBuilder::default_at_most`](crate::LockingTaskExecutorBuilder::default_at_most)).
-/// - `at_least` (default zero) is the minimum hold: a run that ends early keeps the lock until
+/// - `at_least` is the minimum hold: a run that ends early keeps the lock until
 ///   `locked_at + at_least`, so replicas whose timers fire a little apart do not each run the task.
+///   Unset, it is the executor's
+///   [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least), zero unless set.
 /// - `keep_alive` (default off) extends the lock every `at_most / 2` while the task runs, so a task
 ///   may outlive `at_most` as long as its process is alive and reaches the store.
 ///
@@ -60,7 +62,7 @@ pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 pub struct LockConfig {
     name: String,
     at_most: Option<Duration>,
-    at_least: Duration,
+    at_least: Option<Duration>,
     keep_alive: bool,
 }
 
@@ -81,7 +83,7 @@ impl LockConfig {
         LockConfigBuilder {
             name: name.into(),
             at_most: None,
-            at_least: Duration::ZERO,
+            at_least: None,
             keep_alive: false,
             max_name_len: DEFAULT_MAX_NAME_LEN,
         }
@@ -99,9 +101,17 @@ impl LockConfig {
         self.at_most
     }
 
-    /// The shortest hold (zero unless set).
+    /// The shortest hold set on the lock, zero when unset (an executor then uses its
+    /// [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least), if any: see
+    /// [`at_least_if_set`](Self::at_least_if_set)).
     #[must_use]
     pub fn at_least(&self) -> Duration {
+        self.at_least.unwrap_or(Duration::ZERO)
+    }
+
+    /// The shortest hold, or `None` to use the executor's default.
+    #[must_use]
+    pub fn at_least_if_set(&self) -> Option<Duration> {
         self.at_least
     }
 
@@ -111,30 +121,40 @@ impl LockConfig {
         self.keep_alive
     }
 
-    /// `at_most`, or `default` when unset, checked against `at_least`.
-    pub(crate) fn effective_at_most(&self, default: Option<Duration>) -> Result<Duration> {
-        if let Some(at_most) = self.at_most {
-            validate_durations(at_most, self.at_least)?;
-            return Ok(at_most);
-        }
-        let at_most = default.ok_or_else(|| {
-            Error::invalid_config(format!(
+    /// `at_most` and `at_least`, each from the executor's default when unset, checked
+    /// together; an error names the lock and the values that were defaults.
+    pub(crate) fn effective(
+        &self,
+        default_at_most: Option<Duration>,
+        default_at_least: Duration,
+    ) -> Result<(Duration, Duration)> {
+        let at_least = self.at_least.unwrap_or(default_at_least);
+        let Some(at_most) = self.at_most.or(default_at_most) else {
+            return Err(Error::invalid_config(format!(
                 "lock {:?} has no at_most and the executor has no default_at_most; set one of them",
                 self.name
-            ))
-        })?;
-        if self.at_least > at_most {
+            )));
+        };
+        if at_least > at_most {
+            let source = |set: bool, what: &str| {
+                if set {
+                    format!("the lock's {what}")
+                } else {
+                    format!("the executor's default_{what}")
+                }
+            };
             return Err(Error::invalid_config(format!(
-                "lock {:?}: at_least ({}) is longer than the executor's default_at_most ({}), \
-                 which it uses because the lock sets no at_most; set at_most on the lock or \
-                 raise default_at_most",
+                "lock {:?}: at_least ({}, {}) is longer than at_most ({}, {}); set both on the \
+                 lock or change the executor's defaults",
                 self.name,
-                shedlock_duration::format(self.at_least),
-                shedlock_duration::format(at_most)
+                shedlock_duration::format(at_least),
+                source(self.at_least.is_some(), "at_least"),
+                shedlock_duration::format(at_most),
+                source(self.at_most.is_some(), "at_most"),
             )));
         }
-        validate_durations(at_most, self.at_least)?;
-        Ok(at_most)
+        validate_durations(at_most, at_least)?;
+        Ok((at_most, at_least))
     }
 }
 
@@ -154,7 +174,7 @@ impl LockConfig {
 pub struct LockConfigBuilder {
     name: String,
     at_most: Option<Duration>,
-    at_least: Duration,
+    at_least: Option<Duration>,
     keep_alive: bool,
     max_name_len: usize,
 }
@@ -175,9 +195,9 @@ impl LockConfigBuilder {
         self
     }
 
-    /// The shortest hold; defaults to zero.
+    /// The shortest hold. Unset means the executor's default (zero unless set).
     pub fn at_least(mut self, at_least: Duration) -> Self {
-        self.at_least = at_least;
+        self.at_least = Some(at_least);
         self
     }
 
@@ -196,9 +216,12 @@ impl LockConfigBuilder {
     /// [`MAX_DURATION`].
     pub fn build(self) -> Result<LockConfig> {
         validate_name(&self.name, self.max_name_len)?;
-        match self.at_most {
-            Some(at_most) => validate_durations(at_most, self.at_least)?,
-            None => check_max("at_least", self.at_least)?,
+        match (self.at_most, self.at_least) {
+            (Some(at_most), at_least) => {
+                validate_durations(at_most, at_least.unwrap_or(Duration::ZERO))?;
+            }
+            (None, Some(at_least)) => check_max("at_least", at_least)?,
+            (None, None) => {}
         }
         Ok(LockConfig {
             name: self.name,
@@ -434,35 +457,71 @@ mod tests {
 
     #[test]
     fn missing_at_most_uses_the_default_and_is_rechecked() {
+        let zero = Duration::ZERO;
         let cfg = LockConfig::builder("job")
             .at_least(Duration::from_secs(30))
             .build()
             .expect("at_most may be left out");
         assert!(
-            cfg.effective_at_most(None)
+            cfg.effective(None, zero)
                 .expect_err("no default")
                 .to_string()
                 .contains("default_at_most")
         );
         let msg = cfg
-            .effective_at_most(Some(Duration::from_secs(10)))
+            .effective(Some(Duration::from_secs(10)), zero)
             .expect_err("at_least above the default")
             .to_string();
         assert!(
             msg.contains(
-                "lock \"job\": at_least (30s) is longer than the executor's default_at_most (10s)"
+                "lock \"job\": at_least (30s, the lock's at_least) is longer than at_most \
+                 (10s, the executor's default_at_most)"
             ),
             "{msg}"
         );
-        assert_eq!(cfg.effective_at_most(Some(MIN)).ok(), Some(MIN));
-        // An at_most set on the lock is not the executor's: the plain message.
+        assert_eq!(
+            cfg.effective(Some(MIN), zero).ok(),
+            Some((MIN, Duration::from_secs(30)))
+        );
+        // An at_most set on the lock is not the executor's.
         let own = LockConfig::builder("job")
             .at_most(MIN)
             .build()
             .expect("valid");
         assert_eq!(
-            own.effective_at_most(Some(Duration::from_secs(1))).ok(),
-            Some(MIN)
+            own.effective(Some(Duration::from_secs(1)), zero).ok(),
+            Some((MIN, zero))
+        );
+    }
+
+    #[test]
+    fn missing_at_least_uses_the_default_and_is_checked_against_at_most() {
+        let unset = LockConfig::new("job", Duration::from_secs(10)).expect("valid");
+        assert_eq!(unset.at_least_if_set(), None);
+        assert_eq!(
+            unset.effective(None, Duration::from_secs(3)).ok(),
+            Some((Duration::from_secs(10), Duration::from_secs(3)))
+        );
+        let msg = unset
+            .effective(None, MIN)
+            .expect_err("the default at_least above the lock's at_most")
+            .to_string();
+        assert!(
+            msg.contains(
+                "lock \"job\": at_least (1m, the executor's default_at_least) is longer than \
+                 at_most (10s, the lock's at_most)"
+            ),
+            "{msg}"
+        );
+        // A lock that sets at_least, even to zero, keeps it.
+        let zero = LockConfig::builder("job")
+            .at_most(Duration::from_secs(10))
+            .at_least(Duration::ZERO)
+            .build()
+            .expect("valid");
+        assert_eq!(
+            zero.effective(None, Duration::from_secs(3)).ok(),
+            Some((Duration::from_secs(10), Duration::ZERO))
         );
     }
 

@@ -62,6 +62,7 @@ struct Inner {
     provider: Arc<dyn LockProvider>,
     owner_id: String,
     default_at_most: Option<Duration>,
+    default_at_least: Duration,
     call_timeout: Duration,
     drain: Arc<DrainState>,
 }
@@ -71,6 +72,7 @@ impl fmt::Debug for LockingTaskExecutor {
         f.debug_struct("LockingTaskExecutor")
             .field("owner_id", &self.inner.owner_id)
             .field("default_at_most", &self.inner.default_at_most)
+            .field("default_at_least", &self.inner.default_at_least)
             .field("call_timeout", &self.inner.call_timeout)
             .finish_non_exhaustive()
     }
@@ -82,6 +84,7 @@ pub struct LockingTaskExecutorBuilder {
     provider: Arc<dyn LockProvider>,
     owner_id: Option<String>,
     default_at_most: Option<Duration>,
+    default_at_least: Duration,
     call_timeout: Duration,
 }
 
@@ -100,6 +103,27 @@ impl LockingTaskExecutorBuilder {
         self
     }
 
+    /// The `at_least` of locks whose config leaves it out (plain runs: `execute`, `try_lock`,
+    /// `#[scheduled_lock]` without `at_least`). Defaults to zero. A `Scheduler`'s jobs keep
+    /// their own `at_least` (zero where the store records fires: the fire claim, not a minimum
+    /// hold, keeps replicas from running a fire twice).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+    ///
+    /// let executor = LockingTaskExecutor::builder(InMemoryLockProvider::new())
+    ///     .default_at_most(Duration::from_secs(600))
+    ///     .default_at_least(Duration::from_secs(30)) // replicas' timers drift up to a few seconds
+    ///     .build()?;
+    /// assert_eq!(executor.default_at_least(), Duration::from_secs(30));
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    pub fn default_at_least(mut self, at_least: Duration) -> Self {
+        self.default_at_least = at_least;
+        self
+    }
+
     /// How long one store call (acquire, extend, release) may take before it fails with
     /// [`Error::is_timeout`]. Defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
@@ -112,7 +136,8 @@ impl LockingTaskExecutorBuilder {
     /// # Errors
     ///
     /// [`Error::is_invalid_config`] for an empty or over-long owner id (also from
-    /// `SHEDLOCK_OWNER_ID`), a zero or oversized `default_at_most`, or a zero or oversized call
+    /// `SHEDLOCK_OWNER_ID`), a zero or oversized `default_at_most`, an oversized
+    /// `default_at_least` or one longer than `default_at_most`, or a zero or oversized call
     /// timeout.
     pub fn build(self) -> Result<LockingTaskExecutor> {
         let owner_id = match self.owner_id {
@@ -125,7 +150,15 @@ impl LockingTaskExecutorBuilder {
         if let Some(at_most) = self.default_at_most {
             crate::config::validate_durations(at_most, Duration::ZERO)
                 .map_err(|e| Error::invalid_config(format!("default_at_most: {e}")))?;
+            if self.default_at_least > at_most {
+                return Err(Error::invalid_config(format!(
+                    "default_at_least ({}) is longer than default_at_most ({})",
+                    shedlock_duration::format(self.default_at_least),
+                    shedlock_duration::format(at_most)
+                )));
+            }
         }
+        check_max("default_at_least", self.default_at_least)?;
         if self.call_timeout.is_zero() {
             return Err(Error::invalid_config("call_timeout is zero"));
         }
@@ -135,6 +168,7 @@ impl LockingTaskExecutorBuilder {
                 provider: self.provider,
                 owner_id,
                 default_at_most: self.default_at_most,
+                default_at_least: self.default_at_least,
                 call_timeout: self.call_timeout,
                 drain: DrainState::new(),
             }),
@@ -191,6 +225,7 @@ impl LockingTaskExecutor {
             provider: Arc::new(provider),
             owner_id: None,
             default_at_most: None,
+            default_at_least: Duration::ZERO,
             call_timeout: DEFAULT_CALL_TIMEOUT,
         }
     }
@@ -205,6 +240,12 @@ impl LockingTaskExecutor {
     #[must_use]
     pub fn default_at_most(&self) -> Option<Duration> {
         self.inner.default_at_most
+    }
+
+    /// The default `at_least` (zero unless set).
+    #[must_use]
+    pub fn default_at_least(&self) -> Duration {
+        self.inner.default_at_least
     }
 
     /// The store.
@@ -260,7 +301,9 @@ impl LockingTaskExecutor {
         self.inner.drain.check_running("lock")?;
         // Until the lock is registered (or given back), a drain waits for this call.
         let _in_flight = self.inner.drain.begin_acquire();
-        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        // Checked here, before the store is asked; `hold` applies the same at_least.
+        let (at_most, _) =
+            cfg.effective(self.inner.default_at_most, self.inner.default_at_least)?;
         let name = cfg.name();
         validate_name(name, self.inner.provider.max_name_len())?;
         observe::attempt(name);
@@ -291,6 +334,7 @@ impl LockingTaskExecutor {
         at_most: Duration,
         cfg: &LockConfig,
     ) -> Result<LockGuard> {
+        let at_least = cfg.at_least_if_set().unwrap_or(self.inner.default_at_least);
         let name = cfg.name();
         let lease = Lease::new(
             self.inner.provider.clone(),
@@ -316,7 +360,7 @@ impl LockingTaskExecutor {
         });
         let registration = match self.inner.drain.register(
             &lease,
-            cfg.at_least(),
+            at_least,
             keeper.as_ref().map(JoinHandle::abort_handle),
         ) {
             Ok(registration) => registration,
@@ -331,7 +375,7 @@ impl LockingTaskExecutor {
         observe::acquired(name);
         Ok(LockGuard {
             handle: LockHandle::with_cancel(lease, registration.cancel_signal()),
-            at_least: cfg.at_least(),
+            at_least,
             keeper,
             registration: Some(registration),
             released: false,
@@ -345,7 +389,7 @@ impl LockingTaskExecutor {
     pub(crate) async fn claim_fire(&self, cfg: &LockConfig, fire: &Fire) -> Result<FireAttempt> {
         self.inner.drain.check_running("fire claim")?;
         let _in_flight = self.inner.drain.begin_acquire();
-        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
         let name = cfg.name();
         let sent = Instant::now();
         let reply = timed(
@@ -390,7 +434,7 @@ impl LockingTaskExecutor {
     ) -> Result<Option<LockGuard>> {
         self.inner.drain.check_running("fire claim")?;
         let _in_flight = self.inner.drain.begin_acquire();
-        let at_most = cfg.effective_at_most(self.inner.default_at_most)?;
+        let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
         let name = cfg.name();
         let holder = timed(
             "holder",

@@ -3,7 +3,44 @@
 //!
 //! See the [README](https://github.com/shedlock-rs/shedlock-rs) for the guide; the items below are
 //! the reference. In short: a [`LockingTaskExecutor`] over a [`LockProvider`] runs a task only if
-//! its lock is free, and `#[scheduled_lock]` does the same for an `async fn`.
+//! its lock is free, and `#[scheduled_lock]` does the same for an `async fn`. The stores are
+//! their own crates: `shedlock-sqlx` (Postgres, MySQL/MariaDB, SQLite), `shedlock-redis`,
+//! `shedlock-etcd`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shedlock_core::{LockingTaskExecutor, scheduled_lock};
+//! use shedlock_sqlx::PgLockProvider;
+//!
+//! #[scheduled_lock(name = "nightly-report", at_most = "10m", at_least = "30s")]
+//! async fn nightly_report() -> Result<(), std::io::Error> {
+//!     // ... runs on one replica per tick; the others skip ...
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // A small pool of its own; the table is Java ShedLock's (`shedlock`).
+//!     let provider = PgLockProvider::connect("postgres://app@db/app").await?;
+//!     provider.create_table_if_not_exists().await?;
+//!     let executor = LockingTaskExecutor::builder(provider)
+//!         .default_at_most(Duration::from_secs(600))
+//!         .build()?;
+//!     executor.install_default()?; // what #[scheduled_lock] uses unless given `executor = ...`
+//!
+//!     // From your scheduler (or a `Scheduler`), on every replica:
+//!     match nightly_report().await? {
+//!         Some(Ok(())) => tracing::info!("ran the report"),
+//!         Some(Err(e)) => tracing::error!("the report failed: {e}"),
+//!         None => tracing::debug!("another replica holds the lock: skipped"),
+//!     }
+//!     executor.shutdown(Duration::from_secs(10)).await; // waits for every release
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `Ok(None)` is a skip, a store failure an `Err`. Without a database (tests, one process),
+//! [`InMemoryLockProvider`] and the executor directly:
 //!
 //! ```
 //! use std::time::Duration;

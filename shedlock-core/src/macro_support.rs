@@ -24,14 +24,15 @@ pub use crate::executor::LockingTaskExecutor;
 pub fn config(
     name: fmt::Arguments<'_>,
     at_most: Option<Duration>,
-    at_least: Duration,
+    at_least: Option<Duration>,
     keep_alive: bool,
 ) -> Result<LockConfig, Error> {
-    let mut builder = LockConfig::builder(fmt::format(name))
-        .at_least(at_least)
-        .keep_alive(keep_alive);
+    let mut builder = LockConfig::builder(fmt::format(name)).keep_alive(keep_alive);
     if let Some(at_most) = at_most {
         builder = builder.at_most(at_most);
+    }
+    if let Some(at_least) = at_least {
+        builder = builder.at_least(at_least);
     }
     builder.build()
 }
@@ -175,7 +176,7 @@ mod tests {
         let cfg = config(
             format_args!("report-{tenant}"),
             Some(Duration::from_mins(1)),
-            Duration::from_secs(5),
+            Some(Duration::from_secs(5)),
             true,
         )
         .expect("valid");
@@ -184,15 +185,15 @@ mod tests {
         assert_eq!(cfg.at_least(), Duration::from_secs(5));
         assert!(cfg.keep_alive());
 
-        let cfg = config(format_args!("job"), None, Duration::ZERO, false).expect("valid");
+        let cfg = config(format_args!("job"), None, None, false).expect("valid");
         assert_eq!(cfg.at_most(), None);
 
         let long = "x".repeat(60);
-        let err = config(format_args!("report-{long}"), None, Duration::ZERO, false)
-            .expect_err("66 characters");
+        let err =
+            config(format_args!("report-{long}"), None, None, false).expect_err("66 characters");
         assert!(err.is_invalid_config(), "{err}");
         let blank = "";
-        assert!(config(format_args!("{blank}"), None, Duration::ZERO, false).is_err());
+        assert!(config(format_args!("{blank}"), None, None, false).is_err());
     }
 
     #[test]

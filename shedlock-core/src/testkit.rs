@@ -47,6 +47,18 @@ mod fire;
 
 type CaseResult = std::result::Result<(), String>;
 
+/// Names the step of a case that failed, so a report says which call went wrong (a case makes
+/// several of the same kind): `second release of the same acquisition: release(…) returned …`.
+trait Step<T> {
+    fn step(self, step: &str) -> Result<T, String>;
+}
+
+impl<T> Step<T> for Result<T, String> {
+    fn step(self, step: &str) -> Result<T, String> {
+        self.map_err(|e| format!("{step}: {e}"))
+    }
+}
+
 /// The provider conformance suite: the contract of [`LockProvider`] as executable checks.
 ///
 /// Cases: lock created; second acquire refused (other owner and same owner); names independent;
@@ -379,7 +391,9 @@ impl ConformanceSuite {
 
     async fn second_acquire_refused(&self) -> CaseResult {
         let name = self.name("second");
-        self.must_acquire(&name, self.unit * 10, "owner-a").await?;
+        self.must_acquire(&name, self.unit * 10, "owner-a")
+            .await
+            .step("first acquire")?;
         self.must_refuse(&name, "owner-b", "while owner-a holds the lock")
             .await?;
         self.must_refuse(
@@ -418,12 +432,16 @@ impl ConformanceSuite {
         let name = self.name("expiry");
         let at_most = self.unit * 2;
         let start = Instant::now();
-        self.must_acquire(&name, at_most, "owner-a").await?;
+        self.must_acquire(&name, at_most, "owner-a")
+            .await
+            .step("first acquire")?;
         self.must_refuse_before(&name, "owner-b", "before at_most", start, at_most)
-            .await?;
+            .await
+            .step("acquire by another owner before at_most")?;
         let (_, _) = self
             .acquire_within(&name, "owner-b", self.unit * 20)
-            .await?;
+            .await
+            .step("acquire by another owner after at_most")?;
         let waited = start.elapsed();
         if waited + Duration::from_millis(20) < at_most {
             return Err(format!(
@@ -438,8 +456,12 @@ impl ConformanceSuite {
         let at_least = self.unit * 2;
         let start = Instant::now();
         let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
-        if !self.release(&record, at_least).await? {
-            return Err("release returned false".into());
+        if !self
+            .release(&record, at_least)
+            .await
+            .step("early release")?
+        {
+            return Err("early release (with at_least) of a held lock returned false".into());
         }
         self.must_refuse_before(
             &name,
@@ -451,7 +473,8 @@ impl ConformanceSuite {
         .await?;
         let (_, _) = self
             .acquire_within(&name, "owner-b", self.unit * 20)
-            .await?;
+            .await
+            .step("acquire by another owner after at_least")?;
         let held = start.elapsed();
         if held + Duration::from_millis(20) < at_least {
             return Err(format!(
@@ -471,8 +494,12 @@ impl ConformanceSuite {
         let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
         sleep(self.unit).await;
         // at_least has passed already: the lock must be free right after the release.
-        if !self.release(&record, self.unit / 2).await? {
-            return Err("release returned false".into());
+        if !self
+            .release(&record, self.unit / 2)
+            .await
+            .step("release past at_least")?
+        {
+            return Err("release past at_least of a held lock returned false".into());
         }
         self.must_acquire(&name, self.unit * 10, "owner-b")
             .await
@@ -491,10 +518,18 @@ impl ConformanceSuite {
         let start = Instant::now();
         let zero_record = self.must_acquire(&zero, self.unit, "owner-a").await?;
         let long_record = self.must_acquire(&long, self.unit, "owner-a").await?;
-        self.wait_expired(&zero_record).await?;
-        self.wait_expired(&long_record).await?;
+        self.wait_expired(&zero_record)
+            .await
+            .step("waiting for the first lock to expire")?;
+        self.wait_expired(&long_record)
+            .await
+            .step("waiting for the second lock to expire")?;
 
-        if !self.release(&zero_record, Duration::ZERO).await? {
+        if !self
+            .release(&zero_record, Duration::ZERO)
+            .await
+            .step("release after expiry")?
+        {
             return Err(
                 "a release after expiry, nobody else holding the lock, returned false".into(),
             );
@@ -504,7 +539,11 @@ impl ConformanceSuite {
             .map_err(|e| format!("after a release after expiry: {e}"))?;
 
         let at_least = self.unit * 10;
-        if !self.release(&long_record, at_least).await? {
+        if !self
+            .release(&long_record, at_least)
+            .await
+            .step("release after expiry with at_least")?
+        {
             return Err(
                 "a release after expiry with at_least, nobody else holding the lock, returned false"
                     .into(),
@@ -528,7 +567,11 @@ impl ConformanceSuite {
         let mut last_extended = Instant::now();
         for round in 0..5 {
             last_extended = Instant::now();
-            let Some(extended) = self.extend(&current, self.unit * 10).await? else {
+            let Some(extended) = self
+                .extend(&current, self.unit * 10)
+                .await
+                .step(&format!("extend {round}"))?
+            else {
                 return Err(format!("extend {round} of a held lock was refused"));
             };
             if extended.lock_until() <= current.lock_until() && round == 0 {
@@ -557,13 +600,17 @@ impl ConformanceSuite {
             self.unit * 10,
         )
         .await?;
-        if !self.release(&current, Duration::ZERO).await? {
-            return Err("release with the extended record returned false".into());
+        let first = "first release of the acquisition (with the extended record)";
+        if !self.release(&current, Duration::ZERO).await.step(first)? {
+            return Err(format!("{first} returned false"));
         }
-        if !self.release(&record, Duration::ZERO).await? {
-            return Err(
-                "release with the original record of the same acquisition returned false".into(),
-            );
+        let second = "second release of the same acquisition (with its original record)";
+        if !self.release(&record, Duration::ZERO).await.step(second)? {
+            return Err(format!(
+                "{second} returned false: a release may be called again and must answer true \
+                 while nobody else took the lock (a store that deletes the record on release \
+                 fails here)"
+            ));
         }
         Ok(())
     }
@@ -571,8 +618,14 @@ impl ConformanceSuite {
     async fn extend_after_release_refused(&self) -> CaseResult {
         let name = self.name("extend-released");
         let record = self.must_acquire(&name, self.unit * 10, "owner-a").await?;
-        self.release(&record, Duration::ZERO).await?;
-        match self.extend(&record, self.unit * 10).await? {
+        self.release(&record, Duration::ZERO)
+            .await
+            .step("release")?;
+        match self
+            .extend(&record, self.unit * 10)
+            .await
+            .step("extend after release")?
+        {
             None => Ok(()),
             Some(r) => Err(format!("extend after release succeeded: {r}")),
         }
@@ -581,8 +634,14 @@ impl ConformanceSuite {
     async fn extend_after_expiry_refused(&self) -> CaseResult {
         let name = self.name("extend-expired");
         let record = self.must_acquire(&name, self.unit, "owner-a").await?;
-        self.wait_expired(&record).await?;
-        match self.extend(&record, self.unit * 10).await? {
+        self.wait_expired(&record)
+            .await
+            .step("waiting for expiry")?;
+        match self
+            .extend(&record, self.unit * 10)
+            .await
+            .step("extend after expiry")?
+        {
             None => Ok(()),
             Some(r) => Err(format!("extend after expiry succeeded: {r}")),
         }
@@ -593,11 +652,20 @@ impl ConformanceSuite {
         let old = self.must_acquire(&name, self.unit, "owner-a").await?;
         let (new, _) = self
             .acquire_within(&name, "owner-b", self.unit * 20)
-            .await?;
-        if self.release(&old, Duration::ZERO).await? {
+            .await
+            .step("takeover by another owner after expiry")?;
+        if self
+            .release(&old, Duration::ZERO)
+            .await
+            .step("late release by the old holder")?
+        {
             return Err("a release after expiry and takeover returned true".into());
         }
-        if let Some(r) = self.extend(&old, self.unit * 10).await? {
+        if let Some(r) = self
+            .extend(&old, self.unit * 10)
+            .await
+            .step("late extend by the old holder")?
+        {
             return Err(format!("an extend after takeover succeeded: {r}"));
         }
         self.must_refuse(
@@ -608,13 +676,20 @@ impl ConformanceSuite {
         .await?;
         // Same owner id, older acquisition: still not allowed to touch the new lock.
         let (newer_same_owner, _) = {
-            self.release(&new, Duration::ZERO).await?;
+            self.release(&new, Duration::ZERO)
+                .await
+                .step("release by the new holder")?;
             let (r, d) = self
                 .acquire_within(&name, "owner-a", self.unit * 20)
-                .await?;
+                .await
+                .step("acquire again by the old owner id")?;
             (r, d)
         };
-        if self.release(&old, Duration::ZERO).await? {
+        if self
+            .release(&old, Duration::ZERO)
+            .await
+            .step("stale release by the same owner id")?
+        {
             return Err("a stale record of the same owner released its newer acquisition".into());
         }
         self.must_refuse(&name, "owner-c", "after a stale release by the same owner")
@@ -622,6 +697,7 @@ impl ConformanceSuite {
         self.release(&newer_same_owner, Duration::ZERO)
             .await
             .map(drop)
+            .step("final release")
     }
 
     async fn fencing_tokens_increase(&self) -> CaseResult {
@@ -632,12 +708,20 @@ impl ConformanceSuite {
             let owner = ["owner-a", "owner-b", "owner-c"][round % 3];
             let record = if round == 3 {
                 // One handover by expiry rather than release.
-                let r = self.must_acquire(&name, self.unit, owner).await?;
-                self.wait_expired(&r).await?;
+                let step = format!("round {round} (a handover by expiry)");
+                let r = self
+                    .must_acquire(&name, self.unit, owner)
+                    .await
+                    .step(&step)?;
+                self.wait_expired(&r).await.step(&step)?;
                 r
             } else {
-                let r = self.must_acquire(&name, self.unit * 10, owner).await?;
-                self.release(&r, Duration::ZERO).await?;
+                let step = format!("round {round}");
+                let r = self
+                    .must_acquire(&name, self.unit * 10, owner)
+                    .await
+                    .step(&step)?;
+                self.release(&r, Duration::ZERO).await.step(&step)?;
                 r
             };
             let token = record.fencing_token();
@@ -687,7 +771,9 @@ impl ConformanceSuite {
             if winners.len() != 1 {
                 return Err(format!("round {round}: {} winners", winners.len()));
             }
-            self.release(&winners[0], Duration::ZERO).await?;
+            self.release(&winners[0], Duration::ZERO)
+                .await
+                .step(&format!("round {round}: release by the winner"))?;
         }
         Ok(())
     }
@@ -786,7 +872,11 @@ impl ConformanceSuite {
         // The rejected calls changed nothing: the lock is still held, and releases normally.
         self.must_refuse(&name, "owner-b", "after rejected extend and release")
             .await?;
-        if self.release(&record, Duration::ZERO).await? {
+        if self
+            .release(&record, Duration::ZERO)
+            .await
+            .step("release after the rejected calls")?
+        {
             Ok(())
         } else {
             Err("the lock was not released after the rejected calls".into())
@@ -807,7 +897,9 @@ impl ConformanceSuite {
                 if h.owner() == "owner-a" && h.fencing_token() == record.fencing_token() => {}
             other => return Err(format!("holder of a held lock: {other:?}")),
         }
-        self.release(&record, Duration::ZERO).await?;
+        self.release(&record, Duration::ZERO)
+            .await
+            .step("release")?;
         match self.provider.holder(&name).await {
             Ok(None) => Ok(()),
             other => Err(format!("holder of a released lock: {other:?}")),

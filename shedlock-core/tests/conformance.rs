@@ -90,10 +90,15 @@ mod broken_stores {
     }
 
     /// A release of an expired lock that nobody else took: refused (as a `lock_until > now`
-    /// condition in the release would do), or answered `true` without writing the row.
+    /// condition in the release would do), or answered `true` without writing the row; or a
+    /// second release of one acquisition answered `false` (as a store that deletes the record on
+    /// release would, though the trait's docs say a release may be called again).
+    #[derive(Default)]
     struct ExpiredRelease {
         inner: InMemoryLockProvider,
         refuses: bool,
+        releases_once: bool,
+        released: std::sync::Mutex<Vec<(String, Option<i64>)>>,
     }
 
     #[async_trait]
@@ -115,6 +120,22 @@ mod broken_stores {
         }
         async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
             shedlock_core::validate_at_least(at_least)?;
+            if self.releases_once {
+                let key = (record.name().to_owned(), record.fencing_token());
+                let again = {
+                    let mut released = self
+                        .released
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let again = released.contains(&key);
+                    released.push(key);
+                    again
+                };
+                if again {
+                    return Ok(false);
+                }
+                return self.inner.release(record, at_least).await;
+            }
             match self.inner.holder(record.name()).await? {
                 None => Ok(!self.refuses),
                 Some(_) => self.inner.release(record, at_least).await,
@@ -129,8 +150,8 @@ mod broken_stores {
     async fn a_release_after_expiry_that_does_not_act_is_caught() {
         for refuses in [true, false] {
             let report = ConformanceSuite::new(ExpiredRelease {
-                inner: InMemoryLockProvider::new(),
                 refuses,
+                ..ExpiredRelease::default()
             })
             .report()
             .await;
@@ -153,6 +174,27 @@ mod broken_stores {
         assert!(
             report.contains("late_release_and_extend_spare_new_holder"),
             "{report}"
+        );
+    }
+
+    /// The report names the case and the step within it that failed.
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_names_the_step_of_its_case() {
+        let report = ConformanceSuite::new(ExpiredRelease {
+            releases_once: true,
+            ..ExpiredRelease::default()
+        })
+        .report()
+        .await;
+        let line = report
+            .lines()
+            .find(|l| l.contains("extend_once_and_repeatedly"))
+            .unwrap_or_else(|| panic!("the case failed:\n{report}"));
+        assert!(
+            line.contains(
+                "second release of the same acquisition (with its original record) returned false"
+            ),
+            "{line}"
         );
     }
 

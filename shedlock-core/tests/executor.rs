@@ -980,3 +980,62 @@ async fn a_store_that_panics_in_acquire_is_an_error_and_the_task_does_not_run() 
     assert!(err.to_string().contains("panicked"), "{err}");
     assert!(!ran.load(Ordering::SeqCst));
 }
+
+/// `default_at_least` holds a lock whose config sets no `at_least` after a quick run; a lock
+/// that sets its own (zero included) keeps it; a default above `default_at_most` is refused.
+#[tokio::test(start_paused = true)]
+async fn default_at_least_applies_to_locks_that_set_none() {
+    let store = store();
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .default_at_most(60 * SEC)
+        .default_at_least(30 * SEC)
+        .build()
+        .expect("valid executor");
+    assert_eq!(executor.default_at_least(), 30 * SEC);
+
+    let start = Instant::now();
+    let unset = LockConfig::builder("defaulted").build().expect("valid");
+    assert!(
+        executor
+            .execute(&unset, async {})
+            .await
+            .expect("ran")
+            .is_some()
+    );
+    assert!(
+        !is_free(&store, "defaulted").await,
+        "held after a quick run"
+    );
+    wait_free(&store, "defaulted", 60 * SEC).await;
+    let held = start.elapsed();
+    assert!(
+        held >= 30 * SEC && held <= 30 * SEC + Duration::from_millis(100),
+        "held {held:?}, not the default at_least of 30 s"
+    );
+
+    let own = LockConfig::builder("own")
+        .at_least(Duration::ZERO)
+        .build()
+        .expect("valid");
+    assert!(
+        executor
+            .execute(&own, async {})
+            .await
+            .expect("ran")
+            .is_some()
+    );
+    assert!(is_free(&store, "own").await, "its own at_least of zero");
+
+    let err = LockingTaskExecutor::builder(store.clone())
+        .owner_id("b")
+        .default_at_most(10 * SEC)
+        .default_at_least(30 * SEC)
+        .build()
+        .expect_err("default_at_least above default_at_most");
+    assert!(
+        err.to_string()
+            .contains("default_at_least (30s) is longer than default_at_most (10s)"),
+        "{err}"
+    );
+}

@@ -267,6 +267,11 @@ pub fn format(duration: Duration) -> String {
     out
 }
 
+/// The README's Rust example (what crates.io shows), compiled as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,3 +141,8 @@ pub use provider::{
     DEFAULT_PREFIX, ETCD_MIN_TTL, EtcdLockProvider, EtcdLockProviderBuilder, MAX_NAME_LEN_LIMIT,
     UNKNOWN_OWNER,
 };
+
+/// The README's Rust example (what crates.io shows), compiled as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

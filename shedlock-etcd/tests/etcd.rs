@@ -24,6 +24,7 @@ fn provider(url: &str) -> EtcdLockProvider {
 const UNIT: Duration = Duration::from_secs(1);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn conformance_suite_passes() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -37,6 +38,7 @@ async fn conformance_suite_passes() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn odd_names_are_encoded_and_bad_ones_refused() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -179,6 +181,7 @@ async fn a_closed_port_fails_clearly_and_a_black_hole_times_out() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn a_dead_first_member_fails_over_to_the_next() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -204,6 +207,7 @@ async fn a_dead_first_member_fails_over_to_the_next() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -277,6 +281,7 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn whole_second_leases_hold_longer_never_shorter() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -314,6 +319,7 @@ async fn whole_second_leases_hold_longer_never_shorter() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn claim_fire_is_unsupported() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -336,6 +342,7 @@ async fn report(executor: &LockingTaskExecutor, tenant: u32, runs: &AtomicUsize)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn executor_and_macro_run_on_etcd() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -394,6 +401,7 @@ async fn executor_and_macro_run_on_etcd() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn leader_latch_elects_one_and_hands_over_on_close() {
     let Some(url) = testing::etcd_url() else {
         return;
@@ -479,6 +487,7 @@ async fn recording_proxy(upstream: String) -> (u16, Arc<std::sync::Mutex<Vec<Str
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn round_trips_per_operation_match_the_docs() {
     let Some(url) = testing::etcd_url() else {
         return;

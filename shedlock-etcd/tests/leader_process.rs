@@ -68,6 +68,7 @@ impl Drop for Candidates {
 }
 
 #[test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 fn the_leader_process_killed_the_other_leads_within_the_bound() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;

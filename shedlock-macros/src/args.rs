@@ -43,6 +43,10 @@ pub(crate) struct Args {
     pub(crate) name: Option<LitStr>,
     pub(crate) at_most: Option<DurationArg>,
     pub(crate) at_least: Option<DurationArg>,
+    /// `at_most = <expr>` or `at_least = <expr>` other than a literal: a `Duration`, checked by
+    /// the compiler's types and by `LockConfig` when the function is first called.
+    pub(crate) at_most_expr: Option<Expr>,
+    pub(crate) at_least_expr: Option<Expr>,
     pub(crate) executor: Option<Expr>,
     pub(crate) keep_alive: bool,
     /// `every = "1m"` or `cron = "…"` (with `zone`), checked.
@@ -91,6 +95,8 @@ struct Parsed<'s> {
     name: Option<LitStr>,
     at_most: Option<DurationArg>,
     at_least: Option<DurationArg>,
+    at_most_expr: Option<Expr>,
+    at_least_expr: Option<Expr>,
     executor: Option<Expr>,
     keep_alive: Option<bool>,
     every: Option<DurationArg>,
@@ -138,6 +144,8 @@ impl Parsed<'_> {
         };
         match key_text.as_str() {
             "name" => self.name = self.name_template(key, &value, errors),
+            "at_most" if !matches!(value, Expr::Lit(_)) => self.at_most_expr = Some(value),
+            "at_least" if !matches!(value, Expr::Lit(_)) => self.at_least_expr = Some(value),
             "at_most" => self.at_most = self.duration(key, &value, errors),
             "at_least" => self.at_least = self.duration(key, &value, errors),
             "every" => self.every = self.every(key, &value, errors),
@@ -278,6 +286,8 @@ impl Parsed<'_> {
             name: self.name,
             at_most: self.at_most,
             at_least: self.at_least,
+            at_most_expr: self.at_most_expr,
+            at_least_expr: self.at_least_expr,
             executor: self.executor,
             keep_alive: self.keep_alive.unwrap_or(false),
             schedule,

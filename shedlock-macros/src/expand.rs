@@ -218,14 +218,7 @@ fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
         || quote!(::core::format_args!("invalid")),
         |lit| quote!(::core::format_args!(#lit)),
     );
-    let at_most = args.at_most.as_ref().map_or_else(
-        || quote!(::core::option::Option::None),
-        |at_most| {
-            let duration = duration(at_most.value);
-            quote!(::core::option::Option::Some(#duration))
-        },
-    );
-    let at_least = duration(args.at_least.as_ref().map_or(Duration::ZERO, |d| d.value));
+    let (at_most, at_least, lock_at_least) = durations(args);
     let keep_alive = args.keep_alive;
     let executor = args.executor.as_ref().map_or_else(
         || quote!(#private::default_executor()?),
@@ -283,7 +276,7 @@ fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
         #(#outer_attrs)*
         #(#inner_attrs)*
         #vis #sig {
-            let #config = #private::config(#name, #at_most, #at_least, #keep_alive)?;
+            let #config = #private::config(#name, #at_most, #lock_at_least, #keep_alive)?;
             let #executor_binding = #executor;
             #private::execute(#executor_binding, #config, #task).await
         }
@@ -323,6 +316,54 @@ fn job_fn(
         #[doc = #doc]
         #vis fn #job_fn() -> ::core::result::Result<#private::Job, #private::Error> {
             #private::job(#name, #schedule, #at_most, #at_least, #keep_alive, move |_| #task)
+        }
+    }
+}
+
+/// `at_most` (an `Option<Duration>`), a scheduled job's `at_least` (a `Duration`, zero when
+/// unset) and a plain run's (an `Option<Duration>`: unset means the executor's default).
+fn durations(args: &Args) -> (TokenStream, TokenStream, TokenStream) {
+    let at_most = match (&args.at_most, &args.at_most_expr) {
+        (_, Some(expr)) => duration_expr(expr),
+        (Some(at_most), None) => {
+            let duration = duration(at_most.value);
+            quote!(::core::option::Option::Some(#duration))
+        }
+        (None, None) => quote!(::core::option::Option::None),
+    };
+    // Unset: the executor's default_at_least for a plain run, zero for a scheduled job.
+    let (at_least, lock_at_least) = match (&args.at_least, &args.at_least_expr) {
+        (_, Some(expr)) => (duration_value(expr), duration_expr(expr)),
+        (Some(at_least), None) => {
+            let duration = duration(at_least.value);
+            (
+                duration.clone(),
+                quote!(::core::option::Option::Some(#duration)),
+            )
+        }
+        (None, None) => (
+            duration(Duration::ZERO),
+            quote!(::core::option::Option::None),
+        ),
+    };
+    (at_most, at_least, lock_at_least)
+}
+
+/// `Some(expr)` for a duration given as an expression (a constant, `Duration::from_secs(..)`),
+/// spanned on it so a value of the wrong type is reported there; `LockConfig` checks its range
+/// when the function is called.
+fn duration_expr(expr: &syn::Expr) -> TokenStream {
+    quote_spanned! {expr.span()=>
+        ::core::option::Option::Some::<::core::time::Duration>(#expr)
+    }
+}
+
+/// The duration expression itself, typed as a `Duration` (a scheduled job's `at_least`).
+fn duration_value(expr: &syn::Expr) -> TokenStream {
+    quote_spanned! {expr.span()=>
+        {
+            let __shedlock_duration: ::core::time::Duration = #expr;
+            __shedlock_duration
         }
     }
 }

@@ -54,8 +54,8 @@ use proc_macro::TokenStream;
 /// | argument | | |
 /// |---|---|---|
 /// | `name = "..."` | required | The lock's name: one row per name in the store. May use the function's arguments: `"report-{tenant}"`. |
-/// | `at_most = "10m"` | required unless the executor has a `default_at_most` | If the replica running the body dies, the lock frees itself after this long. Set it well above the task's normal run time. |
-/// | `at_least = "30s"` | default `"0s"` | A run that ends sooner keeps the lock until this long after it started, so replicas whose timers fire a little apart do not each run the task. At most `at_most`. |
+/// | `at_most = "10m"` | required unless the executor has a `default_at_most` | If the replica running the body dies, the lock frees itself after this long. Set it well above the task's normal run time. A string is checked at compile time; a `Duration` expression (`at_most = REPORT_AT_MOST`, `Duration::from_secs(600)`) is checked when the function is called (an invalid one is its `Err`). |
+/// | `at_least = "30s"` | default: the executor's `default_at_least` (zero unless set); `"0s"` for the `<fn>_job()` of a scheduled function | A run that ends sooner keeps the lock until this long after it started, so replicas whose timers fire a little apart do not each run the task. At most `at_most`. A string or a `Duration` expression, as for `at_most`. |
 /// | `executor = <expr>` | default: the process-wide default executor | The `LockingTaskExecutor` to run under (store, owner id, timeouts), evaluated in the function's scope on each call: `self.locks`, `&self.locks`, an argument, `Arc<LockingTaskExecutor>`, ... |
 /// | `keep_alive` | default off | Extend the lock every `at_most / 2` while the body runs, so a run may outlive `at_most` as long as its process is alive and reaches the store. |
 /// | `every = "1m"` | optional | A fixed-rate schedule (aligned to the Unix epoch, whole milliseconds): also generates `<fn>_job()`, the `shedlock_core::Job` to register with a `Scheduler`. |

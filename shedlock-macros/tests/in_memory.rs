@@ -379,3 +379,77 @@ async fn the_future_is_send_and_spawns_on_a_multi_thread_runtime() {
         .expect("ok");
     assert_eq!(owner.as_deref(), Some("a"));
 }
+
+/// Without `at_least`, a macro run holds the executor's `default_at_least`; with one, its own.
+#[tokio::test(start_paused = true)]
+async fn an_unset_at_least_is_the_executors_default() {
+    #[scheduled_lock(name = "defaulted", at_most = "1m", executor = executor)]
+    async fn defaulted(executor: &LockingTaskExecutor) {}
+
+    #[scheduled_lock(name = "own", at_most = "1m", at_least = "0s", executor = executor)]
+    async fn own(executor: &LockingTaskExecutor) {}
+
+    let store = Arc::new(InMemoryLockProvider::new());
+    let [a, b] = ["a", "b"].map(|owner| {
+        LockingTaskExecutor::builder(Arc::clone(&store))
+            .owner_id(owner)
+            .default_at_least(Duration::from_secs(20))
+            .build()
+            .expect("valid executor")
+    });
+    assert_eq!(defaulted(&a).await.expect("no store error"), Some(()));
+    assert_eq!(own(&a).await.expect("no store error"), Some(()));
+    tokio::time::sleep(Duration::from_secs(19)).await;
+    assert_eq!(
+        defaulted(&b).await.expect("no store error"),
+        None,
+        "held 20 s"
+    );
+    assert_eq!(
+        own(&b).await.expect("no store error"),
+        Some(()),
+        "its own zero"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(defaulted(&b).await.expect("no store error"), Some(()));
+}
+
+const REPORT_AT_MOST: Duration = Duration::from_mins(1);
+
+/// `at_most` and `at_least` as `Duration` expressions (a constant, a call); their range is
+/// checked when the function is called, with `LockConfig`'s error.
+#[tokio::test(start_paused = true)]
+async fn durations_may_be_expressions_checked_when_called() {
+    #[scheduled_lock(name = "expr", at_most = REPORT_AT_MOST, at_least = Duration::from_secs(5), executor = executor)]
+    async fn from_code(executor: &LockingTaskExecutor) {}
+
+    #[scheduled_lock(name = "zero", at_most = Duration::ZERO, executor = executor)]
+    async fn zero(executor: &LockingTaskExecutor) {}
+
+    #[scheduled_lock(name = "inverted", at_most = Duration::from_secs(1), at_least = REPORT_AT_MOST, executor = executor)]
+    async fn inverted(executor: &LockingTaskExecutor) {}
+
+    let store = Arc::new(InMemoryLockProvider::new());
+    let [a, b] = ["a", "b"].map(|owner| executor(&store, owner));
+    assert_eq!(from_code(&a).await.expect("no store error"), Some(()));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        from_code(&b).await.expect("no store error"),
+        None,
+        "at_least 5 s"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(from_code(&b).await.expect("no store error"), Some(()));
+
+    let err = zero(&a).await.expect_err("a zero at_most");
+    assert!(
+        err.is_invalid_config() && err.to_string().contains("at_most"),
+        "{err}"
+    );
+    let err = inverted(&a).await.expect_err("at_least above at_most");
+    assert!(
+        err.to_string()
+            .contains("at_least (1m) is longer than at_most (1s)"),
+        "{err}"
+    );
+}

@@ -97,6 +97,7 @@ impl Fixture {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn passes_the_conformance_suite() {
     let Some(f) = Fixture::new("conformance").await else {
         return;
@@ -106,6 +107,7 @@ async fn passes_the_conformance_suite() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn lock_keys_have_no_ttl_and_survive_release() {
     let Some(f) = Fixture::new("ttl").await else {
         return;
@@ -152,6 +154,7 @@ async fn lock_keys_have_no_ttl_and_survive_release() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn tokens_increase_even_when_the_key_is_deleted_by_hand() {
     let Some(f) = Fixture::new("tokens").await else {
         return;
@@ -177,6 +180,7 @@ async fn tokens_increase_even_when_the_key_is_deleted_by_hand() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn the_executor_and_the_macro_work_over_redis() {
     let Some(f) = Fixture::new("executor").await else {
         return;
@@ -223,6 +227,7 @@ async fn the_executor_and_the_macro_work_over_redis() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn the_leader_latch_elects_one_and_hands_over_on_close() {
     let Some(f) = Fixture::new("latch").await else {
         return;
@@ -290,6 +295,7 @@ async fn server_now(f: &Fixture) -> DateTime<Utc> {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn claim_fire_meets_every_case_in_order_and_writes_only_when_it_claims() {
     let Some(f) = Fixture::new("fire").await else {
         return;
@@ -380,6 +386,7 @@ async fn claim_fire_meets_every_case_in_order_and_writes_only_when_it_claims() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn concurrent_claimers_of_one_fire_make_exactly_one_claim() {
     let Some(f) = Fixture::new("fire-race").await else {
         return;
@@ -419,6 +426,7 @@ async fn concurrent_claimers_of_one_fire_make_exactly_one_claim() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn admin_lists_and_unlocks_only_what_it_was_shown() {
     let Some(url) = testing::redis_url() else {
         return;
@@ -504,6 +512,7 @@ async fn admin_lists_and_unlocks_only_what_it_was_shown() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn odd_names_are_their_own_keys_and_bad_ones_are_refused() {
     let Some(f) = Fixture::new("names").await else {
         return;
@@ -571,6 +580,7 @@ async fn odd_names_are_their_own_keys_and_bad_ones_are_refused() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn overlapping_prefixes_never_share_a_lock() {
     let Some(url) = testing::redis_url() else {
         return;

@@ -17,6 +17,7 @@ fn java_ddl(table: &str, ts: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn postgres_passes_the_admin_suite() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -62,6 +63,7 @@ async fn postgres_passes_the_admin_suite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn mysql_passes_the_admin_suite() {
     let Some(url) = testing::mysql_url() else {
         return;

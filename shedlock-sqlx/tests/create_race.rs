@@ -14,8 +14,9 @@ const CREATORS: u32 = 8;
 const ROUNDS: usize = 5;
 
 macro_rules! race {
-    ($name:ident, $url:path, $pool:ty, $provider:ty) => {
+    ($(#[$test:meta])* $name:ident, $url:path, $pool:ty, $provider:ty) => {
         #[tokio::test]
+        $(#[$test])*
         async fn $name() {
             let Some(url) = $url() else {
                 return;
@@ -55,12 +56,14 @@ macro_rules! race {
 }
 
 race!(
+    #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
     postgres_concurrent_creates_of_one_table_all_succeed,
     testing::postgres_url,
     sqlx::postgres::PgPoolOptions,
     PgLockProvider
 );
 race!(
+    #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
     mysql_concurrent_creates_of_one_table_all_succeed,
     testing::mysql_url,
     sqlx::mysql::MySqlPoolOptions,

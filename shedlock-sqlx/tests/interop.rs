@@ -412,6 +412,10 @@ async fn wait_for(rust: &impl LockProvider, name: &str) -> LockRecord {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(shedlock_pg, shedlock_interop)),
+    ignore = "needs SHEDLOCK_PG_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
+)]
 async fn java_and_rust_exclude_each_other_on_postgres() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -455,6 +459,10 @@ async fn java_and_rust_exclude_each_other_on_postgres() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(shedlock_mysql, shedlock_interop)),
+    ignore = "needs SHEDLOCK_MYSQL_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
+)]
 async fn java_and_rust_exclude_each_other_on_mariadb() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -532,6 +540,10 @@ async fn race_tables<D: JavaDb, P: LockProvider + Clone + 'static>(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(shedlock_pg, shedlock_interop)),
+    ignore = "needs SHEDLOCK_PG_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
+)]
 async fn java_and_rust_racing_on_postgres_exactly_one_wins_each_round() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -574,6 +586,10 @@ async fn java_and_rust_racing_on_postgres_exactly_one_wins_each_round() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(shedlock_mysql, shedlock_interop)),
+    ignore = "needs SHEDLOCK_MYSQL_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
+)]
 async fn java_and_rust_racing_on_mariadb_exactly_one_wins_each_round() {
     let Some(url) = testing::mysql_url() else {
         return;

@@ -17,7 +17,8 @@ const MIN: Duration = Duration::from_mins(1);
 common::suite::server_store! {
     /// MySQL/MariaDB for the shared cases.
     My(MySqlLockProvider), url: testing::mysql_url, pool: MySqlPool, tables: "shedlock_my_suite",
-    migrations: "mysql"
+    migrations: "mysql",
+    tests: #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 }
 
 /// Java ShedLock's DDL for MySQL/MariaDB (no token column, default collation) for `table`.
@@ -49,6 +50,7 @@ async fn zoned_pool(url: &str, zone: &'static str) -> MySqlPool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn conformance_suite_passes_on_a_pool_in_another_time_zone() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -63,6 +65,7 @@ async fn conformance_suite_passes_on_a_pool_in_another_time_zone() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn session_time_zones_change_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -110,6 +113,7 @@ async fn session_time_zones_change_nothing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn the_dedicated_pool_pins_its_sessions_to_utc() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -129,6 +133,7 @@ async fn the_dedicated_pool_pins_its_sessions_to_utc() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -218,6 +223,7 @@ fn assert_no_row_written(
 /// A fire claim that does not claim (claimed elsewhere, held, too early) is one `SELECT` and
 /// updates or inserts no row.
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_fire_claim_that_does_not_claim_is_one_select_that_writes_nothing() {
     use shedlock_core::{Fire, FireClaim};
     let Some(url) = testing::mysql_url() else {
@@ -312,6 +318,7 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let Some(url) = testing::mysql_url() else {
         return;

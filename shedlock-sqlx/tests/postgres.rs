@@ -15,7 +15,8 @@ const MIN: Duration = Duration::from_mins(1);
 common::suite::server_store! {
     /// Postgres for the shared cases.
     Pg(PgLockProvider), url: testing::postgres_url, pool: PgPool, tables: "shedlock_pg_suite",
-    migrations: "postgres"
+    migrations: "postgres",
+    tests: #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 }
 
 /// Java ShedLock's DDL (no token column) for `table`.
@@ -27,6 +28,7 @@ fn java_ddl(table: &str) -> String {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -59,6 +61,7 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
 /// A fire claim that does not claim (claimed elsewhere, held, too early) changes no row version
 /// and takes no row lock, like a skipped acquire.
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_fire_claim_that_does_not_claim_writes_nothing() {
     use shedlock_core::{Fire, FireClaim};
     let Some(url) = testing::postgres_url() else {
@@ -120,6 +123,7 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn the_session_time_zone_changes_nothing() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -218,6 +222,7 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let Some(url) = testing::postgres_url() else {
         return;

@@ -483,6 +483,7 @@ macro_rules! per_store {
             $(
                 $(#[$attr])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
                 async fn $name() {
                     let Some(url) = shedlock_sqlx::testing::postgres_url() else { return };
                     ($scenario)(Target::sql(url)).await;
@@ -494,6 +495,7 @@ macro_rules! per_store {
             $(
                 $(#[$attr])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
                 async fn $name() {
                     let Some(url) = shedlock_sqlx::testing::mysql_url() else { return };
                     ($scenario)(Target::sql(url)).await;
@@ -505,6 +507,7 @@ macro_rules! per_store {
             $(
                 $(#[$attr])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
                 async fn $name() {
                     let Some(url) = shedlock_redis::testing::redis_url() else { return };
                     ($scenario)(Target::redis(url)).await;

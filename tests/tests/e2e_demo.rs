@@ -268,6 +268,7 @@ fn demo_on_kv_store(url: &str, key_prefix: &str) -> Vec<String> {
 const NO_FIRE_CLAIMS: &str = "does not record fires (claim_fire is unsupported)";
 
 #[test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 fn demo_on_redis_records_fires() {
     let Some(url) = shedlock_redis::testing::redis_url() else {
         return;
@@ -281,6 +282,7 @@ fn demo_on_redis_records_fires() {
 }
 
 #[test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 fn demo_on_etcd_falls_back_to_plain_locks_with_the_warning() {
     let Some(url) = shedlock_etcd::testing::etcd_url() else {
         return;
@@ -314,6 +316,7 @@ fn demo_on_sqlite_runs_every_job_and_never_overlaps() {
 }
 
 #[test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 fn demo_on_postgres_runs_every_job_and_never_overlaps() {
     if let Some(url) = testing::postgres_url() {
         demo_on_server(&url);
@@ -321,6 +324,7 @@ fn demo_on_postgres_runs_every_job_and_never_overlaps() {
 }
 
 #[test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 fn demo_on_mysql_runs_every_job_and_never_overlaps() {
     if let Some(url) = testing::mysql_url() {
         demo_on_server(&url);

@@ -37,6 +37,7 @@ fn wall_ms() -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn skewed_wall_clocks_cannot_break_exclusion() {
     let test = "skewed_wall_clocks_cannot_break_exclusion";
     let Some(url) = fault_support::postgres_url() else {

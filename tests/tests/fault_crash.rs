@@ -91,6 +91,7 @@ fn latest_takeover_ms(records: &[RunRecord]) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn replicas_killed_at_random_never_overlap_and_locks_free_themselves() {
     let test = "replicas_killed_at_random_never_overlap_and_locks_free_themselves";
     let Some(url) = fault_support::postgres_url() else {

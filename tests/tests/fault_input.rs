@@ -890,6 +890,7 @@ fn any_table_configuration_works_or_is_rejected_on_sqlite() {
 }
 
 #[test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 fn any_table_configuration_works_or_is_rejected_on_postgres() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -969,6 +970,7 @@ fn any_table_configuration_works_or_is_rejected_on_postgres() {
 }
 
 #[test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 fn any_table_configuration_works_or_is_rejected_on_mariadb() {
     let Some(url) = testing::mysql_url() else {
         return;

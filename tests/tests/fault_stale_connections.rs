@@ -411,6 +411,7 @@ async fn mariadb_restarts_cost_lock_callers_no_failed_calls() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn postgres_terminated_connections_cost_lock_callers_no_failed_calls() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -471,6 +472,7 @@ async fn postgres_terminated_connections_cost_lock_callers_no_failed_calls() {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn mariadb_killed_connections_cost_lock_callers_no_failed_calls() {
     let Some(url) = testing::mysql_url() else {
         return;
@@ -553,6 +555,7 @@ async fn blocked<T>(what: &str, mut find: impl AsyncFnMut() -> Option<T>) -> T {
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn postgres_a_connection_terminated_mid_statement_is_retried_a_cancelled_statement_is_not() {
     let Some(url) = testing::postgres_url() else {
         return;
@@ -643,6 +646,7 @@ async fn postgres_a_connection_terminated_mid_statement_is_retried_a_cancelled_s
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn mariadb_a_connection_killed_mid_statement_is_retried_a_killed_query_is_not() {
     let Some(url) = testing::mysql_url() else {
         return;

@@ -641,6 +641,7 @@ fn label_of<'a>(procs: &'a mut [Proc], label: &str) -> &'a mut Proc {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn three_replicas_elect_exactly_one_leader_and_keep_it() {
     let test = "three_replicas_elect_exactly_one_leader_and_keep_it";
     let Some(url) = testing::postgres_url() else {
@@ -712,6 +713,7 @@ async fn three_replicas_elect_exactly_one_leader_and_keep_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn kill_9_of_the_leader_fails_over_within_lease_and_one_attempt() {
     let test = "kill_9_of_the_leader_fails_over_within_lease_and_one_attempt";
     let Some(url) = testing::postgres_url() else {
@@ -784,6 +786,7 @@ async fn kill_9_of_the_leader_fails_over_within_lease_and_one_attempt() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn graceful_stop_of_the_leader_hands_over_within_one_acquire_interval() {
     let test = "graceful_stop_of_the_leader_hands_over_within_one_acquire_interval";
     let Some(url) = testing::postgres_url() else {

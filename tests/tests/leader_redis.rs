@@ -121,6 +121,7 @@ fn elected_after(reports: &Reports, after: Instant) -> Option<(String, Option<i6
 }
 
 #[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn kill_9_of_the_leader_fails_over_within_lease_and_one_attempt() {
     let Some(url) = testing::redis_url() else {
         return;

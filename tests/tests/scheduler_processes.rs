@@ -247,16 +247,19 @@ async fn skewed_replicas_run_each_fire_at_most_once(store: Store, skewed: bool) 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn skewed_replicas_run_each_fire_at_most_once_on_redis() {
     skewed_replicas_run_each_fire_at_most_once(Store::Redis, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn skewed_replicas_run_each_fire_at_most_once_on_postgres() {
     skewed_replicas_run_each_fire_at_most_once(Store::Postgres, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn skewed_replicas_run_each_fire_at_most_once_on_mariadb() {
     skewed_replicas_run_each_fire_at_most_once(Store::MariaDb, true).await;
 }
@@ -350,11 +353,13 @@ async fn killed_runner_fire_is_not_run_again(store: Store) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn killed_runner_fire_is_not_run_again_on_redis() {
     killed_runner_fire_is_not_run_again(Store::Redis).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn killed_runner_fire_is_not_run_again_on_postgres() {
     killed_runner_fire_is_not_run_again(Store::Postgres).await;
 }
@@ -431,16 +436,19 @@ fn assert_once_per_fire_late_ok(records: &[RunRecord]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn catch_up_runs_a_missed_fire_once_late_on_redis() {
     catch_up_after_an_outage(Store::Redis, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn without_catch_up_a_missed_fire_does_not_run_on_redis() {
     catch_up_after_an_outage(Store::Redis, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn catch_up_runs_a_missed_fire_once_late_on_postgres() {
     catch_up_after_an_outage(Store::Postgres, true).await;
 }
@@ -563,11 +571,13 @@ async fn leader_only_job_runs_only_on_the_leader(store: Store) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_redis() {
     leader_only_job_runs_only_on_the_leader(Store::Redis).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_postgres() {
     leader_only_job_runs_only_on_the_leader(Store::Postgres).await;
 }

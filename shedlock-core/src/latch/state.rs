@@ -37,14 +37,21 @@ use crate::provider::LockRecord;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderState {
+    /// The latch has started and its store has not answered an attempt yet: this instance does
+    /// not lead, and does not know who does. It is the state before the first attempt, and
+    /// stays while every attempt fails (the store is down or its table is missing); the first
+    /// answer makes it [`Leader`](Self::Leader) or [`Follower`](Self::Follower), and it never
+    /// comes back.
+    Starting,
     /// This instance leads, in `term`.
     Leader {
         /// The current term: its fencing token, deadline and end signal.
         term: LeaderTerm,
     },
-    /// This instance does not lead. `leader` is the last leader seen in the store, when the store
-    /// can tell ([`LockProvider::holder`](crate::LockProvider::holder)); `None` when unknown or
-    /// when nobody holds the row.
+    /// This instance does not lead: the store answered that another holds the row, or this
+    /// instance stepped down. `leader` is the last leader seen in the store, when the store can
+    /// tell ([`LockProvider::holder`](crate::LockProvider::holder)); `None` when unknown or when
+    /// nobody holds the row.
     Follower {
         /// The last known leader.
         leader: Option<KnownLeader>,

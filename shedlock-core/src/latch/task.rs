@@ -90,7 +90,7 @@ impl Shared {
             owner_id: Arc::from(owner_id),
             provider,
             leader_until: Arc::new(DeadlineCell::new()),
-            state: watch::Sender::new(LeaderState::Follower { leader: None }),
+            state: watch::Sender::new(LeaderState::Starting),
             events: broadcast::Sender::new(EVENT_BUFFER),
             settled: watch::Sender::new(0),
             runtime,

@@ -337,6 +337,35 @@ async fn followers_publish_who_leads() {
     b.close().await.expect("closed");
 }
 
+/// Before its store has answered, a latch is `Starting`, not a follower of nobody; the first
+/// answer (elected, or another leads) replaces it, and a step-down is `Follower`, never
+/// `Starting` again.
+#[tokio::test(start_paused = true)]
+async fn the_state_is_starting_until_the_store_first_answers() {
+    let store = Arc::new(InMemoryLockProvider::new());
+    let a = start(store.clone(), config("starting", "a"));
+    // The latch's task has not run yet (one thread, no await since start).
+    assert_eq!(a.state(), LeaderState::Starting);
+    assert!(!a.state().was_leader() && a.state().term().is_none());
+    a.wait_for_leadership().await.expect("running");
+    let b = start(store.clone(), config("starting", "b"));
+    assert_eq!(b.state(), LeaderState::Starting);
+    assert_eq!(first_leader_seen(&b).await.owner_id(), "a");
+    let mut a_states = a.watch();
+    assert!(a.resign().await, "it led");
+    let after_resign = a_states
+        .wait_for(|s| !s.was_leader())
+        .await
+        .expect("alive")
+        .clone();
+    assert!(
+        matches!(after_resign, LeaderState::Follower { .. }),
+        "a step-down is a follower, not a start: {after_resign:?}"
+    );
+    a.close().await.expect("closed");
+    b.close().await.expect("closed");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shutdown, resign, leader-only work
 
@@ -950,7 +979,8 @@ async fn a_missing_table_keeps_the_instance_a_follower_with_one_error() {
     );
     assert_eq!(
         *states.borrow_and_update(),
-        LeaderState::Follower { leader: None }
+        LeaderState::Starting,
+        "no attempt was answered: who leads is unknown"
     );
     let errors = logs.count(tracing::Level::ERROR, "cannot reach its lock store");
     assert_eq!(errors, 1, "one ERROR for the whole streak");
@@ -1115,7 +1145,7 @@ mod faulty {
         let latch = start(db.clone(), config("outage", "a").acquire_jitter(500 * MS));
         sleep(60 * SEC).await;
         assert!(!latch.is_leader());
-        assert_eq!(latch.state(), LeaderState::Follower { leader: None });
+        assert_eq!(latch.state(), LeaderState::Starting, "no attempt answered");
         let attempts = db.calls(Operation::Acquire);
         assert!((24..=31).contains(&attempts), "{attempts} attempts in 60 s");
         assert_eq!(

@@ -434,11 +434,12 @@ pub(crate) async fn odd_names_are_bound_never_spliced_and_compare_exactly<S: Sto
     db.drop_table(&table).await;
 }
 
-/// One `#[tokio::test]` per case of this module for the [`Store`] `$store`.
+/// One `#[tokio::test]` per case of this module for the [`Store`] `$store`; attributes written
+/// before the store (`#[cfg_attr(not(shedlock_pg), ignore = "...")]`) go on every case.
 macro_rules! store_suite {
-    ($store:ty) => {
+    ($(#[$test:meta])* $store:ty) => {
         $crate::common::suite::store_suite!(
-            $store;
+            $(#[$test])* $store;
             conformance_suite_passes,
             conformance_suite_passes_on_a_java_table_without_tokens,
             providers_on_separate_pools_race_and_exactly_one_wins_each_round,
@@ -451,26 +452,29 @@ macro_rules! store_suite {
             odd_names_are_bound_never_spliced_and_compare_exactly,
         );
     };
-    ($store:ty; $($case:ident,)*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                $crate::common::suite::$case::<$store>().await;
-            }
-        )*
+    // One case per step: the attributes repeat once per case, which one repetition cannot say.
+    ($(#[$test:meta])* $store:ty; $case:ident, $($rest:ident,)*) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$test])*
+        async fn $case() {
+            $crate::common::suite::$case::<$store>().await;
+        }
+        $crate::common::suite::store_suite!($(#[$test])* $store; $($rest,)*);
     };
+    ($(#[$test:meta])* $store:ty;) => {};
 }
 
 pub(crate) use store_suite;
 
 /// The [`Store`] of a database server reached through a URL, with the file's helpers `pool(url)`,
 /// `fresh(url)` and `drop_table(pool, table)`, for a test file that defines `java_ddl(table)` and
-/// `wrong_tables()`; then the cases.
+/// `wrong_tables()`; then the cases, each with the attributes after `tests:` (the database's
+/// ignore-without-a-URL).
 macro_rules! server_store {
     (
         $(#[$doc:meta])*
         $store:ident($provider:ident), url: $url:path, pool: $pool:ty, tables: $tables:literal,
-        migrations: $migrations:literal
+        migrations: $migrations:literal, tests: $(#[$test:meta])*
     ) => {
         /// A pool of the provider's own options on `url`.
         async fn pool(url: &str) -> $pool {
@@ -578,8 +582,10 @@ macro_rules! server_store {
             }
         }
 
-        $crate::common::suite::store_suite!($store);
-        $crate::common::suite::server_cases!($provider, url: $url, scheme: $migrations);
+        $crate::common::suite::store_suite!($(#[$test])* $store);
+        $crate::common::suite::server_cases!(
+            $provider, url: $url, scheme: $migrations, tests: $(#[$test])*
+        );
     };
 }
 
@@ -590,9 +596,10 @@ pub(crate) use server_store;
 /// a single-threaded runtime, for a test file that defines `pool(url)`, `fresh(url)` and
 /// `drop_table(pool, table)`. Instantiated by [`server_store!`].
 macro_rules! server_cases {
-    ($provider:ident, url: $url:path, scheme: $scheme:literal) => {
+    ($provider:ident, url: $url:path, scheme: $scheme:literal, tests: $(#[$test:meta])*) => {
         /// An owner id longer than the `locked_by` column (VARCHAR(255)) is refused before any SQL.
         #[tokio::test]
+        $(#[$test])*
         async fn owner_ids_longer_than_the_column_are_rejected() {
             let Some(url) = $url() else {
                 return;
@@ -607,6 +614,7 @@ macro_rules! server_cases {
         }
 
         #[tokio::test]
+        $(#[$test])*
         async fn locks_work_while_the_apps_own_pool_is_exhausted() {
             let Some(url) = $url() else {
                 return;
@@ -641,6 +649,7 @@ macro_rules! server_cases {
         }
 
         #[tokio::test]
+        $(#[$test])*
         async fn a_black_holed_call_times_out_and_its_connection_is_closed() {
             let Some(url) = $url() else {
                 return;
@@ -741,6 +750,7 @@ macro_rules! server_cases {
         }
 
         #[tokio::test]
+        $(#[$test])*
         async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
             let Some(url) = $url() else {
                 return;

@@ -19,4 +19,9 @@ async fn too_long() {}
 #[scheduled_lock(name = "f", at_most)]
 async fn no_value() {}
 
+// An expression must be a `Duration`: the error points at it.
+const SECONDS: u64 = 600;
+#[scheduled_lock(name = "g", at_most = SECONDS)]
+async fn not_a_duration() {}
+
 fn main() {}

@@ -34,6 +34,17 @@ pub async fn nightly() -> Result<(), std::io::Error> {
     Ok(())
 }
 
+/// Durations from code: a constant and a call, also on a scheduled function.
+const SYNC_AT_MOST: std::time::Duration = std::time::Duration::from_mins(5);
+
+/// `at_most` and `at_least` as `Duration` expressions.
+#[scheduled_lock(name = "sync", at_most = SYNC_AT_MOST, at_least = std::time::Duration::from_secs(2))]
+pub async fn sync() {}
+
+/// A scheduled function whose durations are expressions.
+#[scheduled_lock(name = "sweep", at_most = SYNC_AT_MOST, at_least = std::time::Duration::ZERO, every = "1m")]
+pub async fn sweep() {}
+
 /// No return type, the default executor, `keep_alive = false`.
 #[scheduled_lock(name = "cleanup", at_most = "500ms", keep_alive = false)]
 pub async fn cleanup() {}
@@ -106,6 +117,9 @@ fn main() {
     drop(nightly());
     drop(tick_job());
     drop(nightly_job());
+    drop(sync());
+    drop(sweep());
+    drop(sweep_job());
     drop(generic(Arc::new(locks.clone()), 7, &["a".to_owned()], ()));
     drop(patterns(locks.clone(), 1, (2, 3)));
     let mut service = Service { locks, total: 0 };

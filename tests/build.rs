@@ -1,0 +1,10 @@
+//! Test cfgs: which database tests can run (see `tests/build/db_cfg.rs` in the workspace).
+//! Not shipped by `cargo package` (the tests are not either).
+
+#[path = "build/db_cfg.rs"]
+mod db_cfg;
+
+fn main() {
+    use db_cfg::Store;
+    db_cfg::emit(&[Store::Postgres, Store::MySql, Store::Redis, Store::Etcd]);
+}
