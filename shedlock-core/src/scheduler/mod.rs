@@ -435,7 +435,7 @@ impl Shared {
                     "the lock store records fires"
                 );
             }
-            Err(e) if e.is_unsupported() => self.switch_to_plain(),
+            Err(e) if e.is_unsupported() => self.switch_to_plain(&e),
             Err(error) => tracing::warn!(
                 %error,
                 "could not ask the lock store about fire claims; the jobs start anyway and retry"
@@ -443,15 +443,17 @@ impl Shared {
         }
     }
 
-    fn switch_to_plain(&self) {
+    fn switch_to_plain(&self, why: &Error) {
         if self.mode.swap(MODE_PLAIN, Ordering::SeqCst) != MODE_PLAIN {
+            // `why` is the store's own account (a SQL store names its table and the ALTER TABLE
+            // that adds the column).
             tracing::warn!(
+                why = %why,
                 "this lock store does not record fires (claim_fire is unsupported): scheduled \
-                 jobs run under plain locks with their at_least, not once per fire (a SQL \
-                 table without the last_fire column, such as Java ShedLock's, records none: add \
-                 it with shedlock-sqlx's migration 0002_last_fire.sql, e.g. ALTER TABLE \
-                 shedlock ADD COLUMN last_fire TIMESTAMP NULL on Postgres, and restart; etcd \
-                 does not record fires)"
+                 jobs run under plain locks with their at_least, not once per fire (a SQL table \
+                 without the last_fire column, such as Java ShedLock's, records none: add it \
+                 with shedlock-sqlx's migration 0002_last_fire.sql and restart; etcd records \
+                 none)"
             );
             for job in self
                 .jobs
@@ -622,7 +624,7 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
                         }
                     }
                 }
-                Err(e) if e.is_unsupported() => shared.switch_to_plain(),
+                Err(e) if e.is_unsupported() => shared.switch_to_plain(&e),
                 Err(e) if e.is_shutdown() => return false,
                 Err(error) => {
                     uncertain_since.get_or_insert(sent);
