@@ -181,12 +181,14 @@ where
         schema.check_owner(owner)?;
         let map = &self.mapper(format!("claim a fire of lock {name:?}"));
         let args = ClaimFire {
-            name,
-            at_most,
-            owner,
+            lock: Acquire {
+                name,
+                at_most,
+                owner,
+                schema: *schema,
+            },
             at: fire_time(fire.at(), D::TIME_PRECISION_MICROS),
             next: fire_time(fire.next(), D::TIME_PRECISION_MICROS),
-            schema: *schema,
         };
         // The fire as stored: its instant rounded up to the columns' precision.
         let stored = Fire::new(args.at, args.next)?;
@@ -364,7 +366,8 @@ where
         at: &mut Attempt<'_, D>,
         args: ClaimFire<'_>,
     ) -> Result<Option<D::Row>> {
-        let query = Self::named(&at.sql.claim, args.at_most, args.name, args.owner)
+        let lock = args.lock;
+        let query = Self::named(&at.sql.claim, lock.at_most, lock.name, lock.owner)
             .bind(D::time(args.at))
             .bind(D::time(args.next));
         Self::optional_row(at, query).await
