@@ -4,7 +4,9 @@
 //! Written once over the [`Dialect`]: the statements ([`statements`]) take its spelling (its
 //! now, its session pin and hint, its typed `NULL`s, its parameters), the rows are read with its
 //! time readers, and whether the table has the `last_fire` column comes from the table layout
-//! the provider detected once ([`Schema::has_last_fire`]).
+//! the provider detected once ([`Schema::has_last_fire`]). The calls themselves
+//! (`Provider::admin_list`, `Provider::admin_unlock`) are in the provider's impl, under the
+//! bounds it already states.
 //!
 //! Freeing sets `lock_until` to the database's now and nothing else: the holder, `locked_at`,
 //! the token and the recorded fire (`last_fire`) stay, so freeing never re-runs a fire. The
@@ -12,12 +14,11 @@
 //! ShedLock's table).
 
 use shedlock_core::{LockEntry, LockRecord, Result};
-use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Row, Type};
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::builder::Settings;
 use crate::dialect::{Dialect, LAST_FIRE, Map};
-use crate::provider::Provider;
-use crate::store::{Call, Schema};
+use crate::store::Schema;
 
 /// The admin statements for one table layout.
 pub(crate) struct Statements {
@@ -71,7 +72,7 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
 }
 
 /// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire`, now.
-fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>) -> Result<LockEntry>
+pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>) -> Result<LockEntry>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
     for<'r> i64: Decode<'r, D> + Type<D>,
@@ -96,7 +97,7 @@ where
 /// # Errors
 ///
 /// [`shedlock_core::Error::is_invalid_config`] for a record without the token the table has.
-fn check_expected(schema: Schema, expected: &LockRecord) -> Result<Option<i64>> {
+pub(crate) fn check_expected(schema: Schema, expected: &LockRecord) -> Result<Option<i64>> {
     if schema.has_token && expected.fencing_token().is_none() {
         return Err(shedlock_core::Error::invalid_config(format!(
             "unlocking {:?} needs its fencing token: the table has a fencing_token column",
@@ -104,79 +105,6 @@ fn check_expected(schema: Schema, expected: &LockRecord) -> Result<Option<i64>> 
         )));
     }
     Ok(expected.fencing_token().filter(|_| schema.has_token))
-}
-
-impl<D: Dialect> Provider<D>
-where
-    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
-    for<'q> &'q str: Encode<'q, D> + Type<D>,
-    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
-    for<'r> String: Decode<'r, D> + Type<D>,
-    usize: ColumnIndex<D::Row>,
-    D::Arguments: IntoArguments<D>,
-{
-    /// Every row (`name` `None`) or one, with the database's now; sorted by name in code (byte
-    /// order), whatever the column's collation.
-    pub(crate) async fn admin_list(
-        &self,
-        op: &'static str,
-        name: Option<&str>,
-    ) -> Result<Vec<LockEntry>> {
-        let store = self.store();
-        if let Some(name) = name {
-            store.check_name(name)?;
-        }
-        let call = &store.call(op);
-        let schema = self.schema(call).await?;
-        let what = name.map_or_else(
-            || "list the locks".to_owned(),
-            |n| format!("read lock {n:?}"),
-        );
-        let map = &|e| self.map_error(e, &what);
-        let sql = statements::<D>(&store.settings, schema);
-        let (list, entry_sql) = (&sql.list, &sql.entry);
-        let mut entries = store
-            .run(call, map, |mut c| async move {
-                let query = match name {
-                    Some(name) => sqlx::query(AssertSqlSafe(entry_sql.clone())).bind(name),
-                    None => sqlx::query(AssertSqlSafe(list.clone())),
-                };
-                let outcome = call.timed(query.fetch_all(c.conn())).await;
-                let rows = c.settle(outcome, map)?;
-                rows.iter()
-                    .map(|r| entry::<D>(r, map))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .await?;
-        entries.sort_by(|a, b| a.record().name().cmp(b.record().name()));
-        Ok(entries)
-    }
-
-    /// Frees `expected`'s acquisition if the row still has it, in one conditional `UPDATE`.
-    pub(crate) async fn admin_unlock(&self, expected: &LockRecord) -> Result<bool> {
-        let store = self.store();
-        store.check_name(expected.name())?;
-        let call: &Call = &store.call("unlock");
-        let schema = self.schema(call).await?;
-        let token = check_expected(schema, expected)?;
-        let sql = &statements::<D>(&store.settings, schema).unlock;
-        let what = format!("unlock {:?}", expected.name());
-        let map = |e| self.map_error(e, &what);
-        store
-            .run(call, map, |mut c| async move {
-                let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(expected.name())
-                    .bind(expected.owner())
-                    .bind(D::time(expected.locked_at()));
-                let query = match token {
-                    Some(token) => query.bind(token),
-                    None => query,
-                };
-                let outcome = call.timed(query.execute(c.conn())).await;
-                Ok(D::rows_affected(&c.settle(outcome, map)?) == 1)
-            })
-            .await
-    }
 }
 
 /// The `LockAdmin` impl of one provider, on its generic provider.

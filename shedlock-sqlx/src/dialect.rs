@@ -89,13 +89,10 @@ pub(crate) struct Acquire<'a> {
 /// [`fire_time`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimFire<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) at_most: Duration,
-    pub(crate) owner: &'a str,
+    /// The claim's acquire: the name, `at_most`, the owner and the table's layout.
+    pub(crate) lock: Acquire<'a>,
     pub(crate) at: DateTime<Utc>,
     pub(crate) next: DateTime<Utc>,
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
-    pub(crate) schema: Schema,
 }
 
 /// What one attempt of a fire claim found.

@@ -164,22 +164,17 @@ impl TableName {
             Some((schema, table)) => (Some(schema), table),
             None => (None, name),
         };
-        if let Some(schema) = schema {
-            check_ident("the schema of the table name", schema).map_err(|_| {
-                Error::invalid_config(format!(
-                    "the table name {name:?} is not `table` or `schema.table` made of plain \
-                     identifiers (1 to {MAX_IDENT_LEN} ASCII letters, digits or underscores, not \
-                     starting with a digit)"
-                ))
-            })?;
-        }
-        check_ident("the table name", table).map_err(|_| {
+        let invalid = |_| {
             Error::invalid_config(format!(
                 "the table name {name:?} is not `table` or `schema.table` made of plain \
                  identifiers (1 to {MAX_IDENT_LEN} ASCII letters, digits or underscores, not \
                  starting with a digit)"
             ))
-        })?;
+        };
+        if let Some(schema) = schema {
+            check_ident("the schema of the table name", schema).map_err(invalid)?;
+        }
+        check_ident("the table name", table).map_err(invalid)?;
         Ok(Self {
             schema: schema.map(str::to_owned),
             table: table.to_owned(),

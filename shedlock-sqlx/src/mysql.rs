@@ -535,7 +535,11 @@ impl Dialect for MySql {
     async fn claim_fire<'a>(at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
         let Attempt { sql, c, call, map } = at;
         let mut c = c;
-        let (name, owner, micros) = (args.name, args.owner, Self::span(args.at_most));
+        let (name, owner, micros) = (
+            args.lock.name,
+            args.lock.owner,
+            Self::span(args.lock.at_most),
+        );
         let outcome = call
             .timed(
                 sqlx::query(AssertSqlSafe(sql.look.clone()))
@@ -579,11 +583,13 @@ impl Dialect for MySql {
         let Some(reported) = reported(&result).filter(|_| result.rows_affected() > 0) else {
             return Ok(Seen::Changed);
         };
-        let who = (name, owner, args.at_most);
+        let who = (name, owner, args.lock.at_most);
         // None: the lock (of at most `at_most`) already passed on; the look says to whom.
-        Ok(won_record(c, call, map, sql, args.schema, who, reported)
-            .await?
-            .map_or(Seen::Changed, Seen::Won))
+        Ok(
+            won_record(c, call, map, sql, args.lock.schema, who, reported)
+                .await?
+                .map_or(Seen::Changed, Seen::Won),
+        )
     }
 
     /// The statement reports the server's now through `LAST_INSERT_ID`; the new `lock_until`

@@ -379,7 +379,8 @@ impl Dialect for Postgres {
             .await?
             .ok_or_else(|| Error::backend_message("claim a fire: the statement returned no row"))?;
         if Self::read_opt_time(&row, 3, map)?.is_some() {
-            let record = Provider::<Self>::returned_record(&row, 3, args.name, args.owner, map)?;
+            let record =
+                Provider::<Self>::returned_record(&row, 3, args.lock.name, args.lock.owner, map)?;
             return Ok(Seen::Won(record));
         }
         Ok(Seen::Row {

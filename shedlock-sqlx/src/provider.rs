@@ -1,17 +1,20 @@
 //! The lock provider, written once over a [`Dialect`]: validation, per-call deadlines, retries
-//! on dead connections, the lazily checked table, constructors and create-table. The public
-//! providers (`PgLockProvider`, …) are thin types around it, made by [`sql_lock_provider!`].
+//! on dead connections, the lazily checked table, constructors, create-table and the admin calls
+//! (whose statements and row reading are in [`crate::admin`]). The public providers
+//! (`PgLockProvider`, …) are thin types around it, made by [`sql_lock_provider!`].
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::{
-    Error, Fire, FireClaim, LockRecord, Result, fire_decision, validate_at_least, validate_at_most,
+    Error, Fire, FireClaim, LockEntry, LockRecord, Result, fire_decision, validate_at_least,
+    validate_at_most,
 };
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
+use crate::admin::{check_expected, entry, statements};
 use crate::builder::Settings;
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
@@ -178,12 +181,14 @@ where
         schema.check_owner(owner)?;
         let map = &self.mapper(format!("claim a fire of lock {name:?}"));
         let args = ClaimFire {
-            name,
-            at_most,
-            owner,
+            lock: Acquire {
+                name,
+                at_most,
+                owner,
+                schema: *schema,
+            },
             at: fire_time(fire.at(), D::TIME_PRECISION_MICROS),
             next: fire_time(fire.next(), D::TIME_PRECISION_MICROS),
-            schema: *schema,
         };
         // The fire as stored: its instant rounded up to the columns' precision.
         let stored = Fire::new(args.at, args.next)?;
@@ -266,15 +271,8 @@ where
         let (call, schema) = &self.start("holder").await?;
         let map = &self.mapper(format!("read lock {name:?}"));
         self.attempts(call, map, *schema, |mut at| async move {
-            let outcome = at
-                .call
-                .timed(
-                    sqlx::query(AssertSqlSafe(at.sql.holder.clone()))
-                        .bind(name)
-                        .fetch_optional(at.c.conn()),
-                )
-                .await;
-            let Some(row) = at.c.settle(outcome, map)? else {
+            let query = sqlx::query(AssertSqlSafe(at.sql.holder.clone())).bind(name);
+            let Some(row) = Self::optional_row(&mut at, query).await? else {
                 return Ok(None);
             };
             let owner: String = row.try_get(0).map_err(map)?;
@@ -300,14 +298,35 @@ where
         record: &'q LockRecord,
         token: Option<i64>,
     ) -> sqlx::query::Query<'q, D, D::Arguments> {
-        let query = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(D::span(d))
-            .bind(record.name())
-            .bind(record.owner());
+        let query = Self::named(sql, d, record.name(), record.owner());
         match token {
             Some(token) => query.bind(token),
             None => query.bind(D::time(record.locked_at())),
         }
+    }
+
+    /// A statement on the lock `name`, with its first parameters bound: the duration, the name,
+    /// the owner.
+    pub(crate) fn named<'q>(
+        sql: &Arc<str>,
+        d: Duration,
+        name: &'q str,
+        owner: &'q str,
+    ) -> sqlx::query::Query<'q, D, D::Arguments> {
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(D::span(d))
+            .bind(name)
+            .bind(owner)
+    }
+
+    /// Runs `query` on the attempt's connection within the call's deadline; the row it
+    /// returned, if any.
+    async fn optional_row(
+        at: &mut Attempt<'_, D>,
+        query: sqlx::query::Query<'_, D, D::Arguments>,
+    ) -> Result<Option<D::Row>> {
+        let outcome = at.call.timed(query.fetch_optional(at.c.conn())).await;
+        at.c.settle(outcome, at.map)
     }
 
     /// One attempt of an acquire where a single statement decides and returns the row
@@ -317,21 +336,11 @@ where
         mut at: Attempt<'_, D>,
         args: Acquire<'_>,
     ) -> Result<Option<LockRecord>> {
-        let map = at.map;
-        let outcome = at
-            .call
-            .timed(
-                sqlx::query(AssertSqlSafe(at.sql.acquire.clone()))
-                    .bind(D::span(args.at_most))
-                    .bind(args.name)
-                    .bind(args.owner)
-                    .fetch_optional(at.c.conn()),
-            )
-            .await;
-        let Some(row) = at.c.settle(outcome, map)? else {
+        let query = Self::named(&at.sql.acquire, args.at_most, args.name, args.owner);
+        let Some(row) = Self::optional_row(&mut at, query).await? else {
             return Ok(None);
         };
-        Self::returned_record(&row, 0, args.name, args.owner, map).map(Some)
+        Self::returned_record(&row, 0, args.name, args.owner, at.map).map(Some)
     }
 
     /// The record in a returned row's columns `first..first + 3`: `locked_at, lock_until,
@@ -357,19 +366,11 @@ where
         at: &mut Attempt<'_, D>,
         args: ClaimFire<'_>,
     ) -> Result<Option<D::Row>> {
-        let outcome = at
-            .call
-            .timed(
-                sqlx::query(AssertSqlSafe(at.sql.claim.clone()))
-                    .bind(D::span(args.at_most))
-                    .bind(args.name)
-                    .bind(args.owner)
-                    .bind(D::time(args.at))
-                    .bind(D::time(args.next))
-                    .fetch_optional(at.c.conn()),
-            )
-            .await;
-        at.c.settle(outcome, at.map)
+        let lock = args.lock;
+        let query = Self::named(&at.sql.claim, lock.at_most, lock.name, lock.owner)
+            .bind(D::time(args.at))
+            .bind(D::time(args.next));
+        Self::optional_row(at, query).await
     }
 
     /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if
@@ -380,8 +381,7 @@ where
         args: Extend<'_>,
     ) -> Result<Option<LockRecord>> {
         let query = Self::identified(&at.sql.extend, args.at_most, args.record, args.token);
-        let outcome = at.call.timed(query.fetch_optional(at.c.conn())).await;
-        let Some(row) = at.c.settle(outcome, at.map)? else {
+        let Some(row) = Self::optional_row(&mut at, query).await? else {
             return Ok(None);
         };
         let lock_until = D::read_time(&row, 0, at.map)?;
@@ -471,6 +471,71 @@ where
             ),
             None => Error::backend(what, error),
         }
+    }
+
+    // The admin calls of `LockAdmin` (admin.rs: their statements, how rows are read, the impls).
+
+    /// Every row (`name` `None`) or one, with the database's now; sorted by name in code (byte
+    /// order), whatever the column's collation.
+    pub(crate) async fn admin_list(
+        &self,
+        op: &'static str,
+        name: Option<&str>,
+    ) -> Result<Vec<LockEntry>> {
+        let store = self.store();
+        if let Some(name) = name {
+            store.check_name(name)?;
+        }
+        let call = &store.call(op);
+        let schema = self.schema(call).await?;
+        let what = name.map_or_else(
+            || "list the locks".to_owned(),
+            |n| format!("read lock {n:?}"),
+        );
+        let map = &|e| self.map_error(e, &what);
+        let sql = statements::<D>(&store.settings, schema);
+        let (list, entry_sql) = (&sql.list, &sql.entry);
+        let mut entries = store
+            .run(call, map, |mut c| async move {
+                let query = match name {
+                    Some(name) => sqlx::query(AssertSqlSafe(entry_sql.clone())).bind(name),
+                    None => sqlx::query(AssertSqlSafe(list.clone())),
+                };
+                let outcome = call.timed(query.fetch_all(c.conn())).await;
+                let rows = c.settle(outcome, map)?;
+                rows.iter()
+                    .map(|r| entry::<D>(r, map))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await?;
+        entries.sort_by(|a, b| a.record().name().cmp(b.record().name()));
+        Ok(entries)
+    }
+
+    /// Frees `expected`'s acquisition if the row still has it, in one conditional `UPDATE`.
+    pub(crate) async fn admin_unlock(&self, expected: &LockRecord) -> Result<bool> {
+        let store = self.store();
+        store.check_name(expected.name())?;
+        let call: &Call = &store.call("unlock");
+        let schema = self.schema(call).await?;
+        let token = check_expected(schema, expected)?;
+        let sql = &statements::<D>(&store.settings, schema).unlock;
+        let what = format!("unlock {:?}", expected.name());
+        let map = |e| self.map_error(e, &what);
+        store
+            .run(call, map, |mut c| async move {
+                let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(expected.name())
+                    .bind(expected.owner())
+                    .bind(D::time(expected.locked_at()));
+                let query = match token {
+                    Some(token) => query.bind(token),
+                    None => query,
+                };
+                let outcome = call.timed(query.execute(c.conn())).await;
+                Ok(D::rows_affected(&c.settle(outcome, map)?) == 1)
+            })
+            .await
     }
 }
 

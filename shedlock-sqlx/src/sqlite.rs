@@ -388,14 +388,15 @@ impl Dialect for Sqlite {
     async fn claim_fire<'a>(mut at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
         let map = at.map;
         if let Some(row) = Provider::<Self>::claim_returning(&mut at, args).await? {
-            let record = Provider::<Self>::returned_record(&row, 0, args.name, args.owner, map)?;
+            let record =
+                Provider::<Self>::returned_record(&row, 0, args.lock.name, args.lock.owner, map)?;
             return Ok(Seen::Won(record));
         }
         let outcome = at
             .call
             .timed(
                 sqlx::query(AssertSqlSafe(at.sql.look.clone()))
-                    .bind(args.name)
+                    .bind(args.lock.name)
                     .fetch_one(at.c.conn()),
             )
             .await;

@@ -16,6 +16,40 @@ fn java_ddl(table: &str, ts: &str) -> String {
     )
 }
 
+/// The admin suite on a database server's `pool`: on our DDL, on Java's (`ts` its time type),
+/// and the `last_fire` column read; `provider` makes one on a table, `five_minutes_ago` is the
+/// server's SQL for that time. Drops its tables.
+async fn server_passes_the_admin_suite<DB, P>(
+    pool: &sqlx::Pool<DB>,
+    ts: &str,
+    five_minutes_ago: &str,
+    provider: impl Fn(&str) -> P,
+    create_ours: impl AsyncFn(&P),
+) where
+    DB: sqlx::Database,
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    P: LockAdmin + 'static,
+{
+    let ours = testing::unique_table_name("shedlock_admin");
+    let on_ours = provider(&ours);
+    create_ours(&on_ours).await;
+    AdminSuite::new(on_ours).run().await;
+
+    let java = testing::unique_table_name("shedlock_admin_java");
+    pool.execute(sqlx::AssertSqlSafe(java_ddl(&java, ts)))
+        .await
+        .expect("java table");
+    AdminSuite::new(provider(&java)).run().await;
+
+    let fired = testing::unique_table_name("shedlock_admin_fire");
+    last_fire_is_listed(pool, &fired, five_minutes_ago, provider(&fired)).await;
+    for table in [ours, java, fired] {
+        pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .expect("drop");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn postgres_passes_the_admin_suite() {
@@ -26,40 +60,19 @@ async fn postgres_passes_the_admin_suite() {
         .connect(&url)
         .await
         .expect("connect");
-    let ours = testing::unique_table_name("shedlock_admin");
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(&ours)
-        .build()
-        .expect("valid");
-    provider.create_table_if_not_exists().await.expect("create");
-    AdminSuite::new(provider).run().await;
-
-    let java = testing::unique_table_name("shedlock_admin_java");
-    pool.execute(sqlx::AssertSqlSafe(java_ddl(&java, "TIMESTAMP")))
-        .await
-        .expect("java table");
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(&java)
-        .build()
-        .expect("valid");
-    AdminSuite::new(provider).run().await;
-
-    let fired = testing::unique_table_name("shedlock_admin_fire");
-    last_fire_is_listed(
+    server_passes_the_admin_suite(
         &pool,
-        &fired,
+        "TIMESTAMP",
         "timezone('UTC', now()) - interval '5 minutes'",
-        PgLockProvider::builder(pool.clone())
-            .table(&fired)
-            .build()
-            .expect("valid"),
+        |table| {
+            PgLockProvider::builder(pool.clone())
+                .table(table)
+                .build()
+                .expect("valid")
+        },
+        async |p: &PgLockProvider| p.create_table_if_not_exists().await.expect("create"),
     )
     .await;
-    for table in [ours, java, fired] {
-        pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
-            .await
-            .expect("drop");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,40 +85,19 @@ async fn mysql_passes_the_admin_suite() {
         .connect(&url)
         .await
         .expect("connect");
-    let ours = testing::unique_table_name("shedlock_admin");
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(&ours)
-        .build()
-        .expect("valid");
-    provider.create_table_if_not_exists().await.expect("create");
-    AdminSuite::new(provider).run().await;
-
-    let java = testing::unique_table_name("shedlock_admin_java");
-    pool.execute(sqlx::AssertSqlSafe(java_ddl(&java, "TIMESTAMP(3)")))
-        .await
-        .expect("java table");
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(&java)
-        .build()
-        .expect("valid");
-    AdminSuite::new(provider).run().await;
-
-    let fired = testing::unique_table_name("shedlock_admin_fire");
-    last_fire_is_listed(
+    server_passes_the_admin_suite(
         &pool,
-        &fired,
+        "TIMESTAMP(3)",
         "TIMESTAMPADD(MINUTE, -5, UTC_TIMESTAMP(3))",
-        MySqlLockProvider::builder(pool.clone())
-            .table(&fired)
-            .build()
-            .expect("valid"),
+        |table| {
+            MySqlLockProvider::builder(pool.clone())
+                .table(table)
+                .build()
+                .expect("valid")
+        },
+        async |p: &MySqlLockProvider| p.create_table_if_not_exists().await.expect("create"),
     )
     .await;
-    for table in [ours, java, fired] {
-        pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
-            .await
-            .expect("drop");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -178,51 +178,72 @@ trait JavaDb {
     async fn run_sql(&self, sql: String);
 }
 
-impl JavaDb for PgPool {
-    async fn try_run(
-        &self,
-        statement: &Statement,
-        bind: &dyn Fn(&str) -> Value,
-    ) -> Result<u64, sqlx::Error> {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(statement.sql.clone()));
-        for param in &statement.params {
-            query = match bind(param) {
-                Value::Text(s) => query.bind(s),
-                Value::Seconds(s) => query.bind(s),
-                Value::Micros(m) => query.bind(m),
-            };
-        }
-        Ok(query.execute(self).await?.rows_affected())
-    }
+/// `JavaDb` for a database's pool: Java's statements bound positionally.
+macro_rules! java_db {
+    ($($pool:ty),*) => {$(
+        impl JavaDb for $pool {
+            async fn try_run(
+                &self,
+                statement: &Statement,
+                bind: &dyn Fn(&str) -> Value,
+            ) -> Result<u64, sqlx::Error> {
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(statement.sql.clone()));
+                for param in &statement.params {
+                    query = match bind(param) {
+                        Value::Text(s) => query.bind(s),
+                        Value::Seconds(s) => query.bind(s),
+                        Value::Micros(m) => query.bind(m),
+                    };
+                }
+                Ok(query.execute(self).await?.rows_affected())
+            }
 
-    async fn run_sql(&self, sql: String) {
-        sqlx::Executor::execute(self, sqlx::AssertSqlSafe(sql))
-            .await
-            .unwrap();
-    }
+            async fn run_sql(&self, sql: String) {
+                sqlx::Executor::execute(self, sqlx::AssertSqlSafe(sql))
+                    .await
+                    .unwrap();
+            }
+        }
+    )*};
 }
 
-impl JavaDb for MySqlPool {
-    async fn try_run(
-        &self,
-        statement: &Statement,
-        bind: &dyn Fn(&str) -> Value,
-    ) -> Result<u64, sqlx::Error> {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(statement.sql.clone()));
-        for param in &statement.params {
-            query = match bind(param) {
-                Value::Text(s) => query.bind(s),
-                Value::Seconds(s) => query.bind(s),
-                Value::Micros(m) => query.bind(m),
-            };
-        }
-        Ok(query.execute(self).await?.rows_affected())
+java_db!(PgPool, MySqlPool);
+
+/// Java ShedLock's names for one database: its statements' section, its DDL's key, its
+/// placeholders, and SQL that expires the row of the name bound as `:name` (held until a
+/// minute ago by someone else).
+struct JavaDialect {
+    section: &'static str,
+    ddl_key: &'static str,
+    placeholder: Placeholder,
+    expire: &'static str,
+}
+
+const POSTGRES: JavaDialect = JavaDialect {
+    section: "POSTGRES_SQL",
+    ddl_key: "POSTGRES",
+    placeholder: Placeholder::Dollar,
+    expire: "UPDATE shedlock SET lock_until = timezone('utc', CURRENT_TIMESTAMP) \
+             - interval '1 minute', locked_by = 'earlier' WHERE name = :name",
+};
+
+const MARIADB: JavaDialect = JavaDialect {
+    section: "MARIA_DB",
+    ddl_key: "MYSQL_MARIADB",
+    placeholder: Placeholder::Question,
+    expire: "UPDATE shedlock SET lock_until = UTC_TIMESTAMP(3) - INTERVAL 1 MINUTE, \
+             locked_by = 'earlier' WHERE name = :name",
+};
+
+impl JavaDialect {
+    /// Java's statements and DDL on `table`.
+    fn load(&self, text: &str, table: &str) -> Java {
+        Java::load(text, self.section, self.ddl_key, table, self.placeholder)
     }
 
-    async fn run_sql(&self, sql: String) {
-        sqlx::Executor::execute(self, sqlx::AssertSqlSafe(sql))
-            .await
-            .unwrap();
+    /// The statement that expires a row of `table`.
+    fn expire(&self, table: &str) -> Statement {
+        Statement::parse(self.expire, table, self.placeholder)
     }
 }
 
@@ -411,39 +432,25 @@ async fn wait_for(rust: &impl LockProvider, name: &str) -> LockRecord {
     }
 }
 
-#[tokio::test]
-#[cfg_attr(
-    not(all(shedlock_pg, shedlock_interop)),
-    ignore = "needs SHEDLOCK_PG_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
-)]
-async fn java_and_rust_exclude_each_other_on_postgres() {
-    let Some(url) = testing::postgres_url() else {
-        return;
-    };
-    let Some(text) = interop_file() else { return };
-    let java_pool = PgPool::connect(&url).await.unwrap();
-    // On our table (with the token column) and on Java's own DDL (without it).
+/// Java and our provider exclude each other on our table (with the token column) and on
+/// Java's own DDL (without it); `provider` makes ours on a table, on a pool of its own.
+async fn exclude_each_other_on_both_tables<D: JavaDb, P: LockProvider>(
+    java_pool: &D,
+    sql: impl Fn(&str) -> Java,
+    provider: impl AsyncFn(&str) -> P,
+    create_ours: impl AsyncFn(&P),
+) {
     for ours in [true, false] {
         let table = testing::unique_table_name("shedlock_interop");
-        let sql = Java::load(
-            &text,
-            "POSTGRES_SQL",
-            "POSTGRES",
-            &table,
-            Placeholder::Dollar,
-        );
-        let provider =
-            PgLockProvider::builder(PgLockProvider::pool_options().connect(&url).await.unwrap())
-                .table(&table)
-                .build()
-                .unwrap();
+        let sql = sql(&table);
+        let provider = provider(&table).await;
         if ours {
-            provider.create_table_if_not_exists().await.unwrap();
+            create_ours(&provider).await;
         } else {
             java_pool.run_sql(sql.ddl.clone()).await;
         }
         let java = JavaService {
-            db: &java_pool,
+            db: java_pool,
             sql: &sql,
             owner: "java-host",
         };
@@ -460,6 +467,29 @@ async fn java_and_rust_exclude_each_other_on_postgres() {
 
 #[tokio::test]
 #[cfg_attr(
+    not(all(shedlock_pg, shedlock_interop)),
+    ignore = "needs SHEDLOCK_PG_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
+)]
+async fn java_and_rust_exclude_each_other_on_postgres() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let Some(text) = interop_file() else { return };
+    let java_pool = PgPool::connect(&url).await.unwrap();
+    exclude_each_other_on_both_tables(
+        &java_pool,
+        |table| POSTGRES.load(&text, table),
+        async |table| {
+            let pool = PgLockProvider::pool_options().connect(&url).await.unwrap();
+            PgLockProvider::builder(pool).table(table).build().unwrap()
+        },
+        async |p: &PgLockProvider| p.create_table_if_not_exists().await.unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test]
+#[cfg_attr(
     not(all(shedlock_mysql, shedlock_interop)),
     ignore = "needs SHEDLOCK_MYSQL_URL and ../shared/interop (or SHEDLOCK_INTEROP_SQL)"
 )]
@@ -470,47 +500,29 @@ async fn java_and_rust_exclude_each_other_on_mariadb() {
     let Some(text) = interop_file() else { return };
     // Java's sessions in UTC (sqlx's default time_zone '+00:00'), as ShedLock requires.
     let java_pool = MySqlPool::connect(&url).await.unwrap();
-    for ours in [true, false] {
-        let table = testing::unique_table_name("shedlock_interop");
-        let sql = Java::load(
-            &text,
-            "MARIA_DB",
-            "MYSQL_MARIADB",
-            &table,
-            Placeholder::Question,
-        );
-        assert!(
-            sql.insert.sql.starts_with("INSERT IGNORE"),
-            "Java's own statement"
-        );
-        let provider = MySqlLockProvider::builder(
-            MySqlLockProvider::pool_options()
+    exclude_each_other_on_both_tables(
+        &java_pool,
+        |table| {
+            let sql = MARIADB.load(&text, table);
+            assert!(
+                sql.insert.sql.starts_with("INSERT IGNORE"),
+                "Java's own statement"
+            );
+            sql
+        },
+        async |table| {
+            let pool = MySqlLockProvider::pool_options()
                 .connect(&url)
                 .await
-                .unwrap(),
-        )
-        .table(&table)
-        .build()
-        .unwrap();
-        if ours {
-            provider.create_table_if_not_exists().await.unwrap();
-        } else {
-            java_pool.run_sql(sql.ddl.clone()).await;
-        }
-        let java = JavaService {
-            db: &java_pool,
-            sql: &sql,
-            owner: "java-host",
-        };
-        exclude_each_other(&java, &provider).await;
-        let token = provider
-            .acquire("tokens", MIN, "rust")
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(token.fencing_token().is_some(), ours);
-        java_pool.run_sql(format!("DROP TABLE {table}")).await;
-    }
+                .unwrap();
+            MySqlLockProvider::builder(pool)
+                .table(table)
+                .build()
+                .unwrap()
+        },
+        async |p: &MySqlLockProvider| p.create_table_if_not_exists().await.unwrap(),
+    )
+    .await;
 }
 
 /// Racing tables: ours (with the token column) and Java's own DDL (without it).
@@ -558,22 +570,7 @@ async fn java_and_rust_racing_on_postgres_exactly_one_wins_each_round() {
     let rust_pool = PgLockProvider::pool_options().connect(&url).await.unwrap();
     race_tables(
         &java_pool,
-        |table| {
-            let sql = Java::load(
-                &text,
-                "POSTGRES_SQL",
-                "POSTGRES",
-                table,
-                Placeholder::Dollar,
-            );
-            let expire = Statement::parse(
-                "UPDATE shedlock SET lock_until = timezone('utc', CURRENT_TIMESTAMP) \
-                 - interval '1 minute', locked_by = 'earlier' WHERE name = :name",
-                table,
-                Placeholder::Dollar,
-            );
-            (sql, expire)
-        },
+        |table| (POSTGRES.load(&text, table), POSTGRES.expire(table)),
         |table| {
             PgLockProvider::builder(rust_pool.clone())
                 .table(table)
@@ -607,22 +604,7 @@ async fn java_and_rust_racing_on_mariadb_exactly_one_wins_each_round() {
         .unwrap();
     race_tables(
         &java_pool,
-        |table| {
-            let sql = Java::load(
-                &text,
-                "MARIA_DB",
-                "MYSQL_MARIADB",
-                table,
-                Placeholder::Question,
-            );
-            let expire = Statement::parse(
-                "UPDATE shedlock SET lock_until = UTC_TIMESTAMP(3) - INTERVAL 1 MINUTE, \
-                 locked_by = 'earlier' WHERE name = :name",
-                table,
-                Placeholder::Question,
-            );
-            (sql, expire)
-        },
+        |table| (MARIADB.load(&text, table), MARIADB.expire(table)),
         |table| {
             MySqlLockProvider::builder(rust_pool.clone())
                 .table(table)

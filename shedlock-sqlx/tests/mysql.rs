@@ -81,34 +81,16 @@ async fn session_time_zones_change_nothing() {
         .table(&table)
         .build()
         .unwrap();
-    let record = east.acquire("tz", MIN * 10, "east").await.unwrap().unwrap();
-    assert!(
-        west.acquire("tz", MIN * 10, "west")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    let seen = west.holder("tz").await.unwrap().expect("held");
-    assert_eq!(seen.locked_at(), record.locked_at());
-    assert_eq!(seen.lock_until(), record.lock_until());
-
     // Stored as UTC wall-clock values, as a UTC session (Java's, pinned) reads them.
-    let (stored, db_now): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+    common::zones_agree(&east, &west, async || {
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT locked_at, UTC_TIMESTAMP(3) FROM {table} WHERE name = 'tz'"
         )))
         .fetch_one(direct.pool())
         .await
-        .unwrap();
-    assert_eq!(stored, record.locked_at());
-    let skew = (db_now - record.locked_at()).num_seconds().abs();
-    assert!(
-        skew < 60,
-        "locked_at is {skew} s away from the server's UTC time"
-    );
-
-    // A short lock expires by the server's clock for both.
-    common::a_short_lock_expires_for_both(&west, &east, &record).await;
+        .unwrap()
+    })
+    .await;
     drop_table(direct.pool(), &table).await;
 }
 
@@ -329,23 +311,14 @@ async fn schema_qualified_tables_and_custom_columns_work() {
         .await
         .unwrap();
     let table = testing::unique_table_name("Job_Locks");
-    let provider = MySqlLockProvider::builder(pool.clone())
-        .table(format!("{database}.{table}"))
-        .name_column("lock_name")
-        .lock_until_column("until")
-        .locked_at_column("since")
-        .locked_by_column("owner")
-        .fencing_token_column("token")
-        .max_name_len(100)
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    provider.create_table_if_not_exists().await.unwrap(); // idempotent
+    let provider = common::custom_columns(
+        MySqlLockProvider::builder(pool.clone()).table(format!("{database}.{table}")),
+    )
+    .max_name_len(100)
+    .build()
+    .unwrap();
     let long = "n".repeat(100);
-    let record = provider.acquire(&long, MIN, "me").await.unwrap().unwrap();
-    assert!(record.fencing_token().is_some());
-    let extended = provider.extend(&record, MIN * 2).await.unwrap().unwrap();
-    assert!(extended.lock_until() > record.lock_until());
+    let extended = common::a_custom_table_takes_a_lock(&provider, &long).await;
     let stored: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT `until` FROM `{table}` WHERE lock_name = ?"
     )))

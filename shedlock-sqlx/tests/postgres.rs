@@ -150,36 +150,19 @@ async fn the_session_time_zone_changes_nothing() {
         .build()
         .unwrap();
     east.create_table_if_not_exists().await.unwrap();
-
-    let record = east.acquire("tz", MIN * 10, "east").await.unwrap().unwrap();
-    assert!(
-        west.acquire("tz", MIN * 10, "west")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    let seen = west.holder("tz").await.unwrap().expect("held");
-    assert_eq!(seen.locked_at(), record.locked_at());
-    assert_eq!(seen.lock_until(), record.lock_until());
-
     // The stored values are UTC wall-clock times, whatever the writer's session zone.
     let utc = pool(&url).await;
-    let (stored, db_now): (chrono::NaiveDateTime, chrono::DateTime<chrono::Utc>) =
-        sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT locked_at, now() FROM {table} WHERE name = 'tz'"
-        )))
-        .fetch_one(&utc)
-        .await
-        .unwrap();
-    assert_eq!(stored.and_utc(), record.locked_at());
-    let skew = (db_now - record.locked_at()).num_seconds().abs();
-    assert!(
-        skew < 60,
-        "locked_at is {skew} s away from the server's UTC time"
-    );
-
-    // A short lock expires by the server's clock for both.
-    common::a_short_lock_expires_for_both(&west, &east, &record).await;
+    common::zones_agree(&east, &west, async || {
+        let (stored, db_now): (chrono::NaiveDateTime, chrono::DateTime<chrono::Utc>) =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT locked_at, now() FROM {table} WHERE name = 'tz'"
+            )))
+            .fetch_one(&utc)
+            .await
+            .unwrap();
+        (stored.and_utc(), db_now)
+    })
+    .await;
     drop_table(&utc, &table).await;
 }
 
@@ -232,23 +215,14 @@ async fn schema_qualified_tables_and_custom_columns_work() {
     pool.execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .await
         .unwrap();
-    let provider = PgLockProvider::builder(pool.clone())
-        .table(format!("{schema}.Job_Locks"))
-        .name_column("lock_name")
-        .lock_until_column("until")
-        .locked_at_column("since")
-        .locked_by_column("owner")
-        .fencing_token_column("token")
-        .max_name_len(100)
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    provider.create_table_if_not_exists().await.unwrap(); // idempotent
+    let provider = common::custom_columns(
+        PgLockProvider::builder(pool.clone()).table(format!("{schema}.Job_Locks")),
+    )
+    .max_name_len(100)
+    .build()
+    .unwrap();
     let long = "n".repeat(100);
-    let record = provider.acquire(&long, MIN, "me").await.unwrap().unwrap();
-    assert!(record.fencing_token().is_some());
-    let extended = provider.extend(&record, MIN * 2).await.unwrap().unwrap();
-    assert!(extended.lock_until() > record.lock_until());
+    let extended = common::a_custom_table_takes_a_lock(&provider, &long).await;
     assert!(provider.release(&extended, Duration::ZERO).await.unwrap());
     let owner: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT owner FROM {schema}.\"Job_Locks\" WHERE lock_name = $1"

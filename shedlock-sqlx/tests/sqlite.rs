@@ -233,21 +233,12 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 #[tokio::test]
 async fn schema_qualified_tables_and_custom_columns_work() {
     let db = Db::new();
-    let provider = SqliteLockProvider::builder(db.pool(2).await)
-        .table("main.Job_Locks")
-        .name_column("lock_name")
-        .lock_until_column("until")
-        .locked_at_column("since")
-        .locked_by_column("owner")
-        .fencing_token_column("token")
-        .build()
-        .unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    provider.create_table_if_not_exists().await.unwrap();
-    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-    assert!(record.fencing_token().is_some());
-    let extended = provider.extend(&record, MIN * 2).await.unwrap().unwrap();
-    assert!(extended.lock_until() > record.lock_until());
+    let provider = common::custom_columns(
+        SqliteLockProvider::builder(db.pool(2).await).table("main.Job_Locks"),
+    )
+    .build()
+    .unwrap();
+    let extended = common::a_custom_table_takes_a_lock(&provider, "job").await;
     let stored: String =
         sqlx::query_scalar("SELECT \"until\" FROM Job_Locks WHERE lock_name = 'job'")
             .fetch_one(provider.pool())

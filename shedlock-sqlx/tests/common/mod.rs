@@ -325,3 +325,59 @@ pub(crate) async fn locks_work_while_the_app_pool_is_exhausted<DB: sqlx::Databas
     assert_eq!(jobs.len(), size as usize);
     drop(jobs);
 }
+
+/// `builder` with the custom column names of the schema-qualified tests: `lock_name`, `until`,
+/// `since`, `owner`, `token`.
+pub(crate) fn custom_columns<DB: sqlx::Database>(
+    builder: shedlock_sqlx::LockProviderBuilder<DB>,
+) -> shedlock_sqlx::LockProviderBuilder<DB> {
+    builder
+        .name_column("lock_name")
+        .lock_until_column("until")
+        .locked_at_column("since")
+        .locked_by_column("owner")
+        .fencing_token_column("token")
+}
+
+/// A provider of custom names (see [`custom_columns`]) creates its table, twice (the second a
+/// no-op), and takes `name` for "me" with a token, then extends it to two minutes to a later
+/// `lock_until`; the extended record.
+pub(crate) async fn a_custom_table_takes_a_lock(
+    provider: &impl shedlock_core::LockAdmin,
+    name: &str,
+) -> shedlock_core::LockRecord {
+    provider.create_table().await.unwrap();
+    provider.create_table().await.unwrap(); // idempotent
+    let minute = Duration::from_mins(1);
+    let record = provider.acquire(name, minute, "me").await.unwrap().unwrap();
+    assert!(record.fencing_token().is_some());
+    let extended = provider.extend(&record, minute * 2).await.unwrap().unwrap();
+    assert!(extended.lock_until() > record.lock_until());
+    extended
+}
+
+/// Two providers on one table whose pools' sessions are in different time zones agree on one
+/// lock: `east` takes it, `west` is refused and sees the same times; `stored` (the row's
+/// `locked_at` as a UTC session reads it, and the server's UTC now) is the acquisition's
+/// time, near the server's clock; and a short lock expires by the server's clock for both.
+pub(crate) async fn zones_agree<P: shedlock_core::LockProvider>(
+    east: &P,
+    west: &P,
+    stored: impl AsyncFn() -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+) {
+    let ten = Duration::from_mins(10);
+    let record = east.acquire("tz", ten, "east").await.unwrap().unwrap();
+    assert!(west.acquire("tz", ten, "west").await.unwrap().is_none());
+    let seen = west.holder("tz").await.unwrap().expect("held");
+    assert_eq!(seen.locked_at(), record.locked_at());
+    assert_eq!(seen.lock_until(), record.lock_until());
+
+    let (stored, db_now) = stored().await;
+    assert_eq!(stored, record.locked_at());
+    let skew = (db_now - record.locked_at()).num_seconds().abs();
+    assert!(
+        skew < 60,
+        "locked_at is {skew} s away from the server's UTC time"
+    );
+    a_short_lock_expires_for_both(west, east, &record).await;
+}
