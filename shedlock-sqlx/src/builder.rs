@@ -229,6 +229,17 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 }
             }
         }
+        // `last_fire` (the recorded fire) has a fixed name: a configured column may not take it.
+        if let Some((what, _)) = all
+            .iter()
+            .find(|(_, column)| column.eq_ignore_ascii_case(crate::dialect::LAST_FIRE))
+        {
+            return Err(Error::invalid_config(format!(
+                "the {what} column may not be named {:?}: that name is the recorded fire's \
+                 column (see migration 0002_last_fire.sql); choose another",
+                crate::dialect::LAST_FIRE
+            )));
+        }
         if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
             return Err(Error::invalid_config(format!(
                 "max_name_len is {}; use 1 to {MAX_NAME_LEN_LIMIT} (the name column's length)",
@@ -334,5 +345,27 @@ mod tests {
             .locked_by_column("db_row_id")
             .build()
             .expect("fine here");
+    }
+
+    /// The recorded fire's column has a fixed name; no configured column may take it.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn no_configured_column_takes_the_last_fire_name() {
+        use crate::SqliteLockProvider;
+        let pool = sqlx::SqlitePool::connect_lazy("sqlite::memory:").expect("a valid URL");
+        let b = || SqliteLockProvider::builder(pool.clone());
+        let err = b()
+            .locked_by_column("Last_Fire")
+            .build()
+            .expect_err("taken");
+        assert!(err.is_invalid_config(), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("the locked_by column") && msg.contains("\"last_fire\""),
+            "{msg}"
+        );
+        b().locked_by_column("last_fired_by")
+            .build()
+            .expect("another name");
     }
 }
