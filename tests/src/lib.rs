@@ -21,6 +21,7 @@ pub mod event;
 pub mod heartbeat;
 pub mod job;
 pub mod leader;
+pub mod log_capture;
 pub mod proxy;
 mod random;
 pub mod replica;

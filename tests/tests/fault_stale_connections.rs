@@ -20,11 +20,12 @@
 //! `SHEDLOCK_MYSQL_URL`.
 
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, sqlx, testing};
+use shedlock_tests::log_capture::LogCapture;
 use shedlock_tests::throwaway::Throwaway;
 use sqlx::Connection as _;
 use tokio::task::JoinSet;
@@ -40,48 +41,20 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const SETTLE: Duration = Duration::from_secs(10);
 
 /// What the provider logs at info level, captured for this test's thread.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
-    type Writer = Self;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
+struct Log(LogCapture);
 
 impl Log {
     /// Captures this thread's events (the tests run on a current-thread runtime, so the
     /// provider's calls log here) until the guard is dropped.
     fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
-        let log = Self::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(log.clone())
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .finish();
-        (log, tracing::subscriber::set_default(subscriber))
+        let (log, guard) = LogCapture::capture(tracing::Level::INFO);
+        (Self(log), guard)
     }
 
     /// The provider's "connection lost; trying again" lines so far.
     fn retries(&self) -> Vec<String> {
-        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        String::from_utf8_lossy(&bytes)
+        self.0
+            .text()
             .lines()
             .filter(|l| l.contains("lock-store connection") && l.contains("trying again"))
             .map(str::to_owned)

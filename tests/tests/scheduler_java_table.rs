@@ -6,13 +6,13 @@
 //! Postgres with `SHEDLOCK_PG_URL`. Waits poll the schedulers' status with a deadline. (The
 //! multi-process scheduler tests use tables with the column, so they never fall back.)
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shedlock_core::chrono::{DateTime, Utc};
 use shedlock_core::{Job, LockProvider, LockingTaskExecutor, Schedule, Scheduler};
 use shedlock_sqlx::{PgLockProvider, SqliteLockProvider, testing};
+use shedlock_tests::log_capture::LogCapture;
 use tokio::time::Instant;
 
 const JAVA_SQLITE: &str = "CREATE TABLE {table}(name VARCHAR(64) NOT NULL PRIMARY KEY, \
@@ -20,35 +20,6 @@ const JAVA_SQLITE: &str = "CREATE TABLE {table}(name VARCHAR(64) NOT NULL PRIMAR
 const JAVA_PG: &str = "CREATE TABLE {table}(name VARCHAR(64) NOT NULL, \
      lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, \
      PRIMARY KEY (name))";
-
-/// Everything the schedulers log, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(
-            &self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-        .into_owned()
-    }
-}
 
 /// (job, replica, fire) of every run.
 type Runs = Arc<Mutex<Vec<(String, String, DateTime<Utc>)>>>;
@@ -72,14 +43,7 @@ fn job(name: &str, replica: &str, at_least: Duration, runs: &Runs) -> Job {
 /// Two replicas on `providers`, jobs `guarded` (`at_least` 500 ms) and `bare` (`at_least` 0) for
 /// three fires; then the checks.
 async fn scenario<P: LockProvider + 'static>(providers: [P; 2]) {
-    let log = Captured::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (log, _capture) = LogCapture::capture(tracing::Level::WARN);
     let runs = Runs::default();
     let mut schedulers = Vec::new();
     for (provider, replica) in providers.into_iter().zip(["a", "b"]) {

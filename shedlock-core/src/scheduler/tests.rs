@@ -23,7 +23,12 @@ fn store(skew: chrono::Duration) -> Store {
 }
 
 fn scheduler(store: &Store, owner: &str) -> Scheduler {
-    let executor = LockingTaskExecutor::builder(store.clone())
+    scheduler_on(store.clone(), owner)
+}
+
+/// A replica's scheduler on any store (its own faults around a shared store, say).
+fn scheduler_on(store: impl LockProvider + 'static, owner: &str) -> Scheduler {
+    let executor = LockingTaskExecutor::builder(store)
         .owner_id(owner)
         .default_at_most(30 * SEC)
         .call_timeout(SEC)
@@ -664,14 +669,7 @@ async fn a_lost_reply_does_not_take_over_another_replicas_claim() {
     // a reaches the shared store through faults of its own: its first fire claim fails without
     // applying, so what it then finds recorded is b's claim.
     let a_store = Arc::new(FaultyProvider::new(store.clone()));
-    let a = Scheduler::new(
-        LockingTaskExecutor::builder(a_store.clone())
-            .owner_id("a")
-            .default_at_most(30 * SEC)
-            .call_timeout(SEC)
-            .build()
-            .unwrap(),
-    );
+    let a = scheduler_on(a_store.clone(), "a");
     a.add(recording("sync", schedule.clone(), "a", &log))
         .unwrap();
     a.start().await.unwrap();
