@@ -140,7 +140,9 @@ macro_rules! sql_glue {
         }
 
         fn pool(provider: &$provider) -> &::shedlock_sqlx::sqlx::Pool<Self> {
-            provider.pool()
+            provider
+                .pool()
+                .expect("the benchmark's providers are built on pools (`build`)")
         }
 
         fn create_table(provider: &$provider) -> $crate::sql::Fut<'_, ()> {
