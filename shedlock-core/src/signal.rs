@@ -3,6 +3,11 @@
 /// Resolves, with the signal's name, when the process receives Ctrl-C (SIGINT) or, on Unix, SIGTERM (what Kubernetes,
 /// systemd and Docker send on a stop), so `main` can drain before it exits.
 ///
+/// On Unix, called on a tokio runtime, it installs its handlers at once: a signal that arrives
+/// before the returned future is first awaited is kept for it. Call it early in `main`, before
+/// the slow part of startup, and await it when ready to wait. (Elsewhere the handlers are
+/// installed when the future is first polled.)
+///
 /// # Errors
 ///
 /// The signal handlers could not be installed (an I/O error from the operating system).
@@ -18,18 +23,39 @@
 /// executor.shutdown(Duration::from_secs(20)).await; // every lock released before exit
 /// # Ok(()) }
 /// ```
-pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+pub fn shutdown_signal() -> impl Future<Output = std::io::Result<&'static str>> + Send {
+    // Installed now when called on a runtime, so a signal that arrives between this call and
+    // the future's first poll (a slow startup) is kept, not left to the default action (which
+    // ends the process without a drain). Outside a runtime, installed when first polled.
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            ctrl_c = tokio::signal::ctrl_c() => ctrl_c.map(|()| "SIGINT"),
-            _ = term.recv() => Ok("SIGTERM"),
+    let installed = tokio::runtime::Handle::try_current()
+        .ok()
+        .map(|_| handlers());
+    async move {
+        #[cfg(unix)]
+        {
+            let (mut int, mut term) = match installed {
+                Some(installed) => installed?,
+                None => handlers()?,
+            };
+            tokio::select! {
+                _ = int.recv() => Ok("SIGINT"),
+                _ = term.recv() => Ok("SIGTERM"),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
         }
     }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
-    }
+}
+
+/// SIGINT's and SIGTERM's handlers.
+#[cfg(unix)]
+fn handlers() -> std::io::Result<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)> {
+    use tokio::signal::unix::{SignalKind, signal};
+    Ok((
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+    ))
 }

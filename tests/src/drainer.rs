@@ -333,13 +333,8 @@ pub fn main() -> ExitCode {
 pub async fn run(options: DrainerOptions) -> Result<(), BoxError> {
     // Installed before anything can run, so a SIGTERM never finds the default disposition
     // (which would end the process without a drain): `shutdown_signal` installs its handlers
-    // when first polled, which the biased `select!` does once here.
-    let mut signal = std::pin::pin!(shedlock_core::shutdown_signal());
-    let early = tokio::select! {
-        biased;
-        received = &mut signal => Some(received?),
-        () = std::future::ready(()) => None,
-    };
+    // when called, and keeps a signal that comes before it is awaited.
+    let signal = shedlock_core::shutdown_signal();
     let store = open_store(&options.url, &options.namespace, options.call_timeout).await?;
     let mut executor = LockingTaskExecutor::builder(store)
         .default_at_most(options.at_most)
@@ -369,10 +364,7 @@ pub async fn run(options: DrainerOptions) -> Result<(), BoxError> {
         wall_ms: wall_ms(),
     }
     .emit();
-    let name = match early {
-        Some(name) => name,
-        None => signal.await?,
-    };
+    let name = signal.await?;
     DrainEvent::Signal {
         name: name.to_owned(),
         wall_ms: wall_ms(),
