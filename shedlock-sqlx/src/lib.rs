@@ -4,6 +4,7 @@
 //! ShedLock's table.
 //!
 //! ```no_run
+//! # #[cfg(feature = "postgres")] mod example {
 //! use std::time::Duration;
 //! use shedlock_core::{LockConfig, LockingTaskExecutor};
 //! use shedlock_sqlx::PgLockProvider;
@@ -22,6 +23,7 @@
 //!     // another replica holds the lock: skipped
 //! }
 //! # Ok(()) }
+//! # }
 //! ```
 //!
 //! # What every provider guarantees
