@@ -92,6 +92,8 @@ struct Drainer {
     child: Child,
     pid: u32,
     lines: Lines,
+    /// Reads the process's standard output into `lines` until it closes.
+    reader: Option<tokio::task::JoinHandle<()>>,
     log: PathBuf,
 }
 
@@ -118,7 +120,7 @@ impl Drainer {
         let lines = Lines::default();
         let stdout = child.stdout.take().expect("piped stdout");
         let sink = lines.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 if let Some(event) = DrainEvent::parse(&line) {
@@ -133,6 +135,7 @@ impl Drainer {
             child,
             pid,
             lines,
+            reader: Some(reader),
             log,
         }
     }
@@ -181,9 +184,20 @@ impl Drainer {
     }
 
     /// Waits for the process to exit (failing after `within`): its status and when.
+    /// Every line the process printed has been read by then (its standard output is read to
+    /// the end), so the events are complete.
     async fn exit(&mut self, within: Duration) -> (ExitStatus, Instant) {
         match tokio::time::timeout(within, self.child.wait()).await {
-            Ok(status) => (status.expect("wait for the drainer"), Instant::now()),
+            Ok(status) => {
+                let exited = Instant::now();
+                if let Some(reader) = self.reader.take() {
+                    tokio::time::timeout(within, reader)
+                        .await
+                        .expect("the drainer's output ends when it exits")
+                        .expect("the output reader did not panic");
+                }
+                (status.expect("wait for the drainer"), exited)
+            }
             Err(elapsed) => panic!(
                 "{}: still running {within:?} after SIGTERM ({elapsed}); lines: {:?}\nlog:\n{}",
                 self.label,
