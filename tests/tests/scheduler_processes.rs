@@ -364,6 +364,12 @@ async fn killed_runner_fire_is_not_run_again_on_postgres() {
     killed_runner_fire_is_not_run_again(Store::Postgres).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn killed_runner_fire_is_not_run_again_on_mariadb() {
+    killed_runner_fire_is_not_run_again(Store::MariaDb).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Catch-up.
 
@@ -451,6 +457,12 @@ async fn without_catch_up_a_missed_fire_does_not_run_on_redis() {
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn catch_up_runs_a_missed_fire_once_late_on_postgres() {
     catch_up_after_an_outage(Store::Postgres, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn catch_up_runs_a_missed_fire_once_late_on_mariadb() {
+    catch_up_after_an_outage(Store::MariaDb, true).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -580,4 +592,10 @@ async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_redis() {
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_postgres() {
     leader_only_job_runs_only_on_the_leader(Store::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn leader_only_job_runs_only_on_the_leader_across_a_failover_on_mariadb() {
+    leader_only_job_runs_only_on_the_leader(Store::MariaDb).await;
 }
