@@ -5,8 +5,10 @@
 ///
 /// On Unix, called on a tokio runtime, it installs its handlers at once: a signal that arrives
 /// before the returned future is first awaited is kept for it. Call it early in `main`, before
-/// the slow part of startup, and await it when ready to wait. (Elsewhere the handlers are
-/// installed when the future is first polled.)
+/// the slow part of startup, and await it when ready to wait. From that call on, SIGINT and
+/// SIGTERM no longer end the process by themselves (tokio keeps its handlers for the process's
+/// life): during a long startup step, `select!` on the future, so that Ctrl-C still stops it.
+/// (Elsewhere the handlers are installed when the future is first polled.)
 ///
 /// # Errors
 ///

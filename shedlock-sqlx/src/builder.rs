@@ -47,29 +47,46 @@ const STORES: &[(&str, &str)] = &[
     ("etcd", "EtcdLockProvider (shedlock-etcd)"),
 ];
 
-/// Parses `url` for `DB`, refusing another database's scheme with the provider that takes it.
-/// The messages never repeat the URL (it may hold a password).
+/// Parses `url` for `DB`, refusing another store's scheme with the provider that takes it. The
+/// messages never repeat the URL (it may hold a password); a scheme is spelled back only if it
+/// has a scheme's shape. SQLite also takes a plain path (`locks.db`), as sqlx does.
 pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
-    let scheme = url
-        .split_once(':')
-        .map_or("", |(scheme, _)| scheme)
-        .to_ascii_lowercase();
-    let wanted = DB::SCHEMES
-        .iter()
-        .map(|s| format!("{s}:"))
-        .collect::<Vec<_>>()
-        .join(" or ");
-    if !DB::SCHEMES.contains(&scheme.as_str()) {
-        let hint = match STORES.iter().find(|(s, _)| *s == scheme) {
-            Some((_, provider)) => format!("; a {scheme}: URL is for {provider}"),
-            None if scheme.is_empty() || scheme.len() > 16 => "; the URL has no scheme".to_owned(),
-            None => format!("; {scheme:?} is not a scheme shedlock-rs knows"),
+    let scheme = url.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
+        // RFC 3986's shape; one letter is a Windows drive, not a scheme.
+        s.len() > 1
+            && s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    let lower = scheme.map(str::to_ascii_lowercase);
+    let ours = lower.as_deref().is_some_and(|s| DB::SCHEMES.contains(&s));
+    let other = lower
+        .as_deref()
+        .and_then(|s| STORES.iter().find(|(known, _)| *known == s));
+    let path = DB::PLAIN_PATHS && other.is_none() && !url.contains("://");
+    if !ours && !path {
+        let wanted = DB::SCHEMES
+            .iter()
+            .map(|s| format!("{s}:"))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let hint = match (&lower, other) {
+            (Some(scheme), Some((_, provider))) => format!("; a {scheme}: URL is for {provider}"),
+            (Some(scheme), None) => format!("; {scheme:?} is not a scheme shedlock-rs knows"),
+            (None, _) => "; the URL has no scheme".to_owned(),
         };
         return Err(Error::invalid_config(format!(
             "{} takes a {wanted} URL{hint}",
             DB::PROVIDER
         )));
     }
+    // sqlx matches some schemes case-sensitively: hand it the lowercase spelling.
+    let url = match (scheme, &lower) {
+        (Some(scheme), Some(lower)) if ours && scheme != lower => {
+            std::borrow::Cow::Owned(format!("{lower}{}", &url[scheme.len()..]))
+        }
+        _ => std::borrow::Cow::Borrowed(url),
+    };
     url.parse::<Options<DB>>().map_err(|e| {
         Error::invalid_config_with(
             format!(
@@ -309,7 +326,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// How long one provider call (getting a connection plus its statements) may take before it
     /// fails with [`Error::is_timeout`]; defaults to 5 s
     /// ([`DEFAULT_CALL_TIMEOUT`]). The connection of a call that timed out is closed, never
-    /// returned to the pool. A timed-out acquire may still have committed: the lock is then held
+    /// reused. A timed-out acquire may still have committed: the lock is then held
     /// until its `at_most` ends.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
@@ -535,8 +552,8 @@ mod url_tests {
         listener.local_addr().expect("its address").port()
     }
 
-    #[test]
-    fn another_databases_url_is_refused_naming_the_provider_that_takes_it() {
+    #[tokio::test]
+    async fn another_databases_url_is_refused_naming_the_provider_that_takes_it() {
         let cases = [
             (
                 PgLockProvider::connect_lazy("mysql://root:secret@db:3306/app").map(drop),
@@ -575,6 +592,34 @@ mod url_tests {
         // Either spelling of each scheme, any case.
         PgLockProvider::connect_lazy("PostgreSQL://app@db/app").expect("postgresql:");
         MySqlLockProvider::connect_lazy("mariadb://app@db/app").expect("mariadb:");
+        // A key=value string is not a URL, and its pieces are not spelled back.
+        let err = PgLockProvider::connect_lazy("password=ab:c host=db").expect_err("no URL");
+        assert!(err.to_string().ends_with("the URL has no scheme"), "{err}");
+        assert!(!err.to_string().contains("ab"), "{err}");
+        // SQLite takes a plain path as sqlx does, and its scheme in any case: both name the
+        // file (which does not exist, so opening it says where it looked).
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (url, file) in [
+            (
+                dir.path().join("plain.db").display().to_string(),
+                "plain.db",
+            ),
+            (
+                format!("SQLITE://{}", dir.path().join("upper.db").display()),
+                "upper.db",
+            ),
+        ] {
+            let err = SqliteLockProvider::connect(&url)
+                .await
+                .expect_err("no such file");
+            let expected = format!(
+                "lock store failed to connect to SQLite database {}: ",
+                dir.path().join(file).display()
+            );
+            assert!(err.to_string().starts_with(&expected), "{url}: {err}");
+        }
+        let err = SqliteLockProvider::connect_lazy("postgres://app@db/app").expect_err("a PG URL");
+        assert!(err.to_string().contains("PgLockProvider"), "{err}");
     }
 
     #[test]

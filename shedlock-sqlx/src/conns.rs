@@ -5,7 +5,7 @@
 //! With a spare idle connection the next call does not wait for it, but with a pool of one, or
 //! with every connection busy, the next call waits for that ping: two round trips per lock call
 //! instead of one. The provider's own connections skip it: a connection goes back to the idle
-//! list the moment its statement has finished (its reply read in full), and one whose statement
+//! list the moment its statement has finished (its reply read), and one whose statement
 //! did not finish is closed instead, so a connection never carries a half-read reply into the
 //! next call. A dead idle connection (the server restarted) is found by the next statement and
 //! retried past by [`Store::run`](crate::store::Store::run), as with sqlx's pool.
@@ -50,8 +50,9 @@ pub(crate) enum Connections<D: Database> {
     Pool(Pool<D>),
 }
 
-/// How many connections a provider has open, and how many of them are idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How many connections a provider has open, and how many of them are idle. (An in-memory
+/// SQLite database has one more, which keeps it alive and is not counted.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionStats {
     /// Open connections, idle or running a statement.
@@ -60,6 +61,14 @@ pub struct ConnectionStats {
     pub idle: u32,
     /// The most the provider opens at once (for a pool given to it, that pool's limit).
     pub max: u32,
+}
+
+impl ConnectionStats {
+    /// Open connections running a statement now.
+    #[must_use]
+    pub fn in_use(&self) -> u32 {
+        self.open.saturating_sub(self.idle)
+    }
 }
 
 impl<D: Database> Connections<D> {
@@ -95,7 +104,10 @@ impl<D: Database> Connections<D> {
     ) -> shedlock_core::Result<sqlx::Result<Held<D>>> {
         call.set_phase(Phase::Waiting);
         match self {
-            Self::Pool(pool) => Ok(call.timed(pool.acquire()).await?.map(Held::Pooled)),
+            Self::Pool(pool) => Ok(call
+                .timed(pool.acquire())
+                .await?
+                .map(|conn| Held::Pooled(Some(conn)))),
             Self::Own(own) => Own::checkout(own, call).await,
         }
     }
@@ -108,17 +120,29 @@ pub(crate) struct Own<D: Database> {
     max: u32,
     permits: Arc<Semaphore>,
     idle: Mutex<Vec<Idle<D>>>,
-    /// Connections open, idle or in use.
+    /// Connections open, idle or in use (not counting the anchor).
     open: AtomicU32,
+    /// Keeps the database alive while no other connection is open (an in-memory SQLite
+    /// database ends with its last connection): opened with the first connection, never handed
+    /// out, closed with the provider.
+    anchor: Option<Mutex<Option<D::Connection>>>,
+    /// Why the last connection could not be opened, until one is (for the timeouts of calls
+    /// that waited for a free connection meanwhile).
+    pub(crate) refusal: Arc<Mutex<Option<String>>>,
 }
 
 struct Idle<D: Database> {
     conn: D::Connection,
+    created: Instant,
     since: Instant,
 }
 
+/// A connection is closed, not reused, once this old (as sqlx's pool does): sessions to a
+/// server that was failed over behind a proxy, or that changed role, do not live forever.
+pub(crate) const MAX_LIFETIME: Duration = Duration::from_mins(30);
+
 impl<D: Database> Own<D> {
-    pub(crate) fn new(options: Options<D>, setup: Setup<D>, max: u32) -> Arc<Self> {
+    pub(crate) fn new(options: Options<D>, setup: Setup<D>, max: u32, anchor: bool) -> Arc<Self> {
         Arc::new(Self {
             options,
             setup,
@@ -126,6 +150,8 @@ impl<D: Database> Own<D> {
             permits: Arc::new(Semaphore::new(max as usize)),
             idle: Mutex::new(Vec::new()),
             open: AtomicU32::new(0),
+            anchor: anchor.then(|| Mutex::new(None)),
+            refusal: Arc::default(),
         })
     }
 
@@ -149,33 +175,44 @@ impl<D: Database> Own<D> {
         loop {
             let idle = this.idle_list().pop();
             let Some(idle) = idle else { break };
-            if idle.since.elapsed() < IDLE_LIMIT {
+            if reusable(idle.created, idle.since, Instant::now()) {
                 return Ok(Ok(Held::Own {
-                    conn: idle.conn,
+                    conn: Some(idle.conn),
+                    created: idle.created,
                     own: Arc::clone(this),
-                    permit,
+                    _permit: permit,
                 }));
             }
-            tracing::debug!("closing a lock-store connection idle for over 10 minutes");
-            this.forget(idle.conn);
+            tracing::debug!("closing a lock-store connection past its idle time or lifetime");
+            this.retire(idle.conn);
         }
         call.set_phase(Phase::Connecting);
         Ok(this.open(call).await?.map(|conn| Held::Own {
-            conn,
+            conn: Some(conn),
+            created: Instant::now(),
             own: Arc::clone(this),
-            permit,
+            _permit: permit,
         }))
     }
 
     /// Opens a connection and runs the dialect's session settings on it. A server that refuses
     /// connections (down, restarting, starting up) is asked again, with a growing pause, until
-    /// the call's deadline; the call's last error is kept for its timeout message.
+    /// the call's deadline; the last error is kept for the timeout messages.
     async fn open(&self, call: &Call) -> shedlock_core::Result<sqlx::Result<D::Connection>> {
         let mut pause = RECONNECT_PAUSE;
         loop {
             let error = match call.timed(self.options.connect()).await? {
                 Ok(mut conn) => match call.timed((self.setup)(&mut conn)).await? {
                     Ok(()) => {
+                        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                        if let Some(anchor) = &self.anchor {
+                            let mut anchor = anchor.lock().unwrap_or_else(PoisonError::into_inner);
+                            if anchor.is_none() {
+                                // The first connection keeps the database; open another.
+                                *anchor = Some(conn);
+                                continue;
+                            }
+                        }
                         self.open.fetch_add(1, Ordering::Relaxed);
                         return Ok(Ok(conn));
                     }
@@ -188,16 +225,62 @@ impl<D: Database> Own<D> {
             }
             tracing::debug!(%error, "the database refused a lock-store connection; trying again");
             call.note_error(&error);
+            *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
             call.timed(tokio::time::sleep(pause)).await?;
             pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
         }
     }
 
-    /// Drops a connection that is not coming back (its socket closes at once).
+    /// Takes back a connection whose statement finished: into the idle list, unless it has
+    /// lived its lifetime; connections idle for too long at the list's far end go.
+    fn give_back(&self, conn: D::Connection, created: Instant) {
+        let now = Instant::now();
+        if !reusable(created, now, now) {
+            self.retire(conn);
+            return;
+        }
+        let stale = {
+            let mut idle = self.idle_list();
+            let stale = idle
+                .iter()
+                .take_while(|i| !reusable(i.created, i.since, now))
+                .count();
+            let stale: Vec<Idle<D>> = idle.drain(..stale).collect();
+            idle.push(Idle {
+                conn,
+                created,
+                since: Instant::now(),
+            });
+            stale
+        };
+        for idle in stale {
+            self.retire(idle.conn);
+        }
+    }
+
+    /// Closes a healthy connection that is no longer wanted, telling the server (in the
+    /// background, for at most a second), so that it does not count it as aborted.
+    fn retire(&self, conn: D::Connection) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
+            });
+        }
+    }
+
+    /// Drops a connection that is not coming back because its state is unknown (a statement
+    /// that did not finish) or it is dead: its socket closes at once.
     fn forget(&self, conn: D::Connection) {
         self.open.fetch_sub(1, Ordering::Relaxed);
         drop(conn);
     }
+}
+
+/// Whether a connection opened at `created` and idle since `since` may serve another call at
+/// `now`: neither idle for [`IDLE_LIMIT`] nor older than [`MAX_LIFETIME`].
+fn reusable(created: Instant, since: Instant, now: Instant) -> bool {
+    now.duration_since(since) < IDLE_LIMIT && now.duration_since(created) < MAX_LIFETIME
 }
 
 /// Whether opening a connection failed in a way that goes away by itself: the server is not
@@ -208,51 +291,90 @@ fn refused(error: &sqlx::Error) -> bool {
 }
 
 /// A connection out for one attempt; [`Checkout`](crate::store::Checkout) gives it back or
-/// closes it when the attempt ends.
+/// closes it when the attempt ends. Dropped otherwise, a connection of the provider's own is
+/// closed (its state is unknown).
 pub(crate) enum Held<D: Database> {
     Own {
-        conn: D::Connection,
+        /// `Some` until given back or closed.
+        conn: Option<D::Connection>,
+        created: Instant,
         own: Arc<Own<D>>,
         /// Released after the connection is back in the idle list (or closed).
-        permit: OwnedSemaphorePermit,
+        _permit: OwnedSemaphorePermit,
     },
-    Pooled(PoolConnection<D>),
+    Pooled(Option<PoolConnection<D>>),
 }
 
 impl<D: Database> Held<D> {
     pub(crate) fn conn(&mut self) -> &mut D::Connection {
-        match self {
-            Self::Own { conn, .. } => conn,
-            Self::Pooled(conn) => conn,
-        }
+        let conn = match self {
+            Self::Own { conn, .. } => conn.as_mut(),
+            Self::Pooled(conn) => conn.as_deref_mut(),
+        };
+        // `Some` until `give_back` or `close`, which consume the `Held`.
+        conn.unwrap_or_else(|| unreachable!())
     }
 
     /// Gives back a connection whose last statement finished: it is ready for the next call
     /// (sqlx's pool still pings it first; the provider's own list does not).
-    pub(crate) fn give_back(self) {
-        match self {
-            Self::Own { conn, own, permit } => {
-                own.idle_list().push(Idle {
-                    conn,
-                    since: Instant::now(),
-                });
-                drop(permit);
+    pub(crate) fn give_back(mut self) {
+        match &mut self {
+            Self::Own {
+                conn, created, own, ..
+            } => {
+                if let Some(conn) = conn.take() {
+                    own.give_back(conn, *created);
+                }
             }
             // Dropped, it goes back to its pool.
-            Self::Pooled(conn) => drop(conn),
+            Self::Pooled(conn) => drop(conn.take()),
         }
+        // The permit goes with `self`, after the connection is in the list.
     }
 
     /// Closes a connection whose statement did not finish or which the server had closed.
-    pub(crate) fn close(self) {
-        match self {
-            Self::Own { conn, own, permit } => {
-                own.forget(conn);
-                drop(permit);
+    pub(crate) fn close(mut self) {
+        match &mut self {
+            Self::Own { conn, own, .. } => {
+                if let Some(conn) = conn.take() {
+                    own.forget(conn);
+                }
             }
             // Detaching lets the pool open a replacement; dropping the raw connection closes
             // its socket without waiting for the server.
-            Self::Pooled(conn) => drop(conn.detach()),
+            Self::Pooled(conn) => {
+                if let Some(conn) = conn.take() {
+                    drop(conn.detach());
+                }
+            }
         }
+    }
+}
+
+impl<D: Database> Drop for Held<D> {
+    fn drop(&mut self) {
+        if let Self::Own { conn, own, .. } = self
+            && let Some(conn) = conn.take()
+        {
+            own.forget(conn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_age_out_by_idle_time_and_by_lifetime() {
+        let t0 = Instant::now();
+        assert!(reusable(t0, t0, t0));
+        let minute = Duration::from_mins(1);
+        assert!(reusable(t0, t0 + minute * 5, t0 + minute * 14));
+        assert!(!reusable(t0, t0, t0 + IDLE_LIMIT), "idle for the limit");
+        assert!(
+            !reusable(t0, t0 + MAX_LIFETIME - minute, t0 + MAX_LIFETIME),
+            "busy all along, but old"
+        );
     }
 }

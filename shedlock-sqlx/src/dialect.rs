@@ -158,6 +158,8 @@ pub(crate) trait Dialect: Database + Sized {
     const SCHEMES: &'static [&'static str];
     /// The form of its URLs, for the message about one that does not parse.
     const URL_FORM: &'static str;
+    /// Whether a plain path (no scheme) names a database, as for SQLite files.
+    const PLAIN_PATHS: bool = false;
 
     /// Statements beyond the four, where the database needs them.
     type Extra: Send + Sync;
@@ -221,6 +223,13 @@ pub(crate) trait Dialect: Database + Sized {
 
     /// Where `options` connect, for messages (`Postgres at db:5432/app`): never the password.
     fn target(options: &Options<Self>) -> String;
+
+    /// Whether the database `options` name lives only while a connection to it is open (an
+    /// in-memory SQLite database), so the provider's own connections keep one open for it.
+    fn keeps_anchor(options: &Options<Self>) -> bool {
+        let _ = options;
+        false
+    }
 
     /// The database's own session settings, run on each connection the provider opens and on
     /// each of a `pool_options()` pool's (nothing by default).

@@ -49,7 +49,7 @@
 //! - **No connection is kept** while a lock is held: each statement runs in autocommit on a
 //!   pooled connection given back at once, so one connection serves any number of held locks.
 //! - **A deadline on every call** (`call_timeout`, 5 s by default): a black-holed database
-//!   yields an error, never a hang; the connection is closed, never returned to the pool. A
+//!   yields an error, never a hang; the connection is closed, never reused. A
 //!   timed-out acquire may have committed and then holds until its `at_most`.
 //! - **Database restarts cost no failed calls** when the server is back within `call_timeout`:
 //!   a call that meets a connection the server closed retries on another (see [Pools](#pools)).
@@ -102,10 +102,11 @@
 //! whose connection turns out dead — the server had closed it (Postgres SQLSTATE class `08`,
 //! `57P01`, `57P02`, `57P03`, `57P05`; MySQL/MariaDB class `08`, such as 1053 "server shutdown",
 //! and MariaDB's 1927 "connection killed") or the socket broke (an I/O error) — closes that
-//! connection and runs again on another one, within the same `call_timeout`, at most pool size +
-//! 1 times: enough to get past every dead connection to a fresh one. So a restart that is over
-//! before `call_timeout` runs out costs callers no failed call, only the reconnection time (a
-//! call made while the server is down waits for it, as sqlx retries refused connections). The
+//! connection and runs again on another one, within the same `call_timeout`, at most max
+//! connections + 1 times: enough to get past every dead connection to a fresh one. So a restart
+//! that is over before `call_timeout` runs out costs callers no failed call, only the
+//! reconnection time (a call made while the server is down waits for it: a refused connection is
+//! asked again, with a growing pause, by the provider's own connections and by sqlx's pool). The
 //! statement's own errors (a missing table, a constraint, a syntax error) are never retried, and
 //! nothing changes when nothing fails: one attempt, one round trip.
 //!

@@ -138,7 +138,7 @@ sql_lock_provider! {
 ///
 /// Every call has a deadline ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the checkout and the statements; the connection of a call that timed out is
-/// closed, never returned to the pool. **A timed-out acquire may have committed**: the lock is
+/// closed, never reused. **A timed-out acquire may have committed**: the lock is
 /// then held until its `at_most` ends.
 ///
 /// ```no_run
@@ -155,6 +155,7 @@ sql_lock_provider! {
 /// # Ok(()) }
 /// ```
     pub struct MySqlLockProvider(MySql);
+    options: sqlx::mysql::MySqlConnectOptions,
     url: "mysql://app@db/app",
     offline url: "mysql://localhost/app",
     /// Every new connection also runs `SET time_zone = '+00:00'` (after any of your connect

@@ -117,7 +117,7 @@ sql_lock_provider! {
 ///
 /// Every call has a deadline ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the connection checkout and the statement; a black-holed database yields
-/// [`Error::is_timeout`](shedlock_core::Error::is_timeout) then, and the connection is closed, never returned to the pool. **A
+/// [`Error::is_timeout`](shedlock_core::Error::is_timeout) then, and the connection is closed, never reused. **A
 /// timed-out acquire may have committed**: the lock is then held until its `at_most` ends.
 ///
 /// ```no_run
@@ -134,6 +134,7 @@ sql_lock_provider! {
 /// # Ok(()) }
 /// ```
     pub struct PgLockProvider(Postgres);
+    options: sqlx::postgres::PgConnectOptions,
     url: "postgres://app@db/app",
     offline url: "postgres://localhost/app",
     fn pool_options;

@@ -56,7 +56,11 @@ where
         let (conns, target) = match source {
             Checked::Own(options, max) => {
                 let target = D::target(&options);
-                (Connections::Own(Own::new(options, D::setup, max)), target)
+                let anchor = D::keeps_anchor(&options);
+                (
+                    Connections::Own(Own::new(options, D::setup, max, anchor)),
+                    target,
+                )
             }
             Checked::Pool(pool) => {
                 let target = D::target(&pool.connect_options());
@@ -662,6 +666,7 @@ macro_rules! sql_lock_provider {
     (
         $(#[$doc:meta])*
         pub struct $name:ident($db:ty);
+        options: $options:ty,
         url: $url:literal,
         offline url: $lazy:literal,
         $(#[$pool_doc:meta])*
@@ -744,9 +749,7 @@ macro_rules! sql_lock_provider {
             #[doc = concat!("let provider = ", stringify!($name), "::from_options(options).connect().await?;")]
             /// # Ok(()) }
             /// ```
-            pub fn from_options(
-                options: <<$db as ::sqlx::Database>::Connection as ::sqlx::Connection>::Options,
-            ) -> $crate::LockProviderBuilder<$db> {
+            pub fn from_options(options: $options) -> $crate::LockProviderBuilder<$db> {
                 $crate::LockProviderBuilder::from_options(options)
             }
 

@@ -114,6 +114,7 @@ sql_lock_provider! {
 /// # Ok(()) }
 /// ```
     pub struct SqliteLockProvider(Sqlite);
+    options: sqlx::sqlite::SqliteConnectOptions,
     url: "sqlite://locks.db?mode=rwc",
     offline url: "sqlite::memory:",
     fn pool_options;
@@ -259,7 +260,17 @@ impl Dialect for Sqlite {
 
     const DATABASE: &'static str = "SQLite";
     const SCHEMES: &'static [&'static str] = &["sqlite"];
+    const PLAIN_PATHS: bool = true;
     const URL_FORM: &'static str = "sqlite:///path/to/file.db?mode=rwc, or sqlite::memory:";
+    /// sqlx names a `sqlite::memory:` database `file:sqlx-in-memory-…` (shared cache); any
+    /// `mode=memory` URI is one too.
+    fn keeps_anchor(options: &SqliteConnectOptions) -> bool {
+        let name = options.get_filename().to_string_lossy();
+        name == ":memory:"
+            || name.starts_with("file:sqlx-in-memory-")
+            || name.contains("mode=memory")
+    }
+
     fn target(options: &SqliteConnectOptions) -> String {
         format!("SQLite database {}", options.get_filename().display())
     }

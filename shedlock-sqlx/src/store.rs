@@ -35,7 +35,9 @@ pub(crate) enum Phase {
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) name: Arc<str>,
-    pub(crate) own: bool,
+    /// The provider's own connections' last refusal (`None` over a sqlx pool, or once a
+    /// connection opened), for calls that waited for a free connection meanwhile.
+    pub(crate) refusal: Option<Arc<Mutex<Option<String>>>>,
     pub(crate) max: u32,
 }
 
@@ -107,11 +109,29 @@ impl Call {
                 write!(detail, "waiting for {target} to answer the statement")
             }
             p if p == Phase::Connecting as u8 => write!(detail, "connecting to {target}"),
-            _ if self.target.own => write!(
-                detail,
-                "waiting for a free connection to {target} (all {} of the provider's are busy)",
-                self.target.max
-            ),
+            _ if self.target.refusal.is_some() => {
+                let refused = self.target.refusal.as_ref().and_then(|refusal| {
+                    refusal
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone()
+                });
+                let all = match self.target.max {
+                    1 => "the provider's one connection is".to_owned(),
+                    n => format!("all {n} of the provider's are"),
+                };
+                match refused {
+                    Some(refused) => write!(
+                        detail,
+                        "waiting for a free connection to {target} ({all} busy or connecting; \
+                         last connect error: {refused})"
+                    ),
+                    None => write!(
+                        detail,
+                        "waiting for a free connection to {target} ({all} busy)"
+                    ),
+                }
+            }
             _ => write!(
                 detail,
                 "waiting for a connection to {target} from the pool (at most {})",
@@ -344,7 +364,10 @@ impl<DB: Database> Store<DB> {
     pub(crate) fn new(conns: Connections<DB>, settings: Settings, target: String) -> Self {
         let target = Target {
             name: target.into(),
-            own: matches!(conns, Connections::Own(_)),
+            refusal: match &conns {
+                Connections::Own(own) => Some(Arc::clone(&own.refusal)),
+                Connections::Pool(_) => None,
+            },
             max: conns.max(),
         };
         Self {
@@ -606,7 +629,7 @@ mod tests {
     fn target(own: bool) -> Target {
         Target {
             name: "Postgres at db:5432/app".into(),
-            own,
+            refusal: own.then(Arc::default),
             max: 4,
         }
     }
@@ -644,6 +667,18 @@ mod tests {
             text.contains("waiting for Postgres at db:5432/app to answer the statement"),
             "{text}"
         );
+        // Waiting while the provider's connections are being refused: the refusal is named.
+        let waiting = Call::new("extend", Duration::from_secs(1), target(true));
+        if let Some(refusal) = &waiting.target.refusal {
+            *refusal.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some("connection refused".to_owned());
+        }
+        assert_eq!(
+            waiting.timeout_error().to_string(),
+            "lock store call `extend` timed out after 1s: waiting for a free connection to \
+             Postgres at db:5432/app (all 4 of the provider's are busy or connecting; last \
+             connect error: connection refused)"
+        );
         let pooled = Call::new("release", Duration::from_secs(1), target(false));
         assert_eq!(
             pooled.timeout_error().to_string(),
@@ -669,10 +704,13 @@ mod tests {
         async fn store(own: bool) -> Store<Sqlite> {
             let conns = if own {
                 let options = "sqlite::memory:".parse().expect("a valid URL");
+                let anchor = <Sqlite as crate::dialect::Dialect>::keeps_anchor(&options);
+                assert!(anchor, "an in-memory database keeps a connection open");
                 Connections::Own(crate::conns::Own::new(
                     options,
                     <Sqlite as crate::dialect::Dialect>::setup,
                     POOL,
+                    anchor,
                 ))
             } else {
                 let pool = SqlitePoolOptions::new()
@@ -808,6 +846,40 @@ mod tests {
                     "the unfinished connection was closed (own: {own})"
                 );
             }
+        }
+
+        /// An in-memory database outlives the provider's connections: one more stays open
+        /// for it, so closing every connection (all found dead) loses no table.
+        #[tokio::test]
+        async fn an_in_memory_database_survives_its_connections() {
+            let store = store(true).await;
+            let call = &store.call("create_table_if_not_exists");
+            store
+                .run(call, |mut c| async move {
+                    let outcome = call
+                        .timed(sqlx::query("CREATE TABLE kept (x INTEGER)").execute(c.conn()))
+                        .await;
+                    c.settle(outcome, map).map(drop)
+                })
+                .await
+                .expect("create a table");
+            let (outcome, _) = call_with_dead_connections(&store, u32::MAX).await;
+            outcome.expect_err("every connection was dead");
+            assert_eq!(open(&store), 0, "every connection was closed");
+            let call = &store.call("holder");
+            let rows = store
+                .run(call, |mut c| async move {
+                    let outcome = call
+                        .timed(
+                            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM kept")
+                                .fetch_one(c.conn()),
+                        )
+                        .await;
+                    c.settle(outcome, map)
+                })
+                .await
+                .expect("the table is still there");
+            assert_eq!(rows, 0);
         }
 
         /// The provider's own connections go back without a round trip, and a call that
