@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shedlock_core::{Job, LockConfig, LockingTaskExecutor, Schedule, Scheduler};
 use shedlock_sqlx::SqliteLockProvider;
-use shedlock_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use shedlock_sqlx::sqlx::sqlite::SqliteConnectOptions;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,8 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = SqliteConnectOptions::new()
         .filename(dir.path().join("app.db"))
         .create_if_missing(true);
-    let pool = SqlitePoolOptions::new().connect_with(options).await?;
-    let provider = SqliteLockProvider::builder(pool).build()?;
+    let provider = SqliteLockProvider::from_options(options).connect().await?;
     provider.create_table_if_not_exists().await?;
     let provider = std::sync::Arc::new(provider);
 

@@ -1,4 +1,4 @@
-//! The minimum: a pool, a lock store, an executor, one locked job.
+//! The minimum: a lock store, an executor, one locked job.
 //! `cargo run --example quickstart`
 //!
 //! Every replica of your service runs the same code; whichever replica takes the lock first runs
@@ -6,13 +6,12 @@
 //! replicas on several hosts, use `PgLockProvider` or `MySqlLockProvider` on a shared server:
 //!
 //! ```ignore
-//! let pool = PgPoolOptions::new().connect("postgres://app@db/app").await?;
-//! let provider = PgLockProvider::builder(pool).build()?;
+//! let provider = PgLockProvider::connect("postgres://app@db/app").await?;
 //! ```
 
 use shedlock_core::{LockingTaskExecutor, scheduled_lock};
 use shedlock_sqlx::SqliteLockProvider;
-use shedlock_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use shedlock_sqlx::sqlx::sqlite::SqliteConnectOptions;
 
 /// The job: at most one replica runs it at a time. If the replica dies mid-run, the lock frees
 /// itself after `at_most`; a fast run still holds it `at_least`, so replicas whose timers fire a
@@ -27,21 +26,19 @@ async fn send_invoices(batch: usize) -> usize {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
 
-    // 1. A pool on the database the replicas share.
+    // 1. The lock store on the database the replicas share (connections of its own), on Java
+    //    ShedLock's table layout (`shedlock`); create the table once, or run the migration
+    //    shipped with shedlock-sqlx.
     let options = SqliteConnectOptions::new()
         .filename(dir.path().join("app.db"))
         .create_if_missing(true);
-    let pool = SqlitePoolOptions::new().connect_with(options).await?;
-
-    // 2. The lock store, on Java ShedLock's table layout (`shedlock`); create it once, or run the
-    //    migration shipped with shedlock-sqlx.
-    let provider = SqliteLockProvider::builder(pool).build()?;
+    let provider = SqliteLockProvider::from_options(options).connect().await?;
     provider.create_table_if_not_exists().await?;
 
-    // 3. The executor, installed as the default that `#[scheduled_lock]` functions use.
+    // 2. The executor, installed as the default that `#[scheduled_lock]` functions use.
     LockingTaskExecutor::new(provider)?.install_default()?;
 
-    // 4. Call the job from your scheduler, on every replica. `Ok(None)` means "skipped".
+    // 3. Call the job from your scheduler, on every replica. `Ok(None)` means "skipped".
     match send_invoices(100).await? {
         Some(sent) => println!("this replica ran the job: sent {sent} invoices"),
         None => println!("another replica holds the lock: skipped"),
