@@ -1,4 +1,4 @@
-//! The `drainer` program of the graceful-drain tests (`tests/tests/drain_processes.rs`): one
+//! The `drainer` program of the graceful-drain tests (`tests/tests/e2e/drain_processes.rs`): one
 //! replica that runs `--jobs` scheduled jobs on a [`Scheduler`] over the lock store at `--url`,
 //! waits for [`shutdown_signal`] (SIGTERM or Ctrl-C), drains with
 //! [`Scheduler::shutdown`]`(--grace)` and exits, reporting what happened as JSON lines

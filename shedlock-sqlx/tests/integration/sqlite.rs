@@ -1,6 +1,6 @@
 //! `SqliteLockProvider` on a database file in a temporary directory (always runs).
 
-mod common;
+use crate::common;
 
 use std::str::FromStr as _;
 use std::time::Duration;

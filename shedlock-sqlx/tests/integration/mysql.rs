@@ -1,7 +1,7 @@
 //! `MySqlLockProvider` against a real MySQL/MariaDB (`SHEDLOCK_MYSQL_URL`; skipped without it
 //! unless `SHEDLOCK_REQUIRE_DB=1`). Each test uses a table of its own.
 
-mod common;
+use crate::common;
 
 use std::str::FromStr as _;
 use std::time::Duration;

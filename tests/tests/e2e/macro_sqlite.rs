@@ -5,7 +5,7 @@
 //! here so that shedlock-macros needs no SQL store among its dev-dependencies, which keeps its
 //! trybuild UI test (which builds every dev-dependency) small.
 
-#[path = "../../shedlock-macros/tests/common/mod.rs"]
+#[path = "../../../shedlock-macros/tests/common/mod.rs"]
 mod common;
 
 use common::{Replica, replicas};

@@ -12,7 +12,7 @@
 //! Runs on the shared Postgres (`SHEDLOCK_PG_URL`; skipped without it, failing under
 //! `SHEDLOCK_REQUIRE_DB=1`). Its length is `SHEDLOCK_CRASH_SECS` (default 30 s).
 
-mod fault_support;
+use crate::fault_support;
 
 use std::time::Duration;
 

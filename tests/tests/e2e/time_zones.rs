@@ -1,5 +1,5 @@
 //! Time-zone independence on a MariaDB server whose **default** time zone is not UTC (issue 3,
-//! item 9; `shedlock-sqlx/tests/mysql.rs` covers session zones on the shared server, whose
+//! item 9; `shedlock-sqlx/tests/integration/mysql.rs` covers session zones on the shared server, whose
 //! default is UTC).
 //!
 //! A private MariaDB is started with `--default-time-zone=+05:00` (skipped without the binaries

@@ -18,7 +18,7 @@
 //! without them, failing under `SHEDLOCK_REQUIRE_DB=1`); SQLite is a file of the test's own.
 //! Every wait polls the replicas' events or the run log against a deadline.
 
-mod fault_support;
+use crate::fault_support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

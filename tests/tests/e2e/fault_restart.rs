@@ -13,7 +13,7 @@
 //! Needs only the Postgres binaries (private server; skipped without them unless
 //! `SHEDLOCK_REQUIRE_DB=1`).
 
-mod fault_support;
+use crate::fault_support;
 
 use std::time::Duration;
 

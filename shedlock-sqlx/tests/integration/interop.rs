@@ -10,7 +10,7 @@
 //! The racing tests fire Java's attempt and our acquire at the same moment, many times, on a
 //! missing row and on an expired one: exactly one of them wins each round.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! temporary directories, every process killed at the end, also on panic): write and lease
 //! accounting on one member, and a three-member cluster that loses its leader.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

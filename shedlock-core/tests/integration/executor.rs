@@ -672,6 +672,9 @@ async fn executions_are_send_and_exclusive_across_threads() {
 #[test]
 fn owner_id_default_is_one_per_process_and_the_environment_overrides_it() {
     const CHILD: &str = "SHEDLOCK_TEST_OWNER_CHILD";
+    // This test's name in the test binary: the child runs it alone.
+    const SELF: &str =
+        "executor::owner_id_default_is_one_per_process_and_the_environment_overrides_it";
     if std::env::var_os(CHILD).is_some() {
         // Child process: the variable set by the parent must win.
         assert_eq!(
@@ -691,25 +694,23 @@ fn owner_id_default_is_one_per_process_and_the_environment_overrides_it() {
     }
     let exe = std::env::current_exe().expect("test binary");
     let child = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "owner_id_default_is_one_per_process_and_the_environment_overrides_it",
-        ])
+        .args(["--exact", SELF])
         .env(CHILD, "1")
         .env(shedlock_core::OWNER_ID_ENV, "pod-from-env")
         .output()
         .expect("spawn the test binary");
+    let stdout = String::from_utf8_lossy(&child.stdout);
     assert!(
         child.status.success(),
-        "the child saw a different owner id: {}",
-        String::from_utf8_lossy(&child.stdout)
+        "the child saw a different owner id: {stdout}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the child ran this test (named {SELF}): {stdout}"
     );
 
     let bad = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "owner_id_default_is_one_per_process_and_the_environment_overrides_it",
-        ])
+        .args(["--exact", SELF])
         .env(CHILD, "1")
         .env(shedlock_core::OWNER_ID_ENV, "")
         .output()

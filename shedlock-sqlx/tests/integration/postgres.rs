@@ -1,7 +1,7 @@
 //! `PgLockProvider` against a real Postgres (`SHEDLOCK_PG_URL`; skipped without it unless
 //! `SHEDLOCK_REQUIRE_DB=1`). Each test uses a table of its own.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

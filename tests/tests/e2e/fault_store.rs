@@ -13,7 +13,7 @@
 //! Every scenario runs on Postgres and on MariaDB, each test with its own server (started from
 //! the installed binaries; skipped without them unless `SHEDLOCK_REQUIRE_DB=1`).
 
-mod fault_support;
+use crate::fault_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

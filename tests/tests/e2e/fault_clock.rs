@@ -13,7 +13,7 @@
 //! Runs on the shared Postgres (`SHEDLOCK_PG_URL`). Needs libfaketime; without it the test is
 //! skipped, or fails under `SHEDLOCK_REQUIRE_DB=1` (`.ci/run` installs `faketime`).
 
-mod fault_support;
+use crate::fault_support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

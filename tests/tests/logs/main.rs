@@ -1,0 +1,6 @@
+//! The tests that assert on what this process logs (`shedlock_tests::log_capture`): each installs
+//! a `tracing` subscriber for its thread. They have a binary of their own, so that no other test's
+//! code registers `tracing` call sites in this process while they install and drop subscribers.
+
+mod fault_stale_connections;
+mod scheduler_java_table;
