@@ -75,6 +75,16 @@ pub(crate) trait SqlDb: Database + Sized {
         0
     }
 
+    /// The database's own advisory lock on `name`, as a racer on `conn` (the contention peer:
+    /// no row, no durable write), where it has one.
+    fn advisory_racer(conn: Self::Connection, name: &str) -> Option<Box<dyn Racer>> {
+        let _ = (conn, name);
+        None
+    }
+
+    /// Whether [`advisory_racer`](Self::advisory_racer) gives a racer.
+    const ADVISORY: bool = false;
+
     /// A reader of the write-ahead log position on `url`, where the database has one to read.
     fn wal_probe(url: String) -> Fut<'static, Option<Box<dyn WalProbe>>> {
         let _ = url;
@@ -266,6 +276,11 @@ impl<D: SqlDb> Sql<D> {
         }
     }
 
+    /// Java ShedLock's statements, if the interop file was found.
+    pub(crate) fn java(&self) -> Option<&Section> {
+        self.java.as_ref()
+    }
+
     async fn connect(&self) -> Result<D::Connection> {
         let mut conn = D::Connection::connect(&self.url).await?;
         if let Some(session) = D::SESSION {
@@ -364,6 +379,9 @@ impl<D: SqlDb> Sql<D> {
     /// The raw races this database runs besides the provider's.
     pub(crate) fn raw_races(&self) -> Vec<RawRace> {
         let mut races = vec![RawRace::Statements];
+        if D::ADVISORY {
+            races.push(RawRace::Advisory);
+        }
         if self.java.is_some() {
             races.push(RawRace::Java);
             if D::JAVA_TRANSACTIONS {
@@ -388,6 +406,9 @@ impl<D: SqlDb> Sql<D> {
             let owner = format!("bench-raw-racer-{i}");
             racers.push(match race {
                 RawRace::Statements => Box::new(Raw::<D>::new(Conn::Own(conn), &sql, name, owner)),
+                RawRace::Advisory => {
+                    D::advisory_racer(conn, name).ok_or("no advisory lock on this database")?
+                }
                 RawRace::Java | RawRace::JavaTransactions => {
                     let java = self.java.as_ref().ok_or("no Java statements")?;
                     let prepare = |s: &Statement| {
