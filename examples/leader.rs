@@ -78,17 +78,14 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// One replica: its own pool on the shared database, a latch, a printer of its state changes and
+/// One replica: its own connections to the shared database, a latch, a printer of its state changes and
 /// its leader-only work.
 async fn start_replica(dir: &Path, name: &str, t0: Instant) -> Result<LeaderLatch, BoxError> {
     let options = SqliteConnectOptions::new()
         .filename(dir.join("app.db"))
         .journal_mode(SqliteJournalMode::Wal)
         .busy_timeout(Duration::from_millis(300)); // below the latch's call timeout
-    let pool = SqliteLockProvider::pool_options()
-        .connect_with(options)
-        .await?;
-    let provider = SqliteLockProvider::builder(pool).build()?;
+    let provider = SqliteLockProvider::from_options(options).connect().await?;
 
     let config = LeaderLatchConfig::builder(ELECTION)
         .owner_id(name)

@@ -3,7 +3,6 @@
 //! Each store is one [`Kind`] with its URL schemes and one arm in [`open`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use shedlock_core::LockAdmin;
 use shedlock_etcd::EtcdLockProvider;
@@ -75,34 +74,22 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
         Failure::usage("no database given: pass --database-url URL or set DATABASE_URL")
     })?;
     let kind = kind(url)?;
-    let pool_err = |what: &str, e: shedlock_sqlx::sqlx::Error| {
-        Failure::usage(format!(
-            "cannot {what}: {}; check --database-url or DATABASE_URL",
-            crate::failure::causes(&e)
-        ))
-    };
+    // A SQL provider for one command (two connections at most), connected now with `connect`.
+    macro_rules! sql {
+        ($provider:ty) => {{
+            let builder = configure(<$provider>::from_url(url), args).max_connections(2);
+            let provider = if connect {
+                builder.connect().await
+            } else {
+                builder.build()
+            };
+            Arc::new(provider.map_err(connect_failure)?)
+        }};
+    }
     let admin: Arc<dyn LockAdmin> = match kind {
-        Kind::Postgres => {
-            let options = PgLockProvider::pool_options();
-            let pool = pool(options, url, args.timeout, connect)
-                .await
-                .map_err(|e| pool_err("connect to Postgres", e))?;
-            Arc::new(configure(PgLockProvider::builder(pool), args).build()?)
-        }
-        Kind::MySql => {
-            let options = MySqlLockProvider::pool_options();
-            let pool = pool(options, url, args.timeout, connect)
-                .await
-                .map_err(|e| pool_err("connect to MySQL/MariaDB", e))?;
-            Arc::new(configure(MySqlLockProvider::builder(pool), args).build()?)
-        }
-        Kind::Sqlite => {
-            let options = SqliteLockProvider::pool_options();
-            let pool = pool(options, url, args.timeout, connect)
-                .await
-                .map_err(|e| pool_err("open the SQLite database", e))?;
-            Arc::new(configure(SqliteLockProvider::builder(pool), args).build()?)
-        }
+        Kind::Postgres => sql!(PgLockProvider),
+        Kind::MySql => sql!(MySqlLockProvider),
+        Kind::Sqlite => sql!(SqliteLockProvider),
         Kind::Redis => {
             let mut builder = RedisLockProvider::builder(url).call_timeout(args.timeout);
             if let Some(prefix) = &args.key_prefix {
@@ -134,24 +121,16 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
     })
 }
 
-/// A small pool for one command: two connections, none kept, `timeout` to get one.
-async fn pool<DB: shedlock_sqlx::sqlx::Database>(
-    options: shedlock_sqlx::sqlx::pool::PoolOptions<DB>,
-    url: &str,
-    timeout: Duration,
-    connect: bool,
-) -> Result<shedlock_sqlx::sqlx::Pool<DB>, shedlock_sqlx::sqlx::Error> {
-    let options = options
-        .max_connections(2)
-        .min_connections(0)
-        .acquire_timeout(timeout);
-    if connect {
-        match tokio::time::timeout(timeout, options.connect(url)).await {
-            Ok(pool) => pool,
-            Err(_) => Err(shedlock_sqlx::sqlx::Error::PoolTimedOut),
-        }
+/// Why a store could not be opened: bad settings as they are, anything else as a connection
+/// problem, with the store's own words (the server, the cause).
+fn connect_failure(error: shedlock_core::Error) -> Failure {
+    if error.is_invalid_config() {
+        Failure::from(error)
     } else {
-        options.connect_lazy(url)
+        Failure::usage(format!(
+            "cannot connect: {}; check --database-url or DATABASE_URL",
+            crate::failure::causes(&error)
+        ))
     }
 }
 

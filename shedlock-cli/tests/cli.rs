@@ -518,15 +518,18 @@ fn connection_mistakes_are_one_line_and_exit_2() {
         ("redis://127.0.0.1:1", "cannot connect to Redis"),
         (
             "postgres://postgres@127.0.0.1:1/test",
-            "cannot connect to Postgres",
+            "cannot connect: lock store call `connect` timed out after 2s: connecting to \
+             Postgres at 127.0.0.1:1/test (last error: ",
         ),
         (
             "mysql://root@127.0.0.1:1/test",
-            "cannot connect to MySQL/MariaDB",
+            "cannot connect: lock store call `connect` timed out after 2s: connecting to \
+             MySQL/MariaDB at 127.0.0.1:1/test (last error: ",
         ),
         (
             "sqlite:///nonexistent-dir/for/shedlock.db",
-            "cannot open the SQLite database",
+            "cannot connect: lock store failed to connect to SQLite database \
+             /nonexistent-dir/for/shedlock.db: ",
         ),
     ];
     for (url, needle) in cases {

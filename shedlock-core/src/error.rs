@@ -40,6 +40,7 @@ enum Kind {
     Timeout {
         operation: &'static str,
         after: Duration,
+        detail: Option<String>,
     },
     MissingTable {
         table: String,
@@ -129,7 +130,48 @@ impl Error {
     /// ```
     #[must_use]
     pub fn timeout(operation: &'static str, after: Duration) -> Self {
-        Self::new(Kind::Timeout { operation, after }, None)
+        Self::new(
+            Kind::Timeout {
+                operation,
+                after,
+                detail: None,
+            },
+            None,
+        )
+    }
+
+    /// A store call that did not finish within its timeout, with what it was doing: the lock,
+    /// the step it was at (getting a connection, waiting for the answer) and the last error it
+    /// met, so the message tells a database that is down from one that is slow.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let err = shedlock_core::Error::timeout_with(
+    ///     "acquire",
+    ///     Duration::from_secs(5),
+    ///     "lock \"report\", connecting to Postgres at db:5432 (last error: connection refused)",
+    /// );
+    /// assert!(err.is_timeout());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "lock store call `acquire` timed out after 5s: lock \"report\", connecting to \
+    ///      Postgres at db:5432 (last error: connection refused)"
+    /// );
+    /// ```
+    #[must_use]
+    pub fn timeout_with(
+        operation: &'static str,
+        after: Duration,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            Kind::Timeout {
+                operation,
+                after,
+                detail: Some(detail.into()),
+            },
+            None,
+        )
     }
 
     /// The lock table does not exist; `fix` says what to run (DDL, migration).
@@ -265,11 +307,21 @@ impl fmt::Display for Error {
         match &self.inner.kind {
             Kind::InvalidConfig(msg) => write!(f, "invalid lock configuration: {msg}"),
             Kind::Backend(what) => write!(f, "lock store failed to {what}"),
-            Kind::Timeout { operation, after } => write!(
-                f,
-                "lock store call `{operation}` timed out after {}",
-                shedlock_duration::format(*after)
-            ),
+            Kind::Timeout {
+                operation,
+                after,
+                detail,
+            } => {
+                write!(
+                    f,
+                    "lock store call `{operation}` timed out after {}",
+                    shedlock_duration::format(*after)
+                )?;
+                match detail {
+                    Some(detail) => write!(f, ": {detail}"),
+                    None => Ok(()),
+                }
+            }
             Kind::MissingTable { table, fix } => {
                 write!(f, "the lock table {table} does not exist; {fix}")
             }

@@ -6,8 +6,10 @@ use std::time::Duration;
 use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
 use sqlx::{Database, Pool};
 
+use crate::conns::Options;
 use crate::dialect::Dialect;
 use crate::ident::{Quote, TableName, check_ident};
+use crate::store::DEFAULT_POOL_SIZE;
 
 /// Java ShedLock's table name, the default.
 pub const DEFAULT_TABLE: &str = "shedlock";
@@ -15,10 +17,77 @@ pub const DEFAULT_TABLE: &str = "shedlock";
 /// The longest [`max_name_len`](LockProviderBuilder::max_name_len) accepted.
 const MAX_NAME_LEN_LIMIT: usize = 10_000;
 
-/// Configures a lock provider over a pool: the table, its column names, the longest lock name
-/// and the per-call timeout. Start from `PgLockProvider::builder(pool)`,
-/// `MySqlLockProvider::builder(pool)` or `SqliteLockProvider::builder(pool)`; `build()` checks
-/// everything and builds the provider's SQL once.
+/// The most connections a provider opens itself.
+const MAX_CONNECTIONS: u32 = 1_000;
+
+/// The URL schemes of the stores shedlock-rs has, and what takes them.
+const STORES: &[(&str, &str)] = &[
+    (
+        "postgres",
+        "PgLockProvider (shedlock-sqlx, feature \"postgres\")",
+    ),
+    (
+        "postgresql",
+        "PgLockProvider (shedlock-sqlx, feature \"postgres\")",
+    ),
+    (
+        "mysql",
+        "MySqlLockProvider (shedlock-sqlx, feature \"mysql\")",
+    ),
+    (
+        "mariadb",
+        "MySqlLockProvider (shedlock-sqlx, feature \"mysql\")",
+    ),
+    (
+        "sqlite",
+        "SqliteLockProvider (shedlock-sqlx, feature \"sqlite\")",
+    ),
+    ("redis", "RedisLockProvider (shedlock-redis)"),
+    ("rediss", "RedisLockProvider (shedlock-redis)"),
+    ("etcd", "EtcdLockProvider (shedlock-etcd)"),
+];
+
+/// Parses `url` for `DB`, refusing another database's scheme with the provider that takes it.
+/// The messages never repeat the URL (it may hold a password).
+pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
+    let scheme = url
+        .split_once(':')
+        .map_or("", |(scheme, _)| scheme)
+        .to_ascii_lowercase();
+    let wanted = DB::SCHEMES
+        .iter()
+        .map(|s| format!("{s}:"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    if !DB::SCHEMES.contains(&scheme.as_str()) {
+        let hint = match STORES.iter().find(|(s, _)| *s == scheme) {
+            Some((_, provider)) => format!("; a {scheme}: URL is for {provider}"),
+            None if scheme.is_empty() || scheme.len() > 16 => "; the URL has no scheme".to_owned(),
+            None => format!("; {scheme:?} is not a scheme shedlock-rs knows"),
+        };
+        return Err(Error::invalid_config(format!(
+            "{} takes a {wanted} URL{hint}",
+            DB::PROVIDER
+        )));
+    }
+    url.parse::<Options<DB>>().map_err(|e| {
+        Error::invalid_config_with(
+            format!(
+                "the {} URL is not valid ({e}); the form is {}",
+                DB::DATABASE,
+                DB::URL_FORM
+            ),
+            e,
+        )
+    })
+}
+
+/// Configures a lock provider: the table, its column names, the longest lock name, the
+/// per-call timeout and, for a provider with connections of its own, how many it may open.
+/// Start from a URL (`PgLockProvider::from_url(url)`, `MySqlLockProvider::from_url(url)`,
+/// `SqliteLockProvider::from_url(url)`: connections of its own, one round trip per statement)
+/// or from a sqlx pool of yours (`…::builder(pool)`); `build()` checks everything and builds
+/// the provider's SQL once, `connect()` also opens a connection so that a wrong URL fails there.
 ///
 /// Every setting has a default matching Java ShedLock: table `shedlock`, columns `name`,
 /// `lock_until`, `locked_at`, `locked_by`, plus our `fencing_token` (used when the table has it).
@@ -36,8 +105,17 @@ const MAX_NAME_LEN_LIMIT: usize = 10_000;
 /// # async fn example() -> shedlock_core::Result<()> {
 /// use std::time::Duration;
 /// use shedlock_sqlx::PgLockProvider;
-/// use shedlock_sqlx::sqlx::postgres::PgPoolOptions;
 ///
+/// // Connections of its own, with settings; one error type throughout.
+/// let provider = PgLockProvider::from_url("postgres://app@db/app")
+///     .table("ops.job_locks")
+///     .max_connections(2)
+///     .call_timeout(Duration::from_secs(3))
+///     .connect()
+///     .await?;
+///
+/// // Or over a pool of the application's.
+/// use shedlock_sqlx::sqlx::postgres::PgPoolOptions;
 /// let pool = PgPoolOptions::new()
 ///     .max_connections(4)
 ///     .connect_lazy("postgres://app@db/app")
@@ -51,11 +129,30 @@ const MAX_NAME_LEN_LIMIT: usize = 10_000;
 /// ```
 #[must_use]
 pub struct LockProviderBuilder<DB: Database> {
-    pub(crate) pool: Pool<DB>,
+    source: Source<DB>,
+    max_connections: Option<u32>,
     table: String,
     columns: ColumnNames,
     max_name_len: usize,
     call_timeout: Duration,
+}
+
+/// Where a builder's provider gets its connections.
+enum Source<DB: Database> {
+    /// Connections of its own, to this URL.
+    Url(String),
+    /// Connections of its own, with these options.
+    Options(Options<DB>),
+    /// The application's pool.
+    Pool(Pool<DB>),
+}
+
+/// What a checked builder hands to the provider: its connections' source, checked too.
+pub(crate) enum Checked<DB: Database> {
+    /// Connections of its own: the parsed URL and how many at most.
+    Own(Options<DB>, u32),
+    /// The application's pool.
+    Pool(Pool<DB>),
 }
 
 /// The five column names, raw or quoted.
@@ -139,8 +236,21 @@ impl Settings {
 
 impl<DB: Database> LockProviderBuilder<DB> {
     pub(crate) fn new(pool: Pool<DB>) -> Self {
+        Self::with_source(Source::Pool(pool))
+    }
+
+    pub(crate) fn from_url(url: String) -> Self {
+        Self::with_source(Source::Url(url))
+    }
+
+    pub(crate) fn from_options(options: Options<DB>) -> Self {
+        Self::with_source(Source::Options(options))
+    }
+
+    fn with_source(source: Source<DB>) -> Self {
         Self {
-            pool,
+            source,
+            max_connections: None,
             table: DEFAULT_TABLE.to_owned(),
             columns: ColumnNames::default(),
             max_name_len: DEFAULT_MAX_NAME_LEN,
@@ -206,12 +316,46 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
-    /// Checks every setting (the one validation path of every provider's `build()`); the pool
-    /// goes to the caller.
-    pub(crate) fn into_parts(self) -> Result<(Pool<DB>, Settings)>
+    /// How many connections the provider may open at once (built `from_url`); defaults to 4.
+    /// A lock call holds a connection only for its statement, so this bounds the lock calls
+    /// running at the same instant, not the locks held. For a provider over your own pool
+    /// (`builder(pool)`) size that pool instead: setting this there is refused by `build()`.
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = Some(max);
+        self
+    }
+
+    /// Checks every setting (the one validation path of every provider's `build()`); the
+    /// connections' source goes to the caller.
+    pub(crate) fn into_parts(self) -> Result<(Checked<DB>, Settings)>
     where
         DB: Dialect,
     {
+        let own_max = || {
+            let max = self.max_connections.unwrap_or(DEFAULT_POOL_SIZE);
+            if max == 0 || max > MAX_CONNECTIONS {
+                return Err(Error::invalid_config(format!(
+                    "max_connections is {max}; use 1 to {MAX_CONNECTIONS} (a lock call holds a \
+                     connection only for its statement, so a few serve any number of locks)"
+                )));
+            }
+            Ok(max)
+        };
+        let source = match self.source {
+            Source::Url(url) => Checked::Own(parse_url::<DB>(&url)?, own_max()?),
+            Source::Options(options) => Checked::Own(options, own_max()?),
+            Source::Pool(pool) => {
+                if let Some(max) = self.max_connections {
+                    return Err(Error::invalid_config(format!(
+                        "max_connections({max}) sizes the connections a provider built from a URL \
+                         opens itself ({}::from_url); a provider over your own pool uses that \
+                         pool's size: set it with PoolOptions::max_connections",
+                        DB::PROVIDER
+                    )));
+                }
+                Checked::Pool(pool)
+            }
+        };
         let table = TableName::parse(&self.table)?;
         DB::RESERVED.check_table(&table)?;
         for (what, column) in self.columns.all() {
@@ -253,7 +397,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
             )));
         }
         Ok((
-            self.pool,
+            source,
             Settings {
                 table,
                 columns: self.columns,
@@ -266,7 +410,14 @@ impl<DB: Database> LockProviderBuilder<DB> {
 
 impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::Url(_) => "url",
+            Source::Options(_) => "options",
+            Source::Pool(_) => "pool",
+        };
         f.debug_struct("LockProviderBuilder")
+            .field("source", &source)
+            .field("max_connections", &self.max_connections)
             .field("table", &self.table)
             .field("columns", &self.columns)
             .field("max_name_len", &self.max_name_len)
@@ -367,5 +518,183 @@ mod tests {
         b().locked_by_column("last_fired_by")
             .build()
             .expect("another name");
+    }
+}
+
+/// Providers from URLs: the scheme check, bad URLs and settings, and what a connection that
+/// cannot be opened says. No database needed (a closed port refuses at once).
+#[cfg(all(test, feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod url_tests {
+    use std::time::Duration;
+
+    use crate::{MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+
+    /// A loopback port nobody listens on (bound, then closed).
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("its address").port()
+    }
+
+    #[test]
+    fn another_databases_url_is_refused_naming_the_provider_that_takes_it() {
+        let cases = [
+            (
+                PgLockProvider::connect_lazy("mysql://root:secret@db:3306/app").map(drop),
+                "PgLockProvider takes a postgres: or postgresql: URL; a mysql: URL is for \
+                 MySqlLockProvider (shedlock-sqlx, feature \"mysql\")",
+            ),
+            (
+                MySqlLockProvider::connect_lazy("postgres://app@db/app").map(drop),
+                "MySqlLockProvider takes a mysql: or mariadb: URL; a postgres: URL is for \
+                 PgLockProvider (shedlock-sqlx, feature \"postgres\")",
+            ),
+            (
+                SqliteLockProvider::connect_lazy("redis://127.0.0.1:6379").map(drop),
+                "SqliteLockProvider takes a sqlite: URL; a redis: URL is for RedisLockProvider \
+                 (shedlock-redis)",
+            ),
+            (
+                PgLockProvider::connect_lazy("db.example.com/app").map(drop),
+                "PgLockProvider takes a postgres: or postgresql: URL; the URL has no scheme",
+            ),
+            (
+                PgLockProvider::connect_lazy("pg://app@db/app").map(drop),
+                "PgLockProvider takes a postgres: or postgresql: URL; \"pg\" is not a scheme \
+                 shedlock-rs knows",
+            ),
+        ];
+        for (outcome, expected) in cases {
+            let err = outcome.expect_err(expected);
+            assert!(err.is_invalid_config(), "{err}");
+            assert_eq!(
+                err.to_string(),
+                format!("invalid lock configuration: {expected}")
+            );
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+        // Either spelling of each scheme, any case.
+        PgLockProvider::connect_lazy("PostgreSQL://app@db/app").expect("postgresql:");
+        MySqlLockProvider::connect_lazy("mariadb://app@db/app").expect("mariadb:");
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_says_the_form_without_repeating_it() {
+        let err = PgLockProvider::connect_lazy("postgres://app:secret@db:notaport/app")
+            .expect_err("a bad port");
+        assert!(err.is_invalid_config(), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("the Postgres URL is not valid")
+                && text.contains("postgres://user:password@host:5432/database"),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+    }
+
+    #[test]
+    fn max_connections_is_checked() {
+        for bad in [0, 1_001] {
+            let err = PgLockProvider::from_url("postgres://app@db/app")
+                .max_connections(bad)
+                .build()
+                .expect_err("out of range");
+            assert!(err.is_invalid_config(), "{err}");
+            assert!(err.to_string().contains("use 1 to 1000"), "{err}");
+        }
+        let provider = PgLockProvider::from_url("postgres://app@db/app")
+            .max_connections(2)
+            .build()
+            .expect("in range");
+        assert_eq!(provider.connection_stats().max, 2);
+        assert_eq!(provider.connection_stats().open, 0, "connects on first use");
+        assert!(provider.pool().is_none());
+    }
+
+    #[tokio::test]
+    async fn max_connections_on_a_pool_is_refused() {
+        let pool = sqlx::PgPool::connect_lazy("postgres://app@db/app").expect("a valid URL");
+        let err = PgLockProvider::builder(pool)
+            .max_connections(2)
+            .build()
+            .expect_err("the pool has its own size");
+        assert!(err.is_invalid_config(), "{err}");
+        assert!(
+            err.to_string().contains("PoolOptions::max_connections"),
+            "{err}"
+        );
+    }
+
+    /// A server that is not there: `connect()` keeps asking until the call timeout, then says
+    /// where it tried, what it got, and for which call; never the password.
+    #[tokio::test]
+    async fn a_refused_connection_names_the_server_and_the_cause() {
+        let port = closed_port();
+        for (outcome, target) in [
+            (
+                PgLockProvider::from_url(format!("postgres://app:secret@127.0.0.1:{port}/app"))
+                    .call_timeout(Duration::from_millis(300))
+                    .connect()
+                    .await
+                    .map(drop),
+                format!("Postgres at 127.0.0.1:{port}/app"),
+            ),
+            (
+                MySqlLockProvider::from_url(format!("mysql://app:secret@127.0.0.1:{port}/app"))
+                    .call_timeout(Duration::from_millis(300))
+                    .connect()
+                    .await
+                    .map(drop),
+                format!("MySQL/MariaDB at 127.0.0.1:{port}/app"),
+            ),
+        ] {
+            let err = outcome.expect_err("nobody listens");
+            assert!(err.is_timeout(), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.starts_with("lock store call `connect` timed out after 300ms: connecting to ")
+                    && text.contains(&target)
+                    && text.contains("(last error: ")
+                    && text.to_lowercase().contains("connection refused"),
+                "{text}"
+            );
+            assert!(!text.contains("secret"), "{text}");
+        }
+        // A lazy provider's call says the same, with its lock.
+        let lazy = PgLockProvider::from_url(format!("postgres://app@127.0.0.1:{port}/app"))
+            .call_timeout(Duration::from_millis(300))
+            .build()
+            .expect("valid settings");
+        let err =
+            shedlock_core::LockProvider::acquire(&lazy, "report", Duration::from_secs(10), "me")
+                .await
+                .expect_err("nobody listens");
+        let text = err.to_string();
+        assert!(
+            err.is_timeout()
+                && text.contains(&format!(
+                    "lock \"report\", connecting to Postgres at 127.0.0.1:{port}/app (last error: "
+                )),
+            "{text}"
+        );
+    }
+
+    /// A connection the database refuses for good (here SQLite's missing file) fails at once,
+    /// naming the database and its reason.
+    #[tokio::test]
+    async fn a_database_that_refuses_the_connection_says_why() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("absent").join("locks.db");
+        let err = SqliteLockProvider::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect_err("no such directory");
+        assert!(err.is_backend(), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "lock store failed to connect to SQLite database {}: ",
+                path.display()
+            )) && text.contains("unable to open database file"),
+            "{text}"
+        );
     }
 }

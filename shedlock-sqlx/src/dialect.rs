@@ -20,14 +20,15 @@
 //! exist for tables with the [`LAST_FIRE`] column only.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock_core::{Error, LockRecord, Result};
-use sqlx::pool::PoolOptions;
 use sqlx::{Database, Encode, Type};
 
 use crate::builder::{ColumnNames, Settings};
+use crate::conns::Options;
 use crate::ident::{Quote, Reserved};
 use crate::store::{Call, Checkout, Schema, Store, check_name_capacity};
 
@@ -151,10 +152,12 @@ pub(crate) trait Dialect: Database + Sized {
     const PROVIDER: &'static str;
     /// The folder of its migration files under `migrations/`.
     const MIGRATIONS: &'static str;
-    /// What opening a connection is called in errors (`connect to Postgres`).
-    const CONNECT: &'static str;
-    /// The database's name in errors about its URL (`Postgres`).
+    /// The database's name in messages (`Postgres`).
     const DATABASE: &'static str;
+    /// The URL schemes its provider takes, lowercase (`postgres`, `postgresql`).
+    const SCHEMES: &'static [&'static str];
+    /// The form of its URLs, for the message about one that does not parse.
+    const URL_FORM: &'static str;
 
     /// Statements beyond the four, where the database needs them.
     type Extra: Send + Sync;
@@ -216,9 +219,16 @@ pub(crate) trait Dialect: Database + Sized {
     /// How many rows a statement changed (or matched, where the database counts so).
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
-    /// The database's own settings on the dedicated pool's connections (nothing by default).
-    fn session(options: PoolOptions<Self>) -> PoolOptions<Self> {
-        options
+    /// Where `options` connect, for messages (`Postgres at db:5432/app`): never the password.
+    fn target(options: &Options<Self>) -> String;
+
+    /// The database's own session settings, run on each connection the provider opens and on
+    /// each of a `pool_options()` pool's (nothing by default).
+    fn setup(
+        conn: &mut Self::Connection,
+    ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + '_>> {
+        let _ = conn;
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// What `error` says about the lock table, if anything.

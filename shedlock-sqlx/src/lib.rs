@@ -9,7 +9,7 @@
 //! use shedlock_sqlx::PgLockProvider;
 //!
 //! # async fn example() -> shedlock_core::Result<()> {
-//! // A small pool of its own, one round trip per lock call.
+//! // Connections of its own: one round trip per lock statement.
 //! let provider = PgLockProvider::connect("postgres://app@db/app").await?;
 //! provider.create_table_if_not_exists().await?; // or run migrations/postgres/0001_shedlock.sql
 //! let executor = LockingTaskExecutor::new(provider)?;
@@ -63,18 +63,37 @@
 //! the same moment (jobs scheduled on the same second, keep-alive extensions, leader renewals);
 //! 4 connections serve thousands of calls per second.
 //!
-//! Each provider's `connect(url)` builds such a dedicated pool (`pool_options()`: 4
-//! connections, one kept open, no ping on checkout). A pool of its own keeps releases and
+//! **Connections of its own: one round trip per statement.** A provider built from a URL
+//! (`connect(url)`, `connect_lazy(url)`, or `from_url(url)` with settings, ending in
+//! `connect()` or `build()`) opens its connections itself (at most 4 by default,
+//! [`max_connections`](LockProviderBuilder::max_connections)) and keeps them in a list of its
+//! own, not in a sqlx pool: a connection goes back the moment its statement's reply has been
+//! read, with no ping, so every call costs one round trip per statement whatever the load —
+//! a skip one, an acquire and release two (three on MySQL/MariaDB), counted on the wire by the
+//! tests, with one connection as with many. Connections of its own also keep releases and
 //! keep-alive extensions working while the application's jobs exhaust the application's pool
 //! (jobs that hold every application connection would otherwise starve their own lock calls).
-//! You may pass any pool to `new(pool)` / `builder(pool)`; set `test_before_acquire(false)` on
-//! it, or each lock call costs an extra round trip on the caller's path (measured: a skipped
-//! acquire is one request on the caller's path with it, two with sqlx's default; sqlx's check
-//! of the connection it takes back is a further one, in the background).
+//! An idle connection unused for 10 minutes is closed and replaced on demand (as sqlx's pool
+//! does), so a firewall that forgets quiet connections does not black-hole a call.
 //!
-//! A connection that goes silent (a black-holed network) while sqlx checks it on its way back
-//! keeps its pool slot until TCP gives up or the network heals; the calls themselves still fail
-//! within `call_timeout`, and their own connections are closed, never returned.
+//! **Over your own sqlx pool** (`new(pool)` / `builder(pool)`), everything works the same, at
+//! sqlx's price: its pool pings each connection given back to it. With a spare idle connection
+//! the next call does not wait for that ping; with a pool of one, or with every connection busy,
+//! it does (two round trips per skip). Set `test_before_acquire(false)` on it
+//! ([`PgLockProvider::pool_options`] and the others do), or each call costs one more round trip
+//! before its statement. A connection that goes silent (a black-holed network) while sqlx pings
+//! it on its way back keeps its pool slot until TCP gives up or the network heals; the calls
+//! themselves still fail within `call_timeout`, and their own connections are closed, never
+//! returned. [`ConnectionStats`] (`connection_stats()`) reports open and idle connections either
+//! way.
+//!
+//! **Errors say where.** A connection that cannot be opened fails with the database's host,
+//! port and database name (never the password) and the cause (`connect to Postgres at
+//! db:5432/app: … password authentication failed …`); a call that runs out of time names its
+//! lock and the step it was at: waiting for a free connection, connecting (with the last error,
+//! such as "connection refused"), or waiting for the answer to its statement. A URL of another
+//! database (`mysql://` given to `PgLockProvider`) is refused up front, naming the provider
+//! that takes it.
 //!
 //! **After a database restart** (or an administrator killing connections, or a server-side idle
 //! timeout) the pool's idle connections are dead, and each would fail its next statement. A call
@@ -128,6 +147,8 @@ mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod builder;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod conns;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod dialect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod ident;
@@ -146,6 +167,8 @@ pub mod testing;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use builder::{DEFAULT_TABLE, LockProviderBuilder};
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use conns::ConnectionStats;
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlLockProvider;
 #[cfg(feature = "postgres")]

@@ -1,11 +1,14 @@
 //! [`MySqlLockProvider`]: locks in a MySQL or MariaDB table, on the database server's clock.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock_core::{Error, LockRecord, Result, fire_decision};
-use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlQueryResult, MySqlRow};
-use sqlx::pool::PoolOptions;
+use sqlx::mysql::{
+    MySql, MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlQueryResult, MySqlRow,
+};
 use sqlx::{AssertSqlSafe, Executor as _, Row};
 
 use crate::builder::ColumnNames;
@@ -70,8 +73,8 @@ sql_lock_provider! {
 /// that decides. `TIMESTAMP` columns convert through the session's `time_zone`, so the provider
 /// runs each of its statements with `time_zone = '+00:00'` whatever the server's default or the
 /// session's setting: MariaDB through `SET STATEMENT time_zone = '+00:00' FOR …`, MySQL 8
-/// through the `SET_VAR` hint; the dedicated pool ([`connect`](Self::connect)) also sets it on
-/// every new connection (which covers servers that know neither, such as MySQL 5.7: give those a
+/// through the `SET_VAR` hint; the provider's own connections ([`connect`](Self::connect)) and
+/// a [`pool_options`](Self::pool_options) pool also set it on every new connection (which covers servers that know neither, such as MySQL 5.7: give those a
 /// pool whose sessions are in UTC, as sqlx's default `timezone` option does). Values are therefore UTC wall-clock times, as Java ShedLock writes them
 /// with `usingDbTime()`; **Java services sharing the table must pin their sessions to UTC too**
 /// (e.g. `connectionTimeZone=UTC&forceConnectionTimeZoneToSession=true` with Connector/J, or
@@ -111,14 +114,18 @@ sql_lock_provider! {
 /// [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust acquisition set while Java
 /// holds the lock.
 ///
-/// # Pool, timeouts and failures
+/// # Connections, timeouts and failures
 ///
-/// Use a small pool of its own ([`connect`](Self::connect) builds one): lock calls that do not
-/// compete with the application's queries keep releasing and extending locks while the
-/// application's jobs exhaust its own pool. 4 connections (the default) serve thousands of lock
-/// calls per second. The pool should not ping on checkout (`test_before_acquire(false)`, as
-/// [`pool_options`](Self::pool_options) sets): a statement then costs one round trip on the
-/// caller's path.
+/// Build it from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)): it then opens
+/// at most 4 connections of its own (`max_connections`) and gives each back without a ping, so
+/// every statement costs one round trip, with one connection as with many; lock calls that do
+/// not compete with the application's queries keep releasing and extending locks while the
+/// application's jobs exhaust its own pool. 4 connections serve thousands of lock calls per
+/// second; raise it only for many locks taken at the very same instant. Over a sqlx pool of
+/// your own ([`new`](Self::new), [`builder`](Self::builder)) the pool should not ping on
+/// checkout (`test_before_acquire(false)`, as [`pool_options`](Self::pool_options) sets), and
+/// sqlx still pings each connection it takes back: a call that finds no spare idle connection
+/// waits for that ping.
 ///
 /// After a server restart (or `KILL`) every idle connection is dead. A call that meets one (the
 /// server says 1053 "server shutdown in progress", MariaDB 1927 "connection was killed", another
@@ -332,8 +339,19 @@ impl Dialect for MySql {
         row.try_get(index).map_err(map)
     }
 
-    const CONNECT: &'static str = "connect to MySQL/MariaDB";
     const DATABASE: &'static str = "MySQL/MariaDB";
+    const SCHEMES: &'static [&'static str] = &["mysql", "mariadb"];
+    const URL_FORM: &'static str = "mysql://user:password@host:3306/database";
+    fn target(options: &MySqlConnectOptions) -> String {
+        let at = match options.get_socket() {
+            Some(path) => format!("socket {}", path.display()),
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        };
+        match options.get_database() {
+            Some(db) => format!("MySQL/MariaDB at {at}/{db}"),
+            None => format!("MySQL/MariaDB at {at}"),
+        }
+    }
     /// Matched rows: sqlx sets `CLIENT_FOUND_ROWS`.
     fn rows_affected(result: &MySqlQueryResult) -> u64 {
         result.rows_affected()
@@ -341,12 +359,12 @@ impl Dialect for MySql {
 
     /// Pins each new connection's session to UTC, which covers servers that understand
     /// neither [`PIN`] nor [`HINT`] (such as MySQL 5.7).
-    fn session(options: PoolOptions<Self>) -> PoolOptions<Self> {
-        options.after_connect(|conn, _meta| {
-            Box::pin(async move {
-                conn.execute(SET_UTC).await?;
-                Ok(())
-            })
+    fn setup(
+        conn: &mut MySqlConnection,
+    ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + '_>> {
+        Box::pin(async move {
+            conn.execute(SET_UTC).await?;
+            Ok(())
         })
     }
 
@@ -386,7 +404,7 @@ impl Dialect for MySql {
              AND s2.index_name = s.index_name) = 1";
         let s = &store.settings;
         let (rows, unique) = store
-            .run(call, map, |mut c| async move {
+            .run(call, |mut c| async move {
                 let outcome = call
                     .timed(
                         sqlx::query(COLUMNS)

@@ -6,7 +6,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use shedlock_core::{Error, Result};
 use sqlx::Row;
 use sqlx::postgres::types::PgInterval;
-use sqlx::postgres::{PgQueryResult, PgRow, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgQueryResult, PgRow, Postgres};
 
 use crate::builder::ColumnNames;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
@@ -60,7 +60,7 @@ sql_lock_provider! {
 ///
 /// # Statements
 ///
-/// Each call is one statement in autocommit, on a connection taken from the pool and given back
+/// Each call is one statement in autocommit, on a connection taken for it and given back
 /// at once; no connection is kept while a lock is held, so one connection serves any number of
 /// held locks. An acquire is a single statement: an `INSERT … SELECT … WHERE NOT EXISTS (a held
 /// lock) ON CONFLICT DO UPDATE … WHERE lock_until <= now`. When the lock is held its `SELECT`
@@ -99,15 +99,18 @@ sql_lock_provider! {
 /// [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust acquisition set while Java
 /// holds the lock.
 ///
-/// # Pool, timeouts and failures
+/// # Connections, timeouts and failures
 ///
-/// Use a small pool of its own ([`connect`](Self::connect) builds one): lock calls that do not
-/// compete with the application's queries keep releasing and extending locks while the
-/// application's jobs exhaust its own pool. 4 connections (the default) serve thousands of lock
-/// calls per second; raise it only for many locks taken at the very same instant. The pool
-/// should not ping on checkout (`test_before_acquire(false)`, as [`pool_options`](Self::pool_options)
-/// sets): the statement then costs one round trip on the caller's path. (sqlx still checks the
-/// connection when it goes back, off the caller's path.)
+/// Build it from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)): it then opens
+/// at most 4 connections of its own (`max_connections`) and gives each back without a ping, so
+/// every statement costs one round trip, with one connection as with many; lock calls that do
+/// not compete with the application's queries keep releasing and extending locks while the
+/// application's jobs exhaust its own pool. 4 connections serve thousands of lock calls per
+/// second; raise it only for many locks taken at the very same instant. Over a sqlx pool of
+/// your own ([`new`](Self::new), [`builder`](Self::builder)) the pool should not ping on
+/// checkout (`test_before_acquire(false)`, as [`pool_options`](Self::pool_options) sets), and
+/// sqlx still pings each connection it takes back: a call that finds no spare idle connection
+/// waits for that ping.
 ///
 /// After a server restart (or `pg_terminate_backend`, or `idle_session_timeout`) every idle
 /// connection is dead. A call that meets one (Postgres says `57P01` "terminating connection due
@@ -280,8 +283,19 @@ impl Dialect for Postgres {
             .map_err(map)
     }
 
-    const CONNECT: &'static str = "connect to Postgres";
     const DATABASE: &'static str = "Postgres";
+    const SCHEMES: &'static [&'static str] = &["postgres", "postgresql"];
+    const URL_FORM: &'static str = "postgres://user:password@host:5432/database";
+    fn target(options: &PgConnectOptions) -> String {
+        let at = match options.get_socket() {
+            Some(dir) => format!("socket {}", dir.display()),
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        };
+        match options.get_database() {
+            Some(db) => format!("Postgres at {at}/{db}"),
+            None => format!("Postgres at {at}"),
+        }
+    }
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }
@@ -321,7 +335,7 @@ impl Dialect for Postgres {
         let s = &store.settings;
         let regclass = s.table.quoted(Self::QUOTE);
         let rows = store
-            .run(call, map, |mut c| {
+            .run(call, |mut c| {
                 let regclass = &regclass;
                 async move {
                     let outcome = call

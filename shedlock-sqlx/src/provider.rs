@@ -15,7 +15,8 @@ use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use crate::admin::{check_expected, entry, statements};
-use crate::builder::Settings;
+use crate::builder::{Checked, Settings};
+use crate::conns::{ConnectionStats, Connections, Own};
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
     check_columns, fire_time,
@@ -51,7 +52,17 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    pub(crate) fn new(pool: Pool<D>, settings: Settings) -> Self {
+    pub(crate) fn new(source: Checked<D>, settings: Settings) -> Self {
+        let (conns, target) = match source {
+            Checked::Own(options, max) => {
+                let target = D::target(&options);
+                (Connections::Own(Own::new(options, D::setup, max)), target)
+            }
+            Checked::Pool(pool) => {
+                let target = D::target(&pool.connect_options());
+                (Connections::Pool(pool), target)
+            }
+        };
         let table = settings.table.quoted(D::QUOTE);
         let cols = settings.columns.quoted(D::QUOTE);
         let sql = [
@@ -61,42 +72,50 @@ where
         let ddl = ddl::<D>(&settings, true);
         Self {
             inner: Arc::new(Inner {
-                store: Store::new(pool, settings),
+                store: Store::new(conns, settings, target),
                 sql,
                 ddl,
             }),
         }
     }
 
-    /// The dedicated pool's options: 4 connections, one kept open, no ping on checkout, the
-    /// default call timeout to wait for a connection, and the dialect's session settings.
+    /// Options for a sqlx pool of the application's own, to pass to `new(pool)`: 4
+    /// connections, one kept open, no ping on checkout, the default call timeout to wait for a
+    /// connection, and the dialect's session settings.
     pub(crate) fn pool_options() -> PoolOptions<D> {
-        D::session(
-            PoolOptions::new()
-                .max_connections(DEFAULT_POOL_SIZE)
-                .min_connections(1)
-                .test_before_acquire(false)
-                .acquire_timeout(shedlock_core::DEFAULT_CALL_TIMEOUT),
-        )
+        PoolOptions::new()
+            .max_connections(DEFAULT_POOL_SIZE)
+            .min_connections(1)
+            .test_before_acquire(false)
+            .acquire_timeout(shedlock_core::DEFAULT_CALL_TIMEOUT)
+            .after_connect(|conn, _meta| D::setup(conn))
     }
 
-    pub(crate) async fn connect(url: &str) -> Result<Self> {
-        let pool = Self::pool_options()
-            .connect(url)
-            .await
-            .map_err(|e| Error::backend(D::CONNECT, e))?;
-        Ok(Self::new(pool, Settings::defaults()))
+    /// Opens one connection now (and keeps it for the first call), so that a wrong URL,
+    /// password or database fails here, naming the database and the cause.
+    pub(crate) async fn warm_up(&self) -> Result<()> {
+        let store = &self.inner.store;
+        let call = store.call("connect");
+        match store.conns.checkout(&call).await? {
+            Ok(conn) => {
+                conn.give_back();
+                Ok(())
+            }
+            Err(sqlx::Error::PoolTimedOut) => Err(call.timeout_error()),
+            Err(error) => Err(store.connect_error(error)),
+        }
     }
 
-    pub(crate) fn connect_lazy(url: &str) -> Result<Self> {
-        let pool = Self::pool_options()
-            .connect_lazy(url)
-            .map_err(|e| Error::backend(format!("parse the {} URL", D::DATABASE), e))?;
-        Ok(Self::new(pool, Settings::defaults()))
+    /// The application's pool, for a provider built on one.
+    pub(crate) fn pool(&self) -> Option<&Pool<D>> {
+        match &self.inner.store.conns {
+            Connections::Pool(pool) => Some(pool),
+            Connections::Own(_) => None,
+        }
     }
 
-    pub(crate) fn pool(&self) -> &Pool<D> {
-        &self.inner.store.pool
+    pub(crate) fn connection_stats(&self) -> ConnectionStats {
+        self.inner.store.stats()
     }
 
     pub(crate) fn ddl(&self) -> &str {
@@ -115,10 +134,12 @@ where
 
     pub(crate) async fn create_table_if_not_exists(&self) -> Result<()> {
         let store = &self.inner.store;
-        let call = &store.call("create_table_if_not_exists");
+        let call = &store
+            .call("create_table_if_not_exists")
+            .about(format!("table {}", store.settings.table));
         let map = |e| self.map_error(e, "create the lock table");
         store
-            .run(call, map, |mut c| async move {
+            .run(call, |mut c| async move {
                 let ddl = || sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone()));
                 let mut outcome = call.timed(ddl().execute(c.conn())).await;
                 // Postgres: of sessions creating the table at once (replicas starting
@@ -143,7 +164,7 @@ where
     ) -> Result<Option<LockRecord>> {
         self.inner.store.check_name(name)?;
         validate_at_most(at_most)?;
-        let (call, schema) = &self.start("acquire").await?;
+        let (call, schema) = &self.start("acquire", name).await?;
         schema.check_owner(owner)?;
         let map = &self.mapper(format!("acquire lock {name:?}"));
         let args = Acquire {
@@ -174,7 +195,7 @@ where
         const LOOKS: usize = 4;
         self.inner.store.check_name(name)?;
         validate_at_most(at_most)?;
-        let (call, schema) = &self.start("claim_fire").await?;
+        let (call, schema) = &self.start("claim_fire", name).await?;
         if !schema.has_last_fire {
             return Err(self.no_last_fire());
         }
@@ -239,7 +260,7 @@ where
         at_most: Duration,
     ) -> Result<Option<LockRecord>> {
         validate_at_most(at_most)?;
-        let (call, schema) = &self.start("extend").await?;
+        let (call, schema) = &self.start("extend", record.name()).await?;
         let token = schema.record_token(record)?;
         let map = &self.mapper(format!("extend lock {:?}", record.name()));
         let args = Extend {
@@ -253,7 +274,7 @@ where
 
     pub(crate) async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
         validate_at_least(at_least)?;
-        let (call, schema) = &self.start("release").await?;
+        let (call, schema) = &self.start("release", record.name()).await?;
         let token = schema.record_token(record)?;
         let map = &self.mapper(format!("release lock {:?}", record.name()));
         let done = self
@@ -268,7 +289,7 @@ where
 
     pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         self.inner.store.check_name(name)?;
-        let (call, schema) = &self.start("holder").await?;
+        let (call, schema) = &self.start("holder", name).await?;
         let map = &self.mapper(format!("read lock {name:?}"));
         self.attempts(call, map, *schema, |mut at| async move {
             let query = sqlx::query(AssertSqlSafe(at.sql.holder.clone())).bind(name);
@@ -404,7 +425,7 @@ where
         let sql = self.statements(schema);
         self.inner
             .store
-            .run(call, map, |c| attempt(Attempt { sql, c, call, map }))
+            .run(call, |c| attempt(Attempt { sql, c, call, map }))
             .await
     }
 
@@ -413,9 +434,10 @@ where
         move |e| self.map_error(e, &what)
     }
 
-    /// Starts the call `op`: its deadline, and the table's layout (checked on first use).
-    async fn start(&self, op: &'static str) -> Result<(Call, Schema)> {
-        let call = self.inner.store.call(op);
+    /// Starts the call `op` on the lock `name`: its deadline, and the table's layout (checked
+    /// on first use).
+    async fn start(&self, op: &'static str, name: &str) -> Result<(Call, Schema)> {
+        let call = self.inner.store.call(op).about(format!("lock {name:?}"));
         let schema = self.schema(&call).await?;
         Ok((call, schema))
     }
@@ -469,7 +491,7 @@ where
                 ),
                 Some(Box::new(error)),
             ),
-            None => Error::backend(what, error),
+            None => Error::backend(format!("{what} on {}", self.inner.store.target()), error),
         }
     }
 
@@ -486,7 +508,10 @@ where
         if let Some(name) = name {
             store.check_name(name)?;
         }
-        let call = &store.call(op);
+        let call = &match name {
+            Some(name) => store.call(op).about(format!("lock {name:?}")),
+            None => store.call(op),
+        };
         let schema = self.schema(call).await?;
         let what = name.map_or_else(
             || "list the locks".to_owned(),
@@ -496,7 +521,7 @@ where
         let sql = statements::<D>(&store.settings, schema);
         let (list, entry_sql) = (&sql.list, &sql.entry);
         let mut entries = store
-            .run(call, map, |mut c| async move {
+            .run(call, |mut c| async move {
                 let query = match name {
                     Some(name) => sqlx::query(AssertSqlSafe(entry_sql.clone())).bind(name),
                     None => sqlx::query(AssertSqlSafe(list.clone())),
@@ -516,14 +541,16 @@ where
     pub(crate) async fn admin_unlock(&self, expected: &LockRecord) -> Result<bool> {
         let store = self.store();
         store.check_name(expected.name())?;
-        let call: &Call = &store.call("unlock");
+        let call: &Call = &store
+            .call("unlock")
+            .about(format!("lock {:?}", expected.name()));
         let schema = self.schema(call).await?;
         let token = check_expected(schema, expected)?;
         let sql = &statements::<D>(&store.settings, schema).unlock;
         let what = format!("unlock {:?}", expected.name());
         let map = |e| self.map_error(e, &what);
         store
-            .run(call, map, |mut c| async move {
+            .run(call, |mut c| async move {
                 let query = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(expected.name())
                     .bind(expected.owner())
@@ -652,8 +679,12 @@ macro_rules! sql_lock_provider {
         }
 
         impl $name {
-            /// A provider over `pool` with Java ShedLock's defaults (table `shedlock`, 5 s call
-            /// timeout); see [`builder`](Self::builder) for the settings.
+            /// A provider over the application's sqlx `pool`, with Java ShedLock's defaults
+            /// (table `shedlock`, 5 s call timeout); see [`builder`](Self::builder) for the
+            /// settings. sqlx's pool pings every connection given back to it: with no spare
+            /// idle connection the next lock call waits for that ping, a second round trip. A
+            /// provider built from a URL ([`connect`](Self::connect),
+            /// [`from_url`](Self::from_url)) opens connections of its own and never pings them.
             ///
             /// ```no_run
             #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
@@ -666,19 +697,63 @@ macro_rules! sql_lock_provider {
             #[must_use]
             pub fn new(pool: ::sqlx::Pool<$db>) -> Self {
                 Self($crate::provider::Provider::new(
-                    pool,
+                    $crate::builder::Checked::Pool(pool),
                     $crate::builder::Settings::defaults(),
                 ))
             }
 
-            /// Starts configuring a provider over `pool`; finish with
+            /// Starts configuring a provider over the application's sqlx `pool` (see
+            /// [`new`](Self::new) for what that costs); finish with
             /// [`build`]($crate::LockProviderBuilder::build).
             pub fn builder(pool: ::sqlx::Pool<$db>) -> $crate::LockProviderBuilder<$db> {
                 $crate::LockProviderBuilder::new(pool)
             }
 
-            /// Pool options for a dedicated lock pool: at most 4 connections, one kept open, no
-            /// ping on checkout (`test_before_acquire(false)`), a 5 s acquire timeout.
+            /// Starts configuring a provider with connections of its own to `url` (table,
+            /// columns, call timeout, [`max_connections`]($crate::LockProviderBuilder::max_connections));
+            /// finish with [`connect`]($crate::LockProviderBuilder::connect) (opens one
+            /// connection now) or [`build`]($crate::LockProviderBuilder::build) (on first use).
+            /// Each lock call is one round trip per statement: a connection goes back to the
+            /// provider's list without a ping.
+            ///
+            /// ```no_run
+            /// use std::time::Duration;
+            #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
+            ///
+            /// # async fn example() -> shedlock_core::Result<()> {
+            #[doc = concat!("let provider = ", stringify!($name), "::from_url(\"", $url, "\")")]
+            ///     .table("job_locks")
+            ///     .max_connections(2)
+            ///     .call_timeout(Duration::from_secs(3))
+            ///     .connect()
+            ///     .await?;
+            /// # Ok(()) }
+            /// ```
+            pub fn from_url(url: impl Into<String>) -> $crate::LockProviderBuilder<$db> {
+                $crate::LockProviderBuilder::from_url(url.into())
+            }
+
+            /// Like [`from_url`](Self::from_url), from sqlx's connect options (for settings a
+            /// URL cannot carry: TLS files, SQLite's journal mode or busy timeout, …).
+            ///
+            /// ```no_run
+            #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
+            ///
+            /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+            #[doc = concat!("let options = \"", $url, "\".parse()?;")]
+            #[doc = concat!("let provider = ", stringify!($name), "::from_options(options).connect().await?;")]
+            /// # Ok(()) }
+            /// ```
+            pub fn from_options(
+                options: <<$db as ::sqlx::Database>::Connection as ::sqlx::Connection>::Options,
+            ) -> $crate::LockProviderBuilder<$db> {
+                $crate::LockProviderBuilder::from_options(options)
+            }
+
+            /// Options for a sqlx pool of your own, to pass to [`new`](Self::new) or
+            /// [`builder`](Self::builder): at most 4 connections, one kept open, no ping on
+            /// checkout (`test_before_acquire(false)`), a 5 s acquire timeout, and the
+            /// database's session settings. A provider built from a URL does not need it.
             $(#[$pool_doc])*
             ///
             /// ```no_run
@@ -697,32 +772,46 @@ macro_rules! sql_lock_provider {
                 $crate::provider::Provider::<$db>::pool_options()
             }
 
-            /// A provider with a dedicated pool ([`pool_options`](Self::pool_options)) on
-            /// `url`, and the default settings. It opens one connection now, so a wrong URL,
-            /// password or path fails here.
+            /// A provider with connections of its own to `url` (at most 4) and the default
+            /// settings; the same as `from_url(url).connect()`. It opens one connection now,
+            /// so a wrong URL, password or database fails here; a server that refuses
+            /// connections (down, restarting) is asked again until the call timeout (5 s).
             ///
             /// # Errors
             ///
-            /// [`Error::is_backend`](shedlock_core::Error::is_backend) if the URL is invalid
-            /// or the database cannot be reached.
+            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the
+            /// URL does not parse or is another database's (the message names the provider
+            /// to use); [`Error::is_backend`](shedlock_core::Error::is_backend) if the
+            /// database refused the connection, and
+            /// [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be
+            /// reached in time, each naming the database's host and port and the cause.
             pub async fn connect(url: &str) -> ::shedlock_core::Result<Self> {
-                $crate::provider::Provider::connect(url).await.map(Self)
+                Self::from_url(url).connect().await
             }
 
             /// Like [`connect`](Self::connect), but connects on first use (startup does not
-            /// need the database).
+            /// need the database); the same as `from_url(url).build()`.
             ///
             /// # Errors
             ///
-            /// [`Error::is_backend`](shedlock_core::Error::is_backend) if the URL is invalid.
+            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the
+            /// URL does not parse or is another database's.
             pub fn connect_lazy(url: &str) -> ::shedlock_core::Result<Self> {
-                $crate::provider::Provider::connect_lazy(url).map(Self)
+                Self::from_url(url).build()
             }
 
-            /// The pool this provider runs on.
+            /// The application's pool this provider runs on, if it was given one
+            /// ([`new`](Self::new), [`builder`](Self::builder)); `None` for a provider with
+            /// connections of its own.
             #[must_use]
-            pub fn pool(&self) -> &::sqlx::Pool<$db> {
+            pub fn pool(&self) -> Option<&::sqlx::Pool<$db>> {
                 self.0.pool()
+            }
+
+            /// How many connections are open and idle now, and the most there may be.
+            #[must_use]
+            pub fn connection_stats(&self) -> $crate::ConnectionStats {
+                self.0.connection_stats()
             }
 
             /// The `CREATE TABLE IF NOT EXISTS` statement for the configured table and columns
@@ -755,17 +844,38 @@ macro_rules! sql_lock_provider {
         }
 
         impl $crate::LockProviderBuilder<$db> {
-            /// Checks the settings and builds the provider (no database access yet).
+            /// Checks the settings and builds the provider (no database access yet: a
+            /// provider built from a URL connects on first use).
             ///
             /// # Errors
             ///
             /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) for a
             /// table or column name that is not a plain identifier (optionally
             /// `schema.table`) or that the database reserves, two columns with one name, a
-            /// `max_name_len` of 0 or above 10,000, or a zero call timeout.
+            /// `max_name_len` of 0 or above 10,000, a zero call timeout, a URL that does not
+            /// parse or is another database's, `max_connections` of 0 or above 1,000, or
+            /// `max_connections` on a builder over a pool.
             pub fn build(self) -> ::shedlock_core::Result<$name> {
-                let (pool, settings) = self.into_parts()?;
-                Ok($name($crate::provider::Provider::new(pool, settings)))
+                let (source, settings) = self.into_parts()?;
+                Ok($name($crate::provider::Provider::new(source, settings)))
+            }
+
+            /// Checks the settings, builds the provider and opens one connection now (kept
+            /// for the first call), so that a wrong URL, password or database fails here. A
+            /// server that refuses connections (down, restarting) is asked again until the
+            /// call timeout.
+            ///
+            /// # Errors
+            ///
+            /// Those of [`build`](Self::build);
+            /// [`Error::is_backend`](shedlock_core::Error::is_backend) if the database refused
+            /// the connection and [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it
+            /// could not be reached within the call timeout, each naming the database's host
+            /// and port and the cause.
+            pub async fn connect(self) -> ::shedlock_core::Result<$name> {
+                let provider = self.build()?;
+                provider.0.warm_up().await?;
+                Ok(provider)
             }
         }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use shedlock_core::{Error, Result};
-use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteQueryResult, SqliteRow};
+use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnectOptions, SqliteQueryResult, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::ColumnNames;
@@ -62,7 +62,7 @@ sql_lock_provider! {
 ///
 /// # Statements
 ///
-/// Each call is one statement on a pooled connection given back at once; no connection is kept
+/// Each call is one statement on a connection taken for it and given back at once; none is kept
 /// while a lock is held. An acquire is one `INSERT … ON CONFLICT DO UPDATE … WHERE lock_until <=
 /// now RETURNING …`: it inserts a missing row (so a row deleted by hand comes back at the next
 /// acquire), takes an expired one, and changes nothing when the lock is held. Like every write
@@ -89,14 +89,14 @@ sql_lock_provider! {
 /// on average. (A row deleted and recreated within the millisecond of its last acquisition gets
 /// a token no greater than that acquisition's: SQLite's clock cannot tell the two moments apart.)
 ///
-/// # Pool and timeouts
+/// # Connections and timeouts
 ///
-/// Use a file database (an in-memory database is private to each connection). A pool of a few
-/// connections is plenty, as SQLite runs one write at a time. Every call has a deadline
+/// Use a file database (an in-memory database lives only as long as the provider). A few
+/// connections are plenty (`from_url(url).max_connections(n)`; 4 by default), as SQLite runs one write at a time. Every call has a deadline
 /// ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by default); the connection of a
-/// call that timed out is closed, never returned to the pool. **A timed-out acquire may have
+/// call that timed out is closed, never reused. **A timed-out acquire may have
 /// committed**: the lock is then held until its `at_most` ends.
-/// There is no server whose restart could leave pooled connections dead, so, unlike the Postgres
+/// There is no server whose restart could leave idle connections dead, so, unlike the Postgres
 /// and MySQL providers, this one has nothing to retry: SQLite's errors, `SQLITE_BUSY` included,
 /// are reported as they are.
 ///
@@ -257,8 +257,12 @@ impl Dialect for Sqlite {
         }
     }
 
-    const CONNECT: &'static str = "open the SQLite database";
     const DATABASE: &'static str = "SQLite";
+    const SCHEMES: &'static [&'static str] = &["sqlite"];
+    const URL_FORM: &'static str = "sqlite:///path/to/file.db?mode=rwc, or sqlite::memory:";
+    fn target(options: &SqliteConnectOptions) -> String {
+        format!("SQLite database {}", options.get_filename().display())
+    }
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
@@ -307,7 +311,7 @@ impl Dialect for Sqlite {
         let (columns_sql, indexes_sql, index_columns_sql) =
             (&columns_sql, &indexes_sql, &index_columns_sql);
         store
-            .run(call, map, |mut c| async move {
+            .run(call, |mut c| async move {
                 let outcome = call
                     .timed(
                         sqlx::query_as::<_, (String, String)>(AssertSqlSafe(columns_sql.clone()))

@@ -3,22 +3,45 @@
 //! duration conversions.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shedlock_core::{Error, LockRecord, Result, validate_name};
-use sqlx::pool::PoolConnection;
-use sqlx::{Database, Pool};
+use sqlx::Database;
 use tokio::sync::OnceCell;
 use tokio::time::{Instant, timeout_at};
 
 use crate::builder::Settings;
+use crate::conns::{ConnectionStats, Connections, Held};
 
 /// The size of the dedicated pools the providers' `pool_options()` describe.
 pub(crate) const DEFAULT_POOL_SIZE: u32 = 4;
 
+/// What a call was doing when its deadline passed, for the timeout's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Phase {
+    /// Waiting for a free connection.
+    Waiting = 0,
+    /// Opening a connection.
+    Connecting = 1,
+    /// Waiting for the database to answer a statement.
+    Statement = 2,
+}
+
+/// Where a call's connections go, for its messages: the database (`Postgres at db:5432/app`)
+/// and how many connections the provider may have open.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) name: Arc<str>,
+    pub(crate) own: bool,
+    pub(crate) max: u32,
+}
+
 /// One provider call: its name and its deadline (connection checkouts plus statements, over
-/// every attempt).
+/// every attempt), what it is about (the lock) and what it is doing, so that running out of
+/// time says where.
 #[derive(Debug)]
 pub(crate) struct Call {
     op: &'static str,
@@ -27,21 +50,82 @@ pub(crate) struct Call {
     /// The current attempt's connection turned out to be dead (set by [`Checkout::settle`],
     /// read by [`Store::run`]).
     lost: AtomicBool,
+    target: Target,
+    /// What the call is about (`lock "report"`).
+    about: Option<String>,
+    phase: AtomicU8,
+    /// The last error the call got past (a refused connection), for its timeout's message.
+    last_error: Mutex<Option<String>>,
 }
 
 impl Call {
-    pub(crate) fn new(op: &'static str, timeout: Duration) -> Self {
+    pub(crate) fn new(op: &'static str, timeout: Duration, target: Target) -> Self {
         Self {
             op,
             timeout,
             deadline: Instant::now() + timeout,
             lost: AtomicBool::new(false),
+            target,
+            about: None,
+            phase: AtomicU8::new(Phase::Waiting as u8),
+            last_error: Mutex::new(None),
         }
     }
 
-    /// The error of this call running out of time.
+    /// The call is about `what` (`lock "report"`), which its timeout names.
+    #[must_use]
+    pub(crate) fn about(mut self, what: String) -> Self {
+        self.about = Some(what);
+        self
+    }
+
+    pub(crate) fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+
+    /// Keeps `error` (one the call got past) for the timeout's message.
+    pub(crate) fn note_error(&self, error: &sqlx::Error) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+    }
+
+    /// The error of this call running out of time: the lock, the step (waiting for a free
+    /// connection, connecting, waiting for the answer) and the last error it got past.
     pub(crate) fn timeout_error(&self) -> Error {
-        Error::timeout(self.op, self.timeout)
+        use std::fmt::Write as _;
+        let target = &self.target.name;
+        let mut detail = self
+            .about
+            .as_ref()
+            .map(|about| format!("{about}, "))
+            .unwrap_or_default();
+        // Writing to a `String` cannot fail.
+        let _ = match self.phase.load(Ordering::Relaxed) {
+            p if p == Phase::Statement as u8 => {
+                write!(detail, "waiting for {target} to answer the statement")
+            }
+            p if p == Phase::Connecting as u8 => write!(detail, "connecting to {target}"),
+            _ if self.target.own => write!(
+                detail,
+                "waiting for a free connection to {target} (all {} of the provider's are busy)",
+                self.target.max
+            ),
+            _ => write!(
+                detail,
+                "waiting for a connection to {target} from the pool (at most {})",
+                self.target.max
+            ),
+        };
+        if let Some(error) = &*self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            let _ = write!(detail, " (last error: {error})");
+        }
+        Error::timeout_with(self.op, self.timeout, detail)
     }
 
     /// Runs `fut` until the call's deadline.
@@ -56,16 +140,16 @@ impl Call {
     }
 }
 
-/// A pooled connection for one attempt of a call. It goes back to the pool only if its last
-/// statement finished: a connection dropped mid-statement (a timeout, a cancelled call, an I/O
-/// error) or found dead ([`connection_lost`]) is detached and closed at once, so the pool never
-/// hands out a connection with a half-read reply, a black-holed connection never blocks the
-/// pool's return check, and a dead one is never offered again.
+/// A connection for one attempt of a call. It is given back only if its last statement
+/// finished: a connection dropped mid-statement (a timeout, a cancelled call, an I/O error) or
+/// found dead ([`connection_lost`]) is closed at once, so no connection is handed out with a
+/// half-read reply, a black-holed connection never blocks sqlx's return check, and a dead one is
+/// never offered again.
 ///
 /// The attempt owns it, so the connection is closed or given back when the attempt ends, before
 /// a retry takes the next one.
 pub(crate) struct Checkout<'a, DB: Database> {
-    conn: Option<PoolConnection<DB>>,
+    conn: Option<Held<DB>>,
     in_flight: bool,
     /// The last statement failed because the connection was gone.
     lost: bool,
@@ -73,7 +157,7 @@ pub(crate) struct Checkout<'a, DB: Database> {
 }
 
 impl<'a, DB: Database> Checkout<'a, DB> {
-    fn new(conn: PoolConnection<DB>, call: &'a Call) -> Self {
+    fn new(conn: Held<DB>, call: &'a Call) -> Self {
         Self {
             conn: Some(conn),
             in_flight: false,
@@ -85,8 +169,9 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// The connection, for one statement; [`settle`](Self::settle) its outcome before the next.
     pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         self.in_flight = true;
+        self.call.set_phase(Phase::Statement);
         // `conn` is `Some` from `new` until drop.
-        self.conn.as_deref_mut().unwrap_or_else(|| unreachable!())
+        self.conn.as_mut().unwrap_or_else(|| unreachable!()).conn()
     }
 
     /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
@@ -108,6 +193,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
                 if connection_lost(&error) {
                     self.lost = true;
                     self.call.lost.store(true, Ordering::Relaxed);
+                    self.call.note_error(&error);
                 } else if statement_finished(&error) {
                     self.in_flight = false;
                 }
@@ -165,7 +251,7 @@ pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
 /// only I/O errors of a connection that broke count (a server going down reset it), not those of
 /// a connection that could not be made (an unknown host, a bad SQLite path) — those would fail
 /// again. (sqlx itself retries refused connections until the pool's acquire timeout.)
-fn checkout_lost(error: &sqlx::Error) -> bool {
+pub(crate) fn checkout_lost(error: &sqlx::Error) -> bool {
     use std::io::ErrorKind;
     match error {
         sqlx::Error::Io(io) => matches!(
@@ -204,17 +290,16 @@ fn database_says_connection_lost(db: &dyn sqlx::error::DatabaseError) -> bool {
 
 impl<DB: Database> Drop for Checkout<'_, DB> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take()
-            && self.in_flight
-        {
+        let Some(conn) = self.conn.take() else { return };
+        if self.in_flight {
             if self.lost {
                 tracing::debug!("closing a lock-store connection the server had closed");
             } else {
                 tracing::debug!("closing a lock-store connection whose statement did not finish");
             }
-            // Detaching lets the pool open a replacement; dropping the raw connection closes its
-            // socket without waiting for the server.
-            drop(conn.detach());
+            conn.close();
+        } else {
+            conn.give_back();
         }
     }
 }
@@ -246,57 +331,74 @@ pub(crate) struct Schema {
     pub(crate) owner_max: Option<usize>,
 }
 
-/// The pool, the checked settings and the table layout (detected once).
+/// The connections, the checked settings and the table layout (detected once).
 pub(crate) struct Store<DB: Database> {
-    pub(crate) pool: Pool<DB>,
+    pub(crate) conns: Connections<DB>,
     pub(crate) settings: Settings,
+    /// Where the connections go (`Postgres at db:5432/app`), for messages.
+    target: Target,
     schema: OnceCell<Schema>,
 }
 
 impl<DB: Database> Store<DB> {
-    pub(crate) fn new(pool: Pool<DB>, settings: Settings) -> Self {
+    pub(crate) fn new(conns: Connections<DB>, settings: Settings, target: String) -> Self {
+        let target = Target {
+            name: target.into(),
+            own: matches!(conns, Connections::Own(_)),
+            max: conns.max(),
+        };
         Self {
-            pool,
+            conns,
             settings,
+            target,
             schema: OnceCell::new(),
         }
     }
 
     pub(crate) fn call(&self, op: &'static str) -> Call {
-        Call::new(op, self.settings.call_timeout)
+        Call::new(op, self.settings.call_timeout, self.target.clone())
     }
 
-    /// Runs one call: `attempt` on a connection from the pool, before `call`'s deadline; `map`
-    /// turns a pool error into ours.
+    /// Where the connections go, for messages (`Postgres at db:5432/app`).
+    pub(crate) fn target(&self) -> &str {
+        &self.target.name
+    }
+
+    pub(crate) fn stats(&self) -> ConnectionStats {
+        self.conns.stats()
+    }
+
+    /// The error of a connection that could not be opened: the database, and why.
+    pub(crate) fn connect_error(&self, error: sqlx::Error) -> Error {
+        Error::backend(format!("connect to {}: {error}", self.target.name), error)
+    }
+
+    /// Runs one call: `attempt` on a connection, before `call`'s deadline (a connection that
+    /// cannot be opened is reported as [`connect_error`](Self::connect_error)).
     ///
     /// When an attempt fails because its connection was gone ([`connection_lost`], typically an
     /// idle connection the server closed when it restarted), that connection is closed and the
     /// whole attempt runs again on another one, within the same deadline: each dead idle
-    /// connection costs a retry instead of a failed call, and once the pool has none left it
-    /// opens a fresh one (sqlx waits for a restarting server that refuses connections, until the
-    /// deadline). At most pool size + 1 attempts: enough to drain every dead connection and reach
-    /// a fresh one. A checkout that fails the same way (the server reset a new connection) is
-    /// retried alike. Any other error, and the deadline, end the call at once. When nothing
-    /// fails this costs nothing: the first attempt is the call.
+    /// connection costs a retry instead of a failed call, and once none is left a fresh one is
+    /// opened (a server that refuses connections while it restarts is asked again until the
+    /// deadline). At most max connections + 1 attempts: enough to get past every dead
+    /// connection to a fresh one. A checkout that fails the same way (the server reset a new
+    /// connection) is retried alike. Any other error, and the deadline, end the call at once.
+    /// When nothing fails this costs nothing: the first attempt is the call.
     ///
     /// `attempt` must be safe to repeat after its connection died mid-statement, as the
     /// statement may have committed before the reply was lost (the providers' docs say what
     /// that means for an acquire).
-    pub(crate) async fn run<'a, T, F, Fut>(
-        &self,
-        call: &'a Call,
-        map: impl Fn(sqlx::Error) -> Error,
-        mut attempt: F,
-    ) -> Result<T>
+    pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
     where
         F: FnMut(Checkout<'a, DB>) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let attempts = self.pool.options().get_max_connections().saturating_add(1);
+        let attempts = self.conns.max().saturating_add(1);
         let mut tries = 0;
         loop {
             tries += 1;
-            let checkout = match call.timed(self.pool.acquire()).await? {
+            let checkout = match self.conns.checkout(call).await? {
                 Ok(conn) => Checkout::new(conn, call),
                 Err(error) if tries < attempts && checkout_lost(&error) => {
                     tracing::info!(
@@ -305,11 +407,12 @@ impl<DB: Database> Store<DB> {
                         %error,
                         "could not open a lock-store connection; trying again"
                     );
+                    call.note_error(&error);
                     continue;
                 }
                 // The pool's own wait for a free connection ran out: as much a timeout as ours.
                 Err(sqlx::Error::PoolTimedOut) => return Err(call.timeout_error()),
-                Err(error) => return Err(map(error)),
+                Err(error) => return Err(self.connect_error(error)),
             };
             call.lost.store(false, Ordering::Relaxed);
             // The attempt owns the connection: by the time it returns, a dead one is closed.
@@ -500,9 +603,19 @@ mod tests {
         }
     }
 
+    fn target(own: bool) -> Target {
+        Target {
+            name: "Postgres at db:5432/app".into(),
+            own,
+            max: 4,
+        }
+    }
+
+    /// A timeout says which lock, which step and, where there was one, the last error.
     #[tokio::test(start_paused = true)]
-    async fn a_call_times_out_at_its_deadline() {
-        let call = Call::new("acquire", Duration::from_secs(2));
+    async fn a_call_times_out_at_its_deadline_saying_where() {
+        let call = Call::new("acquire", Duration::from_secs(2), target(true))
+            .about("lock \"report\"".to_owned());
         let err = call
             .timed(std::future::pending::<()>())
             .await
@@ -510,7 +623,32 @@ mod tests {
         assert!(err.is_timeout());
         assert_eq!(
             err.to_string(),
-            "lock store call `acquire` timed out after 2s"
+            "lock store call `acquire` timed out after 2s: lock \"report\", waiting for a free \
+             connection to Postgres at db:5432/app (all 4 of the provider's are busy)"
+        );
+        call.set_phase(Phase::Connecting);
+        call.note_error(&sqlx::Error::Io(
+            std::io::ErrorKind::ConnectionRefused.into(),
+        ));
+        let text = call.timeout_error().to_string();
+        assert!(
+            text.ends_with(
+                "lock \"report\", connecting to Postgres at db:5432/app (last error: error \
+                 communicating with database: connection refused)"
+            ),
+            "{text}"
+        );
+        call.set_phase(Phase::Statement);
+        let text = call.timeout_error().to_string();
+        assert!(
+            text.contains("waiting for Postgres at db:5432/app to answer the statement"),
+            "{text}"
+        );
+        let pooled = Call::new("release", Duration::from_secs(1), target(false));
+        assert_eq!(
+            pooled.timeout_error().to_string(),
+            "lock store call `release` timed out after 1s: waiting for a connection to Postgres \
+             at db:5432/app from the pool (at most 4)"
         );
     }
 
@@ -526,13 +664,29 @@ mod tests {
 
         const POOL: u32 = 3;
 
-        async fn store() -> Store<Sqlite> {
-            let pool = SqlitePoolOptions::new()
-                .max_connections(POOL)
-                .connect("sqlite::memory:")
-                .await
-                .expect("an in-memory database");
-            Store::new(pool, Settings::defaults())
+        /// A store on an in-memory database: over a sqlx pool (`own` false) or with
+        /// connections of its own.
+        async fn store(own: bool) -> Store<Sqlite> {
+            let conns = if own {
+                let options = "sqlite::memory:".parse().expect("a valid URL");
+                Connections::Own(crate::conns::Own::new(
+                    options,
+                    <Sqlite as crate::dialect::Dialect>::setup,
+                    POOL,
+                ))
+            } else {
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(POOL)
+                    .connect("sqlite::memory:")
+                    .await
+                    .expect("an in-memory database");
+                Connections::Pool(pool)
+            };
+            Store::new(conns, Settings::defaults(), "SQLite in memory".to_owned())
+        }
+
+        fn open(store: &Store<Sqlite>) -> u32 {
+            store.stats().open
         }
 
         fn map(e: sqlx::Error) -> Error {
@@ -553,7 +707,7 @@ mod tests {
             let tries = &AtomicU32::new(0);
             let call = &store.call("acquire");
             let outcome = store
-                .run(call, map, |mut c| async move {
+                .run(call, |mut c| async move {
                     let n = tries.fetch_add(1, Ordering::Relaxed) + 1;
                     let outcome = if n <= dead {
                         let _sent = c.conn();
@@ -570,72 +724,118 @@ mod tests {
 
         #[tokio::test]
         async fn each_dead_connection_is_closed_and_the_call_runs_again_on_another() {
-            let store = store().await;
-            let (outcome, tries) = call_with_dead_connections(&store, POOL).await;
-            assert_eq!(outcome.expect("the call succeeds"), 7);
-            assert_eq!(
-                tries,
-                POOL + 1,
-                "one attempt per dead connection, then a fresh one"
-            );
-            // The dead connections were detached at once, the good one went back.
-            assert_eq!(store.pool.size(), 1);
+            for own in [false, true] {
+                let store = store(own).await;
+                let (outcome, tries) = call_with_dead_connections(&store, POOL).await;
+                assert_eq!(outcome.expect("the call succeeds"), 7, "own: {own}");
+                assert_eq!(
+                    tries,
+                    POOL + 1,
+                    "one attempt per dead connection, then a fresh one (own: {own})"
+                );
+                // The dead connections were closed at once, the good one went back.
+                assert_eq!(open(&store), 1, "own: {own}");
+                if own {
+                    // Back in the list at once (sqlx's pool takes it back after a ping, in a
+                    // task of its own).
+                    assert_eq!(store.stats().idle, 1);
+                }
+            }
         }
 
         #[tokio::test]
         async fn retries_stop_after_pool_size_plus_one_attempts() {
-            let store = store().await;
-            let (outcome, tries) = call_with_dead_connections(&store, u32::MAX).await;
-            let err = outcome.expect_err("every connection was dead");
-            assert!(err.is_backend(), "{err}");
-            assert_eq!(tries, POOL + 1);
-            assert_eq!(
-                store.pool.size(),
-                0,
-                "no dead connection went back to the pool"
-            );
+            for own in [false, true] {
+                let store = store(own).await;
+                let (outcome, tries) = call_with_dead_connections(&store, u32::MAX).await;
+                let err = outcome.expect_err("every connection was dead");
+                assert!(err.is_backend(), "{err}");
+                assert_eq!(tries, POOL + 1, "own: {own}");
+                assert_eq!(open(&store), 0, "no dead connection went back (own: {own})");
+            }
         }
 
         #[tokio::test]
         async fn the_statements_own_errors_are_not_retried() {
-            let store = store().await;
-            let tries = &AtomicU32::new(0);
-            let call = &store.call("acquire");
-            let err = store
-                .run(call, map, |mut c| async move {
-                    tries.fetch_add(1, Ordering::Relaxed);
-                    let outcome = call
-                        .timed(sqlx::query("SELECT * FROM no_such_table").execute(c.conn()))
-                        .await;
-                    c.settle(outcome, map)
-                })
-                .await
-                .expect_err("no such table");
-            assert!(err.to_string().contains("test"), "{err}");
-            assert_eq!(tries.load(Ordering::Relaxed), 1);
-            assert_eq!(store.pool.size(), 1, "the connection is fine and went back");
+            for own in [false, true] {
+                let store = store(own).await;
+                let tries = &AtomicU32::new(0);
+                let call = &store.call("acquire");
+                let err = store
+                    .run(call, |mut c| async move {
+                        tries.fetch_add(1, Ordering::Relaxed);
+                        let outcome = call
+                            .timed(sqlx::query("SELECT * FROM no_such_table").execute(c.conn()))
+                            .await;
+                        c.settle(outcome, map)
+                    })
+                    .await
+                    .expect_err("no such table");
+                assert!(err.to_string().contains("test"), "{err}");
+                assert_eq!(tries.load(Ordering::Relaxed), 1, "own: {own}");
+                assert_eq!(open(&store), 1, "the connection is fine (own: {own})");
+                if own {
+                    assert_eq!(store.stats().idle, 1, "and went back at once");
+                }
+            }
         }
 
         #[tokio::test]
         async fn a_timeout_is_not_retried() {
-            let store = store().await;
-            let tries = &AtomicU32::new(0);
-            // Real time (SQLite connects on a thread of its own, which paused time would outrun).
-            let call = &Call::new("extend", Duration::from_millis(50));
-            let err = store
-                .run(call, map, |mut c| async move {
-                    tries.fetch_add(1, Ordering::Relaxed);
-                    let _sent = c.conn();
-                    let outcome = call
-                        .timed(std::future::pending::<std::result::Result<(), sqlx::Error>>())
-                        .await;
-                    c.settle(outcome, map)
-                })
-                .await
-                .expect_err("must time out");
-            assert!(err.is_timeout(), "{err}");
-            assert_eq!(tries.load(Ordering::Relaxed), 1);
-            assert_eq!(store.pool.size(), 0, "the unfinished connection was closed");
+            for own in [false, true] {
+                let store = store(own).await;
+                let tries = &AtomicU32::new(0);
+                // Real time (SQLite connects on a thread of its own, which paused time would
+                // outrun).
+                let call = &Call::new("extend", Duration::from_millis(50), store.target.clone());
+                let err = store
+                    .run(call, |mut c| async move {
+                        tries.fetch_add(1, Ordering::Relaxed);
+                        let _sent = c.conn();
+                        let outcome = call
+                            .timed(std::future::pending::<std::result::Result<(), sqlx::Error>>())
+                            .await;
+                        c.settle(outcome, map)
+                    })
+                    .await
+                    .expect_err("must time out");
+                assert!(err.is_timeout(), "{err}");
+                assert!(err.to_string().contains("to answer the statement"), "{err}");
+                assert_eq!(tries.load(Ordering::Relaxed), 1, "own: {own}");
+                assert_eq!(
+                    open(&store),
+                    0,
+                    "the unfinished connection was closed (own: {own})"
+                );
+            }
+        }
+
+        /// The provider's own connections go back without a round trip, and a call that
+        /// finds one idle uses it rather than opening another.
+        #[tokio::test]
+        async fn own_connections_are_reused_in_turn() {
+            let store = store(true).await;
+            for _ in 0..5 {
+                let call = &store.call("holder");
+                let seven = store
+                    .run(call, |mut c| async move {
+                        let outcome = call
+                            .timed(sqlx::query_scalar::<_, i64>("SELECT 7").fetch_one(c.conn()))
+                            .await;
+                        c.settle(outcome, map)
+                    })
+                    .await
+                    .expect("SELECT 7");
+                assert_eq!(seven, 7);
+                assert_eq!(
+                    store.stats(),
+                    ConnectionStats {
+                        open: 1,
+                        idle: 1,
+                        max: POOL
+                    }
+                );
+            }
         }
     }
 }

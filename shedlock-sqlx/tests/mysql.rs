@@ -17,7 +17,7 @@ const MIN: Duration = Duration::from_mins(1);
 common::suite::server_store! {
     /// MySQL/MariaDB for the shared cases.
     My(MySqlLockProvider), url: testing::mysql_url, pool: MySqlPool, tables: "shedlock_my_suite",
-    migrations: "mysql",
+    migrations: "mysql", cycle_statements: 3,
     tests: #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 }
 
@@ -55,13 +55,13 @@ async fn conformance_suite_passes_on_a_pool_in_another_time_zone() {
     let Some(url) = testing::mysql_url() else {
         return;
     };
-    let (direct, table) = fresh(&url).await;
+    let (_direct, table) = fresh(&url).await;
     let provider = MySqlLockProvider::builder(zoned_pool(&url, "+05:00").await)
         .table(&table)
         .build()
         .unwrap();
     ConformanceSuite::new(provider).run().await;
-    drop_table(direct.pool(), &table).await;
+    drop_table(&url, &table).await;
 }
 
 #[tokio::test]
@@ -70,7 +70,7 @@ async fn session_time_zones_change_nothing() {
     let Some(url) = testing::mysql_url() else {
         return;
     };
-    let (direct, table) = fresh(&url).await;
+    let (_direct, table) = fresh(&url).await;
     // The user's pools: one in UTC+13, one in UTC-8 (as a server default or the user's own
     // connect options and after_connect would leave them); the provider pins every statement.
     let east = MySqlLockProvider::builder(zoned_pool(&url, "+13:00").await)
@@ -86,12 +86,12 @@ async fn session_time_zones_change_nothing() {
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT locked_at, UTC_TIMESTAMP(3) FROM {table} WHERE name = 'tz'"
         )))
-        .fetch_one(direct.pool())
+        .fetch_one(&pool(&url).await)
         .await
         .unwrap()
     })
     .await;
-    drop_table(direct.pool(), &table).await;
+    drop_table(&url, &table).await;
 }
 
 #[tokio::test]
@@ -137,7 +137,7 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
         "a held acquire",
     );
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
-    drop_table(&single, &table).await;
+    drop_table(&url, &table).await;
 }
 
 /// A pool of one connection (whose session counters are the provider's), and a provider on a
@@ -248,7 +248,7 @@ async fn a_fire_claim_that_does_not_claim_is_one_select_that_writes_nothing() {
         assert_no_row_written(&before, &after, writes_of_a_read, (0, 2), &what);
     }
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
-    drop_table(&single, &table).await;
+    drop_table(&url, &table).await;
 }
 
 /// Tables that do not fit (columns, lengths, keys) and what the schema error says for each.
@@ -332,5 +332,5 @@ async fn schema_qualified_tables_and_custom_columns_work() {
         "extend reports the stored lock_until"
     );
     assert!(provider.release(&extended, Duration::ZERO).await.unwrap());
-    drop_table(&pool, &format!("`{table}`")).await;
+    drop_table(&url, &format!("`{table}`")).await;
 }

@@ -15,7 +15,7 @@ const MIN: Duration = Duration::from_mins(1);
 common::suite::server_store! {
     /// Postgres for the shared cases.
     Pg(PgLockProvider), url: testing::postgres_url, pool: PgPool, tables: "shedlock_pg_suite",
-    migrations: "postgres",
+    migrations: "postgres", cycle_statements: 2,
     tests: #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 }
 
@@ -41,7 +41,7 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
         sqlx::query_as::<_, (String, String)>(sqlx::AssertSqlSafe(format!(
             "SELECT xmin::text, xmax::text FROM {table} WHERE name = 'job'"
         )))
-        .fetch_one(provider.pool())
+        .fetch_one(&pool(&url).await)
         .await
         .unwrap()
     };
@@ -55,7 +55,7 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
         "a skipped acquire wrote to the row"
     );
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
-    drop_table(provider.pool(), &table).await;
+    drop_table(&url, &table).await;
 }
 
 /// A fire claim that does not claim (claimed elsewhere, held, too early) changes no row version
@@ -68,8 +68,9 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
         return;
     };
     let (provider, table) = fresh(&url).await;
+    let direct = pool(&url).await;
     let versions = |name: &'static str| {
-        let (pool, table) = (provider.pool().clone(), table.clone());
+        let (pool, table) = (direct.clone(), table.clone());
         async move {
             sqlx::query_as::<_, (String, String)>(sqlx::AssertSqlSafe(format!(
                 "SELECT xmin::text, xmax::text FROM {table} WHERE name = '{name}'"
@@ -80,7 +81,7 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
         }
     };
     let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
-        .fetch_one(provider.pool())
+        .fetch_one(&direct)
         .await
         .unwrap();
     let at = now.and_utc() - chrono::Duration::seconds(1);
@@ -119,7 +120,7 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
     );
     assert_eq!(versions("held").await, busy, "a held fire wrote");
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
-    drop_table(provider.pool(), &table).await;
+    drop_table(&url, &table).await;
 }
 
 #[tokio::test]
@@ -163,7 +164,7 @@ async fn the_session_time_zone_changes_nothing() {
         (stored.and_utc(), db_now)
     })
     .await;
-    drop_table(&utc, &table).await;
+    drop_table(&url, &table).await;
 }
 
 /// Tables that do not fit (columns, lengths, keys) and what the schema error says for each.
@@ -235,4 +236,38 @@ async fn schema_qualified_tables_and_custom_columns_work() {
     pool.execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .await
         .unwrap();
+}
+
+/// A server that refuses the login fails `connect()` at once, naming the server and its words.
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_refused_login_names_the_server_and_its_reason() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let target = format!(
+        "Postgres at {}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("postgres")
+    );
+    let stranger = options.username("shedlock_no_such_role").password("secret");
+    let url = format!(
+        "postgres://shedlock_no_such_role:secret@{}:{}/{}",
+        stranger.get_host(),
+        stranger.get_port(),
+        stranger.get_database().unwrap_or("postgres")
+    );
+    let err = PgLockProvider::connect(&url)
+        .await
+        .expect_err("no such role");
+    assert!(err.is_backend(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("lock store failed to connect to {target}: "))
+            && text.contains("shedlock_no_such_role"),
+        "{text}"
+    );
+    assert!(!text.contains("secret"), "{text}");
 }

@@ -80,7 +80,7 @@ impl common::suite::Store for Db {
     }
 
     fn pool_size(provider: &SqliteLockProvider) -> u32 {
-        provider.pool().size()
+        provider.connection_stats().open
     }
 
     const MIGRATIONS: &'static str = "sqlite";
@@ -186,10 +186,11 @@ async fn a_locked_database_ends_the_call_at_the_busy_or_the_call_timeout() {
     assert!(format!("{err:?}").contains("database is locked"), "{err:?}");
 
     // The call timeout first (sqlx's 5 s busy timeout): a timeout error.
-    let short_call = SqliteLockProvider::builder(provider.pool().clone())
-        .call_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    let short_call =
+        SqliteLockProvider::builder(provider.pool().expect("a provider over a pool").clone())
+            .call_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
     let err = short_call
         .acquire("busy", MIN, "me")
         .await
@@ -241,7 +242,7 @@ async fn schema_qualified_tables_and_custom_columns_work() {
     let extended = common::a_custom_table_takes_a_lock(&provider, "job").await;
     let stored: String =
         sqlx::query_scalar("SELECT \"until\" FROM Job_Locks WHERE lock_name = 'job'")
-            .fetch_one(provider.pool())
+            .fetch_one(provider.pool().expect("a provider over a pool"))
             .await
             .unwrap();
     assert_eq!(

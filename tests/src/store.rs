@@ -28,7 +28,7 @@ fn configure<DB: sqlx::Database>(
     builder
 }
 
-/// The provider for `db` on a dedicated pool, on `table` (the store's default when `None`), with
+/// The provider for `db` with connections of its own, on `table` (the store's default when `None`), with
 /// `call_timeout` (the store's default when `None`).
 pub(crate) async fn provider(
     db: &Database,
@@ -38,22 +38,16 @@ pub(crate) async fn provider(
     let url = db.url();
     Ok(match db.kind() {
         DbKind::Postgres => {
-            let pool = PgLockProvider::pool_options()
-                .connect_with(PgConnectOptions::from_str(url)?)
-                .await?;
-            Arc::new(configure(PgLockProvider::builder(pool), table, call_timeout).build()?)
+            let builder = PgLockProvider::from_options(PgConnectOptions::from_str(url)?);
+            Arc::new(configure(builder, table, call_timeout).connect().await?)
         }
         DbKind::MySql => {
-            let pool = MySqlLockProvider::pool_options()
-                .connect_with(MySqlConnectOptions::from_str(url)?)
-                .await?;
-            Arc::new(configure(MySqlLockProvider::builder(pool), table, call_timeout).build()?)
+            let builder = MySqlLockProvider::from_options(MySqlConnectOptions::from_str(url)?);
+            Arc::new(configure(builder, table, call_timeout).connect().await?)
         }
         DbKind::Sqlite => {
-            let pool = SqliteLockProvider::pool_options()
-                .connect_with(sqlite_options(url)?)
-                .await?;
-            Arc::new(configure(SqliteLockProvider::builder(pool), table, call_timeout).build()?)
+            let builder = SqliteLockProvider::from_options(sqlite_options(url)?);
+            Arc::new(configure(builder, table, call_timeout).connect().await?)
         }
     })
 }

@@ -35,7 +35,7 @@ const POOL: u32 = 4;
 const LONG: Duration = Duration::from_mins(2);
 const OWNER: &str = "fault-store:1:test";
 
-/// A provider of either kind, with its pool (for the pool's counters).
+/// A provider of either kind (with its connection counters).
 #[derive(Clone)]
 enum Store {
     Pg(PgLockProvider),
@@ -43,22 +43,16 @@ enum Store {
 }
 
 impl Store {
-    /// A provider on `url` with a pool of [`POOL`] connections, [`CALL_TIMEOUT`] per call and
+    /// A provider on `url` with at most [`POOL`] connections, [`CALL_TIMEOUT`] per call and
     /// its own table (created here).
     async fn connect(flavor: Flavor, url: &str) -> Self {
         let table = format!("fault_store_{}", fault_support::suffix());
         let store = match flavor {
             Flavor::Postgres => {
-                let pool = PgLockProvider::pool_options()
-                    .max_connections(POOL)
-                    // Connection attempts must not outlive a call: a pool connecting into a
-                    // black hole would otherwise hold its slots after the network heals.
-                    .acquire_timeout(CALL_TIMEOUT)
-                    .connect(url)
-                    .await
-                    .expect("connect to the private Postgres");
+                // The provider as the README builds it: connections of its own.
                 Store::Pg(
-                    PgLockProvider::builder(pool)
+                    PgLockProvider::from_url(url)
+                        .max_connections(POOL)
                         .table(&table)
                         .call_timeout(CALL_TIMEOUT)
                         .build()
@@ -66,16 +60,10 @@ impl Store {
                 )
             }
             Flavor::MariaDb => {
-                let pool = MySqlLockProvider::pool_options()
-                    .max_connections(POOL)
-                    // Connection attempts must not outlive a call: a pool connecting into a
-                    // black hole would otherwise hold its slots after the network heals.
-                    .acquire_timeout(CALL_TIMEOUT)
-                    .connect(url)
-                    .await
-                    .expect("connect to the private MariaDB");
+                // The provider as the README builds it: connections of its own.
                 Store::My(
-                    MySqlLockProvider::builder(pool)
+                    MySqlLockProvider::from_url(url)
+                        .max_connections(POOL)
                         .table(&table)
                         .call_timeout(CALL_TIMEOUT)
                         .build()
@@ -99,52 +87,48 @@ impl Store {
         }
     }
 
-    /// Connections open in the pool (idle or in use).
+    /// Connections open (idle or in use).
     fn size(&self) -> u32 {
         match self {
-            Store::Pg(p) => p.pool().size(),
-            Store::My(p) => p.pool().size(),
+            Store::Pg(p) => p.connection_stats().open,
+            Store::My(p) => p.connection_stats().open,
         }
     }
 
-    /// Idle connections in the pool.
+    /// Idle connections.
     fn idle(&self) -> usize {
-        match self {
-            Store::Pg(p) => p.pool().num_idle(),
-            Store::My(p) => p.pool().num_idle(),
-        }
+        let idle = match self {
+            Store::Pg(p) => p.connection_stats().idle,
+            Store::My(p) => p.connection_stats().idle,
+        };
+        idle as usize
     }
 
-    /// Opens all [`POOL`] connections (held at once, then returned), so that every one of them
-    /// meets the fault.
+    /// Opens all [`POOL`] connections (by [`POOL`] calls at once: none finds another's
+    /// connection idle while they all wait for theirs to open), so that every one of them
+    /// meets the fault. They are idle as soon as the calls return.
     async fn warm_up(&self) {
-        match self {
-            Store::Pg(p) => {
-                let mut held = Vec::new();
-                for _ in 0..POOL {
-                    held.push(p.pool().acquire().await.expect("a connection"));
-                }
-            }
-            Store::My(p) => {
-                let mut held = Vec::new();
-                for _ in 0..POOL {
-                    held.push(p.pool().acquire().await.expect("a connection"));
-                }
-            }
-        }
-        // sqlx pings a connection when it goes back to the pool, in a task of its own: wait
-        // until all are idle, or a fault could strike mid-ping (a ping sent into a black hole
-        // keeps its connection out of the pool until TCP gives up, minutes later).
         let deadline = Instant::now() + SLACK;
-        while self.idle() < POOL as usize {
+        while self.size() < POOL {
             assert!(
                 Instant::now() < deadline,
-                "the pool should hold {POOL} idle connections, has {} of {}",
-                self.idle(),
+                "the provider should have {POOL} connections open, has {}",
                 self.size()
             );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            let mut calls = tokio::task::JoinSet::new();
+            for i in 0..POOL {
+                let provider = self.provider();
+                calls.spawn(async move { provider.holder(&format!("warm-up-{i}")).await });
+            }
+            while let Some(done) = calls.join_next().await {
+                done.expect("the call ran").expect("a warm-up call");
+            }
         }
+        assert_eq!(
+            self.idle(),
+            POOL as usize,
+            "every connection went back at once"
+        );
     }
 }
 

@@ -297,8 +297,8 @@ pub(crate) const CYCLE_MACRO: &str = "cycle: #[scheduled_lock]";
 const CYCLE_DEFAULT: &str = "cycle: provider on default sqlx pool";
 const SKIP_SPAWNED: &str = "skip: provider in a spawned task";
 const SKIP_TIMED: &str = "skip: provider in one more tokio timeout";
-const SKIP_POOL: &str = "skip: statement raw on the provider's pool";
-const CYCLE_POOL: &str = "cycle: statements raw on the provider's pool";
+const SKIP_POOL: &str = "skip: statement raw on a sqlx pool (pool_options)";
+const CYCLE_POOL: &str = "cycle: statements raw on a sqlx pool (pool_options)";
 const SKIP_FLOOR_B2B: &str = "back to back: skip statement raw (floor)";
 const SKIP_PROVIDER_B2B: &str = "back to back: skip through provider";
 const CYCLE_FLOOR_B2B: &str = "back to back: cycle statements raw (floor)";
@@ -337,7 +337,7 @@ async fn uncontended<D: SqlDb>(
         .iter()
         .map(|v| v.metric.clone())
         .collect();
-    let pool_raw = Sql::<D>::pool_raw(provider, captured)?;
+    let pool_raw = backend.pool_raw(captured).await?;
     let mut variants = library_variants(floor, provider, &on_default)?;
     variants.extend([
         Variant::boxed(SKIP_POOL, pool_raw.skip),

@@ -474,7 +474,8 @@ macro_rules! server_store {
     (
         $(#[$doc:meta])*
         $store:ident($provider:ident), url: $url:path, pool: $pool:ty, tables: $tables:literal,
-        migrations: $migrations:literal, tests: $(#[$test:meta])*
+        migrations: $migrations:literal, cycle_statements: $cycle:literal,
+        tests: $(#[$test:meta])*
     ) => {
         /// A pool of the provider's own options on `url`.
         async fn pool(url: &str) -> $pool {
@@ -484,10 +485,11 @@ macro_rules! server_store {
                 .expect("connect to the database")
         }
 
-        /// A provider on a fresh table of our DDL.
+        /// A provider on a fresh table of our DDL, with connections of its own (as
+        /// `connect(url)` makes it).
         async fn fresh(url: &str) -> ($provider, String) {
             let table = testing::unique_table_name($tables);
-            let provider = $provider::builder(pool(url).await)
+            let provider = $provider::from_url(url)
                 .table(&table)
                 .build()
                 .expect("valid settings");
@@ -498,9 +500,9 @@ macro_rules! server_store {
             (provider, table)
         }
 
-        async fn drop_table(pool: &$pool, table: &str) {
+        async fn drop_table(url: &str, table: &str) {
             ::shedlock_sqlx::sqlx::Executor::execute(
-                pool,
+                &pool(url).await,
                 ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")),
             )
             .await
@@ -524,21 +526,17 @@ macro_rules! server_store {
             }
 
             async fn on_table(&self, table: &str) -> $provider {
-                $provider::builder(pool(&self.url).await)
+                $provider::from_url(&self.url)
                     .table(table)
                     .build()
                     .unwrap()
             }
 
             async fn on_one_connection(&self, table: &str) -> $provider {
-                // The pool this limits is the provider's own: lock calls take it for one statement each.
-                let single = $provider::pool_options()
+                // The connections this limits are the provider's own: lock calls take one for
+                // one statement each.
+                let provider = $provider::from_url(&self.url)
                     .max_connections(1)
-                    .min_connections(0)
-                    .connect(&self.url)
-                    .await
-                    .unwrap();
-                let provider = $provider::builder(single)
                     .table(table)
                     .call_timeout(::std::time::Duration::from_secs(30))
                     .build()
@@ -548,7 +546,7 @@ macro_rules! server_store {
             }
 
             fn pool_size(provider: &$provider) -> u32 {
-                provider.pool().size()
+                provider.connection_stats().open
             }
 
             const MIGRATIONS: &'static str = $migrations;
@@ -578,13 +576,13 @@ macro_rules! server_store {
             }
 
             async fn drop_table(&self, table: &str) {
-                drop_table(&pool(&self.url).await, table).await;
+                drop_table(&self.url, table).await;
             }
         }
 
         $crate::common::suite::store_suite!($(#[$test])* $store);
         $crate::common::suite::server_cases!(
-            $provider, url: $url, scheme: $migrations, tests: $(#[$test])*
+            $provider, url: $url, scheme: $migrations, cycle: $cycle, tests: $(#[$test])*
         );
     };
 }
@@ -596,7 +594,10 @@ pub(crate) use server_store;
 /// a single-threaded runtime, for a test file that defines `pool(url)`, `fresh(url)` and
 /// `drop_table(pool, table)`. Instantiated by [`server_store!`].
 macro_rules! server_cases {
-    ($provider:ident, url: $url:path, scheme: $scheme:literal, tests: $(#[$test:meta])*) => {
+    (
+        $provider:ident, url: $url:path, scheme: $scheme:literal, cycle: $cycle:literal,
+        tests: $(#[$test:meta])*
+    ) => {
         /// An owner id longer than the `locked_by` column (VARCHAR(255)) is refused before any SQL.
         #[tokio::test]
         $(#[$test])*
@@ -610,7 +611,7 @@ macro_rules! server_cases {
                 .await
                 .unwrap_err();
             assert!(err.is_invalid_config(), "{err}");
-            drop_table(provider.pool(), &table).await;
+            drop_table(&url, &table).await;
         }
 
         #[tokio::test]
@@ -627,9 +628,9 @@ macro_rules! server_cases {
                 .connect(&url)
                 .await
                 .unwrap();
-            // The provider as the README builds it: a pool of its own (`connect` = `pool_options()`,
-            // here with a table of this test's own).
-            let provider = $provider::builder(pool(&url).await)
+            // The provider as the README builds it: connections of its own (`connect` =
+            // `from_url(url).connect()`, here with a table of this test's own).
+            let provider = $provider::from_url(&url)
                 .table(&table)
                 .build()
                 .unwrap();
@@ -645,7 +646,7 @@ macro_rules! server_cases {
                 on_app,
             )
             .await;
-            drop_table(provider.pool(), &table).await;
+            drop_table(&url, &table).await;
         }
 
         #[tokio::test]
@@ -654,77 +655,106 @@ macro_rules! server_cases {
             let Some(url) = $url() else {
                 return;
             };
-            let (direct, table) = fresh(&url).await;
-            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
-            // One connection, so the pool's size shows whether the frozen one went back.
-            let pool = $provider::pool_options()
-                .max_connections(1)
-                .min_connections(0)
-                .connect(&$crate::common::url_via(&url, proxy.addr))
-                .await
-                .unwrap();
+            let (_direct, table) = fresh(&url).await;
             let timeout = Duration::from_millis(500);
-            let provider = $provider::builder(pool.clone())
-                .table(&table)
-                .call_timeout(timeout)
-                .build()
-                .unwrap();
-            let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
-            // sqlx pings a connection when it goes back to the pool (in the background); let that
-            // finish, or the ping itself would hang in the black hole and keep the slot.
-            assert!(
-                $crate::common::eventually(Duration::from_secs(5), || async {
-                    pool.num_idle() == 1
-                })
-                .await
-            );
-
-            proxy.blackhole();
-            let started = tokio::time::Instant::now();
-            let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
-            assert!(err.is_timeout(), "{err}");
-            assert!(
-                started.elapsed() < timeout * 3,
-                "took {:?}",
-                started.elapsed()
-            );
-            // The frozen connection was closed, not returned: the pool holds nothing.
-            assert_eq!(
-                pool.size(),
-                0,
-                "the timed-out connection went back to the pool"
-            );
-            // New connections hang too, and still fail within the timeout.
-            let started = tokio::time::Instant::now();
-            let err = provider.acquire("other", MIN, "me").await.unwrap_err();
-            assert!(err.is_timeout(), "{err}");
-            assert!(
-                started.elapsed() < timeout * 3,
-                "took {:?}",
-                started.elapsed()
-            );
-
-            proxy.heal();
-            // Back to normal without any action: the release that timed out never reached the server,
-            // so the lock is still held; the holder releases it.
-            assert!(
-                $crate::common::eventually(Duration::from_secs(10), || async {
-                    provider
-                        .release(&record, Duration::ZERO)
+            // One connection, so the count of open ones shows whether the frozen one went back:
+            // the provider's own connections, then a sqlx pool of the application's.
+            for own in [true, false] {
+                let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+                let via = $crate::common::url_via(&url, proxy.addr);
+                let (provider, pool) = if own {
+                    let provider = $provider::from_url(&via)
+                        .max_connections(1)
+                        .table(&table)
+                        .call_timeout(timeout)
+                        .build()
+                        .unwrap();
+                    (provider, None)
+                } else {
+                    let pool = $provider::pool_options()
+                        .max_connections(1)
+                        .min_connections(0)
+                        .connect(&via)
                         .await
-                        .is_ok_and(|released| released)
-                })
-                .await,
-                "the provider did not recover"
-            );
-            assert!(
-                provider
-                    .acquire("job", MIN, "other")
+                        .unwrap();
+                    let provider = $provider::builder(pool.clone())
+                        .table(&table)
+                        .call_timeout(timeout)
+                        .build()
+                        .unwrap();
+                    (provider, Some(pool))
+                };
+                let name = format!("job-{own}");
+                let record = provider.acquire(&name, MIN, "me").await.unwrap().unwrap();
+                // sqlx pings a connection when it goes back to the pool (in the background); let
+                // that finish, or the ping itself would hang in the black hole and keep the slot.
+                // The provider's own connection is idle at once.
+                if own {
+                    assert_eq!(provider.connection_stats().idle, 1);
+                }
+                assert!(
+                    $crate::common::eventually(Duration::from_secs(5), || async {
+                        provider.connection_stats().idle == 1
+                    })
                     .await
-                    .unwrap()
-                    .is_some()
-            );
-            drop_table(direct.pool(), &table).await;
+                );
+
+                proxy.blackhole();
+                let started = tokio::time::Instant::now();
+                let err = provider.release(&record, Duration::ZERO).await.unwrap_err();
+                assert!(err.is_timeout(), "{err}");
+                let text = err.to_string();
+                assert!(
+                    text.contains(&format!("lock {name:?}"))
+                        && text.contains("to answer the statement"),
+                    "the timeout names the lock and the step: {text}"
+                );
+                assert!(
+                    started.elapsed() < timeout * 3,
+                    "took {:?}",
+                    started.elapsed()
+                );
+                // The frozen connection was closed, not returned: nothing is open.
+                assert_eq!(
+                    provider.connection_stats().open,
+                    0,
+                    "the timed-out connection went back (own: {own})"
+                );
+                if let Some(pool) = &pool {
+                    assert_eq!(pool.size(), 0);
+                }
+                // New connections hang too, and still fail within the timeout.
+                let started = tokio::time::Instant::now();
+                let err = provider.acquire("other", MIN, "me").await.unwrap_err();
+                assert!(err.is_timeout(), "{err}");
+                assert!(
+                    started.elapsed() < timeout * 3,
+                    "took {:?}",
+                    started.elapsed()
+                );
+
+                proxy.heal();
+                // Back to normal without any action: the release that timed out never reached the
+                // server, so the lock is still held; the holder releases it.
+                assert!(
+                    $crate::common::eventually(Duration::from_secs(10), || async {
+                        provider
+                            .release(&record, Duration::ZERO)
+                            .await
+                            .is_ok_and(|released| released)
+                    })
+                    .await,
+                    "the provider did not recover (own: {own})"
+                );
+                assert!(
+                    provider
+                        .acquire(&name, MIN, "other")
+                        .await
+                        .unwrap()
+                        .is_some()
+                );
+            }
+            drop_table(&url, &table).await;
         }
 
         #[tokio::test]
@@ -747,6 +777,25 @@ macro_rules! server_cases {
                 "took {:?}",
                 started.elapsed()
             );
+            // The same with connections of the provider's own: the message says it was
+            // connecting, to where, for which lock.
+            let provider = $provider::from_url(format!("{}://nobody@{addr}/none", $scheme))
+                .call_timeout(Duration::from_millis(300))
+                .build()
+                .unwrap();
+            let started = tokio::time::Instant::now();
+            let err = provider.acquire("job", MIN, "me").await.unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("lock \"job\", connecting to ")) && text.contains(&format!("{addr}/none")),
+                "{text}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "took {:?}",
+                started.elapsed()
+            );
         }
 
         #[tokio::test]
@@ -755,14 +804,44 @@ macro_rules! server_cases {
             let Some(url) = $url() else {
                 return;
             };
-            let (direct, table) = fresh(&url).await;
+            let (_direct, table) = fresh(&url).await;
             let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
-            // Ours (no ping on checkout) and sqlx's default (ping on checkout).
+            let via = $crate::common::url_via(&url, proxy.addr);
+            // The provider's own connections (one of them): one round trip per skip, nothing
+            // in the background, and an acquire + release is two; back to back, each call finds
+            // the connection the last one gave back.
+            let provider = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&table)
+                .build()
+                .unwrap();
+            let held = provider.acquire("rt", MIN, "a").await.unwrap().unwrap();
+            assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none()); // statement prepared
+            let before = proxy.requests();
+            for _ in 0..10 {
+                assert!(provider.acquire("rt", MIN, "b").await.unwrap().is_none());
+            }
+            tokio::task::yield_now().await;
+            assert_eq!(proxy.requests() - before, 10, "one round trip per skip, none after");
+            assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+            let cycle = provider.acquire("rt2", MIN, "a").await.unwrap().unwrap(); // prepared
+            assert!(provider.release(&cycle, Duration::ZERO).await.unwrap());
+            let before = proxy.requests();
+            let cycle = provider.acquire("rt2", MIN, "a").await.unwrap().unwrap();
+            assert!(provider.release(&cycle, Duration::ZERO).await.unwrap());
+            tokio::task::yield_now().await;
+            assert_eq!(
+                proxy.requests() - before,
+                $cycle,
+                "one round trip per statement of an acquire and a release"
+            );
+            assert_eq!(provider.connection_stats().open, 1);
+            // A sqlx pool: ours (no ping on checkout) and sqlx's default (ping on checkout).
             for (test_before_acquire, expected) in [(false, 1), (true, 2)] {
                 let pool = $provider::pool_options()
                     .max_connections(1)
                     .test_before_acquire(test_before_acquire)
-                    .connect(&$crate::common::url_via(&url, proxy.addr))
+                    .connect(&via)
                     .await
                     .unwrap();
                 let provider = $provider::builder(pool.clone())
@@ -787,7 +866,7 @@ macro_rules! server_cases {
                 assert_eq!(in_background, 1, "sqlx pings the connection it takes back");
                 assert!(provider.release(&held, Duration::ZERO).await.unwrap());
             }
-            drop_table(direct.pool(), &table).await;
+            drop_table(&url, &table).await;
         }
     };
 }
