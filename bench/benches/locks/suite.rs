@@ -562,6 +562,7 @@ fn uncontended_rows(
         row(CYCLE_PROVIDER_B2B, CYCLE_FLOOR_B2B),
         row(SELECT1_B2B, SELECT1),
         row(SKIP_POOL1_B2B, SELECT1_B2B).target(Target::RatioAtMost(1.3)),
+        versus(SKIP_POOL1_B2B, SKIP_FLOOR_B2B),
         row(CYCLE_POOL1_B2B, CYCLE_FLOOR_B2B).target(Target::RatioAtMost(1.2)),
     ]);
     rows.extend(versus_rows(db, s));
