@@ -152,14 +152,7 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
     }
     if plan.runs("server") && db == "postgres" {
         let t = Instant::now();
-        let part = crate::pgbench::skip_throughput(
-            &backend.url,
-            &table,
-            &captured.acquire_held.join(";"),
-            backend.java(),
-            (plan.server_rounds, plan.server_seconds),
-        )
-        .await;
+        let part = server_skip(backend, &table, &captured, plan).await;
         stage("server skip (pgbench)", part, t).await;
     }
     if plan.runs("contention") {
@@ -205,6 +198,23 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         eprintln!("{db}: could not drop {table}: {e}");
     }
     (rows, ok)
+}
+
+/// The server's side of a skip, under `pgbench` (Postgres).
+async fn server_skip<D: SqlDb>(
+    backend: &Sql<D>,
+    table: &str,
+    captured: &Captured,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    crate::pgbench::skip_throughput(
+        &backend.url,
+        table,
+        &captured.acquire_held.join(";"),
+        backend.java(),
+        (plan.server_rounds, plan.server_seconds),
+    )
+    .await
 }
 
 /// The scheduler's CPU per fire against `execute`, then round trips, statements and WAL bytes
