@@ -47,6 +47,9 @@ pub(crate) struct Plan {
     /// Paired rounds and the window of each side in the scheduler's CPU comparison.
     pub(crate) fire_rounds: usize,
     pub(crate) fire_window: Duration,
+    /// Rounds and seconds per run of the server-side skip comparison (`pgbench`).
+    pub(crate) server_rounds: usize,
+    pub(crate) server_seconds: u64,
     /// The parts to run (`uncontended`, `contention`, `pressure`, `latch`, `fires`); empty: all.
     pub(crate) only: Vec<String>,
 }
@@ -68,6 +71,8 @@ impl Plan {
                 latch_window: Duration::from_millis(1500),
                 fire_rounds: 4,
                 fire_window: Duration::from_secs(1),
+                server_rounds: 3,
+                server_seconds: 2,
                 only: Vec::new(),
             }
         } else {
@@ -85,6 +90,8 @@ impl Plan {
                 latch_window: Duration::from_secs(10),
                 fire_rounds: 8,
                 fire_window: Duration::from_secs(3),
+                server_rounds: 5,
+                server_seconds: 5,
                 only: Vec::new(),
             }
         }
@@ -99,7 +106,14 @@ impl Plan {
 }
 
 /// The parts of a run, for `--only`.
-pub(crate) const PARTS: [&str; 5] = ["uncontended", "contention", "pressure", "latch", "fires"];
+pub(crate) const PARTS: [&str; 6] = [
+    "uncontended",
+    "server",
+    "contention",
+    "pressure",
+    "latch",
+    "fires",
+];
 
 /// One measured operation, run over and over.
 #[async_trait]

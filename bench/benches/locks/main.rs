@@ -22,6 +22,7 @@ mod fires;
 mod harness;
 mod mysql;
 mod pg;
+mod pgbench;
 mod sink;
 mod sql;
 mod sqlite;

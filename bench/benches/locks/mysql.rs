@@ -6,10 +6,13 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use shedlock_bench::java::Placeholder;
 use shedlock_sqlx::MySqlLockProvider;
-use shedlock_sqlx::sqlx::mysql::{MySql, MySqlQueryResult};
+use shedlock_sqlx::sqlx::mysql::{MySql, MySqlConnection, MySqlQueryResult};
+use shedlock_sqlx::sqlx::{self, Connection as _};
 
+use crate::harness::{Attempt, Racer, Result};
 use crate::sql::{Arg, SqlDb, micros, sql_glue};
 
 impl SqlDb for MySql {
@@ -41,5 +44,51 @@ impl SqlDb for MySql {
         result.last_insert_id()
     }
 
+    const ADVISORY: bool = true;
+
+    fn advisory_racer(conn: MySqlConnection, name: &str) -> Option<Box<dyn Racer>> {
+        Some(Box::new(Advisory {
+            conn,
+            name: name.to_owned(),
+        }))
+    }
+
     sql_glue!(MySqlLockProvider);
+}
+
+/// A racer on MariaDB's named locks: `GET_LOCK(name, 0)` (no wait), `RELEASE_LOCK(name)`.
+struct Advisory {
+    conn: MySqlConnection,
+    name: String,
+}
+
+#[async_trait]
+impl Racer for Advisory {
+    async fn acquire(&mut self) -> Result<Attempt> {
+        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+            .bind(&self.name)
+            .fetch_one(&mut self.conn)
+            .await?;
+        Ok(if got == Some(1) {
+            Attempt::Won(None)
+        } else {
+            Attempt::Held
+        })
+    }
+
+    async fn release(&mut self) -> Result<()> {
+        let released: Option<i64> = sqlx::query_scalar("SELECT RELEASE_LOCK(?)")
+            .bind(&self.name)
+            .fetch_one(&mut self.conn)
+            .await?;
+        if released == Some(1) {
+            Ok(())
+        } else {
+            Err("RELEASE_LOCK: the lock was not held".into())
+        }
+    }
+
+    async fn close(self: Box<Self>) {
+        let _ = self.conn.close().await;
+    }
 }

@@ -75,6 +75,16 @@ pub(crate) trait SqlDb: Database + Sized {
         0
     }
 
+    /// The database's own advisory lock on `name`, as a racer on `conn` (the contention peer:
+    /// no row, no durable write), where it has one.
+    fn advisory_racer(conn: Self::Connection, name: &str) -> Option<Box<dyn Racer>> {
+        let _ = (conn, name);
+        None
+    }
+
+    /// Whether [`advisory_racer`](Self::advisory_racer) gives a racer.
+    const ADVISORY: bool = false;
+
     /// A reader of the write-ahead log position on `url`, where the database has one to read.
     fn wal_probe(url: String) -> Fut<'static, Option<Box<dyn WalProbe>>> {
         let _ = url;
@@ -85,7 +95,13 @@ pub(crate) trait SqlDb: Database + Sized {
 
     fn pool_options() -> PoolOptions<Self>;
     fn build(pool: Pool<Self>, table: &str) -> Result<Self::Provider>;
-    fn pool(provider: &Self::Provider) -> &Pool<Self>;
+    /// The provider with connections of its own to `url` (`from_url(url)`, as the README sets
+    /// it up), at most `max` of them (the provider's default without).
+    fn from_url<'a>(url: &'a str, table: &'a str, max: Option<u32>) -> Fut<'a, Self::Provider>;
+    /// The pool a provider runs on, if it was given one.
+    fn pool(provider: &Self::Provider) -> Option<&Pool<Self>>;
+    /// Open and idle connections of the provider.
+    fn stats(provider: &Self::Provider) -> (u32, usize);
     fn create_table(provider: &Self::Provider) -> Fut<'_, ()>;
     fn fetch<'a>(
         conn: &'a mut Self::Connection,
@@ -139,10 +155,30 @@ macro_rules! sql_glue {
             Ok(<$provider>::builder(pool).table(table).build()?)
         }
 
-        fn pool(provider: &$provider) -> &::shedlock_sqlx::sqlx::Pool<Self> {
-            provider
-                .pool()
-                .expect("the benchmark's providers are built on pools (`build`)")
+        fn from_url<'a>(
+            url: &'a str,
+            table: &'a str,
+            max: Option<u32>,
+        ) -> $crate::sql::Fut<'a, $provider> {
+            Box::pin(async move {
+                let mut builder = <$provider>::from_url(url).table(table);
+                if let Some(max) = max {
+                    builder = builder.max_connections(max);
+                }
+                Ok(builder.connect().await?)
+            })
+        }
+
+        fn pool(provider: &$provider) -> Option<&::shedlock_sqlx::sqlx::Pool<Self>> {
+            provider.pool()
+        }
+
+        fn stats(provider: &$provider) -> (u32, usize) {
+            let stats = provider.connection_stats();
+            (
+                stats.open,
+                usize::try_from(stats.idle).unwrap_or(usize::MAX),
+            )
         }
 
         fn create_table(provider: &$provider) -> $crate::sql::Fut<'_, ()> {
@@ -241,9 +277,15 @@ impl RawSql {
 }
 
 /// A future closing the provider's pool.
+/// A future closing the provider's pool, if it was given one (a provider with connections of
+/// its own closes them when its last clone is dropped).
 pub(crate) fn closer<D: SqlDb>(provider: &D::Provider) -> CloseFuture {
-    let pool = D::pool(provider).clone();
-    Box::pin(async move { pool.close().await })
+    let pool = D::pool(provider).cloned();
+    Box::pin(async move {
+        if let Some(pool) = pool {
+            pool.close().await;
+        }
+    })
 }
 
 /// One SQL database of the run.
@@ -268,6 +310,11 @@ impl<D: SqlDb> Sql<D> {
         }
     }
 
+    /// Java ShedLock's statements, if the interop file was found.
+    pub(crate) fn java(&self) -> Option<&Section> {
+        self.java.as_ref()
+    }
+
     async fn connect(&self) -> Result<D::Connection> {
         let mut conn = D::Connection::connect(&self.url).await?;
         if let Some(session) = D::SESSION {
@@ -276,15 +323,15 @@ impl<D: SqlDb> Sql<D> {
         Ok(conn)
     }
 
-    /// The provider as the README sets it up: `XLockProvider::connect(url)`'s dedicated pool
-    /// (`pool_options()`), on `table`.
+    /// The provider as the README sets it up: `XLockProvider::from_url(url)`, connections of
+    /// its own (no sqlx pool, no return ping), on `table`.
     pub(crate) async fn provider(&self, table: &str) -> Result<D::Provider> {
-        D::build(D::pool_options().connect(&self.url).await?, table)
+        D::from_url(&self.url, table, None).await
     }
 
     /// The provider as [`provider`](Self::provider) does, on another URL (a proxy's).
     pub(crate) async fn provider_at(&self, url: &str, table: &str) -> Result<D::Provider> {
-        D::build(D::pool_options().connect(url).await?, table)
+        D::from_url(url, table, None).await
     }
 
     /// The provider on a default sqlx pool (`XPool::connect(url)`: it pings on checkout).
@@ -292,19 +339,16 @@ impl<D: SqlDb> Sql<D> {
         D::build(Pool::<D>::connect(&self.url).await?, table)
     }
 
-    /// The provider on `pool_options().max_connections(size)`, and a gauge of that pool.
+    /// The provider with at most `size` connections of its own, and a gauge of them.
     pub(crate) async fn provider_on_pool_of(
         &self,
         table: &str,
         size: u32,
     ) -> Result<(D::Provider, Gauge)> {
-        let pool = D::pool_options()
-            .max_connections(size)
-            .connect(&self.url)
-            .await?;
-        let gauge_pool = pool.clone();
-        let gauge: Gauge = Arc::new(move || (gauge_pool.size(), gauge_pool.num_idle()));
-        Ok((D::build(pool, table)?, gauge))
+        let provider = D::from_url(&self.url, table, Some(size)).await?;
+        let watched = provider.clone();
+        let gauge: Gauge = Arc::new(move || D::stats(&watched));
+        Ok((provider, gauge))
     }
 
     pub(crate) async fn create_table(&self, provider: &D::Provider) -> Result<()> {
@@ -342,11 +386,13 @@ impl<D: SqlDb> Sql<D> {
         })
     }
 
-    /// The provider's statements run raw, each on a connection checked out of `provider`'s
-    /// pool for it (no provider code): separates the pool's cost from the provider's.
-    pub(crate) fn pool_raw(provider: &D::Provider, sql: &Captured) -> Result<PoolRaw> {
+    /// The provider's statements run raw, each on a connection checked out of a pool from
+    /// `pool_options()` for it and given back after it (sqlx's pool, no provider code): what
+    /// the provider cost on such a pool before it kept connections of its own.
+    pub(crate) async fn pool_raw(&self, sql: &Captured) -> Result<PoolRaw> {
         let sql = RawSql::from(sql)?;
-        let pool = || Conn::Pool(D::pool(provider).clone());
+        let shared = D::pool_options().connect(&self.url).await?;
+        let pool = || Conn::Pool(shared.clone());
         Ok(PoolRaw {
             skip: Box::new(RawSkip(Raw::<D>::new(
                 pool(),
@@ -366,6 +412,9 @@ impl<D: SqlDb> Sql<D> {
     /// The raw races this database runs besides the provider's.
     pub(crate) fn raw_races(&self) -> Vec<RawRace> {
         let mut races = vec![RawRace::Statements];
+        if D::ADVISORY {
+            races.push(RawRace::Advisory);
+        }
         if self.java.is_some() {
             races.push(RawRace::Java);
             if D::JAVA_TRANSACTIONS {
@@ -390,6 +439,9 @@ impl<D: SqlDb> Sql<D> {
             let owner = format!("bench-raw-racer-{i}");
             racers.push(match race {
                 RawRace::Statements => Box::new(Raw::<D>::new(Conn::Own(conn), &sql, name, owner)),
+                RawRace::Advisory => {
+                    D::advisory_racer(conn, name).ok_or("no advisory lock on this database")?
+                }
                 RawRace::Java | RawRace::JavaTransactions => {
                     let java = self.java.as_ref().ok_or("no Java statements")?;
                     let prepare = |s: &Statement| {

@@ -65,6 +65,10 @@ pub(crate) struct PoolRaw {
 pub(crate) enum RawRace {
     /// The provider's statements on raw connections: the contention floor.
     Statements,
+    /// The database's advisory lock through sqlx, one connection per racer (Postgres
+    /// `PgAdvisoryLock`: `pg_try_advisory_lock` / `pg_advisory_unlock`; MariaDB `GET_LOCK(name,
+    /// 0)` / `RELEASE_LOCK`): no row and no durable write, the peer of issue 16.
+    Advisory,
     /// Java ShedLock's statement sequence (`UPDATE` to acquire, `UNLOCK` to release), each in
     /// autocommit: the cheapest way to send it, so the strictest baseline.
     Java,
@@ -79,6 +83,7 @@ impl RawRace {
     fn label(self) -> &'static str {
         match self {
             Self::Statements => "provider statements raw (floor)",
+            Self::Advisory => "advisory lock",
             Self::Java => "Java ShedLock sequence",
             Self::JavaTransactions => "Java ShedLock sequence in transactions",
         }
@@ -145,6 +150,11 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         };
         stage("uncontended", part, t).await;
     }
+    if plan.runs("server") && db == "postgres" {
+        let t = Instant::now();
+        let part = server_skip(backend, &table, &captured, plan).await;
+        stage("server skip (pgbench)", part, t).await;
+    }
     if plan.runs("contention") {
         let t = Instant::now();
         let part = contention(backend, &table, &provider, &captured, plan).await;
@@ -188,6 +198,23 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         eprintln!("{db}: could not drop {table}: {e}");
     }
     (rows, ok)
+}
+
+/// The server's side of a skip, under `pgbench` (Postgres).
+async fn server_skip<D: SqlDb>(
+    backend: &Sql<D>,
+    table: &str,
+    captured: &Captured,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    crate::pgbench::skip_throughput(
+        &backend.url,
+        table,
+        &captured.acquire_held.join(";"),
+        backend.java(),
+        (plan.server_rounds, plan.server_seconds),
+    )
+    .await
 }
 
 /// The scheduler's CPU per fire against `execute`, then round trips, statements and WAL bytes
@@ -280,12 +307,15 @@ pub(crate) const CYCLE_MACRO: &str = "cycle: #[scheduled_lock]";
 const CYCLE_DEFAULT: &str = "cycle: provider on default sqlx pool";
 const SKIP_SPAWNED: &str = "skip: provider in a spawned task";
 const SKIP_TIMED: &str = "skip: provider in one more tokio timeout";
-const SKIP_POOL: &str = "skip: statement raw on the provider's pool";
-const CYCLE_POOL: &str = "cycle: statements raw on the provider's pool";
+const SKIP_POOL: &str = "skip: statement raw on a sqlx pool (pool_options)";
+const CYCLE_POOL: &str = "cycle: statements raw on a sqlx pool (pool_options)";
 const SKIP_FLOOR_B2B: &str = "back to back: skip statement raw (floor)";
 const SKIP_PROVIDER_B2B: &str = "back to back: skip through provider";
 const CYCLE_FLOOR_B2B: &str = "back to back: cycle statements raw (floor)";
 const CYCLE_PROVIDER_B2B: &str = "back to back: cycle through provider";
+const SELECT1_B2B: &str = "back to back: select 1 (one connection)";
+const SKIP_POOL1_B2B: &str = "pool of 1, back to back: skip through provider";
+const CYCLE_POOL1_B2B: &str = "pool of 1, back to back: cycle through provider";
 
 /// The interleaved uncontended variants; also returns the floor cycle's median (µs).
 async fn uncontended<D: SqlDb>(
@@ -308,13 +338,16 @@ async fn uncontended<D: SqlDb>(
     // Back to back on a provider of its own: bursts grow a pool, which would change what the
     // paced variants measure.
     let provider_b2b = backend.provider(table).await?;
+    // Issue 16's floor: one connection, calls back to back, so a call that waits for the
+    // previous one's leftovers (sqlx's return ping) shows it.
+    let (provider_one, _) = backend.provider_on_pool_of(table, 1).await?;
     let on_default = backend.provider_on_default_pool(table).await?;
     let extra_names: Vec<String> = floor
         .extra_cycles
         .iter()
         .map(|v| v.metric.clone())
         .collect();
-    let pool_raw = Sql::<D>::pool_raw(provider, captured)?;
+    let pool_raw = backend.pool_raw(captured).await?;
     let mut variants = library_variants(floor, provider, &on_default)?;
     variants.extend([
         Variant::boxed(SKIP_POOL, pool_raw.skip),
@@ -338,8 +371,25 @@ async fn uncontended<D: SqlDb>(
             },
         )
         .back_to_back(),
+        Variant::boxed(SELECT1_B2B, floor_b2b.select1).back_to_back(),
+        Variant::new(
+            SKIP_POOL1_B2B,
+            ProviderSkip {
+                provider: provider_one.clone(),
+                owner: "bench-pool1".into(),
+            },
+        )
+        .back_to_back(),
+        Variant::new(
+            CYCLE_POOL1_B2B,
+            ProviderCycle {
+                provider: provider_one.clone(),
+                name: "bench-pool1".into(),
+                owner: "bench-pool1".into(),
+            },
+        )
+        .back_to_back(),
     ]);
-    floor_b2b.select1.close().await;
     for v in floor_b2b.extra_cycles {
         v.op.close().await;
     }
@@ -361,6 +411,7 @@ async fn uncontended<D: SqlDb>(
     }
     closer::<D>(&on_default).await;
     closer::<D>(&provider_b2b).await;
+    closer::<D>(&provider_one).await;
     let s = Samples {
         metrics,
         values: measured?,
@@ -519,6 +570,10 @@ fn uncontended_rows(
         row(SKIP_PROVIDER_B2B, SKIP_FLOOR_B2B),
         row(CYCLE_FLOOR_B2B, CYCLE_FLOOR),
         row(CYCLE_PROVIDER_B2B, CYCLE_FLOOR_B2B),
+        row(SELECT1_B2B, SELECT1),
+        row(SKIP_POOL1_B2B, SELECT1_B2B).target(Target::RatioAtMost(1.3)),
+        versus(SKIP_POOL1_B2B, SKIP_FLOOR_B2B),
+        row(CYCLE_POOL1_B2B, CYCLE_FLOOR_B2B).target(Target::RatioAtMost(1.2)),
     ]);
     rows.extend(versus_rows(db, s));
     rows
@@ -708,7 +763,10 @@ fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
         if race.raw.is_none() {
             rows.extend(connection_rows(db, race, n));
         }
-        if !matches!(race.raw, Some(RawRace::Java | RawRace::JavaTransactions)) {
+        if !matches!(
+            race.raw,
+            Some(RawRace::Java | RawRace::JavaTransactions | RawRace::Advisory)
+        ) {
             rows.push(
                 Row::new(
                     db,
@@ -721,7 +779,37 @@ fn contention_rows(db: &str, races: &[Race], n: usize) -> Vec<Row> {
         }
     }
     rows.extend(versus_java(db, races, n));
+    rows.extend(versus_advisory(db, races, n));
     rows
+}
+
+/// Acquisitions against the database's advisory lock, where it ran (target: at least as many,
+/// with one durable flush per acquire where the advisory lock has none).
+fn versus_advisory(db: &str, races: &[Race], n: usize) -> Vec<Row> {
+    let Some(advisory) = races.iter().find(|r| r.raw == Some(RawRace::Advisory)) else {
+        return Vec::new();
+    };
+    let advisory = acquisitions(advisory);
+    races
+        .iter()
+        .filter(|r| r.raw.is_none() || r.raw == Some(RawRace::Statements))
+        .map(|race| {
+            let row = Row::new(
+                db,
+                format!(
+                    "contention {n}: {} / advisory lock, acquisitions",
+                    race.label
+                ),
+                median_ratio(&acquisitions(race), &advisory).unwrap_or(f64::NAN),
+                "x",
+            );
+            if race.raw.is_none() {
+                row.target(Target::ValueAtLeast(1.0))
+            } else {
+                row
+            }
+        })
+        .collect()
 }
 
 async fn pressure<D: SqlDb>(

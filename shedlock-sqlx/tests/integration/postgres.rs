@@ -36,7 +36,8 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
     let (provider, table) = fresh(&url).await;
     let held = provider.acquire("job", MIN, "a").await.unwrap().unwrap();
     // xmin changes with every new row version and xmax with every row lock: a skipped acquire
-    // must change neither (an `INSERT … ON CONFLICT DO UPDATE … WHERE` would lock the row).
+    // must change neither (an unguarded `INSERT … ON CONFLICT DO UPDATE … WHERE`, Java's, would
+    // lock the row; ours inserts nothing while a held lock is visible).
     let versions = || async {
         sqlx::query_as::<_, (String, String)>(sqlx::AssertSqlSafe(format!(
             "SELECT xmin::text, xmax::text FROM {table} WHERE name = 'job'"
@@ -55,6 +56,67 @@ async fn a_held_lock_is_one_statement_that_writes_nothing() {
         "a skipped acquire wrote to the row"
     );
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+    drop_table(&url, &table).await;
+}
+
+/// The acquire is one guarded `INSERT … ON CONFLICT DO UPDATE`: acquires racing for a missing
+/// row, and for an expired one, give exactly one winner and no error (no duplicate key), a row
+/// deleted by hand is recreated by the next acquire, and tokens keep increasing throughout.
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn racing_acquires_on_a_missing_or_expired_row_give_one_winner() {
+    const RACERS: usize = 12;
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let race = |round: usize| {
+        let provider = provider.clone();
+        async move {
+            let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(RACERS));
+            let tasks: Vec<_> = (0..RACERS)
+                .map(|i| {
+                    let (provider, barrier) = (provider.clone(), barrier.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        provider
+                            .acquire("raced", MIN, &format!("r{round}-{i}"))
+                            .await
+                    })
+                })
+                .collect();
+            let mut won = Vec::new();
+            for task in tasks {
+                if let Some(record) = task.await.unwrap().expect("no error, no duplicate key") {
+                    won.push(record);
+                }
+            }
+            assert_eq!(won.len(), 1, "round {round}: one winner, got {won:?}");
+            won.remove(0)
+        }
+    };
+    let mut tokens = Vec::new();
+    // Round 0: the row is missing.
+    let first = race(0).await;
+    tokens.push(first.fencing_token().unwrap());
+    assert!(provider.release(&first, Duration::ZERO).await.unwrap());
+    // Round 1: the row is there, expired.
+    let second = race(1).await;
+    tokens.push(second.fencing_token().unwrap());
+    // Deleted by hand while held: the next acquire recreates it.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM {table} WHERE name = 'raced'"
+    )))
+    .execute(&pool(&url).await)
+    .await
+    .unwrap();
+    let third = race(2).await;
+    tokens.push(third.fencing_token().unwrap());
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens increase: {tokens:?}"
+    );
+    assert!(provider.release(&third, Duration::ZERO).await.unwrap());
     drop_table(&url, &table).await;
 }
 
