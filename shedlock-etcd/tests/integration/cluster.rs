@@ -1,6 +1,8 @@
 //! The etcd provider on private etcd processes of each test's own (free loopback ports,
 //! temporary directories, every process killed at the end, also on panic): write and lease
-//! accounting on one member, and a three-member cluster that loses its leader.
+//! accounting on one member, and a three-member cluster that loses its leader. Like every store
+//! test they run when the store's URL is set (or `SHEDLOCK_REQUIRE_DB=1`) and show as ignored
+//! otherwise, so a run without URLs does not spend half a minute on etcd clusters.
 
 use crate::support;
 
@@ -13,6 +15,10 @@ use shedlock_etcd::EtcdLockProvider;
 use support::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
 async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
     let Some(bin) = support::etcd_binary() else {
         return;
@@ -107,6 +113,10 @@ async fn a_skip_writes_nothing_and_a_lost_race_leaves_no_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
 async fn conformance_suite_passes_on_a_three_member_cluster() {
     let Some(bin) = support::etcd_binary() else {
         return;
@@ -124,6 +134,10 @@ async fn conformance_suite_passes_on_a_three_member_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
 async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
     let Some(bin) = support::etcd_binary() else {
         return;
@@ -181,6 +195,10 @@ async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
 async fn a_hold_whose_record_was_deleted_by_hand_shows_and_can_be_forced_free() {
     use shedlock_core::LockAdmin as _;
     let Some(bin) = support::etcd_binary() else {
