@@ -105,8 +105,7 @@ where
                 conn.give_back();
                 Ok(())
             }
-            Err(sqlx::Error::PoolTimedOut) => Err(call.timeout_error()),
-            Err(error) => Err(store.connect_error(error)),
+            Err(error) => Err(store.checkout_error(&call, error)),
         }
     }
 

@@ -391,13 +391,18 @@ impl<DB: Database> Store<DB> {
         self.conns.stats()
     }
 
-    /// The error of a connection that could not be opened: the database, and why.
-    pub(crate) fn connect_error(&self, error: sqlx::Error) -> Error {
-        Error::backend(format!("connect to {}: {error}", self.target.name), error)
+    /// The error of a call that got no connection: sqlx's pool running out of time to hand one
+    /// out is as much a timeout as the call's own deadline; anything else could not be opened,
+    /// and the error names the database and why.
+    pub(crate) fn checkout_error(&self, call: &Call, error: sqlx::Error) -> Error {
+        match error {
+            sqlx::Error::PoolTimedOut => call.timeout_error(),
+            error => Error::backend(format!("connect to {}: {error}", self.target.name), error),
+        }
     }
 
     /// Runs one call: `attempt` on a connection, before `call`'s deadline (a connection that
-    /// cannot be opened is reported as [`connect_error`](Self::connect_error)).
+    /// cannot be opened is reported as [`checkout_error`](Self::checkout_error)).
     ///
     /// When an attempt fails because its connection was gone ([`connection_lost`], typically an
     /// idle connection the server closed when it restarted), that connection is closed and the
@@ -433,9 +438,7 @@ impl<DB: Database> Store<DB> {
                     call.note_error(&error);
                     continue;
                 }
-                // The pool's own wait for a free connection ran out: as much a timeout as ours.
-                Err(sqlx::Error::PoolTimedOut) => return Err(call.timeout_error()),
-                Err(error) => return Err(self.connect_error(error)),
+                Err(error) => return Err(self.checkout_error(call, error)),
             };
             call.lost.store(false, Ordering::Relaxed);
             // The attempt owns the connection: by the time it returns, a dead one is closed.
