@@ -1,11 +1,11 @@
 //! `#[scheduled_lock]` over `SqliteLockProvider`: three replicas, each with its own provider and
 //! connection pool (as three processes would have) on one database file.
 //!
-//! The scenarios are shedlock-macros' own (its in-memory tests run the same ones); this file lives
-//! here so that shedlock-macros needs no SQL store among its dev-dependencies, which keeps its
-//! trybuild UI test (which builds every dev-dependency) small.
+//! The scenarios are the macro tests' own (`macro-tests/`, whose in-memory tests run the same
+//! ones); this file lives here so that the macro tests need no SQL store among their
+//! dev-dependencies, which keeps their trybuild UI test (which checks every dev-dependency) small.
 
-#[path = "../../../shedlock-macros/tests/common/mod.rs"]
+#[path = "../../../macro-tests/tests/behaviour/common.rs"]
 mod common;
 
 use common::{Replica, replicas};

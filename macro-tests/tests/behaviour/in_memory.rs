@@ -1,14 +1,12 @@
 //! `#[scheduled_lock]` behaviour over `InMemoryLockProvider`: three replicas, the lock's
 //! lifecycle, what the body sees, and every supported function shape.
 
-mod common;
-
 use std::fmt::Display;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Gate, Replica, replicas};
+use crate::common::{self, Gate, Replica, replicas};
 use shedlock_core::{
     InMemoryLockProvider, LockingTaskExecutor, assert_locked, current_lock, is_locked,
     scheduled_lock,

@@ -1,6 +1,6 @@
 //! Compile-time behaviour of `#[scheduled_lock]`: the errors users see (`ui/fail`, with the
 //! expected `.stderr` committed next to each file). Regenerate the `.stderr` files with
-//! `TRYBUILD=overwrite cargo test -p shedlock-macros --test ui`, then read them.
+//! `TRYBUILD=overwrite cargo test -p shedlock-macro-tests --test ui`, then read them.
 //!
 //! The shapes that must compile warning-free (`ui/pass`) are not trybuild cases: they are the
 //! plain test targets `pass_shapes` and `pass_send` (see `Cargo.toml`), built under their own
