@@ -1,4 +1,5 @@
-//! A locked job under `tokio-cron-scheduler`. `cargo run --example cron` (about 7 s).
+//! A locked job under `tokio-cron-scheduler`.
+//! `cargo run -p shedlock-examples --example cron` (about 7 s).
 //!
 //! Two replicas (here two executors with their own owner ids in one process; in production, one
 //! per process) share a SQLite lock table and fire the same cron job every two seconds. On every

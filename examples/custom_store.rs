@@ -1,5 +1,5 @@
 //! A lock store of your own: implement [`LockProvider`] on an in-house service, then prove it
-//! with the conformance suite. `cargo run --example custom_store` (takes a few seconds).
+//! with the conformance suite. `cargo run -p shedlock-examples --example custom_store` (takes a few seconds).
 //!
 //! The "in-house service" here is a versioned key-value store with compare-and-set, the shape of
 //! etcd, Consul or a table with a version column. A lock is one key; every change is a

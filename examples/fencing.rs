@@ -1,4 +1,4 @@
-//! A fencing token protecting a downstream write. `cargo run --example fencing` (2 s).
+//! A fencing token protecting a downstream write. `cargo run -p shedlock-examples --example fencing` (2 s).
 //!
 //! A lease-based lock cannot stop a holder that is paused (a long GC pause, a frozen VM, a
 //! laptop lid) past its `at_most`: meanwhile another replica takes the lock, and when the paused

@@ -2,7 +2,7 @@
 //! the example ends by itself) the scheduler stops claiming fires, lets the run in flight finish
 //! within the grace period, releases every lock and only then lets `main` return, so the next
 //! replica runs the next fire on time instead of waiting for `at_most`.
-//! `cargo run --example graceful_shutdown`
+//! `cargo run -p shedlock-examples --example graceful_shutdown`
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Keep-alive for a job that may outlive its `at_most`. `cargo run --example keep_alive` (6 s).
+//! Keep-alive for a job that may outlive its `at_most`. `cargo run -p shedlock-examples --example keep_alive` (6 s).
 //!
 //! `at_most` is the safety net for a replica that dies: its lock frees itself after that long.
 //! A job whose length is hard to bound would need a huge `at_most`, which also delays the

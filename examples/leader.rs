@@ -1,6 +1,6 @@
 //! Leader election: three replicas elect one leader through a lock row; the leadership moves
 //! when the leader resigns and when it shuts down.
-//! `cargo run --example leader`
+//! `cargo run -p shedlock-examples --example leader`
 //!
 //! Each replica runs a `LeaderLatch` on the database the replicas share (here a SQLite file, so
 //! the replicas are tasks of one process with a pool each, as processes on one host would be; for

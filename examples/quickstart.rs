@@ -1,5 +1,5 @@
 //! The minimum: a lock store, an executor, one locked job.
-//! `cargo run --example quickstart`
+//! `cargo run -p shedlock-examples --example quickstart`
 //!
 //! Every replica of your service runs the same code; whichever replica takes the lock first runs
 //! the job, the others skip it. Here the database is a SQLite file (replicas on one host); for

@@ -130,6 +130,17 @@ pub use schedule::Schedule;
 #[cfg(feature = "scheduler")]
 pub use scheduler::{Job, JobOutput, JobStatus, LastRun, RunContext, RunOutcome, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
+// The attribute's documentation lives here, beside the code its expansion calls, so that its
+// examples are shedlock-core's doc tests (a proc-macro crate's doc tests would build this crate
+// and tokio a second time, for the host). Some examples schedule, hence the `scheduler` gate.
 #[cfg(feature = "macros")]
+#[doc(inline)]
+#[cfg_attr(feature = "scheduler", doc = include_str!("scheduled_lock.md"))]
+#[cfg_attr(
+    not(feature = "scheduler"),
+    doc = "Runs an `async fn` under a lock: when several replicas call it at the same time, one \
+           runs the body and the others skip it. (Its examples are in the docs of a build with \
+           the `scheduler` feature, on by default.)\n"
+)]
 pub use shedlock_macros::scheduled_lock;
 pub use signal::shutdown_signal;

@@ -32,7 +32,7 @@ use shedlock_core::{
 };
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider};
 
-use crate::database::{BoxError, DbKind, sqlite_options};
+use shedlock_demo::database::{BoxError, DbKind, sqlite_options};
 
 /// One thing the drainer reports, one JSON object per line (`{"event":"run_started",…}`).
 /// Instants are milliseconds since the Unix epoch: `fire_ms` a fire's scheduled instant, `wall_ms`
@@ -183,7 +183,7 @@ impl DrainerOptions {
     /// let options = DrainerOptions::parse(args.map(String::from))?;
     /// assert_eq!((options.jobs, options.grace), (3, Duration::from_millis(500)));
     /// assert!(DrainerOptions::parse(["--jobs".to_owned()]).is_err());
-    /// # Ok::<(), shedlock_tests::database::BoxError>(())
+    /// # Ok::<(), shedlock_demo::database::BoxError>(())
     /// ```
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, BoxError> {
         let mut options = Self {
@@ -234,7 +234,7 @@ pub async fn open_store(
     namespace: &str,
     call_timeout: Duration,
 ) -> Result<Arc<dyn LockAdmin>, BoxError> {
-    if crate::store::is_redis_url(url) {
+    if shedlock_demo::store::is_redis_url(url) {
         return Ok(Arc::new(
             shedlock_redis::RedisLockProvider::builder(url)
                 .key_prefix(namespace)

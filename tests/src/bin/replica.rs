@@ -4,5 +4,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    shedlock_tests::cli::main("cluster")
+    shedlock_demo::cli::main("cluster")
 }

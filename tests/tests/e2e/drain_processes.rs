@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shedlock_core::LockAdmin;
-use shedlock_tests::database::Database;
+use shedlock_demo::database::Database;
 use shedlock_tests::drainer::{DrainEvent, open_store};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};

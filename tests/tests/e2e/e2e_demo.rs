@@ -10,8 +10,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
+use shedlock_demo::cluster::Summary;
 use shedlock_sqlx::testing;
-use shedlock_tests::cluster::Summary;
 
 const REPLICA: &str = env!("CARGO_BIN_EXE_replica");
 

@@ -18,8 +18,8 @@ use crate::fault_support;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fault_support::{Cluster, JOBS, assert_liveness, assert_no_overlaps, db_now_us, tally};
-use shedlock_tests::database::Database;
-use shedlock_tests::event::Event;
+use shedlock_demo::database::Database;
+use shedlock_demo::event::Event;
 use tokio::time::Instant;
 
 const SLACK: Duration = Duration::from_secs(2);

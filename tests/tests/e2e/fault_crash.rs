@@ -20,9 +20,9 @@ use fault_support::{
     Cluster, JOBS, Replica, assert_liveness, assert_no_overlaps, db_now_us, random_below,
     random_between, running_replicas, seconds_from_env, tally,
 };
-use shedlock_tests::database::Database;
-use shedlock_tests::event::Event;
-use shedlock_tests::runlog::RunRecord;
+use shedlock_demo::database::Database;
+use shedlock_demo::event::Event;
+use shedlock_demo::runlog::RunRecord;
 use tokio::time::Instant;
 
 /// Scheduling slack on top of `at_most` + one tick: tick jitter (150 ms), process scheduling on

@@ -21,8 +21,8 @@ use fault_support::{
     Cluster, JOBS, Stamped, assert_liveness, assert_liveness_from, assert_no_overlaps, db_now_us,
     tally,
 };
-use shedlock_tests::database::Database;
-use shedlock_tests::event::Event;
+use shedlock_demo::database::Database;
+use shedlock_demo::event::Event;
 use shedlock_tests::throwaway::Throwaway;
 use tokio::time::Instant;
 

@@ -22,7 +22,7 @@
 //!
 //! **Never overlap**, checked at the end of every test, two ways:
 //!
-//! 1. Heartbeats in database time ([`shedlock_tests::heartbeat`]): a leader writes a row every
+//! 1. Heartbeats in database time ([`shedlock_demo::heartbeat`]): a leader writes a row every
 //!    50 ms, committed only if `is_leader()` held both before and after the insert; no term may
 //!    have a row at or after the next term's `locked_at`, tokens strictly increase.
 //! 2. The replicas' own reports, where the database cannot see them (a cut-off leader cannot
@@ -49,10 +49,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shedlock_core::StepDownReason;
+use shedlock_demo::database::{Database, Pool};
+use shedlock_demo::event::Event;
+use shedlock_demo::heartbeat::{self, BEAT_EVERY, BEATS_TABLE_ENV, Beats, TermSpan};
 use shedlock_sqlx::testing;
-use shedlock_tests::database::{Database, Pool};
-use shedlock_tests::event::Event;
-use shedlock_tests::heartbeat::{self, BEAT_EVERY, BEATS_TABLE_ENV, Beats, TermSpan};
 use shedlock_tests::proxy::Proxy;
 use shedlock_tests::throwaway::Throwaway;
 use tokio::io::{AsyncBufReadExt as _, BufReader};

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shedlock_core::{LockProvider, LockRecord};
+use shedlock_demo::event::Event;
 use shedlock_redis::redis::{self, AsyncCommands as _};
 use shedlock_redis::{RedisLockProvider, testing};
-use shedlock_tests::event::Event;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fault_support::{Cluster, Replica, Stamped};
-use shedlock_tests::event::Event;
-use shedlock_tests::runlog::{RunRecord, fires_run_twice};
+use shedlock_demo::event::Event;
+use shedlock_demo::runlog::{RunRecord, fires_run_twice};
 use tokio::time::Instant;
 
 /// The stores these tests run on.

@@ -10,11 +10,11 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use shedlock_demo::database::{Database, Pool};
+use shedlock_demo::event::Event;
+use shedlock_demo::job::JobSpec;
+use shedlock_demo::runlog::{RunLog, RunRecord, overlaps};
 use shedlock_sqlx::sqlx;
-use shedlock_tests::database::{Database, Pool};
-use shedlock_tests::event::Event;
-use shedlock_tests::job::JobSpec;
-use shedlock_tests::runlog::{RunLog, RunRecord, overlaps};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::time::Instant;

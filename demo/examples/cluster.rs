@@ -12,12 +12,16 @@
 //! ```text
 //! cargo run --example cluster                                   # SQLite, 10 s
 //! cargo run --example cluster -- --seconds 20 --kill-after 5    # kill a replica mid-run
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example cluster
-//! cargo run --example cluster -- --database-url mysql://root@127.0.0.1:3306/test
-//! cargo run --example cluster -- --database-url redis://127.0.0.1:6379
-//! cargo run --example cluster -- --database-url etcd://127.0.0.1:2379
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo run --example cluster --features postgres
+//! cargo run --example cluster --features mysql -- --database-url mysql://root@127.0.0.1:3306/test
+//! cargo run --example cluster --features redis -- --database-url redis://127.0.0.1:6379
+//! cargo run --example cluster --features etcd -- --database-url etcd://127.0.0.1:2379
 //! cargo run --example cluster -- --help
 //! ```
+//!
+//! Only SQLite is built by default (one database driver for the first run); `postgres`, `mysql`,
+//! `redis` and `etcd` are features of this package, and a URL whose feature is off is refused
+//! with an error naming it.
 //!
 //! With a `redis://` or `etcd://` store the run log is a SQLite file in the demo's temporary
 //! directory, so the replicas must share one host (they do: the demo starts them).
@@ -25,7 +29,7 @@
 //! The replicas have no timer of their own: each job is a `shedlock_core::Job` registered with
 //! `Job::new` (a closure: the body needs the replica's run log and the fire it runs, and its lock
 //! name carries `--prefix`; `#[scheduled_lock(every = ...)]` schedules only functions without
-//! arguments). The code is in `tests/src/replica.rs` and `tests/src/demo.rs`, because the test
+//! arguments). The code is in `demo/src/replica.rs` and `demo/src/demo.rs`, because the test
 //! suite's `replica` binary runs the same program:
 //!
 //! ```ignore
@@ -50,5 +54,5 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // `cluster` when run without a command; the replicas are this program with `run`.
-    shedlock_tests::cli::main("cluster")
+    shedlock_demo::cli::main("cluster")
 }

@@ -5,7 +5,7 @@
 //! are ignored (logs go to standard error anyway).
 //!
 //! ```
-//! use shedlock_tests::event::Event;
+//! use shedlock_demo::event::Event;
 //!
 //! let line = r#"{"event":"skipped","replica":"r2","job":"sync","tick":7}"#;
 //! assert_eq!(

@@ -20,7 +20,7 @@
 //! per process); it needs Postgres.
 //!
 //! ```
-//! use shedlock_tests::heartbeat::{Beat, spans, violations};
+//! use shedlock_demo::heartbeat::{Beat, spans, violations};
 //!
 //! let beat = |owner: &str, term: u64, token: i64, locked_at_us: i64, at_us: i64| Beat {
 //!     replica: owner.to_owned(),
@@ -55,7 +55,7 @@ use crate::database::{BoxError, Database, Pool, check_identifier};
 
 /// The environment variable that switches the writer on in `replica leader`: the heartbeat
 /// table's name (a plain identifier; create it first with [`Beats::create_table`]).
-pub const BEATS_TABLE_ENV: &str = "SHEDLOCK_LEADER_BEATS";
+pub const BEATS_TABLE_ENV: &str = crate::leader::BEATS_TABLE_ENV;
 
 /// How often a leader writes a heartbeat row.
 pub const BEAT_EVERY: Duration = Duration::from_millis(50);

@@ -83,7 +83,7 @@ impl FromStr for JobSpec {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use shedlock_tests::job::JobSpec;
+    /// use shedlock_demo::job::JobSpec;
     ///
     /// let job: JobSpec = "sync,every=500ms,at_most=2s,work=100ms..300ms,catch_up".parse()?;
     /// assert!(job.catch_up);
@@ -91,7 +91,7 @@ impl FromStr for JobSpec {
     /// assert_eq!(job.every, Duration::from_millis(500));
     /// assert_eq!(job.work, (Duration::from_millis(100), Duration::from_millis(300)));
     /// assert_eq!(job.to_string().parse::<JobSpec>()?, job);
-    /// # Ok::<(), shedlock_tests::database::BoxError>(())
+    /// # Ok::<(), shedlock_demo::database::BoxError>(())
     /// ```
     fn from_str(spec: &str) -> Result<Self, BoxError> {
         let mut parts = spec.split(',');

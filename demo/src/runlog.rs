@@ -72,7 +72,7 @@ pub struct Overlap {
 /// one ending in the microsecond the next starts, do not overlap).
 ///
 /// ```
-/// use shedlock_tests::runlog::{RunRecord, overlaps};
+/// use shedlock_demo::runlog::{RunRecord, overlaps};
 /// let run = |id, replica: &str, start, end| RunRecord {
 ///     id, job: "sync".into(), replica: replica.into(), tick: 0, fire_us: 0, token: None,
 ///     locked_at_us: start, lock_until_us: start + 1_000, started_us: start, ended_us: Some(end),
@@ -107,7 +107,7 @@ pub fn overlaps(records: &[RunRecord]) -> Vec<Overlap> {
 /// records fires there is none, even when runs do not overlap in time.
 ///
 /// ```
-/// use shedlock_tests::runlog::{RunRecord, fires_run_twice};
+/// use shedlock_demo::runlog::{RunRecord, fires_run_twice};
 /// let run = |id, fire_us| RunRecord {
 ///     id, job: "sync".into(), replica: format!("r{id}"), tick: 0, fire_us, token: None,
 ///     locked_at_us: fire_us, lock_until_us: fire_us + 1_000, started_us: fire_us, ended_us: None,
@@ -211,7 +211,9 @@ impl RunLog {
             }
         });
         match &self.pool {
+            #[cfg(feature = "postgres")]
             Pool::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop)?,
+            #[cfg(feature = "mysql")]
             Pool::MySql(pool) => sqlx::query(sql).execute(pool).await.map(drop)?,
             Pool::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop)?,
         }
@@ -241,6 +243,7 @@ impl RunLog {
         let columns =
             "session, job, replica, tick, fire_us, token, locked_at_us, lock_until_us, started_us";
         let id = match &self.pool {
+            #[cfg(feature = "postgres")]
             Pool::Postgres(pool) => {
                 let sql = format!(
                     "INSERT INTO {t} ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {now}) RETURNING id"
@@ -257,6 +260,7 @@ impl RunLog {
                     .fetch_one(pool)
                     .await?
             }
+            #[cfg(feature = "mysql")]
             Pool::MySql(pool) => {
                 let sql =
                     format!("INSERT INTO {t} ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now})");
@@ -301,6 +305,7 @@ impl RunLog {
     pub async fn finish(&self, id: i64) -> Result<(), BoxError> {
         let (t, now) = (&self.table, self.now_sql());
         match &self.pool {
+            #[cfg(feature = "postgres")]
             Pool::Postgres(pool) => {
                 let sql = format!("UPDATE {t} SET ended_us = {now} WHERE id = $1");
                 sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -309,6 +314,7 @@ impl RunLog {
                     .await
                     .map(drop)?;
             }
+            #[cfg(feature = "mysql")]
             Pool::MySql(pool) => {
                 let sql = format!("UPDATE {t} SET ended_us = {now} WHERE id = ?");
                 sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -339,6 +345,7 @@ impl RunLog {
         let select = "SELECT id, job, replica, tick, fire_us, token, locked_at_us, lock_until_us, \
                       started_us, ended_us";
         let rows: Vec<Row> = match &self.pool {
+            #[cfg(feature = "postgres")]
             Pool::Postgres(pool) => {
                 let sql = format!("{select} FROM {t} WHERE session = $1 ORDER BY started_us, id");
                 sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -346,6 +353,7 @@ impl RunLog {
                     .fetch_all(pool)
                     .await?
             }
+            #[cfg(feature = "mysql")]
             Pool::MySql(pool) => {
                 let sql = format!("{select} FROM {t} WHERE session = ? ORDER BY started_us, id");
                 sqlx::query_as(sqlx::AssertSqlSafe(sql))

@@ -241,12 +241,21 @@ pub fn main(default: &str) -> ExitCode {
     }
 }
 
+/// Logs to standard error, filtered by `RUST_LOG` (`warn` when unset or not understood): a
+/// level or a list of `target=level` (`info`, `warn,shedlock_core=debug`), as a
+/// `tracing_subscriber::filter::Targets` reads it (no span filters or regexes).
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|spec| spec.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::WARN));
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
         .try_init();
 }
 

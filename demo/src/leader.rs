@@ -28,6 +28,10 @@ use crate::database::{BoxError, Database};
 use crate::event::Event;
 use crate::runlog::RunLog;
 
+/// The variable that switches the leader tests' heartbeat writer on (`heartbeat`, a module of
+/// builds with the `postgres` feature, documents it).
+pub(crate) const BEATS_TABLE_ENV: &str = "SHEDLOCK_LEADER_BEATS";
+
 /// A leader-mode replica's settings; durations left `None` take the latch's defaults.
 #[derive(Debug, Clone)]
 pub struct LeaderOptions {
@@ -104,6 +108,7 @@ pub async fn run_with(
         wall_ms: wall_us() / 1000,
     });
     // The leader tests' heartbeats, when SHEDLOCK_LEADER_BEATS names a table (crate::heartbeat).
+    #[cfg(feature = "postgres")]
     let _beats = match db {
         Some(db) => crate::heartbeat::spawn_from_env(&latch, &replica, db)?,
         None => None,
@@ -195,8 +200,12 @@ fn run_log(
     opts: &LeaderOptions,
     db: Option<&Database>,
 ) -> Result<Option<(Arc<RunLog>, String)>, BoxError> {
-    if db.is_none() && std::env::var_os(crate::heartbeat::BEATS_TABLE_ENV).is_some() {
-        return Err("leader heartbeats need Postgres, not this store".into());
+    // The leader tests' heartbeats (crate::heartbeat) need Postgres, and its driver.
+    if std::env::var_os(BEATS_TABLE_ENV).is_some() && (db.is_none() || !cfg!(feature = "postgres"))
+    {
+        return Err(
+            "leader heartbeats need Postgres (and the `postgres` feature), not this store".into(),
+        );
     }
     match (&opts.record, db) {
         (Some((table, session)), Some(db)) => {

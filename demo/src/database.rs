@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
+#[cfg(feature = "mysql")]
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+#[cfg(feature = "postgres")]
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
@@ -26,7 +28,6 @@ const DROP_TABLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Which database a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum DbKind {
     /// PostgreSQL: `postgres://` or `postgresql://`.
     Postgres,
@@ -44,11 +45,11 @@ impl DbKind {
     /// A URL with another scheme.
     ///
     /// ```
-    /// use shedlock_tests::database::DbKind;
+    /// use shedlock_demo::database::DbKind;
     /// assert_eq!(DbKind::of_url("postgres://postgres@127.0.0.1/test")?, DbKind::Postgres);
     /// assert_eq!(DbKind::of_url("sqlite:///tmp/demo.db")?, DbKind::Sqlite);
     /// assert!(DbKind::of_url("redis://localhost").is_err());
-    /// # Ok::<(), shedlock_tests::database::BoxError>(())
+    /// # Ok::<(), shedlock_demo::database::BoxError>(())
     /// ```
     pub fn of_url(url: &str) -> Result<Self, BoxError> {
         let scheme = url
@@ -84,8 +85,10 @@ impl fmt::Display for DbKind {
 #[non_exhaustive]
 pub enum Pool {
     /// A Postgres pool.
+    #[cfg(feature = "postgres")]
     Postgres(PgPool),
     /// A MySQL/MariaDB pool.
+    #[cfg(feature = "mysql")]
     MySql(MySqlPool),
     /// A SQLite pool.
     Sqlite(SqlitePool),
@@ -119,6 +122,7 @@ impl Database {
         let kind = DbKind::of_url(url)?;
         let what = || format!("cannot connect to {}", redact(url));
         let pool = match kind {
+            #[cfg(feature = "postgres")]
             DbKind::Postgres => {
                 let options = PgConnectOptions::from_str(url)?;
                 Pool::Postgres(
@@ -130,6 +134,7 @@ impl Database {
                         .map_err(|e| format!("{}: {e}", what()))?,
                 )
             }
+            #[cfg(feature = "mysql")]
             DbKind::MySql => {
                 let options = MySqlConnectOptions::from_str(url)?;
                 Pool::MySql(
@@ -152,6 +157,8 @@ impl Database {
                         .map_err(|e| format!("{}: {e}", what()))?,
                 )
             }
+            #[cfg(not(all(feature = "postgres", feature = "mysql")))]
+            kind => return Err(crate::store::not_built(kind)),
         };
         Ok(Self {
             kind,
@@ -213,7 +220,9 @@ impl Database {
         let sql = sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}"));
         let dropped = async {
             match &self.pool {
+                #[cfg(feature = "postgres")]
                 Pool::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+                #[cfg(feature = "mysql")]
                 Pool::MySql(pool) => sqlx::query(sql).execute(pool).await.map(drop),
                 Pool::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop),
             }
@@ -229,8 +238,12 @@ impl Database {
     }
 }
 
-/// SQLite options for a file that several processes share.
-pub(crate) fn sqlite_options(url: &str) -> Result<SqliteConnectOptions, BoxError> {
+/// SQLite options for a file that several processes share (WAL journal, a busy timeout).
+///
+/// # Errors
+///
+/// A URL that is no valid SQLite URL.
+pub fn sqlite_options(url: &str) -> Result<SqliteConnectOptions, BoxError> {
     Ok(SqliteConnectOptions::from_str(url)?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
@@ -245,7 +258,7 @@ pub(crate) fn sqlite_options(url: &str) -> Result<SqliteConnectOptions, BoxError
 /// Anything else.
 ///
 /// ```
-/// use shedlock_tests::database::check_identifier;
+/// use shedlock_demo::database::check_identifier;
 /// assert!(check_identifier("shedlock_demo_runs").is_ok());
 /// assert!(check_identifier("runs; DROP TABLE x").is_err());
 /// ```
@@ -269,7 +282,7 @@ pub fn check_identifier(name: &str) -> Result<(), BoxError> {
 /// `url` with its password replaced by `***`, for printing.
 ///
 /// ```
-/// use shedlock_tests::database::redact;
+/// use shedlock_demo::database::redact;
 /// assert_eq!(redact("postgres://app:s3cret@db:5432/x"), "postgres://app:***@db:5432/x");
 /// assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
 /// ```

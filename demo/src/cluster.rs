@@ -66,13 +66,13 @@ pub struct ClusterOptions {
 /// The outcome of a demo run, printed as its last line (`summary: runs=… skipped=… overlaps=…`).
 ///
 /// ```
-/// use shedlock_tests::cluster::Summary;
+/// use shedlock_demo::cluster::Summary;
 /// let line = "summary: runs=9 skipped=20 errors=0 overlaps=0 fires_run_twice=0 missed=0 interrupted=0 lost=0 died=0 replicas=3 runs.report=5 runs.sync=4";
 /// let summary: Summary = line.parse()?;
 /// assert_eq!(summary.overlaps, 0);
 /// assert_eq!(summary.per_job["sync"], 4);
 /// assert_eq!(summary.to_string(), line);
-/// # Ok::<(), shedlock_tests::database::BoxError>(())
+/// # Ok::<(), shedlock_demo::database::BoxError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
@@ -428,6 +428,8 @@ impl Stores {
             Some(url) => url.clone(),
             None => temp_db("demo.db")?,
         };
+        // Before any replica starts: each would fail with the same error.
+        crate::store::ensure_built(&url)?;
         // A Redis or etcd store has no tables: the run log goes to a SQLite file (one host).
         let kv = crate::store::is_kv_url(&url);
         let runlog_url = if kv {
