@@ -1074,4 +1074,39 @@ mod tests {
         assert!("summary: runs=x".parse::<Summary>().is_err());
         assert!("summary: colour=1".parse::<Summary>().is_err());
     }
+
+    /// Built as `cargo run --example cluster` builds it (no features), a `redis://` demo stops
+    /// with the feature to turn on before it starts anything: the replica program given here
+    /// does not exist, so starting one would fail with another error.
+    #[tokio::test]
+    #[cfg_attr(
+        feature = "redis",
+        ignore = "needs a build without the `redis` feature: `cargo test -p shedlock-demo`"
+    )]
+    async fn a_store_whose_feature_is_off_is_refused_before_any_replica_starts() {
+        let opts = ClusterOptions {
+            database_url: Some("redis://127.0.0.1:6379".into()),
+            duration: Duration::from_secs(1),
+            replicas: 3,
+            prefix: "demo-".into(),
+            runs_table: "shedlock_demo_runs".into(),
+            lock_table: None,
+            jobs: Vec::new(),
+            kill_after: None,
+            stop_on_eof: false,
+            cleanup: false,
+            call_timeout: None,
+            exe: PathBuf::from("/nonexistent/shedlock-replica"),
+        };
+        let mut out = Vec::new();
+        let error = run(opts, &mut out)
+            .await
+            .expect_err("no Redis store in this build");
+        let text = error.to_string();
+        assert!(
+            text.contains("no Redis store") && text.contains("--features redis"),
+            "{text}"
+        );
+        assert!(out.is_empty(), "nothing was started or printed: {out:?}");
+    }
 }
