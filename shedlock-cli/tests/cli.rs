@@ -532,8 +532,19 @@ fn connection_mistakes_are_one_line_and_exit_2() {
              /nonexistent-dir/for/shedlock.db: ",
         ),
     ];
-    for (url, needle) in cases {
-        let err = shedlock(url, &["list", "--timeout", "2s"]).fails(2);
+    // The cases run side by side: two of them wait out their 2 s timeout.
+    let runs: Vec<Run> = std::thread::scope(|scope| {
+        let running: Vec<_> = cases
+            .iter()
+            .map(|(url, _)| scope.spawn(move || shedlock(url, &["list", "--timeout", "2s"])))
+            .collect();
+        running
+            .into_iter()
+            .map(|run| run.join().expect("a case's thread"))
+            .collect()
+    });
+    for ((url, needle), run) in cases.into_iter().zip(runs) {
+        let err = run.fails(2);
         assert!(err.contains(needle), "{url}: {err}");
         assert!(!err.contains("scott@"), "no credentials in messages: {err}");
     }

@@ -1040,7 +1040,7 @@ async fn black_holed_leader_steps_down_before_its_lease_can_be_taken() {
     procs.append(&mut election.start(&["r2", "r3"], &url).await);
     election.followers_know(&["r2", "r3"], "r1", began).await;
 
-    // Cut r1 off right after a renew: its last successful renew is now.
+    // Cut r1 off right after a renew: its last successful renew is the row just seen.
     let renewed = election.next_renew().await;
     let cut_at = Instant::now();
     proxy.blackhole();
@@ -1073,11 +1073,20 @@ async fn black_holed_leader_steps_down_before_its_lease_can_be_taken() {
         (&renewed.owner, renewed.lock_until_us),
         "r1 renewed nothing through the black hole"
     );
+    // Not earlier than its deadline after its last renew (no flapping on failed renews), by the
+    // clocks of the renew itself (the database's, the same machine's as r1's): the test sees
+    // the renewed row only when its next poll returns, late by as much as the machine's load
+    // delays it. Not later than the deadline after the cut (no hung call keeps it).
+    let lease_us = i64::try_from(FAST.lease.as_micros()).unwrap_or(i64::MAX);
+    let renewed_wall_us = renewed.lock_until_us - lease_us;
+    let after_renew =
+        Duration::from_micros(u64::try_from(down_wall_us - renewed_wall_us).unwrap_or(0));
     assert!(
-        step_down_after + Duration::from_millis(250) >= FAST.deadline
+        after_renew + Duration::from_millis(250) >= FAST.deadline
             && step_down_after <= FAST.deadline + SLACK,
-        "r1 stepped down {step_down_after:?} after the cut; its renew deadline is {:?} after its \
-         last renew (not earlier: no flapping on failed renews; not later: no hung call keeps it)",
+        "r1 stepped down {after_renew:?} after its last renew and {step_down_after:?} after the \
+         cut; its renew deadline is {:?} after its last renew (not earlier: no flapping on failed \
+         renews; not later: no hung call keeps it)",
         FAST.deadline
     );
     assert!(
