@@ -58,7 +58,7 @@ options:
   --kill-after N       kill one replica (SIGKILL) after N seconds, preferably mid-run (cluster)
   --job SPEC           a scheduled job instead of the demo's two; repeatable. SPEC:
                        NAME[,every=1s][,at_most=10s][,at_least=0s][,work=100ms..500ms]
-                       [,keep_alive][,catch_up][,leader_only]
+                       [,keep_alive][,catch_up][,run_late][,leader_only]
   --prefix P           lock-name prefix (default demo-)
   --lock-table T       lock table (default: the store's, shedlock)
   --runs-table T       run log table (default shedlock_demo_runs)

@@ -1,5 +1,5 @@
 //! What a replica runs: [`JobSpec`], one periodic locked job, given on the command line as
-//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,leader_only]`.
+//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,run_late][,leader_only]`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,6 +13,10 @@ use crate::database::BoxError;
 /// replicas name the same fires); the replica that claims a fire "works" for a random time in
 /// `work`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one field per command-line flag of the --job spec, each independent"
+)]
 pub struct JobSpec {
     /// The job's short name; the lock is named `<prefix><name>`.
     pub name: String,
@@ -29,6 +33,9 @@ pub struct JobSpec {
     /// Whether the job catches up on its latest fire at start ([`shedlock_core::Job::catch_up`]).
     /// Defaults to off.
     pub catch_up: bool,
+    /// Whether a fire met while the lock is held runs late when the lock frees inside its
+    /// window ([`shedlock_core::OnHeld::RunLate`]). Defaults to off (skipped).
+    pub run_late: bool,
     /// Whether the job runs only on the leader of the replicas' election
     /// ([`shedlock_core::Job::leader_only`]). Defaults to off.
     pub leader_only: bool,
@@ -46,6 +53,7 @@ impl JobSpec {
             work: (Duration::from_millis(100), Duration::from_millis(500)),
             keep_alive: false,
             catch_up: false,
+            run_late: false,
             leader_only: false,
         }
     }
@@ -78,7 +86,7 @@ impl JobSpec {
 impl FromStr for JobSpec {
     type Err = BoxError;
 
-    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,leader_only]`;
+    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,run_late][,leader_only]`;
     /// durations as in `#[scheduled_lock]` (`"500ms"`, `"2s"`, `"1m30s"`, `"PT1S"`).
     ///
     /// ```
@@ -121,12 +129,14 @@ impl FromStr for JobSpec {
                 "keep_alive" if value == "false" => job.keep_alive = false,
                 "catch_up" if value.is_empty() || value == "true" => job.catch_up = true,
                 "catch_up" if value == "false" => job.catch_up = false,
+                "run_late" if value.is_empty() || value == "true" => job.run_late = true,
+                "run_late" if value == "false" => job.run_late = false,
                 "leader_only" if value.is_empty() || value == "true" => job.leader_only = true,
                 "leader_only" if value == "false" => job.leader_only = false,
                 other => {
                     return Err(format!(
                         "job {name:?}: unknown setting {other:?} (valid: every, at_most, at_least, \
-                         work, keep_alive, catch_up, leader_only)"
+                         work, keep_alive, catch_up, run_late, leader_only)"
                     )
                     .into());
                 }
@@ -163,6 +173,9 @@ impl fmt::Display for JobSpec {
         if self.catch_up {
             f.write_str(",catch_up")?;
         }
+        if self.run_late {
+            f.write_str(",run_late")?;
+        }
         if self.leader_only {
             f.write_str(",leader_only")?;
         }
@@ -188,6 +201,19 @@ mod tests {
         ] {
             assert!(spec.parse::<JobSpec>().is_err(), "{spec:?} was accepted");
         }
+    }
+
+    #[test]
+    fn flags_parse_and_print_back() {
+        let job: JobSpec = "a,every=2s,catch_up,run_late".parse().expect("valid");
+        assert!(job.catch_up && job.run_late && !job.keep_alive && !job.leader_only);
+        assert_eq!(
+            job.to_string().parse::<JobSpec>().expect("its own text"),
+            job
+        );
+        let off: JobSpec = "a,run_late=false".parse().expect("valid");
+        assert!(!off.run_late);
+        assert!("a,run_late=maybe".parse::<JobSpec>().is_err());
     }
 
     #[test]

@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shedlock_core::chrono::{DateTime, Utc};
 use shedlock_core::{
-    Fire, Job, JobStatus, LeaderLatch, LockProvider, LockingTaskExecutor, Schedule, Scheduler,
-    current_lock,
+    Fire, Job, JobStatus, LeaderLatch, LockProvider, LockingTaskExecutor, OnHeld, Schedule,
+    Scheduler, current_lock,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -191,7 +191,12 @@ pub fn scheduled_job(spec: &JobSpec, prefix: &str, ctx: &Arc<RunContext>) -> Res
     .lock_name(format!("{prefix}{}", spec.name))
     .at_most(spec.at_most)
     .keep_alive(spec.keep_alive)
-    .catch_up(spec.catch_up);
+    .catch_up(spec.catch_up)
+    .on_held(if spec.run_late {
+        OnHeld::RunLate
+    } else {
+        OnHeld::Skip
+    });
     Ok(if spec.at_least.is_zero() {
         job
     } else {

@@ -383,10 +383,16 @@ impl LockingTaskExecutor {
     }
 
     /// One fire claim through this executor's store (its owner id, call timeout and drain): a
-    /// claimed fire comes back as a guard. With the local instants the call was sent and its
-    /// reply received, from which a scheduler learns the store's clock.
+    /// claimed fire comes back as a guard if `take` says the caller runs it (a claim it does not
+    /// take is left as it is: another job loop of this process runs it). With the local instants
+    /// the call was sent and its reply received, from which a scheduler learns the store's clock.
     #[cfg(feature = "scheduler")]
-    pub(crate) async fn claim_fire(&self, cfg: &LockConfig, fire: &Fire) -> Result<FireAttempt> {
+    pub(crate) async fn claim_fire(
+        &self,
+        cfg: &LockConfig,
+        fire: &Fire,
+        take: impl FnOnce(&LockRecord) -> bool,
+    ) -> Result<FireAttempt> {
         self.inner.drain.check_running("fire claim")?;
         let _in_flight = self.inner.drain.begin_acquire();
         let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
@@ -407,7 +413,7 @@ impl LockingTaskExecutor {
             }
         })?;
         let guard = match &reply {
-            FireClaim::Claimed(record) => {
+            FireClaim::Claimed(record) if take(record) => {
                 Some(self.hold(record.clone(), sent, at_most, cfg).await?)
             }
             _ => None,
@@ -420,34 +426,44 @@ impl LockingTaskExecutor {
         })
     }
 
-    /// After a fire claim of this executor failed (a timeout, a cut connection) and a later
-    /// attempt found the fire recorded: the failed claim may have committed, and then this
-    /// executor holds the lock with nobody running the fire. Reads the holder and, if it is this
-    /// executor's owner id, takes the lock over as a guard whose local deadline counts from
-    /// `since` (when the first uncertain claim was sent, so never later than the store's).
-    /// `None` when another owner holds it, or nobody does.
+    /// Takes over `record`, a claim of this executor whose reply was lost (the scheduler has
+    /// checked that it is one: docs/guarantees.md, "Lost replies"), as a guard whose local
+    /// deadline counts from `since`, when the first uncertain claim was sent (so never later
+    /// than the store's).
     #[cfg(feature = "scheduler")]
     pub(crate) async fn adopt_claim(
         &self,
         cfg: &LockConfig,
+        record: LockRecord,
         since: Instant,
-    ) -> Result<Option<LockGuard>> {
+    ) -> Result<LockGuard> {
         self.inner.drain.check_running("fire claim")?;
         let _in_flight = self.inner.drain.begin_acquire();
         let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
-        let name = cfg.name();
-        let holder = timed(
+        self.hold(record, since, at_most, cfg).await
+    }
+
+    /// Who holds `name` now, read within the call timeout (for a claim whose reply was lost).
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+        timed(
             "holder",
             self.inner.call_timeout,
             self.inner.provider.holder(name),
         )
-        .await?;
-        match holder {
-            Some(record) if record.owner() == self.inner.owner_id => {
-                Ok(Some(self.hold(record, since, at_most, cfg).await?))
-            }
-            _ => Ok(None),
-        }
+        .await
+    }
+
+    /// Releases `record` at once (`at_least` 0), within the call timeout: a claim of this
+    /// executor whose reply was lost and whose fire is not run.
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn release_unrun(&self, record: &LockRecord) -> Result<bool> {
+        timed(
+            "release",
+            self.inner.call_timeout,
+            self.inner.provider.release(record, Duration::ZERO),
+        )
+        .await
     }
 
     /// The per-call timeout of store calls.

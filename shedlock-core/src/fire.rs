@@ -82,7 +82,13 @@ impl fmt::Display for Fire {
 ///    [`acquire`](crate::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
 ///
 /// Every case but `Claimed` carries the store's `now`, from which a scheduler learns how far its
-/// own clock is from the store's.
+/// own clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and
+/// [`Held`](Self::Held) also carry the lock as the store has it in the same row (`holder`: owner,
+/// `locked_at`, `lock_until`, fencing token), read in the same atomic step: a scheduler tells
+/// from it whether a claim of its own whose reply was lost committed (docs/guarantees.md, "Lost
+/// replies"), and when a held lock frees.
+///
+/// More cases may come (the enum is `#[non_exhaustive]`): match with a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FireClaim {
@@ -100,18 +106,25 @@ pub enum FireClaim {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
     },
-    /// This fire (or a later one) was already claimed.
+    /// This fire (or a later one) was already claimed: by another replica, or by a claim of
+    /// this one whose reply was lost (`holder` tells).
     ClaimedElsewhere {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
         /// The fire recorded for the job (`F` or later).
         recorded: DateTime<Utc>,
+        /// The lock's row as the store had it: whoever claimed the recorded fire last (or took
+        /// the lock since), its `locked_at`, `lock_until` (which may be past: the lock is then
+        /// free) and fencing token.
+        holder: LockRecord,
     },
     /// The fire is not claimed yet, but the lock is held (a previous run is still going, or a
     /// plain lock user holds it). The fire is counted, never queued.
     Held {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
+        /// Who holds the lock, since when and until when (`lock_until > now`).
+        holder: LockRecord,
     },
 }
 
@@ -125,6 +138,19 @@ impl FireClaim {
         }
     }
 
+    /// The lock's row as the store saw it when it did not claim
+    /// ([`ClaimedElsewhere`](Self::ClaimedElsewhere), [`Held`](Self::Held)); the new record for
+    /// [`Claimed`](Self::Claimed); `None` when the case says nothing about the lock.
+    #[must_use]
+    pub fn holder(&self) -> Option<&LockRecord> {
+        match self {
+            Self::Claimed(record)
+            | Self::ClaimedElsewhere { holder: record, .. }
+            | Self::Held { holder: record, .. } => Some(record),
+            Self::TooEarly { .. } | Self::WindowPassed { .. } => None,
+        }
+    }
+
     /// The store's clock when it decided: the claim's `locked_at`, or the `now` of any other
     /// case.
     #[must_use]
@@ -134,7 +160,7 @@ impl FireClaim {
             Self::TooEarly { now }
             | Self::WindowPassed { now }
             | Self::ClaimedElsewhere { now, .. }
-            | Self::Held { now } => *now,
+            | Self::Held { now, .. } => *now,
         }
     }
 }
@@ -142,20 +168,23 @@ impl FireClaim {
 /// The fire claim's decision without its effects, for stores that read the row, decide in their
 /// own code and then write conditionally (in-memory, compare-and-set stores).
 ///
-/// `recorded` is the fire recorded for the job, `lock_until` the row's (`None` for no row).
-/// Returns `None` when the store should claim (record `F`, take the lock), or the case to answer.
+/// `row` is the lock's row as the store has it (owner, `locked_at`, `lock_until`, fencing token;
+/// `None` for no row) and `recorded` the fire recorded in it (a `recorded` without a row is
+/// ignored: the fire lives in the row). Returns `None` when the store should claim (record `F`,
+/// take the lock), or the case to answer.
 ///
 /// ```
 /// use chrono::{Duration, TimeZone, Utc};
-/// use shedlock_core::{Fire, FireClaim, fire_decision};
+/// use shedlock_core::{Fire, FireClaim, LockRecord, fire_decision};
 ///
 /// let f = Utc.with_ymd_and_hms(2026, 12, 1, 3, 0, 0).unwrap();
 /// let fire = Fire::new(f, f + Duration::minutes(1))?;
 /// let now = f + Duration::seconds(1);
 /// assert_eq!(fire_decision(&fire, now, None, None), None, "claim it");
+/// let row = LockRecord::new("nightly", "host-a:42:x1", f, f + Duration::seconds(30));
 /// assert_eq!(
-///     fire_decision(&fire, now, Some(f), None),
-///     Some(FireClaim::ClaimedElsewhere { now, recorded: f })
+///     fire_decision(&fire, now, Some(&row), Some(f)),
+///     Some(FireClaim::ClaimedElsewhere { now, recorded: f, holder: row })
 /// );
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
@@ -163,8 +192,8 @@ impl FireClaim {
 pub fn fire_decision(
     fire: &Fire,
     now: DateTime<Utc>,
+    row: Option<&LockRecord>,
     recorded: Option<DateTime<Utc>>,
-    lock_until: Option<DateTime<Utc>>,
 ) -> Option<FireClaim> {
     if now < fire.at() {
         return Some(FireClaim::TooEarly { now });
@@ -172,11 +201,19 @@ pub fn fire_decision(
     if now >= fire.next() {
         return Some(FireClaim::WindowPassed { now });
     }
+    let row = row?;
     if let Some(recorded) = recorded.filter(|r| *r >= fire.at()) {
-        return Some(FireClaim::ClaimedElsewhere { now, recorded });
+        return Some(FireClaim::ClaimedElsewhere {
+            now,
+            recorded,
+            holder: row.clone(),
+        });
     }
-    if lock_until.is_some_and(|until| until > now) {
-        return Some(FireClaim::Held { now });
+    if row.lock_until() > now {
+        return Some(FireClaim::Held {
+            now,
+            holder: row.clone(),
+        });
     }
     None
 }
@@ -198,32 +235,41 @@ mod tests {
         let before = at - Duration::milliseconds(1);
         let inside = at + Duration::seconds(5);
         let after = f.next();
-        let held = Some(inside + Duration::seconds(1));
+        let held = LockRecord::new("job", "other", at, inside + Duration::seconds(1))
+            .with_fencing_token(Some(3));
+        let row = Some(&held);
         // Too early wins over everything else.
         assert_eq!(
-            fire_decision(&f, before, Some(at), held),
+            fire_decision(&f, before, row, Some(at)),
             Some(FireClaim::TooEarly { now: before })
         );
         // The window's end is exclusive and wins over a recorded fire.
         assert_eq!(
-            fire_decision(&f, after, Some(at), held),
+            fire_decision(&f, after, row, Some(at)),
             Some(FireClaim::WindowPassed { now: after })
         );
-        // A recorded fire at F or later wins over a held lock.
+        // A recorded fire at F or later wins over a held lock; the reply carries the row.
         assert_eq!(
-            fire_decision(&f, inside, Some(at), held),
+            fire_decision(&f, inside, row, Some(at)),
             Some(FireClaim::ClaimedElsewhere {
                 now: inside,
-                recorded: at
+                recorded: at,
+                holder: held.clone(),
             })
         );
-        // An older recorded fire does not count; the held lock does.
+        // An older recorded fire does not count; the held lock does, and says who holds it.
         assert_eq!(
-            fire_decision(&f, inside, Some(at - Duration::seconds(10)), held),
-            Some(FireClaim::Held { now: inside })
+            fire_decision(&f, inside, row, Some(at - Duration::seconds(10))),
+            Some(FireClaim::Held {
+                now: inside,
+                holder: held.clone(),
+            })
         );
         // A lock that ends exactly now is free, as for acquire.
-        assert_eq!(fire_decision(&f, inside, None, Some(inside)), None);
+        let ended = held.clone().with_lock_until(inside);
+        assert_eq!(fire_decision(&f, inside, Some(&ended), None), None);
+        // A recorded fire without a row is ignored (the fire lives in the row).
+        assert_eq!(fire_decision(&f, inside, None, Some(at)), None);
         // F itself is inside the window.
         assert_eq!(fire_decision(&f, at, None, None), None);
     }
@@ -234,7 +280,13 @@ mod tests {
         let record = LockRecord::new("job", "me", now, now + Duration::seconds(1));
         assert_eq!(FireClaim::Claimed(record.clone()).store_now(), now);
         assert_eq!(FireClaim::Claimed(record.clone()).claimed(), Some(&record));
-        assert_eq!(FireClaim::Held { now }.store_now(), now);
-        assert!(FireClaim::Held { now }.claimed().is_none());
+        let held = FireClaim::Held {
+            now,
+            holder: record.clone(),
+        };
+        assert_eq!(held.store_now(), now);
+        assert!(held.claimed().is_none());
+        assert_eq!(held.holder(), Some(&record));
+        assert_eq!(FireClaim::TooEarly { now }.holder(), None);
     }
 }

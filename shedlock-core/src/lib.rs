@@ -128,7 +128,9 @@ pub use provider::{LockProvider, LockRecord};
 #[cfg(feature = "scheduler")]
 pub use schedule::Schedule;
 #[cfg(feature = "scheduler")]
-pub use scheduler::{Job, JobOutput, JobStatus, LastRun, RunContext, RunOutcome, Scheduler};
+pub use scheduler::{
+    Job, JobOutput, JobStatus, LastRun, OnHeld, RunContext, RunOutcome, Scheduler,
+};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
 // The attribute's documentation lives here, beside the code its expansion calls, so that its
 // examples are shedlock-core's doc tests (a proc-macro crate's doc tests would build this crate

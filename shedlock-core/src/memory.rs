@@ -192,8 +192,8 @@ impl LockProvider for InMemoryLockProvider {
         let mut rows = self.rows();
         let existing = rows.get(name);
         let recorded = existing.and_then(|row| row.last_fire);
-        let lock_until = existing.map(|row| self.wall(row.lock_until));
-        if let Some(answer) = fire_decision(fire, wall_now, recorded, lock_until) {
+        let seen = existing.map(|row| self.record(name, row));
+        if let Some(answer) = fire_decision(fire, wall_now, seen.as_ref(), recorded) {
             return Ok(answer);
         }
         let row = Row {

@@ -16,6 +16,48 @@ use tokio::time::{Instant, timeout_at};
 /// and the retry makes a new one.
 const RETRIES_ON_DROPPED: u32 = 2;
 
+/// Whether a call may run again after its connection dropped, which may have happened after
+/// its request was written and the script ran: redis-rs reports a request that never left
+/// and one whose reply was lost alike (a closed-connection error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// Run it again on the reconnected connection: the script's effect and answer are the same
+    /// when repeated (extend, release, reads, admin).
+    AfterDrop,
+    /// End the call with an error saying that the reply was lost and the script may have run:
+    /// a repeat would answer from the lost script's own effect (an acquire finding its own lock
+    /// held, a fire claim finding its own fire recorded). A refused reconnection (nothing was
+    /// sent) is still retried.
+    OnlyIfRefused,
+}
+
+/// What a call does after an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Run again on the reconnected connection (within the retries and the deadline).
+    Retry,
+    /// End with the lost-reply error.
+    LostReply,
+    /// End with the error.
+    Fail,
+}
+
+impl Resend {
+    /// What a call of this kind does after `error`: a refused reconnection (nothing was sent)
+    /// is retried; a dropped connection is retried or is a lost reply; anything else fails.
+    fn after(self, error: &RedisError) -> After {
+        if error.is_connection_refusal() {
+            After::Retry
+        } else if !error.is_connection_dropped() {
+            After::Fail
+        } else if self == Self::AfterDrop {
+            After::Retry
+        } else {
+            After::LostReply
+        }
+    }
+}
+
 /// The server's address for messages and `Debug`: host and port (or socket path) and database
 /// number, never the user name or password.
 pub(crate) fn describe(info: &ConnectionInfo) -> String {
@@ -115,14 +157,17 @@ impl Connection {
     /// the call for error messages (`acquire lock "report"`).
     ///
     /// An attempt that fails because the connection was dead (the server restarted or closed
-    /// it) runs again, within the same deadline, on the connection the manager reopens: a
-    /// restart that is over before the deadline costs the caller no failed call. Every attempt
-    /// must be safe to repeat (a script whose reply was lost may have run: an acquire then finds
-    /// its own lock held, which ends at `at_most`). A call that runs out of time drops the
-    /// connection for a fresh one.
+    /// it) runs again, within the same deadline, on the connection the manager reopens, if
+    /// `resend` allows it ([`Resend::AfterDrop`]): a restart that is over before the deadline
+    /// costs the caller no failed call. A script whose reply was lost may have run, so a call
+    /// whose repeat would answer from its own effect ([`Resend::OnlyIfRefused`]: acquire, fire
+    /// claim) ends at a dropped connection with an error saying so; only a refused
+    /// reconnection, which sent nothing, is retried for it. A call that runs out of time drops
+    /// the connection for a fresh one.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         op: &'static str,
+        resend: Resend,
         what: &(dyn Fn() -> String + Sync),
         mut attempt: F,
     ) -> Result<T>
@@ -140,13 +185,31 @@ impl Connection {
                     return Err(Error::timeout(op, self.timeout));
                 }
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(error)) if retries < RETRIES_ON_DROPPED && error.is_connection_dropped() => {
-                    retries += 1;
-                    tracing::info!(op, %error, "Redis connection lost; trying again on a new one");
-                }
-                Ok(Err(error)) => return Err(self.error(&what(), error)),
+                Ok(Err(error)) => match resend.after(&error) {
+                    After::Retry if retries < RETRIES_ON_DROPPED => {
+                        retries += 1;
+                        tracing::info!(op, %error, "Redis connection lost; trying again on a new one");
+                    }
+                    After::LostReply => return Err(self.lost_reply(&what(), error)),
+                    After::Retry | After::Fail => return Err(self.error(&what(), error)),
+                },
             }
         }
+    }
+
+    /// The error of a call that may not run again ([`Resend::OnlyIfRefused`]) whose connection
+    /// dropped: one line naming the call and the lock, the server, and what it means, with
+    /// redis-rs's error as the source.
+    fn lost_reply(&self, what: &str, error: RedisError) -> Error {
+        Error::backend(
+            format!(
+                "{what} (Redis at {}): the reply was lost (the connection dropped, possibly after \
+                 the request was sent) and the script may have run, so the lock may be held by \
+                 this owner until at_most; not repeated",
+                self.server
+            ),
+            error,
+        )
     }
 
     /// Our error for `error` met while doing `what`.
@@ -167,6 +230,40 @@ impl Connection {
                  program's key?) (Redis at {server}); choose another key prefix"
             )),
             _ => Error::backend(format!("{what} (Redis at {server})"), error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    fn io_error(kind: io::ErrorKind) -> RedisError {
+        io::Error::from(kind).into()
+    }
+
+    /// A refused reconnection sent nothing: retried for every call. A dropped connection may
+    /// have lost a reply: retried only for calls whose repeat is harmless. Other errors fail.
+    #[test]
+    fn only_calls_that_may_repeat_are_retried_after_a_drop() {
+        let refused = io_error(io::ErrorKind::ConnectionRefused);
+        assert!(
+            refused.is_connection_dropped(),
+            "redis-rs counts a refusal as dropped"
+        );
+        let closed = RedisError::from((redis::ErrorKind::Io, "Connection closed"));
+        let reset = io_error(io::ErrorKind::ConnectionReset);
+        let script = RedisError::from((redis::ErrorKind::Client, "NOSCRIPT no such script"));
+        for (error, repeat, once) in [
+            (&refused, After::Retry, After::Retry),
+            (&closed, After::Retry, After::LostReply),
+            (&reset, After::Retry, After::LostReply),
+            (&script, After::Fail, After::Fail),
+        ] {
+            assert_eq!(Resend::AfterDrop.after(error), repeat, "{error}");
+            assert_eq!(Resend::OnlyIfRefused.after(error), once, "{error}");
         }
     }
 }

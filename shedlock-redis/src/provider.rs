@@ -12,7 +12,7 @@ use shedlock_core::{
 };
 
 use crate::builder::{RedisLockProviderBuilder, Settings};
-use crate::connection::Connection;
+use crate::connection::{Connection, Resend};
 use crate::key::{lock_key, name_of, scan_pattern};
 use crate::script;
 
@@ -100,13 +100,13 @@ impl RedisLockProvider {
         let server = self.connection.server().to_owned();
         let what = || "connect".to_owned();
         self.connection
-            .run("connect", &what, |mut conn| async move {
+            .run("connect", Resend::AfterDrop, &what, |mut conn| async move {
                 redis::cmd("PING").query_async::<()>(&mut conn).await
             })
             .await?;
         let policy = self
             .connection
-            .run("connect", &what, |mut conn| async move {
+            .run("connect", Resend::AfterDrop, &what, |mut conn| async move {
                 redis::cmd("CONFIG")
                     .arg("GET")
                     .arg("maxmemory-policy")
@@ -139,9 +139,11 @@ impl RedisLockProvider {
 
     /// Runs `script` on `name`'s key with `name` and `args` as `ARGV`: one `EVALSHA` (plus a
     /// `SCRIPT LOAD` and a second `EVALSHA` when the server does not know the script yet).
+    /// `resend` says whether it runs again after a dropped connection.
     async fn eval(
         &self,
         op: &'static str,
+        resend: Resend,
         script: &Script,
         name: &str,
         args: &[Vec<u8>],
@@ -149,7 +151,7 @@ impl RedisLockProvider {
         let key = self.key(name);
         let what = || format!("{op} lock {name:?}");
         self.connection
-            .run(op, &what, |mut conn| {
+            .run(op, resend, &what, |mut conn| {
                 let mut invocation = script.key(key.as_slice());
                 invocation.arg(name);
                 for arg in args {
@@ -187,13 +189,15 @@ impl RedisLockProvider {
             num(token),
             num(micros_ceil(duration)),
         ];
-        self.eval(op, script, name, &args).await
+        self.eval(op, Resend::AfterDrop, script, name, &args).await
     }
 
     /// The record of `name` as the read script returns it, with the server's now.
     async fn read(&self, op: &'static str, name: &str) -> Result<Read> {
         self.check_name(name)?;
-        let reply = self.eval(op, &script::READ, name, &[]).await?;
+        let reply = self
+            .eval(op, Resend::AfterDrop, &script::READ, name, &[])
+            .await?;
         let items = Reply::new(op, name, reply)?;
         let now = items.time(0)?;
         if items.len() == 1 {
@@ -215,6 +219,11 @@ struct Read {
 
 #[async_trait]
 impl LockProvider for RedisLockProvider {
+    /// One `EVALSHA`. Not repeated after a dropped connection: redis-rs cannot tell a request
+    /// that never left from one whose reply was lost after the script ran, and a repeat of one
+    /// that ran would find the lock held by this very call and answer `Ok(None)`. The call
+    /// fails instead, with an error saying the reply was lost: the lock may then be held by this
+    /// owner until `at_most`. A refused reconnection (nothing sent) is retried.
     async fn acquire(
         &self,
         name: &str,
@@ -227,6 +236,7 @@ impl LockProvider for RedisLockProvider {
         let reply = self
             .eval(
                 "acquire",
+                Resend::OnlyIfRefused,
                 &script::ACQUIRE,
                 name,
                 &[num(micros_ceil(at_most)), owner.as_bytes().to_vec()],
@@ -275,8 +285,9 @@ impl LockProvider for RedisLockProvider {
     }
 
     /// One `EVALSHA`: decides with the server's `TIME` in `FireClaim`'s order and writes only
-    /// when it claims. The recorded fire lives in the lock's hash (`last_fire`), which no
-    /// release, expiry or unlock removes.
+    /// when it claims; a claim that did not win carries the record as the script read it
+    /// (`holder`). The recorded fire lives in the lock's hash (`last_fire`), which no release,
+    /// expiry or unlock removes. Not repeated after a dropped connection (see `acquire`).
     async fn claim_fire(
         &self,
         name: &str,
@@ -290,6 +301,7 @@ impl LockProvider for RedisLockProvider {
         let reply = self
             .eval(
                 "claim_fire",
+                Resend::OnlyIfRefused,
                 &script::CLAIM_FIRE,
                 name,
                 &[
@@ -311,9 +323,13 @@ impl LockProvider for RedisLockProvider {
             2 => FireClaim::WindowPassed { now },
             3 => FireClaim::ClaimedElsewhere {
                 now,
-                recorded: items.time(2)?,
+                recorded: items.time(6)?,
+                holder: items.holder(name)?,
             },
-            4 => FireClaim::Held { now },
+            4 => FireClaim::Held {
+                now,
+                holder: items.holder(name)?,
+            },
             _ => return Err(items.unexpected()),
         })
     }
@@ -339,7 +355,7 @@ impl LockAdmin for RedisLockProvider {
         loop {
             let (next, keys) = self
                 .connection
-                .run("list", &what, |mut conn| {
+                .run("list", Resend::AfterDrop, &what, |mut conn| {
                     let mut cmd = redis::cmd("SCAN");
                     cmd.arg(cursor)
                         .arg("MATCH")
@@ -363,7 +379,7 @@ impl LockAdmin for RedisLockProvider {
             if !named.is_empty() {
                 let replies = self
                     .connection
-                    .run("list", &what, |mut conn| {
+                    .run("list", Resend::AfterDrop, &what, |mut conn| {
                         let mut pipe = redis::pipe();
                         for (_, key) in &named {
                             pipe.cmd("EVAL").arg(script::LIST_READ).arg(1).arg(*key);
@@ -404,6 +420,7 @@ impl LockAdmin for RedisLockProvider {
         let reply = self
             .eval(
                 "unlock",
+                Resend::AfterDrop,
                 &script::UNLOCK,
                 name,
                 &[
@@ -423,7 +440,13 @@ impl LockAdmin for RedisLockProvider {
     async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
         self.check_name(name)?;
         let reply = self
-            .eval("force_unlock", &script::FORCE_UNLOCK, name, &[])
+            .eval(
+                "force_unlock",
+                Resend::AfterDrop,
+                &script::FORCE_UNLOCK,
+                name,
+                &[],
+            )
             .await?;
         if reply == Value::Nil {
             return Ok(None);
@@ -534,6 +557,15 @@ impl<'a> Reply<'a> {
             Some(Value::SimpleString(s)) => Ok(s.clone()),
             _ => Err(self.unexpected()),
         }
+    }
+
+    /// The record in a fire claim's reply that did not claim: `{case, now, lock_until,
+    /// locked_at, locked_by, token, …}`.
+    fn holder(&self, name: &str) -> Result<LockRecord> {
+        Ok(
+            LockRecord::new(name, self.text(4)?, self.time(3)?, self.time(2)?)
+                .with_fencing_token(Some(self.int(5)?)),
+        )
     }
 
     /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire}` with `skip` extra

@@ -121,22 +121,27 @@ return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false}
 });
 
 /// `ARGV = name, F µs, next µs, at_most µs, owner` → `{case, now, …}`: `{0, now, lock_until,
-/// token}` claimed, `{1, now}` too early, `{2, now}` window passed, `{3, now, recorded}` claimed
-/// elsewhere, `{4, now}` held. Checked in `FireClaim`'s documented order; only a claim writes.
+/// token}` claimed, `{1, now}` too early, `{2, now}` window passed, `{3, now, lock_until,
+/// locked_at, locked_by, token, recorded}` claimed elsewhere, `{4, now, lock_until, locked_at,
+/// locked_by, token}` held: the record as the script read it (a missing field is `false`, a nil
+/// reply). Checked in `FireClaim`'s documented order; only a claim writes.
 pub(crate) static CLAIM_FIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
         r"
-local v, refused = fields('lock_until', 'token', 'last_fire')
+local v, refused = fields('lock_until', 'token', 'last_fire', 'locked_at', 'locked_by')
 if refused then return refused end
 local now = now_us()
 local fire, next_fire = tonumber(ARGV[2]), tonumber(ARGV[3])
 if now < fire then return {1, now} end
 if now >= next_fire then return {2, now} end
+local function holder(case, ...)
+  return {case, now, int(v[2]) or false, int(v[5]) or false, v[6] or false, int(v[3]) or false, ...}
+end
 local recorded = int(v[4])
-if recorded and recorded >= fire then return {3, now, recorded} end
+if recorded and recorded >= fire then return holder(3, recorded) end
 local held_until = int(v[2])
-if held_until and held_until > now then return {4, now} end
+if held_until and held_until > now then return holder(4) end
 local token = math.max((int(v[3]) or 0) + 1, now)
 local lock_until = now + tonumber(ARGV[4])
 redis.call('HSET', key, 'name', name, 'lock_until', str(lock_until), 'locked_at', str(now),

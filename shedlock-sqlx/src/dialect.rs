@@ -17,7 +17,10 @@
 //!
 //! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name, the owner, then the
 //! fire's instant `F` and the next fire's instant (rounded up by [`fire_time`]); its statements
-//! exist for tables with the [`LAST_FIRE`] column only.
+//! exist for tables with the [`LAST_FIRE`] column only. A claim that does not win answers from
+//! the database's now, the recorded fire and the lock row (`locked_by, locked_at, lock_until,
+//! fencing_token`) as the deciding statement saw them ([`Seen::Row`]): no statement beyond
+//! those the claim runs anyway.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -47,8 +50,9 @@ pub(crate) struct Statements<X> {
     pub(crate) holder: std::sync::Arc<str>,
     /// Claims a fire (tables with [`LAST_FIRE`]): the statement that decides and writes.
     pub(crate) claim: std::sync::Arc<str>,
-    /// The database's now, the recorded fire and `lock_until` of one name (all `NULL` but now
-    /// without a row), for the replies of a claim that did not win.
+    /// The database's now, the recorded fire and the lock row of one name (`locked_by`,
+    /// `locked_at`, `lock_until`, the token or `NULL`; all `NULL` but now without a row), for
+    /// the replies of a claim that did not win.
     #[cfg_attr(
         not(any(feature = "mysql", feature = "sqlite")),
         allow(dead_code, reason = "used by MySQL and SQLite")
@@ -101,15 +105,45 @@ pub(crate) struct ClaimFire<'a> {
 pub(crate) enum Seen {
     /// It claimed the fire.
     Won(LockRecord),
-    /// It did not claim; the row as the database saw it (no row: `None`s).
+    /// It did not claim; the database's now and the row as it saw it, in the step that
+    /// decided (no row: `None`s).
     Row {
         now: DateTime<Utc>,
+        /// The job's recorded fire.
         recorded: Option<DateTime<Utc>>,
-        lock_until: Option<DateTime<Utc>>,
+        /// The lock as the row has it: owner, `locked_at`, `lock_until` (possibly past) and
+        /// fencing token (`None` without a token column).
+        holder: Option<LockRecord>,
     },
     /// Its look and its claim disagreed: another call changed the row in between. Look again.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
     Changed,
+}
+
+/// The lock row a look or a claim statement returned (`locked_by`, `locked_at`, `lock_until`
+/// and the token, each `NULL` without a row), as a record of `name`: `None` without a row.
+///
+/// # Errors
+///
+/// A row with some of the three lock columns `NULL` and others not (a table whose columns
+/// allow `NULL`, written by another program).
+pub(crate) fn seen_holder(
+    name: &str,
+    owner: Option<String>,
+    locked_at: Option<DateTime<Utc>>,
+    lock_until: Option<DateTime<Utc>>,
+    token: Option<i64>,
+) -> Result<Option<LockRecord>> {
+    match (owner, locked_at, lock_until) {
+        (Some(owner), Some(locked_at), Some(lock_until)) => Ok(Some(
+            LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(token),
+        )),
+        (None, None, None) => Ok(None),
+        _ => Err(Error::backend_message(format!(
+            "claim a fire of lock {name:?}: its row has NULL in locked_by, locked_at or \
+             lock_until"
+        ))),
+    }
 }
 
 /// `t` rounded up to whole `precision_micros` (a fire is stored as its column holds it, and no

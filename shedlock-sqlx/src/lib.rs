@@ -51,8 +51,10 @@
 //! - **A deadline on every call** (`call_timeout`, 5 s by default): a black-holed database
 //!   yields an error, never a hang; the connection is closed, never reused. A
 //!   timed-out acquire may have committed and then holds until its `at_most`.
-//! - **Database restarts cost no failed calls** when the server is back within `call_timeout`:
-//!   a call that meets a connection the server closed retries on another (see [Pools](#pools)).
+//! - **Database restarts cost no failed extend, release or read** when the server is back
+//!   within `call_timeout`: such a call that meets a connection the server closed runs again on
+//!   another. An acquire or fire claim that meets one is not repeated (its statement may have
+//!   committed): it fails once, saying its reply was lost (see [Pools](#pools)).
 //! - **Validation up front**: table and column names must be plain identifiers (quoted in SQL),
 //!   lock names are checked against the column's length and always bound, never spliced.
 //!
@@ -104,17 +106,24 @@
 //! and MariaDB's 1927 "connection killed") or the socket broke (an I/O error) — closes that
 //! connection and runs again on another one, within the same `call_timeout`, at most max
 //! connections + 1 times: enough to get past every dead connection to a fresh one. So a restart
-//! that is over before `call_timeout` runs out costs callers no failed call, only the
-//! reconnection time (a call made while the server is down waits for it: a refused connection is
-//! asked again, with a growing pause, by the provider's own connections and by sqlx's pool). The
-//! statement's own errors (a missing table, a constraint, a syntax error) are never retried, and
-//! nothing changes when nothing fails: one attempt, one round trip.
+//! that is over before `call_timeout` runs out costs extends, releases and reads no failed call,
+//! only the reconnection time (a call made while the server is down waits for it: a refused
+//! connection is asked again, with a growing pause, by the provider's own connections and by
+//! sqlx's pool), and acquires and fire claims at most one failed call per dead connection
+//! (below). The statement's own errors (a missing table, a constraint, a syntax error) are never
+//! retried, and nothing changes when nothing fails: one attempt, one round trip.
 //!
-//! A connection that died after its statement was sent may have committed it first. Repeating
-//! an extend or a release is harmless (same acquisition, same effect), but a repeated acquire
-//! finds the lock held — by this very call — and returns `Ok(None)`: the lock then stays held
-//! until its `at_most` ends, as after a timed-out acquire. This takes the connection dying in
-//! the instant between the commit and the reply.
+//! **A lost reply.** A connection that died after its statement was sent may have committed it
+//! first, and the driver cannot tell that from a statement that never arrived. Repeating an
+//! extend, a release or a read is harmless (same acquisition, same effect), so those run again.
+//! An acquire or a fire claim is not repeated: the repeat would find the lock held — by this
+//! very call — and answer `Ok(None)`, or find the fire recorded and answer `ClaimedElsewhere`,
+//! and the fire would run nowhere. The call fails instead
+//! ([`Error::is_backend`](shedlock_core::Error::is_backend)), saying that the reply was lost and
+//! the statement may have committed: the lock may then be held by this owner until its
+//! `at_most` ends, as after a timed-out acquire. A scheduler's next claim of the fire tells
+//! (its `ClaimedElsewhere` carries the holder's owner and `locked_at`). A connection that could
+//! not be opened sent nothing, and is retried as before.
 //!
 //! # Schema
 //!

@@ -14,6 +14,7 @@ use sqlx::{AssertSqlSafe, Executor as _, Row};
 use crate::builder::ColumnNames;
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, Statements,
+    seen_holder,
 };
 use crate::ident::{Quote, Reserved};
 use crate::provider::{Provider, sql_lock_provider};
@@ -131,10 +132,12 @@ sql_lock_provider! {
 /// server says 1053 "server shutdown in progress", MariaDB 1927 "connection was killed", another
 /// SQLSTATE `08` error, or the socket is closed) closes it and runs again on another connection,
 /// within its deadline, until it reaches a fresh one (at most pool size + 1 attempts). A restart
-/// that is over within `call_timeout` therefore fails no call; the statement's own errors are
-/// never retried. A statement whose connection died after it was sent may have committed:
-/// repeated, an acquire then returns `Ok(None)` and the lock stays held until its `at_most`, as
-/// after a timed-out acquire; extends and releases are safe to repeat.
+/// that is over within `call_timeout` therefore fails no extend, release or read; the
+/// statement's own errors are never retried. An acquire or a fire claim whose connection died
+/// after a statement was sent is not repeated, as it may have committed (a repeat would find
+/// its own lock held and answer `Ok(None)`, or its own fire recorded): it fails with an error
+/// saying the reply was lost, and the lock may then be held by this owner until its `at_most`,
+/// as after a timed-out acquire. So each dead connection fails at most one acquire or claim.
 ///
 /// Every call has a deadline ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the checkout and the statements; the connection of a call that timed out is
@@ -196,6 +199,11 @@ impl Dialect for MySql {
         // How the statements report a win through LAST_INSERT_ID(expr): with a token column the
         // new token; without, `locked_at` in microseconds (`0 * LAST_INSERT_ID(x)` adds nothing
         // to the value it sits in).
+        let look_tok = if token {
+            format!("t.{tok}")
+        } else {
+            "CAST(NULL AS SIGNED)".to_owned()
+        };
         let (take_tok, locked_at_value, ins_col, ins_val, same, ret_tok, claim_tok) = if token {
             (
                 format!(
@@ -264,9 +272,11 @@ impl Dialect for MySql {
                  AND ({fire} IS NULL OR {fire} < ?)"
             )
             .into(),
-            // ? name. A consistent read: no row lock.
+            // ? name. A consistent read: no row lock. The database's now, the recorded fire,
+            // the lock row (lock_until, locked_by, locked_at, the token) and whether it exists.
             look: format!(
-                "{PIN}SELECT {HINT} {NOW}, t.{fire}, t.{until}, CAST(t.{name} IS NOT NULL AS SIGNED) \
+                "{PIN}SELECT {HINT} {NOW}, t.{fire}, t.{until}, CAST(t.{name} IS NOT NULL AS SIGNED), \
+                 t.{by}, t.{at}, {look_tok} \
                  FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?"
             )
             .into(),
@@ -569,14 +579,20 @@ impl Dialect for MySql {
         let row = c.settle(outcome, map)?;
         let now = Self::read_time(&row, 0, map)?;
         let recorded = Self::read_opt_time(&row, 1, map)?;
-        let lock_until = Self::read_opt_time(&row, 2, map)?;
         let exists = row.try_get::<i64, _>(3).map_err(map)? == 1;
+        let holder = seen_holder(
+            name,
+            row.try_get(4).map_err(map)?,
+            Self::read_opt_time(&row, 5, map)?,
+            Self::read_opt_time(&row, 2, map)?,
+            row.try_get(6).map_err(map)?,
+        )?;
         let fire = shedlock_core::Fire::new(args.at, args.next)?;
-        if fire_decision(&fire, now, recorded, lock_until).is_some() {
+        if fire_decision(&fire, now, holder.as_ref(), recorded).is_some() {
             return Ok(Seen::Row {
                 now,
                 recorded,
-                lock_until,
+                holder,
             });
         }
         let query = if exists {

@@ -116,10 +116,13 @@ sql_lock_provider! {
 /// connection is dead. A call that meets one (Postgres says `57P01` "terminating connection due
 /// to administrator command" or "… immediate shutdown", or the socket is closed) closes it and
 /// runs again on another connection, within its deadline, until it reaches a fresh one (at most
-/// pool size + 1 attempts). A restart that is over within `call_timeout` therefore fails no call;
-/// the statement's own errors are never retried. A statement whose connection died after it was
-/// sent may have committed: repeated, an acquire then returns `Ok(None)` and the lock stays held
-/// until its `at_most`, as after a timed-out acquire; extends and releases are safe to repeat.
+/// pool size + 1 attempts). A restart that is over within `call_timeout` therefore fails no
+/// extend, release or read; the statement's own errors are never retried. An acquire or a fire
+/// claim whose connection died after its statement was sent is not repeated, as the statement
+/// may have committed (a repeat would find its own lock held and answer `Ok(None)`, or its own
+/// fire recorded): it fails with an error saying the reply was lost, and the lock may then be
+/// held by this owner until its `at_most`, as after a timed-out acquire. So each dead connection
+/// fails at most one acquire or claim.
 ///
 /// Every call has a deadline ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by
 /// default) covering the connection checkout and the statement; a black-holed database yields
@@ -216,10 +219,12 @@ impl Dialect for Postgres {
             // $1 at_most, $2 name, $3 owner, $4 F, $5 next. An update and an insert with the fire's
             // conditions added (`claimed` also needs the recorded fire older than F), and one
             // row out whatever happened: the database's now and the row as the statement's
-            // snapshot saw it (`seen`), then the claim's columns if it won. A fire it does not
-            // claim matches neither part: no write, no row lock.
+            // snapshot saw it (`seen`: the recorded fire, lock_until, locked_by, locked_at, the
+            // token), then the claim's columns if it won. A fire it does not claim matches
+            // neither part: no write, no row lock.
             claim: format!(
-                "WITH seen AS (SELECT {fire}, {until} FROM {table} WHERE {name} = $2), \
+                "WITH seen (f, u, b, a, t) AS (\
+                 SELECT {fire}, {until}, {by}, {at}, {ret_tok} FROM {table} WHERE {name} = $2), \
                  claimed AS (\
                  UPDATE {table} SET {by} = $3, {at} = {NOW}, {until} = {NOW} + $1, {fire} = $4{set_tok} \
                  WHERE {name} = $2 AND $4 <= {NOW} AND {NOW} < $5 AND {until} <= {NOW} \
@@ -232,8 +237,8 @@ impl Dialect for Postgres {
                  ON CONFLICT ({name}) DO NOTHING \
                  RETURNING {at}, {until}, {ret_tok}), \
                  won AS (SELECT * FROM claimed UNION ALL SELECT * FROM created) \
-                 SELECT {NOW}, (SELECT {fire} FROM seen), (SELECT {until} FROM seen), won.* \
-                 FROM (SELECT 1) AS one LEFT JOIN won ON true"
+                 SELECT {NOW}, seen.f, seen.u, seen.b, seen.a, seen.t, won.* \
+                 FROM (SELECT 1) AS one LEFT JOIN seen ON true LEFT JOIN won ON true"
             )
             .into(),
             // Postgres answers within the claim's one statement.
@@ -401,16 +406,12 @@ impl Dialect for Postgres {
         let row = Provider::<Self>::claim_returning(&mut at, args)
             .await?
             .ok_or_else(|| Error::backend_message("claim a fire: the statement returned no row"))?;
-        if Self::read_opt_time(&row, 3, map)?.is_some() {
+        if Self::read_opt_time(&row, 6, map)?.is_some() {
             let record =
-                Provider::<Self>::returned_record(&row, 3, args.lock.name, args.lock.owner, map)?;
+                Provider::<Self>::returned_record(&row, 6, args.lock.name, args.lock.owner, map)?;
             return Ok(Seen::Won(record));
         }
-        Ok(Seen::Row {
-            now: Self::read_time(&row, 0, map)?,
-            recorded: Self::read_opt_time(&row, 1, map)?,
-            lock_until: Self::read_opt_time(&row, 2, map)?,
-        })
+        Provider::<Self>::seen_row(&row, args.lock.name, map)
     }
 }
 

@@ -17,11 +17,13 @@ use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, 
 use crate::admin::{check_expected, entry, statements};
 use crate::builder::{Checked, Settings};
 use crate::conns::{ConnectionStats, Connections, Own};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::dialect::seen_holder;
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
     check_columns, fire_time,
 };
-use crate::store::{Call, DEFAULT_POOL_SIZE, Schema, Store};
+use crate::store::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Schema, Store};
 
 /// A lock provider on `D`'s table.
 pub(crate) struct Provider<D: Dialect> {
@@ -167,18 +169,20 @@ where
     ) -> Result<Option<LockRecord>> {
         self.inner.store.check_name(name)?;
         validate_at_most(at_most)?;
-        let (call, schema) = &self.start("acquire", name).await?;
+        let (call, schema) = self.start("acquire", name).await?;
         schema.check_owner(owner)?;
-        let map = &self.mapper(format!("acquire lock {name:?}"));
+        let what = format!("acquire lock {name:?}");
+        // Not repeated after a lost reply: if the lost statement had won, a repeat would find
+        // the row held (by this very call, until `at_most`) and answer `None`, "held elsewhere".
+        let call = &call.after_lost_reply(AfterLostReply::Fail(what.clone()));
+        let map = &self.mapper(what);
         let args = Acquire {
             name,
             at_most,
             owner,
-            schema: *schema,
+            schema,
         };
-        // Repeating after a lost connection is safe: if the lost statement had won, the repeat
-        // finds the row held (by this call, until `at_most`) and returns `None`.
-        self.attempts(call, map, *schema, |at| D::acquire(at, args))
+        self.attempts(call, map, schema, |at| D::acquire(at, args))
             .await
     }
 
@@ -198,18 +202,23 @@ where
         const LOOKS: usize = 4;
         self.inner.store.check_name(name)?;
         validate_at_most(at_most)?;
-        let (call, schema) = &self.start("claim_fire", name).await?;
+        let (call, schema) = self.start("claim_fire", name).await?;
         if !schema.has_last_fire {
             return Err(self.no_last_fire());
         }
         schema.check_owner(owner)?;
-        let map = &self.mapper(format!("claim a fire of lock {name:?}"));
+        let what = format!("claim a fire of lock {name:?}");
+        // Not repeated after a lost reply: if the lost statement had claimed, a repeat would
+        // find the fire recorded and answer `ClaimedElsewhere`, and the fire would run nowhere.
+        // The error lets the scheduler tell from a later claim's `holder` whether it committed.
+        let call = &call.after_lost_reply(AfterLostReply::Fail(what.clone()));
+        let map = &self.mapper(what);
         let args = ClaimFire {
             lock: Acquire {
                 name,
                 at_most,
                 owner,
-                schema: *schema,
+                schema,
             },
             at: fire_time(fire.at(), D::TIME_PRECISION_MICROS),
             next: fire_time(fire.next(), D::TIME_PRECISION_MICROS),
@@ -217,19 +226,17 @@ where
         // The fire as stored: its instant rounded up to the columns' precision.
         let stored = Fire::new(args.at, args.next)?;
         for _ in 0..LOOKS {
-            // Repeating after a lost connection is safe: if the lost statement had claimed, the
-            // repeat finds the fire recorded and answers `ClaimedElsewhere`.
             match self
-                .attempts(call, map, *schema, |at| D::claim_fire(at, args))
+                .attempts(call, map, schema, |at| D::claim_fire(at, args))
                 .await?
             {
                 Seen::Won(record) => return Ok(FireClaim::Claimed(record)),
                 Seen::Row {
                     now,
                     recorded,
-                    lock_until,
+                    holder,
                 } => {
-                    if let Some(reply) = fire_decision(&stored, now, recorded, lock_until) {
+                    if let Some(reply) = fire_decision(&stored, now, holder.as_ref(), recorded) {
                         return Ok(reply);
                     }
                 }
@@ -397,6 +404,24 @@ where
         Self::optional_row(at, query).await
     }
 
+    /// What a fire claim saw when it did not claim, from a row whose columns are the
+    /// database's now, the recorded fire, then the lock's `lock_until`, `locked_by`, `locked_at`
+    /// and fencing token (Postgres's claim statement, SQLite's look).
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    pub(crate) fn seen_row(row: &D::Row, name: &str, map: &Map<'_>) -> Result<Seen> {
+        Ok(Seen::Row {
+            now: D::read_time(row, 0, map)?,
+            recorded: D::read_opt_time(row, 1, map)?,
+            holder: seen_holder(
+                name,
+                row.try_get(3).map_err(map)?,
+                D::read_opt_time(row, 4, map)?,
+                D::read_opt_time(row, 2, map)?,
+                row.try_get(5).map_err(map)?,
+            )?,
+        })
+    }
+
     /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if
     /// this acquisition no longer holds the lock.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -413,7 +438,8 @@ where
     }
 
     /// Runs `attempt` on connections from the pool until it succeeds, fails for a reason other
-    /// than a dead connection, or the call's deadline passes (see [`Store::run`]).
+    /// than a dead connection (or, for a call that may not repeat a statement whose reply was
+    /// lost, fails at all), or the call's deadline passes (see [`Store::run`]).
     async fn attempts<'a, T, F, Fut>(
         &'a self,
         call: &'a Call,

@@ -128,13 +128,14 @@ impl Dialect for Sqlite {
         let (name, until, at, by, tok) = cols.each();
         let fire = &Self::QUOTE.quote(LAST_FIRE);
         let plus = |param: &str| format!("strftime('{FORMAT}', 'now', {param})");
-        let (ins_col, ins_val, set_tok, ret_tok, same) = if token {
+        let (ins_col, ins_val, set_tok, ret_tok, same, look_tok) = if token {
             (
                 format!(", {tok}"),
                 format!(", {NOW_MICROS}"),
                 format!(", {tok} = max({tok} + 1, excluded.{tok})"),
                 tok.to_owned(),
                 format!("{tok} = ?4"),
+                format!("t.{tok}"),
             )
         } else {
             (
@@ -143,6 +144,7 @@ impl Dialect for Sqlite {
                 String::new(),
                 "NULL".to_owned(),
                 format!("{at} = ?4"),
+                "NULL".to_owned(),
             )
         };
         Statements {
@@ -191,10 +193,10 @@ impl Dialect for Sqlite {
                 plus("?1")
             )
             .into(),
-            // ?1 name.
+            // ?1 name. The database's now, the recorded fire and the lock row.
             look: format!(
-                "SELECT {NOW}, t.{fire}, t.{until} FROM (SELECT 1) AS one \
-                 LEFT JOIN {table} AS t ON t.{name} = ?1"
+                "SELECT {NOW}, t.{fire}, t.{until}, t.{by}, t.{at}, {look_tok} \
+                 FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?1"
             )
             .into(),
             extra: (),
@@ -416,11 +418,7 @@ impl Dialect for Sqlite {
             )
             .await;
         let row = at.c.settle(outcome, map)?;
-        Ok(Seen::Row {
-            now: Self::read_time(&row, 0, map)?,
-            recorded: Self::read_opt_time(&row, 1, map)?,
-            lock_until: Self::read_opt_time(&row, 2, map)?,
-        })
+        Provider::<Self>::seen_row(&row, args.lock.name, map)
     }
 }
 

@@ -41,9 +41,23 @@ pub(crate) struct Target {
     pub(crate) max: u32,
 }
 
+/// What a call does when its connection dies after a statement was sent: the statement may
+/// have committed before the reply was lost, and the call cannot tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterLostReply {
+    /// Run the call again on another connection ([`Store::run`]): its statements have the same
+    /// effect and answer when repeated (extend, release, reads, create-table).
+    Repeat,
+    /// End the call with an error saying that the reply was lost and the statement may have
+    /// committed ([`Call::lost_reply`]): a repeat would answer from the lost statement's own
+    /// effect (an acquire finding its own lock held, a fire claim finding its own fire
+    /// recorded). Holds what the call does (`acquire lock "report"`), for that error.
+    Fail(String),
+}
+
 /// One provider call: its name and its deadline (connection checkouts plus statements, over
 /// every attempt), what it is about (the lock) and what it is doing, so that running out of
-/// time says where.
+/// time says where, and whether it may run again after a lost reply.
 #[derive(Debug)]
 pub(crate) struct Call {
     op: &'static str,
@@ -52,6 +66,8 @@ pub(crate) struct Call {
     /// The current attempt's connection turned out to be dead (set by [`Checkout::settle`],
     /// read by [`Store::run`]).
     lost: AtomicBool,
+    /// Whether an attempt whose connection died with its statement sent may run again.
+    after_lost_reply: AfterLostReply,
     target: Target,
     /// What the call is about (`lock "report"`).
     about: Option<String>,
@@ -67,6 +83,7 @@ impl Call {
             timeout,
             deadline: Instant::now() + timeout,
             lost: AtomicBool::new(false),
+            after_lost_reply: AfterLostReply::Repeat,
             target,
             about: None,
             phase: AtomicU8::new(Phase::Waiting as u8),
@@ -79,6 +96,37 @@ impl Call {
     pub(crate) fn about(mut self, what: String) -> Self {
         self.about = Some(what);
         self
+    }
+
+    /// What the call does after a lost reply (by default, [`AfterLostReply::Repeat`]).
+    #[must_use]
+    pub(crate) fn after_lost_reply(mut self, after: AfterLostReply) -> Self {
+        self.after_lost_reply = after;
+        self
+    }
+
+    /// Whether an attempt whose connection died with its statement sent may run again.
+    fn repeats_after_lost_reply(&self) -> bool {
+        self.after_lost_reply == AfterLostReply::Repeat
+    }
+
+    /// The error of a call that may not run again ([`AfterLostReply::Fail`]) whose connection
+    /// died after its statement was sent: one line naming the call and the lock, the database,
+    /// and what it means, with the driver's error as the source.
+    fn lost_reply(&self, error: sqlx::Error) -> Error {
+        let what = match &self.after_lost_reply {
+            AfterLostReply::Fail(what) => what.as_str(),
+            AfterLostReply::Repeat => self.op,
+        };
+        Error::backend(
+            format!(
+                "{what} on {}: the reply was lost (the connection died after the statement was \
+                 sent) and the statement may have committed, so the lock may be held by this \
+                 owner until at_most; not repeated",
+                self.target.name
+            ),
+            error,
+        )
     }
 
     pub(crate) fn set_phase(&self, phase: Phase) {
@@ -197,7 +245,9 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
     /// statement's error mapped by `map`. The connection stays usable only when the statement
     /// finished (successfully or with an error from the database itself); an error that says the
-    /// connection is gone marks it lost, which lets [`Store::run`] retry the call on another.
+    /// connection is gone marks it lost, which lets [`Store::run`] retry the call on another —
+    /// unless the call may not run again after a lost reply ([`AfterLostReply::Fail`]): that
+    /// error is then [`Call::lost_reply`]'s, not `map`'s.
     pub(crate) fn settle<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -214,6 +264,9 @@ impl<'a, DB: Database> Checkout<'a, DB> {
                     self.lost = true;
                     self.call.lost.store(true, Ordering::Relaxed);
                     self.call.note_error(&error);
+                    if !self.call.repeats_after_lost_reply() {
+                        return Err(self.call.lost_reply(error));
+                    }
                 } else if statement_finished(&error) {
                     self.in_flight = false;
                 }
@@ -414,9 +467,14 @@ impl<DB: Database> Store<DB> {
     /// connection) is retried alike. Any other error, and the deadline, end the call at once.
     /// When nothing fails this costs nothing: the first attempt is the call.
     ///
-    /// `attempt` must be safe to repeat after its connection died mid-statement, as the
-    /// statement may have committed before the reply was lost (the providers' docs say what
-    /// that means for an acquire).
+    /// A statement whose connection died after it was sent may have committed before its reply
+    /// was lost, and the driver cannot tell that from a statement that never arrived. So an
+    /// attempt runs again after a lost connection only if the call says it may
+    /// ([`AfterLostReply::Repeat`]: the repeat has the same effect and answer). A call that may
+    /// not ([`AfterLostReply::Fail`]: acquire, fire claim, whose repeat would find their own
+    /// lock held or fire recorded) ends with [`Call::lost_reply`]'s error at the first lost
+    /// connection: at most one failed call per dead connection. A failed checkout sent no
+    /// statement and is retried either way.
     pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
     where
         F: FnMut(Checkout<'a, DB>) -> Fut,
@@ -443,7 +501,11 @@ impl<DB: Database> Store<DB> {
             call.lost.store(false, Ordering::Relaxed);
             // The attempt owns the connection: by the time it returns, a dead one is closed.
             match attempt(checkout).await {
-                Err(error) if tries < attempts && call.lost.load(Ordering::Relaxed) => {
+                Err(error)
+                    if tries < attempts
+                        && call.lost.load(Ordering::Relaxed)
+                        && call.repeats_after_lost_reply() =>
+                {
                     tracing::info!(
                         op = call.op,
                         attempt = tries,
@@ -746,7 +808,7 @@ mod tests {
             dead: u32,
         ) -> (Result<i64>, u32) {
             let tries = &AtomicU32::new(0);
-            let call = &store.call("acquire");
+            let call = &store.call("extend");
             let outcome = store
                 .run(call, |mut c| async move {
                     let n = tries.fetch_add(1, Ordering::Relaxed) + 1;
@@ -793,6 +855,57 @@ mod tests {
                 assert!(err.is_backend(), "{err}");
                 assert_eq!(tries, POOL + 1, "own: {own}");
                 assert_eq!(open(&store), 0, "no dead connection went back (own: {own})");
+            }
+        }
+
+        /// An acquire or a fire claim is not repeated once its statement was sent: the first
+        /// lost connection ends it with an error that says so, and that connection is closed.
+        #[tokio::test]
+        async fn a_call_that_may_not_repeat_fails_at_its_first_lost_reply() {
+            for own in [false, true] {
+                let store = store(own).await;
+                let tries = &AtomicU32::new(0);
+                let call = &store
+                    .call("acquire")
+                    .about("lock \"report\"".to_owned())
+                    .after_lost_reply(AfterLostReply::Fail("acquire lock \"report\"".to_owned()));
+                let err = store
+                    .run(call, |mut c| async move {
+                        tries.fetch_add(1, Ordering::Relaxed);
+                        let _sent = c.conn();
+                        c.settle(Ok(Err::<i64, _>(eof())), map)
+                    })
+                    .await
+                    .expect_err("the reply was lost");
+                assert!(err.is_backend(), "{err}");
+                assert_eq!(
+                    err.to_string(),
+                    "lock store failed to acquire lock \"report\" on SQLite in memory: the reply \
+                     was lost (the connection died after the statement was sent) and the \
+                     statement may have committed, so the lock may be held by this owner until \
+                     at_most; not repeated"
+                );
+                let source = std::error::Error::source(&err).map(ToString::to_string);
+                assert!(
+                    source
+                        .as_deref()
+                        .is_some_and(|s| s.contains("communicating")),
+                    "the driver's error is the source: {source:?}"
+                );
+                assert_eq!(
+                    tries.load(Ordering::Relaxed),
+                    1,
+                    "not repeated (own: {own})"
+                );
+                assert_eq!(
+                    open(&store),
+                    0,
+                    "the dead connection was closed (own: {own})"
+                );
+                // The next call opens a fresh connection.
+                let (outcome, tries) = call_with_dead_connections(&store, 0).await;
+                assert_eq!(outcome.expect("a fresh connection"), 7);
+                assert_eq!(tries, 1);
             }
         }
 

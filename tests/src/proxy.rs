@@ -10,6 +10,16 @@
 //!   a test proves timed-out connections are not reused.
 //! - [`Proxy::cut`]: resets (TCP RST) every open connection, as a crashed middlebox would, and
 //!   waits until they are all gone.
+//! - [`Proxy::cut_next_reply`]: a one-shot. The next bytes that arrive from upstream, on any
+//!   connection, are dropped and that connection is reset (client and upstream side), so the
+//!   server got the request and answered, and the client never sees the answer: a **lost
+//!   reply**. Every other connection, and everything before and after, passes.
+//!   [`Proxy::cut_reply_to`] aims it: the reply to the next request that contains given bytes
+//!   (an owner id, a lock name) is cut, and other requests and replies pass, so a call of
+//!   several statements can lose the reply of the one it chooses. Neither involves timing: the
+//!   bytes are dropped whenever they come, and a client only learns of it by the reset.
+//!   [`Proxy::replies_cut`] counts the replies cut, [`Proxy::is_armed`] tells whether the
+//!   one-shot is still armed, and [`Proxy::disarm`] takes it back.
 //!
 //! Dropping the proxy closes the listener and every connection.
 //!
@@ -51,10 +61,23 @@ pub struct Proxy {
     counters: Arc<Counters>,
 }
 
+/// Which reply [`Proxy::cut_next_reply`] or [`Proxy::cut_reply_to`] armed the proxy to cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Trigger {
+    /// The next bytes from upstream, on any connection.
+    Next,
+    /// The reply to the next request (client bytes) containing these bytes.
+    After(Vec<u8>),
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     accepted: AtomicUsize,
     open: AtomicUsize,
+    /// The armed one-shot, until a connection takes it.
+    trigger: Mutex<Option<Trigger>>,
+    /// Replies cut so far.
+    replies_cut: AtomicUsize,
     /// Open connections by the cut epoch they were accepted in.
     by_epoch: Mutex<BTreeMap<u64, usize>>,
     /// Signalled whenever a connection ends.
@@ -87,6 +110,45 @@ impl Counters {
 
     fn lock_epochs(&self) -> MutexGuard<'_, BTreeMap<u64, usize>> {
         self.by_epoch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_trigger(&self) -> MutexGuard<'_, Option<Trigger>> {
+        self.trigger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the one-shot if it is armed for the next reply (on a connection that has upstream
+    /// bytes in hand).
+    fn take_next(&self) -> bool {
+        let mut trigger = self.lock_trigger();
+        if *trigger == Some(Trigger::Next) {
+            *trigger = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Takes the one-shot if it is armed for a request containing bytes that `window` (the
+    /// connection's last client bytes, this read's included) contains.
+    fn take_request(&self, window: &[u8]) -> bool {
+        let mut trigger = self.lock_trigger();
+        let hit = matches!(
+            &*trigger,
+            Some(Trigger::After(needle)) if window.windows(needle.len()).any(|w| w == needle)
+        );
+        if hit {
+            *trigger = None;
+        }
+        hit
+    }
+
+    /// How many bytes of the client's stream a connection keeps to find an armed pattern that
+    /// straddles two reads (the pattern's length less one).
+    fn keep(&self) -> usize {
+        match &*self.lock_trigger() {
+            Some(Trigger::After(needle)) => needle.len().saturating_sub(1),
+            _ => 0,
+        }
     }
 }
 
@@ -165,6 +227,54 @@ impl Proxy {
         tracing::debug!(addr = %self.addr, "proxy cut its connections");
     }
 
+    /// Arms a one-shot: the next bytes that arrive from upstream, on whichever connection, are
+    /// dropped, and that connection is reset at once (TCP RST to the client, and to the
+    /// server). The server has seen the request and answered; the client never sees the answer.
+    /// Nothing else changes: other connections, later bytes and new connections pass. Replaces
+    /// an armed one-shot not yet used.
+    ///
+    /// Make sure the reply to cut is the next one: a connection opened afterwards may get a
+    /// greeting from the server first (MySQL/MariaDB), and a client may prepare a statement in
+    /// a round trip of its own the first time it runs it; warm the connection and the
+    /// statement, or use [`cut_reply_to`](Self::cut_reply_to).
+    pub fn cut_next_reply(&self) {
+        *self.counters.lock_trigger() = Some(Trigger::Next);
+        tracing::debug!(addr = %self.addr, "proxy armed to cut the next reply");
+    }
+
+    /// Arms a one-shot like [`cut_next_reply`](Self::cut_next_reply), for the reply to the
+    /// next request that contains `request` (non-empty): once bytes containing it pass from a
+    /// client to the server, that connection's next bytes from upstream are dropped and it is
+    /// reset. Requests without it, and their replies, pass. The bytes may span several reads.
+    ///
+    /// # Panics
+    ///
+    /// If `request` is empty.
+    pub fn cut_reply_to(&self, request: impl Into<Vec<u8>>) {
+        let request = request.into();
+        assert!(!request.is_empty(), "cut_reply_to needs bytes to look for");
+        *self.counters.lock_trigger() = Some(Trigger::After(request));
+        tracing::debug!(addr = %self.addr, "proxy armed to cut a reply");
+    }
+
+    /// Whether a one-shot is armed and not used yet.
+    #[must_use]
+    pub fn is_armed(&self) -> bool {
+        self.counters.lock_trigger().is_some()
+    }
+
+    /// Takes back an armed one-shot not used yet (nothing happens if there is none).
+    pub fn disarm(&self) {
+        self.counters.lock_trigger().take();
+    }
+
+    /// How many replies were cut so far ([`cut_next_reply`](Self::cut_next_reply),
+    /// [`cut_reply_to`](Self::cut_reply_to)).
+    #[must_use]
+    pub fn replies_cut(&self) -> usize {
+        self.counters.replies_cut.load(Ordering::SeqCst)
+    }
+
     /// Whether the proxy is black-holing.
     #[must_use]
     pub fn is_blackholed(&self) -> bool {
@@ -204,7 +314,7 @@ async fn accept_loop(
                     let control = control.clone();
                     let counters = counters.clone();
                     tokio::spawn(async move {
-                        serve(client, upstream, control, epoch).await;
+                        serve(client, upstream, control, epoch, &counters).await;
                         counters.closed(epoch);
                     });
                 }
@@ -218,7 +328,7 @@ async fn accept_loop(
 enum End {
     /// A side closed or failed, or the proxy was dropped: close both.
     Closed,
-    /// [`Proxy::cut`]: reset both.
+    /// [`Proxy::cut`], or a cut reply ([`Proxy::cut_next_reply`]): reset both.
     Cut,
     /// [`Proxy::blackhole`]: keep both open, forward nothing.
     Blackhole,
@@ -229,6 +339,7 @@ async fn serve(
     upstream: SocketAddr,
     mut control: watch::Receiver<Control>,
     epoch: u64,
+    counters: &Counters,
 ) {
     let start = *control.borrow_and_update();
     let mut client = client;
@@ -249,7 +360,7 @@ async fn serve(
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    match pump(&mut client, &mut server, &mut control, epoch).await {
+    match pump(&mut client, &mut server, &mut control, epoch, counters).await {
         End::Closed => {}
         End::Cut => {
             reset(&client);
@@ -264,17 +375,23 @@ async fn serve(
     }
 }
 
-/// Forwards both ways until a side closes or the control says otherwise.
+/// Forwards both ways until a side closes, the control says otherwise, or this connection
+/// takes an armed reply cut.
 async fn pump(
     client: &mut TcpStream,
     server: &mut TcpStream,
     control: &mut watch::Receiver<Control>,
     epoch: u64,
+    counters: &Counters,
 ) -> End {
     let (mut client_rx, mut client_tx) = client.split();
     let (mut server_rx, mut server_tx) = server.split();
     let mut up = vec![0_u8; BUFFER];
     let mut down = vec![0_u8; BUFFER];
+    // The client's last bytes (for a pattern that straddles reads), and whether this
+    // connection's next bytes from upstream are to be cut.
+    let mut window = Vec::new();
+    let mut doomed = false;
     loop {
         tokio::select! {
             biased;
@@ -296,6 +413,13 @@ async fn pump(
                     if control.borrow().blackhole {
                         return End::Blackhole; // these bytes are lost, as in a real black hole
                     }
+                    // Marked before the bytes go on, so their reply cannot outrun the mark.
+                    if !doomed {
+                        window.extend_from_slice(&up[..n]);
+                        doomed = counters.take_request(&window);
+                        let keep = counters.keep();
+                        window.drain(..window.len().saturating_sub(keep));
+                    }
                     if server_tx.write_all(&up[..n]).await.is_err() {
                         return End::Closed;
                     }
@@ -306,6 +430,12 @@ async fn pump(
                 Ok(n) => {
                     if control.borrow().blackhole {
                         return End::Blackhole;
+                    }
+                    if doomed || counters.take_next() {
+                        // The reply is dropped, never written to the client.
+                        counters.replies_cut.fetch_add(1, Ordering::SeqCst);
+                        tracing::debug!(bytes = n, "proxy cut a reply");
+                        return End::Cut;
                     }
                     if client_tx.write_all(&down[..n]).await.is_err() {
                         return End::Closed;
@@ -447,6 +577,71 @@ mod tests {
         let mut fourth = TcpStream::connect(proxy.addr()).await.expect("connect");
         let got = timeout(WAIT, round_trip(&mut fourth, b"after cut")).await;
         assert_eq!(got.expect("in time").expect("echo"), b"after cut");
+    }
+
+    /// Whether `conn` was reset or closed (what a client sees of a cut).
+    async fn ended(conn: &mut TcpStream) -> bool {
+        let mut byte = [0_u8; 1];
+        let read = timeout(WAIT, conn.read(&mut byte)).await.expect("prompt");
+        matches!(read, Ok(0)) || read.is_err_and(|e| e.kind() == io::ErrorKind::ConnectionReset)
+    }
+
+    #[tokio::test]
+    async fn cuts_the_next_reply_once_and_nothing_else() {
+        let proxy = Proxy::start(echo_server().await).await.expect("proxy");
+        let mut idle = TcpStream::connect(proxy.addr()).await.expect("connect");
+        let mut busy = TcpStream::connect(proxy.addr()).await.expect("connect");
+        for conn in [&mut idle, &mut busy] {
+            let got = timeout(WAIT, round_trip(conn, b"warm")).await;
+            assert_eq!(got.expect("in time").expect("echo"), b"warm");
+        }
+        proxy.cut_next_reply();
+        // The request reaches the server (which echoes it); the reply is dropped and the
+        // connection reset.
+        busy.write_all(b"lost").await.expect("the request is sent");
+        assert!(
+            ended(&mut busy).await,
+            "the connection whose reply was cut ends"
+        );
+        assert_eq!(proxy.replies_cut(), 1);
+        assert!(!proxy.is_armed(), "a one-shot: used");
+        // The other connection, and new ones, pass.
+        let got = timeout(WAIT, round_trip(&mut idle, b"still")).await;
+        assert_eq!(got.expect("in time").expect("echo"), b"still");
+        let mut fresh = TcpStream::connect(proxy.addr()).await.expect("connect");
+        let got = timeout(WAIT, round_trip(&mut fresh, b"fresh")).await;
+        assert_eq!(got.expect("in time").expect("echo"), b"fresh");
+        assert_eq!(proxy.replies_cut(), 1);
+        // Armed and taken back: nothing is cut.
+        proxy.cut_next_reply();
+        assert!(proxy.is_armed());
+        proxy.disarm();
+        assert!(!proxy.is_armed());
+        let got = timeout(WAIT, round_trip(&mut fresh, b"again")).await;
+        assert_eq!(got.expect("in time").expect("echo"), b"again");
+        assert_eq!(proxy.replies_cut(), 1);
+    }
+
+    #[tokio::test]
+    async fn cuts_the_reply_to_the_request_it_was_aimed_at() {
+        let proxy = Proxy::start(echo_server().await).await.expect("proxy");
+        let mut conn = TcpStream::connect(proxy.addr()).await.expect("connect");
+        proxy.cut_reply_to(b"needle".to_vec());
+        // Requests without the bytes, and their replies, pass; the bytes may span two requests.
+        for part in [&b"hay"[..], b"nee"] {
+            let got = timeout(WAIT, round_trip(&mut conn, part)).await;
+            assert_eq!(got.expect("in time").expect("echo"), part);
+        }
+        assert_eq!(proxy.replies_cut(), 0);
+        conn.write_all(b"dle and more")
+            .await
+            .expect("the request is sent");
+        assert!(ended(&mut conn).await, "the reply to the needle was cut");
+        assert_eq!(proxy.replies_cut(), 1);
+        assert!(!proxy.is_armed(), "a one-shot: used");
+        let mut fresh = TcpStream::connect(proxy.addr()).await.expect("connect");
+        let got = timeout(WAIT, round_trip(&mut fresh, b"needle")).await;
+        assert_eq!(got.expect("in time").expect("echo"), b"needle");
     }
 
     #[tokio::test]

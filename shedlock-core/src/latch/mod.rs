@@ -207,7 +207,27 @@ impl LeaderLatch {
         self.shared().config.name()
     }
 
-    /// This instance's owner id, written to `locked_by` while it leads.
+    /// This instance's owner id, without the mark: while it leads, the row's `locked_by` is
+    /// this id with [`ELECTION_MARK`] appended (`host:42:1a2b3c#election`), which
+    /// [`election_owner_id`](crate::election_owner_id) strips.
+    ///
+    /// ```
+    /// use shedlock_core::{
+    ///     ELECTION_MARK, InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, election_owner_id,
+    /// };
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
+    /// let cfg = LeaderLatchConfig::builder("scheduler").owner_id("replica-a").build()?;
+    /// let store = std::sync::Arc::new(InMemoryLockProvider::new());
+    /// let latch = LeaderLatch::start(store.clone(), cfg)?;
+    /// latch.wait_for_leadership().await.expect("the only candidate leads");
+    /// assert_eq!(latch.owner_id(), "replica-a");
+    /// let row = shedlock_core::LockProvider::holder(&store, "scheduler").await?.expect("it leads");
+    /// assert_eq!(row.owner(), format!("replica-a{ELECTION_MARK}"));
+    /// assert_eq!(election_owner_id(row.owner()), latch.owner_id());
+    /// latch.close().await?;
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn owner_id(&self) -> &str {
         &self.shared().owner_id

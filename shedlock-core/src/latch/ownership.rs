@@ -26,7 +26,7 @@
 //!    - **no other running latch in this process uses the same owner id for the same election**
 //!      (a process-wide registry, [`Registration`]). Otherwise the row could as well be that
 //!      latch's — say, its won acquire while ours was refused and our reply lost — and a lost
-//!      reply cannot tell the two apart. Owner ids are unique per process (DESIGN §3.4), so no
+//!      reply cannot tell the two apart. Owner ids are unique per process (docs/guarantees.md), so no
 //!      other process writes this owner id: the row was written by one of this latch's acquires,
 //!      and the only ones it does not know are the lost ones.
 //!

@@ -1,29 +1,55 @@
 //! The store's clock, as a replica learns it from fire-claim replies.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
+
+/// How fast an estimate is taken to grow less certain: 500 µs a second (500 ppm, the most NTP
+/// slews a clock by), so a fresher reply with a somewhat longer round trip can replace it.
+const DRIFT_PER_SEC: Duration = Duration::from_micros(500);
 
 /// This process's wall clock, derived from tokio's monotonic clock (so paused tests control it),
 /// and the estimated offset of the store's clock from it.
 ///
 /// Each reply carries the store's "now" when it decided; the decision happened somewhere between
-/// the call's send and its reply, so the estimate takes the midpoint (an error of at most half
-/// the round trip). The latest reply wins: the offset follows a clock that drifts or jumps.
+/// the call's send and its reply, so a reply tells the offset to within half its round trip,
+/// taking the midpoint. The estimate keeps the most certain reply: a later one replaces it if its
+/// half round trip is no longer than the kept one's, grown by [`DRIFT_PER_SEC`] since, or if the
+/// two cannot both be right (their ranges do not overlap: the store's clock jumped). So one slow
+/// reply (a claim that waited seconds for a restarting database) does not move the estimate by
+/// half its round trip, and the offset still follows a clock that drifts or jumps.
 #[derive(Debug)]
 pub(crate) struct StoreClock {
     origin: (Instant, DateTime<Utc>),
-    offset_us: AtomicI64,
-    known: AtomicBool,
+    kept: Mutex<Option<Sample>>,
+}
+
+/// What one reply told.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// The store's clock minus this process's, at the call's midpoint.
+    offset: chrono::Duration,
+    /// Half the call's round trip: how far off `offset` may be.
+    error: Duration,
+    /// When the reply came.
+    at: Instant,
+}
+
+impl Sample {
+    /// How far off this sample may be at `now`.
+    fn error_at(&self, now: Instant) -> Duration {
+        let age = now.saturating_duration_since(self.at);
+        self.error + DRIFT_PER_SEC.mul_f64(age.as_secs_f64())
+    }
 }
 
 impl StoreClock {
     pub(crate) fn new() -> Self {
         Self {
             origin: (Instant::now(), Utc::now()),
-            offset_us: AtomicI64::new(0),
-            known: AtomicBool::new(false),
+            kept: Mutex::new(None),
         }
     }
 
@@ -33,27 +59,60 @@ impl StoreClock {
         wall + chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX)
     }
 
+    fn kept(&self) -> Option<Sample> {
+        *self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn offset(&self) -> chrono::Duration {
-        chrono::Duration::microseconds(self.offset_us.load(Ordering::Relaxed))
+        self.kept()
+            .map_or_else(chrono::Duration::zero, |s| s.offset)
     }
 
     /// The estimated offset (store minus local), once a reply has told it.
     pub(crate) fn known_offset(&self) -> Option<chrono::Duration> {
-        self.known.load(Ordering::Relaxed).then(|| self.offset())
+        self.kept().map(|s| s.offset)
     }
 
     /// The store's clock now, as estimated (this process's clock until a reply told the offset).
     pub(crate) fn store_now(&self) -> DateTime<Utc> {
-        self.local_at(Instant::now()) + self.offset()
+        self.store_at(Instant::now())
+    }
+
+    /// The store's clock at the local instant `at`, as estimated.
+    pub(crate) fn store_at(&self, at: Instant) -> DateTime<Utc> {
+        self.local_at(at) + self.offset()
+    }
+
+    /// How far [`store_at`](Self::store_at) may be off now: half the round trip of the reply the
+    /// estimate came from, grown by [`DRIFT_PER_SEC`] since (zero before any reply).
+    pub(crate) fn error(&self) -> Duration {
+        self.kept()
+            .map_or(Duration::ZERO, |s| s.error_at(Instant::now()))
     }
 
     /// Learns from a reply: the store read `store_now` between `sent` and `received`.
     pub(crate) fn observe(&self, store_now: DateTime<Utc>, sent: Instant, received: Instant) {
-        let mid = sent + received.saturating_duration_since(sent) / 2;
-        let offset = store_now - self.local_at(mid);
-        let micros = offset.num_microseconds().unwrap_or(i64::MAX);
-        self.offset_us.store(micros, Ordering::Relaxed);
-        self.known.store(true, Ordering::Relaxed);
+        let trip = received.saturating_duration_since(sent);
+        let new = Sample {
+            offset: store_now - self.local_at(sent + trip / 2),
+            error: trip / 2,
+            at: received,
+        };
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let replace = match *kept {
+            None => true,
+            Some(old) => {
+                let old_error = old.error_at(received);
+                let apart = (new.offset - old.offset)
+                    .abs()
+                    .to_std()
+                    .unwrap_or(Duration::MAX);
+                new.error <= old_error || apart > new.error + old_error
+            }
+        };
+        if replace {
+            *kept = Some(new);
+        }
     }
 
     /// The tokio instant at which the store's clock should read `at` (now, if it already does).
@@ -80,6 +139,15 @@ mod tests {
             clock.local_at(sent + Duration::from_millis(50)) + chrono::Duration::seconds(10);
         clock.observe(store_now, sent, received);
         assert_eq!(clock.known_offset(), Some(chrono::Duration::seconds(10)));
+        assert_eq!(
+            clock.error(),
+            Duration::from_millis(50),
+            "half the round trip"
+        );
+        assert_eq!(
+            clock.store_at(sent),
+            clock.local_at(sent) + chrono::Duration::seconds(10)
+        );
         let target = clock.store_now() + chrono::Duration::seconds(3);
         assert_eq!(
             clock.instant_for(target) - Instant::now(),
@@ -87,6 +155,49 @@ mod tests {
         );
         assert!(
             clock.instant_for(clock.store_now() - chrono::Duration::seconds(1)) <= Instant::now()
+        );
+    }
+
+    /// A claim that waited 2.6 s for a restarting database (its reply says nothing better than
+    /// ±1.3 s) leaves a 2 ms estimate alone; a quick reply that disagrees with it beyond both
+    /// errors (the store's clock jumped) replaces it; and the estimate grows less certain with age.
+    #[tokio::test(start_paused = true)]
+    async fn slow_replies_do_not_move_the_estimate_but_a_jump_does() {
+        let clock = StoreClock::new();
+        let ms = Duration::from_millis;
+        // A quick reply: the store is 10 s ahead, ±1 ms.
+        let sent = Instant::now();
+        tokio::time::sleep(ms(2)).await;
+        let store =
+            |at: Instant, ahead: i64| clock.local_at(at) + chrono::Duration::milliseconds(ahead);
+        clock.observe(store(sent + ms(1), 10_000), sent, Instant::now());
+        assert_eq!(clock.known_offset(), Some(chrono::Duration::seconds(10)));
+        assert_eq!(clock.error(), ms(1));
+        // A slow reply, the store having decided near its end: its midpoint says 11.3 s.
+        let sent = Instant::now();
+        tokio::time::sleep(ms(2_600)).await;
+        clock.observe(store(Instant::now(), 10_000), sent, Instant::now());
+        assert_eq!(
+            clock.known_offset(),
+            Some(chrono::Duration::seconds(10)),
+            "the slow reply is less certain than the kept one"
+        );
+        // 2.6 s later the kept estimate may be off by 1 ms + 1.3 ms of drift.
+        assert_eq!(clock.error(), ms(1) + Duration::from_micros(1_300));
+        // A quick reply 5 s off: the store's clock jumped; it wins at once.
+        let sent = Instant::now();
+        tokio::time::sleep(ms(4)).await;
+        clock.observe(store(sent + ms(2), 15_000), sent, Instant::now());
+        assert_eq!(clock.known_offset(), Some(chrono::Duration::seconds(15)));
+        assert_eq!(clock.error(), ms(2));
+        // An equally quick reply later replaces it (a drifting clock is followed).
+        tokio::time::sleep(ms(1_000)).await;
+        let sent = Instant::now();
+        tokio::time::sleep(ms(4)).await;
+        clock.observe(store(sent + ms(2), 15_001), sent, Instant::now());
+        assert_eq!(
+            clock.known_offset(),
+            Some(chrono::Duration::milliseconds(15_001))
         );
     }
 }

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::OnHeld;
 use crate::current::LockHandle;
 use crate::fire::Fire;
 use crate::latch::{LeaderLatch, LeaderTerm};
@@ -105,6 +106,7 @@ pub struct Job {
     pub(crate) at_least: Option<Duration>,
     pub(crate) keep_alive: bool,
     pub(crate) catch_up: bool,
+    pub(crate) on_held: OnHeld,
     pub(crate) leader: Option<LeaderLatch>,
 }
 
@@ -118,6 +120,7 @@ impl fmt::Debug for Job {
             .field("at_least", &self.at_least)
             .field("keep_alive", &self.keep_alive)
             .field("catch_up", &self.catch_up)
+            .field("on_held", &self.on_held)
             .field("leader_only", &self.leader.is_some())
             .finish_non_exhaustive()
     }
@@ -145,6 +148,7 @@ impl Job {
             at_least: None,
             keep_alive: false,
             catch_up: false,
+            on_held: OnHeld::Skip,
             leader: None,
         }
     }
@@ -189,6 +193,13 @@ impl Job {
     /// what it can and cannot tell.
     pub fn catch_up(mut self, catch_up: bool) -> Self {
         self.catch_up = catch_up;
+        self
+    }
+
+    /// What to do with a fire met while the job's lock is held: skip it (the default) or run
+    /// it late when the lock frees inside its window. See [`OnHeld`].
+    pub fn on_held(mut self, on_held: OnHeld) -> Self {
+        self.on_held = on_held;
         self
     }
 

@@ -3,6 +3,9 @@
 
 mod clock;
 mod job;
+mod ledger;
+mod lost;
+mod on_held;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -19,6 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
 
 pub use job::{Job, JobOutput, RunContext};
+pub use on_held::OnHeld;
 pub use status::{JobStatus, LastRun, RunOutcome};
 
 use crate::config::{LockConfig, validate_name};
@@ -29,9 +33,11 @@ use crate::executor::{LockGuard, LockingTaskExecutor, catch_unwind_future};
 use crate::fire::{Fire, FireClaim};
 use crate::latch::{LeaderLatch, LeaderTerm};
 use crate::observe;
+use crate::provider::LockRecord;
 use crate::schedule::Schedule;
 use clock::StoreClock;
 use job::BoxedBody;
+use lost::LostClaims;
 use status::Counters;
 
 /// Fire claims not known to work yet (no reply so far).
@@ -63,8 +69,12 @@ const RETRY_FLOOR: Duration = Duration::from_millis(50);
 /// - **Once whenever a replica is up and free** inside the window.
 /// - A fire whose run crashed is **not re-run** (its lock holds until `at_most`, as always);
 ///   a fire met while the previous run still holds the lock is **counted** (`held`), never
-///   queued; a fire whose window passes before this replica could claim it is counted
-///   `missed` (by this replica: another may have run it).
+///   queued, unless the job runs it late when the lock frees inside its window
+///   ([`Job::on_held`], [`OnHeld::RunLate`]); a fire whose window passes before this replica
+///   could claim it is counted `missed` (by this replica: another may have run it).
+/// - A claim whose reply was lost (a timeout, a cut connection) is run by this replica if it
+///   committed and its window is still open, or released unrun once the store answers; never
+///   recognised by the owner id alone (docs/guarantees.md, "Lost replies").
 /// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
 ///   apart.
 /// - On a store without fire claims (in this version etcd and a SQL table without `last_fire`; a custom store
@@ -135,6 +145,7 @@ struct Entry {
     schedule: Schedule,
     body: BoxedBody,
     catch_up: bool,
+    on_held: OnHeld,
     leader: Option<LeaderLatch>,
     counters: Counters,
 }
@@ -242,6 +253,7 @@ impl Scheduler {
             schedule: job.schedule,
             body: job.body,
             catch_up: job.catch_up,
+            on_held: job.on_held,
             leader: job.leader,
             counters: Counters::default(),
         });
@@ -421,7 +433,7 @@ impl Shared {
         let Ok(fire) = Fire::new(far, far + chrono::Duration::milliseconds(1)) else {
             return;
         };
-        match self.executor.claim_fire(cfg, &fire).await {
+        match self.executor.claim_fire(cfg, &fire, |_| true).await {
             Ok(attempt) => {
                 self.clock
                     .observe(attempt.reply.store_now(), attempt.sent, attempt.received);
@@ -468,6 +480,13 @@ impl Shared {
 }
 
 fn warn_plain_at_least(job: &Entry) {
+    if job.on_held == OnHeld::RunLate {
+        tracing::warn!(
+            job = %job.name,
+            "job has on_held RunLate on a store without fire claims: a late plain lock is the \
+             duplicate at_least prevents, so it skips fires met while the lock is held"
+        );
+    }
     if job.cfg.at_least().is_zero() {
         tracing::warn!(
             job = %job.name,
@@ -492,8 +511,8 @@ async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
         && fire.at() < start
     {
         tracing::debug!(job = %job.name, fire = %fire.at(), "catching up on the latest fire");
-        if handle_fire(&shared, &job, fire, true).await {
-            cursor = count_held_during_run(&shared, &job, fire.at());
+        if let Some(after) = fire_and_after(&shared, &job, fire, true).await {
+            cursor = after;
         }
     }
     loop {
@@ -509,18 +528,54 @@ async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
             break;
         }
         cursor = fire.at();
-        if fire.next() <= shared.clock.store_now() {
+        let error = chrono::Duration::from_std(shared.clock.error()).unwrap_or_default();
+        if fire.next() + error <= shared.clock.store_now() {
             // This replica was not scheduled in the window (a paused process, a long previous
-            // step): no claim can succeed now.
+            // step): no claim can succeed now, even if the estimate of the store's clock is as
+            // far off as it may be (otherwise the store decides).
             Counters::bump(&job.counters.missed);
             observe::fire(&job.name, "missed");
             continue;
         }
-        if handle_fire(&shared, &job, fire, false).await {
-            cursor = count_held_during_run(&shared, &job, cursor);
+        if let Some(after) = fire_and_after(&shared, &job, fire, false).await {
+            cursor = after;
         }
     }
     set_next_fire(&job, None);
+}
+
+/// Handles `fire`; if it ran, deals with the fires met while it held the lock: each counted
+/// held, or, under [`OnHeld::RunLate`] with fire claims, the latest one, whose window is still
+/// open, claimed at once (and so on after that run). Returns the last fire dealt with, from
+/// which the next fire follows; `None` if `fire` did not run.
+async fn fire_and_after(
+    shared: &Shared,
+    job: &Entry,
+    fire: Fire,
+    catch_up: bool,
+) -> Option<DateTime<Utc>> {
+    if !handle_fire(shared, job, fire, catch_up).await {
+        return None;
+    }
+    let mut cursor = fire.at();
+    loop {
+        let run_late = job.on_held == OnHeld::RunLate
+            && shared.mode.load(Ordering::SeqCst) == MODE_CLAIMS
+            && !shared.stopping();
+        let (last, open) = count_held_during_run(shared, job, cursor, run_late);
+        cursor = last;
+        let Some(late) = open else {
+            return Some(cursor);
+        };
+        tracing::debug!(
+            job = %job.name,
+            fire = %late.at(),
+            "the lock freed inside this fire's window: claiming it late"
+        );
+        if !handle_fire(shared, job, late, false).await {
+            return Some(cursor);
+        }
+    }
 }
 
 fn set_next_fire(job: &Entry, at: Option<DateTime<Utc>>) {
@@ -531,21 +586,37 @@ fn set_next_fire(job: &Entry, at: Option<DateTime<Utc>>) {
 }
 
 /// After a run that started at `fire`: the fires met while it held the lock are counted held
-/// (they are never queued); returns the last of them, from which the next fire follows.
-fn count_held_during_run(shared: &Shared, job: &Entry, fire: DateTime<Utc>) -> DateTime<Utc> {
+/// (they are never queued); returns the last of them, from which the next fire follows. With
+/// `open_one`, the last of them is not counted if its window is still open: it is returned
+/// with its window too, to be claimed late.
+fn count_held_during_run(
+    shared: &Shared,
+    job: &Entry,
+    fire: DateTime<Utc>,
+    open_one: bool,
+) -> (DateTime<Utc>, Option<Fire>) {
     let now = shared.clock.store_now();
+    let mut met = Vec::new();
     let mut cursor = fire;
     for _ in 0..100_000 {
         match job.schedule.next_after(cursor) {
             Some(next) if next <= now => {
-                Counters::bump(&job.counters.held);
-                observe::fire(&job.name, "held");
+                met.push(next);
                 cursor = next;
             }
             _ => break,
         }
     }
-    cursor
+    let open = met
+        .last()
+        .filter(|_| open_one)
+        .and_then(|&at| Fire::new(at, job.schedule.next_after(at)?).ok())
+        .filter(|late| now < late.next());
+    for _ in 0..met.len() - usize::from(open.is_some()) {
+        Counters::bump(&job.counters.held);
+        observe::fire(&job.name, "held");
+    }
+    (cursor, open)
 }
 
 /// Claims `fire` (retrying while too early or on store errors, within its window) and runs it if
@@ -553,125 +624,167 @@ fn count_held_during_run(shared: &Shared, job: &Entry, fire: DateTime<Utc>) -> D
 async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -> bool {
     let span = tracing::info_span!("shedlock_job", job = %job.name, fire = %fire.at());
     async {
-        // When the first claim whose reply was lost (a timeout, a cut connection) was sent: it
-        // may have committed, so a later "claimed elsewhere" may be this replica's own claim.
-        let mut uncertain_since: Option<Instant> = None;
-        loop {
-            if shared.stopping() {
-                return false;
-            }
-            let term = match &job.leader {
-                None => None,
-                Some(latch) => {
-                    let Some(term) = latch.current_term().filter(LeaderTerm::is_active) else {
-                        tracing::trace!("not leading: the fire is the leader's");
-                        return false;
-                    };
-                    Some(term)
-                }
-            };
-            if shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
-                return plain_fire(shared, job, fire, term).await;
-            }
-            let sent = Instant::now();
-            match shared.executor.claim_fire(&job.cfg, &fire).await {
-                Ok(attempt) => {
-                    let now = attempt.reply.store_now();
-                    shared.clock.observe(now, attempt.sent, attempt.received);
-                    shared.mode.store(MODE_CLAIMS, Ordering::SeqCst);
-                    match attempt.reply {
-                        FireClaim::Claimed(_) => {
-                            let Some(guard) = attempt.guard else {
-                                return false;
-                            };
-                            run(shared, job, fire, guard, term, catch_up).await;
-                            return true;
-                        }
-                        FireClaim::TooEarly { now } => {
-                            let early = (fire.at() - now).to_std().unwrap_or_default();
-                            tracing::debug!(
-                                early_ms = early.as_millis(),
-                                "claimed before F by the store's clock; waiting the difference"
-                            );
-                            if !shared.wait(early.max(Duration::from_millis(1))).await {
-                                return false;
-                            }
-                        }
-                        FireClaim::WindowPassed { .. } => {
-                            tracing::info!("fire missed: its window passed before it was claimed");
-                            Counters::bump(&job.counters.missed);
-                            observe::fire(&job.name, "missed");
-                            return false;
-                        }
-                        FireClaim::ClaimedElsewhere { recorded, .. } => {
-                            if let Some(since) = uncertain_since
-                                && recorded == fire.at()
-                                && let Some(guard) = adopt(shared, job, since).await
-                            {
-                                run(shared, job, fire, guard, term, catch_up).await;
-                                return true;
-                            }
-                            tracing::debug!("fire claimed by another replica");
-                            Counters::bump(&job.counters.claimed_elsewhere);
-                            observe::fire(&job.name, "claimed_elsewhere");
-                            return false;
-                        }
-                        FireClaim::Held { .. } => {
-                            tracing::info!("fire met while the lock is held: counted, not queued");
-                            Counters::bump(&job.counters.held);
-                            observe::fire(&job.name, "held");
-                            return false;
-                        }
-                    }
-                }
-                Err(e) if e.is_unsupported() => shared.switch_to_plain(&e),
-                Err(e) if e.is_shutdown() => return false,
-                Err(error) => {
-                    uncertain_since.get_or_insert(sent);
-                    Counters::bump(&job.counters.store_errors);
-                    observe::fire(&job.name, "error");
-                    let now = shared.clock.store_now();
-                    if now >= fire.next() {
-                        tracing::warn!(%error, "fire claim failed and the window has passed");
-                        Counters::bump(&job.counters.missed);
-                        observe::fire(&job.name, "missed");
-                        return false;
-                    }
-                    tracing::warn!(%error, "fire claim failed; retrying within the window");
-                    // Half the window left, at most a second, at least RETRY_FLOOR: close to
-                    // the window's end a failing store is not hammered.
-                    let left = (fire.next() - now).to_std().unwrap_or_default();
-                    let wait = (left / 2).clamp(RETRY_FLOOR, Duration::from_secs(1));
-                    if !shared.wait(wait).await {
-                        return false;
-                    }
-                }
-            }
+        // This loop's claims of the fire whose replies were lost (a timeout, a cut connection):
+        // they may have committed (see `lost`).
+        let mut lost: Option<LostClaims> = None;
+        let ran = claim_and_run(shared, job, fire, catch_up, &mut lost).await;
+        if let (false, Some(lost)) = (ran, lost) {
+            lost::settle(shared, job, &fire, lost).await;
         }
+        ran
     }
     .instrument(span)
     .await
 }
 
-/// After a claim whose reply was lost, the fire was found recorded: if this replica holds the
-/// lock, that lost claim committed and the fire is this replica's to run (otherwise it would run
-/// nowhere, its lock held to `at_most`).
-async fn adopt(shared: &Shared, job: &Entry, since: Instant) -> Option<LockGuard> {
-    match shared.executor.adopt_claim(&job.cfg, since).await {
-        Ok(Some(guard)) => {
-            tracing::info!("a claim whose reply was lost had committed: running the fire");
-            Some(guard)
+/// [`handle_fire`]'s loop; claims whose replies were lost are noted in `lost`, and left there
+/// when the fire is not run for them (the caller then settles them).
+async fn claim_and_run(
+    shared: &Shared,
+    job: &Entry,
+    fire: Fire,
+    catch_up: bool,
+    lost: &mut Option<LostClaims>,
+) -> bool {
+    // Under OnHeld::RunLate, whether a claim that met the lock held was made once more.
+    let mut claimed_again = false;
+    loop {
+        if shared.stopping() {
+            return false;
         }
-        Ok(None) => None,
-        Err(error) => {
-            tracing::warn!(
-                %error,
-                "could not tell whether a claim whose reply was lost committed; if it did, \
-                 the fire is not run and its lock ends at at_most"
-            );
-            None
+        let term = match &job.leader {
+            None => None,
+            Some(latch) => {
+                let Some(term) = latch.current_term().filter(LeaderTerm::is_active) else {
+                    tracing::trace!("not leading: the fire is the leader's");
+                    return false;
+                };
+                Some(term)
+            }
+        };
+        if shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
+            return plain_fire(shared, job, fire, term).await;
+        }
+        let sent = Instant::now();
+        let take = |record: &LockRecord| {
+            let left = (fire.next() - record.locked_at())
+                .to_std()
+                .unwrap_or_default();
+            ledger::claimed(record, fire.at(), left)
+        };
+        match shared.executor.claim_fire(&job.cfg, &fire, take).await {
+            Ok(attempt) => {
+                let now = attempt.reply.store_now();
+                shared.clock.observe(now, attempt.sent, attempt.received);
+                shared.mode.store(MODE_CLAIMS, Ordering::SeqCst);
+                match attempt.reply {
+                    FireClaim::Claimed(_) => {
+                        let Some(guard) = attempt.guard else {
+                            // Another job loop of this process adopted this very claim (its
+                            // own reply was lost) and runs it.
+                            Counters::bump(&job.counters.claimed_elsewhere);
+                            observe::fire(&job.name, "claimed_elsewhere");
+                            return false;
+                        };
+                        *lost = None;
+                        run(shared, job, fire, guard, term, catch_up).await;
+                        return true;
+                    }
+                    FireClaim::TooEarly { now } => {
+                        let early = (fire.at() - now).to_std().unwrap_or_default();
+                        tracing::debug!(
+                            early_ms = early.as_millis(),
+                            "claimed before F by the store's clock; waiting the difference"
+                        );
+                        if !shared.wait(early.max(Duration::from_millis(1))).await {
+                            return false;
+                        }
+                    }
+                    FireClaim::WindowPassed { .. } => {
+                        tracing::info!("fire missed: its window passed before it was claimed");
+                        Counters::bump(&job.counters.missed);
+                        observe::fire(&job.name, "missed");
+                        return false;
+                    }
+                    FireClaim::ClaimedElsewhere {
+                        recorded, holder, ..
+                    } => {
+                        if let Some(uncertain) = lost.take()
+                            && recorded == fire.at()
+                            && let Some(guard) =
+                                lost::adopt(shared, job, &fire, &uncertain, holder).await
+                        {
+                            run(shared, job, fire, guard, term, catch_up).await;
+                            return true;
+                        }
+                        // The recorded claim is not one of this loop's lost ones (or another
+                        // loop of this process runs it): nothing of this loop is left to settle.
+                        tracing::debug!("fire claimed by another replica");
+                        Counters::bump(&job.counters.claimed_elsewhere);
+                        observe::fire(&job.name, "claimed_elsewhere");
+                        return false;
+                    }
+                    FireClaim::Held { holder, .. } => {
+                        // Had a lost claim of this loop committed, the fire would be recorded
+                        // (ClaimedElsewhere): none did.
+                        *lost = None;
+                        let again = !claimed_again && met_held(shared, job, &fire, &holder).await;
+                        if !again {
+                            return false;
+                        }
+                        claimed_again = true;
+                    }
+                }
+            }
+            Err(e) if e.is_unsupported() => shared.switch_to_plain(&e),
+            Err(e) if e.is_shutdown() => return false,
+            Err(error) => {
+                LostClaims::note(lost, sent, Instant::now());
+                if !retry_after_error(shared, job, &fire, &error).await {
+                    return false;
+                }
+            }
         }
     }
+}
+
+/// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], when the lock
+/// frees inside the window, waits until then and answers `true`: claim once more. Otherwise the
+/// fire is counted held (`false`).
+async fn met_held(shared: &Shared, job: &Entry, fire: &Fire, holder: &LockRecord) -> bool {
+    let until = holder.lock_until();
+    if job.on_held == OnHeld::RunLate && until < fire.next() {
+        tracing::debug!(holder = holder.owner(), %until, "fire met while the lock is held; claiming again when it frees");
+        return shared.wait_until(shared.clock.instant_for(until)).await;
+    }
+    tracing::info!(
+        holder = holder.owner(),
+        %until,
+        "fire met while the lock is held: counted, not queued"
+    );
+    Counters::bump(&job.counters.held);
+    observe::fire(&job.name, "held");
+    false
+}
+
+/// After a failed claim of `fire`: counts it, and waits before the next try unless the window
+/// has passed (then the fire is counted missed) or shutdown began. Whether to try again.
+async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Error) -> bool {
+    Counters::bump(&job.counters.store_errors);
+    observe::fire(&job.name, "error");
+    let now = shared.clock.store_now();
+    if now >= fire.next() {
+        tracing::warn!(%error, "fire claim failed and the window has passed");
+        Counters::bump(&job.counters.missed);
+        observe::fire(&job.name, "missed");
+        return false;
+    }
+    tracing::warn!(%error, "fire claim failed; retrying within the window");
+    // Half the window left, at most a second, at least RETRY_FLOOR: close to the window's end a
+    // failing store is not hammered.
+    let left = (fire.next() - now).to_std().unwrap_or_default();
+    let wait = (left / 2).clamp(RETRY_FLOOR, Duration::from_secs(1));
+    shared.wait(wait).await
 }
 
 /// A fire on a store without fire claims: a plain lock, its `at_least` keeping replicas apart.

@@ -58,6 +58,11 @@ struct Seen {
 type Log = Arc<Mutex<Vec<(String, Seen)>>>;
 
 fn recording(name: &str, schedule: Schedule, replica: &str, log: &Log) -> Job {
+    recording_for(name, schedule, replica, log, Duration::ZERO)
+}
+
+/// A job that records each run, then works for `work` (holding its lock).
+fn recording_for(name: &str, schedule: Schedule, replica: &str, log: &Log, work: Duration) -> Job {
     let (log, replica) = (log.clone(), replica.to_owned());
     Job::new(name, schedule, move |run| {
         let (log, replica) = (log.clone(), replica.clone());
@@ -67,6 +72,9 @@ fn recording(name: &str, schedule: Schedule, replica: &str, log: &Log) -> Job {
                 locked_at: run.lock().record().locked_at(),
             };
             log.lock().unwrap().push((replica, seen));
+            if !work.is_zero() {
+                tokio::time::sleep(work).await;
+            }
         }
     })
 }
@@ -708,6 +716,258 @@ async fn a_lost_reply_does_not_take_over_another_replicas_claim() {
         "b ran the first fire: {:?}",
         runs(&log)
     );
+}
+
+/// A pod restarted under the same owner id (`SHEDLOCK_OWNER_ID` = its stable name) with
+/// catch-up on: the dead pod's claim of the open fire is not this scheduler's, though its owner
+/// id is, so it is neither run nor released, even when the catch-up claim's own reply is lost.
+#[tokio::test(start_paused = true)]
+async fn a_restarted_pod_with_the_same_owner_id_does_not_run_the_dead_ones_fire() {
+    let (store, minute) = store_past_a_minute(10);
+    let schedule = every(60 * SEC);
+    let at = |s: i64| DateTime::from_timestamp(minute + s, 0).unwrap();
+    // The dead pod claimed the fire at the minute, and died before running it.
+    let fire = Fire::new(at(0), at(60)).unwrap();
+    let dead = store
+        .inner()
+        .claim_fire("hourly", &fire, 30 * SEC, "pod-0")
+        .await
+        .unwrap();
+    let dead = dead.claimed().cloned().expect("the dead pod's claim");
+    tokio::time::sleep(5 * SEC).await; // the pod restarts
+    let log = Log::default();
+    let pod = scheduler(&store, "pod-0");
+    pod.add(recording("hourly", schedule.clone(), "pod-0", &log).catch_up(true))
+        .unwrap();
+    pod.start().await.unwrap();
+    // The catch-up claim is answered, but its reply is lost.
+    store.inject_times(Operation::ClaimFire, Fault::FailAfterApplying, 1);
+    tokio::time::sleep(20 * SEC).await;
+    assert!(
+        runs(&log).is_empty(),
+        "the dead pod's fire ran here: {:?}",
+        runs(&log)
+    );
+    let status = pod.status("hourly").unwrap();
+    assert_eq!(status.store_errors, 1, "{status:?}");
+    assert_eq!(status.claimed_elsewhere, 1, "{status:?}");
+    assert_eq!(
+        store.inner().holder("hourly").await.unwrap(),
+        Some(dead),
+        "the dead pod's lock is left to its at_most"
+    );
+    // The next fire is this pod's as usual.
+    tokio::time::sleep(40 * SEC).await;
+    pod.shutdown(SEC).await;
+    let ran: Vec<_> = runs(&log).iter().map(|(_, s)| s.fire).collect();
+    assert_eq!(ran, [at(60)]);
+}
+
+/// Two schedulers of one process share an owner id (the default one is per process) and run
+/// the same job. Both claims of a fire lose their replies; the one that committed is then found
+/// by both, inside both loops' spans: one of them runs it, never both.
+#[tokio::test(start_paused = true)]
+async fn two_schedulers_of_one_process_never_both_run_a_lost_claim() {
+    let store = store(chrono::Duration::zero());
+    let log = Log::default();
+    let schedule = every(10 * SEC);
+    let first = scheduler(&store, "pod-0");
+    let second = scheduler(&store, "pod-0");
+    for (s, who) in [(&first, "first"), (&second, "second")] {
+        // Each run takes 2 s, so the claim is still held when the other loop looks again.
+        s.add(recording_for(
+            "report",
+            schedule.clone(),
+            who,
+            &log,
+            2 * SEC,
+        ))
+        .unwrap();
+        s.start().await.unwrap();
+    }
+    // The next two claims (both loops' claims of the next fire) apply, then fail.
+    store.inject_times(Operation::ClaimFire, Fault::FailAfterApplying, 2);
+    tokio::time::sleep(25 * SEC).await;
+    first.shutdown(SEC).await;
+    second.shutdown(SEC).await;
+    let ran = assert_once_each(&log, &schedule);
+    assert!(
+        ran >= 2,
+        "the lost claim's fire and the next ran: {:?}",
+        runs(&log)
+    );
+    let errors: u64 = [&first, &second]
+        .iter()
+        .map(|s| s.status("report").unwrap().store_errors)
+        .sum();
+    assert_eq!(
+        errors, 2,
+        "both claims of the first fire lost their replies"
+    );
+    assert!(store.inner().holder("report").await.unwrap().is_none());
+}
+
+/// A claim commits, its reply is lost, and the store fails until the fire's window has passed:
+/// the replica does not run the fire late, but reads the holder once the store answers and
+/// releases its own claim, so the next fire is not held to `at_most`.
+#[tokio::test(start_paused = true)]
+async fn a_lost_claim_whose_window_passed_is_released_unrun() {
+    let (store, minute) = store_past_a_minute(1);
+    let at = |s: i64| DateTime::from_timestamp(minute + s, 0).unwrap();
+    let schedule = every(10 * SEC);
+    let log = Log::default();
+    let a = scheduler(&store, "a");
+    a.add(recording("sync", schedule.clone(), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    store.inject_times(Operation::ClaimFire, Fault::FailAfterApplying, 1);
+    // Just after the fire at +10 s: its claim committed; now the store fails for everything.
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    let lost = store
+        .inner()
+        .holder("sync")
+        .await
+        .unwrap()
+        .expect("committed");
+    assert_eq!((lost.owner(), lost.locked_at()), ("a", at(10)));
+    store.inject(Operation::ClaimFire, Fault::Fail);
+    store.inject(Operation::Holder, Fault::Fail);
+    // The window ends at +20 s; the store answers again at +21.5 s.
+    tokio::time::sleep(12 * SEC).await;
+    assert_eq!(
+        store.inner().holder("sync").await.unwrap().as_ref(),
+        Some(&lost),
+        "nothing could be released while the store failed"
+    );
+    store.heal_all();
+    tokio::time::sleep(2 * SEC).await;
+    // Released (the lock ends at +23.5 s at the latest, not at_most's +40 s) and not run; the
+    // fire at +20 s, whose window was still open, ran.
+    let ran: Vec<_> = runs(&log).iter().map(|(_, s)| s.fire).collect();
+    assert_eq!(ran, [at(20)], "{:?}", runs(&log));
+    let status = a.status("sync").unwrap();
+    assert!(status.missed >= 1, "{status:?}");
+    a.shutdown(SEC).await;
+    assert!(store.inner().holder("sync").await.unwrap().is_none());
+}
+
+/// A job whose body takes 13 s, every 10 s: the run that ends inside the next fire's window
+/// claims that fire right after its release under `RunLate`; under `Skip` it is counted held.
+/// Either way each fire runs at most once, inside its window.
+#[tokio::test(start_paused = true)]
+async fn run_late_claims_the_fire_whose_window_is_open_when_the_previous_run_ends() {
+    for policy in [OnHeld::Skip, OnHeld::RunLate] {
+        let (store, minute) = store_past_a_minute(1);
+        let at = |s: i64| DateTime::from_timestamp(minute + s, 0).unwrap();
+        let schedule = every(10 * SEC);
+        let log = Log::default();
+        let a = scheduler(&store, "a");
+        let job = recording_for("slow", schedule.clone(), "a", &log, 13 * SEC);
+        a.add(job.on_held(policy)).unwrap();
+        a.start().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(51_500)).await; // to +52.5 s
+        let status = a.status("slow").unwrap();
+        a.shutdown(SEC).await;
+        assert_no_fire_twice(&log);
+        let seen: Vec<_> = runs(&log).into_iter().map(|(_, s)| s).collect();
+        for s in &seen {
+            let next = schedule.next_after(s.fire).unwrap();
+            assert!(
+                s.fire <= s.locked_at && s.locked_at < next,
+                "{policy:?}: claimed outside its window: {s:?}"
+            );
+        }
+        let fires: Vec<_> = seen.iter().map(|s| s.fire).collect();
+        if policy == OnHeld::Skip {
+            assert_eq!(fires, [at(10), at(30), at(50)], "{policy:?}");
+            assert_eq!(status.held, 2, "{status:?}");
+        } else {
+            // 10–23 s, then 20 claimed at 23 s, 30 at 36 s, 40 at 49 s.
+            assert_eq!(fires, [at(10), at(20), at(30), at(40)], "{policy:?}");
+            let claimed: Vec<_> = seen.iter().map(|s| s.locked_at).collect();
+            assert_eq!(claimed, [at(10), at(23), at(36), at(49)]);
+            assert_eq!(status.held, 0, "{status:?}");
+        }
+    }
+}
+
+/// A fire met while another holder's lock is held: under `RunLate` the replica claims once more
+/// at the holder's `lock_until` when that falls inside the window, and not when it falls after
+/// (never beyond the window); under `Skip` it does not.
+#[tokio::test(start_paused = true)]
+async fn run_late_claims_again_at_the_holders_lock_until_inside_the_window() {
+    for (policy, hold, runs_at) in [
+        (OnHeld::RunLate, 3, Some(12)),
+        (OnHeld::RunLate, 15, None),
+        (OnHeld::Skip, 3, None),
+    ] {
+        let (store, minute) = store_past_a_minute(1);
+        let at = |s: i64| DateTime::from_timestamp(minute + s, 0).unwrap();
+        let log = Log::default();
+        let a = scheduler(&store, "a");
+        a.add(recording("sync", every(10 * SEC), "a", &log).on_held(policy))
+            .unwrap();
+        a.start().await.unwrap();
+        tokio::time::sleep(8 * SEC).await; // +9 s: a plain lock user takes the job's lock
+        let plain = store
+            .inner()
+            .acquire("sync", hold * SEC, "plain")
+            .await
+            .unwrap()
+            .expect("free");
+        tokio::time::sleep(9 * SEC).await; // +18 s, inside the window of the fire at +10 s
+        a.shutdown(SEC).await;
+        let seen: Vec<_> = runs(&log).into_iter().map(|(_, s)| s).collect();
+        let status = a.status("sync").unwrap();
+        if let Some(t) = runs_at {
+            let expected = Seen {
+                fire: at(10),
+                locked_at: at(t),
+            };
+            assert_eq!(seen, [expected], "{policy:?}, held {hold} s");
+            assert_eq!(status.held, 0, "{status:?}");
+        } else {
+            assert!(seen.is_empty(), "{policy:?}, held {hold} s: {seen:?}");
+            assert_eq!(status.held, 1, "{status:?}");
+        }
+        let _ = store.inner().release(&plain, Duration::ZERO).await;
+    }
+}
+
+/// On a store without fire claims `RunLate` is not applied (a late plain lock is the duplicate
+/// `at_least` prevents), and the scheduler says so once.
+#[tokio::test(start_paused = true)]
+async fn run_late_is_not_applied_to_plain_locks_and_says_so() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let store = store(chrono::Duration::zero());
+    let plain = Arc::new(NoFireClaims(store.clone()));
+    let a = Scheduler::new(
+        LockingTaskExecutor::builder(plain)
+            .owner_id("a")
+            .default_at_most(30 * SEC)
+            .build()
+            .unwrap(),
+    );
+    let log = Log::default();
+    let job = recording_for("slow", every(10 * SEC), "a", &log, 13 * SEC);
+    a.add(job.at_least(SEC).on_held(OnHeld::RunLate)).unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(45 * SEC).await;
+    let status = a.status("slow").unwrap();
+    a.shutdown(SEC).await;
+    // Without fire claims the replica's own clock times the fires (the store's is not learned).
+    let fires: Vec<_> = runs(&log).into_iter().map(|(_, s)| s.fire).collect();
+    assert!(fires.len() >= 2, "{fires:?}");
+    for pair in fires.windows(2) {
+        assert_eq!(
+            pair[1] - pair[0],
+            chrono::Duration::seconds(20),
+            "the fire met while the 13 s run held the lock was skipped: {fires:?}"
+        );
+    }
+    assert!(status.held >= 1, "{status:?}");
+    assert_eq!(logs.count(tracing::Level::WARN, "on_held RunLate"), 1);
 }
 
 /// A store that keeps failing near the end of a window is retried with a floor between claims,

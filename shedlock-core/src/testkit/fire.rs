@@ -127,8 +127,18 @@ impl ConformanceSuite {
         if length + tolerance < self.unit * 10 || length > self.unit * 10 + tolerance {
             return Err(format!("the claim's lock lasts {length:?}, not at_most"));
         }
+        // The reply names the claim that holds it, as the store has it, from the same step:
+        // what a scheduler whose own reply was lost recognises its claim by.
         match self.claim(&name, &fire, "owner-b").await? {
-            FireClaim::ClaimedElsewhere { recorded, .. } if recorded == fire.at() => {}
+            FireClaim::ClaimedElsewhere {
+                recorded, holder, ..
+            } if recorded == fire.at() && holder == record => {}
+            FireClaim::ClaimedElsewhere { holder, .. } if holder != record => {
+                return Err(format!(
+                    "a second claim of the same fire names the holder {holder}, not the claim \
+                     {record}"
+                ));
+            }
             other => return Err(format!("a second claim of the same fire: {other:?}")),
         }
         // The same owner cannot claim it twice either.
@@ -183,7 +193,12 @@ impl ConformanceSuite {
         let held = self.must_acquire(&name, self.unit * 10, "plain").await?;
         let fire = self.open_fire("fire-held", 1, 40).await?;
         match self.claim(&name, &fire, "owner-a").await? {
-            FireClaim::Held { .. } => {}
+            FireClaim::Held { holder, now } if holder == held && holder.lock_until() > now => {}
+            FireClaim::Held { holder, .. } => {
+                return Err(format!(
+                    "a claim while the lock is held names the holder {holder}, not {held}"
+                ));
+            }
             other => return Err(format!("a claim while the lock is held: {other:?}")),
         }
         self.release(&held, Duration::ZERO).await?;

@@ -281,17 +281,83 @@ mod broken_stores {
         ) -> Result<shedlock_core::FireClaim> {
             use shedlock_core::FireClaim;
             match self.0.claim_fire(name, fire, at_most, owner).await? {
-                FireClaim::ClaimedElsewhere { .. } => {
+                FireClaim::ClaimedElsewhere { now, holder, .. } => {
                     match self.0.acquire(name, at_most, owner).await? {
                         Some(record) => Ok(FireClaim::Claimed(record)),
-                        None => Ok(FireClaim::Held {
-                            now: chrono::Utc::now(),
-                        }),
+                        None => Ok(FireClaim::Held { now, holder }),
                     }
                 }
                 other => Ok(other),
             }
         }
+    }
+
+    /// Answers every reply that names a holder with the holder's owner replaced.
+    struct WrongHolder(InMemoryLockProvider);
+
+    #[async_trait]
+    impl LockProvider for WrongHolder {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<Option<LockRecord>> {
+            self.0.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> Result<Option<LockRecord>> {
+            self.0.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
+            self.0.release(record, at_least).await
+        }
+        async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
+            self.0.holder(name).await
+        }
+        async fn claim_fire(
+            &self,
+            name: &str,
+            fire: &shedlock_core::Fire,
+            at_most: Duration,
+            owner: &str,
+        ) -> Result<shedlock_core::FireClaim> {
+            use shedlock_core::FireClaim;
+            let other = |h: LockRecord| {
+                LockRecord::new(h.name(), "someone-else", h.locked_at(), h.lock_until())
+                    .with_fencing_token(h.fencing_token())
+            };
+            Ok(match self.0.claim_fire(name, fire, at_most, owner).await? {
+                FireClaim::ClaimedElsewhere {
+                    now,
+                    recorded,
+                    holder,
+                } => FireClaim::ClaimedElsewhere {
+                    now,
+                    recorded,
+                    holder: other(holder),
+                },
+                FireClaim::Held { now, holder } => FireClaim::Held {
+                    now,
+                    holder: other(holder),
+                },
+                reply => reply,
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_names_the_wrong_holder_is_caught() {
+        let report = ConformanceSuite::new(WrongHolder(InMemoryLockProvider::new()))
+            .report()
+            .await;
+        for case in ["fire_claimed_once", "fire_held_writes_nothing"] {
+            assert!(report.contains(case), "{case}:\n{report}");
+        }
+        assert!(report.contains("someone-else"), "{report}");
     }
 
     #[tokio::test(start_paused = true)]

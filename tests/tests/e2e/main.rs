@@ -23,5 +23,7 @@ mod fault_restart;
 mod fault_store;
 mod leader_processes;
 mod leader_redis;
+mod lost_reply;
 mod macro_sqlite;
+mod soak_lost_replies;
 mod time_zones;

@@ -1,0 +1,148 @@
+//! Fire claims whose replies were lost (a timeout, a cut connection): the claim may have
+//! committed, and then this replica holds the fire's lock with nobody running it. What a replica
+//! does about it is told in docs/guarantees.md ("Lost replies"); this is that code.
+//!
+//! A committed claim is recognised by its row, never by the owner id alone (an owner id may be
+//! shared by a restarted pod or by a second scheduler of this process): its owner is this
+//! executor's, and its `locked_at` falls, on the store's clock, between the send of this job
+//! loop's first lost claim of the fire and the failure of its last. The claim is then run (if the
+//! fire is still claimable by this loop) or released unrun (once the window has passed), by
+//! exactly one job loop of the process ([`ledger`](super::ledger)).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::clock::StoreClock;
+use super::{Entry, Shared, ledger};
+use crate::executor::LockGuard;
+use crate::fire::Fire;
+use crate::provider::LockRecord;
+
+/// Added to the clock estimate's own error when placing a `locked_at` in the span: stores keep
+/// times to the millisecond (MySQL `TIMESTAMP(3)`, SQLite), so a `locked_at` may read up to a
+/// millisecond off the instant the store decided.
+const STORE_PRECISION: Duration = Duration::from_millis(2);
+
+/// How often an uncertain claim's holder is asked for while the store fails.
+const SETTLE_RETRY: Duration = Duration::from_secs(1);
+
+/// One job loop's claims of one fire whose replies were lost: the local instants from the send
+/// of the first to the failure of the last.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LostClaims {
+    first_sent: Instant,
+    last_failed: Instant,
+}
+
+impl LostClaims {
+    /// Notes a claim sent at `sent` that failed at `failed`.
+    pub(super) fn note(lost: &mut Option<Self>, sent: Instant, failed: Instant) {
+        match lost {
+            Some(lost) => lost.last_failed = failed,
+            None => {
+                *lost = Some(Self {
+                    first_sent: sent,
+                    last_failed: failed,
+                });
+            }
+        }
+    }
+
+    /// Whether `record` may be one of these claims: it is `owner`'s, and its `locked_at` falls
+    /// between the first send and the last failure on the store's clock, widened by how far the
+    /// clock estimate may be off.
+    pub(super) fn may_be(&self, record: &LockRecord, owner: &str, clock: &StoreClock) -> bool {
+        let slack = chrono::Duration::from_std(clock.error() + STORE_PRECISION)
+            .unwrap_or(chrono::Duration::MAX);
+        let from = clock.store_at(self.first_sent) - slack;
+        let to = clock.store_at(self.last_failed) + slack;
+        record.owner() == owner && from <= record.locked_at() && record.locked_at() <= to
+    }
+}
+
+/// The fire was found recorded after claims of this loop were lost: if `holder` is one of them,
+/// the fire is this loop's to run, and it takes the lock over. `None` otherwise (another
+/// replica's claim, another loop of this process runs it, or the drain began).
+pub(super) async fn adopt(
+    shared: &Shared,
+    job: &Entry,
+    fire: &Fire,
+    lost: &LostClaims,
+    holder: LockRecord,
+) -> Option<LockGuard> {
+    let now = shared.clock.store_now();
+    if holder.lock_until() <= now
+        || !lost.may_be(&holder, shared.executor.owner_id(), &shared.clock)
+    {
+        return None;
+    }
+    let left = (fire.next() - now).to_std().unwrap_or_default();
+    if !ledger::adopt(&holder, fire.at(), left) {
+        tracing::debug!("a claim whose reply was lost is run by another job loop of this process");
+        return None;
+    }
+    match shared
+        .executor
+        .adopt_claim(&job.cfg, holder.clone(), lost.first_sent)
+        .await
+    {
+        Ok(guard) => {
+            tracing::info!("a claim whose reply was lost had committed: running the fire");
+            Some(guard)
+        }
+        Err(error) => {
+            // Shutdown began, or the claim came back too late to use: it is this loop's, and
+            // nobody runs it, so it is given back rather than left held to at_most.
+            tracing::warn!(%error, "could not take over a claim whose reply was lost; releasing it");
+            if let Err(error) = shared.executor.release_unrun(&holder).await {
+                tracing::warn!(%error, "could not release it either; its lock ends at at_most");
+            }
+            None
+        }
+    }
+}
+
+/// The fire will not be run by this loop (its window passed, or shutdown began) while claims
+/// of it were lost: reads the lock's holder once the store answers and, if it is one of those
+/// claims, releases it unrun, so the lock does not stay held to `at_most`. Gives up when the lock
+/// would have ended by itself, and after one last try once shutdown began.
+pub(super) async fn settle(shared: &Shared, job: &Entry, fire: &Fire, lost: LostClaims) {
+    let at_most = job.cfg.at_most().unwrap_or_default();
+    let gone_by = lost.first_sent + at_most;
+    let owner = shared.executor.owner_id();
+    let mut last_try = shared.stopping();
+    loop {
+        match shared.executor.holder(job.cfg.name()).await {
+            Ok(Some(record)) if lost.may_be(&record, owner, &shared.clock) => {
+                if !ledger::adopt(&record, fire.at(), Duration::ZERO) {
+                    return; // another loop of this process runs it
+                }
+                match shared.executor.release_unrun(&record).await {
+                    Ok(_) => tracing::info!(
+                        "a claim whose reply was lost had committed after all; its fire was not \
+                         run, and its lock is released"
+                    ),
+                    Err(error) => tracing::warn!(
+                        %error,
+                        "could not release a claim whose reply was lost; its lock ends at at_most"
+                    ),
+                }
+                return;
+            }
+            Ok(_) => return,
+            Err(error) if error.is_unsupported() || last_try || Instant::now() >= gone_by => {
+                tracing::warn!(
+                    %error,
+                    "could not tell whether a claim whose reply was lost committed; if it did, \
+                     its fire is not run and its lock ends at at_most"
+                );
+                return;
+            }
+            Err(error) => {
+                tracing::debug!(%error, "reading the holder of a claim whose reply was lost");
+                last_try = !shared.wait(SETTLE_RETRY).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! Lost replies (docs/guarantees.md, "After a restart or reset" and "Lost replies"), reproduced
+//! deterministically on the shared Postgres, MariaDB and Redis through the cutting proxy
+//! ([`Proxy::cut_next_reply`], [`Proxy::cut_reply_to`]): the store gets the request, commits
+//! and answers, and the proxy drops the answer and resets the connection. Each provider has one
+//! connection of its own through the proxy (a Redis provider always has one), warmed up before
+//! the cut so that the reply cut is the one of the call under test.
+//!
+//! - **`acquire`**: the call fails with an error that says its reply was lost (never `Ok(None)`,
+//!   the answer a repeat would give: the lock held, by this very call), and the store shows the
+//!   lock held by that owner;
+//! - **`claim_fire`**: the claim fails the same way, and a second claim of the same fire answers
+//!   `ClaimedElsewhere` whose holder is the claimer, with a `locked_at` between the instants
+//!   the first claim was sent and its error came back, on the store's clock — what a scheduler
+//!   adopts its own lost claim by;
+//! - **extend and release** are repeated after a lost reply, and succeed.
+//!
+//! Without the fix (a repeat after a lost connection), the acquire answers `Ok(None)` and the
+//! claim `ClaimedElsewhere`: the first two fail. The third guards that the fix is no broader than
+//! it should be.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock_core::chrono::{self, DateTime, Utc};
+use shedlock_core::{Fire, FireClaim, LockProvider, LockRecord};
+use shedlock_redis::{RedisLockProvider, redis};
+use shedlock_sqlx::sqlx::mysql::MySqlConnectOptions;
+use shedlock_sqlx::sqlx::postgres::PgConnectOptions;
+use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, sqlx, testing};
+use shedlock_tests::proxy::Proxy;
+
+/// The providers' call timeout: a lost reply must end the call long before it.
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+const AT_MOST: Duration = Duration::from_mins(2);
+/// How far a `locked_at` may lie outside the bracket of two readings of the store's clock. The
+/// bracket is exact on a clock that never goes back, but every store reads a wall clock
+/// (Postgres' `statement_timestamp()`, MariaDB's `UTC_TIMESTAMP(3)`, Redis' `TIME`), which NTP
+/// may slew or step back a little between two readings. A few milliseconds cover that; a
+/// claim sent by anyone else would still carry another owner.
+const CLOCK_TOLERANCE: chrono::Duration = chrono::Duration::milliseconds(5);
+
+#[derive(Debug, Clone, Copy)]
+enum Store {
+    Postgres,
+    MariaDb,
+    Redis,
+}
+
+/// A provider of `store` whose one connection goes through a proxy of its own, and what to
+/// clean up.
+struct Rig {
+    proxy: Proxy,
+    provider: Arc<dyn LockProvider>,
+    cleanup: Cleanup,
+    /// The owner id of the calls under test: unique, in no other request (the cut aims at it).
+    owner: String,
+}
+
+enum Cleanup {
+    Postgres { url: String, drop: String },
+    MariaDb { url: String, drop: String },
+    Keys { url: String, keys: Vec<Vec<u8>> },
+}
+
+impl Rig {
+    /// `None` (after a skip notice) without the store's URL.
+    async fn new(store: Store) -> Option<Self> {
+        let suffix = testing::unique_suffix();
+        let owner = format!("lost-reply-owner:{suffix}");
+        let rig = match store {
+            Store::Postgres => {
+                let url = testing::postgres_url()?;
+                let options: PgConnectOptions = url.parse().expect("a Postgres URL");
+                let proxy = proxy_to(options.get_host(), options.get_port()).await;
+                let table = testing::unique_table_name("shedlock_lost");
+                let provider =
+                    PgLockProvider::from_options(options.host("127.0.0.1").port(proxy.port()))
+                        .max_connections(1)
+                        .table(&table)
+                        .call_timeout(CALL_TIMEOUT)
+                        .connect()
+                        .await
+                        .expect("connect through the proxy");
+                provider
+                    .create_table_if_not_exists()
+                    .await
+                    .expect("create the lock table");
+                Self {
+                    proxy,
+                    provider: Arc::new(provider),
+                    cleanup: Cleanup::Postgres {
+                        url,
+                        drop: format!("DROP TABLE \"{table}\""),
+                    },
+                    owner,
+                }
+            }
+            Store::MariaDb => {
+                let url = testing::mysql_url()?;
+                let options: MySqlConnectOptions = url.parse().expect("a MySQL URL");
+                let proxy = proxy_to(options.get_host(), options.get_port()).await;
+                let table = testing::unique_table_name("shedlock_lost");
+                let provider =
+                    MySqlLockProvider::from_options(options.host("127.0.0.1").port(proxy.port()))
+                        .max_connections(1)
+                        .table(&table)
+                        .call_timeout(CALL_TIMEOUT)
+                        .connect()
+                        .await
+                        .expect("connect through the proxy");
+                provider
+                    .create_table_if_not_exists()
+                    .await
+                    .expect("create the lock table");
+                Self {
+                    proxy,
+                    provider: Arc::new(provider),
+                    cleanup: Cleanup::MariaDb {
+                        url,
+                        drop: format!("DROP TABLE `{table}`"),
+                    },
+                    owner,
+                }
+            }
+            Store::Redis => {
+                let url = shedlock_redis::testing::redis_url()?;
+                let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
+                    .expect("a Redis URL");
+                let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
+                    panic!("SHEDLOCK_REDIS_URL must be a TCP address for the proxy: {url}");
+                };
+                let proxy = proxy_to(&host, port).await;
+                let info =
+                    info.set_addr(redis::ConnectionAddr::Tcp("127.0.0.1".into(), proxy.port()));
+                let provider = RedisLockProvider::builder(info)
+                    .key_prefix(shedlock_redis::testing::unique_prefix("lost-reply"))
+                    .call_timeout(CALL_TIMEOUT)
+                    .connect()
+                    .await
+                    .expect("connect through the proxy");
+                Self {
+                    proxy,
+                    cleanup: Cleanup::Keys {
+                        url,
+                        keys: vec![provider.key(&lock_name())],
+                    },
+                    provider: Arc::new(provider),
+                    owner,
+                }
+            }
+        };
+        Some(rig)
+    }
+
+    /// Drops the test's table, or deletes its keys (straight to the server, not through the
+    /// proxy).
+    async fn clean_up(self) {
+        match self.cleanup {
+            Cleanup::Postgres { url, drop } => {
+                let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
+                    .execute(&pool)
+                    .await
+                    .expect("drop the table");
+            }
+            Cleanup::MariaDb { url, drop } => {
+                let pool = sqlx::MySqlPool::connect(&url).await.expect("connect");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
+                    .execute(&pool)
+                    .await
+                    .expect("drop the table");
+            }
+            Cleanup::Keys { url, keys } => {
+                let client = redis::Client::open(url).expect("a Redis URL");
+                let mut conn = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("connect to delete the keys");
+                redis::cmd("DEL")
+                    .arg(keys)
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .expect("delete the keys");
+            }
+        }
+    }
+
+    /// The store's clock, from a claim of a fire a year ahead (always `TooEarly`, writes
+    /// nothing), as the conformance suite reads it. Its owner (`probe`) is not the one the
+    /// cuts aim at.
+    async fn store_now(&self, name: &str) -> DateTime<Utc> {
+        let far = whole_ms(Utc::now() + chrono::Duration::days(365));
+        let fire = Fire::new(far, far + chrono::Duration::milliseconds(1)).expect("a fire");
+        match self
+            .provider
+            .claim_fire(name, &fire, AT_MOST, "probe")
+            .await
+            .expect("a claim of a fire a year ahead")
+        {
+            FireClaim::TooEarly { now } => now,
+            other => panic!("a claim of a fire a year ahead answered {other:?}"),
+        }
+    }
+}
+
+/// A proxy to `host:port` (resolved now).
+async fn proxy_to(host: &str, port: u16) -> Proxy {
+    let upstream = tokio::net::lookup_host((host, port))
+        .await
+        .expect("resolve the store's host")
+        .next()
+        .expect("an address for the store's host");
+    Proxy::start(upstream).await.expect("start a proxy")
+}
+
+/// The one lock name of a test (each test has a table or key prefix of its own).
+fn lock_name() -> String {
+    "lost-reply".to_owned()
+}
+
+fn whole_ms(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(t.timestamp_millis()).expect("in range")
+}
+
+/// The error of a call whose reply was lost: a store failure that says so, naming the lock.
+fn assert_lost_reply(error: &shedlock_core::Error, name: &str) {
+    let text = error.to_string();
+    assert!(error.is_backend(), "{error:?}");
+    assert!(text.contains("reply was lost"), "{text}");
+    assert!(text.contains(&format!("{name:?}")), "{text}");
+    assert!(text.contains("may be held by this owner"), "{text}");
+}
+
+/// (a) An acquire whose reply is lost fails (a repeat would have answered `Ok(None)`), and the
+/// store shows the lock held by its owner: it had committed.
+async fn acquire_whose_reply_is_lost(store: Store) {
+    let Some(rig) = Rig::new(store).await else {
+        return;
+    };
+    let (p, name, owner) = (&rig.provider, lock_name(), rig.owner.as_str());
+    // Warm up: the connection, the acquire and release statements (or scripts), and an existing
+    // expired row (MariaDB's acquire then takes it in its first statement, whose reply is cut).
+    let first = p
+        .acquire(&name, AT_MOST, owner)
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(p.release(&first, Duration::ZERO).await.expect("release"));
+
+    rig.proxy.cut_next_reply();
+    let outcome = p.acquire(&name, AT_MOST, owner).await;
+    assert_eq!(rig.proxy.replies_cut(), 1, "the acquire's reply was cut");
+    let error = match outcome {
+        Err(error) => error,
+        Ok(answer) => panic!(
+            "{store:?}: an acquire whose reply was lost must fail, not answer {answer:?} (a \
+             repeat finds the lock held by this very call)"
+        ),
+    };
+    assert_lost_reply(&error, &name);
+    let holder = p
+        .holder(&name)
+        .await
+        .expect("holder (repeated after a lost reply if need be)")
+        .expect("the lost acquire committed: the lock is held");
+    assert_eq!(holder.owner(), owner, "{holder}");
+    assert!(
+        holder.fencing_token() > first.fencing_token(),
+        "a new acquisition: {holder} after {first}"
+    );
+    eprintln!("{store:?}: lost acquire: {error}; then held: {holder}");
+    rig.clean_up().await;
+}
+
+/// (b) A fire claim whose reply is lost fails; the next claim of the same fire answers
+/// `ClaimedElsewhere` with the claimer as holder, locked between the lost claim's send and its
+/// error on the store's clock.
+async fn claim_whose_reply_is_lost(store: Store) {
+    let Some(rig) = Rig::new(store).await else {
+        return;
+    };
+    let (p, name, owner) = (&rig.provider, lock_name(), rig.owner.as_str());
+    // Also warms up the claim statement (or script) and, on MariaDB, its look.
+    let start = rig.store_now(&name).await;
+    let fire = Fire::new(
+        whole_ms(start - chrono::Duration::seconds(1)),
+        whole_ms(start + chrono::Duration::minutes(10)),
+    )
+    .expect("an open fire");
+
+    // The cut aims at the claimer's owner id: MariaDB's claim reads the row first (a look
+    // without the owner), then takes it in a statement that carries it.
+    let sent = rig.store_now(&name).await;
+    rig.proxy.cut_reply_to(owner.as_bytes().to_vec());
+    let outcome = p.claim_fire(&name, &fire, AT_MOST, owner).await;
+    assert_eq!(rig.proxy.replies_cut(), 1, "the claim's reply was cut");
+    assert!(!rig.proxy.is_armed(), "the cut was used");
+    let error = match outcome {
+        Err(error) => error,
+        Ok(answer) => panic!(
+            "{store:?}: a claim whose reply was lost must fail, not answer {answer:?} (a repeat \
+             finds its own fire recorded)"
+        ),
+    };
+    let returned = rig.store_now(&name).await;
+    assert_lost_reply(&error, &name);
+
+    let again = p
+        .claim_fire(&name, &fire, AT_MOST, owner)
+        .await
+        .expect("the second claim");
+    let FireClaim::ClaimedElsewhere {
+        now,
+        recorded,
+        holder,
+    } = &again
+    else {
+        panic!("{store:?}: the second claim of the fire answered {again:?}");
+    };
+    assert_eq!(*recorded, fire.at(), "the lost claim recorded the fire");
+    assert_eq!(holder.owner(), owner, "the claimer holds it: {holder}");
+    assert!(
+        holder.locked_at() >= sent - CLOCK_TOLERANCE
+            && holder.locked_at() <= returned + CLOCK_TOLERANCE,
+        "{store:?}: locked_at {} is not between the claim's send ({sent}) and its error \
+         ({returned}) on the store's clock",
+        holder.locked_at()
+    );
+    assert!(holder.lock_until() > *now, "still held: {holder}");
+    let read: Option<LockRecord> = p.holder(&name).await.expect("holder");
+    assert_eq!(
+        read.as_ref(),
+        Some(holder),
+        "the claim's holder is the lock's row"
+    );
+    eprintln!("{store:?}: lost claim: {error}; then {holder} (sent {sent}, error back {returned})");
+    rig.clean_up().await;
+}
+
+/// (c) Extend and release are repeated after a lost reply (same effect, same answer): both
+/// succeed, on a new connection.
+async fn extend_and_release_are_repeated(store: Store) {
+    let Some(rig) = Rig::new(store).await else {
+        return;
+    };
+    let (p, name, owner) = (&rig.provider, lock_name(), rig.owner.as_str());
+    let record = p
+        .acquire(&name, AT_MOST, owner)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let accepted = rig.proxy.accepted();
+
+    rig.proxy.cut_reply_to(owner.as_bytes().to_vec());
+    let extended = p
+        .extend(&record, AT_MOST)
+        .await
+        .expect("an extend whose reply was lost runs again")
+        .expect("and finds the lock still this acquisition's");
+    assert_eq!(rig.proxy.replies_cut(), 1, "the extend's reply was cut");
+    assert_eq!(extended.fencing_token(), record.fencing_token());
+    assert!(extended.lock_until() >= record.lock_until());
+
+    rig.proxy.cut_reply_to(owner.as_bytes().to_vec());
+    let released = p
+        .release(&extended, Duration::ZERO)
+        .await
+        .expect("a release whose reply was lost runs again");
+    assert_eq!(rig.proxy.replies_cut(), 2, "the release's reply was cut");
+    assert!(released, "the repeat finds the acquisition it released");
+    assert!(
+        rig.proxy.accepted() > accepted,
+        "the repeats ran on new connections"
+    );
+    assert_eq!(p.holder(&name).await.expect("holder"), None, "released");
+    rig.clean_up().await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn postgres_acquire_whose_reply_is_lost_fails_and_holds() {
+    acquire_whose_reply_is_lost(Store::Postgres).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn mariadb_acquire_whose_reply_is_lost_fails_and_holds() {
+    acquire_whose_reply_is_lost(Store::MariaDb).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn redis_acquire_whose_reply_is_lost_fails_and_holds() {
+    acquire_whose_reply_is_lost(Store::Redis).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn postgres_claim_whose_reply_is_lost_fails_and_shows_its_holder() {
+    claim_whose_reply_is_lost(Store::Postgres).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn mariadb_claim_whose_reply_is_lost_fails_and_shows_its_holder() {
+    claim_whose_reply_is_lost(Store::MariaDb).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn redis_claim_whose_reply_is_lost_fails_and_shows_its_holder() {
+    claim_whose_reply_is_lost(Store::Redis).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn postgres_extend_and_release_whose_replies_are_lost_are_repeated() {
+    extend_and_release_are_repeated(Store::Postgres).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn mariadb_extend_and_release_whose_replies_are_lost_are_repeated() {
+    extend_and_release_are_repeated(Store::MariaDb).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn redis_extend_and_release_whose_replies_are_lost_are_repeated() {
+    extend_and_release_are_repeated(Store::Redis).await;
+}
