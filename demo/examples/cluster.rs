@@ -43,8 +43,9 @@
 //!
 //! At each fire every replica asks the store to claim it; one runs it, the others are told it
 //! was claimed elsewhere. A store that records fires (in-memory, Redis, and the SQL stores with
-//! the `last_fire` column of our DDL) decides on its own clock; on one that does not (etcd) the
-//! scheduler falls back to plain locks and `at_least`, with a warning at start. `sync`
+//! the `last_fire` column of our DDL) decides on its own clock; etcd, which has none, decides on
+//! the claiming replica's clock; on a store that records no fires the scheduler falls back to
+//! plain locks and `at_least`, with a warning at start. `sync`
 //! sometimes runs longer than its one-second period, and the next fire is then counted held
 //! and skipped everywhere (never queued). Kill a replica (`kill -9 <pid>`, the pids are
 //! printed, or `--kill-after N`) and watch the others carry on: a lock the dead replica held

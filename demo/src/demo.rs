@@ -2,8 +2,9 @@
 //!
 //! - `report`: short runs (50–250 ms) with `at_least = 500ms`. With a store that records fires
 //!   the fire claim alone keeps one fire from running twice and `at_least` changes nothing; on a
-//!   store without fire claims (etcd) the scheduler falls back to plain locks, and `at_least` is
-//!   what keeps a replica whose timer fires a little late from running the fire again.
+//!   store without fire claims (a lock table without `last_fire`) the scheduler falls back to
+//!   plain locks, and `at_least` is what keeps a replica whose timer fires a little late from
+//!   running the fire again.
 //! - `sync`: runs of 0.3–1.8 s, so it sometimes outlives its one-second period: the next fire
 //!   finds the lock held (even on the replica still running it) and is counted held and skipped,
 //!   never queued. Its `at_most = 3s` frees the lock 3 s after a replica dies holding it.

@@ -38,6 +38,10 @@ pub(crate) enum GatewayError {
     },
     /// A member's answer could not be read.
     Decode { member: String, why: String },
+    /// The request reached a member (or may have) and its answer was lost or was "unavailable",
+    /// and the request is one whose repeat would answer from its own effect: it may have been
+    /// applied, and it was not sent again ([`Gateway::txn_once`]).
+    ReplyLost { member: String, why: String },
     /// The call's deadline passed.
     Timeout,
 }
@@ -67,6 +71,11 @@ impl fmt::Display for GatewayError {
             Self::Decode { member, why } => {
                 write!(f, "etcd member {member} sent an unreadable answer: {why}")
             }
+            Self::ReplyLost { member, why } => write!(
+                f,
+                "the reply was lost (etcd member {member}: {why}) and the transaction may have \
+                 been applied; not sent again"
+            ),
             Self::Timeout => write!(f, "the call's deadline passed"),
         }
     }
@@ -79,6 +88,12 @@ impl GatewayError {
     pub(crate) fn is_lease_not_found(&self) -> bool {
         matches!(self, Self::Status { message, .. } if message.contains("lease not found"))
     }
+}
+
+/// Why a request to one member failed, and whether it may have reached it.
+struct Failed {
+    sent: bool,
+    why: String,
 }
 
 /// The HTTP client of one cluster: tries the member that answered last first, then the others
@@ -111,13 +126,18 @@ impl Gateway {
     /// POSTs `body` to `path` on the first member that answers, before `deadline`.
     ///
     /// A member that cannot be reached, whose connection breaks, or that answers `UNAVAILABLE`
-    /// (no leader) is skipped for the next. Every request here is safe to send twice: reads,
-    /// lease grants (a spare lease expires by itself), revokes, and transactions whose compares
-    /// fail when their first copy was applied.
+    /// (no leader) is skipped for the next: reads, lease grants (a spare lease expires by
+    /// itself), revokes and the transactions of extend, release and unlock are safe to send
+    /// twice (their compares fail when their first copy was applied, and their callers read that
+    /// as "no longer held" only where it is true). With `once`, only a member that could not be
+    /// connected to (nothing was sent) is skipped: a broken connection or an `UNAVAILABLE`
+    /// answer (etcd also gives it for a proposal that timed out while the leader changed, which
+    /// may have been applied) ends the call with [`GatewayError::ReplyLost`].
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: &Value,
+        once: bool,
         deadline: Instant,
     ) -> Result<T, GatewayError> {
         let body = Bytes::from(body.to_string());
@@ -140,13 +160,25 @@ impl Gateway {
                     if let Err(GatewayError::Status { code, message, .. }) = &answer
                         && *code == UNAVAILABLE
                     {
+                        if once {
+                            return Err(GatewayError::ReplyLost {
+                                member: member.clone(),
+                                why: format!("it answered unavailable: {message}"),
+                            });
+                        }
                         failures.push((member.clone(), message.clone()));
                         continue;
                     }
                     self.preferred.store(index, Ordering::Relaxed);
                     return answer;
                 }
-                Ok(Err(why)) => {
+                Ok(Err(Failed { sent, why })) => {
+                    if once && sent {
+                        return Err(GatewayError::ReplyLost {
+                            member: member.clone(),
+                            why,
+                        });
+                    }
                     tracing::debug!(member = %member, path, error = %why, "etcd member unreachable");
                     failures.push((member.clone(), why));
                 }
@@ -155,24 +187,32 @@ impl Gateway {
         Err(GatewayError::Unreachable(failures))
     }
 
-    async fn post_to(&self, member: &str, path: &str, body: Bytes) -> Result<(u16, Bytes), String> {
+    async fn post_to(&self, member: &str, path: &str, body: Bytes) -> Result<(u16, Bytes), Failed> {
         let request = hyper::Request::post(format!("http://{member}{path}"))
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
-            .map_err(|e| format!("bad request: {e}"))?;
-        let response = self.http.request(request).await.map_err(|e| {
+            .map_err(|e| Failed {
+                sent: false,
+                why: format!("bad request: {e}"),
+            })?;
+        let response = self.http.request(request).await.map_err(|e| Failed {
+            // Only a failed connect proves that nothing was sent.
+            sent: !e.is_connect(),
             // The legacy client's error says little by itself; its cause says what broke.
-            match e.source() {
+            why: match e.source() {
                 Some(cause) => format!("{e}: {cause}"),
                 None => e.to_string(),
-            }
+            },
         })?;
         let status = response.status().as_u16();
         let bytes = response
             .into_body()
             .collect()
             .await
-            .map_err(|e| format!("the answer broke off: {e}"))?
+            .map_err(|e| Failed {
+                sent: true,
+                why: format!("the answer broke off: {e}"),
+            })?
             .to_bytes();
         Ok((status, bytes))
     }
@@ -190,7 +230,7 @@ impl Gateway {
         if let Some(end) = range_end {
             body["range_end"] = json!(b64(end));
         }
-        self.post("/v3/kv/range", &body, deadline).await
+        self.post("/v3/kv/range", &body, false, deadline).await
     }
 
     pub(crate) async fn txn(
@@ -198,18 +238,25 @@ impl Gateway {
         txn: &Txn,
         deadline: Instant,
     ) -> Result<TxnResponse, GatewayError> {
-        let body = json!({
-            "compare": txn.compare,
-            "success": txn.success,
-            "failure": txn.failure,
-        });
-        self.post("/v3/kv/txn", &body, deadline).await
+        self.post("/v3/kv/txn", &txn.body(), false, deadline).await
+    }
+
+    /// A transaction whose repeat would answer from its own effect (an acquire's or a fire
+    /// claim's: the repeat finds its own hold or fire): sent to one member only, once it may have
+    /// reached it (see [`post`](Self::post)).
+    pub(crate) async fn txn_once(
+        &self,
+        txn: &Txn,
+        deadline: Instant,
+    ) -> Result<TxnResponse, GatewayError> {
+        self.post("/v3/kv/txn", &txn.body(), true, deadline).await
     }
 
     /// A new lease of `ttl` seconds; etcd may raise the TTL to its minimum.
     pub(crate) async fn grant(&self, ttl: i64, deadline: Instant) -> Result<Lease, GatewayError> {
         let body = json!({ "TTL": ttl.to_string() });
-        let lease: LeaseGrantResponse = self.post("/v3/lease/grant", &body, deadline).await?;
+        let lease: LeaseGrantResponse =
+            self.post("/v3/lease/grant", &body, false, deadline).await?;
         if !lease.error.is_empty() {
             return Err(GatewayError::Status {
                 member: "?".into(),
@@ -228,7 +275,7 @@ impl Gateway {
     pub(crate) async fn revoke(&self, id: i64, deadline: Instant) -> Result<(), GatewayError> {
         let body = json!({ "ID": id.to_string() });
         match self
-            .post::<Value>("/v3/lease/revoke", &body, deadline)
+            .post::<Value>("/v3/lease/revoke", &body, false, deadline)
             .await
         {
             Err(e) if e.is_lease_not_found() => Ok(()),
@@ -243,8 +290,9 @@ impl Gateway {
         deadline: Instant,
     ) -> Result<Option<(i64, i64)>, GatewayError> {
         let body = json!({ "ID": id.to_string() });
-        let answer: LeaseTimeToLiveResponse =
-            self.post("/v3/lease/timetolive", &body, deadline).await?;
+        let answer: LeaseTimeToLiveResponse = self
+            .post("/v3/lease/timetolive", &body, false, deadline)
+            .await?;
         Ok((answer.ttl.0 >= 0).then_some((answer.granted_ttl.0, answer.ttl.0)))
     }
 }
@@ -283,6 +331,14 @@ pub(crate) struct Txn {
 }
 
 impl Txn {
+    fn body(&self) -> Value {
+        json!({
+            "compare": self.compare,
+            "success": self.success,
+            "failure": self.failure,
+        })
+    }
+
     /// `mod_revision(key) == revision` (0: the key does not exist).
     pub(crate) fn mod_is(mut self, key: &[u8], revision: i64) -> Self {
         self.compare.push(json!({

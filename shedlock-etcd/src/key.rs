@@ -1,4 +1,5 @@
-//! Where a lock lives in etcd's key space: `{prefix}{encoded name}/rec` and `/hold`.
+//! Where a lock lives in etcd's key space: `{prefix}{encoded name}/rec`, `/hold`, and `/fire`
+//! for a scheduled job's recorded fire.
 //!
 //! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so an
 //! encoded name never holds a `/` (it cannot reach into another name's keys or out of the
@@ -17,16 +18,21 @@ pub(crate) struct LockKeys {
     pub(crate) rec: Vec<u8>,
     /// Present while the lock is held, attached to the lease that ends the hold.
     pub(crate) hold: Vec<u8>,
+    /// The latest fire claimed for the job of this name, without a lease: written by a fire
+    /// claim only, so no release, expiry or unlock removes it.
+    pub(crate) fire: Vec<u8>,
 }
 
 pub(crate) const REC: &[u8] = b"/rec";
 pub(crate) const HOLD: &[u8] = b"/hold";
+pub(crate) const FIRE: &[u8] = b"/fire";
 
 pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
     let base = format!("{prefix}{}", encode(name)).into_bytes();
     LockKeys {
         rec: [base.as_slice(), REC].concat(),
         hold: [base.as_slice(), HOLD].concat(),
+        fire: [base.as_slice(), FIRE].concat(),
     }
 }
 
@@ -43,8 +49,8 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0] // every key
 }
 
-/// Splits a key under `prefix` into the lock name and which of its keys it is; `None` for a key
-/// this provider did not write.
+/// Splits a key under `prefix` into the lock name and which of its keys it is (record or hold);
+/// `None` for any other key (a fire record, a key this provider did not write).
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;

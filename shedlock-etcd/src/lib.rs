@@ -41,7 +41,7 @@
 //!
 //! # How the contract maps onto etcd
 //!
-//! Each lock has two keys under the prefix (default `shedlock/`), its name percent-encoded (every
+//! Each lock has two keys under the prefix, and a scheduled job a third (default `shedlock/`), its name percent-encoded (every
 //! byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so a name can hold any character yet never
 //! a `/`: names cannot collide or reach outside the prefix; empty names, names with a NUL or
 //! outer white space and names over [`max_name_len`](EtcdLockProviderBuilder::max_name_len) are
@@ -54,9 +54,14 @@
 //!   acquisition. Deleting the keys by hand does not restart it (revisions never go back).
 //! - `{prefix}{name}/hold`, **attached to a lease**: present while the lock is held. Expiry is
 //!   the lease's TTL, counted by the etcd leader: when it runs out, etcd deletes the hold.
+//! - `{prefix}{name}/fire`, **without a lease**: the latest fire a scheduler claimed for the
+//!   job (its instant, in microseconds). Only a fire claim writes it, so no release, expiry or
+//!   unlock removes it, and a fire is never claimed twice.
 //!
 //! Every decision is one transaction whose compares are the contract's conditions:
-//! acquire `if hold absent`; extend `if rec.mod_revision == token and hold present`; release
+//! acquire `if hold absent`; fire claim `if fire.mod_revision is as read and hold absent`
+//! (then it puts the record, the hold and the fire); extend `if rec.mod_revision == token and
+//! hold present`; release
 //! `if rec.mod_revision == token` (a release after expiry finds the record, so it acts as the
 //! contract says; a new acquisition rewrote the record, so a stale release or extend never
 //! touches it). Nothing is ever put unconditionally.
@@ -79,11 +84,19 @@
 //! transaction, to a new lease of that rest (rounded up to whole seconds and etcd's minimum).
 //! A release after that first lease ran out counts the time since the acquisition as its TTL.
 //!
-//! **Fire claims** ([`LockProvider::claim_fire`](shedlock_core::LockProvider::claim_fire)) need
-//! the store's wall-clock "now" to compare with a fire's scheduled instant; etcd has no such
-//! clock (leases measure durations only), so they return
-//! [`Error::is_unsupported`](shedlock_core::Error::is_unsupported), and a scheduler falls back to
-//! the plain lock with `at_least`, with its warning.
+//! **Fire claims** ([`LockProvider::claim_fire`](shedlock_core::LockProvider::claim_fire)): one
+//! read of the lock's keys, the decision in [`FireClaim`](shedlock_core::FireClaim)'s order,
+//! and, when the fire is claimable, a lease grant and one transaction that claims it only if
+//! the fire key and the hold are still as read (a claim that lost a race looks again). **At most
+//! once per fire** rests on that compare alone, whatever the clocks say. But a fire claim also
+//! needs "now", to compare with the fire's instant `F` and its window's end, and etcd has no
+//! wall clock (leases measure durations only): "now" is the **claiming replica's clock**, as
+//! for every record time here. A replica whose clock is ahead may run a fire early by the
+//! others' clocks, one behind may find its window passed; a scheduler learns no store-clock
+//! offset from etcd (each reply's "now" is its own clock). Keep the replicas' clocks in sync
+//! (NTP). A claim's transaction is sent to one member only: if its reply is lost it fails
+//! (its lease kept: if it was applied, the scheduler recognises its own claim and runs it),
+//! never sent again to another member, whose answer would call the claim someone else's.
 //!
 //! # Round trips per operation
 //!
@@ -92,6 +105,8 @@
 //! | acquire, lock held (skip) | 1 read, no write |
 //! | acquire, won | 3: read, lease grant, transaction |
 //! | acquire, lost a race | 4: the above, then the lease is revoked (no lease left behind) |
+//! | fire claim not won (too early, window passed, claimed elsewhere, held) | 1 read, no write |
+//! | fire claim, won | 3: read, lease grant, transaction |
 //! | extend | 2 or 3: grant, transaction, revoke of the replaced lease (none after the first extend) |
 //! | release, `at_least` zero | 1 or 2: transaction, revoke of the replaced lease (none when never extended) |
 //! | release, `at_least` already over | 3 or 4: read, lease time-to-live, transaction, revoke |
@@ -105,7 +120,9 @@
 //! a black-holed member cannot hang a caller; a timed-out connection is closed, never reused.
 //! A timed-out acquire may have been applied; the lock is then held until `at_most` (an acquire
 //! whose transaction failed in flight revokes its lease, which ends such a hold at once when the
-//! revoke gets through).
+//! revoke gets through). An acquire's or a fire claim's transaction is never sent again to
+//! another member once it may have reached one (its repeat would answer "held" or "claimed
+//! elsewhere" for its own effect): it fails, saying the reply was lost.
 //!
 //! # Leader latch
 //!

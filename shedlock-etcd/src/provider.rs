@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound as _, Utc};
 use serde::{Deserialize, Serialize};
 use shedlock_core::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, LockAdmin, LockEntry, LockProvider,
-    LockRecord, Result, validate_at_least, validate_at_most, validate_name,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, Fire, FireClaim, LockAdmin, LockEntry,
+    LockProvider, LockRecord, Result, fire_decision, validate_at_least, validate_at_most,
+    validate_name,
 };
 use tokio::time::Instant;
 
@@ -161,11 +162,26 @@ struct HoldValue {
     until_ms: i64,
 }
 
-/// A lock's two keys as read.
+/// The fire key's value: the latest fire claimed for the job, in microseconds since the epoch.
+#[derive(Debug, Serialize, Deserialize)]
+struct FireValue {
+    at_us: i64,
+}
+
+/// A lock's keys as read.
 #[derive(Default)]
 struct Read {
     rec: Option<(KeyValue, RecValue)>,
     hold: Option<(KeyValue, HoldValue)>,
+    fire: Option<(KeyValue, FireValue)>,
+}
+
+/// What one look-and-claim of a fire came to.
+enum Claim {
+    /// The answer.
+    Answer(FireClaim),
+    /// The keys changed between the look and the transaction: look again.
+    Changed,
 }
 
 impl EtcdLockProvider {
@@ -230,10 +246,19 @@ impl EtcdLockProvider {
     }
 
     fn failed(&self, op: &'static str, name: &str, error: GatewayError) -> Error {
-        if matches!(error, GatewayError::Timeout) {
-            Error::timeout(op, self.call_timeout)
-        } else {
-            Error::backend(format!("{op} lock {name:?} on etcd"), error)
+        match error {
+            GatewayError::Timeout => Error::timeout(op, self.call_timeout),
+            GatewayError::ReplyLost { .. } => {
+                // What it means differs: a failed acquire revokes its lease (whatever it took is
+                // given back); a fire claim keeps it, so that its scheduler can run the claim.
+                let meaning = if op == "acquire" {
+                    "its lease was revoked, so whatever it took is given back"
+                } else {
+                    "so the lock may be held by this owner until at_most"
+                };
+                Error::backend_message(format!("{op} lock {name:?} on etcd: {error}: {meaning}"))
+            }
+            error => Error::backend(format!("{op} lock {name:?} on etcd"), error),
         }
     }
 
@@ -257,6 +282,8 @@ impl EtcdLockProvider {
                 read.rec = Some(decode_value(&kv)?).map(|v| (kv, v));
             } else if kv.key.0 == keys.hold {
                 read.hold = Some(decode_value(&kv)?).map(|v| (kv, v));
+            } else if kv.key.0 == keys.fire {
+                read.fire = Some(decode_value(&kv)?).map(|v| (kv, v));
             }
         }
         Ok(read)
@@ -305,7 +332,8 @@ impl EtcdLockProvider {
             .absent(&keys.hold)
             .then_put(&keys.rec, &encode_value(&rec), None)
             .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id));
-        let answer = match self.gateway.txn(&txn, deadline).await {
+        // Sent once: a repeat of an applied copy would find its own hold and answer "held".
+        let answer = match self.gateway.txn_once(&txn, deadline).await {
             Ok(answer) => answer,
             Err(error) => {
                 // Applied or not, revoking the lease ends any hold it made.
@@ -406,6 +434,63 @@ impl EtcdLockProvider {
         Ok(answer.succeeded)
     }
 
+    /// One look at the lock's keys and, when the fire is claimable by this replica's clock, one
+    /// transaction that claims it if none of what the look saw changed.
+    async fn look_and_claim(
+        &self,
+        name: &str,
+        keys: &LockKeys,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+        deadline: Instant,
+    ) -> Result<Claim, GatewayError> {
+        let read = self.read(keys, deadline).await?;
+        let store_now = now();
+        let recorded = read
+            .fire
+            .as_ref()
+            .and_then(|(_, f)| DateTime::from_timestamp_micros(f.at_us));
+        let fire_revision = read.fire.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
+        let row = Self::entry_of(name.to_owned(), read, store_now).map(|e| e.record().clone());
+        if let Some(answer) = fire_decision(fire, store_now, row.as_ref(), recorded) {
+            return Ok(Claim::Answer(answer));
+        }
+        let locked_at = now();
+        let lease = self.gateway.grant(ttl_secs(at_most), deadline).await?;
+        let lock_until = locked_at + chrono_duration(at_most);
+        let rec = RecValue {
+            owner: owner.to_owned(),
+            locked_at_ms: locked_at.timestamp_millis(),
+            lease: lease.id,
+            ttl: lease.ttl,
+        };
+        let txn = Txn::default()
+            .mod_is(&keys.fire, fire_revision)
+            .absent(&keys.hold)
+            .then_put(&keys.rec, &encode_value(&rec), None)
+            .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id))
+            .then_put(
+                &keys.fire,
+                &encode_value(&FireValue {
+                    at_us: fire.at().timestamp_micros(),
+                }),
+                None,
+            );
+        // Sent once, and its lease kept on error: if it was applied, this replica holds the lock
+        // and its scheduler recognises the claim (its owner and `locked_at`) and runs it; if not,
+        // the spare lease expires by itself.
+        let answer = self.gateway.txn_once(&txn, deadline).await?;
+        if !answer.succeeded {
+            self.cleanup(lease.id, deadline).await;
+            return Ok(Claim::Changed);
+        }
+        Ok(Claim::Answer(FireClaim::Claimed(
+            LockRecord::new(name, owner, locked_at, lock_until)
+                .with_fencing_token(Some(answer.header.revision.0)),
+        )))
+    }
+
     /// After a transaction that moved or deleted the hold: revokes the hold's previous lease,
     /// unless it is the acquisition's first lease (kept as its clock; it holds no key and
     /// expires by itself) or the one just attached.
@@ -495,6 +580,44 @@ impl LockProvider for EtcdLockProvider {
         self.do_release(&keys, token, at_least, deadline)
             .await
             .map_err(|e| self.failed("release", record.name(), e))
+    }
+
+    /// One range read of the lock's keys; when the fire is claimable, a lease grant and one
+    /// transaction (`if the fire key and the hold are as read then put record, hold on the
+    /// lease, and the fire`); a claim that lost a race looks again (at most 4 times).
+    ///
+    /// etcd has no wall clock: "now" is this replica's clock (as for every record time here),
+    /// so `F <= now < next` is decided by it, and a replica whose clock is ahead may run a fire
+    /// early by the others' clocks. At most once per fire holds whatever the clocks say: the
+    /// transaction compares the fire key's revision with the one it read.
+    async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<FireClaim> {
+        const LOOKS: usize = 4;
+        let keys = self.lock_keys(name)?;
+        validate_at_most(at_most)?;
+        // The fire as the fire key holds it: whole microseconds, rounded up (never before F).
+        let fire = &Fire::new(micros_ceil(fire.at()), micros_ceil(fire.next()))?;
+        let deadline = self.deadline();
+        for _ in 0..LOOKS {
+            match self
+                .look_and_claim(name, &keys, fire, at_most, owner, deadline)
+                .await
+                .map_err(|e| self.failed("claim a fire of", name, e))?
+            {
+                Claim::Answer(answer) => return Ok(answer),
+                Claim::Changed => {
+                    tracing::debug!(name, %fire, "the lock changed during a fire claim; looking again");
+                }
+            }
+        }
+        Err(Error::backend_message(format!(
+            "claim a fire of lock {name:?} on etcd: the keys changed under each of {LOOKS} attempts"
+        )))
     }
 
     /// One range read of the lock's two keys.
@@ -640,6 +763,16 @@ fn now() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(3)
 }
 
+/// `t` rounded up to whole microseconds.
+fn micros_ceil(t: DateTime<Utc>) -> DateTime<Utc> {
+    let down = DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t);
+    if down < t {
+        down + chrono::Duration::microseconds(1)
+    } else {
+        down
+    }
+}
+
 fn from_millis(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
 }
@@ -681,6 +814,23 @@ fn decode_value<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, Gatewa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fires_round_up_to_whole_microseconds() {
+        let whole = DateTime::from_timestamp_micros(1_800_000_000_000_001).unwrap();
+        assert_eq!(micros_ceil(whole), whole);
+        let between = whole + chrono::Duration::nanoseconds(1);
+        assert_eq!(
+            micros_ceil(between),
+            whole + chrono::Duration::microseconds(1)
+        );
+        let before_epoch =
+            DateTime::from_timestamp_micros(-5).unwrap() - chrono::Duration::nanoseconds(1);
+        assert_eq!(
+            micros_ceil(before_epoch),
+            DateTime::from_timestamp_micros(-5).unwrap()
+        );
+    }
 
     #[test]
     fn ttls_round_up_to_whole_seconds() {

@@ -77,8 +77,8 @@ const RETRY_FLOOR: Duration = Duration::from_millis(50);
 ///   recognised by the owner id alone (docs/guarantees.md, "Lost replies").
 /// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
 ///   apart.
-/// - On a store without fire claims (in this version etcd and a SQL table without `last_fire`; a custom store
-///   without [`claim_fire`](crate::LockProvider::claim_fire)), jobs fall back to plain locks with their `at_least`, with one warning at
+/// - On a store without fire claims (a SQL table without `last_fire`; a custom store without
+///   [`claim_fire`](crate::LockProvider::claim_fire)), jobs fall back to plain locks with their `at_least`, with one warning at
 ///   start (and one per job whose `at_least` is 0: replicas whose clocks differ may then each
 ///   run a fire). Java services never record fires: a job shared by a Java and a Rust service
 ///   is not once per fire.
@@ -464,8 +464,7 @@ impl Shared {
                 "this lock store does not record fires (claim_fire is unsupported): scheduled \
                  jobs run under plain locks with their at_least, not once per fire (a SQL table \
                  without the last_fire column, such as Java ShedLock's, records none: add it \
-                 with shedlock-sqlx's migration 0002_last_fire.sql and restart; etcd records \
-                 none)"
+                 with shedlock-sqlx's migration 0002_last_fire.sql and restart)"
             );
             for job in self
                 .jobs

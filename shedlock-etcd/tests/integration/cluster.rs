@@ -14,6 +14,106 @@ use shedlock_core::testkit::ConformanceSuite;
 use shedlock_etcd::EtcdLockProvider;
 use support::Cluster;
 
+/// Fire claims on etcd: a claim that does not win (claimed elsewhere, held, too early) is one
+/// read and writes nothing; a won claim is one lease; racing claimers of one fire leave one
+/// winner and no spare lease; the recorded fire survives release and an operator's unlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
+async fn fire_claims_write_only_when_they_claim_and_leave_no_spare_lease() {
+    use shedlock_core::{Fire, FireClaim, LockAdmin};
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = Arc::new(EtcdLockProvider::new(&etcd.url()).unwrap());
+    // Whole milliseconds, as a schedule's instants are (the fire key keeps microseconds).
+    let now = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 3);
+    let fire = Fire::new(
+        now - chrono::Duration::seconds(1),
+        now + chrono::Duration::minutes(5),
+    )
+    .unwrap();
+    let minute = Duration::from_mins(1);
+
+    // Racers for one fire: one claims it, the others see it claimed; one lease in all.
+    let barrier = Arc::new(tokio::sync::Barrier::new(6));
+    let racers: Vec<_> = (0..6)
+        .map(|i| {
+            let (p, barrier) = (p.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                p.claim_fire("nightly", &fire, minute, &format!("r{i}"))
+                    .await
+            })
+        })
+        .collect();
+    let mut won = Vec::new();
+    for racer in racers {
+        match racer.await.unwrap().unwrap() {
+            FireClaim::Claimed(record) => won.push(record),
+            FireClaim::ClaimedElsewhere { recorded, .. } => assert_eq!(recorded, fire.at()),
+            other => panic!("a racer's claim answered {other:?}"),
+        }
+    }
+    assert_eq!(won.len(), 1, "one winner: {won:?}");
+    let winner = won.remove(0);
+    assert_eq!(etcd.lease_count(), 1, "the winner's lease only");
+
+    // Claims that do not win write nothing and grant no lease.
+    let revision = etcd.revision();
+    let too_early = Fire::new(
+        now + chrono::Duration::hours(1),
+        now + chrono::Duration::hours(2),
+    )
+    .unwrap();
+    match p
+        .claim_fire("nightly", &too_early, minute, "x")
+        .await
+        .unwrap()
+    {
+        FireClaim::TooEarly { .. } => {}
+        other => panic!("a claim an hour early answered {other:?}"),
+    }
+    match p.claim_fire("nightly", &fire, minute, "x").await.unwrap() {
+        FireClaim::ClaimedElsewhere { holder, .. } => assert_eq!(holder, winner),
+        other => panic!("a second claim answered {other:?}"),
+    }
+    let later = Fire::new(now, now + chrono::Duration::minutes(5)).unwrap();
+    match p.claim_fire("nightly", &later, minute, "x").await.unwrap() {
+        FireClaim::Held { holder, .. } => assert_eq!(holder, winner),
+        other => panic!("a later fire's claim while held answered {other:?}"),
+    }
+    assert_eq!(
+        etcd.revision(),
+        revision,
+        "claims that did not win wrote nothing"
+    );
+    assert_eq!(etcd.lease_count(), 1, "and granted no lease");
+
+    // The recorded fire survives the release and an operator's unlock.
+    assert!(p.release(&winner, Duration::ZERO).await.unwrap());
+    match p.claim_fire("nightly", &fire, minute, "y").await.unwrap() {
+        FireClaim::ClaimedElsewhere { recorded, .. } => assert_eq!(recorded, fire.at()),
+        other => panic!("the fire after its release answered {other:?}"),
+    }
+    let record = match p.claim_fire("nightly", &later, minute, "y").await.unwrap() {
+        FireClaim::Claimed(record) => record,
+        other => panic!("a later fire once free answered {other:?}"),
+    };
+    assert!(record.fencing_token() > winner.fencing_token());
+    assert!(p.force_unlock("nightly").await.unwrap().is_some());
+    match p.claim_fire("nightly", &later, minute, "z").await.unwrap() {
+        FireClaim::ClaimedElsewhere { recorded, .. } => assert_eq!(recorded, later.at()),
+        other => panic!("the fire after an unlock answered {other:?}"),
+    }
+    // Listing shows the lock, not its fire record.
+    let listed = p.list().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(shedlock_etcd),

@@ -32,6 +32,7 @@ async fn conformance_suite_passes() {
     let start = Instant::now();
     ConformanceSuite::new(provider(&url))
         .time_unit(UNIT)
+        .require_fire_claims(true)
         .run()
         .await;
     eprintln!("etcd conformance suite: {:?}", start.elapsed());
@@ -316,22 +317,6 @@ async fn whole_second_leases_hold_longer_never_shorter() {
             "{name}: held {held:?}"
         );
     }
-}
-
-#[tokio::test]
-#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
-async fn claim_fire_is_unsupported() {
-    let Some(url) = testing::etcd_url() else {
-        return;
-    };
-    let p = provider(&url);
-    let at = chrono::Utc::now();
-    let fire = shedlock_core::Fire::new(at, at + chrono::Duration::seconds(60));
-    let e = p
-        .claim_fire("job", &fire.unwrap(), Duration::from_secs(5), "me")
-        .await
-        .unwrap_err();
-    assert!(e.is_unsupported(), "{e}");
 }
 
 #[scheduled_lock(name = "report-{tenant}", at_most = "10s", executor = executor)]

@@ -52,18 +52,18 @@ fn cluster(store: Store, name: &str, jobs: &[&str]) -> Option<Cluster> {
     })
 }
 
-fn wall_us() -> i64 {
+pub(crate) fn wall_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-fn period_us(cluster: &Cluster) -> i64 {
+pub(crate) fn period_us(cluster: &Cluster) -> i64 {
     i64::try_from(cluster.jobs[0].every.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// The fires some replica reported missed, with their reasons: (job, tick) → reasons.
-fn missed(events: &[Stamped]) -> BTreeMap<(String, u64), Vec<String>> {
+pub(crate) fn missed(events: &[Stamped]) -> BTreeMap<(String, u64), Vec<String>> {
     let mut missed: BTreeMap<(String, u64), Vec<String>> = BTreeMap::new();
     for s in events {
         if let Event::Missed {
@@ -118,10 +118,11 @@ async fn wait_for_run_from(cluster: &Cluster, job: &str, tick: u64, within: Dura
 // Three replicas, three clocks.
 
 /// The replicas and their clocks (libfaketime offsets; empty: the real clock).
-const SKEWS: [(&str, &str, i64); 3] = [("r1", "-2", -2_000), ("r2", "", 0), ("r3", "+2", 2_000)];
+pub(crate) const SKEWS: [(&str, &str, i64); 3] =
+    [("r1", "-2", -2_000), ("r2", "", 0), ("r3", "+2", 2_000)];
 
 /// The store recorded fires: no replica fell back to plain locks (their logs say so).
-fn assert_no_fall_back(cluster: &Cluster) {
+pub(crate) fn assert_no_fall_back(cluster: &Cluster) {
     for entry in std::fs::read_dir(cluster.logs.path())
         .expect("the replicas' logs")
         .flatten()
@@ -136,7 +137,7 @@ fn assert_no_fall_back(cluster: &Cluster) {
 }
 
 /// The clocks were really skewed: each replica's own wall clock when it was ready.
-fn assert_skews_were_real(events: &[Stamped]) {
+pub(crate) fn assert_skews_were_real(events: &[Stamped]) {
     for (label, _, skew_ms) in SKEWS {
         let (wall, at) = events
             .iter()

@@ -256,8 +256,7 @@ fn demo_on_kv_store(url: &str, key_prefix: &str) -> Vec<String> {
     let summary = demo.summary(0);
     assert_healthy(&summary, &demo.seen);
     assert_eq!(summary.died, 0);
-    // Redis records fires; etcd does not (the replicas fall back to plain locks), and the
-    // run log says which fire each run was for either way.
+    // Redis and etcd record fires, and the run log says which fire each run was for.
     demo.stderr
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -283,16 +282,14 @@ fn demo_on_redis_records_fires() {
 
 #[test]
 #[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
-fn demo_on_etcd_falls_back_to_plain_locks_with_the_warning() {
+fn demo_on_etcd_records_fires() {
     let Some(url) = shedlock_etcd::testing::etcd_url() else {
         return;
     };
     let stderr = demo_on_kv_store(&url, &shedlock_etcd::testing::unique_prefix());
-    let warned = stderr.iter().filter(|l| l.contains(NO_FIRE_CLAIMS)).count();
-    assert_eq!(
-        warned,
-        3,
-        "each of the three replicas warns once that etcd has no fire claims:\n{}",
+    assert!(
+        !stderr.iter().any(|l| l.contains(NO_FIRE_CLAIMS)),
+        "etcd records fires: no replica falls back\n{}",
         stderr.join("\n")
     );
 }

@@ -1,18 +1,19 @@
 //! Lost replies (docs/guarantees.md, "After a restart or reset" and "Lost replies"), reproduced
-//! deterministically on the shared Postgres, MariaDB and Redis through the cutting proxy
-//! ([`Proxy::cut_next_reply`], [`Proxy::cut_reply_to`]): the store gets the request, commits
-//! and answers, and the proxy drops the answer and resets the connection. Each provider has one
-//! connection of its own through the proxy (a Redis provider always has one), warmed up before
-//! the cut so that the reply cut is the one of the call under test.
+//! deterministically on the shared Postgres, MariaDB, Redis and the run's etcd through the
+//! cutting proxy ([`Proxy::cut_reply_to`]): the store gets the request, commits and answers, and
+//! the proxy drops the answer and resets the connection. Each provider has one connection of its
+//! own through the proxy (a Redis provider always has one), warmed up before the cut.
 //!
 //! - **`acquire`**: the call fails with an error that says its reply was lost (never `Ok(None)`,
 //!   the answer a repeat would give: the lock held, by this very call), and the store shows the
-//!   lock held by that owner;
+//!   lock held by that owner (on etcd the acquire revokes its lease after a failed transaction,
+//!   so the lock is free again);
 //! - **`claim_fire`**: the claim fails the same way, and a second claim of the same fire answers
 //!   `ClaimedElsewhere` whose holder is the claimer, with a `locked_at` between the instants
 //!   the first claim was sent and its error came back, on the store's clock — what a scheduler
 //!   adopts its own lost claim by;
-//! - **extend and release** are repeated after a lost reply, and succeed.
+//! - **extend and release** are repeated after a lost reply, and succeed (not on etcd, whose
+//!   gateway repeats a request on the next member only, and these tests give it one).
 //!
 //! Without the fix (a repeat after a lost connection), the acquire answers `Ok(None)` and the
 //! claim `ClaimedElsewhere`: the first two fail. The third guards that the fix is no broader than
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use shedlock_core::chrono::{self, DateTime, Utc};
 use shedlock_core::{Fire, FireClaim, LockProvider, LockRecord};
+use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedisLockProvider, redis};
 use shedlock_sqlx::sqlx::mysql::MySqlConnectOptions;
 use shedlock_sqlx::sqlx::postgres::PgConnectOptions;
@@ -39,11 +41,12 @@ const AT_MOST: Duration = Duration::from_mins(2);
 /// claim sent by anyone else would still carry another owner.
 const CLOCK_TOLERANCE: chrono::Duration = chrono::Duration::milliseconds(5);
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Store {
     Postgres,
     MariaDb,
     Redis,
+    Etcd,
 }
 
 /// A provider of `store` whose one connection goes through a proxy of its own, and what to
@@ -54,12 +57,26 @@ struct Rig {
     cleanup: Cleanup,
     /// The owner id of the calls under test: unique, in no other request (the cut aims at it).
     owner: String,
+    /// etcd's second member: a second proxy to the same server that never cuts, to which the
+    /// gateway would send a request again after the first member's connection broke.
+    _second: Option<Proxy>,
 }
 
 enum Cleanup {
-    Postgres { url: String, drop: String },
-    MariaDb { url: String, drop: String },
-    Keys { url: String, keys: Vec<Vec<u8>> },
+    Postgres {
+        url: String,
+        drop: String,
+    },
+    MariaDb {
+        url: String,
+        drop: String,
+    },
+    Keys {
+        url: String,
+        keys: Vec<Vec<u8>>,
+    },
+    /// Keys under a prefix of this test's own on the run's etcd, which is thrown away with it.
+    Nothing,
 }
 
 impl Rig {
@@ -93,6 +110,7 @@ impl Rig {
                         drop: format!("DROP TABLE \"{table}\""),
                     },
                     owner,
+                    _second: None,
                 }
             }
             Store::MariaDb => {
@@ -120,36 +138,74 @@ impl Rig {
                         drop: format!("DROP TABLE `{table}`"),
                     },
                     owner,
+                    _second: None,
                 }
             }
-            Store::Redis => {
-                let url = shedlock_redis::testing::redis_url()?;
-                let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
-                    .expect("a Redis URL");
-                let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
-                    panic!("SHEDLOCK_REDIS_URL must be a TCP address for the proxy: {url}");
-                };
-                let proxy = proxy_to(&host, port).await;
-                let info =
-                    info.set_addr(redis::ConnectionAddr::Tcp("127.0.0.1".into(), proxy.port()));
-                let provider = RedisLockProvider::builder(info)
-                    .key_prefix(shedlock_redis::testing::unique_prefix("lost-reply"))
-                    .call_timeout(CALL_TIMEOUT)
-                    .connect()
-                    .await
-                    .expect("connect through the proxy");
-                Self {
-                    proxy,
-                    cleanup: Cleanup::Keys {
-                        url,
-                        keys: vec![provider.key(&lock_name())],
-                    },
-                    provider: Arc::new(provider),
-                    owner,
-                }
-            }
+            Store::Redis => Self::redis(owner).await?,
+            Store::Etcd => Self::etcd(owner).await?,
         };
         Some(rig)
+    }
+
+    /// The Redis rig: a provider whose connection goes through the proxy.
+    async fn redis(owner: String) -> Option<Self> {
+        let url = shedlock_redis::testing::redis_url()?;
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("a Redis URL");
+        let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
+            panic!("SHEDLOCK_REDIS_URL must be a TCP address for the proxy: {url}");
+        };
+        let proxy = proxy_to(&host, port).await;
+        let info = info.set_addr(redis::ConnectionAddr::Tcp("127.0.0.1".into(), proxy.port()));
+        let provider = RedisLockProvider::builder(info)
+            .key_prefix(shedlock_redis::testing::unique_prefix("lost-reply"))
+            .call_timeout(CALL_TIMEOUT)
+            .connect()
+            .await
+            .expect("connect through the proxy");
+        Some(Self {
+            proxy,
+            cleanup: Cleanup::Keys {
+                url,
+                keys: vec![provider.key(&lock_name())],
+            },
+            provider: Arc::new(provider),
+            owner,
+            _second: None,
+        })
+    }
+
+    /// The etcd rig: a provider with two members, both proxies to the run's etcd.
+    async fn etcd(owner: String) -> Option<Self> {
+        let url = shedlock_etcd::testing::etcd_url()?;
+        let endpoint = url.trim_start_matches("etcd://");
+        let (host, port) = endpoint.rsplit_once(':').expect("etcd://HOST:PORT");
+        let port = port.parse().expect("a port");
+        let (proxy, second) = (proxy_to(host, port).await, proxy_to(host, port).await);
+        let members = format!("127.0.0.1:{},127.0.0.1:{}", proxy.port(), second.port());
+        let provider = EtcdLockProvider::builder(format!("etcd://{members}"))
+            .prefix(shedlock_etcd::testing::unique_prefix())
+            .call_timeout(CALL_TIMEOUT)
+            .build()
+            .expect("a valid URL");
+        Some(Self {
+            proxy,
+            provider: Arc::new(provider),
+            cleanup: Cleanup::Nothing,
+            owner,
+            _second: Some(second),
+        })
+    }
+
+    /// What the cut aims at in the request of an acquire or a claim that writes: the owner id
+    /// (MariaDB's claim reads the row first, in a statement without it), or on etcd, whose
+    /// values travel base64-encoded, the transaction's path (an acquire or claim sends one).
+    fn write_request(&self, store: Store) -> Vec<u8> {
+        if store == Store::Etcd {
+            b"/v3/kv/txn".to_vec()
+        } else {
+            self.owner.as_bytes().to_vec()
+        }
     }
 
     /// Drops the test's table, or deletes its keys (straight to the server, not through the
@@ -170,6 +226,7 @@ impl Rig {
                     .await
                     .expect("drop the table");
             }
+            Cleanup::Nothing => {}
             Cleanup::Keys { url, keys } => {
                 let client = redis::Client::open(url).expect("a Redis URL");
                 let mut conn = client
@@ -222,13 +279,23 @@ fn whole_ms(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(t.timestamp_millis()).expect("in range")
 }
 
-/// The error of a call whose reply was lost: a store failure that says so, naming the lock.
-fn assert_lost_reply(error: &shedlock_core::Error, name: &str) {
+/// The error of a call whose reply was lost: a store failure that says so, naming the lock, and
+/// what it means (`meaning`).
+fn assert_lost_reply(error: &shedlock_core::Error, name: &str, meaning: &str) {
     let text = error.to_string();
     assert!(error.is_backend(), "{error:?}");
     assert!(text.contains("reply was lost"), "{text}");
     assert!(text.contains(&format!("{name:?}")), "{text}");
-    assert!(text.contains("may be held by this owner"), "{text}");
+    assert!(text.contains(meaning), "{text}");
+}
+
+/// What the error of a lost acquire says it means.
+fn lost_acquire_means(store: Store) -> &'static str {
+    if store == Store::Etcd {
+        "its lease was revoked"
+    } else {
+        "may be held by this owner"
+    }
 }
 
 /// (a) An acquire whose reply is lost fails (a repeat would have answered `Ok(None)`), and the
@@ -247,7 +314,7 @@ async fn acquire_whose_reply_is_lost(store: Store) {
         .expect("free");
     assert!(p.release(&first, Duration::ZERO).await.expect("release"));
 
-    rig.proxy.cut_next_reply();
+    rig.proxy.cut_reply_to(rig.write_request(store));
     let outcome = p.acquire(&name, AT_MOST, owner).await;
     assert_eq!(rig.proxy.replies_cut(), 1, "the acquire's reply was cut");
     let error = match outcome {
@@ -257,7 +324,16 @@ async fn acquire_whose_reply_is_lost(store: Store) {
              repeat finds the lock held by this very call)"
         ),
     };
-    assert_lost_reply(&error, &name);
+    assert_lost_reply(&error, &name, lost_acquire_means(store));
+    if store == Store::Etcd {
+        // The acquire revokes its lease after any failed transaction, so whatever the lost
+        // copy took is given back at once.
+        let holder = p.holder(&name).await.expect("holder");
+        assert_eq!(holder, None, "the lost acquire's lease was revoked");
+        eprintln!("{store:?}: lost acquire: {error}; then free");
+        rig.clean_up().await;
+        return;
+    }
     let holder = p
         .holder(&name)
         .await
@@ -288,10 +364,8 @@ async fn claim_whose_reply_is_lost(store: Store) {
     )
     .expect("an open fire");
 
-    // The cut aims at the claimer's owner id: MariaDB's claim reads the row first (a look
-    // without the owner), then takes it in a statement that carries it.
     let sent = rig.store_now(&name).await;
-    rig.proxy.cut_reply_to(owner.as_bytes().to_vec());
+    rig.proxy.cut_reply_to(rig.write_request(store));
     let outcome = p.claim_fire(&name, &fire, AT_MOST, owner).await;
     assert_eq!(rig.proxy.replies_cut(), 1, "the claim's reply was cut");
     assert!(!rig.proxy.is_armed(), "the cut was used");
@@ -303,7 +377,7 @@ async fn claim_whose_reply_is_lost(store: Store) {
         ),
     };
     let returned = rig.store_now(&name).await;
-    assert_lost_reply(&error, &name);
+    assert_lost_reply(&error, &name, "may be held by this owner");
 
     let again = p
         .claim_fire(&name, &fire, AT_MOST, owner)
@@ -428,4 +502,16 @@ async fn mariadb_extend_and_release_whose_replies_are_lost_are_repeated() {
 #[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn redis_extend_and_release_whose_replies_are_lost_are_repeated() {
     extend_and_release_are_repeated(Store::Redis).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn etcd_acquire_whose_reply_is_lost_fails_and_frees() {
+    acquire_whose_reply_is_lost(Store::Etcd).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn etcd_claim_whose_reply_is_lost_fails_and_shows_its_holder() {
+    claim_whose_reply_is_lost(Store::Etcd).await;
 }

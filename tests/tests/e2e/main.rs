@@ -13,6 +13,7 @@
 mod fault_support;
 
 mod cluster_scheduler;
+mod cluster_scheduler_etcd;
 mod drain_processes;
 mod e2e_demo;
 mod fault_clock;
