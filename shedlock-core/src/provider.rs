@@ -156,6 +156,14 @@ impl fmt::Display for LockRecord {
 /// 7. **No caller state.** Each call stands alone: it must not join an ambient transaction nor
 ///    keep a connection while the lock is held. It may be cancelled (dropped) at any await point;
 ///    a cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
+/// 8. **A lost reply is an error, not a repeat.** Once an `acquire` or a `claim_fire` request may
+///    have reached the store (a connection that broke after it was sent), the call must not send
+///    it again: the repeat would find the lock held, or the fire recorded, by the lost request
+///    itself and answer `Ok(None)` or [`FireClaim::ClaimedElsewhere`] for the caller's own lock.
+///    Return an error instead (a scheduler then recognises its own claim by the holder a later
+///    claim reports: docs/guarantees.md, "Lost replies"). A request that never left (no
+///    connection) may be retried, and so may extend, release and reads, whose repeats have the
+///    same effect and answer.
 ///
 /// The executor wraps every call in a timeout, so an implementation need not add its own, but it
 /// should close (not reuse) a connection whose call was cancelled mid-flight.
@@ -264,8 +272,10 @@ pub trait LockProvider: Send + Sync + 'static {
     /// (or absent), and the lock is free; it then records `fire.at()` and takes the lock as
     /// [`acquire`](Self::acquire) does (`lock_until = now + at_most`, a new fencing token). It
     /// writes nothing unless it claims, and says which case it met ([`FireClaim`], checked in
-    /// the order listed there; [`fire_decision`](crate::fire_decision) is that decision for
-    /// stores that decide in their own code).
+    /// the order listed there, with the lock's row read in the same step as the holder of
+    /// [`FireClaim::ClaimedElsewhere`] and [`FireClaim::Held`];
+    /// [`fire_decision`](crate::fire_decision) is that decision for stores that decide in their
+    /// own code).
     ///
     /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never
     /// run twice. The default body answers [`Error::is_unsupported`]; a scheduler then falls

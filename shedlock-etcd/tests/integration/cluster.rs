@@ -225,6 +225,7 @@ async fn conformance_suite_passes_on_a_three_member_cluster() {
     let start = Instant::now();
     ConformanceSuite::new(EtcdLockProvider::new(&etcd.url()).unwrap())
         .time_unit(Duration::from_secs(1))
+        .require_fire_claims(true)
         .run()
         .await;
     eprintln!(
