@@ -6,8 +6,9 @@
 //! shared by a restarted pod or by a second scheduler of this process): its owner is this
 //! executor's, and its `locked_at` falls, on the store's clock, between the send of this job
 //! loop's first lost claim of the fire and the failure of its last. The claim is then run (if the
-//! fire is still claimable by this loop) or released unrun (once the window has passed), by
-//! exactly one job loop of the process ([`ledger`](super::ledger)).
+//! fire is still claimable by this loop) or, once its window has passed, released unrun when the
+//! next claim's reply names it as the lock's holder (or at shutdown), by exactly one job loop of
+//! the process ([`ledger`](super::ledger)).
 
 use std::time::Duration;
 
@@ -23,9 +24,6 @@ use crate::provider::LockRecord;
 /// times to the millisecond (MySQL `TIMESTAMP(3)`, SQLite), so a `locked_at` may read up to a
 /// millisecond off the instant the store decided.
 const STORE_PRECISION: Duration = Duration::from_millis(2);
-
-/// How often an uncertain claim's holder is asked for while the store fails.
-const SETTLE_RETRY: Duration = Duration::from_secs(1);
 
 /// One job loop's claims of one fire whose replies were lost: the local instants from the send
 /// of the first to the failure of the last.
@@ -103,46 +101,74 @@ pub(super) async fn adopt(
     }
 }
 
-/// The fire will not be run by this loop (its window passed, or shutdown began) while claims
-/// of it were lost: reads the lock's holder once the store answers and, if it is one of those
-/// claims, releases it unrun, so the lock does not stay held to `at_most`. Gives up when the lock
-/// would have ended by itself, and after one last try once shutdown began.
-pub(super) async fn settle(shared: &Shared, job: &Entry, fire: &Fire, lost: LostClaims) {
-    let at_most = job.cfg.at_most().unwrap_or_default();
-    let gone_by = lost.first_sent + at_most;
-    let owner = shared.executor.owner_id();
-    let mut last_try = shared.stopping();
-    loop {
-        match shared.executor.holder(job.cfg.name()).await {
-            Ok(Some(record)) if lost.may_be(&record, owner, &shared.clock) => {
-                if !ledger::adopt(&record, fire.at(), Duration::ZERO) {
-                    return; // another loop of this process runs it
-                }
-                match shared.executor.release_unrun(&record).await {
-                    Ok(_) => tracing::info!(
-                        "a claim whose reply was lost had committed after all; its fire was not \
-                         run, and its lock is released"
-                    ),
-                    Err(error) => tracing::warn!(
-                        %error,
-                        "could not release a claim whose reply was lost; its lock ends at at_most"
-                    ),
-                }
-                return;
-            }
-            Ok(_) => return,
-            Err(error) if error.is_unsupported() || last_try || Instant::now() >= gone_by => {
-                tracing::warn!(
-                    %error,
-                    "could not tell whether a claim whose reply was lost committed; if it did, \
-                     its fire is not run and its lock ends at at_most"
-                );
-                return;
-            }
-            Err(error) => {
-                tracing::debug!(%error, "reading the holder of a claim whose reply was lost");
-                last_try = !shared.wait(SETTLE_RETRY).await;
+/// Claims of a fire this loop will not run (its window passed while their replies were lost):
+/// one of them may have committed and hold the job's lock, unrun.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unsettled {
+    fire: Fire,
+    lost: LostClaims,
+}
+
+impl Unsettled {
+    pub(super) fn new(fire: Fire, lost: LostClaims) -> Self {
+        Self { fire, lost }
+    }
+}
+
+/// A claim of a later fire met the lock held by `holder`: if that is one of the job's unsettled
+/// lost claims, releases it unrun (the store answered again, and its reply named the holder: no
+/// extra read) and answers `true`, so the caller claims again at once. The job's unsettled claims
+/// are dropped either way: a claim of the lock that answered says whether they hold it.
+pub(super) async fn release_if_ours(shared: &Shared, job: &Entry, holder: &LockRecord) -> bool {
+    let Some(unsettled) = job.take_unsettled() else {
+        return false;
+    };
+    if !unsettled
+        .lost
+        .may_be(holder, shared.executor.owner_id(), &shared.clock)
+        || !ledger::adopt(holder, unsettled.fire.at(), Duration::ZERO)
+    {
+        return false;
+    }
+    match shared.executor.release_unrun(holder).await {
+        Ok(released) => {
+            tracing::info!(
+                fire = %unsettled.fire.at(),
+                "a claim whose reply was lost had committed after all; its fire was not run (its \
+                 window had passed), and its lock is released"
+            );
+            released
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not release a claim whose reply was lost; its lock ends at at_most");
+            false
+        }
+    }
+}
+
+/// The job loop ends (shutdown, or the schedule's end) with unsettled lost claims: one read of
+/// the lock's holder and, if it is one of them, its release, so a deploy does not leave it held
+/// to `at_most`. Each call is bounded by the call timeout.
+pub(super) async fn settle_on_exit(shared: &Shared, job: &Entry) {
+    let Some(unsettled) = job.take_unsettled() else {
+        return;
+    };
+    match shared.executor.holder(job.cfg.name()).await {
+        Ok(Some(record))
+            if unsettled
+                .lost
+                .may_be(&record, shared.executor.owner_id(), &shared.clock)
+                && ledger::adopt(&record, unsettled.fire.at(), Duration::ZERO) =>
+        {
+            if let Err(error) = shared.executor.release_unrun(&record).await {
+                tracing::warn!(%error, "could not release a claim whose reply was lost; its lock ends at at_most");
             }
         }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(
+            %error,
+            "could not tell whether a claim whose reply was lost committed; if it did, its lock \
+             ends at at_most"
+        ),
     }
 }

@@ -73,7 +73,7 @@ const RETRY_FLOOR: Duration = Duration::from_millis(50);
 ///   ([`Job::on_held`], [`OnHeld::RunLate`]); a fire whose window passes before this replica
 ///   could claim it is counted `missed` (by this replica: another may have run it).
 /// - A claim whose reply was lost (a timeout, a cut connection) is run by this replica if it
-///   committed and its window is still open, or released unrun once the store answers; never
+///   committed and its window is still open, or released unrun by the job's next claim; never
 ///   recognised by the owner id alone (docs/guarantees.md, "Lost replies").
 /// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
 ///   apart.
@@ -148,6 +148,17 @@ struct Entry {
     on_held: OnHeld,
     leader: Option<LeaderLatch>,
     counters: Counters,
+    /// Lost claims of a fire whose window passed unrun (see `lost`).
+    unsettled: Mutex<Option<lost::Unsettled>>,
+}
+
+impl Entry {
+    fn take_unsettled(&self) -> Option<lost::Unsettled> {
+        self.unsettled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
 }
 
 impl fmt::Debug for Scheduler {
@@ -256,6 +267,7 @@ impl Scheduler {
             on_held: job.on_held,
             leader: job.leader,
             counters: Counters::default(),
+            unsettled: Mutex::new(None),
         });
         {
             let mut jobs = self
@@ -541,6 +553,7 @@ async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
         }
     }
     set_next_fire(&job, None);
+    lost::settle_on_exit(&shared, &job).await;
 }
 
 /// Handles `fire`; if it ran, deals with the fires met while it held the lock: each counted
@@ -628,7 +641,9 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
         let mut lost: Option<LostClaims> = None;
         let ran = claim_and_run(shared, job, fire, catch_up, &mut lost).await;
         if let (false, Some(lost)) = (ran, lost) {
-            lost::settle(shared, job, &fire, lost).await;
+            // Settled when a later claim's reply names the holder (or at the loop's end).
+            *job.unsettled.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(lost::Unsettled::new(fire, lost));
         }
         ran
     }
@@ -727,6 +742,9 @@ async fn claim_and_run(
                         // Had a lost claim of this loop committed, the fire would be recorded
                         // (ClaimedElsewhere): none did.
                         *lost = None;
+                        if lost::release_if_ours(shared, job, &holder).await {
+                            continue; // an earlier fire's lost claim held it: claim again
+                        }
                         let again = !claimed_again && met_held(shared, job, &fire, &holder).await;
                         if !again {
                             return false;
