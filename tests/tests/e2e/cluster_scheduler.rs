@@ -63,7 +63,7 @@ pub(crate) fn period_us(cluster: &Cluster) -> i64 {
 }
 
 /// The fires some replica reported missed, with their reasons: (job, tick) → reasons.
-pub(crate) fn missed(events: &[Stamped]) -> BTreeMap<(String, u64), Vec<String>> {
+fn missed(events: &[Stamped]) -> BTreeMap<(String, u64), Vec<String>> {
     let mut missed: BTreeMap<(String, u64), Vec<String>> = BTreeMap::new();
     for s in events {
         if let Event::Missed {
