@@ -41,7 +41,8 @@ impl Sample {
     /// How far off this sample may be at `now`.
     fn error_at(&self, now: Instant) -> Duration {
         let age = now.saturating_duration_since(self.at);
-        self.error + DRIFT_PER_SEC.mul_f64(age.as_secs_f64())
+        self.error
+            .saturating_add(DRIFT_PER_SEC.mul_f64(age.as_secs_f64()))
     }
 }
 
@@ -107,7 +108,7 @@ impl StoreClock {
                     .abs()
                     .to_std()
                     .unwrap_or(Duration::MAX);
-                new.error <= old_error || apart > new.error + old_error
+                new.error <= old_error || apart > new.error.saturating_add(old_error)
             }
         };
         if replace {

@@ -51,11 +51,14 @@ impl LostClaims {
     /// between the first send and the last failure on the store's clock, widened by how far the
     /// clock estimate may be off.
     pub(super) fn may_be(&self, record: &LockRecord, owner: &str, clock: &StoreClock) -> bool {
-        let slack = chrono::Duration::from_std(clock.error() + STORE_PRECISION)
+        let slack = chrono::Duration::from_std(clock.error().saturating_add(STORE_PRECISION))
             .unwrap_or(chrono::Duration::MAX);
-        let from = clock.store_at(self.first_sent) - slack;
-        let to = clock.store_at(self.last_failed) + slack;
-        record.owner() == owner && from <= record.locked_at() && record.locked_at() <= to
+        let from = clock.store_at(self.first_sent).checked_sub_signed(slack);
+        let to = clock.store_at(self.last_failed).checked_add_signed(slack);
+        let at = record.locked_at();
+        record.owner() == owner
+            && from.is_none_or(|from| from <= at)
+            && to.is_none_or(|to| at <= to)
     }
 }
 
