@@ -3,15 +3,17 @@
 //! replica processes and private servers) instead of one binary after another. Run one scenario
 //! with a filter: `cargo test -p shedlock-tests --test e2e fault_network::`.
 //!
-//! libtest starts a binary's tests in the order of their names, 4 at a time here: the scenario
-//! with the longest tests (`cluster_scheduler`, about 20 s each) sorts first, so that no
-//! 20-second test starts last (43-44 s for the binary when it was `scheduler_processes`, 32-35 s
-//! now, without databases on 2 cores).
+//! libtest starts a binary's tests in the order of their names, 4 at a time here: the scenarios
+//! with the longest tests (`cluster_restarts_soak`, about 40 s each with the databases;
+//! `cluster_scheduler`, about 20 s each) sort first, so that no long test starts last (43-44 s
+//! for the binary when the 20 s ones were `scheduler_processes`, 32-35 s after, without
+//! databases on 2 cores).
 //!
 //! The tests that capture this process's log (`tracing`) are in their own binary, `tests/logs/`.
 
 mod fault_support;
 
+mod cluster_restarts_soak;
 mod cluster_scheduler;
 mod cluster_scheduler_etcd;
 mod drain_processes;
@@ -26,5 +28,4 @@ mod leader_processes;
 mod leader_redis;
 mod lost_reply;
 mod macro_sqlite;
-mod soak_lost_replies;
 mod time_zones;

@@ -328,21 +328,28 @@ async fn after_outage<DB: sqlx::Database>(
     );
 }
 
+/// The lock [`call_while_down`] extends, taken before the pool is warmed: over a sqlx pool the
+/// connection an acquire used is given back with a ping in the background, and a server stopped
+/// meanwhile would close it there, leaving fewer dead connections for the call to meet.
+async fn lock_for_call_while_down(provider: &dyn LockProvider) -> LockRecord {
+    provider
+        .acquire(&testing::unique_lock_name("down"), AT_MOST, OWNER)
+        .await
+        .expect("acquire")
+        .expect("free")
+}
+
 /// A call made while the server is down succeeds once the server is back (within the call's
-/// deadline): an extend (a repeatable call) meets the dead connections, then waits for a new
-/// one. (An acquire would fail at the first dead connection, as after any restart.)
+/// deadline): an extend (a repeatable call) of `record` meets the dead connections, then waits
+/// for a new one. (An acquire would fail at the first dead connection, as after any restart.)
+/// The pool must hold its warm connections idle when it starts.
 async fn call_while_down(
     scenario: &str,
     server: &Throwaway,
     provider: &dyn LockProvider,
     log: &Log,
+    record: LockRecord,
 ) {
-    let name = testing::unique_lock_name("down");
-    let record = provider
-        .acquire(&name, AT_MOST, OWNER)
-        .await
-        .expect("acquire")
-        .expect("free");
     let before = log.retries().len();
     server
         .stop_immediate()
@@ -440,8 +447,16 @@ async fn postgres_restarts_cost_no_failed_renewal_and_one_failed_acquire_per_dea
         true,
     )
     .await;
+    let record = lock_for_call_while_down(&*provider).await;
     warm(&pool, async |_| ()).await;
-    call_while_down("postgres, call while down", &server, &*provider, &log).await;
+    call_while_down(
+        "postgres, call while down",
+        &server,
+        &*provider,
+        &log,
+        record,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -473,8 +488,16 @@ async fn mariadb_restarts_cost_no_failed_renewal_and_one_failed_acquire_per_dead
         true,
     )
     .await;
+    let record = lock_for_call_while_down(&*provider).await;
     warm(&pool, async |_| ()).await;
-    call_while_down("mariadb, call while down", &server, &*provider, &log).await;
+    call_while_down(
+        "mariadb, call while down",
+        &server,
+        &*provider,
+        &log,
+        record,
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -605,7 +605,7 @@ fn check(o: &Outcome) {
         .map(|r| (r.back_us - r.killed_us) / 1_000)
         .collect();
     eprintln!(
-        "soak_lost_replies[{}]: restarts={} ({} down past the window; killed at +{offsets:?} ms, \
+        "cluster_restarts_soak[{}]: restarts={} ({} down past the window; killed at +{offsets:?} ms, \
          back after {downtime:?} ms), fires recorded={}, run={} ({} adopted after a lost reply), \
          recorded-but-released-unrun={}, lost={}, ran twice={}; held: {} of the {} jobs that skip \
          (previous run ended before the window's end {prev_run_ended}, lock freed in the window \
