@@ -176,6 +176,14 @@ struct Read {
     fire: Option<(KeyValue, FireValue)>,
 }
 
+/// An acquisition about to be made: see [`EtcdLockProvider::taking`].
+struct Taking {
+    lease: i64,
+    locked_at: DateTime<Utc>,
+    lock_until: DateTime<Utc>,
+    txn: Txn,
+}
+
 /// What one look-and-claim of a fire came to.
 enum Claim {
     /// The answer.
@@ -299,6 +307,37 @@ impl EtcdLockProvider {
         })
     }
 
+    /// A new acquisition of the lock by `owner` for `at_most`: a lease granted, and the
+    /// transaction that takes the lock if its hold is absent (the record and the hold on the
+    /// lease), to which a caller adds its own compares and writes.
+    async fn taking(
+        &self,
+        keys: &LockKeys,
+        at_most: Duration,
+        owner: &str,
+        deadline: Instant,
+    ) -> Result<Taking, GatewayError> {
+        let locked_at = now();
+        let lease = self.gateway.grant(ttl_secs(at_most), deadline).await?;
+        let lock_until = locked_at + chrono_duration(at_most);
+        let rec = RecValue {
+            owner: owner.to_owned(),
+            locked_at_ms: locked_at.timestamp_millis(),
+            lease: lease.id,
+            ttl: lease.ttl,
+        };
+        let txn = Txn::default()
+            .absent(&keys.hold)
+            .then_put(&keys.rec, &encode_value(&rec), None)
+            .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id));
+        Ok(Taking {
+            lease: lease.id,
+            locked_at,
+            lock_until,
+            txn,
+        })
+    }
+
     async fn do_acquire(
         &self,
         name: &str,
@@ -319,31 +358,24 @@ impl EtcdLockProvider {
         if held {
             return Ok(None);
         }
-        let locked_at = now();
-        let lease = self.gateway.grant(ttl_secs(at_most), deadline).await?;
-        let lock_until = locked_at + chrono_duration(at_most);
-        let rec = RecValue {
-            owner: owner.to_owned(),
-            locked_at_ms: locked_at.timestamp_millis(),
-            lease: lease.id,
-            ttl: lease.ttl,
-        };
-        let txn = Txn::default()
-            .absent(&keys.hold)
-            .then_put(&keys.rec, &encode_value(&rec), None)
-            .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id));
+        let Taking {
+            lease,
+            locked_at,
+            lock_until,
+            txn,
+        } = self.taking(keys, at_most, owner, deadline).await?;
         // Sent once: a repeat of an applied copy would find its own hold and answer "held".
         let answer = match self.gateway.txn_once(&txn, deadline).await {
             Ok(answer) => answer,
             Err(error) => {
                 // Applied or not, revoking the lease ends any hold it made.
-                self.cleanup(lease.id, deadline).await;
+                self.cleanup(lease, deadline).await;
                 return Err(error);
             }
         };
         if !answer.succeeded {
             // Someone took it between the read and the transaction: leave no lease behind.
-            self.cleanup(lease.id, deadline).await;
+            self.cleanup(lease, deadline).await;
             return Ok(None);
         }
         Ok(Some(
@@ -456,33 +488,25 @@ impl EtcdLockProvider {
         if let Some(answer) = fire_decision(fire, store_now, row.as_ref(), recorded) {
             return Ok(Claim::Answer(answer));
         }
-        let locked_at = now();
-        let lease = self.gateway.grant(ttl_secs(at_most), deadline).await?;
-        let lock_until = locked_at + chrono_duration(at_most);
-        let rec = RecValue {
-            owner: owner.to_owned(),
-            locked_at_ms: locked_at.timestamp_millis(),
-            lease: lease.id,
-            ttl: lease.ttl,
-        };
-        let txn = Txn::default()
-            .mod_is(&keys.fire, fire_revision)
-            .absent(&keys.hold)
-            .then_put(&keys.rec, &encode_value(&rec), None)
-            .then_put(&keys.hold, &hold_value(lock_until), Some(lease.id))
-            .then_put(
-                &keys.fire,
-                &encode_value(&FireValue {
-                    at_us: fire.at().timestamp_micros(),
-                }),
-                None,
-            );
+        let Taking {
+            lease,
+            locked_at,
+            lock_until,
+            txn,
+        } = self.taking(keys, at_most, owner, deadline).await?;
+        let txn = txn.mod_is(&keys.fire, fire_revision).then_put(
+            &keys.fire,
+            &encode_value(&FireValue {
+                at_us: fire.at().timestamp_micros(),
+            }),
+            None,
+        );
         // Sent once, and its lease kept on error: if it was applied, this replica holds the lock
         // and its scheduler recognises the claim (its owner and `locked_at`) and runs it; if not,
         // the spare lease expires by itself.
         let answer = self.gateway.txn_once(&txn, deadline).await?;
         if !answer.succeeded {
-            self.cleanup(lease.id, deadline).await;
+            self.cleanup(lease, deadline).await;
             return Ok(Claim::Changed);
         }
         Ok(Claim::Answer(FireClaim::Claimed(
