@@ -866,11 +866,12 @@ async fn run(
         }
     };
     let window = stop_window(shared.executor.call_timeout());
-    let outcome = current::scope(handle.clone(), async {
+    // The outcome, and why a cancelled run was told to stop.
+    let (outcome, stopped_because) = current::scope(handle.clone(), async {
         let body = catch_unwind_future(body);
         tokio::pin!(body);
         let told_to_stop = tokio::select! {
-            result = &mut body => return outcome_of(result),
+            result = &mut body => return (outcome_of(result), None),
             () = term_ended => "the leader term ended",
             () = handle.cancelled() => "shutdown cancelled it",
         };
@@ -884,22 +885,28 @@ async fn run(
                 "the run did not stop within the stop window: dropped"
             );
         }
-        RunOutcome::Cancelled
+        (RunOutcome::Cancelled, Some(told_to_stop))
     })
     .await;
-    observe::task_duration(handle.name(), started_at.elapsed());
+    let took = started_at.elapsed();
+    observe::task_duration(handle.name(), took);
     let _ = guard.release().await;
+    let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     match &outcome {
-        RunOutcome::Succeeded => tracing::info!("run finished"),
+        RunOutcome::Succeeded => tracing::info!(took_ms, "run finished"),
         RunOutcome::Failed(error) => {
-            tracing::error!(%error, "run failed (not retried)");
+            tracing::error!(%error, took_ms, "run failed (not retried)");
             Counters::bump(&job.counters.errors);
         }
         RunOutcome::Panicked => {
-            tracing::error!("run panicked (not retried)");
+            tracing::error!(took_ms, "run panicked (not retried)");
             Counters::bump(&job.counters.errors);
         }
-        RunOutcome::Cancelled => tracing::warn!("run cancelled (leader term ended or shutdown)"),
+        RunOutcome::Cancelled => tracing::warn!(
+            reason = stopped_because.unwrap_or("cancelled"),
+            took_ms,
+            "run cancelled"
+        ),
     }
     *job.counters
         .last_run

@@ -585,6 +585,8 @@ async fn leader_only_jobs_run_on_the_leader_and_a_failover_repeats_no_fire() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_lets_a_run_finish_within_the_grace_and_cancels_a_longer_one() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
     for (grace, expected) in [
         (10 * SEC, RunOutcome::Succeeded),
         (SEC, RunOutcome::Cancelled),
@@ -621,6 +623,14 @@ async fn shutdown_lets_a_run_finish_within_the_grace_and_cancels_a_longer_one() 
             usize::from(expected == RunOutcome::Cancelled)
         );
         assert!(begun.elapsed() <= grace.min(5 * SEC) + SEC);
+        // The log says why a run was cancelled (the "run cancelled" event, and the stop window's
+        // "dropped" one, as this body ignores the signal), and how long a finished run took.
+        if expected == RunOutcome::Cancelled {
+            assert_eq!(logs.count(tracing::Level::WARN, "run cancelled"), 1);
+            assert_eq!(logs.count(tracing::Level::WARN, "shutdown cancelled it"), 2);
+        } else {
+            assert_eq!(logs.count(tracing::Level::INFO, "took_ms=5000"), 1);
+        }
         // The lock is free at once (at_least 0), not at at_most.
         assert!(
             store
