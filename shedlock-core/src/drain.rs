@@ -16,6 +16,35 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::error::{Error, Result};
 use crate::keepalive::Lease;
+use crate::provider::LockRecord;
+
+/// One acquisition: lock, owner, `locked_at`, fencing token (none changes while it is held).
+type Acquisition = (String, String, chrono::DateTime<chrono::Utc>, Option<i64>);
+
+fn acquisition(record: &LockRecord) -> Acquisition {
+    (
+        record.name().to_owned(),
+        record.owner().to_owned(),
+        record.locked_at(),
+        record.fencing_token(),
+    )
+}
+
+/// Every acquisition a guard of this process holds, whichever executor handed it out: a
+/// scheduler must never take one of them for a fire claim of its own whose reply was lost
+/// (docs/guarantees.md, "Lost replies"), as they share the process's owner id.
+fn held_in_process() -> std::sync::MutexGuard<'static, HashMap<Acquisition, usize>> {
+    static HELD: std::sync::OnceLock<Mutex<HashMap<Acquisition, usize>>> =
+        std::sync::OnceLock::new();
+    HELD.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether a guard of this process holds `record`'s acquisition now.
+pub(crate) fn is_held_in_process(record: &LockRecord) -> bool {
+    held_in_process().contains_key(&acquisition(record))
+}
 
 /// Where the drain is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -130,6 +159,9 @@ impl DrainState {
             // Checked under the map's lock: the drain takes its snapshot under it too, so a lock
             // is either refused here or seen by the drain.
             self.check_running("lock")?;
+            *held_in_process()
+                .entry(acquisition(&lease.record()))
+                .or_default() += 1;
             live.insert(
                 id,
                 Entry {
@@ -148,7 +180,16 @@ impl DrainState {
 
     fn deregister(&self, id: u64) {
         let mut live = self.live();
-        if live.remove(&id).is_some() {
+        if let Some(entry) = live.remove(&id) {
+            let key = acquisition(&entry.lease.record());
+            let mut held = held_in_process();
+            if let Some(count) = held.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    held.remove(&key);
+                }
+            }
+            drop(held);
             self.publish(&live);
         }
     }

@@ -47,18 +47,24 @@ impl LostClaims {
         }
     }
 
-    /// Whether `record` may be one of these claims: it is `owner`'s, and its `locked_at` falls
-    /// between the first send and the last failure on the store's clock, widened by how far the
-    /// clock estimate may be off.
+    /// Whether `record` may be one of these claims: it is `owner`'s, no guard of this process
+    /// holds it (a plain lock or another loop's run under the same owner id), and its
+    /// `locked_at` falls between the first send and the last failure on the store's clock,
+    /// widened by how far the clock estimate may be off. Never before a reply told the store's
+    /// clock (the span would be on this process's clock alone).
     pub(super) fn may_be(&self, record: &LockRecord, owner: &str, clock: &StoreClock) -> bool {
+        if record.owner() != owner
+            || clock.known_offset().is_none()
+            || crate::drain::is_held_in_process(record)
+        {
+            return false;
+        }
         let slack = chrono::Duration::from_std(clock.error().saturating_add(STORE_PRECISION))
             .unwrap_or(chrono::Duration::MAX);
         let from = clock.store_at(self.first_sent).checked_sub_signed(slack);
         let to = clock.store_at(self.last_failed).checked_add_signed(slack);
         let at = record.locked_at();
-        record.owner() == owner
-            && from.is_none_or(|from| from <= at)
-            && to.is_none_or(|to| at <= to)
+        from.is_none_or(|from| from <= at) && to.is_none_or(|to| at <= to)
     }
 }
 

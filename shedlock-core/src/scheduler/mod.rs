@@ -745,7 +745,7 @@ async fn claim_and_run(
                         if lost::release_if_ours(shared, job, &holder).await {
                             continue; // an earlier fire's lost claim held it: claim again
                         }
-                        let again = !claimed_again && met_held(shared, job, &fire, &holder).await;
+                        let again = met_held(shared, job, &fire, &holder, !claimed_again).await;
                         if !again {
                             return false;
                         }
@@ -765,14 +765,23 @@ async fn claim_and_run(
     }
 }
 
-/// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], when the lock
-/// frees inside the window, waits until then and answers `true`: claim once more. Otherwise the
-/// fire is counted held (`false`).
-async fn met_held(shared: &Shared, job: &Entry, fire: &Fire, holder: &LockRecord) -> bool {
+/// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
+/// (`first`), when the lock frees inside the window, waits until then (plus how far the estimate
+/// of the store's clock may be off, so the store sees it free) and answers `true`: claim once
+/// more. Otherwise the fire is counted held (`false`).
+async fn met_held(
+    shared: &Shared,
+    job: &Entry,
+    fire: &Fire,
+    holder: &LockRecord,
+    first: bool,
+) -> bool {
     let until = holder.lock_until();
-    if job.on_held == OnHeld::RunLate && until < fire.next() {
+    if first && job.on_held == OnHeld::RunLate && until < fire.next() {
         tracing::debug!(holder = holder.owner(), %until, "fire met while the lock is held; claiming again when it frees");
-        return shared.wait_until(shared.clock.instant_for(until)).await;
+        let error = chrono::Duration::from_std(shared.clock.error()).unwrap_or_default();
+        let at = until.checked_add_signed(error).unwrap_or(until);
+        return shared.wait_until(shared.clock.instant_for(at)).await;
     }
     tracing::info!(
         holder = holder.owner(),

@@ -817,6 +817,59 @@ async fn two_schedulers_of_one_process_never_both_run_a_lost_claim() {
     assert!(store.inner().holder("report").await.unwrap().is_none());
 }
 
+/// A claim whose reply is lost (it hangs to the call timeout) never committed; meanwhile another
+/// replica claims and runs the fire, and a plain lock user of this process — same owner id —
+/// takes the job's lock inside the lost claim's span. The retry finds the fire recorded and the
+/// lock held under this owner id, inside the span: it must not take that lock for its own claim
+/// (that would run the fire twice, beside the plain user, and release the plain user's lock).
+#[tokio::test(start_paused = true)]
+async fn a_lock_held_in_this_process_is_never_taken_for_a_lost_claim() {
+    let (store, minute) = store_past_a_minute(1);
+    let at = |s: i64| DateTime::from_timestamp(minute + s, 0).unwrap();
+    let log = Log::default();
+    let a = scheduler(&store, "pod-0");
+    a.add(recording("sync", every(10 * SEC), "pod-0", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    store.inject_times(Operation::ClaimFire, Fault::Hang, 1);
+    // +10.5 s: the claim of the fire at +10 s hangs (it times out at +11 s).
+    tokio::time::sleep(Duration::from_millis(9_500)).await;
+    let fire = Fire::new(at(10), at(20)).unwrap();
+    let other = store
+        .inner()
+        .claim_fire("sync", &fire, 30 * SEC, "replica-r")
+        .await
+        .unwrap();
+    let other = other.claimed().cloned().expect("replica r claims it");
+    assert!(store.inner().release(&other, Duration::ZERO).await.unwrap());
+    let plain = LockingTaskExecutor::builder(store.clone())
+        .owner_id("pod-0")
+        .build()
+        .unwrap();
+    let guard = plain
+        .try_lock(&LockConfig::new("sync", 30 * SEC).unwrap())
+        .await
+        .unwrap()
+        .expect("free after r's run");
+    let held = guard.handle().record();
+    tokio::time::sleep(3 * SEC).await; // the retry after the timeout
+    let status = a.status("sync").unwrap();
+    assert!(
+        runs(&log).is_empty(),
+        "ran the fire a second time: {:?}",
+        runs(&log)
+    );
+    assert_eq!(status.store_errors, 1, "{status:?}");
+    assert_eq!(status.claimed_elsewhere, 1, "{status:?}");
+    assert_eq!(
+        store.inner().holder("sync").await.unwrap(),
+        Some(held),
+        "the plain user still holds its lock"
+    );
+    assert!(guard.release().await.unwrap());
+    a.shutdown(SEC).await;
+}
+
 /// A claim commits, its reply is lost, and the store fails until the fire's window has passed:
 /// the replica does not run the fire late, but reads the holder once the store answers and
 /// releases its own claim, so the next fire is not held to `at_most`.
