@@ -608,23 +608,23 @@ fn count_held_during_run(
     open_one: bool,
 ) -> (DateTime<Utc>, Option<Fire>) {
     let now = shared.clock.store_now();
-    let mut met = Vec::new();
+    let mut met = 0_usize;
     let mut cursor = fire;
     for _ in 0..100_000 {
         match job.schedule.next_after(cursor) {
             Some(next) if next <= now => {
-                met.push(next);
+                met += 1;
                 cursor = next;
             }
             _ => break,
         }
     }
-    let open = met
-        .last()
-        .filter(|_| open_one)
-        .and_then(|&at| Fire::new(at, job.schedule.next_after(at)?).ok())
+    // The last fire met (`cursor`, if any was met), when its window is still open.
+    let open = (open_one && met > 0)
+        .then(|| Fire::new(cursor, job.schedule.next_after(cursor)?).ok())
+        .flatten()
         .filter(|late| now < late.next());
-    for _ in 0..met.len() - usize::from(open.is_some()) {
+    for _ in 0..met - usize::from(open.is_some()) {
         Counters::bump(&job.counters.held);
         observe::fire(&job.name, "held");
     }
