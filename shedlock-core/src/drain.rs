@@ -42,6 +42,7 @@ fn held_in_process() -> std::sync::MutexGuard<'static, HashMap<Acquisition, usiz
 }
 
 /// Whether a guard of this process holds `record`'s acquisition now.
+#[cfg(feature = "scheduler")]
 pub(crate) fn is_held_in_process(record: &LockRecord) -> bool {
     held_in_process().contains_key(&acquisition(record))
 }

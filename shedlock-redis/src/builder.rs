@@ -2,7 +2,11 @@
 //! once.
 
 use std::fmt;
+#[cfg(feature = "tls-rustls")]
+use std::path::PathBuf;
 use std::time::Duration;
+
+use redis::{ConnectionAddr, ConnectionInfo};
 
 use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
 
@@ -39,7 +43,9 @@ const MAX_NAME_LEN_LIMIT: usize = 1024;
 /// ```
 #[must_use]
 pub struct RedisLockProviderBuilder {
-    client: std::result::Result<redis::Client, redis::RedisError>,
+    server: std::result::Result<ConnectionInfo, redis::RedisError>,
+    #[cfg(feature = "tls-rustls")]
+    tls: crate::tls::TlsFiles,
     key_prefix: String,
     max_name_len: usize,
     call_timeout: Duration,
@@ -56,7 +62,9 @@ pub(crate) struct Settings {
 impl RedisLockProviderBuilder {
     pub(crate) fn new(server: impl redis::IntoConnectionInfo) -> Self {
         Self {
-            client: redis::Client::open(server),
+            server: server.into_connection_info(),
+            #[cfg(feature = "tls-rustls")]
+            tls: crate::tls::TlsFiles::default(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             max_name_len: DEFAULT_MAX_NAME_LEN,
             call_timeout: DEFAULT_CALL_TIMEOUT,
@@ -95,12 +103,63 @@ impl RedisLockProviderBuilder {
         self
     }
 
-    fn settings(self) -> Result<(redis::Client, Settings)> {
-        let client = self.client.map_err(|e| {
-            Error::invalid_config(format!(
-                "the Redis server address is not valid ({e}); use redis://[user:password@]host[:port][/db]"
-            ))
+    /// Trusts the CA certificates in this PEM file instead of the system's root certificates,
+    /// for a `rediss://` server whose certificate a private CA signed. Read by
+    /// [`build`](Self::build).
+    #[cfg(feature = "tls-rustls")]
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this client certificate and its private key (PEM files) to a `rediss://` server
+    /// that requires one (`tls-auth-clients yes`). Read by [`build`](Self::build).
+    #[cfg(feature = "tls-rustls")]
+    pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// The client of the server address, with the certificate files when TLS is configured.
+    fn client(&self) -> Result<redis::Client> {
+        let info = self.server.clone().map_err(|e| {
+            if e.to_string().contains("TLS") {
+                Error::invalid_config(format!(
+                    "a rediss:// (TLS) address needs the feature \"tls-rustls\" of shedlock-redis ({e})"
+                ))
+            } else {
+                Error::invalid_config(format!(
+                    "the Redis server address is not valid ({e}); use \
+                     redis://[user:password@]host[:port][/db] or rediss://… for TLS"
+                ))
+            }
         })?;
+        let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        #[cfg(feature = "tls-rustls")]
+        {
+            if tls {
+                crate::tls::ensure_crypto_provider();
+            }
+            if self.tls.is_set() {
+                if !tls {
+                    return Err(Error::invalid_config(
+                        "a CA file or client certificate is set, but the Redis address is not a \
+                         TLS one: use rediss://host:port",
+                    ));
+                }
+                return redis::Client::build_with_tls(info, self.tls.certificates()?).map_err(
+                    |e| Error::invalid_config(format!("the TLS settings are not usable: {e}")),
+                );
+            }
+        }
+        let _ = tls;
+        redis::Client::open(info).map_err(|e| {
+            Error::invalid_config(format!("the Redis server address is not usable ({e})"))
+        })
+    }
+
+    fn settings(self) -> Result<(redis::Client, Settings)> {
+        let client = self.client()?;
         if self.key_prefix.is_empty() || self.key_prefix.len() > MAX_PREFIX_LEN {
             return Err(Error::invalid_config(format!(
                 "the key prefix is {} bytes long; use 1 to {MAX_PREFIX_LEN} bytes (e.g. {DEFAULT_KEY_PREFIX:?})",
@@ -164,13 +223,15 @@ impl RedisLockProviderBuilder {
 
 impl fmt::Debug for RedisLockProviderBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let server = match &self.client {
-            Ok(client) => describe(client.get_connection_info()),
+        let server = match &self.server {
+            Ok(info) => describe(info),
             Err(_) => "(invalid address)".to_owned(),
         };
-        f.debug_struct("RedisLockProviderBuilder")
-            .field("server", &server)
-            .field("key_prefix", &self.key_prefix)
+        let mut f = f.debug_struct("RedisLockProviderBuilder");
+        f.field("server", &server);
+        #[cfg(feature = "tls-rustls")]
+        f.field("tls", &self.tls);
+        f.field("key_prefix", &self.key_prefix)
             .field("max_name_len", &self.max_name_len)
             .field("call_timeout", &self.call_timeout)
             .finish()

@@ -9,6 +9,8 @@ mod provider;
 mod script;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "tls-rustls")]
+mod tls;
 
 pub use builder::{DEFAULT_KEY_PREFIX, RedisLockProviderBuilder};
 pub use provider::RedisLockProvider;

@@ -87,6 +87,7 @@ pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
         }
         _ => std::borrow::Cow::Borrowed(url),
     };
+    check_tls_files::<DB>(&url)?;
     url.parse::<Options<DB>>().map_err(|e| {
         Error::invalid_config_with(
             format!(
@@ -97,6 +98,31 @@ pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
             e,
         )
     })
+}
+
+/// Checks that the TLS files a URL names (`sslrootcert=…`, `ssl-ca=…`) can be read, so that a
+/// wrong path is an error naming it (sqlx reads them at connect time and reports only "No
+/// such file or directory"). A percent-encoded path is left to sqlx.
+fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    for (key, value) in query.split('&').filter_map(|pair| pair.split_once('=')) {
+        let Some((_, what)) = DB::TLS_FILES.iter().find(|(param, _)| *param == key) else {
+            continue;
+        };
+        if value.contains('%') {
+            continue;
+        }
+        if let Err(e) = std::fs::File::open(value) {
+            return Err(Error::invalid_config(format!(
+                "the {} URL's {key} names {what} file {value}, which cannot be read: {e}",
+                DB::DATABASE
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Configures a lock provider: the table, its column names, the longest lock name, the

@@ -194,6 +194,9 @@ pub(crate) trait Dialect: Database + Sized {
     const URL_FORM: &'static str;
     /// Whether a plain path (no scheme) names a database, as for SQLite files.
     const PLAIN_PATHS: bool = false;
+    /// The URL parameters that name TLS files (`sslrootcert`, …), and what each holds: checked
+    /// to be readable when the URL is parsed, so a wrong path is named there.
+    const TLS_FILES: &'static [(&'static str, &'static str)] = &[];
 
     /// Statements beyond the four, where the database needs them.
     type Extra: Send + Sync;

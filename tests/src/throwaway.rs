@@ -189,6 +189,16 @@ impl Throwaway {
         Self::launch_or_skip(flavor, args, test).await
     }
 
+    /// The system user a private `flavor` server runs as: `postgres` or `mysql` when this
+    /// process is root (the servers refuse root), else `None` (this process's user).
+    #[must_use]
+    pub fn server_user(flavor: Flavor) -> Option<&'static str> {
+        running_as_root().then_some(match flavor {
+            Flavor::Postgres => "postgres",
+            Flavor::MariaDb => "mysql",
+        })
+    }
+
     /// Whether the binaries for `flavor` are installed (and, as root, its system user exists).
     #[must_use]
     pub fn available(flavor: Flavor) -> bool {
@@ -216,10 +226,7 @@ impl Throwaway {
         let extra_args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
         blocking(move || {
             let started = Instant::now();
-            let as_user = running_as_root().then_some(match flavor {
-                Flavor::Postgres => "postgres",
-                Flavor::MariaDb => "mysql",
-            });
+            let as_user = Self::server_user(flavor);
             let dir = tempfile::Builder::new()
                 .prefix(match flavor {
                     Flavor::Postgres => "shedlock-pg-",

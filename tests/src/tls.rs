@@ -73,6 +73,53 @@ pub struct ServerFiles {
     pub ca: PathBuf,
 }
 
+impl ServerFiles {
+    /// `postgres` options that turn TLS on with these files (`-c ssl=on …`).
+    #[must_use]
+    pub fn postgres_args(&self) -> Vec<String> {
+        [
+            "ssl=on".to_owned(),
+            format!("ssl_cert_file={}", self.cert.display()),
+            format!("ssl_key_file={}", self.key.display()),
+            format!("ssl_ca_file={}", self.ca.display()),
+        ]
+        .into_iter()
+        .flat_map(|setting| ["-c".to_owned(), setting])
+        .collect()
+    }
+
+    /// `mariadbd` options that turn TLS on with these files.
+    #[must_use]
+    pub fn mariadb_args(&self) -> Vec<String> {
+        vec![
+            format!("--ssl-cert={}", self.cert.display()),
+            format!("--ssl-key={}", self.key.display()),
+            format!("--ssl-ca={}", self.ca.display()),
+        ]
+    }
+
+    /// `redis-server` options for TLS only on [`PrivateRedis::PORT`](crate::private_redis::PrivateRedis::PORT),
+    /// asking for client certificates as `auth_clients` says (`no`, `optional`, `yes`).
+    #[must_use]
+    pub fn redis_args(&self, auth_clients: &str) -> Vec<String> {
+        vec![
+            "--port".to_owned(),
+            "0".to_owned(),
+            "--tls-port".to_owned(),
+            crate::private_redis::PrivateRedis::PORT.to_owned(),
+            "--tls-cert-file".to_owned(),
+            self.cert.display().to_string(),
+            "--tls-key-file".to_owned(),
+            self.key.display().to_string(),
+            "--tls-ca-cert-file".to_owned(),
+            self.ca.display().to_string(),
+            "--tls-auth-clients".to_owned(),
+            auth_clients.to_owned(),
+        ]
+    }
+}
+
+#[allow(clippy::needless_pass_by_value)] // the shape `map_err` wants
 fn io_err(e: rcgen::Error) -> io::Error {
     io::Error::other(e.to_string())
 }

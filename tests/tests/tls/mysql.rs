@@ -1,0 +1,158 @@
+//! MariaDB with TLS, `require_secure_transport`, and a user that must present its client
+//! certificate (`REQUIRE SUBJECT`).
+
+use std::sync::Arc;
+
+use shedlock_core::testkit::ConformanceSuite;
+use shedlock_core::{Error, LockAdmin as _};
+use shedlock_sqlx::MySqlLockProvider;
+use shedlock_sqlx::sqlx::{self, Connection as _, Executor as _};
+use shedlock_tests::throwaway::{Flavor, Throwaway};
+use shedlock_tests::tls::{CLIENT_NAME, Pki};
+
+use crate::support::full;
+
+/// A private MariaDB with TLS that refuses connections without it, and a user [`CLIENT_NAME`]
+/// that must present the client certificate.
+async fn server(pki: &Pki, test: &str) -> Option<Throwaway> {
+    let files = pki
+        .server_files(Throwaway::server_user(Flavor::MariaDb))
+        .expect("server files");
+    let mut args = files.mariadb_args();
+    // 127.0.0.2: an address the certificate does not name.
+    args.push("--bind-address=127.0.0.1,127.0.0.2".to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let db = Throwaway::with_args_or_skip(Flavor::MariaDb, &args, test).await?;
+    let mut conn =
+        sqlx::MySqlConnection::connect(&url("root", "localhost", db.port(), &verify(pki)))
+            .await
+            .expect("root over TLS");
+    for statement in [
+        format!("CREATE USER '{CLIENT_NAME}'@'%' REQUIRE SUBJECT '/CN={CLIENT_NAME}'"),
+        format!("GRANT ALL ON test.* TO '{CLIENT_NAME}'@'%'"),
+        "SET GLOBAL require_secure_transport = ON".to_owned(),
+    ] {
+        conn.execute(sqlx::AssertSqlSafe(statement))
+            .await
+            .expect("set up the server");
+    }
+    Some(db)
+}
+
+fn url(user: &str, host: &str, port: u16, params: &str) -> String {
+    format!("mysql://{user}@{host}:{port}/test?{params}")
+}
+
+fn verify(pki: &Pki) -> String {
+    format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={}", pki.ca.display())
+}
+
+fn with_client_cert(pki: &Pki) -> String {
+    format!(
+        "{}&ssl-cert={}&ssl-key={}",
+        verify(pki),
+        pki.client_cert.display(),
+        pki.client_key.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_over_verify_identity_with_a_client_certificate() {
+    let pki = Pki::new().expect("certificates");
+    let Some(db) = server(&pki, "mariadb tls conformance").await else {
+        return;
+    };
+    let provider = MySqlLockProvider::connect(&url(
+        CLIENT_NAME,
+        "localhost",
+        db.port(),
+        &with_client_cert(&pki),
+    ))
+    .await
+    .expect("connects with its certificate");
+    provider
+        .create_table_if_not_exists()
+        .await
+        .expect("creates its table over TLS");
+    let provider = Arc::new(provider);
+    ConformanceSuite::new(Arc::clone(&provider))
+        .require_fire_claims(true)
+        .run()
+        .await;
+    provider.list().await.expect("lists");
+}
+
+async fn connect_error(url: &str) -> Error {
+    let error = MySqlLockProvider::connect(url)
+        .await
+        .expect_err("must not connect");
+    let text = full(&error);
+    assert!(!text.contains('\n'), "one line: {text}");
+    error
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_mistakes_say_what_is_wrong() {
+    let pki = Pki::new().expect("certificates");
+    let Some(db) = server(&pki, "mariadb tls mistakes").await else {
+        return;
+    };
+    let port = db.port();
+    let local = format!("MySQL/MariaDB at localhost:{port}/test");
+    for (u, names, says) in [
+        // A CA that did not sign the server's certificate.
+        (
+            url(
+                "root",
+                "localhost",
+                port,
+                &format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={}", pki.other_ca.display()),
+            ),
+            local.clone(),
+            "UnknownIssuer",
+        ),
+        // A host name the certificate does not hold.
+        (
+            url("root", "127.0.0.2", port, &verify(&pki)),
+            format!("MySQL/MariaDB at 127.0.0.2:{port}/test"),
+            "not valid for name \"127.0.0.2\"",
+        ),
+        // No TLS, to a server with require_secure_transport: MariaDB says only "Access denied".
+        (
+            url("root", "localhost", port, "ssl-mode=DISABLED"),
+            local.clone(),
+            "Access denied for user 'root'",
+        ),
+        // A user that must present a certificate, without one.
+        (
+            url(CLIENT_NAME, "localhost", port, &verify(&pki)),
+            local.clone(),
+            "Access denied for user 'shedlock-client'",
+        ),
+    ] {
+        let e = connect_error(&u).await;
+        let text = full(&e);
+        assert!(text.contains(&names), "names {names}: {text}");
+        assert!(text.contains(says), "says {says:?}: {text}");
+    }
+    // A CA file that is not there: refused before connecting, naming the file.
+    let e = connect_error(&url(
+        "root",
+        "localhost",
+        port,
+        "ssl-mode=VERIFY_CA&ssl-ca=/nonexistent/ca.pem",
+    ))
+    .await;
+    assert!(
+        e.is_invalid_config() && full(&e).contains("/nonexistent/ca.pem"),
+        "{e}"
+    );
+
+    // TLS required by the client, from a server without it.
+    let Some(plain) = Throwaway::with_args_or_skip(Flavor::MariaDb, &[], "mariadb plain").await
+    else {
+        return;
+    };
+    let e = connect_error(&url("root", "localhost", plain.port(), "ssl-mode=REQUIRED")).await;
+    assert!(full(&e).contains("server does not support TLS"), "{e}");
+}
