@@ -120,6 +120,25 @@ impl RedisLockProviderBuilder {
         self
     }
 
+    /// Logs in (`AUTH`) as this ACL user, instead of the address's.
+    pub fn username(mut self, user: impl AsRef<str>) -> Self {
+        self.server = self.server.map(|info| {
+            let settings = info.redis_settings().clone().set_username(user);
+            info.set_redis_settings(settings)
+        });
+        self
+    }
+
+    /// Logs in with this password, instead of the address's: read it from a secret file or the
+    /// environment, so that it appears in no URL, log or process list. Never shown by `Debug`.
+    pub fn password(mut self, password: impl AsRef<str>) -> Self {
+        self.server = self.server.map(|info| {
+            let settings = info.redis_settings().clone().set_password(password);
+            info.set_redis_settings(settings)
+        });
+        self
+    }
+
     /// The client of the server address, with the certificate files when TLS is configured.
     fn client(&self) -> Result<redis::Client> {
         let info = self.server.clone().map_err(|e| {

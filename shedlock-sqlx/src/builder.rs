@@ -6,6 +6,7 @@ use std::time::Duration;
 use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
 use sqlx::{Database, Pool};
 
+use crate::connect::ConnectSettings;
 use crate::conns::Options;
 use crate::dialect::Dialect;
 use crate::ident::{Quote, TableName, check_ident};
@@ -173,6 +174,7 @@ fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
 #[must_use]
 pub struct LockProviderBuilder<DB: Database> {
     source: Source<DB>,
+    connect: ConnectSettings,
     max_connections: Option<u32>,
     table: String,
     columns: ColumnNames,
@@ -293,6 +295,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
     fn with_source(source: Source<DB>) -> Self {
         Self {
             source,
+            connect: ConnectSettings::default(),
             max_connections: None,
             table: DEFAULT_TABLE.to_owned(),
             columns: ColumnNames::default(),
@@ -368,6 +371,44 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
+    /// Trusts the CA certificates in this PEM file for the server's certificate, and verifies
+    /// it and the host name: a URL's weaker `sslmode` (Postgres: below `verify-ca`) or `ssl-mode`
+    /// (MySQL: below `VERIFY_CA`) becomes `verify-full` / `VERIFY_IDENTITY`. The same as the
+    /// URL's `sslrootcert=` / `ssl-ca=`, for a path a URL cannot carry well. The TLS files are
+    /// checked to be readable by [`build`](Self::build); sqlx reads them when it connects.
+    /// Needs a TLS feature (`tls-rustls`); refused for SQLite and for a provider over your own
+    /// pool (configure its options instead).
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.connect.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this client certificate and its private key (PEM files) to a server that
+    /// requires one (Postgres `cert` authentication or `clientcert=`, MySQL `REQUIRE X509` /
+    /// `REQUIRE SUBJECT`): the URL's `sslcert=`/`sslkey=` (Postgres), `ssl-cert=`/`ssl-key=`
+    /// (MySQL).
+    pub fn client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.connect.client = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Logs in as this user, instead of the URL's.
+    pub fn username(mut self, user: impl Into<String>) -> Self {
+        self.connect.username = Some(user.into());
+        self
+    }
+
+    /// Logs in with this password, instead of the URL's: read it from a secret file or the
+    /// environment, so that it appears in no URL, log or process list. Never shown by `Debug`.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.connect.password = Some(password.into());
+        self
+    }
+
     /// Checks every setting (the one validation path of every provider's `build()`); the
     /// connections' source goes to the caller.
     pub(crate) fn into_parts(self) -> Result<(Checked<DB>, Settings)>
@@ -384,9 +425,23 @@ impl<DB: Database> LockProviderBuilder<DB> {
             }
             Ok(max)
         };
+        let connect = &self.connect;
+        let own = |options: Options<DB>| {
+            let options = DB::connect_settings(options, connect)?;
+            connect.check_files()?;
+            Ok::<_, Error>(options)
+        };
         let source = match self.source {
-            Source::Url(url) => Checked::Own(parse_url::<DB>(&url)?, own_max()?),
-            Source::Options(options) => Checked::Own(options, own_max()?),
+            Source::Url(url) => Checked::Own(own(parse_url::<DB>(&url)?)?, own_max()?),
+            Source::Options(options) => Checked::Own(own(options)?, own_max()?),
+            Source::Pool(_) if !connect.is_empty() => {
+                return Err(Error::invalid_config(format!(
+                    "ca_file, client_cert, username and password configure the connections a \
+                     provider built from a URL opens itself ({}::from_url); a provider over your \
+                     own pool uses that pool's connect options: set them there",
+                    DB::PROVIDER
+                )));
+            }
             Source::Pool(pool) => {
                 if let Some(max) = self.max_connections {
                     return Err(Error::invalid_config(format!(
@@ -460,6 +515,7 @@ impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
         };
         f.debug_struct("LockProviderBuilder")
             .field("source", &source)
+            .field("connect", &self.connect)
             .field("max_connections", &self.max_connections)
             .field("table", &self.table)
             .field("columns", &self.columns)

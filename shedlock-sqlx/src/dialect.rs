@@ -198,6 +198,14 @@ pub(crate) trait Dialect: Database + Sized {
     /// to be readable when the URL is parsed, so a wrong path is named there.
     const TLS_FILES: &'static [(&'static str, &'static str)] = &[];
 
+    /// The options with the builder's TLS files and credentials applied; a CA file turns on
+    /// verifying the server's certificate and host name unless the options already verify.
+    /// Refused (`Error::is_invalid_config`) where the database has no such thing (SQLite).
+    fn connect_settings(
+        options: Options<Self>,
+        settings: &crate::connect::ConnectSettings,
+    ) -> Result<Options<Self>>;
+
     /// Statements beyond the four, where the database needs them.
     type Extra: Send + Sync;
     /// How a duration is bound.

@@ -159,6 +159,8 @@ mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod builder;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod connect;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod conns;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod dialect;

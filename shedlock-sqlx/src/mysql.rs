@@ -8,10 +8,12 @@ use chrono::{DateTime, Utc};
 use shedlock_core::{Error, LockRecord, Result, fire_decision};
 use sqlx::mysql::{
     MySql, MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlQueryResult, MySqlRow,
+    MySqlSslMode,
 };
 use sqlx::{AssertSqlSafe, Executor as _, Row};
 
 use crate::builder::ColumnNames;
+use crate::connect::ConnectSettings;
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, Statements,
     seen_holder,
@@ -369,6 +371,31 @@ impl Dialect for MySql {
         }
     }
     /// Matched rows: sqlx sets `CLIENT_FOUND_ROWS`.
+    fn connect_settings(
+        mut options: MySqlConnectOptions,
+        settings: &ConnectSettings,
+    ) -> Result<MySqlConnectOptions> {
+        if let Some(ca) = &settings.ca {
+            options = options.ssl_ca(ca);
+            if !matches!(
+                options.get_ssl_mode(),
+                MySqlSslMode::VerifyCa | MySqlSslMode::VerifyIdentity
+            ) {
+                options = options.ssl_mode(MySqlSslMode::VerifyIdentity);
+            }
+        }
+        if let Some((cert, key)) = &settings.client {
+            options = options.ssl_client_cert(cert).ssl_client_key(key);
+        }
+        if let Some(user) = &settings.username {
+            options = options.username(user);
+        }
+        if let Some(password) = &settings.password {
+            options = options.password(password);
+        }
+        Ok(options)
+    }
+
     fn rows_affected(result: &MySqlQueryResult) -> u64 {
         result.rows_affected()
     }

@@ -6,7 +6,9 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use shedlock_core::{Error, Result};
 use sqlx::Row;
 use sqlx::postgres::types::PgInterval;
-use sqlx::postgres::{PgConnectOptions, PgQueryResult, PgRow, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgQueryResult, PgRow, PgSslMode, Postgres};
+
+use crate::connect::ConnectSettings;
 
 use crate::builder::ColumnNames;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
@@ -308,6 +310,31 @@ impl Dialect for Postgres {
             None => format!("Postgres at {at}"),
         }
     }
+    fn connect_settings(
+        mut options: PgConnectOptions,
+        settings: &ConnectSettings,
+    ) -> Result<PgConnectOptions> {
+        if let Some(ca) = &settings.ca {
+            options = options.ssl_root_cert(ca);
+            if !matches!(
+                options.get_ssl_mode(),
+                PgSslMode::VerifyCa | PgSslMode::VerifyFull
+            ) {
+                options = options.ssl_mode(PgSslMode::VerifyFull);
+            }
+        }
+        if let Some((cert, key)) = &settings.client {
+            options = options.ssl_client_cert(cert).ssl_client_key(key);
+        }
+        if let Some(user) = &settings.username {
+            options = options.username(user);
+        }
+        if let Some(password) = &settings.password {
+            options = options.password(password);
+        }
+        Ok(options)
+    }
+
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }

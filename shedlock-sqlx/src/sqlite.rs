@@ -8,6 +8,7 @@ use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnectOptions, SqliteQueryRes
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::ColumnNames;
+use crate::connect::ConnectSettings;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
 use crate::provider::{Provider, returning_statements, sql_lock_provider};
@@ -276,6 +277,19 @@ impl Dialect for Sqlite {
     fn target(options: &SqliteConnectOptions) -> String {
         format!("SQLite database {}", options.get_filename().display())
     }
+    fn connect_settings(
+        options: SqliteConnectOptions,
+        settings: &ConnectSettings,
+    ) -> Result<SqliteConnectOptions> {
+        if settings.is_empty() {
+            return Ok(options);
+        }
+        Err(Error::invalid_config(
+            "SQLite opens a local file: it has no TLS and no users; remove ca_file, \
+             client_cert, username and password",
+        ))
+    }
+
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
@@ -449,6 +463,26 @@ impl<'q, O> BindSchema<'q> for sqlx::query::QueryScalar<'q, Sqlite, O, SqliteArg
 mod tests {
 
     use super::*;
+
+    #[tokio::test]
+    async fn connect_settings_are_refused_where_they_mean_nothing() {
+        let e = crate::SqliteLockProvider::from_url("sqlite::memory:")
+            .ca_file("ca.pem")
+            .build()
+            .expect_err("SQLite has no TLS");
+        assert!(
+            e.is_invalid_config() && e.to_string().contains("no TLS"),
+            "{e}"
+        );
+        let pool = sqlx::SqlitePool::connect_lazy("sqlite::memory:").expect("a lazy pool");
+        let e = crate::SqliteLockProvider::builder(pool)
+            .password("s3cret")
+            .build()
+            .expect_err("a pool has its own options");
+        assert!(e.to_string().contains("that pool's connect options"), "{e}");
+        let builder = crate::SqliteLockProvider::from_url("sqlite::memory:").password("s3cret");
+        assert!(!format!("{builder:?}").contains("s3cret"), "{builder:?}");
+    }
 
     #[test]
     fn modifiers_round_up_to_milliseconds() {

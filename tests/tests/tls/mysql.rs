@@ -80,6 +80,26 @@ async fn conformance_over_verify_identity_with_a_client_certificate() {
         .run()
         .await;
     provider.list().await.expect("lists");
+
+    // The same through the builder's options, from a URL without TLS parameters: the CA file
+    // alone turns on VERIFY_IDENTITY (so a wrong one is refused).
+    let plain_url = format!("mysql://localhost:{}/test", db.port());
+    let by_options = MySqlLockProvider::from_url(&plain_url)
+        .username(CLIENT_NAME)
+        .ca_file(&pki.ca)
+        .client_cert(&pki.client_cert, &pki.client_key)
+        .connect()
+        .await
+        .expect("connects with the builder's TLS options");
+    assert!(!by_options.list().await.expect("lists").is_empty());
+    let e = MySqlLockProvider::from_url(&plain_url)
+        .username(CLIENT_NAME)
+        .ca_file(&pki.other_ca)
+        .client_cert(&pki.client_cert, &pki.client_key)
+        .connect()
+        .await
+        .expect_err("a CA file turns verification on");
+    assert!(full(&e).contains("UnknownIssuer"), "{e}");
 }
 
 async fn connect_error(url: &str) -> Error {

@@ -75,6 +75,22 @@ async fn conformance_over_tls_with_a_client_certificate_and_an_acl_user() {
         .run()
         .await;
     provider.list().await.expect("lists over TLS");
+
+    // The user and password through the builder, not the URL.
+    let by_options = RedisLockProvider::builder(format!("rediss://localhost:{}", redis.port()))
+        .username("locker")
+        .password(PASSWORD)
+        .ca_file(&pki.ca)
+        .client_cert(&pki.client_cert, &pki.client_key);
+    assert!(
+        !format!("{by_options:?}").contains(PASSWORD),
+        "{by_options:?}"
+    );
+    let by_options = by_options
+        .connect()
+        .await
+        .expect("logs in with the builder's credentials");
+    by_options.list().await.expect("lists");
 }
 
 /// `builder`'s `connect` error, which must name the server and say `says`.
