@@ -1,4 +1,5 @@
-//! The etcd URL form: `etcd://host:port[,host:port…]`, parsed into the members to try in order.
+//! The etcd URL form: `etcd://[user:password@]host:port[,host:port…]` (or `https://` for TLS),
+//! parsed into the members to try in order.
 
 use std::fmt;
 
@@ -7,26 +8,59 @@ use shedlock_core::{Error, Result};
 /// etcd's client port when a URL names none.
 pub const DEFAULT_PORT: u16 = 2379;
 
-/// The members of one etcd cluster, as an `etcd://` URL lists them, in the order to try them.
+/// The members of one etcd cluster, as an etcd URL lists them, in the order to try them, whether
+/// to speak TLS to them, and the etcd user to authenticate as.
 ///
-/// The form is `etcd://host[:port][,host[:port]…][/]`: one or more members of one cluster,
-/// separated by commas, port 2379 when omitted; IPv6 hosts in brackets (`etcd://[::1]:2379`).
-/// `http://` is accepted as a synonym (`http://a:2379,b:2379`, as `etcdctl --endpoints` takes
-/// them). Not accepted, each with an error saying so: `https://` / `etcds://` (this client
-/// speaks plain HTTP only; put a TLS proxy such as a sidecar beside it), credentials
-/// (`user:password@`; etcd authentication is not supported yet), a path other than `/`, a query.
+/// The form is `scheme://[user:password@]host[:port][,host[:port]…][/]`: one or more members of
+/// one cluster, separated by commas, port 2379 when omitted; IPv6 hosts in brackets
+/// (`etcd://[::1]:2379`).
+///
+/// - `etcd://` or `http://` (as `etcdctl --endpoints` takes them): plain HTTP to every member.
+/// - `https://` or `etcds://`: TLS to every member. The provider needs the crate's `tls-rustls`
+///   feature for it (building one without it is an error saying so); see
+///   [`ca_file`](crate::EtcdLockProviderBuilder::ca_file) and
+///   [`client_cert`](crate::EtcdLockProviderBuilder::client_cert).
+/// - `user:password@`, percent-decoded (`%40` for an `@` in a password): the etcd user to
+///   authenticate as; [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides it.
+///   The password is never shown: `Display` and `Debug` write `user:***@`, errors `***@`.
+///
+/// Not accepted, each with an error saying so: a path other than `/`, a query, a user without a
+/// password, a bad percent escape.
 ///
 /// ```
 /// use shedlock_etcd::Endpoints;
 ///
 /// let endpoints: Endpoints = "etcd://10.0.0.1,10.0.0.2:2380,[::1]".parse()?;
 /// assert_eq!(endpoints.authorities(), ["10.0.0.1:2379", "10.0.0.2:2380", "[::1]:2379"]);
-/// assert!("https://etcd:2379".parse::<Endpoints>().is_err());
+/// assert!(!endpoints.is_tls());
+///
+/// let endpoints: Endpoints = "https://locker:p%40ss@etcd-0:2379,etcd-1:2379".parse()?;
+/// assert!(endpoints.is_tls());
+/// assert_eq!(endpoints.user(), Some("locker"));
+/// assert_eq!(endpoints.to_string(), "https://locker:***@etcd-0:2379,etcd-1:2379");
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoints {
     authorities: Vec<String>,
+    tls: bool,
+    credentials: Option<Credentials>,
+}
+
+/// An etcd user and password; `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Credentials {
+    pub(crate) user: String,
+    pub(crate) password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("password", &"***")
+            .finish()
+    }
 }
 
 impl Endpoints {
@@ -34,6 +68,22 @@ impl Endpoints {
     #[must_use]
     pub fn authorities(&self) -> &[String] {
         &self.authorities
+    }
+
+    /// Whether the URL asks for TLS (`https://` or `etcds://`).
+    #[must_use]
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The etcd user the URL names (`user:password@`), if any.
+    #[must_use]
+    pub fn user(&self) -> Option<&str> {
+        self.credentials.as_ref().map(|c| c.user.as_str())
+    }
+
+    pub(crate) fn credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
     }
 }
 
@@ -45,7 +95,12 @@ impl fmt::Debug for Endpoints {
 
 impl fmt::Display for Endpoints {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "etcd://{}", self.authorities.join(","))
+        let scheme = if self.tls { "https" } else { "etcd" };
+        write!(f, "{scheme}://")?;
+        if let Some(credentials) = &self.credentials {
+            write!(f, "{}:***@", percent_encode(&credentials.user))?;
+        }
+        write!(f, "{}", self.authorities.join(","))
     }
 }
 
@@ -60,48 +115,99 @@ impl std::str::FromStr for Endpoints {
                 redact(url)
             )));
         };
-        match scheme.to_ascii_lowercase().as_str() {
-            "etcd" | "http" => {}
-            "https" | "etcds" => {
-                return Err(Error::invalid_config(format!(
-                    "the etcd URL {:?} asks for TLS, which this client does not speak; \
-                     use etcd://host:port through a local TLS proxy",
-                    redact(url)
-                )));
-            }
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "etcd" | "http" => false,
+            "https" | "etcds" => true,
             other => {
                 return Err(Error::invalid_config(format!(
-                    "the etcd URL {:?} has the scheme {other:?}; write it as etcd://host:port[,host:port…]",
+                    "the etcd URL {:?} has the scheme {other:?}; write it as etcd://host:port[,host:port…] \
+                     (https://… for TLS)",
                     redact(url)
                 )));
             }
-        }
-        if rest.contains('@') {
-            return Err(Error::invalid_config(format!(
-                "the etcd URL {:?} carries credentials, and etcd authentication is not supported \
-                 yet; remove user:password@ (and let the cluster accept this client without auth)",
-                redact(url)
-            )));
-        }
+        };
+        let (credentials, rest) = match rest.rfind('@') {
+            Some(at) => (Some(credentials(&rest[..at], url)?), &rest[at + 1..]),
+            None => (None, rest),
+        };
         let hosts = rest.strip_suffix('/').unwrap_or(rest);
         if hosts.contains(['/', '?', '#']) {
             return Err(Error::invalid_config(format!(
-                "the etcd URL {url:?} has a path or query; only etcd://host:port[,host:port…] is accepted"
+                "the etcd URL {:?} has a path or query; only etcd://host:port[,host:port…] is accepted",
+                redact(url)
             )));
         }
         let authorities = hosts
             .split(',')
             .map(|member| authority(member.trim(), url))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { authorities })
+        Ok(Self {
+            authorities,
+            tls,
+            credentials,
+        })
     }
+}
+
+/// `user:password` (percent-encoded) → the credentials, checked; errors never show them.
+fn credentials(userinfo: &str, url: &str) -> Result<Credentials> {
+    let bad = |why: &str| {
+        Error::invalid_config(format!(
+            "the etcd URL {:?} has bad credentials: {why}",
+            redact(url)
+        ))
+    };
+    let (user, password) = userinfo
+        .split_once(':')
+        .ok_or_else(|| bad("write them as user:password@ before the members"))?;
+    let user = percent_decode(user).ok_or_else(|| {
+        bad("the user name has a bad percent escape or is not UTF-8 once decoded")
+    })?;
+    let password = percent_decode(password)
+        .ok_or_else(|| bad("the password has a bad percent escape or is not UTF-8 once decoded"))?;
+    if user.is_empty() {
+        return Err(bad("the user name is empty"));
+    }
+    Ok(Credentials { user, password })
+}
+
+/// `%XX` escapes decoded; `None` for a bad escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A user name as it may appear in a URL again (what `Display` writes).
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// `host[:port]` → `host:port`, checked.
 fn authority(member: &str, url: &str) -> Result<String> {
     let bad = |why: &str| {
         Error::invalid_config(format!(
-            "the etcd URL {url:?} has a bad member {member:?}: {why}"
+            "the etcd URL {:?} has a bad member {member:?}: {why}",
+            redact(url)
         ))
     };
     if member.is_empty() {
@@ -140,9 +246,12 @@ fn authority(member: &str, url: &str) -> Result<String> {
 
 /// The URL with anything before an `@` in it replaced, for error messages.
 fn redact(url: &str) -> String {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
-        _ => url.to_owned(),
+    let Some(at) = url.rfind('@') else {
+        return url.to_owned();
+    };
+    match url.split_once("://") {
+        Some((scheme, _)) if scheme.len() < at => format!("{scheme}://***{}", &url[at..]),
+        _ => format!("***{}", &url[at..]),
     }
 }
 
@@ -166,13 +275,25 @@ mod tests {
             parse(" etcd://[::1]:23, 127.0.0.1 ").unwrap(),
             ["[::1]:23", "127.0.0.1:2379"]
         );
+        for (url, tls) in [
+            ("etcd://a", false),
+            ("HTTP://a", false),
+            ("https://a,b:2", true),
+            ("etcds://a", true),
+        ] {
+            let endpoints: Endpoints = url.parse().unwrap();
+            assert_eq!(endpoints.is_tls(), tls, "{url}");
+        }
+        assert_eq!(
+            "etcds://a,b:2".parse::<Endpoints>().unwrap().to_string(),
+            "https://a:2379,b:2"
+        );
     }
 
     #[test]
     fn bad_urls_say_what_to_fix() {
         for (url, says) in [
             ("a:2379", "no scheme"),
-            ("https://a", "TLS"),
             ("redis://a", "scheme \"redis\""),
             ("etcd://a,,b", "empty"),
             ("etcd://a:0", "port"),
@@ -180,6 +301,9 @@ mod tests {
             ("etcd://a/b", "path"),
             ("etcd://[::1", "closing ]"),
             ("etcd://a b", "characters"),
+            ("etcd://root@a", "user:password@"),
+            ("etcd://:pw@a", "user name is empty"),
+            ("etcd://root:%zz@a", "percent escape"),
         ] {
             let e = parse(url).expect_err(url);
             assert!(e.is_invalid_config(), "{url}: {e}");
@@ -188,11 +312,36 @@ mod tests {
     }
 
     #[test]
-    fn credentials_are_refused_and_never_echoed() {
-        let e = parse("etcd://root:s3cret@a:2379").unwrap_err();
-        assert!(e.to_string().contains("authentication"), "{e}");
-        assert!(!e.to_string().contains("s3cret"), "{e}");
-        let e = parse("https://root:s3cret@a").unwrap_err();
-        assert!(!e.to_string().contains("s3cret"), "{e}");
+    fn credentials_are_decoded_and_never_shown() {
+        let endpoints: Endpoints = "https://lock%20er:s3cr%40t:x@a:2379,b".parse().unwrap();
+        assert_eq!(endpoints.authorities(), ["a:2379", "b:2379"]);
+        let credentials = endpoints.credentials().unwrap();
+        assert_eq!(
+            (credentials.user.as_str(), credentials.password.as_str()),
+            ("lock er", "s3cr@t:x")
+        );
+        assert_eq!(endpoints.user(), Some("lock er"));
+        for shown in [
+            endpoints.to_string(),
+            format!("{endpoints:?}"),
+            format!("{credentials:?}"),
+        ] {
+            assert!(!shown.contains("s3cr"), "{shown}");
+            assert!(shown.contains("lock") && shown.contains("***"), "{shown}");
+        }
+        assert_eq!(endpoints.to_string(), "https://lock%20er:***@a:2379,b:2379");
+        // An unescaped @ in the password: the last @ ends the credentials.
+        let endpoints: Endpoints = "etcd://root:p@ss@a".parse().unwrap();
+        assert_eq!(endpoints.credentials().unwrap().password, "p@ss");
+        assert_eq!(endpoints.authorities(), ["a:2379"]);
+        for url in [
+            "etcd://root:s3cret@a:x",
+            "https://root:s3cret@a/b",
+            "etcd://root:s3cret%zz@a",
+            "redis://root:s3cret@a",
+        ] {
+            let e = parse(url).unwrap_err();
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
     }
 }

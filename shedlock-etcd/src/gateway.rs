@@ -1,9 +1,11 @@
-//! etcd's v3 JSON gateway over plain HTTP/1.1: the few calls the provider makes, failover across
-//! the members of one cluster, and the JSON shapes (base64 bytes, int64 as strings).
+//! etcd's v3 JSON gateway over HTTP/1.1 (plain or TLS): the few calls the provider makes,
+//! failover across the members of one cluster, authentication, and the JSON shapes (base64 bytes,
+//! int64 as strings).
 
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -18,17 +20,35 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
-use crate::endpoint::Endpoints;
+use crate::endpoint::{Credentials, Endpoints};
+
+/// The connector: with `tls-rustls`, rustls for `https://` members and plain TCP for `http://`.
+#[cfg(feature = "tls-rustls")]
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+#[cfg(not(feature = "tls-rustls"))]
+type Connector = HttpConnector;
 
 /// gRPC's `UNAVAILABLE`, which the gateway reports for "no leader" and similar member states:
 /// another member may answer.
 const UNAVAILABLE: i64 = 14;
 
+/// gRPC's `UNAUTHENTICATED`: etcd's answer to a token it does not know (expired, or issued before
+/// a restart).
+const UNAUTHENTICATED: i64 = 16;
+
 /// One failed gateway call, the `source()` of the provider's errors.
 #[derive(Debug)]
 pub(crate) enum GatewayError {
-    /// No member answered: each one's transport failure, in the order tried.
-    Unreachable(Vec<(String, String)>),
+    /// No member answered: each one's transport failure, in the order tried; `tls` when every
+    /// one was a failed TLS handshake (a setup to fix, said in the failures).
+    Unreachable {
+        tries: Vec<(String, String)>,
+        tls: bool,
+    },
+    /// The cluster refused the user and password.
+    AuthFailed { member: String, user: String },
+    /// The cluster has authentication enabled and no user was given.
+    AuthRequired { member: String },
     /// A member answered with an error.
     Status {
         member: String,
@@ -49,7 +69,7 @@ pub(crate) enum GatewayError {
 impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unreachable(tries) => {
+            Self::Unreachable { tries, .. } => {
                 write!(f, "no etcd member answered (")?;
                 for (i, (member, why)) in tries.iter().enumerate() {
                     if i > 0 {
@@ -76,6 +96,16 @@ impl fmt::Display for GatewayError {
                 "the reply was lost (etcd member {member}: {why}) and the transaction may have \
                  been applied; not sent again"
             ),
+            Self::AuthFailed { member, user } => write!(
+                f,
+                "etcd member {member}: authentication failed for user {user:?} (wrong user name \
+                 or password)"
+            ),
+            Self::AuthRequired { member } => write!(
+                f,
+                "etcd member {member} requires authentication and no user was given: give one \
+                 with credentials(user, password) or user:password@ in the URL"
+            ),
             Self::Timeout => write!(f, "the call's deadline passed"),
         }
     }
@@ -88,12 +118,57 @@ impl GatewayError {
     pub(crate) fn is_lease_not_found(&self) -> bool {
         matches!(self, Self::Status { message, .. } if message.contains("lease not found"))
     }
+
+    /// Whether the call failed on the setup (TLS, authentication) rather than on the cluster's
+    /// state: the provider then says everything in one line.
+    pub(crate) fn is_setup(&self) -> bool {
+        matches!(
+            self,
+            Self::Unreachable { tls: true, .. }
+                | Self::AuthFailed { .. }
+                | Self::AuthRequired { .. }
+        )
+    }
+
+    /// Whether a member refused the request for its token (unknown or expired) or for having
+    /// none: etcd checks the token before it proposes or reads anything.
+    fn wants_token(&self) -> bool {
+        matches!(self, Self::Status { code, message, .. }
+            if (*code == UNAUTHENTICATED && message.contains("invalid auth token"))
+                || message.contains("user name is empty"))
+    }
 }
 
 /// Why a request to one member failed, and whether it may have reached it.
 struct Failed {
     sent: bool,
     why: String,
+    tls: bool,
+}
+
+/// The token this client sends: `None` until the first authentication; `Some(None)` when the
+/// cluster answered that authentication is not enabled (nothing to send).
+type Token = Option<Arc<str>>;
+
+/// Authentication: the user, the current token, and one renewal at a time.
+struct Auth {
+    credentials: Credentials,
+    token: Mutex<Option<Token>>,
+    renewing: tokio::sync::Mutex<()>,
+}
+
+impl Auth {
+    fn current(&self) -> Option<Token> {
+        self.token
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[derive(Deserialize)]
+struct AuthenticateResponse {
+    token: String,
 }
 
 /// The HTTP client of one cluster: tries the member that answered last first, then the others
@@ -101,21 +176,47 @@ struct Failed {
 pub(crate) struct Gateway {
     endpoints: Endpoints,
     preferred: AtomicUsize,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<Connector, Full<Bytes>>,
+    scheme: &'static str,
+    auth: Option<Auth>,
 }
 
 impl Gateway {
-    pub(crate) fn new(endpoints: Endpoints, connect_timeout: Duration) -> Self {
+    /// The client of the cluster at `endpoints`; `credentials` (the builder's, else the URL's)
+    /// to authenticate with; `tls`, the rustls configuration (used for `https://` members only).
+    pub(crate) fn new(
+        endpoints: Endpoints,
+        connect_timeout: Duration,
+        credentials: Option<Credentials>,
+        #[cfg(feature = "tls-rustls")] tls: rustls::ClientConfig,
+    ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
+        #[cfg(feature = "tls-rustls")]
+        let connector = {
+            // The scheme of each request picks TLS or not; https:// URLs need the connector
+            // not to enforce http:// only.
+            connector.enforce_http(false);
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http1()
+                .wrap_connector(connector)
+        };
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
         Self {
+            scheme: if endpoints.is_tls() { "https" } else { "http" },
             endpoints,
             preferred: AtomicUsize::new(0),
             http,
+            auth: credentials.map(|credentials| Auth {
+                credentials,
+                token: Mutex::new(None),
+                renewing: tokio::sync::Mutex::new(()),
+            }),
         }
     }
 
@@ -133,6 +234,11 @@ impl Gateway {
     /// connected to (nothing was sent) is skipped: a broken connection or an `UNAVAILABLE`
     /// answer (etcd also gives it for a proposal that timed out while the leader changed, which
     /// may have been applied) ends the call with [`GatewayError::ReplyLost`].
+    ///
+    /// With credentials, the request carries the token (authenticating first when there is none
+    /// yet). When a member refuses the token (expired, or unknown after a restart), this
+    /// authenticates again and sends the request once more, also with `once`: etcd checks the
+    /// token before it reads or proposes anything (a refused transaction was never applied).
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -141,13 +247,100 @@ impl Gateway {
         deadline: Instant,
     ) -> Result<T, GatewayError> {
         let body = Bytes::from(body.to_string());
+        let Some(auth) = &self.auth else {
+            return match self.post_as(path, body, once, deadline, None).await {
+                Err(GatewayError::Status {
+                    member, message, ..
+                }) if message.contains("user name is empty") => {
+                    Err(GatewayError::AuthRequired { member })
+                }
+                other => other,
+            };
+        };
+        let token = match auth.current() {
+            Some(token) => token,
+            None => self.authenticate(auth, None, deadline).await?,
+        };
+        match self
+            .post_as(path, body.clone(), once, deadline, token.as_deref())
+            .await
+        {
+            Err(e) if e.wants_token() => {
+                tracing::debug!(path, error = %e, "etcd refused the token; authenticating again");
+                let token = self.authenticate(auth, Some(&token), deadline).await?;
+                self.post_as(path, body, once, deadline, token.as_deref())
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    /// A token for `auth`'s user: a new one, unless another caller renewed `stale` meanwhile
+    /// (callers that find the same stale token wait for one renewal).
+    async fn authenticate(
+        &self,
+        auth: &Auth,
+        stale: Option<&Token>,
+        deadline: Instant,
+    ) -> Result<Token, GatewayError> {
+        let _one = timeout_at(deadline, auth.renewing.lock())
+            .await
+            .map_err(|_| GatewayError::Timeout)?;
+        if let Some(current) = auth.current()
+            && stale != Some(&current)
+        {
+            return Ok(current);
+        }
+        let body = json!({
+            "name": auth.credentials.user,
+            "password": auth.credentials.password,
+        });
+        let body = Bytes::from(body.to_string());
+        let answer: Result<AuthenticateResponse, _> = self
+            .post_as("/v3/auth/authenticate", body, false, deadline, None)
+            .await;
+        let token = match answer {
+            Ok(answer) => Some(Arc::from(answer.token)),
+            Err(GatewayError::Status { message, .. })
+                if message.contains("authentication is not enabled") =>
+            {
+                tracing::debug!(
+                    user = %auth.credentials.user,
+                    "etcd authentication is not enabled; sending no token"
+                );
+                None
+            }
+            Err(GatewayError::Status {
+                member, message, ..
+            }) if message.contains("authentication failed") => {
+                return Err(GatewayError::AuthFailed {
+                    member,
+                    user: auth.credentials.user.clone(),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        *auth.token.lock().unwrap_or_else(PoisonError::into_inner) = Some(token.clone());
+        Ok(token)
+    }
+
+    /// [`post`](Self::post) with `token` as it is, no authentication.
+    async fn post_as<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Bytes,
+        once: bool,
+        deadline: Instant,
+        token: Option<&str>,
+    ) -> Result<T, GatewayError> {
         let members = self.endpoints.authorities();
         let first = self.preferred.load(Ordering::Relaxed) % members.len();
         let mut failures = Vec::new();
+        let mut all_tls = true;
         for i in 0..members.len() {
             let index = (first + i) % members.len();
             let member = &members[index];
-            match timeout_at(deadline, self.post_to(member, path, body.clone())).await {
+            match timeout_at(deadline, self.post_to(member, path, body.clone(), token)).await {
                 Err(_) => {
                     // A member that accepts and never answers (stopped, overloaded) must not
                     // take every later call down with it: the next call starts at the next one.
@@ -166,13 +359,14 @@ impl Gateway {
                                 why: format!("it answered unavailable: {message}"),
                             });
                         }
+                        all_tls = false;
                         failures.push((member.clone(), message.clone()));
                         continue;
                     }
                     self.preferred.store(index, Ordering::Relaxed);
                     return answer;
                 }
-                Ok(Err(Failed { sent, why })) => {
+                Ok(Err(Failed { sent, why, tls })) => {
                     if once && sent {
                         return Err(GatewayError::ReplyLost {
                             member: member.clone(),
@@ -180,30 +374,39 @@ impl Gateway {
                         });
                     }
                     tracing::debug!(member = %member, path, error = %why, "etcd member unreachable");
+                    all_tls &= tls;
                     failures.push((member.clone(), why));
                 }
             }
         }
-        Err(GatewayError::Unreachable(failures))
+        Err(GatewayError::Unreachable {
+            tls: all_tls && !failures.is_empty(),
+            tries: failures,
+        })
     }
 
-    async fn post_to(&self, member: &str, path: &str, body: Bytes) -> Result<(u16, Bytes), Failed> {
-        let request = hyper::Request::post(format!("http://{member}{path}"))
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(body))
-            .map_err(|e| Failed {
-                sent: false,
-                why: format!("bad request: {e}"),
-            })?;
-        let response = self.http.request(request).await.map_err(|e| Failed {
-            // Only a failed connect proves that nothing was sent.
-            sent: !e.is_connect(),
-            // The legacy client's error says little by itself; its cause says what broke.
-            why: match e.source() {
-                Some(cause) => format!("{e}: {cause}"),
-                None => e.to_string(),
-            },
+    async fn post_to(
+        &self,
+        member: &str,
+        path: &str,
+        body: Bytes,
+        token: Option<&str>,
+    ) -> Result<(u16, Bytes), Failed> {
+        let mut request = hyper::Request::post(format!("{}://{member}{path}", self.scheme))
+            .header(hyper::header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            request = request.header(hyper::header::AUTHORIZATION, token);
+        }
+        let request = request.body(Full::new(body)).map_err(|e| Failed {
+            sent: false,
+            why: format!("bad request: {e}"),
+            tls: false,
         })?;
+        let response = self
+            .http
+            .request(request)
+            .await
+            .map_err(|e| transport_failure(&e))?;
         let status = response.status().as_u16();
         let bytes = response
             .into_body()
@@ -212,8 +415,20 @@ impl Gateway {
             .map_err(|e| Failed {
                 sent: true,
                 why: format!("the answer broke off: {e}"),
+                tls: false,
             })?
             .to_bytes();
+        // A TLS member's answer to plain HTTP (Go's HTTPS server reads no request from it).
+        if status == 400
+            && String::from_utf8_lossy(&bytes).contains("HTTP request to an HTTPS server")
+        {
+            return Err(Failed {
+                sent: false,
+                why: "the member speaks TLS and this client plain HTTP: use an https:// URL"
+                    .to_owned(),
+                tls: true,
+            });
+        }
         Ok((status, bytes))
     }
 
@@ -294,6 +509,29 @@ impl Gateway {
             .post("/v3/lease/timetolive", &body, false, deadline)
             .await?;
         Ok((answer.ttl.0 >= 0).then_some((answer.granted_ttl.0, answer.ttl.0)))
+    }
+}
+
+/// What a failed request to one member means, and whether the member may have read it.
+fn transport_failure(e: &hyper_util::client::legacy::Error) -> Failed {
+    #[cfg(feature = "tls-rustls")]
+    if let Some((why, refused)) = crate::tls::explain(e) {
+        return Failed {
+            // A member that refused the handshake read no request, even one already written.
+            sent: !e.is_connect() && !refused,
+            why,
+            tls: true,
+        };
+    }
+    Failed {
+        // Only a failed connect proves that nothing was sent.
+        sent: !e.is_connect(),
+        // The legacy client's error says little by itself; its cause says what broke.
+        why: match e.source() {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+        tls: false,
     }
 }
 

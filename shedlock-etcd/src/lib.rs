@@ -152,6 +152,8 @@ mod key;
 mod provider;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "tls-rustls")]
+mod tls;
 
 pub use endpoint::{DEFAULT_PORT, Endpoints};
 pub use provider::{
