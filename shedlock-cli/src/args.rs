@@ -1,6 +1,7 @@
 //! The command line, as clap derive types: global connection options and one enum variant per
 //! subcommand.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -16,7 +17,15 @@ Exit status:
      message says what to fix
 
 Database URLs: postgres://user@host/db, mysql://user@host/db (MySQL and MariaDB),
-sqlite://path/to/file.db (sqlite://file.db?mode=rwc creates the file).";
+sqlite://path/to/file.db (sqlite://file.db?mode=rwc creates the file), redis://host:6379,
+etcd://host:2379[,host:2379…].
+
+TLS: postgres://…?sslmode=verify-full&sslrootcert=ca.pem, mysql://…?ssl-mode=VERIFY_IDENTITY&
+ssl-ca=ca.pem, rediss://host:6379, https://host:2379 (etcd); or --cacert (which turns on
+verifying the server's certificate and host name), --cert and --key.
+
+Passwords: in the URL (keep it in DATABASE_URL, not on the command line, where `ps` shows it), in
+the environment variable SHEDLOCK_PASSWORD, or in a file (--password-file). Never printed.";
 
 /// See, free and create the locks of shedlock-rs and Java `ShedLock` in a shared database.
 #[derive(Debug, Parser)]
@@ -83,6 +92,23 @@ pub(crate) struct StoreArgs {
     /// `shedlock:` on Redis, `/shedlock/` on etcd). `--table` and the column options are for SQL.
     #[arg(long, global = true, value_name = "PREFIX")]
     pub(crate) key_prefix: Option<String>,
+    /// TLS: trust the CA certificates in this PEM file, and verify the server's certificate and
+    /// host name (the URL's `sslrootcert=`, `ssl-ca=`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) cacert: Option<PathBuf>,
+    /// TLS: present this client certificate (PEM) to a server that requires one; with --key.
+    #[arg(long, global = true, value_name = "FILE", requires = "key")]
+    pub(crate) cert: Option<PathBuf>,
+    /// TLS: the private key (PEM) of --cert.
+    #[arg(long, global = true, value_name = "FILE", requires = "cert")]
+    pub(crate) key: Option<PathBuf>,
+    /// Log in as this user instead of the URL's (etcd: its authentication user).
+    #[arg(long, global = true, value_name = "USER")]
+    pub(crate) user: Option<String>,
+    /// Read the password from this file (its first line), instead of the URL or
+    /// `SHEDLOCK_PASSWORD`.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) password_file: Option<PathBuf>,
     /// How long each database call may take, connecting included ("5s", "500ms", "PT2S").
     #[arg(long, global = true, default_value = "5s", value_parser = duration, value_name = "DURATION")]
     pub(crate) timeout: Duration,

@@ -60,7 +60,11 @@ impl Failure {
                 "{error}; check that the database is reachable, or raise --timeout if it is slow"
             )
         } else if error.is_backend() {
-            format!("{}; check --database-url and the database", causes(error))
+            let causes = causes(error);
+            match tls_hint(&causes) {
+                Some(hint) => format!("{causes}; {hint}"),
+                None => format!("{causes}; check --database-url and the database"),
+            }
         } else {
             causes(error)
         };
@@ -84,6 +88,43 @@ impl From<shedlock_core::Error> for Failure {
     fn from(error: shedlock_core::Error) -> Self {
         Self::usage(causes(&error))
     }
+}
+
+/// What to do about a TLS failure, recognised in the words of rustls and of the servers (the
+/// same in every store: each speaks TLS through rustls).
+pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
+    const HINTS: &[(&[&str], &str)] = &[
+        (
+            &["UnknownIssuer"],
+            "the server's certificate is not signed by a CA this client trusts: pass the CA that \
+             signed it with --cacert",
+        ),
+        (
+            &["not valid for name"],
+            "connect by a host name the server's certificate holds",
+        ),
+        (
+            &["certificate expired"],
+            "the server's certificate has expired: renew it",
+        ),
+        (
+            &["CertificateRequired", "requires a valid client certificate"],
+            "the server requires a client certificate: pass --cert and --key",
+        ),
+        (
+            &["does not support TLS", "does not support SSL"],
+            "the server does not speak TLS: use a plain URL (no sslmode=require / \
+             ssl-mode=REQUIRED, redis:// not rediss://, etcd:// not https://)",
+        ),
+        (
+            &["no encryption"],
+            "the server accepts TLS connections only: add sslmode=verify-full and --cacert",
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(words, _)| words.iter().any(|w| causes.contains(w)))
+        .map(|(_, hint)| *hint)
 }
 
 /// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.

@@ -74,10 +74,12 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
         Failure::usage("no database given: pass --database-url URL or set DATABASE_URL")
     })?;
     let kind = kind(url)?;
+    let password = password(args)?;
+    let password = password.as_deref();
     // A SQL provider for one command (two connections at most), connected now with `connect`.
     macro_rules! sql {
         ($provider:ty) => {{
-            let builder = configure(<$provider>::from_url(url), args).max_connections(2);
+            let builder = configure(<$provider>::from_url(url), args, password).max_connections(2);
             let provider = if connect {
                 builder.connect().await
             } else {
@@ -95,22 +97,45 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
             if let Some(prefix) = &args.key_prefix {
                 builder = builder.key_prefix(prefix);
             }
+            if let Some(ca) = &args.cacert {
+                builder = builder.ca_file(ca);
+            }
+            if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
+                builder = builder.client_cert(cert, key);
+            }
+            if let Some(user) = &args.user {
+                builder = builder.username(user);
+            }
+            if let Some(password) = password {
+                builder = builder.password(password);
+            }
             let provider = if connect {
                 builder.connect().await
             } else {
                 builder.build()
             };
-            Arc::new(provider.map_err(|e| {
-                Failure::usage(format!(
-                    "cannot connect to Redis: {}; check --database-url or DATABASE_URL",
-                    crate::failure::causes(&e)
-                ))
-            })?)
+            Arc::new(provider.map_err(connect_failure)?)
         }
         Kind::Etcd => {
             let mut builder = EtcdLockProvider::builder(url).call_timeout(args.timeout);
             if let Some(prefix) = &args.key_prefix {
                 builder = builder.prefix(prefix);
+            }
+            if let Some(ca) = &args.cacert {
+                builder = builder.ca_file(ca);
+            }
+            if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
+                builder = builder.client_cert(cert, key);
+            }
+            match (&args.user, password) {
+                (Some(user), Some(password)) => builder = builder.credentials(user, password),
+                (None, None) => {}
+                _ => {
+                    return Err(Failure::usage(
+                        "etcd authentication needs both --user and a password \
+                         (--password-file or SHEDLOCK_PASSWORD)",
+                    ));
+                }
             }
             Arc::new(builder.build()?)
         }
@@ -125,19 +150,60 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
 /// problem, with the store's own words (the server, the cause).
 fn connect_failure(error: shedlock_core::Error) -> Failure {
     if error.is_invalid_config() {
-        Failure::from(error)
-    } else {
+        return Failure::from(error);
+    }
+    let causes = crate::failure::causes(&error);
+    let hint = crate::failure::tls_hint(&causes).unwrap_or("check --database-url or DATABASE_URL");
+    Failure::usage(format!("cannot connect: {causes}; {hint}"))
+}
+
+/// The environment variable a password can come from (never a command-line option, which `ps`
+/// shows).
+pub(crate) const PASSWORD_ENV: &str = "SHEDLOCK_PASSWORD";
+
+/// The password from `--password-file` (its first line) or [`PASSWORD_ENV`], if either is given.
+fn password(args: &StoreArgs) -> Result<Option<String>, Failure> {
+    let from_env = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
+    let Some(path) = &args.password_file else {
+        return Ok(from_env);
+    };
+    if from_env.is_some() {
+        return Err(Failure::usage(format!(
+            "both --password-file and {PASSWORD_ENV} give a password; keep one"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
         Failure::usage(format!(
-            "cannot connect: {}; check --database-url or DATABASE_URL",
-            crate::failure::causes(&error)
+            "cannot read the password file {}: {e}",
+            path.display()
         ))
+    })?;
+    match text.lines().next().filter(|line| !line.is_empty()) {
+        Some(line) => Ok(Some(line.to_owned())),
+        None => Err(Failure::usage(format!(
+            "the password file {} is empty; its first line is the password",
+            path.display()
+        ))),
     }
 }
 
 fn configure<DB: shedlock_sqlx::sqlx::Database>(
-    builder: LockProviderBuilder<DB>,
+    mut builder: LockProviderBuilder<DB>,
     args: &StoreArgs,
+    password: Option<&str>,
 ) -> LockProviderBuilder<DB> {
+    if let Some(ca) = &args.cacert {
+        builder = builder.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
+        builder = builder.client_cert(cert, key);
+    }
+    if let Some(user) = &args.user {
+        builder = builder.username(user);
+    }
+    if let Some(password) = password {
+        builder = builder.password(password);
+    }
     builder
         .table(&args.table)
         .name_column(&args.name_column)

@@ -515,7 +515,10 @@ async fn create_table_ddl_and_watch_on_a_new_sqlite_file() {
 fn connection_mistakes_are_one_line_and_exit_2() {
     let cases = [
         ("oracle://scott@127.0.0.1/db", "known scheme"),
-        ("redis://127.0.0.1:1", "cannot connect to Redis"),
+        (
+            "redis://127.0.0.1:1",
+            "cannot connect: lock store failed to connect (Redis at redis://127.0.0.1:1/0)",
+        ),
         (
             "postgres://postgres@127.0.0.1:1/test",
             "cannot connect: lock store call `connect` timed out after 2s: connecting to \

@@ -6,38 +6,11 @@ use std::sync::Arc;
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{Error, LockAdmin as _};
 use shedlock_sqlx::MySqlLockProvider;
-use shedlock_sqlx::sqlx::{self, Connection as _, Executor as _};
 use shedlock_tests::throwaway::{Flavor, Throwaway};
 use shedlock_tests::tls::{CLIENT_NAME, Pki};
+use shedlock_tests::tls_servers;
 
 use crate::support::full;
-
-/// A private MariaDB with TLS that refuses connections without it, and a user [`CLIENT_NAME`]
-/// that must present the client certificate.
-async fn server(pki: &Pki, test: &str) -> Option<Throwaway> {
-    let files = pki
-        .server_files(Throwaway::server_user(Flavor::MariaDb))
-        .expect("server files");
-    let mut args = files.mariadb_args();
-    // 127.0.0.2: an address the certificate does not name.
-    args.push("--bind-address=127.0.0.1,127.0.0.2".to_owned());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let db = Throwaway::with_args_or_skip(Flavor::MariaDb, &args, test).await?;
-    let mut conn =
-        sqlx::MySqlConnection::connect(&url("root", "localhost", db.port(), &verify(pki)))
-            .await
-            .expect("root over TLS");
-    for statement in [
-        format!("CREATE USER '{CLIENT_NAME}'@'%' REQUIRE SUBJECT '/CN={CLIENT_NAME}'"),
-        format!("GRANT ALL ON test.* TO '{CLIENT_NAME}'@'%'"),
-        "SET GLOBAL require_secure_transport = ON".to_owned(),
-    ] {
-        conn.execute(sqlx::AssertSqlSafe(statement))
-            .await
-            .expect("set up the server");
-    }
-    Some(db)
-}
 
 fn url(user: &str, host: &str, port: u16, params: &str) -> String {
     format!("mysql://{user}@{host}:{port}/test?{params}")
@@ -59,7 +32,7 @@ fn with_client_cert(pki: &Pki) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_over_verify_identity_with_a_client_certificate() {
     let pki = Pki::new().expect("certificates");
-    let Some(db) = server(&pki, "mariadb tls conformance").await else {
+    let Some(db) = tls_servers::mariadb(&pki, "mariadb tls conformance").await else {
         return;
     };
     let provider = MySqlLockProvider::connect(&url(
@@ -114,7 +87,7 @@ async fn connect_error(url: &str) -> Error {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_mistakes_say_what_is_wrong() {
     let pki = Pki::new().expect("certificates");
-    let Some(db) = server(&pki, "mariadb tls mistakes").await else {
+    let Some(db) = tls_servers::mariadb(&pki, "mariadb tls mistakes").await else {
         return;
     };
     let port = db.port();

@@ -6,51 +6,14 @@ use std::sync::Arc;
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{Error, LockAdmin as _};
 use shedlock_sqlx::PgLockProvider;
-use shedlock_sqlx::sqlx::{self, Connection as _, Executor as _};
 use shedlock_tests::throwaway::{Flavor, Throwaway};
 use shedlock_tests::tls::Pki;
+use shedlock_tests::tls_servers;
 
 use crate::support::full;
 
 /// The role that logs in with the client certificate (its common name).
 const CERT_ROLE: &str = shedlock_tests::tls::CLIENT_NAME;
-
-/// A private Postgres with TLS from `cert`/`key` (the good server certificate by default) that
-/// accepts TLS connections only: `postgres` without a password, [`CERT_ROLE`] by certificate.
-async fn server(
-    pki: &Pki,
-    cert_key: Option<(&std::path::Path, &std::path::Path)>,
-    test: &str,
-) -> Option<Throwaway> {
-    let user = Throwaway::server_user(Flavor::Postgres);
-    let files = match cert_key {
-        Some((cert, key)) => pki.server_files_from(cert, key, user),
-        None => pki.server_files(user),
-    }
-    .expect("server files");
-    let hba = files.cert.with_file_name("pg_hba.conf");
-    std::fs::write(
-        &hba,
-        format!(
-            "local all all trust\n\
-             hostssl all {CERT_ROLE} 127.0.0.0/8 cert\n\
-             hostssl all {CERT_ROLE} ::1/128 cert\n\
-             hostssl all all 127.0.0.0/8 trust\n\
-             hostssl all all ::1/128 trust\n"
-        ),
-    )
-    .expect("pg_hba.conf");
-    let mut args = files.postgres_args();
-    args.extend(["-c".to_owned(), format!("hba_file={}", hba.display())]);
-    // 127.0.0.2: an address the certificate does not name.
-    args.extend([
-        "-c".to_owned(),
-        "listen_addresses=127.0.0.1,127.0.0.2,::1".to_owned(),
-    ]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let pg = Throwaway::with_args_or_skip(Flavor::Postgres, &args, test).await?;
-    Some(pg)
-}
 
 fn url(user: &str, host: &str, port: u16, params: &str) -> String {
     format!("postgres://{user}@{host}:{port}/test?{params}")
@@ -63,18 +26,9 @@ fn verify_full(pki: &Pki) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_over_verify_full_with_a_client_certificate() {
     let pki = Pki::new().expect("certificates");
-    let Some(pg) = server(&pki, None, "postgres tls conformance").await else {
+    let Some(pg) = tls_servers::postgres(&pki, None, "postgres tls conformance").await else {
         return;
     };
-    let admin = url("postgres", "localhost", pg.port(), &verify_full(&pki));
-    let mut conn = sqlx::PgConnection::connect(&admin)
-        .await
-        .expect("postgres over TLS");
-    conn.execute(sqlx::AssertSqlSafe(format!(
-        "CREATE ROLE \"{CERT_ROLE}\" LOGIN; GRANT ALL ON SCHEMA public TO \"{CERT_ROLE}\""
-    )))
-    .await
-    .expect("the certificate's role");
     let by_cert = url(
         CERT_ROLE,
         "localhost",
@@ -133,7 +87,7 @@ async fn connect_error(url: &str) -> Error {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_mistakes_say_what_is_wrong() {
     let pki = Pki::new().expect("certificates");
-    let Some(pg) = server(&pki, None, "postgres tls mistakes").await else {
+    let Some(pg) = tls_servers::postgres(&pki, None, "postgres tls mistakes").await else {
         return;
     };
     let port = pg.port();
@@ -188,7 +142,7 @@ async fn tls_mistakes_say_what_is_wrong() {
     );
 
     // An expired server certificate.
-    let Some(expired) = server(
+    let Some(expired) = tls_servers::postgres(
         &pki,
         Some((&pki.expired_cert, &pki.expired_key)),
         "postgres expired",

@@ -7,42 +7,11 @@ use shedlock_core::{Error, LockAdmin as _};
 use shedlock_redis::RedisLockProvider;
 use shedlock_tests::private_redis::PrivateRedis;
 use shedlock_tests::tls::Pki;
+use shedlock_tests::tls_servers;
 
 use crate::support::full;
 
-const PASSWORD: &str = "s3cret-Pa55";
-
-/// A TLS-only server with the files `cert`/`key`, an ACL user `locker` (the default user off),
-/// client certificates as `auth_clients` says.
-async fn server(
-    pki: &Pki,
-    cert_key: Option<(&std::path::Path, &std::path::Path)>,
-    auth_clients: &str,
-    test: &str,
-) -> Option<PrivateRedis> {
-    let files = match cert_key {
-        Some((cert, key)) => pki.server_files_from(cert, key, None),
-        None => pki.server_files(None),
-    }
-    .expect("server files");
-    let mut args = files.redis_args(auth_clients);
-    for arg in [
-        "--user",
-        "default",
-        "off",
-        "--user",
-        "locker",
-        "on",
-        &format!(">{PASSWORD}"),
-        "~*",
-        "&*",
-        "+@all",
-    ] {
-        args.push(arg.to_owned());
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    PrivateRedis::start_or_skip(&args, test).await
-}
+const PASSWORD: &str = tls_servers::REDIS_PASSWORD;
 
 fn url(host: &str, port: u16) -> String {
     format!("rediss://locker:{PASSWORD}@{host}:{port}")
@@ -60,7 +29,7 @@ async fn connect_error(builder: shedlock_redis::RedisLockProviderBuilder) -> Err
 #[tokio::test]
 async fn conformance_over_tls_with_a_client_certificate_and_an_acl_user() {
     let pki = Pki::new().expect("certificates");
-    let Some(redis) = server(&pki, None, "yes", "redis tls conformance").await else {
+    let Some(redis) = tls_servers::redis(&pki, None, "yes", "redis tls conformance").await else {
         return;
     };
     let provider = RedisLockProvider::builder(url("localhost", redis.port()))
@@ -109,7 +78,7 @@ async fn refused(
 #[tokio::test]
 async fn tls_mistakes_say_what_is_wrong() {
     let pki = Pki::new().expect("certificates");
-    let Some(redis) = server(&pki, None, "yes", "redis tls mistakes").await else {
+    let Some(redis) = tls_servers::redis(&pki, None, "yes", "redis tls mistakes").await else {
         return;
     };
     let port = redis.port();
@@ -190,7 +159,7 @@ async fn tls_mistakes_say_what_is_wrong() {
         .expect("the right settings connect");
 
     // An expired server certificate.
-    let Some(expired) = server(
+    let Some(expired) = tls_servers::redis(
         &pki,
         Some((&pki.expired_cert, &pki.expired_key)),
         "no",
