@@ -17,6 +17,7 @@
 //! `tracing` (`RUST_LOG`, default `warn`).
 
 use std::io::{BufRead as _, Write as _};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -76,6 +77,13 @@ options:
                        5s, 10s, 2s, acquire / 4)
   --record             leader: also write each term to the run log (--runs-table, --session)
   --cleanup            drop the run log and the lock table at the end (cluster)
+  --cacert FILE, --cert FILE, --key FILE
+                       Redis and etcd over TLS (rediss://, https://): the CA to trust, the client
+                       certificate and its key (a SQL database takes them in its URL:
+                       sslrootcert=…, ssl-ca=…)
+  --user USER, --password-file FILE
+                       Redis and etcd: log in as USER; the password from FILE's first line or
+                       $SHEDLOCK_PASSWORD (never an option: `ps` would show it)
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +123,11 @@ struct Args {
     acquire: Option<Duration>,
     acquire_jitter: Option<Duration>,
     record: bool,
+    cacert: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    user: Option<String>,
+    password_file: Option<PathBuf>,
     help: bool,
 }
 
@@ -186,8 +199,16 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, BoxError> 
             "--renew-deadline" => parsed.renew_deadline = Some(duration(&flag, value(&flag)?)?),
             "--acquire" => parsed.acquire = Some(duration(&flag, value(&flag)?)?),
             "--acquire-jitter" => parsed.acquire_jitter = Some(duration(&flag, value(&flag)?)?),
+            "--cacert" => parsed.cacert = Some(value(&flag)?.into()),
+            "--cert" => parsed.cert = Some(value(&flag)?.into()),
+            "--key" => parsed.key = Some(value(&flag)?.into()),
+            "--user" => parsed.user = Some(value(&flag)?),
+            "--password-file" => parsed.password_file = Some(value(&flag)?.into()),
             other => return Err(format!("unknown argument {other:?} (see --help)").into()),
         }
+    }
+    if parsed.cert.is_some() != parsed.key.is_some() {
+        return Err("--cert and --key go together".into());
     }
     let names: std::collections::BTreeSet<_> = parsed.jobs.iter().map(|j| &j.name).collect();
     if names.len() != parsed.jobs.len() {
@@ -259,11 +280,48 @@ fn init_tracing() {
         .try_init();
 }
 
+/// The TLS files and credentials of the command line; the password from `--password-file` (its
+/// first line) or, for a Redis or etcd store, `SHEDLOCK_PASSWORD`.
+fn connect_options(
+    args: &Args,
+    url: Option<&str>,
+) -> Result<crate::store::ConnectOptions, BoxError> {
+    use crate::store::PASSWORD_ENV;
+    let password = match &args.password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the password file {}: {e}", path.display()))?;
+            let line = text
+                .lines()
+                .next()
+                .filter(|l| !l.is_empty())
+                .ok_or_else(|| {
+                    format!(
+                        "the password file {} is empty; its first line is the password",
+                        path.display()
+                    )
+                })?;
+            Some(line.to_owned())
+        }
+        None if url.is_some_and(crate::store::is_kv_url) => {
+            std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty())
+        }
+        None => None,
+    };
+    Ok(crate::store::ConnectOptions {
+        cacert: args.cacert.clone(),
+        cert_key: args.cert.clone().zip(args.key.clone()),
+        user: args.user.clone(),
+        password,
+    })
+}
+
 async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
     let database_url = args
         .database_url
         .clone()
         .or_else(|| std::env::var(DATABASE_URL_ENV).ok());
+    crate::store::set_connect_options(connect_options(&args, database_url.as_deref())?)?;
     match args.command.unwrap_or(Command::Cluster) {
         Command::Cluster => cluster(args, database_url).await,
         Command::Schema => {

@@ -611,6 +611,11 @@ fn spawn_replica(
     if let Some(timeout) = opts.call_timeout {
         command.args(["--call-timeout", &format!("{}ms", timeout.as_millis())]);
     }
+    let connect = crate::store::connect_options();
+    command.args(connect.as_args());
+    if let Some(password) = &connect.password {
+        command.env(crate::store::PASSWORD_ENV, password);
+    }
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start replica {label} ({}): {e}", opts.exe.display()))?;

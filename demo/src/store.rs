@@ -7,9 +7,10 @@
 //! `postgres`, `mysql`, `redis` and `etcd` features, and a build without one refuses its URLs
 //! with an error naming the feature ([`ensure_built`]).
 
+use std::path::PathBuf;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use std::str::FromStr as _;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use shedlock_core::LockProvider;
@@ -24,6 +25,84 @@ use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::PgConnectOptions;
 
 use crate::database::{BoxError, Database, DbKind, Pool, sqlite_options};
+
+/// The environment variable a password can come from (inherited by the replicas a cluster
+/// starts; never a command-line option, which `ps` shows).
+pub const PASSWORD_ENV: &str = "SHEDLOCK_PASSWORD";
+
+/// What a Redis or etcd URL cannot carry, the same for every lock store this process opens:
+/// the TLS files (`--cacert`, `--cert`, `--key`) and the credentials (`--user`, and the password
+/// from `--password-file` or [`PASSWORD_ENV`]). Set once, at start-up, by the command line. A
+/// SQL database takes them in its URL, which the run log shares.
+#[derive(Default, Clone)]
+pub struct ConnectOptions {
+    /// The CA file to trust (turns on verifying the server's certificate and host name).
+    pub cacert: Option<PathBuf>,
+    /// The client certificate and its key.
+    pub cert_key: Option<(PathBuf, PathBuf)>,
+    /// The user to log in as (etcd: its authentication user).
+    pub user: Option<String>,
+    /// The password (never printed).
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("cacert", &self.cacert)
+            .field("cert_key", &self.cert_key)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+static CONNECT: OnceLock<ConnectOptions> = OnceLock::new();
+
+/// Sets this process's [`ConnectOptions`]; once only.
+///
+/// # Errors
+///
+/// When they were set already.
+pub fn set_connect_options(options: ConnectOptions) -> Result<(), BoxError> {
+    CONNECT
+        .set(options)
+        .map_err(|_| "the connect options are set once, at start-up".into())
+}
+
+/// This process's [`ConnectOptions`] (none unless set).
+pub fn connect_options() -> &'static ConnectOptions {
+    CONNECT.get_or_init(ConnectOptions::default)
+}
+
+impl ConnectOptions {
+    /// Whether any is given.
+    #[must_use]
+    pub fn is_set(&self) -> bool {
+        self.cacert.is_some()
+            || self.cert_key.is_some()
+            || self.user.is_some()
+            || self.password.is_some()
+    }
+
+    /// The command-line options that give a replica the same TLS files and user (the password
+    /// goes through [`PASSWORD_ENV`]).
+    #[must_use]
+    pub fn as_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(ca) = &self.cacert {
+            args.extend(["--cacert".to_owned(), ca.display().to_string()]);
+        }
+        if let Some((cert, key)) = &self.cert_key {
+            args.extend(["--cert".to_owned(), cert.display().to_string()]);
+            args.extend(["--key".to_owned(), key.display().to_string()]);
+        }
+        if let Some(user) = &self.user {
+            args.extend(["--user".to_owned(), user.clone()]);
+        }
+        args
+    }
+}
 
 fn configure<DB: sqlx::Database>(
     mut builder: LockProviderBuilder<DB>,
@@ -46,6 +125,15 @@ pub(crate) async fn provider(
     table: Option<&str>,
     call_timeout: Option<Duration>,
 ) -> Result<Arc<dyn LockProvider>, BoxError> {
+    if connect_options().is_set() {
+        return Err(
+            "--cacert, --cert, --key, --user and a password are for Redis and etcd: a SQL \
+                    database takes them in its URL (Postgres: sslmode=verify-full&sslrootcert=…&\
+                    sslcert=…&sslkey=…; MySQL: ssl-mode=VERIFY_IDENTITY&ssl-ca=…&ssl-cert=…&\
+                    ssl-key=…), which the demo's run log shares"
+                .into(),
+        );
+    }
     let url = db.url();
     Ok(match db.kind() {
         #[cfg(feature = "postgres")]
@@ -116,6 +204,19 @@ pub(crate) async fn redis_provider(
         if let Some(prefix) = key_prefix {
             builder = builder.key_prefix(prefix);
         }
+        let connect = connect_options();
+        if let Some(ca) = &connect.cacert {
+            builder = builder.ca_file(ca);
+        }
+        if let Some((cert, key)) = &connect.cert_key {
+            builder = builder.client_cert(cert, key);
+        }
+        if let Some(user) = &connect.user {
+            builder = builder.username(user);
+        }
+        if let Some(password) = &connect.password {
+            builder = builder.password(password);
+        }
         if let Some(timeout) = call_timeout {
             builder = builder.call_timeout(timeout);
         }
@@ -128,14 +229,14 @@ pub(crate) async fn redis_provider(
     }
 }
 
-/// Whether `url` names an etcd cluster (`etcd://host:port[,host:port…]`), served by
-/// shedlock-etcd.
+/// Whether `url` names an etcd cluster (`etcd://host:port[,host:port…]`, over TLS `etcds://` or
+/// `https://`; `http://` too), served by shedlock-etcd.
 #[must_use]
 pub fn is_etcd_url(url: &str) -> bool {
-    url.split(':')
-        .next()
-        .unwrap_or_default()
-        .eq_ignore_ascii_case("etcd")
+    let scheme = url.split(':').next().unwrap_or_default();
+    ["etcd", "etcds", "https", "http"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s))
 }
 
 /// Whether `url` names a lock store that is no SQL database (Redis, etcd).
@@ -156,6 +257,18 @@ pub(crate) fn etcd_provider(
         let mut builder = shedlock_etcd::EtcdLockProvider::builder(url);
         if let Some(prefix) = key_prefix {
             builder = builder.prefix(prefix);
+        }
+        let connect = connect_options();
+        if let Some(ca) = &connect.cacert {
+            builder = builder.ca_file(ca);
+        }
+        if let Some((cert, key)) = &connect.cert_key {
+            builder = builder.client_cert(cert, key);
+        }
+        match (&connect.user, &connect.password) {
+            (Some(user), Some(password)) => builder = builder.credentials(user, password),
+            (None, None) => {}
+            _ => return Err("etcd authentication needs both --user and a password".into()),
         }
         if let Some(timeout) = call_timeout {
             builder = builder.call_timeout(timeout);

@@ -34,6 +34,9 @@ const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
     ("rediss", Ok(Kind::Redis)),
     ("unix", Ok(Kind::Redis)),
     ("etcd", Ok(Kind::Etcd)),
+    ("etcds", Ok(Kind::Etcd)),
+    ("https", Ok(Kind::Etcd)),
+    ("http", Ok(Kind::Etcd)),
 ];
 
 /// An opened store and how to name it in messages (never with the URL's credentials).
@@ -231,6 +234,7 @@ mod tests {
         assert_eq!(kind("sqlite::memory:").ok(), Some(Kind::Sqlite));
         assert_eq!(kind("redis://127.0.0.1:6379").ok(), Some(Kind::Redis));
         assert_eq!(kind("etcd://127.0.0.1:2379").ok(), Some(Kind::Etcd));
+        assert_eq!(kind("https://10.0.0.1:2379").ok(), Some(Kind::Etcd));
         let unknown = kind("oracle://x").expect_err("unknown");
         assert!(
             unknown

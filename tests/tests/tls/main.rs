@@ -8,6 +8,7 @@
 
 mod support;
 
+mod demo;
 mod mysql;
 mod postgres;
 mod redis;
