@@ -6,7 +6,7 @@
 //! cargo bench -p shedlock-bench -- --quick           # about a minute
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
-//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd
+//! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd, tls
 //! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch, fires
 //! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
@@ -28,6 +28,7 @@ mod sql;
 mod sqlite;
 mod stores;
 mod suite;
+mod tls;
 mod wire;
 
 use std::path::PathBuf;
@@ -43,7 +44,9 @@ use crate::harness::{PARTS, Plan};
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
-const DATABASES: [&str; 6] = ["postgres", "mariadb", "sqlite", "memory", "redis", "etcd"];
+const DATABASES: [&str; 7] = [
+    "postgres", "mariadb", "sqlite", "memory", "redis", "etcd", "tls",
+];
 
 struct Settings {
     quick: bool,
@@ -71,7 +74,7 @@ impl Settings {
                 "--db" => {
                     let list = args
                         .next()
-                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory,redis,etcd")?;
+                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory,redis,etcd,tls")?;
                     settings.databases = list.split(',').map(|d| d.trim().to_owned()).collect();
                     if let Some(bad) = settings
                         .databases
@@ -79,7 +82,7 @@ impl Settings {
                         .find(|d| !DATABASES.contains(&d.as_str()))
                     {
                         return Err(format!(
-                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory, redis, etcd"
+                            "unknown database {bad:?}; use postgres, mariadb, sqlite, memory, redis, etcd, tls"
                         ));
                     }
                 }
@@ -232,6 +235,18 @@ async fn run(settings: &Settings) -> bool {
                                 (Vec::new(), false)
                             }
                         }
+                    }
+                }
+            }
+            "tls" => {
+                let t = Instant::now();
+                let part = tls::run(&plan).await;
+                eprintln!("tls: done in {:.1} s", t.elapsed().as_secs_f64());
+                match part {
+                    Ok(rows) => (rows, true),
+                    Err(e) => {
+                        eprintln!("tls: {e}");
+                        (Vec::new(), false)
                     }
                 }
             }

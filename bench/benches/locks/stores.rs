@@ -213,10 +213,10 @@ async fn run<P: LockProvider + Clone>(
 }
 
 /// Calls per figure of the round-trip count.
-const WIRE_CALLS: u32 = 20;
+pub(crate) const WIRE_CALLS: u32 = 20;
 
 /// Round trips and bytes (both ways) on the proxy since `since`, per call.
-fn per_call(proxy: &Proxy, since: (u64, u64), calls: u32) -> (f64, f64) {
+pub(crate) fn per_call(proxy: &Proxy, since: (u64, u64), calls: u32) -> (f64, f64) {
     let (trips, bytes) = proxy.counts();
     #[allow(clippy::cast_precision_loss)] // small counts
     let per = |now: u64, then: u64| (now - then) as f64 / f64::from(calls);
