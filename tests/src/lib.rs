@@ -1,6 +1,7 @@
 //! The test harness of shedlock-rs's end-to-end tests: the `replica` binary (the replica program
 //! of [`shedlock_demo`], whose `cluster` example is the demo), the graceful-drain tests' `drainer`
-//! ([`drainer`]), private throwaway servers ([`throwaway`]), a TCP proxy that cuts or black-holes
+//! ([`drainer`]), private throwaway servers ([`throwaway`]), a private etcd with TLS and authentication
+//! ([`private_etcd`]), a TCP proxy that cuts or black-holes
 //! a connection ([`proxy`]), test certificates made at run time ([`tls`]) and a log capture for assertions on `tracing` output
 //! ([`log_capture`]).
 //!
@@ -12,6 +13,7 @@
 
 pub mod drainer;
 pub mod log_capture;
+pub mod private_etcd;
 pub mod proxy;
 pub mod throwaway;
 pub mod tls;
