@@ -189,6 +189,8 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
 /// A user name as it may appear in a URL again (what `Display` writes).
 fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -196,7 +198,9 @@ fn percent_encode(text: &str) -> String {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
             out.push(char::from(byte));
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
     }
     out

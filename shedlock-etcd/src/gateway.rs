@@ -572,9 +572,9 @@ fn transport_failure(
         why.push_str(" (if the member speaks TLS, use an https:// URL)");
     } else if scheme == "https" && e.is_connect() && why.contains("handshake eof") {
         // What a plain-HTTP member does with a TLS handshake.
-        why = "the TLS handshake failed: the member closed the connection (it seems to speak \
-               plain HTTP: use etcd://, or enable TLS on the member)"
-            .to_owned();
+        "the TLS handshake failed: the member closed the connection (it seems to speak plain \
+         HTTP: use etcd://, or enable TLS on the member)"
+            .clone_into(&mut why);
     }
     Failed {
         // Only a failed connect proves that nothing was sent.

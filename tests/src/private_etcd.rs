@@ -108,7 +108,7 @@ impl EtcdOptions {
         Self::default()
     }
 
-    /// TLS with the PKI's server certificate (for localhost, 127.0.0.1, ::1).
+    /// TLS with the PKI's server certificate (for `localhost`, `127.0.0.1`, `::1`).
     #[must_use]
     pub fn tls(pki: &Pki) -> Self {
         Self::tls_with(&pki.server_cert, &pki.server_key)

@@ -82,6 +82,10 @@ pub struct ServerFiles {
     pub ca: PathBuf,
 }
 
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "called as map_err(io_err), which passes the error by value"
+)]
 fn io_err(e: rcgen::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
