@@ -294,19 +294,32 @@ async fn missing_credentials_say_to_give_a_user() {
         return;
     };
     let pki = Pki::new().unwrap();
-    let (etcd, _auth) = secured(&bin, &pki);
-    let provider = EtcdLockProvider::builder(etcd.url())
-        .prefix(testing::unique_prefix())
-        .ca_file(&pki.ca)
-        .client_cert(&pki.nameless_client_cert, &pki.nameless_client_key)
-        .build()
-        .unwrap();
-    acquire_fails(
-        &provider,
-        etcd.port,
-        &["requires authentication", "credentials(", "user:password@"],
-    )
-    .await;
+    // With --client-cert-auth etcd answers a request without a user "permission denied" (its
+    // gateway acts as the user its own certificate names); without, "user name is empty".
+    let (with_certs, _auth) = secured(&bin, &pki);
+    let without_certs = PrivateEtcd::start(&bin, &EtcdOptions::tls(&pki).auth(Auth::default()));
+    for (etcd, answer) in [
+        (&with_certs, "permission denied"),
+        (&without_certs, "user name is empty"),
+    ] {
+        let provider = EtcdLockProvider::builder(etcd.url())
+            .prefix(testing::unique_prefix())
+            .ca_file(&pki.ca)
+            .client_cert(&pki.nameless_client_cert, &pki.nameless_client_key)
+            .build()
+            .unwrap();
+        acquire_fails(
+            &provider,
+            etcd.port,
+            &[
+                "requires authentication",
+                answer,
+                "credentials(",
+                "user:password@",
+            ],
+        )
+        .await;
+    }
 }
 
 /// etcd's simple tokens expire after `--auth-token-ttl` seconds unused (each use restarts the
