@@ -18,8 +18,8 @@ pub const DEFAULT_PORT: u16 = 2379;
 /// - `etcd://` or `http://` (as `etcdctl --endpoints` takes them): plain HTTP to every member.
 /// - `https://` or `etcds://`: TLS to every member. The provider needs the crate's `tls-rustls`
 ///   feature for it (building one without it is an error saying so); see
-///   [`ca_file`](crate::EtcdLockProviderBuilder::ca_file) and
-///   [`client_cert`](crate::EtcdLockProviderBuilder::client_cert).
+///   `EtcdLockProviderBuilder::ca_file` and
+///   `EtcdLockProviderBuilder::client_cert`.
 /// - `user:password@`, percent-decoded (`%40` for an `@` in a password): the etcd user to
 ///   authenticate as; [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides it.
 ///   The password is never shown: `Display` and `Debug` write `user:***@`, errors `***@`.
