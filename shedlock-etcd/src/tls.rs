@@ -209,3 +209,37 @@ pub(crate) fn explain(
     );
     Some((text, refused))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rustls_error_is_found_inside_wrapped_io_errors() {
+        // As hyper-rustls hands it over: rustls' error in tokio-rustls' io::Error, in another.
+        let inner = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let outer = io::Error::other(inner);
+        let (text, refused) = explain(&outer, false).expect("a TLS error");
+        assert!(
+            text.contains("not trusted") && text.contains("ca_file"),
+            "{text}"
+        );
+        assert!(!refused);
+        assert!(explain(&io::Error::other("connection refused"), false).is_none());
+    }
+
+    #[test]
+    fn a_refused_handshake_names_the_missing_client_certificate() {
+        let alert = || rustls::Error::AlertReceived(AlertDescription::BadCertificate);
+        let (none, refused) = explain(&alert(), false).unwrap();
+        assert!(none.contains("none was given") && refused, "{none}");
+        let (bad, refused) = explain(&alert(), true).unwrap();
+        assert!(
+            bad.contains("refused the client certificate") && refused,
+            "{bad}"
+        );
+    }
+}
