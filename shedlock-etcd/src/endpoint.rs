@@ -18,8 +18,8 @@ pub const DEFAULT_PORT: u16 = 2379;
 /// - `etcd://` or `http://` (as `etcdctl --endpoints` takes them): plain HTTP to every member.
 /// - `https://` or `etcds://`: TLS to every member. The provider needs the crate's `tls-rustls`
 ///   feature for it (building one without it is an error saying so); see
-///   [`ca_file`](crate::EtcdLockProviderBuilder::ca_file) and
-///   [`client_cert`](crate::EtcdLockProviderBuilder::client_cert).
+///   `EtcdLockProviderBuilder::ca_file` and
+///   `EtcdLockProviderBuilder::client_cert`.
 /// - `user:password@`, percent-decoded (`%40` for an `@` in a password): the etcd user to
 ///   authenticate as; [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides it.
 ///   The password is never shown: `Display` and `Debug` write `user:***@`, errors `***@`.
@@ -189,6 +189,8 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
 /// A user name as it may appear in a URL again (what `Display` writes).
 fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -196,7 +198,9 @@ fn percent_encode(text: &str) -> String {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
             out.push(char::from(byte));
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
     }
     out

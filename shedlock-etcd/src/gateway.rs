@@ -39,16 +39,15 @@ const UNAUTHENTICATED: i64 = 16;
 /// One failed gateway call, the `source()` of the provider's errors.
 #[derive(Debug)]
 pub(crate) enum GatewayError {
-    /// No member answered: each one's transport failure, in the order tried; `tls` when every
-    /// one was a failed TLS handshake (a setup to fix, said in the failures).
-    Unreachable {
-        tries: Vec<(String, String)>,
-        tls: bool,
-    },
+    /// No member answered: each one's transport failure (a failed TLS handshake in words), in
+    /// the order tried.
+    Unreachable(Vec<(String, String)>),
     /// The cluster refused the user and password.
     AuthFailed { member: String, user: String },
     /// The cluster has authentication enabled and no user was given.
-    AuthRequired { member: String },
+    AuthRequired { member: String, answer: String },
+    /// The user may not touch the keys.
+    PermissionDenied { member: String, user: String },
     /// A member answered with an error.
     Status {
         member: String,
@@ -69,7 +68,7 @@ pub(crate) enum GatewayError {
 impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unreachable { tries, .. } => {
+            Self::Unreachable(tries) => {
                 write!(f, "no etcd member answered (")?;
                 for (i, (member, why)) in tries.iter().enumerate() {
                     if i > 0 {
@@ -101,10 +100,15 @@ impl fmt::Display for GatewayError {
                 "etcd member {member}: authentication failed for user {user:?} (wrong user name \
                  or password)"
             ),
-            Self::AuthRequired { member } => write!(
+            Self::AuthRequired { member, answer } => write!(
                 f,
-                "etcd member {member} requires authentication and no user was given: give one \
-                 with credentials(user, password) or user:password@ in the URL"
+                "etcd member {member} requires authentication ({answer}) and no user was given: \
+                 give one with credentials(user, password) or user:password@ in the URL"
+            ),
+            Self::PermissionDenied { member, user } => write!(
+                f,
+                "etcd member {member}: permission denied for user {user:?}; grant its role \
+                 readwrite on the provider's key prefix"
             ),
             Self::Timeout => write!(f, "the call's deadline passed"),
         }
@@ -119,14 +123,16 @@ impl GatewayError {
         matches!(self, Self::Status { message, .. } if message.contains("lease not found"))
     }
 
-    /// Whether the call failed on the setup (TLS, authentication) rather than on the cluster's
-    /// state: the provider then says everything in one line.
-    pub(crate) fn is_setup(&self) -> bool {
+    /// Whether the provider says everything in one line: no member could be reached (each
+    /// one's cause named: refused, TLS, …) or the setup is wrong (authentication), fixed by
+    /// configuration and read in logs.
+    pub(crate) fn says_all(&self) -> bool {
         matches!(
             self,
-            Self::Unreachable { tls: true, .. }
+            Self::Unreachable(_)
                 | Self::AuthFailed { .. }
                 | Self::AuthRequired { .. }
+                | Self::PermissionDenied { .. }
         )
     }
 
@@ -143,7 +149,6 @@ impl GatewayError {
 struct Failed {
     sent: bool,
     why: String,
-    tls: bool,
 }
 
 /// The token this client sends: `None` until the first authentication; `Some(None)` when the
@@ -178,6 +183,8 @@ pub(crate) struct Gateway {
     preferred: AtomicUsize,
     http: Client<Connector, Full<Bytes>>,
     scheme: &'static str,
+    /// Whether TLS connections present a client certificate.
+    client_cert: bool,
     auth: Option<Auth>,
 }
 
@@ -194,6 +201,10 @@ impl Gateway {
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
         #[cfg(feature = "tls-rustls")]
+        let client_cert = tls.client_auth_cert_resolver.has_certs();
+        #[cfg(not(feature = "tls-rustls"))]
+        let client_cert = false;
+        #[cfg(feature = "tls-rustls")]
         let connector = {
             // The scheme of each request picks TLS or not; https:// URLs need the connector
             // not to enforce http:// only.
@@ -209,6 +220,7 @@ impl Gateway {
             .build(connector);
         Self {
             scheme: if endpoints.is_tls() { "https" } else { "http" },
+            client_cert,
             endpoints,
             preferred: AtomicUsize::new(0),
             http,
@@ -249,10 +261,17 @@ impl Gateway {
         let body = Bytes::from(body.to_string());
         let Some(auth) = &self.auth else {
             return match self.post_as(path, body, once, deadline, None).await {
+                // With --client-cert-auth, etcd's gateway acts as the user its own certificate
+                // names, which may do nothing: permission denied.
                 Err(GatewayError::Status {
                     member, message, ..
-                }) if message.contains("user name is empty") => {
-                    Err(GatewayError::AuthRequired { member })
+                }) if message.contains("user name is empty")
+                    || message.contains("permission denied") =>
+                {
+                    Err(GatewayError::AuthRequired {
+                        member,
+                        answer: message,
+                    })
                 }
                 other => other,
             };
@@ -270,8 +289,9 @@ impl Gateway {
                 let token = self.authenticate(auth, Some(&token), deadline).await?;
                 self.post_as(path, body, once, deadline, token.as_deref())
                     .await
+                    .map_err(|e| denied(auth, e))
             }
-            other => other,
+            other => other.map_err(|e| denied(auth, e)),
         }
     }
 
@@ -336,7 +356,6 @@ impl Gateway {
         let members = self.endpoints.authorities();
         let first = self.preferred.load(Ordering::Relaxed) % members.len();
         let mut failures = Vec::new();
-        let mut all_tls = true;
         for i in 0..members.len() {
             let index = (first + i) % members.len();
             let member = &members[index];
@@ -359,14 +378,13 @@ impl Gateway {
                                 why: format!("it answered unavailable: {message}"),
                             });
                         }
-                        all_tls = false;
                         failures.push((member.clone(), message.clone()));
                         continue;
                     }
                     self.preferred.store(index, Ordering::Relaxed);
                     return answer;
                 }
-                Ok(Err(Failed { sent, why, tls })) => {
+                Ok(Err(Failed { sent, why })) => {
                     if once && sent {
                         return Err(GatewayError::ReplyLost {
                             member: member.clone(),
@@ -374,15 +392,11 @@ impl Gateway {
                         });
                     }
                     tracing::debug!(member = %member, path, error = %why, "etcd member unreachable");
-                    all_tls &= tls;
                     failures.push((member.clone(), why));
                 }
             }
         }
-        Err(GatewayError::Unreachable {
-            tls: all_tls && !failures.is_empty(),
-            tries: failures,
-        })
+        Err(GatewayError::Unreachable(failures))
     }
 
     async fn post_to(
@@ -400,13 +414,12 @@ impl Gateway {
         let request = request.body(Full::new(body)).map_err(|e| Failed {
             sent: false,
             why: format!("bad request: {e}"),
-            tls: false,
         })?;
         let response = self
             .http
             .request(request)
             .await
-            .map_err(|e| transport_failure(&e))?;
+            .map_err(|e| transport_failure(&e, self.scheme, self.client_cert))?;
         let status = response.status().as_u16();
         let bytes = response
             .into_body()
@@ -415,18 +428,22 @@ impl Gateway {
             .map_err(|e| Failed {
                 sent: true,
                 why: format!("the answer broke off: {e}"),
-                tls: false,
             })?
             .to_bytes();
-        // A TLS member's answer to plain HTTP (Go's HTTPS server reads no request from it).
+        // With --client-cert-auth and authentication enabled, etcd's JSON gateway refuses every
+        // client certificate that has a common name (it could not pass that name on as the
+        // user), whatever token the request carries, before it reads the request.
         if status == 400
-            && String::from_utf8_lossy(&bytes).contains("HTTP request to an HTTPS server")
+            && String::from_utf8_lossy(&bytes)
+                .contains("CommonName of client sending a request against gateway")
         {
             return Err(Failed {
                 sent: false,
-                why: "the member speaks TLS and this client plain HTTP: use an https:// URL"
+                why: "the member refuses client certificates that have a common name (CN) on its \
+                      JSON gateway once authentication is enabled: give client_cert(..) a \
+                      certificate without a CN (its names as subject alternative names), and \
+                      the user with credentials(..)"
                     .to_owned(),
-                tls: true,
             });
         }
         Ok((status, bytes))
@@ -513,25 +530,56 @@ impl Gateway {
 }
 
 /// What a failed request to one member means, and whether the member may have read it.
-fn transport_failure(e: &hyper_util::client::legacy::Error) -> Failed {
+/// A "permission denied" answer as [`GatewayError::PermissionDenied`], naming the user.
+fn denied(auth: &Auth, e: GatewayError) -> GatewayError {
+    match e {
+        GatewayError::Status {
+            member, message, ..
+        } if message.contains("permission denied") => GatewayError::PermissionDenied {
+            member,
+            user: auth.credentials.user.clone(),
+        },
+        e => e,
+    }
+}
+
+fn transport_failure(
+    e: &hyper_util::client::legacy::Error,
+    scheme: &str,
+    client_cert: bool,
+) -> Failed {
     #[cfg(feature = "tls-rustls")]
-    if let Some((why, refused)) = crate::tls::explain(e) {
+    if let Some((why, refused)) = crate::tls::explain(e, client_cert) {
         return Failed {
             // A member that refused the handshake read no request, even one already written.
             sent: !e.is_connect() && !refused,
             why,
-            tls: true,
         };
+    }
+    #[cfg(not(feature = "tls-rustls"))]
+    let _ = client_cert;
+    // The legacy client's error says little by itself; its cause says what broke.
+    let mut why = match e.source() {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    };
+    let closed = e
+        .source()
+        .and_then(|cause| cause.downcast_ref::<hyper::Error>())
+        .is_some_and(hyper::Error::is_incomplete_message);
+    if scheme == "http" && closed {
+        // What a TLS member does with plain HTTP; a member that went down mid-request too.
+        why.push_str(" (if the member speaks TLS, use an https:// URL)");
+    } else if scheme == "https" && e.is_connect() && why.contains("handshake eof") {
+        // What a plain-HTTP member does with a TLS handshake.
+        "the TLS handshake failed: the member closed the connection (it seems to speak plain \
+         HTTP: use etcd://, or enable TLS on the member)"
+            .clone_into(&mut why);
     }
     Failed {
         // Only a failed connect proves that nothing was sent.
         sent: !e.is_connect(),
-        // The legacy client's error says little by itself; its cause says what broke.
-        why: match e.source() {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        },
-        tls: false,
+        why,
     }
 }
 

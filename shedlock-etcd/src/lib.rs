@@ -27,17 +27,51 @@
 //! `protoc` installed, which a fresh machine does not have. Every etcd since 3.4 serves the same
 //! v3 API as JSON over HTTP (its gRPC gateway, `/v3/kv/range`, `/v3/kv/txn`,
 //! `/v3/lease/grant`, …, on the client port). This crate speaks that with `hyper` 1 (HTTP/1.1,
-//! no TLS, no gRPC, no code generation): nothing to install, and a small build.
+//! no gRPC, no code generation; TLS through rustls with the `tls-rustls` feature): nothing to
+//! install, and a small build.
 //!
 //! # The URL
 //!
-//! `etcd://host[:port][,host[:port]…]` lists the members of one cluster (port 2379 by default;
-//! `http://` is a synonym); see [`Endpoints`]. A call goes to the member that answered last,
-//! and moves on to the next in URL order when one refuses the connection, drops it, or answers
-//! "unavailable" (no leader); a call that timed out on a member (one that accepts connections
-//! and never answers) makes the next call start at the next member. TLS (`https://`) and credentials are refused with an error saying
-//! so: this client speaks plain HTTP, for a cluster reachable on a trusted network or through a
-//! local TLS proxy.
+//! `etcd://[user:password@]host[:port][,host[:port]…]` lists the members of one cluster (port
+//! 2379 by default; `http://` is a synonym); `https://` (or `etcds://`) speaks TLS to every
+//! member; see [`Endpoints`]. A call goes to the member that answered last, and moves on to the
+//! next in URL order when one refuses the connection, drops it, or answers "unavailable" (no
+//! leader); a call that timed out on a member (one that accepts connections and never answers)
+//! makes the next call start at the next member. When no member answers, the error says, in one
+//! line, each member's `host:port` and why (refused, TLS handshake, …).
+//!
+//! # TLS and authentication
+//!
+//! With the `tls-rustls` feature, an `https://` URL connects with rustls (ring): the members'
+//! certificates are checked against
+//! `EtcdLockProviderBuilder::ca_file` (PEM) or, without one, the system's roots, and
+//! `EtcdLockProviderBuilder::client_cert` gives a client certificate and key
+//! (PEM) for members started with `--client-cert-auth`. The files are read by
+//! [`build`](EtcdLockProviderBuilder::build) (a missing or non-PEM file is
+//! [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config), naming the file). Without
+//! the feature, an `https://` URL is refused with an error saying to enable it. A failed handshake
+//! says what is wrong: certificate not trusted (give `ca_file`), host name mismatch, expired
+//! certificate, a client certificate required and none given, a TLS URL against a plain-HTTP
+//! member and the other way round.
+//!
+//! With a user ([`credentials`](EtcdLockProviderBuilder::credentials), or `user:password@` in the
+//! URL) the provider authenticates (`/v3/auth/authenticate`) before its first call and sends the
+//! token with every request. When etcd answers that the token is invalid (it expired: etcd's
+//! simple tokens live `--auth-token-ttl` seconds, 300 by default, after their last use), it
+//! authenticates again, one caller at a time, and sends the request once more: etcd checks the
+//! token before it reads or proposes anything, so even an acquire's transaction, never sent
+//! twice otherwise, is safe to send again then. Wrong credentials fail with "authentication
+//! failed for user "…"", a cluster with authentication on and no user given with an error saying
+//! to give one; the password is never shown (`Debug`, `Display`, errors, logs). A cluster without
+//! authentication is used without a token.
+//!
+//! The user needs a role with `readwrite` on the key prefix (leases need no permission). One
+//! limit of etcd's JSON gateway: with `--client-cert-auth` **and** authentication enabled, it
+//! refuses every client certificate that has a common name (CN) (it cannot pass that name on as
+//! the etcd user): give this client a certificate without a CN (its names as subject alternative
+//! names) and a user with a password; the error says so. And with `--client-cert-auth` the
+//! gateway connects to its own member with the member's server certificate, which therefore
+//! needs the `clientAuth` extended key usage too.
 //!
 //! # How the contract maps onto etcd
 //!
@@ -142,6 +176,9 @@
 //!
 //! # Features
 //!
+//! - `tls-rustls`: `https://` URLs over rustls (ring), with
+//!   `EtcdLockProviderBuilder::ca_file` and
+//!   `EtcdLockProviderBuilder::client_cert`.
 //! - `testing`: [`testing`], the etcd URL of tests (`SHEDLOCK_ETCD_URL`) and unique prefixes.
 
 #![warn(missing_docs)]

@@ -397,9 +397,9 @@ impl EtcdLockProvider {
                 };
                 Error::backend_message(format!("{op} lock {name:?} on etcd: {error}: {meaning}"))
             }
-            // TLS and authentication failures say all in one line (what is wrong, on which
-            // member, what to change): they are fixed by configuration, and read in logs.
-            error if error.is_setup() => {
+            // Unreachable members (TLS failures among them) and authentication failures say all
+            // in one line: what is wrong, on which member, what to change.
+            error if error.says_all() => {
                 Error::backend_message(format!("{op} lock {name:?} on etcd: {error}"))
             }
             error => Error::backend(format!("{op} lock {name:?} on etcd"), error),

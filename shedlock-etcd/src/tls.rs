@@ -142,8 +142,13 @@ fn rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::E
 ///
 /// The second value says whether the member refused the handshake itself: then it never read a
 /// request, even when this client had already written one (in TLS 1.3 a client may send its
-/// request before the server has checked the client's certificate).
-pub(crate) fn explain(error: &(dyn StdError + 'static)) -> Option<(String, bool)> {
+/// request before the server has checked the client's certificate). `client_cert`: whether this
+/// client has a certificate to present (a member that requires one and got none may answer
+/// "bad certificate" as well as "certificate required").
+pub(crate) fn explain(
+    error: &(dyn StdError + 'static),
+    client_cert: bool,
+) -> Option<(String, bool)> {
     let tls = rustls_error(error)?;
     let handshake = "the TLS handshake failed";
     let text = match tls {
@@ -166,7 +171,9 @@ pub(crate) fn explain(error: &(dyn StdError + 'static)) -> Option<(String, bool)
             }
             other => format!("{handshake}: the member's certificate was refused: {other}"),
         },
-        rustls::Error::AlertReceived(AlertDescription::CertificateRequired) => format!(
+        rustls::Error::AlertReceived(
+            AlertDescription::CertificateRequired | AlertDescription::BadCertificate,
+        ) if !client_cert => format!(
             "{handshake}: the member requires a client certificate and none was given; give one \
              with client_cert(cert, key)"
         ),
@@ -201,4 +208,38 @@ pub(crate) fn explain(error: &(dyn StdError + 'static)) -> Option<(String, bool)
         )
     );
     Some((text, refused))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rustls_error_is_found_inside_wrapped_io_errors() {
+        // As hyper-rustls hands it over: rustls' error in tokio-rustls' io::Error, in another.
+        let inner = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let outer = io::Error::other(inner);
+        let (text, refused) = explain(&outer, false).expect("a TLS error");
+        assert!(
+            text.contains("not trusted") && text.contains("ca_file"),
+            "{text}"
+        );
+        assert!(!refused);
+        assert!(explain(&io::Error::other("connection refused"), false).is_none());
+    }
+
+    #[test]
+    fn a_refused_handshake_names_the_missing_client_certificate() {
+        let alert = || rustls::Error::AlertReceived(AlertDescription::BadCertificate);
+        let (none, refused) = explain(&alert(), false).unwrap();
+        assert!(none.contains("none was given") && refused, "{none}");
+        let (bad, refused) = explain(&alert(), true).unwrap();
+        assert!(
+            bad.contains("refused the client certificate") && refused,
+            "{bad}"
+        );
+    }
 }

@@ -1,7 +1,9 @@
 //! The test harness of shedlock-rs's end-to-end tests: the `replica` binary (the replica program
 //! of [`shedlock_demo`], whose `cluster` example is the demo), the graceful-drain tests' `drainer`
-//! ([`drainer`]), private throwaway servers ([`throwaway`], [`private_redis`]), a TCP proxy that cuts or black-holes
-//! a connection ([`proxy`]), test certificates made at run time and servers that use them ([`tls`], [`tls_servers`]) and a log capture for assertions on `tracing` output
+//! ([`drainer`]), private throwaway servers ([`throwaway`], [`private_redis`], [`private_etcd`]), a TCP
+//! proxy that cuts or black-holes a connection ([`proxy`]), test certificates made at run time and
+//! servers that use them ([`tls`], [`tls_servers`]) and a log capture for assertions on `tracing`
+//! output
 //! ([`log_capture`]).
 //!
 //! Multi-process tests (crash, restart, lost connectivity, clock skew) start the `replica` binary
@@ -12,6 +14,7 @@
 
 pub mod drainer;
 pub mod log_capture;
+pub mod private_etcd;
 pub mod private_redis;
 pub mod proxy;
 pub mod throwaway;

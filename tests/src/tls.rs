@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 
 /// The common name of [`Pki::client_cert`]: the user a server that maps certificates to users
@@ -44,7 +44,8 @@ pub struct Pki {
     pub ca: PathBuf,
     /// A CA that signed nothing here: trusting it instead of [`ca`](Self::ca) must fail.
     pub other_ca: PathBuf,
-    /// The server certificate, for `localhost`, `127.0.0.1` and `::1`.
+    /// The server certificate, for `localhost`, `127.0.0.1` and `::1` (usable as a client
+    /// certificate too, as etcd's gateway uses it).
     pub server_cert: PathBuf,
     /// Its key.
     pub server_key: PathBuf,
@@ -52,6 +53,14 @@ pub struct Pki {
     pub client_cert: PathBuf,
     /// Its key.
     pub client_key: PathBuf,
+    /// A client certificate with no common name (its subject is empty; its one name,
+    /// [`CLIENT_NAME`], is a DNS subject alternative name). etcd's JSON gateway refuses client
+    /// certificates that have a common name once authentication is enabled with
+    /// `--client-cert-auth` (it could not pass the name on as the user), so an etcd client that
+    /// authenticates with a user and password presents one like this.
+    pub nameless_client_cert: PathBuf,
+    /// Its key.
+    pub nameless_client_key: PathBuf,
     /// A server certificate signed by [`ca`](Self::ca) whose validity ended in 2001.
     pub expired_cert: PathBuf,
     /// Its key.
@@ -119,7 +128,10 @@ impl ServerFiles {
     }
 }
 
-#[allow(clippy::needless_pass_by_value)] // the shape `map_err` wants
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "called as map_err(io_err), which passes the error by value"
+)]
 fn io_err(e: rcgen::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
@@ -127,14 +139,14 @@ fn io_err(e: rcgen::Error) -> io::Error {
 fn leaf(
     names: &[&str],
     common_name: &str,
-    usage: ExtendedKeyUsagePurpose,
+    usages: &[ExtendedKeyUsagePurpose],
 ) -> io::Result<CertificateParams> {
     let names: Vec<String> = names.iter().map(|&n| n.to_owned()).collect();
     let mut params = CertificateParams::new(names).map_err(io_err)?;
     params
         .distinguished_name
         .push(DnType::CommonName, common_name);
-    params.extended_key_usages = vec![usage];
+    params.extended_key_usages = usages.to_vec();
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -195,13 +207,14 @@ impl Pki {
             write(&key_path, &key.serialize_pem(), 0o600)?;
             Ok((cert_path, key_path))
         };
-        let server = ExtendedKeyUsagePurpose::ServerAuth;
+        // Server certificates are also client certificates: etcd's JSON gateway connects to its
+        // own gRPC server with the server certificate, which `--client-cert-auth` then checks.
+        let server = [
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
         let (server_cert, server_key) = sign(
-            leaf(
-                &["localhost", "127.0.0.1", "::1"],
-                "localhost",
-                server.clone(),
-            )?,
+            leaf(&["localhost", "127.0.0.1", "::1"], "localhost", &server)?,
             &ca,
             "server",
         )?;
@@ -209,17 +222,24 @@ impl Pki {
             leaf(
                 &[CLIENT_NAME],
                 CLIENT_NAME,
-                ExtendedKeyUsagePurpose::ClientAuth,
+                &[ExtendedKeyUsagePurpose::ClientAuth],
             )?,
             &ca,
             "client",
         )?;
-        let mut expired = leaf(&["localhost", "127.0.0.1"], "localhost", server.clone())?;
+        let mut nameless = leaf(
+            &[CLIENT_NAME],
+            CLIENT_NAME,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
+        )?;
+        nameless.distinguished_name = DistinguishedName::new();
+        let (nameless_client_cert, nameless_client_key) = sign(nameless, &ca, "nameless-client")?;
+        let mut expired = leaf(&["localhost", "127.0.0.1"], "localhost", &server)?;
         expired.not_before = rcgen::date_time_ymd(2000, 1, 1);
         expired.not_after = rcgen::date_time_ymd(2001, 1, 1);
         let (expired_cert, expired_key) = sign(expired, &ca, "expired")?;
         let (wrong_host_cert, wrong_host_key) = sign(
-            leaf(&["elsewhere.invalid"], "elsewhere.invalid", server)?,
+            leaf(&["elsewhere.invalid"], "elsewhere.invalid", &server)?,
             &ca,
             "wrong-host",
         )?;
@@ -230,6 +250,8 @@ impl Pki {
             server_key,
             client_cert,
             client_key,
+            nameless_client_cert,
+            nameless_client_key,
             expired_cert,
             expired_key,
             wrong_host_cert,

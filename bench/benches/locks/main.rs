@@ -72,9 +72,9 @@ impl Settings {
                 "--json" => settings.json = true,
                 "--bench" => {}
                 "--db" => {
-                    let list = args
-                        .next()
-                        .ok_or("--db needs a list: postgres,mariadb,sqlite,memory,redis,etcd,tls")?;
+                    let list = args.next().ok_or(
+                        "--db needs a list: postgres,mariadb,sqlite,memory,redis,etcd,tls",
+                    )?;
                     settings.databases = list.split(',').map(|d| d.trim().to_owned()).collect();
                     if let Some(bad) = settings
                         .databases

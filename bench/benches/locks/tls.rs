@@ -70,7 +70,12 @@ async fn redis(pki: &Pki, plan: &Plan) -> Result<Vec<Row>> {
     };
     let provider = |port: u16, tls: bool| {
         let builder = RedisLockProvider::builder(url(port, tls).as_str());
-        if tls { builder.ca_file(&pki.ca) } else { builder }.connect()
+        if tls {
+            builder.ca_file(&pki.ca)
+        } else {
+            builder
+        }
+        .connect()
     };
     let plain = provider(plain_port, false).await?;
     let tls = provider(server.port(), true).await?;
@@ -139,7 +144,11 @@ async fn round_trips<P: LockProvider>(
     provider.release(&warm, Duration::ZERO).await?;
     let since = proxy.counts();
     for _ in 0..WIRE_CALLS {
-        if provider.acquire(HELD, AT_MOST, "bench-tls").await?.is_some() {
+        if provider
+            .acquire(HELD, AT_MOST, "bench-tls")
+            .await?
+            .is_some()
+        {
             return Err("acquired a held lock".into());
         }
     }

@@ -9,6 +9,7 @@
 mod support;
 
 mod demo;
+mod etcd;
 mod mysql;
 mod postgres;
 mod redis;
