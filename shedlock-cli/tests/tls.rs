@@ -203,3 +203,57 @@ async fn redis_with_the_password_from_a_file_or_the_environment() {
         assert!(!run.stderr.contains(REDIS_PASSWORD), "{}", run.stderr);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_with_a_client_certificate_and_a_user() {
+    use shedlock_etcd::EtcdLockProvider;
+    use shedlock_tests::private_etcd::{Auth, EtcdOptions, PREFIX, PrivateEtcd, etcd_binary};
+
+    let Some(bin) = etcd_binary() else {
+        return;
+    };
+    let pki = Pki::new().expect("certificates");
+    let auth = Auth::default();
+    let etcd = PrivateEtcd::start(
+        &bin,
+        &EtcdOptions::tls(&pki)
+            .client_cert_auth(&pki)
+            .auth(auth.clone()),
+    );
+    let prefix = format!("{PREFIX}cli/");
+    // etcd's gateway refuses a client certificate with a common name once authentication is on.
+    let (cert, key) = (&pki.nameless_client_cert, &pki.nameless_client_key);
+    let store = EtcdLockProvider::builder(etcd.url())
+        .prefix(&prefix)
+        .ca_file(&pki.ca)
+        .client_cert(cert, key)
+        .credentials(&auth.user, &auth.password)
+        .build()
+        .expect("the test's own provider over TLS");
+    let password_file = pki.dir().join("etcd-password");
+    std::fs::write(&password_file, format!("{}\n", auth.password)).expect("password file");
+    let args = [
+        "--key-prefix",
+        &prefix,
+        "--cacert",
+        pki.ca.to_str().unwrap(),
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        "--user",
+        &auth.user,
+        "--password-file",
+        password_file.to_str().unwrap(),
+    ];
+    lists_and_frees(&store, &etcd.url(), &args, &[]).await;
+
+    // A user without its password is refused before any call.
+    let run = shedlock(&etcd.url(), &["--user", &auth.user, "list"], &[]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("needs both --user and a password"),
+        "{}",
+        run.stderr
+    );
+}
