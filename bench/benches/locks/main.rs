@@ -183,6 +183,24 @@ fn java_section(header: &str, placeholder: Placeholder) -> Option<Section> {
     }
 }
 
+/// One part's rows and whether it ran, saying how long it took or why it failed.
+async fn timed(
+    db: &str,
+    part: impl std::future::Future<Output = harness::Result<Vec<Row>>>,
+) -> (Vec<Row>, bool) {
+    let t = Instant::now();
+    match part.await {
+        Ok(rows) => {
+            eprintln!("{db}: done in {:.1} s", t.elapsed().as_secs_f64());
+            (rows, true)
+        }
+        Err(e) => {
+            eprintln!("{db}: {e}");
+            (Vec::new(), false)
+        }
+    }
+}
+
 async fn run(settings: &Settings) -> bool {
     let mut plan = Plan::new(settings.quick);
     plan.only.clone_from(&settings.only);
@@ -220,43 +238,12 @@ async fn run(settings: &Settings) -> bool {
                         eprintln!("{db}: no {var}");
                         (Vec::new(), false)
                     }
-                    Some(url) => {
-                        let t = Instant::now();
-                        let part = if db == "redis" {
-                            stores::redis(&url, &plan).await
-                        } else {
-                            stores::etcd(&url, &plan).await
-                        };
-                        eprintln!("{db}: done in {:.1} s", t.elapsed().as_secs_f64());
-                        match part {
-                            Ok(rows) => (rows, true),
-                            Err(e) => {
-                                eprintln!("{db}: {e}");
-                                (Vec::new(), false)
-                            }
-                        }
-                    }
+                    Some(url) if db == "redis" => timed(db, stores::redis(&url, &plan)).await,
+                    Some(url) => timed(db, stores::etcd(&url, &plan)).await,
                 }
             }
-            "tls" => {
-                let t = Instant::now();
-                let part = tls::run(&plan).await;
-                eprintln!("tls: done in {:.1} s", t.elapsed().as_secs_f64());
-                match part {
-                    Ok(rows) => (rows, true),
-                    Err(e) => {
-                        eprintln!("tls: {e}");
-                        (Vec::new(), false)
-                    }
-                }
-            }
-            "memory" => match suite::in_memory(&plan).await {
-                Ok(rows) => (rows, true),
-                Err(e) => {
-                    eprintln!("memory: {e}");
-                    (Vec::new(), false)
-                }
-            },
+            "tls" => timed(db, Box::pin(tls::run(&plan))).await,
+            "memory" => timed(db, suite::in_memory(&plan)).await,
             _ => match sqlite::temporary().await {
                 Ok(backend) => suite::run(&backend, &plan).await,
                 Err(e) => {

@@ -1,7 +1,7 @@
-//! TLS against plain text, on one server each: a private Postgres with `ssl = on` (taking plain
-//! and TLS connections) and a private `redis-server` with a plain and a TLS port, certificates
+//! TLS against cleartext text, on one server each: a private Postgres with `ssl = on` (taking cleartext
+//! and TLS connections) and a private `redis-server` with a cleartext and a TLS port, certificates
 //! made at run time. Skip and cycle through the provider over both connections, interleaved
-//! round by round; rows: each over TLS with its ratio to plain text (the floor), and the round
+//! round by round; rows: each over TLS with its ratio to cleartext text (the floor), and the round
 //! trips of each on the wire, which TLS must leave unchanged once connected.
 
 use std::net::TcpListener;
@@ -44,10 +44,10 @@ async fn postgres(pki: &Pki, plan: &Plan) -> Result<Vec<Row>> {
         };
         format!("postgres://postgres@localhost:{port}/test?{mode}")
     };
-    let plain = PgLockProvider::connect(&url(pg.port(), false)).await?;
-    plain.create_table_if_not_exists().await?;
+    let cleartext = PgLockProvider::connect(&url(pg.port(), false)).await?;
+    cleartext.create_table_if_not_exists().await?;
     let tls = PgLockProvider::connect(&url(pg.port(), true)).await?;
-    let mut rows = compare("postgres", Arc::new(plain), Arc::new(tls), plan).await?;
+    let mut rows = compare("postgres", Arc::new(cleartext), Arc::new(tls), plan).await?;
     let proxy = Proxy::start(format!("127.0.0.1:{}", pg.port())).await?;
     for tls in [false, true] {
         let wired = PgLockProvider::connect(&url(proxy.port(), tls)).await?;
@@ -58,10 +58,10 @@ async fn postgres(pki: &Pki, plan: &Plan) -> Result<Vec<Row>> {
 
 async fn redis(pki: &Pki, plan: &Plan) -> Result<Vec<Row>> {
     let files = pki.server_files(None)?;
-    let plain_port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let text_port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut args = files.redis_args("no");
-    // The TLS port is the server's `{port}`; a plain one beside it, instead of `--port 0`.
-    args[1] = plain_port.to_string();
+    // The TLS port is the server's `{port}`; a cleartext one beside it, instead of `--port 0`.
+    args[1] = text_port.to_string();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = PrivateRedis::start(&args).await?;
     let url = |port: u16, tls: bool| {
@@ -77,10 +77,10 @@ async fn redis(pki: &Pki, plan: &Plan) -> Result<Vec<Row>> {
         }
         .connect()
     };
-    let plain = provider(plain_port, false).await?;
+    let cleartext = provider(text_port, false).await?;
     let tls = provider(server.port(), true).await?;
-    let mut rows = compare("redis", Arc::new(plain), Arc::new(tls), plan).await?;
-    for (port, tls) in [(plain_port, false), (server.port(), true)] {
+    let mut rows = compare("redis", Arc::new(cleartext), Arc::new(tls), plan).await?;
+    for (port, tls) in [(text_port, false), (server.port(), true)] {
         let proxy = Proxy::start(format!("127.0.0.1:{port}")).await?;
         let wired = provider(proxy.port(), tls).await?;
         rows.extend(round_trips("redis", &wired, &proxy, tls).await?);
@@ -88,14 +88,14 @@ async fn redis(pki: &Pki, plan: &Plan) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Skip and cycle over plain text and TLS, interleaved; the TLS rows with their ratio to plain.
+/// Skip and cycle over cleartext text and TLS, interleaved; the TLS rows with their ratio to cleartext.
 async fn compare<P: LockProvider + Clone + 'static>(
     db: &str,
-    plain: P,
+    cleartext: P,
     tls: P,
     plan: &Plan,
 ) -> Result<Vec<Row>> {
-    hold_elsewhere(&plain).await?;
+    hold_elsewhere(&cleartext).await?;
     let skip = |provider: &P| ProviderSkip {
         provider: provider.clone(),
         owner: "bench-tls".into(),
@@ -106,9 +106,9 @@ async fn compare<P: LockProvider + Clone + 'static>(
         owner: "bench-tls".into(),
     };
     let mut variants = [
-        Variant::new("skip: plain", skip(&plain)),
+        Variant::new("skip: plain", skip(&cleartext)),
         Variant::new("skip: TLS", skip(&tls)),
-        Variant::new("cycle: plain", cycle(&plain, "bench-tls-plain")),
+        Variant::new("cycle: plain", cycle(&cleartext, "bench-tls-plain")),
         Variant::new("cycle: TLS", cycle(&tls, "bench-tls")),
     ];
     let samples = interleave(&mut variants, plan).await?;
