@@ -148,6 +148,13 @@
 //! # Feature flags
 //!
 //! - `postgres`, `mysql`, `sqlite`: the providers (none by default).
+//! - `tls-rustls`, `tls-rustls-ring-native-roots`: TLS, as sqlx's features of those names
+//!   (`sslmode=verify-full&sslrootcert=…`, `ssl-mode=VERIFY_IDENTITY&ssl-ca=…`); the builder's
+//!   [`ca_file`](LockProviderBuilder::ca_file), [`client_cert`](LockProviderBuilder::client_cert),
+//!   [`username`](LockProviderBuilder::username) and [`password`](LockProviderBuilder::password)
+//!   carry what a URL cannot. sqlx's other TLS features reach this crate's sqlx when your own
+//!   `sqlx` dependency enables them. The forms and errors of every store: the repository
+//!   README's "Production connections".
 //! - `testing`: [`testing`], database URLs and unique names for tests of your own.
 //! - `testcontainers`: `testing`, plus starting Postgres/MariaDB containers when no URL is set
 //!   (needs a Docker engine).
