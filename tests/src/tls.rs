@@ -74,7 +74,7 @@ pub struct ServerFiles {
 }
 
 fn io_err(e: rcgen::Error) -> io::Error {
-    io::Error::other(e.to_string())
+    io::Error::other(e)
 }
 
 fn leaf(
