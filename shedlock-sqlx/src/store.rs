@@ -228,10 +228,18 @@ pub(crate) struct Checkout<'a, DB: Database> {
     /// The last statement failed because the connection was gone.
     lost: bool,
     call: &'a Call,
-    /// Each statement runs in a transaction of its own ([`statement`](Self::statement)).
-    pooler: bool,
-    /// A `COMMIT` of this attempt's was sent: a connection lost from then on may have committed.
-    committed: bool,
+    mode: Mode,
+}
+
+/// How a [`Checkout`]'s statements run ([`Checkout::begin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// As they are: named statements kept on the connection, autocommit.
+    Direct,
+    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler; `committed`
+    /// once a `COMMIT` of this attempt's was sent (a connection lost from then on may have
+    /// committed).
+    Pooler { committed: bool },
 }
 
 /// Runs one statement of a provider's on a [`Checkout`] within its call's deadline, through
@@ -286,8 +294,11 @@ impl<'a, DB: Database> Checkout<'a, DB> {
             in_flight: false,
             lost: false,
             call,
-            pooler,
-            committed: false,
+            mode: if pooler {
+                Mode::Pooler { committed: false }
+            } else {
+                Mode::Direct
+            },
         }
     }
 
@@ -323,7 +334,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
-        if !self.pooler {
+        if self.mode == Mode::Direct {
             return Ok(query);
         }
         let call = self.call;
@@ -344,13 +355,13 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     where
         for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     {
-        if !self.pooler {
+        if self.mode == Mode::Direct {
             return self.settle(outcome, map);
         }
         let call = self.call;
         match outcome {
             Ok(Ok(value)) => {
-                self.committed = true;
+                self.mode = Mode::Pooler { committed: true };
                 let committed = call
                     .timed(sqlx::raw_sql("COMMIT").execute(self.conn()))
                     .await;
@@ -409,7 +420,8 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         map: impl FnOnce(sqlx::Error) -> Error,
         may_have_committed: bool,
     ) -> Result<T> {
-        let may_have_committed = may_have_committed || self.committed;
+        let may_have_committed =
+            may_have_committed || self.mode == (Mode::Pooler { committed: true });
         match outcome {
             Err(timeout) => Err(timeout),
             Ok(Ok(value)) => {
