@@ -2,7 +2,7 @@
 //! of [`shedlock_demo`], whose `cluster` example is the demo), the graceful-drain tests' `drainer`
 //! ([`drainer`]), private throwaway servers ([`throwaway`]), a TCP proxy that cuts or black-holes
 //! a connection ([`proxy`]), test certificates made at run time ([`tls`]) and a log capture for assertions on `tracing` output
-//! ([`log_capture`]).
+//! ([`log_capture`]), and a private `PgBouncer` in transaction mode ([`pgbouncer`]).
 //!
 //! Multi-process tests (crash, restart, lost connectivity, clock skew) start the `replica` binary
 //! (`env!("CARGO_BIN_EXE_replica")`) with `run` and their own `--job` specs, lock table, run-log
@@ -12,6 +12,7 @@
 
 pub mod drainer;
 pub mod log_capture;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod throwaway;
 pub mod tls;
