@@ -316,6 +316,10 @@ const CYCLE_PROVIDER_B2B: &str = "back to back: cycle through provider";
 const SELECT1_B2B: &str = "back to back: select 1 (one connection)";
 const SKIP_POOL1_B2B: &str = "pool of 1, back to back: skip through provider";
 const CYCLE_POOL1_B2B: &str = "pool of 1, back to back: cycle through provider";
+/// Postgres only: the provider in transaction-pooler mode (`?transaction_pooler=true`: each
+/// statement unnamed inside `BEGIN` … `COMMIT`), on the same direct connection.
+const SKIP_POOLER: &str = "skip: provider in transaction-pooler mode";
+const CYCLE_POOLER: &str = "cycle: provider in transaction-pooler mode";
 
 /// The interleaved uncontended variants; also returns the floor cycle's median (µs).
 async fn uncontended<D: SqlDb>(
@@ -390,6 +394,33 @@ async fn uncontended<D: SqlDb>(
         )
         .back_to_back(),
     ]);
+    // What transaction-pooler mode costs on a direct connection (Postgres, where the URL
+    // parameter exists).
+    let pooler = if D::DB == "postgres" {
+        let separator = if backend.url.contains('?') { '&' } else { '?' };
+        let url = format!("{}{separator}transaction_pooler=true", backend.url);
+        let provider = backend.provider_at(&url, table).await?;
+        variants.extend([
+            Variant::new(
+                SKIP_POOLER,
+                ProviderSkip {
+                    provider: provider.clone(),
+                    owner: "bench-pooler".into(),
+                },
+            ),
+            Variant::new(
+                CYCLE_POOLER,
+                ProviderCycle {
+                    provider: provider.clone(),
+                    name: "bench-pooler".into(),
+                    owner: "bench-pooler".into(),
+                },
+            ),
+        ]);
+        Some(provider)
+    } else {
+        None
+    };
     for v in floor_b2b.extra_cycles {
         v.op.close().await;
     }
@@ -412,14 +443,41 @@ async fn uncontended<D: SqlDb>(
     closer::<D>(&on_default).await;
     closer::<D>(&provider_b2b).await;
     closer::<D>(&provider_one).await;
+    if let Some(pooler) = &pooler {
+        closer::<D>(pooler).await;
+    }
     let s = Samples {
         metrics,
         values: measured?,
     };
-    Ok((
-        uncontended_rows(D::DB, &s, captured, &extra_names),
-        median(s.of(CYCLE_FLOOR)),
-    ))
+    let mut rows = uncontended_rows(D::DB, &s, captured, &extra_names);
+    if pooler.is_some() {
+        rows.extend([
+            Row::new(
+                D::DB,
+                SKIP_POOLER,
+                median(s.of(SKIP_POOLER)).unwrap_or(f64::NAN),
+                "us/op",
+            )
+            .ratio(
+                median_ratio(s.of(SKIP_POOLER), s.of(SKIP_FLOOR)),
+                SKIP_FLOOR,
+            ),
+            versus(D::DB, &s, SKIP_POOLER, SKIP_PROVIDER),
+            Row::new(
+                D::DB,
+                CYCLE_POOLER,
+                median(s.of(CYCLE_POOLER)).unwrap_or(f64::NAN),
+                "us/op",
+            )
+            .ratio(
+                median_ratio(s.of(CYCLE_POOLER), s.of(CYCLE_FLOOR)),
+                CYCLE_FLOOR,
+            ),
+            versus(D::DB, &s, CYCLE_POOLER, CYCLE_PROVIDER),
+        ]);
+    }
+    Ok((rows, median(s.of(CYCLE_FLOOR))))
 }
 
 /// The six ways through the library every store measures: skip and cycle through the
