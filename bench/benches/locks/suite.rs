@@ -394,33 +394,10 @@ async fn uncontended<D: SqlDb>(
         )
         .back_to_back(),
     ]);
-    // What transaction-pooler mode costs on a direct connection (Postgres, where the URL
-    // parameter exists).
-    let pooler = if D::DB == "postgres" {
-        let separator = if backend.url.contains('?') { '&' } else { '?' };
-        let url = format!("{}{separator}transaction_pooler=true", backend.url);
-        let provider = backend.provider_at(&url, table).await?;
-        variants.extend([
-            Variant::new(
-                SKIP_POOLER,
-                ProviderSkip {
-                    provider: provider.clone(),
-                    owner: "bench-pooler".into(),
-                },
-            ),
-            Variant::new(
-                CYCLE_POOLER,
-                ProviderCycle {
-                    provider: provider.clone(),
-                    name: "bench-pooler".into(),
-                    owner: "bench-pooler".into(),
-                },
-            ),
-        ]);
-        Some(provider)
-    } else {
-        None
-    };
+    let pooler = pooler_provider(backend, table).await?;
+    if let Some(pooler) = &pooler {
+        variants.extend(pooler_variants(pooler));
+    }
     for v in floor_b2b.extra_cycles {
         v.op.close().await;
     }
@@ -452,32 +429,60 @@ async fn uncontended<D: SqlDb>(
     };
     let mut rows = uncontended_rows(D::DB, &s, captured, &extra_names);
     if pooler.is_some() {
-        rows.extend([
-            Row::new(
-                D::DB,
-                SKIP_POOLER,
-                median(s.of(SKIP_POOLER)).unwrap_or(f64::NAN),
-                "us/op",
-            )
-            .ratio(
-                median_ratio(s.of(SKIP_POOLER), s.of(SKIP_FLOOR)),
-                SKIP_FLOOR,
-            ),
-            versus(D::DB, &s, SKIP_POOLER, SKIP_PROVIDER),
-            Row::new(
-                D::DB,
-                CYCLE_POOLER,
-                median(s.of(CYCLE_POOLER)).unwrap_or(f64::NAN),
-                "us/op",
-            )
-            .ratio(
-                median_ratio(s.of(CYCLE_POOLER), s.of(CYCLE_FLOOR)),
-                CYCLE_FLOOR,
-            ),
-            versus(D::DB, &s, CYCLE_POOLER, CYCLE_PROVIDER),
-        ]);
+        rows.extend(pooler_rows(D::DB, &s));
     }
     Ok((rows, median(s.of(CYCLE_FLOOR))))
+}
+
+/// What transaction-pooler mode costs on a direct connection: a provider in that mode
+/// (`?transaction_pooler=true`) on Postgres, where the URL parameter exists; `None` elsewhere.
+async fn pooler_provider<D: SqlDb>(backend: &Sql<D>, table: &str) -> Result<Option<D::Provider>> {
+    if D::DB != "postgres" {
+        return Ok(None);
+    }
+    let separator = if backend.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{separator}transaction_pooler=true", backend.url);
+    Ok(Some(backend.provider_at(&url, table).await?))
+}
+
+/// Skip and cycle through a provider in transaction-pooler mode.
+fn pooler_variants<P: LockProvider + Clone>(provider: &P) -> [Variant; 2] {
+    [
+        Variant::new(
+            SKIP_POOLER,
+            ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-pooler".into(),
+            },
+        ),
+        Variant::new(
+            CYCLE_POOLER,
+            ProviderCycle {
+                provider: provider.clone(),
+                name: "bench-pooler".into(),
+                owner: "bench-pooler".into(),
+            },
+        ),
+    ]
+}
+
+/// Transaction-pooler mode against the floor and against the default provider.
+fn pooler_rows(db: &str, s: &Samples) -> [Row; 4] {
+    let row = |metric: &str, floor: &str| {
+        Row::new(
+            db,
+            metric,
+            median(s.of(metric)).unwrap_or(f64::NAN),
+            "us/op",
+        )
+        .ratio(median_ratio(s.of(metric), s.of(floor)), floor)
+    };
+    [
+        row(SKIP_POOLER, SKIP_FLOOR),
+        versus(db, s, SKIP_POOLER, SKIP_PROVIDER),
+        row(CYCLE_POOLER, CYCLE_FLOOR),
+        versus(db, s, CYCLE_POOLER, CYCLE_PROVIDER),
+    ]
 }
 
 /// The six ways through the library every store measures: skip and cycle through the
