@@ -151,7 +151,7 @@
 //! The cost is round trips: **four per statement instead of one** (`BEGIN`, parse, bind and run,
 //! `COMMIT`), counted on the wire by the tests: a skip costs 4 instead of 1, an acquire and
 //! release 8 instead of 2 on Postgres. Measured on a direct connection to Postgres, a skip took
-//! 2 to 4.5 times as long as by default and an acquire and release about 1.7 times (the
+//! 2 to 6 times as long as by default and an acquire and release 1.7 to 2.1 times (the
 //! repository's `BENCHMARKS.md`), so the setting is off by default. On MySQL/MariaDB every
 //! acquire, a skip too, also keeps the lock's row locked until its `COMMIT`, so acquirers of one
 //! lock wait for each other. Lost replies keep their meaning, counted from the `COMMIT`: a
