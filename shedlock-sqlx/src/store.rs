@@ -644,8 +644,10 @@ impl<DB: Database> Store<DB> {
     /// ([`AfterLostReply::Repeat`]: the repeat has the same effect and answer). A call that may
     /// not ([`AfterLostReply::Fail`]: acquire, fire claim, whose repeat would find their own
     /// lock held or fire recorded) ends with [`Call::lost_reply`]'s error at the first lost
-    /// connection: at most one failed call per dead connection. A failed checkout sent no
-    /// statement and is retried either way.
+    /// connection: at most one failed call per dead connection. Behind a transaction pooler
+    /// ([`Checkout::begin`]), a connection lost before the attempt sent a `COMMIT` rolled its
+    /// statement back, and the attempt runs again whatever the call says. A failed checkout
+    /// sent no statement and is retried either way.
     pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
     where
         F: FnMut(Checkout<'a, DB>) -> Fut,
