@@ -289,7 +289,7 @@ pub(crate) struct Settings {
     pub(crate) max_name_len: usize,
     pub(crate) call_timeout: Duration,
     /// Each statement runs unnamed in a transaction of its own, for a transaction-mode pooler
-    /// ([`Checkout::statement`](crate::store::Checkout::statement)).
+    /// ([`Checkout::begin`](crate::store::Checkout::begin)).
     pub(crate) transaction_pooler: bool,
 }
 

@@ -69,7 +69,7 @@ pub(crate) struct Call {
     lost: AtomicBool,
     /// That lost connection had not been sent a `COMMIT` of this attempt's, so its transaction
     /// rolled back and the attempt may run again whatever [`AfterLostReply`] says (set by
-    /// [`Checkout::statement`] behind a transaction pooler).
+    /// [`Checkout::begin`] behind a transaction pooler).
     rolled_back: AtomicBool,
     /// Whether an attempt whose connection died with its statement sent may run again.
     after_lost_reply: AfterLostReply,
@@ -412,7 +412,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
 
     /// [`settle`](Self::settle), where `may_have_committed` says whether a statement sent on a
     /// connection that then died may have committed: `false` inside a transaction of
-    /// [`statement`](Self::statement)'s before its `COMMIT` was sent (unless an earlier one of
+    /// [`begin`](Self::begin)'s before its `COMMIT` was sent (unless an earlier one of
     /// this attempt was), which lets [`Store::run`] run the attempt again.
     fn settle_as<T>(
         &mut self,
