@@ -51,7 +51,10 @@ const STORES: &[(&str, &str)] = &[
 /// Parses `url` for `DB`, refusing another store's scheme with the provider that takes it. The
 /// messages never repeat the URL (it may hold a password); a scheme is spelled back only if it
 /// has a scheme's shape. SQLite also takes a plain path (`locks.db`), as sqlx does.
-pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
+///
+/// On a Postgres URL, the query parameter [`POOLER_PARAM`] (`transaction_pooler=true` or
+/// `false`) is ours: it is taken out before sqlx reads the URL, and returned.
+pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<(Options<DB>, bool)> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
         // RFC 3986's shape; one letter is a Windows drive, not a scheme.
         s.len() > 1
@@ -88,8 +91,14 @@ pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
         }
         _ => std::borrow::Cow::Borrowed(url),
     };
+    let (url, pooler) = if DB::SCHEMES.contains(&"postgres") {
+        let (url, pooler) = take_pooler_param(&url)?;
+        (std::borrow::Cow::Owned(url), pooler)
+    } else {
+        (url, false)
+    };
     check_tls_files::<DB>(&url)?;
-    url.parse::<Options<DB>>().map_err(|e| {
+    let options = url.parse::<Options<DB>>().map_err(|e| {
         Error::invalid_config_with(
             format!(
                 "the {} URL is not valid ({e}); the form is {}",
@@ -98,7 +107,51 @@ pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<Options<DB>> {
             ),
             e,
         )
-    })
+    })?;
+    Ok((options, pooler))
+}
+
+/// The URL query parameter that sets [`LockProviderBuilder::transaction_pooler`].
+pub(crate) const POOLER_PARAM: &str = "transaction_pooler";
+
+/// `url` without its [`POOLER_PARAM`] parameters, and whether the last one said `true`.
+fn take_pooler_param(url: &str) -> Result<(String, bool)> {
+    let Some((base, rest)) = url.split_once('?') else {
+        return Ok((url.to_owned(), false));
+    };
+    let (query, fragment) = match rest.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (rest, None),
+    };
+    let mut pooler = false;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != POOLER_PARAM {
+            kept.push(pair);
+            continue;
+        }
+        pooler = match value {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(Error::invalid_config(format!(
+                    "the URL parameter {POOLER_PARAM} is {other:?}; use true (each statement \
+                     in a transaction of its own, for PgBouncer in transaction mode) or false"
+                )));
+            }
+        };
+    }
+    let mut url = base.to_owned();
+    if !kept.is_empty() {
+        url.push('?');
+        url.push_str(&kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        url.push('#');
+        url.push_str(fragment);
+    }
+    Ok((url, pooler))
 }
 
 /// Checks that the TLS files a URL names (`sslrootcert=…`, `ssl-ca=…`) can be read, so that a
@@ -180,6 +233,7 @@ pub struct LockProviderBuilder<DB: Database> {
     columns: ColumnNames,
     max_name_len: usize,
     call_timeout: Duration,
+    transaction_pooler: bool,
 }
 
 /// Where a builder's provider gets its connections.
@@ -262,6 +316,9 @@ pub(crate) struct Settings {
     pub(crate) columns: ColumnNames,
     pub(crate) max_name_len: usize,
     pub(crate) call_timeout: Duration,
+    /// Each statement runs unnamed in a transaction of its own, for a transaction-mode pooler
+    /// ([`Checkout::begin`](crate::store::Checkout::begin)).
+    pub(crate) transaction_pooler: bool,
 }
 
 impl Settings {
@@ -275,6 +332,7 @@ impl Settings {
             columns: ColumnNames::default(),
             max_name_len: DEFAULT_MAX_NAME_LEN,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            transaction_pooler: false,
         }
     }
 }
@@ -301,6 +359,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
             columns: ColumnNames::default(),
             max_name_len: DEFAULT_MAX_NAME_LEN,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            transaction_pooler: false,
         }
     }
 
@@ -409,6 +468,21 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
+    /// Runs every statement so that it passes a connection pooler in transaction mode
+    /// (`PgBouncer` with `pool_mode = transaction`, and the like); off by default. Such a
+    /// pooler gives a client a server connection for one transaction only, so the prepared
+    /// statements sqlx keeps per connection do not survive from one statement to the next
+    /// (`prepared statement "sqlx_s_1" already exists`). With this setting each statement runs
+    /// unprepared (sqlx's unnamed statement) inside `BEGIN` … `COMMIT`: four round trips per
+    /// statement instead of one (see [Connection poolers](crate#connection-poolers)). A
+    /// Postgres URL can set it too: `…?transaction_pooler=true`. Not needed with `PgBouncer`
+    /// 1.21 or later when its `max_prepared_statements` is set, nor with a pooler in session
+    /// mode.
+    pub fn transaction_pooler(mut self, on: bool) -> Self {
+        self.transaction_pooler = on;
+        self
+    }
+
     /// Checks every setting (the one validation path of every provider's `build()`); the
     /// connections' source goes to the caller.
     pub(crate) fn into_parts(self) -> Result<(Checked<DB>, Settings)>
@@ -431,8 +505,13 @@ impl<DB: Database> LockProviderBuilder<DB> {
             connect.check_files()?;
             Ok::<_, Error>(options)
         };
+        let mut transaction_pooler = self.transaction_pooler;
         let source = match self.source {
-            Source::Url(url) => Checked::Own(own(parse_url::<DB>(&url)?)?, own_max()?),
+            Source::Url(url) => {
+                let (options, pooler) = parse_url::<DB>(&url)?;
+                transaction_pooler |= pooler;
+                Checked::Own(own(options)?, own_max()?)
+            }
             Source::Options(options) => Checked::Own(own(options)?, own_max()?),
             Source::Pool(_) if !connect.is_empty() => {
                 return Err(Error::invalid_config(format!(
@@ -501,6 +580,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 columns: self.columns,
                 max_name_len: self.max_name_len,
                 call_timeout: self.call_timeout,
+                transaction_pooler,
             },
         ))
     }
@@ -521,6 +601,7 @@ impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
             .field("columns", &self.columns)
             .field("max_name_len", &self.max_name_len)
             .field("call_timeout", &self.call_timeout)
+            .field("transaction_pooler", &self.transaction_pooler)
             .finish_non_exhaustive()
     }
 }
@@ -626,6 +707,7 @@ mod tests {
 mod url_tests {
     use std::time::Duration;
 
+    use super::{Checked, take_pooler_param};
     use crate::{MySqlLockProvider, PgLockProvider, SqliteLockProvider};
 
     /// A loopback port nobody listens on (bound, then closed).
@@ -702,6 +784,53 @@ mod url_tests {
         }
         let err = SqliteLockProvider::connect_lazy("postgres://app@db/app").expect_err("a PG URL");
         assert!(err.to_string().contains("PgLockProvider"), "{err}");
+    }
+
+    /// `transaction_pooler=true|false` on a Postgres URL is ours: taken out (the other
+    /// parameters kept) before sqlx reads the URL; another value is refused.
+    #[test]
+    fn the_transaction_pooler_url_parameter_is_taken_out() {
+        assert_eq!(
+            take_pooler_param("postgres://u@h/db?transaction_pooler=true").unwrap(),
+            ("postgres://u@h/db".to_owned(), true)
+        );
+        assert_eq!(
+            take_pooler_param("postgres://u@h/db?sslmode=disable&transaction_pooler=false&x=1")
+                .unwrap(),
+            ("postgres://u@h/db?sslmode=disable&x=1".to_owned(), false)
+        );
+        assert_eq!(
+            take_pooler_param("postgres://u@h/db?sslmode=disable").unwrap(),
+            ("postgres://u@h/db?sslmode=disable".to_owned(), false)
+        );
+        let err = take_pooler_param("postgres://u@h/db?transaction_pooler=yes").unwrap_err();
+        assert!(err.is_invalid_config(), "{err}");
+        assert!(
+            err.to_string()
+                .contains("the URL parameter transaction_pooler is \"yes\"; use true"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_postgres_url_sets_the_transaction_pooler() {
+        let (source, settings) = PgLockProvider::from_url(
+            "postgres://u@h/db?transaction_pooler=true&application_name=x",
+        )
+        .into_parts()
+        .unwrap();
+        assert!(settings.transaction_pooler);
+        let Checked::Own(options, _) = source else {
+            panic!("connections of its own")
+        };
+        assert_eq!(options.get_application_name(), Some("x"));
+        let (_, settings) = PgLockProvider::from_url("postgres://u@h/db")
+            .into_parts()
+            .unwrap();
+        assert!(!settings.transaction_pooler);
+        let err =
+            PgLockProvider::connect_lazy("postgres://u@h/db?transaction_pooler=1").unwrap_err();
+        assert!(err.is_invalid_config(), "{err}");
     }
 
     #[test]

@@ -63,12 +63,11 @@ pub(crate) struct Statements<X> {
     pub(crate) extra: X,
 }
 
-/// One attempt of a call: the statements of the table's layout, a connection, the call (its
+/// One attempt of a call: the statements of the table's layout, a connection (with its call's
 /// deadline) and how its errors are mapped.
 pub(crate) struct Attempt<'a, D: Dialect> {
     pub(crate) sql: &'a Statements<D::Extra>,
     pub(crate) c: Checkout<'a, D>,
-    pub(crate) call: &'a Call,
     pub(crate) map: &'a Map<'a>,
 }
 
@@ -177,7 +176,7 @@ pub(crate) enum Role {
 }
 
 /// One database's SQL and quirks, implemented on sqlx's database type.
-pub(crate) trait Dialect: Database + Sized {
+pub(crate) trait Dialect: Database + sqlx::database::HasStatementCache + Sized {
     /// The names the database keeps for itself.
     const RESERVED: Reserved;
     /// How it quotes identifiers.

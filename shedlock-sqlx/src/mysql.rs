@@ -20,6 +20,7 @@ use crate::dialect::{
 };
 use crate::ident::{Quote, Reserved};
 use crate::provider::{Provider, sql_lock_provider};
+use crate::store::statement;
 use crate::store::{Call, Checkout, Schema, Store, millis_ceil, utc_from_micros};
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
@@ -448,28 +449,19 @@ impl Dialect for MySql {
         let s = &store.settings;
         let (rows, unique) = store
             .run(call, |mut c| async move {
-                let outcome = call
-                    .timed(
-                        sqlx::query(COLUMNS)
-                            .bind(s.table.schema.as_deref())
-                            .bind(&s.table.table)
-                            .fetch_all(c.conn()),
-                    )
-                    .await;
-                let rows = c.settle(outcome, map)?;
+                let query = sqlx::query(COLUMNS)
+                    .bind(s.table.schema.as_deref())
+                    .bind(&s.table.table);
+                let rows = statement!(c, query, map, fetch_all)?;
                 if rows.is_empty() {
                     return Ok((rows, false));
                 }
-                let outcome = call
-                    .timed(
-                        sqlx::query_scalar::<_, i64>(UNIQUE)
-                            .bind(s.table.schema.as_deref())
-                            .bind(&s.table.table)
-                            .bind(&s.columns.name)
-                            .fetch_one(c.conn()),
-                    )
-                    .await;
-                Ok((rows, c.settle(outcome, map)? > 0))
+                let query = sqlx::query_scalar::<_, i64>(UNIQUE)
+                    .bind(s.table.schema.as_deref())
+                    .bind(&s.table.table)
+                    .bind(&s.columns.name);
+                let unique = statement!(c, query, map, fetch_one)?;
+                Ok((rows, unique > 0))
             })
             .await?;
         if rows.is_empty() {
@@ -543,49 +535,30 @@ impl Dialect for MySql {
     }
 
     async fn acquire<'a>(at: Attempt<'a, Self>, args: Acquire<'a>) -> Result<Option<LockRecord>> {
-        let Attempt { sql, c, call, map } = at;
+        let Attempt { sql, c, map } = at;
         let mut c = c;
         let (name, at_most, owner) = (args.name, args.at_most, args.owner);
         let micros = Self::span(at_most);
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql.acquire.clone()))
-                    .bind(owner)
-                    .bind(micros)
-                    .bind(name)
-                    .execute(c.conn()),
-            )
-            .await;
-        let updated = c.settle(outcome, map)?;
+        let query = sqlx::query(AssertSqlSafe(sql.acquire.clone()))
+            .bind(owner)
+            .bind(micros)
+            .bind(name);
+        let updated = statement!(c, query, map, execute)?;
         // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS): 0 = no row. Only then
         // is the row inserted (a second statement).
         let won = if updated.rows_affected() > 0 {
             reported(&updated)
         } else {
-            let outcome = call
-                .timed(
-                    sqlx::query(AssertSqlSafe(sql.extra.insert.clone()))
-                        .bind(name)
-                        .bind(micros)
-                        .bind(owner)
-                        .execute(c.conn()),
-                )
-                .await;
-            reported(&c.settle(outcome, map)?)
+            let query = sqlx::query(AssertSqlSafe(sql.extra.insert.clone()))
+                .bind(name)
+                .bind(micros)
+                .bind(owner);
+            reported(&statement!(c, query, map, execute)?)
         };
         let Some(reported) = won else {
             return Ok(None);
         };
-        won_record(
-            c,
-            call,
-            map,
-            sql,
-            args.schema,
-            (name, owner, at_most),
-            reported,
-        )
-        .await
+        won_record(c, map, sql, args.schema, (name, owner, at_most), reported).await
     }
 
     /// No `RETURNING`: a look first (a consistent read, no row lock), which answers every fire
@@ -594,21 +567,15 @@ impl Dialect for MySql {
     /// `LAST_INSERT_ID`; a win on a table with tokens reads the row back, as acquire does.
     /// One statement for a fire it does not claim, two or three for a claim.
     async fn claim_fire<'a>(at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
-        let Attempt { sql, c, call, map } = at;
+        let Attempt { sql, c, map } = at;
         let mut c = c;
         let (name, owner, micros) = (
             args.lock.name,
             args.lock.owner,
             Self::span(args.lock.at_most),
         );
-        let outcome = call
-            .timed(
-                sqlx::query(AssertSqlSafe(sql.look.clone()))
-                    .bind(name)
-                    .fetch_one(c.conn()),
-            )
-            .await;
-        let row = c.settle(outcome, map)?;
+        let query = sqlx::query(AssertSqlSafe(sql.look.clone())).bind(name);
+        let row = statement!(c, query, map, fetch_one)?;
         let now = Self::read_time(&row, 0, map)?;
         let recorded = Self::read_opt_time(&row, 1, map)?;
         let exists = row.try_get::<i64, _>(3).map_err(map)? == 1;
@@ -645,18 +612,15 @@ impl Dialect for MySql {
                 .bind(args.at)
                 .bind(args.next)
         };
-        let outcome = call.timed(query.execute(c.conn())).await;
-        let result = c.settle(outcome, map)?;
+        let result = statement!(c, query, map, execute)?;
         let Some(reported) = reported(&result).filter(|_| result.rows_affected() > 0) else {
             return Ok(Seen::Changed);
         };
         let who = (name, owner, args.lock.at_most);
         // None: the lock (of at most `at_most`) already passed on; the look says to whom.
-        Ok(
-            won_record(c, call, map, sql, args.lock.schema, who, reported)
-                .await?
-                .map_or(Seen::Changed, Seen::Won),
-        )
+        Ok(won_record(c, map, sql, args.lock.schema, who, reported)
+            .await?
+            .map_or(Seen::Changed, Seen::Won))
     }
 
     /// The statement reports the server's now through `LAST_INSERT_ID`; the new `lock_until`
@@ -664,9 +628,8 @@ impl Dialect for MySql {
     async fn extend<'a>(at: Attempt<'a, Self>, args: Extend<'a>) -> Result<Option<LockRecord>> {
         let (record, at_most) = (args.record, args.at_most);
         let query = Provider::identified(&at.sql.extend, at_most, record, args.token);
-        let (mut c, call, map) = (at.c, at.call, at.map);
-        let outcome = call.timed(query.execute(c.conn())).await;
-        let result = c.settle(outcome, map)?;
+        let (mut c, map) = (at.c, at.map);
+        let result = statement!(c, query, map, execute)?;
         if result.rows_affected() == 0 {
             return Ok(None);
         }
@@ -687,7 +650,6 @@ impl Dialect for MySql {
 /// without tokens, the claim's `locked_at` in microseconds.
 async fn won_record(
     mut c: Checkout<'_, MySql>,
-    call: &Call,
     map: &Map<'_>,
     sql: &Statements<Extra>,
     schema: Schema,
@@ -699,15 +661,10 @@ async fn won_record(
         let lock_until = plus_millis(locked_at, millis_ceil(at_most))?;
         return Ok(Some(LockRecord::new(name, owner, locked_at, lock_until)));
     }
-    let outcome = call
-        .timed(
-            sqlx::query(AssertSqlSafe(sql.extra.read_back.clone()))
-                .bind(name)
-                .bind(reported)
-                .fetch_optional(c.conn()),
-        )
-        .await;
-    let Some(row) = c.settle(outcome, map)? else {
+    let query = sqlx::query(AssertSqlSafe(sql.extra.read_back.clone()))
+        .bind(name)
+        .bind(reported);
+    let Some(row) = statement!(c, query, map, fetch_optional)? else {
         return Ok(None);
     };
     Ok(Some(

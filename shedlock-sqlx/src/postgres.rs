@@ -14,6 +14,7 @@ use crate::builder::ColumnNames;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
 use crate::provider::{Provider, returning_statements, sql_lock_provider};
+use crate::store::statement;
 use crate::store::{Call, Store, micros_ceil};
 
 /// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
@@ -377,10 +378,8 @@ impl Dialect for Postgres {
             .run(call, |mut c| {
                 let regclass = &regclass;
                 async move {
-                    let outcome = call
-                        .timed(sqlx::query(DETECT).bind(regclass).fetch_all(c.conn()))
-                        .await;
-                    c.settle(outcome, map)
+                    let query = sqlx::query(DETECT).bind(regclass);
+                    statement!(c, query, map, fetch_all)
                 }
             })
             .await?;

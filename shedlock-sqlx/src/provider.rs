@@ -23,6 +23,7 @@ use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
     check_columns, fire_time,
 };
+use crate::store::statement;
 use crate::store::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Schema, Store};
 
 /// A lock provider on `D`'s table.
@@ -290,8 +291,7 @@ where
         let done = self
             .attempts(call, map, *schema, |mut at| async move {
                 let query = Self::identified(&at.sql.release, at_least, record, token);
-                let outcome = at.call.timed(query.execute(at.c.conn())).await;
-                at.c.settle(outcome, at.map)
+                statement!(at.c, query, at.map, execute)
             })
             .await?;
         Ok(D::rows_affected(&done) > 0)
@@ -356,8 +356,7 @@ where
         at: &mut Attempt<'_, D>,
         query: sqlx::query::Query<'_, D, D::Arguments>,
     ) -> Result<Option<D::Row>> {
-        let outcome = at.call.timed(query.fetch_optional(at.c.conn())).await;
-        at.c.settle(outcome, at.map)
+        statement!(at.c, query, at.map, fetch_optional)
     }
 
     /// One attempt of an acquire where a single statement decides and returns the row
@@ -454,7 +453,7 @@ where
         let sql = self.statements(schema);
         self.inner
             .store
-            .run(call, |c| attempt(Attempt { sql, c, call, map }))
+            .run(call, |c| attempt(Attempt { sql, c, map }))
             .await
     }
 
@@ -555,8 +554,7 @@ where
                     Some(name) => sqlx::query(AssertSqlSafe(entry_sql.clone())).bind(name),
                     None => sqlx::query(AssertSqlSafe(list.clone())),
                 };
-                let outcome = call.timed(query.fetch_all(c.conn())).await;
-                let rows = c.settle(outcome, map)?;
+                let rows = statement!(c, query, map, fetch_all)?;
                 rows.iter()
                     .map(|r| entry::<D>(r, map))
                     .collect::<Result<Vec<_>>>()
@@ -588,8 +586,8 @@ where
                     Some(token) => query.bind(token),
                     None => query,
                 };
-                let outcome = call.timed(query.execute(c.conn())).await;
-                Ok(D::rows_affected(&c.settle(outcome, map)?) == 1)
+                let done = statement!(c, query, map, execute)?;
+                Ok(D::rows_affected(&done) == 1)
             })
             .await
     }

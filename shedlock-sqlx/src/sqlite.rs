@@ -12,6 +12,7 @@ use crate::connect::ConnectSettings;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
 use crate::provider::{Provider, returning_statements, sql_lock_provider};
+use crate::store::statement;
 use crate::store::{Call, Store, millis_ceil};
 
 /// The text format of the time columns: UTC, milliseconds, sortable as text.
@@ -339,39 +340,26 @@ impl Dialect for Sqlite {
             (&columns_sql, &indexes_sql, &index_columns_sql);
         store
             .run(call, |mut c| async move {
-                let outcome = call
-                    .timed(
-                        sqlx::query_as::<_, (String, String)>(AssertSqlSafe(columns_sql.clone()))
-                            .bind(&s.table.table)
-                            .bind_schema(schema)
-                            .fetch_all(c.conn()),
-                    )
-                    .await;
-                let columns = c.settle(outcome, map)?;
+                let query =
+                    sqlx::query_as::<_, (String, String)>(AssertSqlSafe(columns_sql.clone()))
+                        .bind(&s.table.table)
+                        .bind_schema(schema);
+                let columns = statement!(c, query, map, fetch_all)?;
                 if columns.is_empty() {
                     return Ok(None);
                 }
-                let outcome = call
-                    .timed(
-                        sqlx::query_scalar::<_, String>(AssertSqlSafe(indexes_sql.clone()))
-                            .bind(&s.table.table)
-                            .bind_schema(schema)
-                            .fetch_all(c.conn()),
-                    )
-                    .await;
+                let query = sqlx::query_scalar::<_, String>(AssertSqlSafe(indexes_sql.clone()))
+                    .bind(&s.table.table)
+                    .bind_schema(schema);
+                let indexes = statement!(c, query, map, fetch_all)?;
                 let mut unique = false;
-                for index in c.settle(outcome, map)? {
-                    let outcome = call
-                        .timed(
-                            sqlx::query_scalar::<_, String>(AssertSqlSafe(
-                                index_columns_sql.clone(),
-                            ))
+                for index in indexes {
+                    let query =
+                        sqlx::query_scalar::<_, String>(AssertSqlSafe(index_columns_sql.clone()))
                             .bind(&index)
-                            .bind_schema(schema)
-                            .fetch_all(c.conn()),
-                        )
-                        .await;
-                    if let [only] = c.settle(outcome, map)?.as_slice()
+                            .bind_schema(schema);
+                    let columns = statement!(c, query, map, fetch_all)?;
+                    if let [only] = columns.as_slice()
                         && only.eq_ignore_ascii_case(&s.columns.name)
                     {
                         unique = true;
@@ -423,15 +411,8 @@ impl Dialect for Sqlite {
                 Provider::<Self>::returned_record(&row, 0, args.lock.name, args.lock.owner, map)?;
             return Ok(Seen::Won(record));
         }
-        let outcome = at
-            .call
-            .timed(
-                sqlx::query(AssertSqlSafe(at.sql.look.clone()))
-                    .bind(args.lock.name)
-                    .fetch_one(at.c.conn()),
-            )
-            .await;
-        let row = at.c.settle(outcome, map)?;
+        let query = sqlx::query(AssertSqlSafe(at.sql.look.clone())).bind(args.lock.name);
+        let row = statement!(at.c, query, map, fetch_one)?;
         Provider::<Self>::seen_row(&row, args.lock.name, map)
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use shedlock_core::{Error, LockRecord, Result, validate_name};
 use sqlx::Database;
+use sqlx::database::HasStatementCache;
 use tokio::sync::OnceCell;
 use tokio::time::{Instant, timeout_at};
 
@@ -66,6 +67,10 @@ pub(crate) struct Call {
     /// The current attempt's connection turned out to be dead (set by [`Checkout::settle`],
     /// read by [`Store::run`]).
     lost: AtomicBool,
+    /// That lost connection had not been sent a `COMMIT` of this attempt's, so its transaction
+    /// rolled back and the attempt may run again whatever [`AfterLostReply`] says (set by
+    /// [`Checkout::begin`] behind a transaction pooler).
+    rolled_back: AtomicBool,
     /// Whether an attempt whose connection died with its statement sent may run again.
     after_lost_reply: AfterLostReply,
     target: Target,
@@ -83,6 +88,7 @@ impl Call {
             timeout,
             deadline: Instant::now() + timeout,
             lost: AtomicBool::new(false),
+            rolled_back: AtomicBool::new(false),
             after_lost_reply: AfterLostReply::Repeat,
             target,
             about: None,
@@ -222,16 +228,164 @@ pub(crate) struct Checkout<'a, DB: Database> {
     /// The last statement failed because the connection was gone.
     lost: bool,
     call: &'a Call,
+    mode: Mode,
+}
+
+/// How a [`Checkout`]'s statements run ([`Checkout::begin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// As they are: named statements kept on the connection, autocommit.
+    Direct,
+    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler; `committed`
+    /// once a `COMMIT` of this attempt's was sent (a connection lost from then on may have
+    /// committed).
+    Pooler { committed: bool },
+}
+
+/// Runs one statement of a provider's on a [`Checkout`] within its call's deadline, through
+/// [`Checkout::begin`] and [`Checkout::end`]: `statement!(c, query, map, fetch_all)` runs
+/// `query.fetch_all(…)` and evaluates to its `Result` (errors mapped by `map`).
+macro_rules! statement {
+    ($c:expr, $query:expr, $map:expr, $run:ident) => {{
+        let c = &mut $c;
+        let map = &$map;
+        match c.begin($query, map).await {
+            Ok(query) => {
+                let outcome = c.call().timed(query.$run(c.conn())).await;
+                c.end(outcome, map).await
+            }
+            Err(error) => Err(error),
+        }
+    }};
+}
+
+pub(crate) use statement;
+
+/// A query whose prepared statement may be kept on the connection or not (sqlx's
+/// `persistent`): a named statement cached per connection, or the unnamed one.
+pub(crate) trait Persistent {
+    /// The query, with its statement kept (`true`, sqlx's default) or not.
+    #[must_use]
+    fn persistent(self, value: bool) -> Self;
+}
+
+impl<DB: Database + HasStatementCache, A> Persistent for sqlx::query::Query<'_, DB, A> {
+    fn persistent(self, value: bool) -> Self {
+        Self::persistent(self, value)
+    }
+}
+
+impl<DB: Database + HasStatementCache, O, A> Persistent for sqlx::query::QueryAs<'_, DB, O, A> {
+    fn persistent(self, value: bool) -> Self {
+        Self::persistent(self, value)
+    }
+}
+
+impl<DB: Database + HasStatementCache, O, A> Persistent for sqlx::query::QueryScalar<'_, DB, O, A> {
+    fn persistent(self, value: bool) -> Self {
+        Self::persistent(self, value)
+    }
 }
 
 impl<'a, DB: Database> Checkout<'a, DB> {
-    fn new(conn: Held<DB>, call: &'a Call) -> Self {
+    fn new(conn: Held<DB>, call: &'a Call, pooler: bool) -> Self {
         Self {
             conn: Some(conn),
             in_flight: false,
             lost: false,
             call,
+            mode: if pooler {
+                Mode::Pooler { committed: false }
+            } else {
+                Mode::Direct
+            },
         }
+    }
+
+    /// Starts one statement of the provider's; every statement a provider runs goes through
+    /// here and [`end`](Self::end):
+    ///
+    /// ```text
+    /// let query = c.begin(query, map).await?;
+    /// let outcome = call.timed(query.fetch_all(c.conn())).await;
+    /// let rows = c.end(outcome, map).await?;
+    /// ```
+    ///
+    /// By default `begin` hands the query back as it is and `end` is [`settle`](Self::settle):
+    /// the statement is prepared once per connection and kept (sqlx's named statements), one
+    /// round trip. Behind a transaction-mode pooler (the `transaction_pooler` setting) a server
+    /// connection is the client's only for a transaction, and a statement outside one may meet
+    /// another server connection at each `Sync`: a named statement cached for this connection
+    /// would be missing there (or exist already), and even the unnamed one is parsed in one
+    /// exchange and bound in the next. So `begin` sends `BEGIN` and hands back the query
+    /// unnamed (not kept), and `end` sends `COMMIT` (or `ROLLBACK` after the database refused
+    /// the statement): the pooler keeps one server connection for the whole of it. Four round
+    /// trips instead of one.
+    ///
+    /// Lost replies stay as [`Store::run`] describes, counted from the `COMMIT`: a connection
+    /// lost before it was sent rolled back, so the attempt runs again even for a call that may
+    /// not repeat a lost reply (unless an earlier `COMMIT` of the same attempt was sent); one
+    /// lost after it was sent may have committed, as a lost statement does by default.
+    pub(crate) async fn begin<Q: Persistent>(
+        &mut self,
+        query: Q,
+        map: impl FnOnce(sqlx::Error) -> Error,
+    ) -> Result<Q>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        if self.mode == Mode::Direct {
+            return Ok(query);
+        }
+        let call = self.call;
+        let begun = call
+            .timed(sqlx::raw_sql("BEGIN").execute(self.conn()))
+            .await;
+        self.settle_as(begun, map, false)?;
+        Ok(query.persistent(false))
+    }
+
+    /// Ends a statement started with [`begin`](Self::begin): settles its outcome and, behind a
+    /// transaction pooler, commits (or rolls back) its transaction.
+    pub(crate) async fn end<T>(
+        &mut self,
+        outcome: Result<std::result::Result<T, sqlx::Error>>,
+        map: impl FnOnce(sqlx::Error) -> Error,
+    ) -> Result<T>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        if self.mode == Mode::Direct {
+            return self.settle(outcome, map);
+        }
+        let call = self.call;
+        match outcome {
+            Ok(Ok(value)) => {
+                self.mode = Mode::Pooler { committed: true };
+                let committed = call
+                    .timed(sqlx::raw_sql("COMMIT").execute(self.conn()))
+                    .await;
+                self.settle_as(committed, map, true)?;
+                Ok(value)
+            }
+            Ok(Err(error)) if statement_finished(&error) => {
+                // The transaction is aborted (or holds a read): end it. A connection whose
+                // `ROLLBACK` did not finish stays in flight, and is closed.
+                let rolled_back = call
+                    .timed(sqlx::raw_sql("ROLLBACK").execute(self.conn()))
+                    .await;
+                if matches!(rolled_back, Ok(Ok(_))) {
+                    self.in_flight = false;
+                }
+                Err(map(error))
+            }
+            outcome => self.settle_as(outcome, map, false),
+        }
+    }
+
+    /// The call this attempt is of.
+    pub(crate) fn call(&self) -> &'a Call {
+        self.call
     }
 
     /// The connection, for one statement; [`settle`](Self::settle) its outcome before the next.
@@ -253,6 +407,21 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         outcome: Result<std::result::Result<T, sqlx::Error>>,
         map: impl FnOnce(sqlx::Error) -> Error,
     ) -> Result<T> {
+        self.settle_as(outcome, map, true)
+    }
+
+    /// [`settle`](Self::settle), where `may_have_committed` says whether a statement sent on a
+    /// connection that then died may have committed: `false` inside a transaction of
+    /// [`begin`](Self::begin)'s before its `COMMIT` was sent (unless an earlier one of
+    /// this attempt was), which lets [`Store::run`] run the attempt again.
+    fn settle_as<T>(
+        &mut self,
+        outcome: Result<std::result::Result<T, sqlx::Error>>,
+        map: impl FnOnce(sqlx::Error) -> Error,
+        may_have_committed: bool,
+    ) -> Result<T> {
+        let may_have_committed =
+            may_have_committed || self.mode == (Mode::Pooler { committed: true });
         match outcome {
             Err(timeout) => Err(timeout),
             Ok(Ok(value)) => {
@@ -264,7 +433,9 @@ impl<'a, DB: Database> Checkout<'a, DB> {
                     self.lost = true;
                     self.call.lost.store(true, Ordering::Relaxed);
                     self.call.note_error(&error);
-                    if !self.call.repeats_after_lost_reply() {
+                    if !may_have_committed {
+                        self.call.rolled_back.store(true, Ordering::Relaxed);
+                    } else if !self.call.repeats_after_lost_reply() {
                         return Err(self.call.lost_reply(error));
                     }
                 } else if statement_finished(&error) {
@@ -473,8 +644,10 @@ impl<DB: Database> Store<DB> {
     /// ([`AfterLostReply::Repeat`]: the repeat has the same effect and answer). A call that may
     /// not ([`AfterLostReply::Fail`]: acquire, fire claim, whose repeat would find their own
     /// lock held or fire recorded) ends with [`Call::lost_reply`]'s error at the first lost
-    /// connection: at most one failed call per dead connection. A failed checkout sent no
-    /// statement and is retried either way.
+    /// connection: at most one failed call per dead connection. Behind a transaction pooler
+    /// ([`Checkout::begin`]), a connection lost before the attempt sent a `COMMIT` rolled its
+    /// statement back, and the attempt runs again whatever the call says. A failed checkout
+    /// sent no statement and is retried either way.
     pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
     where
         F: FnMut(Checkout<'a, DB>) -> Fut,
@@ -485,7 +658,7 @@ impl<DB: Database> Store<DB> {
         loop {
             tries += 1;
             let checkout = match self.conns.checkout(call).await? {
-                Ok(conn) => Checkout::new(conn, call),
+                Ok(conn) => Checkout::new(conn, call, self.settings.transaction_pooler),
                 Err(error) if tries < attempts && checkout_lost(&error) => {
                     tracing::info!(
                         op = call.op,
@@ -499,12 +672,14 @@ impl<DB: Database> Store<DB> {
                 Err(error) => return Err(self.checkout_error(call, error)),
             };
             call.lost.store(false, Ordering::Relaxed);
+            call.rolled_back.store(false, Ordering::Relaxed);
             // The attempt owns the connection: by the time it returns, a dead one is closed.
             match attempt(checkout).await {
                 Err(error)
                     if tries < attempts
                         && call.lost.load(Ordering::Relaxed)
-                        && call.repeats_after_lost_reply() =>
+                        && (call.repeats_after_lost_reply()
+                            || call.rolled_back.load(Ordering::Relaxed)) =>
                 {
                     tracing::info!(
                         op = call.op,
@@ -907,6 +1082,58 @@ mod tests {
                 assert_eq!(outcome.expect("a fresh connection"), 7);
                 assert_eq!(tries, 1);
             }
+        }
+
+        /// Behind a transaction pooler a statement runs inside `BEGIN` … `COMMIT`: a connection
+        /// lost before the `COMMIT` was sent rolled back, so even an acquire runs again; one
+        /// lost after it may have committed, and the acquire fails saying so.
+        #[tokio::test]
+        async fn behind_a_pooler_only_a_connection_lost_after_commit_loses_the_reply() {
+            let mut settings = Settings::defaults();
+            settings.transaction_pooler = true;
+            let store: Store<Sqlite> = Store::new(
+                Connections::Own(crate::conns::Own::new(
+                    "sqlite::memory:".parse().expect("a valid URL"),
+                    <Sqlite as crate::dialect::Dialect>::setup,
+                    POOL,
+                    true,
+                )),
+                settings,
+                "SQLite in memory".to_owned(),
+            );
+            let fail = || AfterLostReply::Fail("acquire lock \"report\"".to_owned());
+            // Lost while the statement ran: rolled back, run again, and the second attempt
+            // commits.
+            let tries = &AtomicU32::new(0);
+            let call = &store.call("acquire").after_lost_reply(fail());
+            let seven = store
+                .run(call, |mut c| async move {
+                    if tries.fetch_add(1, Ordering::Relaxed) == 0 {
+                        let _query = c.begin(sqlx::query::<Sqlite>("SELECT 7"), map).await?;
+                        let _sent = c.conn();
+                        return c.end::<i64>(Ok(Err(eof())), map).await;
+                    }
+                    statement!(c, sqlx::query_scalar::<_, i64>("SELECT 7"), map, fetch_one)
+                })
+                .await
+                .expect("run again after a rollback");
+            assert_eq!((seven, tries.load(Ordering::Relaxed)), (7, 2));
+            // A statement of the attempt committed before the connection was lost: not
+            // repeated.
+            let tries = &AtomicU32::new(0);
+            let call = &store.call("acquire").after_lost_reply(fail());
+            let err = store
+                .run(call, |mut c| async move {
+                    tries.fetch_add(1, Ordering::Relaxed);
+                    statement!(c, sqlx::query_scalar::<_, i64>("SELECT 7"), map, fetch_one)?;
+                    let _query = c.begin(sqlx::query::<Sqlite>("SELECT 8"), map).await?;
+                    let _sent = c.conn();
+                    c.end::<i64>(Ok(Err(eof())), map).await
+                })
+                .await
+                .expect_err("a commit was sent");
+            assert!(err.to_string().contains("the reply was lost"), "{err}");
+            assert_eq!(tries.load(Ordering::Relaxed), 1);
         }
 
         #[tokio::test]

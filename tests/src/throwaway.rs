@@ -733,7 +733,7 @@ fn postgres_bin_dir() -> Option<PathBuf> {
 }
 
 /// The first of `names` found on the `PATH` or in the sbin directories.
-fn find_program(names: &[&str]) -> Option<PathBuf> {
+pub(crate) fn find_program(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs: Vec<PathBuf> = std::env::split_paths(&path)
         .chain(["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"].map(PathBuf::from))
@@ -745,13 +745,13 @@ fn find_program(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// Our effective uid is the owner of `/proc/self` (no `libc` call needed).
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// A port that was free a moment ago (bound to 0, then released). Never 5432 or 3306: those
 /// are in use by the shared servers, so the kernel cannot hand them out.
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(listener.local_addr()?.port())
 }

@@ -133,7 +133,7 @@ impl ServerFiles {
     reason = "called as map_err(io_err), which passes the error by value"
 )]
 fn io_err(e: rcgen::Error) -> io::Error {
-    io::Error::other(e.to_string())
+    io::Error::other(e)
 }
 
 fn leaf(

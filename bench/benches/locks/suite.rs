@@ -316,6 +316,10 @@ const CYCLE_PROVIDER_B2B: &str = "back to back: cycle through provider";
 const SELECT1_B2B: &str = "back to back: select 1 (one connection)";
 const SKIP_POOL1_B2B: &str = "pool of 1, back to back: skip through provider";
 const CYCLE_POOL1_B2B: &str = "pool of 1, back to back: cycle through provider";
+/// Postgres only: the provider in transaction-pooler mode (`?transaction_pooler=true`: each
+/// statement unnamed inside `BEGIN` … `COMMIT`), on the same direct connection.
+const SKIP_POOLER: &str = "skip: provider in transaction-pooler mode";
+const CYCLE_POOLER: &str = "cycle: provider in transaction-pooler mode";
 
 /// The interleaved uncontended variants; also returns the floor cycle's median (µs).
 async fn uncontended<D: SqlDb>(
@@ -390,6 +394,10 @@ async fn uncontended<D: SqlDb>(
         )
         .back_to_back(),
     ]);
+    let pooler = pooler_provider(backend, table).await?;
+    if let Some(pooler) = &pooler {
+        variants.extend(pooler_variants(pooler));
+    }
     for v in floor_b2b.extra_cycles {
         v.op.close().await;
     }
@@ -412,14 +420,69 @@ async fn uncontended<D: SqlDb>(
     closer::<D>(&on_default).await;
     closer::<D>(&provider_b2b).await;
     closer::<D>(&provider_one).await;
+    if let Some(pooler) = &pooler {
+        closer::<D>(pooler).await;
+    }
     let s = Samples {
         metrics,
         values: measured?,
     };
-    Ok((
-        uncontended_rows(D::DB, &s, captured, &extra_names),
-        median(s.of(CYCLE_FLOOR)),
-    ))
+    let mut rows = uncontended_rows(D::DB, &s, captured, &extra_names);
+    if pooler.is_some() {
+        rows.extend(pooler_rows(D::DB, &s));
+    }
+    Ok((rows, median(s.of(CYCLE_FLOOR))))
+}
+
+/// What transaction-pooler mode costs on a direct connection: a provider in that mode
+/// (`?transaction_pooler=true`) on Postgres, where the URL parameter exists; `None` elsewhere.
+async fn pooler_provider<D: SqlDb>(backend: &Sql<D>, table: &str) -> Result<Option<D::Provider>> {
+    if D::DB != "postgres" {
+        return Ok(None);
+    }
+    let separator = if backend.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{separator}transaction_pooler=true", backend.url);
+    Ok(Some(backend.provider_at(&url, table).await?))
+}
+
+/// Skip and cycle through a provider in transaction-pooler mode.
+fn pooler_variants<P: LockProvider + Clone>(provider: &P) -> [Variant; 2] {
+    [
+        Variant::new(
+            SKIP_POOLER,
+            ProviderSkip {
+                provider: provider.clone(),
+                owner: "bench-pooler".into(),
+            },
+        ),
+        Variant::new(
+            CYCLE_POOLER,
+            ProviderCycle {
+                provider: provider.clone(),
+                name: "bench-pooler".into(),
+                owner: "bench-pooler".into(),
+            },
+        ),
+    ]
+}
+
+/// Transaction-pooler mode against the floor and against the default provider.
+fn pooler_rows(db: &str, s: &Samples) -> [Row; 4] {
+    let row = |metric: &str, floor: &str| {
+        Row::new(
+            db,
+            metric,
+            median(s.of(metric)).unwrap_or(f64::NAN),
+            "us/op",
+        )
+        .ratio(median_ratio(s.of(metric), s.of(floor)), floor)
+    };
+    [
+        row(SKIP_POOLER, SKIP_FLOOR),
+        versus(db, s, SKIP_POOLER, SKIP_PROVIDER),
+        row(CYCLE_POOLER, CYCLE_FLOOR),
+        versus(db, s, CYCLE_POOLER, CYCLE_PROVIDER),
+    ]
 }
 
 /// The six ways through the library every store measures: skip and cycle through the

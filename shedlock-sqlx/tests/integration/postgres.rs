@@ -333,3 +333,67 @@ async fn a_refused_login_names_the_server_and_its_reason() {
     );
     assert!(!text.contains("secret"), "{text}");
 }
+
+/// A provider in transaction-pooler mode runs each statement unnamed inside `BEGIN` …
+/// `COMMIT`: four round trips per statement instead of one (`BEGIN`, parse, bind and execute,
+/// `COMMIT`), counted on the wire of a direct connection. The setting comes from the builder
+/// or from the URL (`?transaction_pooler=true`, taken out before sqlx reads the URL).
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn in_transaction_pooler_mode_a_statement_costs_four_round_trips() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (_direct, table) = fresh(&url).await;
+    let proxy = common::Proxy::start(common::url_addr(&url)).await;
+    let via = common::url_via(&url, proxy.addr);
+    let separator = if via.contains('?') { '&' } else { '?' };
+    let providers = [
+        (
+            "default",
+            PgLockProvider::from_url(&via).max_connections(1),
+            1,
+        ),
+        (
+            "builder",
+            PgLockProvider::from_url(&via)
+                .max_connections(1)
+                .transaction_pooler(true),
+            4,
+        ),
+        (
+            "url",
+            PgLockProvider::from_url(format!("{via}{separator}transaction_pooler=true"))
+                .max_connections(1),
+            4,
+        ),
+    ];
+    for (how, builder, per_statement) in providers {
+        let provider = builder.table(&table).build().unwrap();
+        let name = format!("rt-{how}");
+        let held = provider.acquire(&name, MIN, "a").await.unwrap().unwrap();
+        assert!(provider.acquire(&name, MIN, "b").await.unwrap().is_none()); // warmed up
+        let before = proxy.requests();
+        for _ in 0..10 {
+            assert!(provider.acquire(&name, MIN, "b").await.unwrap().is_none());
+        }
+        tokio::task::yield_now().await;
+        assert_eq!(
+            proxy.requests() - before,
+            10 * per_statement,
+            "{how}: round trips of 10 skips"
+        );
+        assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+        let before = proxy.requests();
+        let cycle = provider.acquire(&name, MIN, "a").await.unwrap().unwrap();
+        assert!(provider.release(&cycle, Duration::ZERO).await.unwrap());
+        tokio::task::yield_now().await;
+        assert_eq!(
+            proxy.requests() - before,
+            2 * per_statement,
+            "{how}: round trips of an acquire and a release"
+        );
+        assert_eq!(provider.connection_stats().open, 1, "{how}");
+    }
+    drop_table(&url, &table).await;
+}

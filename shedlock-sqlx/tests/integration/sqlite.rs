@@ -293,3 +293,23 @@ async fn an_exhausted_pool_is_a_timeout_not_a_backend_error() {
         .expect_err("no connection can be had");
     assert!(err.is_timeout(), "{err}");
 }
+
+/// `transaction_pooler(true)` (each statement unnamed inside `BEGIN` … `COMMIT`) keeps the
+/// contract on SQLite too.
+#[tokio::test]
+async fn the_conformance_suite_passes_in_transaction_pooler_mode() {
+    let db = Db::new();
+    let provider = SqliteLockProvider::from_options(db.options.clone())
+        .transaction_pooler(true)
+        .build()
+        .unwrap();
+    provider.create_table_if_not_exists().await.unwrap();
+    let report = shedlock_core::testkit::ConformanceSuite::new(provider)
+        .require_fire_claims(true)
+        .run()
+        .await;
+    assert!(
+        report.failed().is_empty() && report.skipped().is_empty(),
+        "{report}"
+    );
+}

@@ -28,4 +28,5 @@ mod leader_processes;
 mod leader_redis;
 mod lost_reply;
 mod macro_sqlite;
+mod pooler_pgbouncer;
 mod time_zones;
