@@ -8,8 +8,6 @@
 //! with an error naming the feature ([`ensure_built`]).
 
 use std::path::PathBuf;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-use std::str::FromStr as _;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -19,10 +17,6 @@ use shedlock_sqlx::MySqlLockProvider;
 #[cfg(feature = "postgres")]
 use shedlock_sqlx::PgLockProvider;
 use shedlock_sqlx::{LockProviderBuilder, SqliteLockProvider};
-#[cfg(feature = "mysql")]
-use sqlx::mysql::MySqlConnectOptions;
-#[cfg(feature = "postgres")]
-use sqlx::postgres::PgConnectOptions;
 
 use crate::database::{BoxError, Database, DbKind, Pool, sqlite_options};
 
@@ -138,12 +132,13 @@ pub(crate) async fn provider(
     Ok(match db.kind() {
         #[cfg(feature = "postgres")]
         DbKind::Postgres => {
-            let builder = PgLockProvider::from_options(PgConnectOptions::from_str(url)?);
+            // From the URL, so that its `transaction_pooler=true` and TLS files are understood.
+            let builder = PgLockProvider::from_url(url);
             Arc::new(configure(builder, table, call_timeout).connect().await?)
         }
         #[cfg(feature = "mysql")]
         DbKind::MySql => {
-            let builder = MySqlLockProvider::from_options(MySqlConnectOptions::from_str(url)?);
+            let builder = MySqlLockProvider::from_url(url);
             Arc::new(configure(builder, table, call_timeout).connect().await?)
         }
         DbKind::Sqlite => {

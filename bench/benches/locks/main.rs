@@ -42,7 +42,9 @@ use shedlock_sqlx::sqlx::postgres::Postgres;
 
 use crate::harness::{PARTS, Plan};
 
-const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// Plain text: sqlx's default `sslmode=prefer` takes TLS when the server offers it (Debian's
+/// Postgres does), which the `tls` part measures on its own.
+const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable";
 const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 const DATABASES: [&str; 7] = [
     "postgres", "mariadb", "sqlite", "memory", "redis", "etcd", "tls",

@@ -26,8 +26,8 @@ use shedlock_core::chrono::{self, DateTime, Utc};
 use shedlock_core::{Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedisLockProvider, redis};
-use shedlock_sqlx::sqlx::mysql::MySqlConnectOptions;
-use shedlock_sqlx::sqlx::postgres::PgConnectOptions;
+use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
+use shedlock_sqlx::sqlx::postgres::{PgConnectOptions, PgSslMode};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, sqlx, testing};
 use shedlock_tests::proxy::Proxy;
 
@@ -90,14 +90,19 @@ impl Rig {
                 let options: PgConnectOptions = url.parse().expect("a Postgres URL");
                 let proxy = proxy_to(options.get_host(), options.get_port()).await;
                 let table = testing::unique_table_name("shedlock_lost");
-                let provider =
-                    PgLockProvider::from_options(options.host("127.0.0.1").port(proxy.port()))
-                        .max_connections(1)
-                        .table(&table)
-                        .call_timeout(CALL_TIMEOUT)
-                        .connect()
-                        .await
-                        .expect("connect through the proxy");
+                // Plain text: the proxy finds the request to cut by its bytes (a server with TLS
+                // would otherwise be asked for it: sqlx's default `sslmode` is `prefer`).
+                let options = options
+                    .host("127.0.0.1")
+                    .port(proxy.port())
+                    .ssl_mode(PgSslMode::Disable);
+                let provider = PgLockProvider::from_options(options)
+                    .max_connections(1)
+                    .table(&table)
+                    .call_timeout(CALL_TIMEOUT)
+                    .connect()
+                    .await
+                    .expect("connect through the proxy");
                 provider
                     .create_table_if_not_exists()
                     .await
@@ -118,14 +123,17 @@ impl Rig {
                 let options: MySqlConnectOptions = url.parse().expect("a MySQL URL");
                 let proxy = proxy_to(options.get_host(), options.get_port()).await;
                 let table = testing::unique_table_name("shedlock_lost");
-                let provider =
-                    MySqlLockProvider::from_options(options.host("127.0.0.1").port(proxy.port()))
-                        .max_connections(1)
-                        .table(&table)
-                        .call_timeout(CALL_TIMEOUT)
-                        .connect()
-                        .await
-                        .expect("connect through the proxy");
+                let options = options
+                    .host("127.0.0.1")
+                    .port(proxy.port())
+                    .ssl_mode(MySqlSslMode::Disabled);
+                let provider = MySqlLockProvider::from_options(options)
+                    .max_connections(1)
+                    .table(&table)
+                    .call_timeout(CALL_TIMEOUT)
+                    .connect()
+                    .await
+                    .expect("connect through the proxy");
                 provider
                     .create_table_if_not_exists()
                     .await
