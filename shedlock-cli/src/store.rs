@@ -12,6 +12,36 @@ use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, Sqli
 use crate::args::StoreArgs;
 use crate::failure::Failure;
 
+/// `$builder` with `--cacert` and `--cert`/`--key`: every store's builder has `ca_file` and
+/// `client_cert`.
+macro_rules! with_tls {
+    ($builder:expr, $args:expr) => {{
+        let mut builder = $builder;
+        if let Some(ca) = &$args.cacert {
+            builder = builder.ca_file(ca);
+        }
+        if let (Some(cert), Some(key)) = (&$args.cert, &$args.key) {
+            builder = builder.client_cert(cert, key);
+        }
+        builder
+    }};
+}
+
+/// `$builder` with `--user` and the password: the SQL and Redis builders' `username` and
+/// `password` (etcd takes both at once, in `credentials`).
+macro_rules! with_login {
+    ($builder:expr, $args:expr, $password:expr) => {{
+        let mut builder = $builder;
+        if let Some(user) = &$args.user {
+            builder = builder.username(user);
+        }
+        if let Some(password) = $password {
+            builder = builder.password(password);
+        }
+        builder
+    }};
+}
+
 /// A store the tool knows by its URL scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -100,18 +130,7 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
             if let Some(prefix) = &args.key_prefix {
                 builder = builder.key_prefix(prefix);
             }
-            if let Some(ca) = &args.cacert {
-                builder = builder.ca_file(ca);
-            }
-            if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
-                builder = builder.client_cert(cert, key);
-            }
-            if let Some(user) = &args.user {
-                builder = builder.username(user);
-            }
-            if let Some(password) = password {
-                builder = builder.password(password);
-            }
+            let builder = with_login!(with_tls!(builder, args), args, password);
             let provider = if connect {
                 builder.connect().await
             } else {
@@ -124,12 +143,7 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
             if let Some(prefix) = &args.key_prefix {
                 builder = builder.prefix(prefix);
             }
-            if let Some(ca) = &args.cacert {
-                builder = builder.ca_file(ca);
-            }
-            if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
-                builder = builder.client_cert(cert, key);
-            }
+            builder = with_tls!(builder, args);
             match (&args.user, password) {
                 (Some(user), Some(password)) => builder = builder.credentials(user, password),
                 (None, None) => {}
@@ -191,23 +205,11 @@ fn password(args: &StoreArgs) -> Result<Option<String>, Failure> {
 }
 
 fn configure<DB: shedlock_sqlx::sqlx::Database>(
-    mut builder: LockProviderBuilder<DB>,
+    builder: LockProviderBuilder<DB>,
     args: &StoreArgs,
     password: Option<&str>,
 ) -> LockProviderBuilder<DB> {
-    if let Some(ca) = &args.cacert {
-        builder = builder.ca_file(ca);
-    }
-    if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
-        builder = builder.client_cert(cert, key);
-    }
-    if let Some(user) = &args.user {
-        builder = builder.username(user);
-    }
-    if let Some(password) = password {
-        builder = builder.password(password);
-    }
-    builder
+    with_login!(with_tls!(builder, args), args, password)
         .table(&args.table)
         .name_column(&args.name_column)
         .lock_until_column(&args.lock_until_column)
