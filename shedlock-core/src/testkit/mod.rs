@@ -24,24 +24,25 @@
 //! [`ConformanceSuite::time_unit`] (default 300 ms), so a run takes a few seconds. Lock names carry
 //! a random prefix, so runs can share a table.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio::time::{Instant, sleep};
 
-use crate::error::{Error, Result};
-use crate::fire::{Fire, FireClaim};
+use crate::error::Result;
+#[cfg(doc)]
+use crate::fire::FireClaim;
 use crate::owner::random_u64;
 
 mod admin;
 
 use crate::provider::{LockProvider, LockRecord};
 pub use admin::AdminSuite;
+
+mod faulty;
+
+pub use faulty::{Fault, FaultyProvider, Operation};
 
 mod fire;
 
@@ -904,186 +905,5 @@ impl ConformanceSuite {
             Ok(None) => Ok(()),
             other => Err(format!("holder of a released lock: {other:?}")),
         }
-    }
-}
-
-/// A store operation, for [`FaultyProvider`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Operation {
-    /// [`LockProvider::acquire`].
-    Acquire,
-    /// [`LockProvider::extend`].
-    Extend,
-    /// [`LockProvider::release`].
-    Release,
-    /// [`LockProvider::holder`].
-    Holder,
-    /// [`LockProvider::claim_fire`].
-    ClaimFire,
-}
-
-/// What a [`FaultyProvider`] does instead of (or after) the real call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Fault {
-    /// Return a backend error without calling the inner store.
-    Fail,
-    /// Never return (a black-holed connection); only a caller's timeout ends the call.
-    Hang,
-    /// Call the inner store, then return a backend error (a commit whose reply was lost).
-    FailAfterApplying,
-    /// Wait this long, then call the inner store (a slow network or a busy database). Under a
-    /// paused tokio clock the wait is exact.
-    Delay(Duration),
-}
-
-/// Wraps a store and makes chosen operations fail or hang, to test how callers react.
-///
-/// ```
-/// use std::time::Duration;
-/// use shedlock_core::testkit::{Fault, FaultyProvider, Operation};
-/// use shedlock_core::{InMemoryLockProvider, LockProvider};
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let store = FaultyProvider::new(InMemoryLockProvider::new());
-/// store.inject_times(Operation::Acquire, Fault::Fail, 1);
-/// assert!(store.acquire("job", Duration::from_secs(5), "me").await.is_err());
-/// assert!(store.acquire("job", Duration::from_secs(5), "me").await.unwrap().is_some());
-/// assert_eq!(store.calls(Operation::Acquire), 2);
-/// # }
-/// ```
-pub struct FaultyProvider<P> {
-    inner: P,
-    faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
-    calls: [AtomicUsize; 5],
-}
-
-impl<P: LockProvider> FaultyProvider<P> {
-    /// Wraps `inner`; no faults until injected.
-    pub fn new(inner: P) -> Self {
-        Self {
-            inner,
-            faults: Mutex::new(HashMap::new()),
-            calls: Default::default(),
-        }
-    }
-
-    /// The wrapped store.
-    pub fn inner(&self) -> &P {
-        &self.inner
-    }
-
-    /// Makes every call of `operation` misbehave until [`heal`](Self::heal).
-    pub fn inject(&self, operation: Operation, fault: Fault) {
-        self.faults().insert(operation, (fault, None));
-    }
-
-    /// Makes the next `times` calls of `operation` misbehave (none if `times` is 0).
-    pub fn inject_times(&self, operation: Operation, fault: Fault, times: usize) {
-        if times > 0 {
-            self.faults().insert(operation, (fault, Some(times)));
-        }
-    }
-
-    /// Ends the faults of `operation`.
-    pub fn heal(&self, operation: Operation) {
-        self.faults().remove(&operation);
-    }
-
-    /// Ends all faults.
-    pub fn heal_all(&self) {
-        self.faults().clear();
-    }
-
-    /// How many calls of `operation` were made (faulty or not).
-    pub fn calls(&self, operation: Operation) -> usize {
-        self.calls[operation as usize].load(Ordering::SeqCst)
-    }
-
-    fn faults(&self) -> std::sync::MutexGuard<'_, HashMap<Operation, (Fault, Option<usize>)>> {
-        self.faults.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Counts the call and takes the fault to apply to it, if any.
-    fn take_fault(&self, operation: Operation) -> Option<Fault> {
-        self.calls[operation as usize].fetch_add(1, Ordering::SeqCst);
-        let mut faults = self.faults();
-        let (fault, remaining) = faults.get_mut(&operation).map(|(f, r)| (*f, r))?;
-        if let Some(left) = remaining {
-            *left -= 1;
-            if *left == 0 {
-                faults.remove(&operation);
-            }
-        }
-        Some(fault)
-    }
-
-    async fn call<T>(
-        &self,
-        operation: Operation,
-        real: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        let injected = || {
-            Error::backend_message(format!("{operation:?} failed (injected fault)").to_lowercase())
-        };
-        match self.take_fault(operation) {
-            None => real.await,
-            Some(Fault::Fail) => Err(injected()),
-            Some(Fault::Hang) => std::future::pending().await,
-            Some(Fault::FailAfterApplying) => {
-                let _ = real.await;
-                Err(injected())
-            }
-            Some(Fault::Delay(delay)) => {
-                sleep(delay).await;
-                real.await
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl<P: LockProvider> LockProvider for FaultyProvider<P> {
-    async fn acquire(
-        &self,
-        name: &str,
-        at_most: Duration,
-        owner: &str,
-    ) -> Result<Option<LockRecord>> {
-        self.call(Operation::Acquire, self.inner.acquire(name, at_most, owner))
-            .await
-    }
-
-    async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
-        self.call(Operation::Extend, self.inner.extend(record, at_most))
-            .await
-    }
-
-    async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
-        self.call(Operation::Release, self.inner.release(record, at_least))
-            .await
-    }
-
-    async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
-        self.call(Operation::Holder, self.inner.holder(name)).await
-    }
-
-    async fn claim_fire(
-        &self,
-        name: &str,
-        fire: &Fire,
-        at_most: Duration,
-        owner: &str,
-    ) -> Result<FireClaim> {
-        self.call(
-            Operation::ClaimFire,
-            self.inner.claim_fire(name, fire, at_most, owner),
-        )
-        .await
-    }
-
-    fn max_name_len(&self) -> usize {
-        self.inner.max_name_len()
     }
 }
