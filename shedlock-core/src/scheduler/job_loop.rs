@@ -1,0 +1,448 @@
+//! One job's loop: waiting for each fire by the store's clock, claiming it, and running the
+//! body if claimed, with the counting of fires met held, missed or claimed elsewhere.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::lost::{self, LostClaims};
+use super::status::Counters;
+use super::{
+    Entry, LastRun, MODE_CLAIMS, MODE_PLAIN, OnHeld, RunContext, RunOutcome, Shared, ledger,
+};
+use crate::current;
+use crate::drain::stop_window;
+use crate::error::Error;
+use crate::executor::{LockGuard, catch_unwind_future};
+use crate::fire::{Fire, FireClaim};
+use crate::latch::LeaderTerm;
+use crate::observe;
+use crate::provider::LockRecord;
+
+/// The shortest wait between two claims of one fire after a store error.
+const RETRY_FLOOR: Duration = Duration::from_millis(50);
+
+/// One job's life: wait for each fire by the store's clock, claim it, run it if claimed.
+pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
+    let start = shared.clock.store_now();
+    let mut cursor = start;
+    if job.catch_up && shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
+        // Without recorded fires nothing tells whether a replica already ran the fire.
+        tracing::warn!(
+            job = %job.name,
+            "catch-up needs a store that records fires; this job does not catch up"
+        );
+    } else if job.catch_up
+        && let Some(fire) = job.schedule.fire_containing(start)
+        && fire.at() < start
+    {
+        tracing::debug!(job = %job.name, fire = %fire.at(), "catching up on the latest fire");
+        if let Some(after) = fire_and_after(&shared, &job, fire, true).await {
+            cursor = after;
+        }
+    }
+    loop {
+        if shared.stopping() {
+            break;
+        }
+        let Some(fire) = job.schedule.next_fire_after(cursor) else {
+            tracing::info!(job = %job.name, "the schedule has no more fires; the job ends");
+            break;
+        };
+        set_next_fire(&job, Some(fire.at()));
+        if !shared.wait_until(shared.clock.instant_for(fire.at())).await {
+            break;
+        }
+        cursor = fire.at();
+        let error = chrono::Duration::from_std(shared.clock.error()).unwrap_or_default();
+        if fire.next() + error <= shared.clock.store_now() {
+            // This replica was not scheduled in the window (a paused process, a long previous
+            // step): no claim can succeed now, even if the estimate of the store's clock is as
+            // far off as it may be (otherwise the store decides).
+            Counters::bump(&job.counters.missed);
+            observe::fire(&job.name, "missed");
+            continue;
+        }
+        if let Some(after) = fire_and_after(&shared, &job, fire, false).await {
+            cursor = after;
+        }
+    }
+    set_next_fire(&job, None);
+    lost::settle_on_exit(&shared, &job).await;
+}
+
+/// Handles `fire`; if it ran, deals with the fires met while it held the lock: each counted
+/// held, or, under [`OnHeld::RunLate`] with fire claims, the latest one, whose window is still
+/// open, claimed at once (and so on after that run). Returns the last fire dealt with, from
+/// which the next fire follows; `None` if `fire` did not run.
+async fn fire_and_after(
+    shared: &Shared,
+    job: &Entry,
+    fire: Fire,
+    catch_up: bool,
+) -> Option<DateTime<Utc>> {
+    if !handle_fire(shared, job, fire, catch_up).await {
+        return None;
+    }
+    let mut cursor = fire.at();
+    loop {
+        let run_late = job.on_held == OnHeld::RunLate
+            && shared.mode.load(Ordering::SeqCst) == MODE_CLAIMS
+            && !shared.stopping();
+        let (last, open) = count_held_during_run(shared, job, cursor, run_late);
+        cursor = last;
+        let Some(late) = open else {
+            return Some(cursor);
+        };
+        tracing::debug!(
+            job = %job.name,
+            fire = %late.at(),
+            "the lock freed inside this fire's window: claiming it late"
+        );
+        if !handle_fire(shared, job, late, false).await {
+            return Some(cursor);
+        }
+    }
+}
+
+fn set_next_fire(job: &Entry, at: Option<DateTime<Utc>>) {
+    *job.counters
+        .next_fire
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = at;
+}
+
+/// After a run that started at `fire`: the fires met while it held the lock are counted held
+/// (they are never queued); returns the last of them, from which the next fire follows. With
+/// `open_one`, the last of them is not counted if its window is still open: it is returned
+/// with its window too, to be claimed late.
+fn count_held_during_run(
+    shared: &Shared,
+    job: &Entry,
+    fire: DateTime<Utc>,
+    open_one: bool,
+) -> (DateTime<Utc>, Option<Fire>) {
+    let now = shared.clock.store_now();
+    let mut met = 0_usize;
+    let mut cursor = fire;
+    for _ in 0..100_000 {
+        match job.schedule.next_after(cursor) {
+            Some(next) if next <= now => {
+                met += 1;
+                cursor = next;
+            }
+            _ => break,
+        }
+    }
+    // The last fire met (`cursor`, if any was met), when its window is still open.
+    let open = (open_one && met > 0)
+        .then(|| Fire::new(cursor, job.schedule.next_after(cursor)?).ok())
+        .flatten()
+        .filter(|late| now < late.next());
+    for _ in 0..met - usize::from(open.is_some()) {
+        Counters::bump(&job.counters.held);
+        observe::fire(&job.name, "held");
+    }
+    (cursor, open)
+}
+
+/// Claims `fire` (retrying while too early or on store errors, within its window) and runs it if
+/// claimed. Whether it ran.
+async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -> bool {
+    let span = tracing::info_span!("shedlock_job", job = %job.name, fire = %fire.at());
+    async {
+        // This loop's claims of the fire whose replies were lost (a timeout, a cut connection):
+        // they may have committed (see `lost`).
+        let mut lost: Option<LostClaims> = None;
+        let ran = claim_and_run(shared, job, fire, catch_up, &mut lost).await;
+        if let (false, Some(lost)) = (ran, lost) {
+            // Settled when a later claim's reply names the holder (or at the loop's end).
+            *job.unsettled.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(lost::Unsettled::new(fire, lost));
+        }
+        ran
+    }
+    .instrument(span)
+    .await
+}
+
+/// [`handle_fire`]'s loop; claims whose replies were lost are noted in `lost`, and left there
+/// when the fire is not run for them (the caller then settles them).
+async fn claim_and_run(
+    shared: &Shared,
+    job: &Entry,
+    fire: Fire,
+    catch_up: bool,
+    lost: &mut Option<LostClaims>,
+) -> bool {
+    // Under OnHeld::RunLate, whether a claim that met the lock held was made once more.
+    let mut claimed_again = false;
+    loop {
+        if shared.stopping() {
+            return false;
+        }
+        let term = match &job.leader {
+            None => None,
+            Some(latch) => {
+                let Some(term) = latch.current_term().filter(LeaderTerm::is_active) else {
+                    tracing::trace!("not leading: the fire is the leader's");
+                    return false;
+                };
+                Some(term)
+            }
+        };
+        if shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
+            return plain_fire(shared, job, fire, term).await;
+        }
+        let sent = Instant::now();
+        let take = |record: &LockRecord| {
+            let left = (fire.next() - record.locked_at())
+                .to_std()
+                .unwrap_or_default();
+            ledger::claimed(record, fire.at(), left)
+        };
+        match shared.executor.claim_fire(&job.cfg, &fire, take).await {
+            Ok(attempt) => {
+                let now = attempt.reply.store_now();
+                shared.clock.observe(now, attempt.sent, attempt.received);
+                shared.mode.store(MODE_CLAIMS, Ordering::SeqCst);
+                match attempt.reply {
+                    FireClaim::Claimed(_) => {
+                        let Some(guard) = attempt.guard else {
+                            // Another job loop of this process adopted this very claim (its
+                            // own reply was lost) and runs it.
+                            Counters::bump(&job.counters.claimed_elsewhere);
+                            observe::fire(&job.name, "claimed_elsewhere");
+                            return false;
+                        };
+                        *lost = None;
+                        run(shared, job, fire, guard, term, catch_up).await;
+                        return true;
+                    }
+                    FireClaim::TooEarly { now } => {
+                        let early = (fire.at() - now).to_std().unwrap_or_default();
+                        tracing::debug!(
+                            early_ms = early.as_millis(),
+                            "claimed before F by the store's clock; waiting the difference"
+                        );
+                        if !shared.wait(early.max(Duration::from_millis(1))).await {
+                            return false;
+                        }
+                    }
+                    FireClaim::WindowPassed { .. } => {
+                        tracing::info!("fire missed: its window passed before it was claimed");
+                        Counters::bump(&job.counters.missed);
+                        observe::fire(&job.name, "missed");
+                        return false;
+                    }
+                    FireClaim::ClaimedElsewhere {
+                        recorded, holder, ..
+                    } => {
+                        if let Some(uncertain) = lost.take()
+                            && recorded == fire.at()
+                            && let Some(guard) =
+                                lost::adopt(shared, job, &fire, &uncertain, holder).await
+                        {
+                            run(shared, job, fire, guard, term, catch_up).await;
+                            return true;
+                        }
+                        // The recorded claim is not one of this loop's lost ones (or another
+                        // loop of this process runs it): nothing of this loop is left to settle.
+                        tracing::debug!("fire claimed by another replica");
+                        Counters::bump(&job.counters.claimed_elsewhere);
+                        observe::fire(&job.name, "claimed_elsewhere");
+                        return false;
+                    }
+                    FireClaim::Held { holder, .. } => {
+                        // Had a lost claim of this loop committed, the fire would be recorded
+                        // (ClaimedElsewhere): none did.
+                        *lost = None;
+                        if lost::release_if_ours(shared, job, &holder).await {
+                            continue; // an earlier fire's lost claim held it: claim again
+                        }
+                        let again = met_held(shared, job, &fire, &holder, !claimed_again).await;
+                        if !again {
+                            return false;
+                        }
+                        claimed_again = true;
+                    }
+                }
+            }
+            Err(e) if e.is_unsupported() => shared.switch_to_plain(&e),
+            Err(e) if e.is_shutdown() => return false,
+            Err(error) => {
+                LostClaims::note(lost, sent, Instant::now());
+                if !retry_after_error(shared, job, &fire, &error).await {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
+/// (`first`), when the lock frees inside the window, waits until then (plus how far the estimate
+/// of the store's clock may be off, so the store sees it free) and answers `true`: claim once
+/// more. Otherwise the fire is counted held (`false`).
+async fn met_held(
+    shared: &Shared,
+    job: &Entry,
+    fire: &Fire,
+    holder: &LockRecord,
+    first: bool,
+) -> bool {
+    let until = holder.lock_until();
+    if first && job.on_held == OnHeld::RunLate && until < fire.next() {
+        tracing::debug!(holder = holder.owner(), %until, "fire met while the lock is held; claiming again when it frees");
+        let error = chrono::Duration::from_std(shared.clock.error()).unwrap_or_default();
+        let at = until.checked_add_signed(error).unwrap_or(until);
+        return shared.wait_until(shared.clock.instant_for(at)).await;
+    }
+    tracing::info!(
+        holder = holder.owner(),
+        %until,
+        "fire met while the lock is held: counted, not queued"
+    );
+    Counters::bump(&job.counters.held);
+    observe::fire(&job.name, "held");
+    false
+}
+
+/// After a failed claim of `fire`: counts it, and waits before the next try unless the window
+/// has passed (then the fire is counted missed) or shutdown began. Whether to try again.
+async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Error) -> bool {
+    Counters::bump(&job.counters.store_errors);
+    observe::fire(&job.name, "error");
+    let now = shared.clock.store_now();
+    if now >= fire.next() {
+        tracing::warn!(%error, "fire claim failed and the window has passed");
+        Counters::bump(&job.counters.missed);
+        observe::fire(&job.name, "missed");
+        return false;
+    }
+    tracing::warn!(%error, "fire claim failed; retrying within the window");
+    // Half the window left, at most a second, at least RETRY_FLOOR: close to the window's end a
+    // failing store is not hammered.
+    let left = (fire.next() - now).to_std().unwrap_or_default();
+    let wait = (left / 2).clamp(RETRY_FLOOR, Duration::from_secs(1));
+    shared.wait(wait).await
+}
+
+/// A fire on a store without fire claims: a plain lock, its `at_least` keeping replicas apart.
+async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> bool {
+    match shared.executor.try_lock(&job.cfg).await {
+        Ok(Some(guard)) => {
+            run(shared, job, fire, guard, term, false).await;
+            true
+        }
+        Ok(None) => {
+            tracing::debug!("lock held elsewhere; fire skipped");
+            Counters::bump(&job.counters.claimed_elsewhere);
+            observe::fire(&job.name, "claimed_elsewhere");
+            false
+        }
+        Err(e) if e.is_shutdown() => false,
+        Err(error) => {
+            tracing::warn!(%error, "could not lock the job");
+            Counters::bump(&job.counters.store_errors);
+            observe::fire(&job.name, "error");
+            false
+        }
+    }
+}
+
+fn outcome_of(
+    result: std::result::Result<std::result::Result<(), String>, Box<dyn std::any::Any + Send>>,
+) -> RunOutcome {
+    match result {
+        Ok(Ok(())) => RunOutcome::Succeeded,
+        Ok(Err(message)) => RunOutcome::Failed(message),
+        Err(_) => RunOutcome::Panicked,
+    }
+}
+
+/// Runs the body under `guard`; stopped when the leader term ends or shutdown cancels it.
+async fn run(
+    shared: &Shared,
+    job: &Entry,
+    fire: Fire,
+    guard: LockGuard,
+    term: Option<LeaderTerm>,
+    catch_up: bool,
+) {
+    let handle = guard.handle();
+    let ctx = RunContext {
+        fire,
+        lock: handle.clone(),
+        term: term.clone(),
+        catch_up,
+    };
+    let started = shared.clock.store_now();
+    let started_at = Instant::now();
+    Counters::bump(&job.counters.runs);
+    observe::fire(&job.name, "run");
+    tracing::info!(token = ?handle.fencing_token(), catch_up, "running");
+    let body = (job.body)(ctx);
+    let term_ended = async {
+        match &term {
+            Some(term) => term.ended().await,
+            None => std::future::pending().await,
+        }
+    };
+    let window = stop_window(shared.executor.call_timeout());
+    // The outcome, and why a cancelled run was told to stop.
+    let (outcome, stopped_because) = current::scope(handle.clone(), async {
+        let body = catch_unwind_future(body);
+        tokio::pin!(body);
+        let told_to_stop = tokio::select! {
+            result = &mut body => return (outcome_of(result), None),
+            () = term_ended => "the leader term ended",
+            () = handle.cancelled() => "shutdown cancelled it",
+        };
+        // Told to stop, with the lock still held: the body gets the stop window to see it
+        // (`current_lock()`, `RunContext::lock().cancelled()`) and return, then it is dropped.
+        // The drain waits as long before it releases the lock itself.
+        if tokio::time::timeout(window, &mut body).await.is_err() {
+            tracing::warn!(
+                reason = told_to_stop,
+                window = %shedlock_duration::format(window),
+                "the run did not stop within the stop window: dropped"
+            );
+        }
+        (RunOutcome::Cancelled, Some(told_to_stop))
+    })
+    .await;
+    let took = started_at.elapsed();
+    observe::task_duration(handle.name(), took);
+    let _ = guard.release().await;
+    let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+    match &outcome {
+        RunOutcome::Succeeded => tracing::info!(took_ms, "run finished"),
+        RunOutcome::Failed(error) => {
+            tracing::error!(%error, took_ms, "run failed (not retried)");
+            Counters::bump(&job.counters.errors);
+        }
+        RunOutcome::Panicked => {
+            tracing::error!(took_ms, "run panicked (not retried)");
+            Counters::bump(&job.counters.errors);
+        }
+        RunOutcome::Cancelled => tracing::warn!(
+            reason = stopped_because.unwrap_or("cancelled"),
+            took_ms,
+            "run cancelled"
+        ),
+    }
+    *job.counters
+        .last_run
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(LastRun {
+        fire: fire.at(),
+        started,
+        ended: shared.clock.store_now(),
+        outcome,
+    });
+}
