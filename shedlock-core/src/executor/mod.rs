@@ -3,7 +3,6 @@
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -16,7 +15,7 @@ use tracing::Instrument;
 
 use crate::config::{LockConfig, check_max, validate_name};
 use crate::current::{self, LockHandle};
-use crate::drain::{DrainState, Drained, Registration};
+use crate::drain::{DrainState, Drained};
 use crate::error::{Error, Result};
 #[cfg(feature = "scheduler")]
 use crate::fire::{Fire, FireClaim};
@@ -24,6 +23,11 @@ use crate::keepalive::{Lease, RenewPolicy, timed};
 use crate::observe;
 use crate::owner::{default_owner_id, validate_owner_id};
 use crate::provider::{LockProvider, LockRecord};
+
+mod guard;
+
+pub use guard::LockGuard;
+use guard::finish;
 
 /// The default per-call timeout of store calls made by the executor: 5 s.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -669,119 +673,6 @@ pub(crate) struct FireAttempt {
 /// ```
 pub fn default_executor() -> Result<&'static LockingTaskExecutor> {
     DEFAULT_EXECUTOR.get().ok_or_else(Error::no_executor)
-}
-
-/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
-/// background (honouring `at_least`). Derefs to [`LockHandle`] for the fencing token, the
-/// lost-lock signal and extension.
-///
-/// The background release of a dropped guard is a spawned task: if the runtime shuts down before
-/// it runs (a guard dropped as `main` returns), the lock stays held until its `at_most`. Release
-/// explicitly, or call [`LockingTaskExecutor::shutdown`] (which waits for background releases)
-/// before `main` returns.
-#[must_use = "dropping the guard releases the lock at once"]
-pub struct LockGuard {
-    handle: LockHandle,
-    at_least: Duration,
-    keeper: Option<JoinHandle<()>>,
-    /// The executor's record of this lock, ended once its release has finished.
-    registration: Option<Registration>,
-    released: bool,
-}
-
-impl fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("handle", &self.handle)
-            .field("at_least", &self.at_least)
-            .field("keep_alive", &self.keeper.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Deref for LockGuard {
-    type Target = LockHandle;
-
-    fn deref(&self) -> &LockHandle {
-        &self.handle
-    }
-}
-
-impl LockGuard {
-    /// A handle to this lock that outlives the guard's borrow (clones share state).
-    #[must_use]
-    pub fn handle(&self) -> LockHandle {
-        self.handle.clone()
-    }
-
-    /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the
-    /// lock had already passed to another holder.
-    ///
-    /// If this future is dropped before the release finished, the guard releases in the
-    /// background as on drop.
-    ///
-    /// # Errors
-    ///
-    /// A store failure or timeout (logged at ERROR and counted); the lock then ends at its
-    /// `at_most`.
-    pub async fn release(mut self) -> Result<bool> {
-        // Inline, for the common case's speed. If this future is dropped before the release
-        // finished, `released` is still false and `Drop` releases in the background.
-        let result = finish(
-            self.handle.lease().clone(),
-            self.keeper.take(),
-            self.at_least,
-        )
-        .await;
-        self.released = true;
-        if let Some(registration) = self.registration.take() {
-            registration.finish();
-        }
-        result
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let lease = self.handle.lease().clone();
-        let keeper = self.keeper.take();
-        let at_least = self.at_least;
-        let registration = self.registration.take();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            tracing::debug!(lock = self.handle.name(), "lock guard dropped; releasing");
-            // Registered until the release has finished, so a drain waits for it.
-            runtime.spawn(async move {
-                let _ = finish(lease, keeper, at_least).await;
-                if let Some(registration) = registration {
-                    registration.finish();
-                }
-            });
-        } else {
-            if let Some(registration) = registration {
-                registration.finish();
-            }
-            if let Some(keeper) = keeper {
-                keeper.abort();
-            }
-            tracing::warn!(
-                lock = self.handle.name(),
-                "lock guard dropped outside a tokio runtime; the lock stays held until at_most"
-            );
-        }
-    }
-}
-
-/// Stops keep-alive (waiting until no extension can still be in flight, so none lands after the
-/// release), then releases.
-async fn finish(lease: Lease, keeper: Option<JoinHandle<()>>, at_least: Duration) -> Result<bool> {
-    if let Some(keeper) = keeper {
-        keeper.abort();
-        let _ = keeper.await;
-    }
-    lease.release(at_least).await
 }
 
 /// A store acquire with its own copies of what it needs, so that it can outlive its caller.
