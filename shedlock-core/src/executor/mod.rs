@@ -4,9 +4,8 @@ use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -19,11 +18,14 @@ use crate::drain::{DrainState, Drained};
 use crate::error::{Error, Result};
 #[cfg(feature = "scheduler")]
 use crate::fire::{Fire, FireClaim};
-use crate::keepalive::{Lease, RenewPolicy, timed};
+#[cfg(feature = "scheduler")]
+use crate::keepalive::timed;
+use crate::keepalive::{Lease, RenewPolicy};
 use crate::observe;
 use crate::owner::{default_owner_id, validate_owner_id};
 use crate::provider::{LockProvider, LockRecord};
 
+mod acquire;
 mod guard;
 
 pub use guard::LockGuard;
@@ -533,24 +535,6 @@ impl LockingTaskExecutor {
         self.inner.drain.is_stopping()
     }
 
-    /// The store's acquire, under the call timeout (never longer than `at_most`), polled inline
-    /// in the caller's task. If the caller is cancelled while the call is in flight, the call is
-    /// handed to a task of its own that finishes it and releases what it won at once, instead
-    /// of leaving it held until `at_most`.
-    async fn acquire(&self, name: &str, at_most: Duration) -> Result<Option<LockRecord>> {
-        let provider = self.inner.provider.clone();
-        let (lock, owner) = (name.to_owned(), self.inner.owner_id.clone());
-        let timeout = self.inner.call_timeout.min(at_most);
-        InFlightAcquire {
-            call: Some(Box::pin(async move {
-                timed("acquire", timeout, provider.acquire(&lock, at_most, &owner)).await
-            })),
-            provider: self.inner.provider.clone(),
-            call_timeout: self.inner.call_timeout,
-        }
-        .await
-    }
-
     /// Runs `task` if the lock is free: `Ok(Some(output))` if it ran, `Ok(None)` if another
     /// holder has the lock (skipped, not queued).
     ///
@@ -673,74 +657,6 @@ pub(crate) struct FireAttempt {
 /// ```
 pub fn default_executor() -> Result<&'static LockingTaskExecutor> {
     DEFAULT_EXECUTOR.get().ok_or_else(Error::no_executor)
-}
-
-/// A store acquire with its own copies of what it needs, so that it can outlive its caller.
-type AcquireCall = Pin<Box<dyn Future<Output = Result<Option<LockRecord>>> + Send>>;
-
-/// An acquire call in flight, polled by its caller. Dropped before it finished (the caller was
-/// cancelled), it moves the call into a spawned task that lets it finish and releases a lock it
-/// won. Dropped outside a runtime, or while the runtime shuts down (which cancels the spawned
-/// task), the call is abandoned: a lock it had already won stays held until `at_most`.
-struct InFlightAcquire {
-    call: Option<AcquireCall>,
-    provider: Arc<dyn LockProvider>,
-    call_timeout: Duration,
-}
-
-impl Future for InFlightAcquire {
-    type Output = Result<Option<LockRecord>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(call) = self.call.as_mut() else {
-            return Poll::Ready(Err(Error::backend_message(
-                "acquire the lock (polled after it finished)",
-            )));
-        };
-        let outcome = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx)));
-        match outcome {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(acquired)) => {
-                self.call = None;
-                Poll::Ready(acquired)
-            }
-            Err(_) => {
-                self.call = None;
-                Poll::Ready(Err(Error::backend_message(
-                    "acquire the lock (the call panicked)",
-                )))
-            }
-        }
-    }
-}
-
-impl Drop for InFlightAcquire {
-    fn drop(&mut self) {
-        let Some(call) = self.call.take() else {
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                "acquire cancelled outside a tokio runtime; a lock it wins stays held until at_most"
-            );
-            return;
-        };
-        let (provider, call_timeout) = (self.provider.clone(), self.call_timeout);
-        runtime.spawn(async move {
-            if let Ok(Some(record)) = call.await {
-                tracing::debug!(
-                    lock = record.name(),
-                    "acquire cancelled by its caller; releasing what it won"
-                );
-                let _ = timed(
-                    "release",
-                    call_timeout,
-                    provider.release(&record, Duration::ZERO),
-                )
-                .await;
-            }
-        });
-    }
 }
 
 /// Runs `task`, turning a panic into `Err` so the lock can be released before the panic resumes.
