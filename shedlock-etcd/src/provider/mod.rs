@@ -1,30 +1,35 @@
 //! [`EtcdLockProvider`]: the lock contract on etcd leases and transactions.
 
 use std::fmt;
-#[cfg(feature = "tls-rustls")]
-use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound as _, Utc};
-use serde::{Deserialize, Serialize};
 use shedlock_core::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, Fire, FireClaim, LockAdmin, LockEntry,
-    LockProvider, LockRecord, Result, fire_decision, validate_at_least, validate_at_most,
-    validate_name,
+    Error, Fire, FireClaim, LockEntry, LockProvider, LockRecord, Result, fire_decision,
+    validate_at_least, validate_at_most, validate_name,
 };
 use tokio::time::Instant;
 
-use crate::endpoint::{Credentials, Endpoints};
+use crate::endpoint::Endpoints;
 use crate::gateway::{Gateway, GatewayError, KeyValue, Txn};
-use crate::key::{self, HOLD, LockKeys, REC};
+use crate::key::{self, LockKeys, REC};
+
+mod admin;
+mod builder;
+mod record;
+#[cfg(test)]
+mod tests;
+
+pub use builder::EtcdLockProviderBuilder;
+use record::{FireValue, HoldValue, RecValue, decode_value, encode_value, hold_value};
 
 /// The key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "shedlock/";
 
 /// The owner shown for a lock whose hold exists but whose record was deleted by hand: nobody
 /// can release or extend it; it ends with its lease, or with
-/// [`force_unlock`](LockAdmin::force_unlock).
+/// [`force_unlock`](shedlock_core::LockAdmin::force_unlock).
 pub const UNKNOWN_OWNER: &str = "(unknown: the lock record was deleted)";
 
 /// The longest lock name [`EtcdLockProviderBuilder::max_name_len`] accepts, in characters.
@@ -34,8 +39,9 @@ pub const MAX_NAME_LEN_LIMIT: usize = 1024;
 /// less are granted this long (etcd raises them to 1.5 election timeouts, rounded up).
 pub const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 
-/// A [`LockProvider`] (and [`LockAdmin`]) on etcd v3: expiry by lease TTL on the etcd leader's
-/// clock, one transaction per decision, fencing tokens from revisions.
+/// A [`LockProvider`] (and [`LockAdmin`](shedlock_core::LockAdmin)) on etcd v3: expiry by
+/// lease TTL on the etcd leader's clock, one transaction per decision, fencing tokens from
+/// revisions.
 ///
 /// Build one with [`EtcdLockProvider::new`] or [`EtcdLockProvider::builder`]; building does not
 /// connect (the first call does), so it is cheap and synchronous. See the crate docs for the
@@ -67,233 +73,6 @@ impl fmt::Debug for EtcdLockProvider {
     }
 }
 
-/// Builds an [`EtcdLockProvider`]: endpoints, key prefix, name length, call timeout, TLS files
-/// and credentials, checked (and the files read) at [`build`](Self::build).
-///
-/// ```
-/// use std::time::Duration;
-/// use shedlock_etcd::EtcdLockProvider;
-///
-/// let provider = EtcdLockProvider::builder("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379")
-///     .prefix("billing/locks/")
-///     .call_timeout(Duration::from_secs(3))
-///     .build()?;
-/// assert_eq!(provider.endpoints().authorities().len(), 3);
-/// # Ok::<(), shedlock_core::Error>(())
-/// ```
-///
-/// Over TLS with a client certificate, as an etcd user (feature `tls-rustls`):
-///
-/// ```no_run
-/// # #[cfg(feature = "tls-rustls")]
-/// # fn main() -> shedlock_core::Result<()> {
-/// use shedlock_etcd::EtcdLockProvider;
-///
-/// let provider = EtcdLockProvider::builder("https://etcd-0:2379,etcd-1:2379,etcd-2:2379")
-///     .ca_file("/etc/etcd/pki/ca.pem")
-///     .client_cert("/etc/etcd/pki/client.pem", "/etc/etcd/pki/client.key")
-///     .credentials("locker", std::env::var("ETCD_PASSWORD").unwrap_or_default())
-///     .build()?;
-/// # let _ = provider;
-/// # Ok(())
-/// # }
-/// # #[cfg(not(feature = "tls-rustls"))]
-/// # fn main() {}
-/// ```
-#[derive(Clone)]
-pub struct EtcdLockProviderBuilder {
-    url: String,
-    prefix: String,
-    call_timeout: Duration,
-    max_name_len: usize,
-    credentials: Option<Credentials>,
-    #[cfg(feature = "tls-rustls")]
-    ca_file: Option<PathBuf>,
-    #[cfg(feature = "tls-rustls")]
-    client_cert: Option<(PathBuf, PathBuf)>,
-}
-
-impl fmt::Debug for EtcdLockProviderBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The URL may carry a password: it is shown parsed (password hidden), or not at all.
-        let mut d = f.debug_struct("EtcdLockProviderBuilder");
-        match self.url.parse::<Endpoints>() {
-            Ok(endpoints) => d.field("endpoints", &endpoints),
-            Err(_) => d.field("endpoints", &"(not a valid etcd URL)"),
-        };
-        d.field("prefix", &self.prefix)
-            .field("call_timeout", &self.call_timeout)
-            .field("max_name_len", &self.max_name_len)
-            .field("credentials", &self.credentials);
-        #[cfg(feature = "tls-rustls")]
-        d.field("ca_file", &self.ca_file)
-            .field("client_cert", &self.client_cert);
-        d.finish()
-    }
-}
-
-impl EtcdLockProviderBuilder {
-    /// The key prefix every lock's keys start with; defaults to [`DEFAULT_PREFIX`]
-    /// (`"shedlock/"`). Printable ASCII ending in `/`, at most 256 bytes.
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The limit on one whole operation (all its round trips, across the members tried);
-    /// defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s). A call past it fails with
-    /// [`Error::is_timeout`]; its connection is closed, never reused.
-    #[must_use]
-    pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = timeout;
-        self
-    }
-
-    /// The longest lock name accepted, in characters; defaults to [`DEFAULT_MAX_NAME_LEN`]
-    /// (64, as the SQL stores), at most [`MAX_NAME_LEN_LIMIT`].
-    #[must_use]
-    pub fn max_name_len(mut self, max: usize) -> Self {
-        self.max_name_len = max;
-        self
-    }
-
-    /// The etcd user to authenticate as, overriding the URL's `user:password@`. The provider
-    /// authenticates before its first call (`/v3/auth/authenticate`), sends the token with every
-    /// request, and authenticates again when etcd says the token expired. A cluster without
-    /// authentication enabled is used without a token. The password is never shown (`Debug`,
-    /// errors, logs).
-    #[must_use]
-    pub fn credentials(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
-        self.credentials = Some(Credentials {
-            user: user.into(),
-            password: password.into(),
-        });
-        self
-    }
-
-    /// The CA certificates (a PEM file) to trust for the members' certificates, instead of the
-    /// system's roots (used when no CA file is given). Read at [`build`](Self::build); needs an
-    /// `https://` URL.
-    #[cfg(feature = "tls-rustls")]
-    #[must_use]
-    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ca_file = Some(path.into());
-        self
-    }
-
-    /// A client certificate (PEM, with its chain if any) and its private key (PEM: PKCS#8,
-    /// PKCS#1 or SEC1), for members that require one (`--client-cert-auth`). Read at
-    /// [`build`](Self::build); needs an `https://` URL.
-    #[cfg(feature = "tls-rustls")]
-    #[must_use]
-    pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
-        self.client_cert = Some((cert.into(), key.into()));
-        self
-    }
-
-    /// The provider.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_invalid_config`]: the URL is not of the [`Endpoints`] form, the prefix is
-    /// not valid, the timeout is zero or above an hour, the name limit is 0 or above
-    /// [`MAX_NAME_LEN_LIMIT`], the user name is empty; an `https://` URL without the
-    /// `tls-rustls` feature, TLS files with a plain URL, or a CA file, client certificate or key
-    /// that cannot be read or holds no PEM of its kind.
-    pub fn build(self) -> Result<EtcdLockProvider> {
-        let endpoints: Endpoints = self.url.parse()?;
-        let credentials = self
-            .credentials
-            .clone()
-            .or_else(|| endpoints.credentials().cloned());
-        if credentials.as_ref().is_some_and(|c| c.user.is_empty()) {
-            return Err(Error::invalid_config("the etcd user name is empty"));
-        }
-        key::validate_prefix(&self.prefix)?;
-        if self.call_timeout.is_zero() || self.call_timeout > Duration::from_hours(1) {
-            return Err(Error::invalid_config(format!(
-                "the etcd call timeout ({:?}) must be above zero and at most an hour",
-                self.call_timeout
-            )));
-        }
-        if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
-            return Err(Error::invalid_config(format!(
-                "the etcd lock name limit ({}) must be from 1 to {MAX_NAME_LEN_LIMIT} characters",
-                self.max_name_len
-            )));
-        }
-        #[cfg(feature = "tls-rustls")]
-        let tls = self.tls_config(&endpoints)?;
-        #[cfg(not(feature = "tls-rustls"))]
-        if endpoints.is_tls() {
-            return Err(Error::invalid_config(format!(
-                "the etcd URL {endpoints} asks for TLS: enable feature `tls-rustls` of \
-                 shedlock-etcd"
-            )));
-        }
-        // Leave time to try the next member when one does not accept connections.
-        let connect_timeout = (self.call_timeout / 3).min(Duration::from_secs(1));
-        Ok(EtcdLockProvider {
-            gateway: Gateway::new(
-                endpoints,
-                connect_timeout,
-                credentials,
-                #[cfg(feature = "tls-rustls")]
-                tls,
-            ),
-            prefix: self.prefix,
-            call_timeout: self.call_timeout,
-            max_name_len: self.max_name_len,
-        })
-    }
-}
-
-#[cfg(feature = "tls-rustls")]
-impl EtcdLockProviderBuilder {
-    /// The rustls configuration: from the CA file and client certificate for a TLS URL; for a
-    /// plain one (which must have neither), one that is never used.
-    fn tls_config(&self, endpoints: &Endpoints) -> Result<rustls::ClientConfig> {
-        if !endpoints.is_tls() {
-            if self.ca_file.is_some() || self.client_cert.is_some() {
-                return Err(Error::invalid_config(format!(
-                    "ca_file/client_cert were given but the etcd URL {endpoints} is plain HTTP: \
-                     use https://host:port for TLS"
-                )));
-            }
-            return crate::tls::unused_config();
-        }
-        crate::tls::client_config(
-            self.ca_file.as_deref(),
-            self.client_cert
-                .as_ref()
-                .map(|(cert, key)| (cert.as_path(), key.as_path())),
-        )
-    }
-}
-
-/// The record key's value: who took the lock, when (the client's estimate), and the
-/// acquisition's first lease, whose remaining TTL measures how long ago that was.
-#[derive(Debug, Serialize, Deserialize)]
-struct RecValue {
-    owner: String,
-    locked_at_ms: i64,
-    lease: i64,
-    ttl: i64,
-}
-
-/// The hold key's value: the client's estimate of the lease's end, for display only.
-#[derive(Debug, Serialize, Deserialize)]
-struct HoldValue {
-    until_ms: i64,
-}
-
-/// The fire key's value: the latest fire claimed for the job, in microseconds since the epoch.
-#[derive(Debug, Serialize, Deserialize)]
-struct FireValue {
-    at_us: i64,
-}
-
 /// A lock's keys as read.
 #[derive(Default)]
 struct Read {
@@ -319,31 +98,6 @@ enum Claim {
 }
 
 impl EtcdLockProvider {
-    /// A provider on the cluster at `url` with the default prefix, name limit and timeout.
-    ///
-    /// # Errors
-    ///
-    /// As [`EtcdLockProviderBuilder::build`].
-    pub fn new(url: &str) -> Result<Self> {
-        Self::builder(url).build()
-    }
-
-    /// A builder for a provider on the cluster at `url` (see [`Endpoints`] for the form).
-    #[must_use]
-    pub fn builder(url: impl Into<String>) -> EtcdLockProviderBuilder {
-        EtcdLockProviderBuilder {
-            url: url.into(),
-            prefix: DEFAULT_PREFIX.to_owned(),
-            call_timeout: DEFAULT_CALL_TIMEOUT,
-            max_name_len: DEFAULT_MAX_NAME_LEN,
-            credentials: None,
-            #[cfg(feature = "tls-rustls")]
-            ca_file: None,
-            #[cfg(feature = "tls-rustls")]
-            client_cert: None,
-        }
-    }
-
     /// The members this provider talks to.
     #[must_use]
     pub fn endpoints(&self) -> &Endpoints {
@@ -799,123 +553,6 @@ impl LockProvider for EtcdLockProvider {
     }
 }
 
-#[async_trait]
-impl LockAdmin for EtcdLockProvider {
-    /// One range read over the prefix. Times are the writers' clock estimates (etcd has no
-    /// wall clock); whether a lock is held is etcd's own answer.
-    async fn list(&self) -> Result<Vec<LockEntry>> {
-        let deadline = self.deadline();
-        let prefix = self.prefix.as_bytes();
-        let answer = self
-            .gateway
-            .range(prefix, Some(&key::prefix_end(prefix)), deadline)
-            .await
-            .map_err(|e| self.failed("list", "*", e))?;
-        let store_now = now();
-        let mut reads = std::collections::BTreeMap::<String, Read>::new();
-        for kv in answer.kvs {
-            let Some((name, which)) = key::parse_key(&self.prefix, &kv.key.0) else {
-                continue; // not a key this provider writes
-            };
-            let read = reads.entry(name).or_default();
-            if which == REC {
-                if let Ok(value) = decode_value(&kv) {
-                    read.rec = Some((kv, value));
-                }
-            } else if which == HOLD
-                && let Ok(value) = decode_value(&kv)
-            {
-                read.hold = Some((kv, value));
-            }
-        }
-        Ok(reads
-            .into_iter()
-            .filter_map(|(name, read)| Self::entry_of(name, read, store_now))
-            .collect())
-    }
-
-    /// One range read of the lock's two keys.
-    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
-        let keys = self.lock_keys(name)?;
-        let read = self
-            .read(&keys, self.deadline())
-            .await
-            .map_err(|e| self.failed("read", name, e))?;
-        Ok(Self::entry_of(name.to_owned(), read, now()))
-    }
-
-    /// A read (owner and `locked_at` must match `expected`), then one transaction: `if the
-    /// record is still that acquisition's and the hold present then delete the hold`.
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
-        let name = expected.name();
-        let keys = self.lock_keys(name)?;
-        let token = Self::token(expected, "unlock")?;
-        let deadline = self.deadline();
-        let run = async {
-            let read = self.read(&keys, deadline).await?;
-            let matches = read.hold.is_some()
-                && read.rec.as_ref().is_some_and(|(kv, rec)| {
-                    kv.mod_revision.0 == token
-                        && rec.owner == expected.owner()
-                        && rec.locked_at_ms == expected.locked_at().timestamp_millis()
-                });
-            if !matches {
-                return Ok(false);
-            }
-            let txn = Txn::default()
-                .mod_is(&keys.rec, token)
-                .present(&keys.hold)
-                .then_get(&keys.rec)
-                .then_delete(&keys.hold);
-            let answer = self.gateway.txn(&txn, deadline).await?;
-            if answer.succeeded {
-                self.revoke_previous(&answer, None, deadline).await;
-            }
-            Ok(answer.succeeded)
-        };
-        run.await.map_err(|e| self.failed("unlock", name, e))
-    }
-
-    /// A read, then one transaction deleting the hold if neither key changed since; repeated
-    /// (at most five times) while the lock keeps changing under it.
-    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
-        let keys = self.lock_keys(name)?;
-        let deadline = self.deadline();
-        let run = async {
-            for _ in 0..5 {
-                let read = self.read(&keys, deadline).await?;
-                let Some((hold_kv, _)) = &read.hold else {
-                    return Ok(None);
-                };
-                // 0: the record is missing (deleted by hand), and must stay so.
-                let rec_revision = read.rec.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
-                let txn = Txn::default()
-                    .mod_is(&keys.hold, hold_kv.mod_revision.0)
-                    .mod_is(&keys.rec, rec_revision)
-                    .then_get(&keys.rec)
-                    .then_delete(&keys.hold);
-                let answer = self.gateway.txn(&txn, deadline).await?;
-                if answer.succeeded {
-                    self.revoke_previous(&answer, None, deadline).await;
-                    return Ok(Self::entry_of(name.to_owned(), read, now()));
-                }
-            }
-            Ok(None)
-        };
-        run.await.map_err(|e| self.failed("force_unlock", name, e))
-    }
-
-    /// etcd has no schema: `None`.
-    fn ddl(&self) -> Option<String> {
-        None
-    }
-
-    /// Nothing to create: a lock's keys are written by its first acquire. Always `Ok(())`.
-    async fn create_table(&self) -> Result<()> {
-        Ok(())
-    }
-}
-
 // ---- small helpers ----------------------------------------------------------------------
 
 /// The client's clock, whole milliseconds (the precision records are stored with).
@@ -949,132 +586,4 @@ pub(crate) fn ttl_secs(d: Duration) -> i64 {
 
 fn chrono_duration(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
-}
-
-fn encode_value<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
-}
-
-fn hold_value(until: DateTime<Utc>) -> Vec<u8> {
-    encode_value(&HoldValue {
-        until_ms: until.timestamp_millis(),
-    })
-}
-
-fn decode_value<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, GatewayError> {
-    serde_json::from_slice(&kv.value.0).map_err(|e| GatewayError::Decode {
-        member: "(key value)".into(),
-        why: format!(
-            "the key {:?} does not hold a shedlock value ({e}); was it written by something else?",
-            String::from_utf8_lossy(&kv.key.0)
-        ),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fires_round_up_to_whole_microseconds() {
-        let whole = DateTime::from_timestamp_micros(1_800_000_000_000_001).unwrap();
-        assert_eq!(micros_ceil(whole), whole);
-        let between = whole + chrono::Duration::nanoseconds(1);
-        assert_eq!(
-            micros_ceil(between),
-            whole + chrono::Duration::microseconds(1)
-        );
-        let before_epoch =
-            DateTime::from_timestamp_micros(-5).unwrap() - chrono::Duration::nanoseconds(1);
-        assert_eq!(
-            micros_ceil(before_epoch),
-            DateTime::from_timestamp_micros(-5).unwrap()
-        );
-    }
-
-    #[test]
-    fn ttls_round_up_to_whole_seconds() {
-        assert_eq!(ttl_secs(Duration::from_millis(1)), 1);
-        assert_eq!(ttl_secs(Duration::from_secs(2)), 2);
-        assert_eq!(ttl_secs(Duration::from_millis(2001)), 3);
-        assert_eq!(ttl_secs(shedlock_core::MAX_DURATION), 365 * 24 * 3600);
-    }
-
-    #[test]
-    fn builder_checks_its_settings() {
-        for builder in [
-            EtcdLockProvider::builder("etcd://a").prefix("nope"),
-            EtcdLockProvider::builder("etcd://a").call_timeout(Duration::ZERO),
-            EtcdLockProvider::builder("etcd://a").max_name_len(0),
-            EtcdLockProvider::builder("etcd://a").max_name_len(MAX_NAME_LEN_LIMIT + 1),
-            EtcdLockProvider::builder("postgres://a"),
-        ] {
-            let e = builder.build().unwrap_err();
-            assert!(e.is_invalid_config(), "{e}");
-        }
-    }
-
-    #[cfg(not(feature = "tls-rustls"))]
-    #[test]
-    fn https_needs_the_tls_feature() {
-        let e = EtcdLockProvider::new("https://root:s3cret@a:2379").unwrap_err();
-        assert!(e.is_invalid_config(), "{e}");
-        assert!(e.to_string().contains("feature `tls-rustls`"), "{e}");
-        assert!(!e.to_string().contains("s3cret"), "{e}");
-    }
-
-    #[cfg(feature = "tls-rustls")]
-    #[test]
-    fn tls_files_are_checked_at_build() {
-        let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("missing-ca.pem");
-        let not_pem = dir.path().join("not-pem.pem");
-        std::fs::write(&not_pem, "hello").unwrap();
-        for (builder, says) in [
-            (
-                EtcdLockProvider::builder("etcd://a").ca_file(&not_pem),
-                "use https://",
-            ),
-            (
-                EtcdLockProvider::builder("https://a").ca_file(&missing),
-                "missing-ca.pem",
-            ),
-            (
-                EtcdLockProvider::builder("https://a").ca_file(&not_pem),
-                "CA that signed",
-            ),
-            (
-                EtcdLockProvider::builder("https://a").client_cert(&not_pem, &missing),
-                "client certificate",
-            ),
-        ] {
-            let e = builder.build().unwrap_err();
-            assert!(e.is_invalid_config(), "{e}");
-            assert!(e.to_string().contains(says), "{says}: {e}");
-        }
-    }
-
-    #[test]
-    fn credentials_are_never_shown() {
-        let builder = EtcdLockProvider::builder("etcd://root:s3cret@a").credentials("me", "pa55");
-        let debug = format!("{builder:?}");
-        assert!(
-            !debug.contains("s3cret") && !debug.contains("pa55"),
-            "{debug}"
-        );
-        let p = builder.build().unwrap();
-        let debug = format!("{p:?}");
-        assert!(debug.contains("root:***@a:2379"), "{debug}");
-        assert!(!debug.contains("s3cret"), "{debug}");
-    }
-
-    #[test]
-    fn debug_shows_settings() {
-        let p = EtcdLockProvider::new("etcd://a:1,b:2").unwrap();
-        let debug = format!("{p:?}");
-        assert!(
-            debug.contains("etcd://a:1,b:2") && debug.contains("shedlock/"),
-            "{debug}"
-        );
-    }
 }

@@ -1,0 +1,126 @@
+//! The provider's [`LockAdmin`] operations: list the locks, read one, unlock or force-unlock one.
+
+use async_trait::async_trait;
+use shedlock_core::{LockAdmin, LockEntry, LockRecord, Result};
+
+use super::record::decode_value;
+use super::{EtcdLockProvider, Read, now};
+use crate::gateway::Txn;
+use crate::key::{self, HOLD, REC};
+
+#[async_trait]
+impl LockAdmin for EtcdLockProvider {
+    /// One range read over the prefix. Times are the writers' clock estimates (etcd has no
+    /// wall clock); whether a lock is held is etcd's own answer.
+    async fn list(&self) -> Result<Vec<LockEntry>> {
+        let deadline = self.deadline();
+        let prefix = self.prefix.as_bytes();
+        let answer = self
+            .gateway
+            .range(prefix, Some(&key::prefix_end(prefix)), deadline)
+            .await
+            .map_err(|e| self.failed("list", "*", e))?;
+        let store_now = now();
+        let mut reads = std::collections::BTreeMap::<String, Read>::new();
+        for kv in answer.kvs {
+            let Some((name, which)) = key::parse_key(&self.prefix, &kv.key.0) else {
+                continue; // not a key this provider writes
+            };
+            let read = reads.entry(name).or_default();
+            if which == REC {
+                if let Ok(value) = decode_value(&kv) {
+                    read.rec = Some((kv, value));
+                }
+            } else if which == HOLD
+                && let Ok(value) = decode_value(&kv)
+            {
+                read.hold = Some((kv, value));
+            }
+        }
+        Ok(reads
+            .into_iter()
+            .filter_map(|(name, read)| Self::entry_of(name, read, store_now))
+            .collect())
+    }
+
+    /// One range read of the lock's two keys.
+    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
+        let keys = self.lock_keys(name)?;
+        let read = self
+            .read(&keys, self.deadline())
+            .await
+            .map_err(|e| self.failed("read", name, e))?;
+        Ok(Self::entry_of(name.to_owned(), read, now()))
+    }
+
+    /// A read (owner and `locked_at` must match `expected`), then one transaction: `if the
+    /// record is still that acquisition's and the hold present then delete the hold`.
+    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+        let name = expected.name();
+        let keys = self.lock_keys(name)?;
+        let token = Self::token(expected, "unlock")?;
+        let deadline = self.deadline();
+        let run = async {
+            let read = self.read(&keys, deadline).await?;
+            let matches = read.hold.is_some()
+                && read.rec.as_ref().is_some_and(|(kv, rec)| {
+                    kv.mod_revision.0 == token
+                        && rec.owner == expected.owner()
+                        && rec.locked_at_ms == expected.locked_at().timestamp_millis()
+                });
+            if !matches {
+                return Ok(false);
+            }
+            let txn = Txn::default()
+                .mod_is(&keys.rec, token)
+                .present(&keys.hold)
+                .then_get(&keys.rec)
+                .then_delete(&keys.hold);
+            let answer = self.gateway.txn(&txn, deadline).await?;
+            if answer.succeeded {
+                self.revoke_previous(&answer, None, deadline).await;
+            }
+            Ok(answer.succeeded)
+        };
+        run.await.map_err(|e| self.failed("unlock", name, e))
+    }
+
+    /// A read, then one transaction deleting the hold if neither key changed since; repeated
+    /// (at most five times) while the lock keeps changing under it.
+    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+        let keys = self.lock_keys(name)?;
+        let deadline = self.deadline();
+        let run = async {
+            for _ in 0..5 {
+                let read = self.read(&keys, deadline).await?;
+                let Some((hold_kv, _)) = &read.hold else {
+                    return Ok(None);
+                };
+                // 0: the record is missing (deleted by hand), and must stay so.
+                let rec_revision = read.rec.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
+                let txn = Txn::default()
+                    .mod_is(&keys.hold, hold_kv.mod_revision.0)
+                    .mod_is(&keys.rec, rec_revision)
+                    .then_get(&keys.rec)
+                    .then_delete(&keys.hold);
+                let answer = self.gateway.txn(&txn, deadline).await?;
+                if answer.succeeded {
+                    self.revoke_previous(&answer, None, deadline).await;
+                    return Ok(Self::entry_of(name.to_owned(), read, now()));
+                }
+            }
+            Ok(None)
+        };
+        run.await.map_err(|e| self.failed("force_unlock", name, e))
+    }
+
+    /// etcd has no schema: `None`.
+    fn ddl(&self) -> Option<String> {
+        None
+    }
+
+    /// Nothing to create: a lock's keys are written by its first acquire. Always `Ok(())`.
+    async fn create_table(&self) -> Result<()> {
+        Ok(())
+    }
+}
