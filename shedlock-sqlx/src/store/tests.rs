@@ -1,6 +1,7 @@
 //! The store's unit tests: rounding, owner checks, lost connections, timeouts' messages and
 //! the retry loop on an in-memory SQLite database.
 
+use super::checkout::connection_lost;
 use super::*;
 
 #[test]
