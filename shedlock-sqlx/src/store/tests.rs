@@ -1,6 +1,8 @@
 //! The store's unit tests: rounding, owner checks, lost connections, timeouts' messages and
 //! the retry loop on an in-memory SQLite database.
 
+use std::sync::PoisonError;
+
 use super::checkout::connection_lost;
 use super::*;
 
@@ -118,7 +120,7 @@ async fn a_call_times_out_at_its_deadline_saying_where() {
 /// [`Store::run`] on an in-memory SQLite pool: attempts that report a lost connection.
 #[cfg(feature = "sqlite")]
 mod retries {
-    use std::sync::atomic::AtomicU32;
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     use sqlx::Sqlite;
     use sqlx::sqlite::SqlitePoolOptions;
