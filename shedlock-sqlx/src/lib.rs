@@ -234,6 +234,8 @@ mod sqlite;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod url;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use builder::{DEFAULT_TABLE, LockProviderBuilder};
