@@ -228,6 +228,8 @@ mod mysql;
 mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod provider;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod provider_types;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
