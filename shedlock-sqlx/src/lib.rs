@@ -228,12 +228,16 @@ mod mysql;
 mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod provider;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod provider_types;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod url;
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use builder::{DEFAULT_TABLE, LockProviderBuilder};

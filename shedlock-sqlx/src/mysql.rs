@@ -19,7 +19,8 @@ use crate::dialect::{
     seen_holder,
 };
 use crate::ident::{Quote, Reserved};
-use crate::provider::{Provider, sql_lock_provider};
+use crate::provider::Provider;
+use crate::provider_types::sql_lock_provider;
 use crate::store::statement;
 use crate::store::{Call, Checkout, Schema, Store, millis_ceil, utc_from_micros};
 

@@ -11,7 +11,8 @@ use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
-use crate::provider::{Provider, returning_statements, sql_lock_provider};
+use crate::provider::{Provider, returning_statements};
+use crate::provider_types::sql_lock_provider;
 use crate::store::statement;
 use crate::store::{Call, Store, millis_ceil};
 

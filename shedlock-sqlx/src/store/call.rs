@@ -1,0 +1,296 @@
+//! One provider call: its deadline over every attempt, what its timeout says, and the
+//! retry loop ([`Store::run`]) with its rules for a reply lost with a dead connection.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use shedlock_core::{Error, Result};
+use sqlx::Database;
+use tokio::time::{Instant, timeout_at};
+
+use super::Store;
+use super::checkout::{Checkout, checkout_lost};
+
+/// What a call was doing when its deadline passed, for the timeout's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Phase {
+    /// Waiting for a free connection.
+    Waiting = 0,
+    /// Opening a connection.
+    Connecting = 1,
+    /// Waiting for the database to answer a statement.
+    Statement = 2,
+}
+
+/// Where a call's connections go, for its messages: the database (`Postgres at db:5432/app`)
+/// and how many connections the provider may have open.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) name: Arc<str>,
+    /// The provider's own connections' last refusal (`None` over a sqlx pool, or once a
+    /// connection opened), for calls that waited for a free connection meanwhile.
+    pub(crate) refusal: Option<Arc<Mutex<Option<String>>>>,
+    pub(crate) max: u32,
+}
+
+/// What a call does when its connection dies after a statement was sent: the statement may
+/// have committed before the reply was lost, and the call cannot tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterLostReply {
+    /// Run the call again on another connection ([`Store::run`]): its statements have the same
+    /// effect and answer when repeated (extend, release, reads, create-table).
+    Repeat,
+    /// End the call with an error saying that the reply was lost and the statement may have
+    /// committed ([`Call::lost_reply`]): a repeat would answer from the lost statement's own
+    /// effect (an acquire finding its own lock held, a fire claim finding its own fire
+    /// recorded). Holds what the call does (`acquire lock "report"`), for that error.
+    Fail(String),
+}
+
+/// One provider call: its name and its deadline (connection checkouts plus statements, over
+/// every attempt), what it is about (the lock) and what it is doing, so that running out of
+/// time says where, and whether it may run again after a lost reply.
+#[derive(Debug)]
+pub(crate) struct Call {
+    op: &'static str,
+    timeout: Duration,
+    deadline: Instant,
+    /// The current attempt's connection turned out to be dead (set by [`Checkout::settle`],
+    /// read by [`Store::run`]).
+    pub(super) lost: AtomicBool,
+    /// That lost connection had not been sent a `COMMIT` of this attempt's, so its transaction
+    /// rolled back and the attempt may run again whatever [`AfterLostReply`] says (set by
+    /// [`Checkout::begin`] behind a transaction pooler).
+    pub(super) rolled_back: AtomicBool,
+    /// Whether an attempt whose connection died with its statement sent may run again.
+    after_lost_reply: AfterLostReply,
+    pub(super) target: Target,
+    /// What the call is about (`lock "report"`).
+    about: Option<String>,
+    phase: AtomicU8,
+    /// The last error the call got past (a refused connection), for its timeout's message.
+    last_error: Mutex<Option<String>>,
+}
+
+impl Call {
+    pub(crate) fn new(op: &'static str, timeout: Duration, target: Target) -> Self {
+        Self {
+            op,
+            timeout,
+            deadline: Instant::now() + timeout,
+            lost: AtomicBool::new(false),
+            rolled_back: AtomicBool::new(false),
+            after_lost_reply: AfterLostReply::Repeat,
+            target,
+            about: None,
+            phase: AtomicU8::new(Phase::Waiting as u8),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    /// The call is about `what` (`lock "report"`), which its timeout names.
+    #[must_use]
+    pub(crate) fn about(mut self, what: String) -> Self {
+        self.about = Some(what);
+        self
+    }
+
+    /// What the call does after a lost reply (by default, [`AfterLostReply::Repeat`]).
+    #[must_use]
+    pub(crate) fn after_lost_reply(mut self, after: AfterLostReply) -> Self {
+        self.after_lost_reply = after;
+        self
+    }
+
+    /// Whether an attempt whose connection died with its statement sent may run again.
+    pub(super) fn repeats_after_lost_reply(&self) -> bool {
+        self.after_lost_reply == AfterLostReply::Repeat
+    }
+
+    /// The error of a call that may not run again ([`AfterLostReply::Fail`]) whose connection
+    /// died after its statement was sent: one line naming the call and the lock, the database,
+    /// and what it means, with the driver's error as the source.
+    pub(super) fn lost_reply(&self, error: sqlx::Error) -> Error {
+        let what = match &self.after_lost_reply {
+            AfterLostReply::Fail(what) => what.as_str(),
+            AfterLostReply::Repeat => self.op,
+        };
+        Error::backend(
+            format!(
+                "{what} on {}: the reply was lost (the connection died after the statement was \
+                 sent) and the statement may have committed, so the lock may be held by this \
+                 owner until at_most; not repeated",
+                self.target.name
+            ),
+            error,
+        )
+    }
+
+    pub(crate) fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+
+    /// Keeps `error` (one the call got past) for the timeout's message.
+    pub(crate) fn note_error(&self, error: &sqlx::Error) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+    }
+
+    /// The error of this call running out of time: the lock, the step (waiting for a free
+    /// connection, connecting, waiting for the answer) and the last error it got past.
+    pub(crate) fn timeout_error(&self) -> Error {
+        use std::fmt::Write as _;
+        let target = &self.target.name;
+        let mut detail = self
+            .about
+            .as_ref()
+            .map(|about| format!("{about}, "))
+            .unwrap_or_default();
+        // Writing to a `String` cannot fail.
+        let _ = match self.phase.load(Ordering::Relaxed) {
+            p if p == Phase::Statement as u8 => {
+                write!(detail, "waiting for {target} to answer the statement")
+            }
+            p if p == Phase::Connecting as u8 => write!(detail, "connecting to {target}"),
+            _ if self.target.refusal.is_some() => {
+                let refused = self.target.refusal.as_ref().and_then(|refusal| {
+                    refusal
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone()
+                });
+                let all = match self.target.max {
+                    1 => "the provider's one connection is".to_owned(),
+                    n => format!("all {n} of the provider's are"),
+                };
+                match refused {
+                    Some(refused) => write!(
+                        detail,
+                        "waiting for a free connection to {target} ({all} busy or connecting; \
+                         last connect error: {refused})"
+                    ),
+                    None => write!(
+                        detail,
+                        "waiting for a free connection to {target} ({all} busy)"
+                    ),
+                }
+            }
+            _ => write!(
+                detail,
+                "waiting for a connection to {target} from the pool (at most {})",
+                self.target.max
+            ),
+        };
+        if let Some(error) = &*self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            let _ = write!(detail, " (last error: {error})");
+        }
+        Error::timeout_with(self.op, self.timeout, detail)
+    }
+
+    /// Runs `fut` until the call's deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_timeout`] if the deadline passed first (`fut` is dropped).
+    pub(crate) async fn timed<F: Future>(&self, fut: F) -> Result<F::Output> {
+        timeout_at(self.deadline, fut)
+            .await
+            .map_err(|_| self.timeout_error())
+    }
+}
+
+impl<DB: Database> Store<DB> {
+    /// Runs one call: `attempt` on a connection, before `call`'s deadline (a connection that
+    /// cannot be opened is reported as [`checkout_error`](Self::checkout_error)).
+    ///
+    /// When an attempt fails because its connection was gone
+    /// ([`connection_lost`](super::checkout::connection_lost), typically an
+    /// idle connection the server closed when it restarted), that connection is closed and the
+    /// whole attempt runs again on another one, within the same deadline: each dead idle
+    /// connection costs a retry instead of a failed call, and once none is left a fresh one is
+    /// opened (a server that refuses connections while it restarts is asked again until the
+    /// deadline). At most max connections + 1 attempts: enough to get past every dead
+    /// connection to a fresh one. A checkout that fails the same way (the server reset a new
+    /// connection) is retried alike. Any other error, and the deadline, end the call at once.
+    /// When nothing fails this costs nothing: the first attempt is the call.
+    ///
+    /// A statement whose connection died after it was sent may have committed before its reply
+    /// was lost, and the driver cannot tell that from a statement that never arrived. So an
+    /// attempt runs again after a lost connection only if the call says it may
+    /// ([`AfterLostReply::Repeat`]: the repeat has the same effect and answer). A call that may
+    /// not ([`AfterLostReply::Fail`]: acquire, fire claim, whose repeat would find their own
+    /// lock held or fire recorded) ends with [`Call::lost_reply`]'s error at the first lost
+    /// connection: at most one failed call per dead connection. Behind a transaction pooler
+    /// ([`Checkout::begin`]), a connection lost before the attempt sent a `COMMIT` rolled its
+    /// statement back, and the attempt runs again whatever the call says. A failed checkout
+    /// sent no statement and is retried either way.
+    pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(Checkout<'a, DB>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let attempts = self.conns.max().saturating_add(1);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let checkout = match self.conns.checkout(call).await? {
+                Ok(conn) => Checkout::new(conn, call, self.settings.transaction_pooler),
+                Err(error) if tries < attempts && checkout_lost(&error) => {
+                    tracing::info!(
+                        op = call.op,
+                        attempt = tries,
+                        %error,
+                        "could not open a lock-store connection; trying again"
+                    );
+                    call.note_error(&error);
+                    continue;
+                }
+                Err(error) => return Err(self.checkout_error(call, error)),
+            };
+            call.lost.store(false, Ordering::Relaxed);
+            call.rolled_back.store(false, Ordering::Relaxed);
+            // The attempt owns the connection: by the time it returns, a dead one is closed.
+            match attempt(checkout).await {
+                Err(error)
+                    if tries < attempts
+                        && call.lost.load(Ordering::Relaxed)
+                        && (call.repeats_after_lost_reply()
+                            || call.rolled_back.load(Ordering::Relaxed)) =>
+                {
+                    tracing::info!(
+                        op = call.op,
+                        attempt = tries,
+                        error = %with_causes(&error),
+                        "lock-store connection lost; trying again on another connection"
+                    );
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+}
+
+/// `error` and its causes, one after another, for a log line (a cause whose message is already
+/// in the text, as sqlx's I/O errors repeat theirs, is left out).
+fn with_causes(error: &Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,348 @@
+//! A connection checked out for one attempt of a call: how its statements run (directly, or
+//! each in a transaction of its own behind a transaction pooler) and when it is closed
+//! rather than given back.
+
+use std::sync::atomic::Ordering;
+
+use shedlock_core::{Error, Result};
+use sqlx::Database;
+use sqlx::database::HasStatementCache;
+
+#[cfg(doc)]
+use super::{AfterLostReply, Store};
+use super::{Call, Phase};
+use crate::conns::Held;
+
+/// A connection for one attempt of a call. It is given back only if its last statement
+/// finished: a connection dropped mid-statement (a timeout, a cancelled call, an I/O error) or
+/// found dead ([`connection_lost`]) is closed at once, so no connection is handed out with a
+/// half-read reply, a black-holed connection never blocks sqlx's return check, and a dead one is
+/// never offered again.
+///
+/// The attempt owns it, so the connection is closed or given back when the attempt ends, before
+/// a retry takes the next one.
+pub(crate) struct Checkout<'a, DB: Database> {
+    conn: Option<Held<DB>>,
+    in_flight: bool,
+    /// The last statement failed because the connection was gone.
+    lost: bool,
+    call: &'a Call,
+    mode: Mode,
+}
+
+/// How a [`Checkout`]'s statements run ([`Checkout::begin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// As they are: named statements kept on the connection, autocommit.
+    Direct,
+    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler; `committed`
+    /// once a `COMMIT` of this attempt's was sent (a connection lost from then on may have
+    /// committed).
+    Pooler { committed: bool },
+}
+
+/// Runs one statement of a provider's on a [`Checkout`] within its call's deadline, through
+/// [`Checkout::begin`] and [`Checkout::end`]: `statement!(c, query, map, fetch_all)` runs
+/// `query.fetch_all(…)` and evaluates to its `Result` (errors mapped by `map`).
+macro_rules! statement {
+    ($c:expr, $query:expr, $map:expr, $run:ident) => {{
+        let c = &mut $c;
+        let map = &$map;
+        match c.begin($query, map).await {
+            Ok(query) => {
+                let outcome = c.call().timed(query.$run(c.conn())).await;
+                c.end(outcome, map).await
+            }
+            Err(error) => Err(error),
+        }
+    }};
+}
+
+pub(crate) use statement;
+
+/// A query whose prepared statement may be kept on the connection or not (sqlx's
+/// `persistent`): a named statement cached per connection, or the unnamed one.
+pub(crate) trait Persistent {
+    /// The query, with its statement kept (`true`, sqlx's default) or not.
+    #[must_use]
+    fn persistent(self, value: bool) -> Self;
+}
+
+impl<DB: Database + HasStatementCache, A> Persistent for sqlx::query::Query<'_, DB, A> {
+    fn persistent(self, value: bool) -> Self {
+        Self::persistent(self, value)
+    }
+}
+
+impl<DB: Database + HasStatementCache, O, A> Persistent for sqlx::query::QueryAs<'_, DB, O, A> {
+    fn persistent(self, value: bool) -> Self {
+        Self::persistent(self, value)
+    }
+}
+
+impl<DB: Database + HasStatementCache, O, A> Persistent for sqlx::query::QueryScalar<'_, DB, O, A> {
+    fn persistent(self, value: bool) -> Self {
+        Self::persistent(self, value)
+    }
+}
+
+impl<'a, DB: Database> Checkout<'a, DB> {
+    pub(super) fn new(conn: Held<DB>, call: &'a Call, pooler: bool) -> Self {
+        Self {
+            conn: Some(conn),
+            in_flight: false,
+            lost: false,
+            call,
+            mode: if pooler {
+                Mode::Pooler { committed: false }
+            } else {
+                Mode::Direct
+            },
+        }
+    }
+
+    /// Starts one statement of the provider's; every statement a provider runs goes through
+    /// here and [`end`](Self::end):
+    ///
+    /// ```text
+    /// let query = c.begin(query, map).await?;
+    /// let outcome = call.timed(query.fetch_all(c.conn())).await;
+    /// let rows = c.end(outcome, map).await?;
+    /// ```
+    ///
+    /// By default `begin` hands the query back as it is and `end` is [`settle`](Self::settle):
+    /// the statement is prepared once per connection and kept (sqlx's named statements), one
+    /// round trip. Behind a transaction-mode pooler (the `transaction_pooler` setting) a server
+    /// connection is the client's only for a transaction, and a statement outside one may meet
+    /// another server connection at each `Sync`: a named statement cached for this connection
+    /// would be missing there (or exist already), and even the unnamed one is parsed in one
+    /// exchange and bound in the next. So `begin` sends `BEGIN` and hands back the query
+    /// unnamed (not kept), and `end` sends `COMMIT` (or `ROLLBACK` after the database refused
+    /// the statement): the pooler keeps one server connection for the whole of it. Four round
+    /// trips instead of one.
+    ///
+    /// Lost replies stay as [`Store::run`] describes, counted from the `COMMIT`: a connection
+    /// lost before it was sent rolled back, so the attempt runs again even for a call that may
+    /// not repeat a lost reply (unless an earlier `COMMIT` of the same attempt was sent); one
+    /// lost after it was sent may have committed, as a lost statement does by default.
+    pub(crate) async fn begin<Q: Persistent>(
+        &mut self,
+        query: Q,
+        map: impl FnOnce(sqlx::Error) -> Error,
+    ) -> Result<Q>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        if self.mode == Mode::Direct {
+            return Ok(query);
+        }
+        let call = self.call;
+        let begun = call
+            .timed(sqlx::raw_sql("BEGIN").execute(self.conn()))
+            .await;
+        self.settle_as(begun, map, false)?;
+        Ok(query.persistent(false))
+    }
+
+    /// Ends a statement started with [`begin`](Self::begin): settles its outcome and, behind a
+    /// transaction pooler, commits (or rolls back) its transaction.
+    pub(crate) async fn end<T>(
+        &mut self,
+        outcome: Result<std::result::Result<T, sqlx::Error>>,
+        map: impl FnOnce(sqlx::Error) -> Error,
+    ) -> Result<T>
+    where
+        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    {
+        if self.mode == Mode::Direct {
+            return self.settle(outcome, map);
+        }
+        let call = self.call;
+        match outcome {
+            Ok(Ok(value)) => {
+                self.mode = Mode::Pooler { committed: true };
+                let committed = call
+                    .timed(sqlx::raw_sql("COMMIT").execute(self.conn()))
+                    .await;
+                self.settle_as(committed, map, true)?;
+                Ok(value)
+            }
+            Ok(Err(error)) if statement_finished(&error) => {
+                // The transaction is aborted (or holds a read): end it. A connection whose
+                // `ROLLBACK` did not finish stays in flight, and is closed.
+                let rolled_back = call
+                    .timed(sqlx::raw_sql("ROLLBACK").execute(self.conn()))
+                    .await;
+                if matches!(rolled_back, Ok(Ok(_))) {
+                    self.in_flight = false;
+                }
+                Err(map(error))
+            }
+            outcome => self.settle_as(outcome, map, false),
+        }
+    }
+
+    /// The call this attempt is of.
+    pub(crate) fn call(&self) -> &'a Call {
+        self.call
+    }
+
+    /// The connection, for one statement; [`settle`](Self::settle) its outcome before the next.
+    pub(crate) fn conn(&mut self) -> &mut DB::Connection {
+        self.in_flight = true;
+        self.call.set_phase(Phase::Statement);
+        // `conn` is `Some` from `new` until drop.
+        self.conn.as_mut().unwrap_or_else(|| unreachable!()).conn()
+    }
+
+    /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
+    /// statement's error mapped by `map`. The connection stays usable only when the statement
+    /// finished (successfully or with an error from the database itself); an error that says the
+    /// connection is gone marks it lost, which lets [`Store::run`] retry the call on another —
+    /// unless the call may not run again after a lost reply ([`AfterLostReply::Fail`]): that
+    /// error is then [`Call::lost_reply`]'s, not `map`'s.
+    pub(crate) fn settle<T>(
+        &mut self,
+        outcome: Result<std::result::Result<T, sqlx::Error>>,
+        map: impl FnOnce(sqlx::Error) -> Error,
+    ) -> Result<T> {
+        self.settle_as(outcome, map, true)
+    }
+
+    /// [`settle`](Self::settle), where `may_have_committed` says whether a statement sent on a
+    /// connection that then died may have committed: `false` inside a transaction of
+    /// [`begin`](Self::begin)'s before its `COMMIT` was sent (unless an earlier one of
+    /// this attempt was), which lets [`Store::run`] run the attempt again.
+    fn settle_as<T>(
+        &mut self,
+        outcome: Result<std::result::Result<T, sqlx::Error>>,
+        map: impl FnOnce(sqlx::Error) -> Error,
+        may_have_committed: bool,
+    ) -> Result<T> {
+        let may_have_committed =
+            may_have_committed || self.mode == (Mode::Pooler { committed: true });
+        match outcome {
+            Err(timeout) => Err(timeout),
+            Ok(Ok(value)) => {
+                self.in_flight = false;
+                Ok(value)
+            }
+            Ok(Err(error)) => {
+                if connection_lost(&error) {
+                    self.lost = true;
+                    self.call.lost.store(true, Ordering::Relaxed);
+                    self.call.note_error(&error);
+                    if !may_have_committed {
+                        self.call.rolled_back.store(true, Ordering::Relaxed);
+                    } else if !self.call.repeats_after_lost_reply() {
+                        return Err(self.call.lost_reply(error));
+                    }
+                } else if statement_finished(&error) {
+                    self.in_flight = false;
+                }
+                Err(map(error))
+            }
+        }
+    }
+}
+
+/// Whether the connection is still in a clean state after `error`.
+fn statement_finished(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Database(_)
+            | sqlx::Error::RowNotFound
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::TypeNotFound { .. }
+            | sqlx::Error::Encode(_)
+            | sqlx::Error::Decode(_)
+    )
+}
+
+/// Whether `error` says that the connection is gone rather than that the statement failed: the
+/// server closed it (a restart, an administrator, an idle timeout) or the socket broke.
+///
+/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`] (a closed
+/// socket as `UnexpectedEof`), and a server's farewell message (sent to idle connections before
+/// it closes them, read by the next statement) as [`sqlx::Error::Database`]:
+///
+/// - Postgres: SQLSTATE class `08` (connection exception), `57P01` admin shutdown (also what an
+///   immediate shutdown sends), `57P02` crash shutdown, `57P03` cannot connect now, `57P05`
+///   idle session timeout;
+/// - MySQL/MariaDB: SQLSTATE class `08` (among them 1053 server shutdown, 1152/1184 aborted
+///   connection, 1158–1161 network errors) and MariaDB's 1927 connection killed (`70100`, which
+///   it shares with 1317 "query execution was interrupted": the number decides). The client codes
+///   2006 and 2013 ("server has gone away", "lost connection") never reach sqlx's native driver
+///   from the server: those cases are I/O errors here. MySQL 8's 4031 (disconnected for
+///   inactivity) is not recognised, as MariaDB uses that number for a statement error; sqlx's
+///   pool closes idle connections long before `wait_timeout` by default.
+///
+/// [`sqlx::Error::Protocol`] (bytes that make no sense) and [`sqlx::Error::Tls`] (handshake) are
+/// not counted: a dead connection does not produce them, and they would fail again. Everything
+/// else is the statement's own failure.
+pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => database_says_connection_lost(db.as_ref()),
+        _ => false,
+    }
+}
+
+/// [`connection_lost`] for a failed checkout, where the pool may have been opening a connection:
+/// only I/O errors of a connection that broke count (a server going down reset it), not those of
+/// a connection that could not be made (an unknown host, a bad SQLite path) — those would fail
+/// again. (sqlx itself retries refused connections until the pool's acquire timeout.)
+pub(crate) fn checkout_lost(error: &sqlx::Error) -> bool {
+    use std::io::ErrorKind;
+    match error {
+        sqlx::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::NotConnected
+        ),
+        sqlx::Error::Database(db) => database_says_connection_lost(db.as_ref()),
+        _ => false,
+    }
+}
+
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql")),
+    allow(
+        unused_variables,
+        reason = "only Postgres and MySQL report lost connections"
+    )
+)]
+fn database_says_connection_lost(db: &dyn sqlx::error::DatabaseError) -> bool {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        let code = pg.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "57P05");
+    }
+    #[cfg(feature = "mysql")]
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        let state = my.code().unwrap_or_default();
+        return state.starts_with("08") || (my.number() == 1927 && state == "70100");
+    }
+    false
+}
+
+impl<DB: Database> Drop for Checkout<'_, DB> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        if self.in_flight {
+            if self.lost {
+                tracing::debug!("closing a lock-store connection the server had closed");
+            } else {
+                tracing::debug!("closing a lock-store connection whose statement did not finish");
+            }
+            conn.close();
+        } else {
+            conn.give_back();
+        }
+    }
+}
