@@ -134,7 +134,7 @@ where
     }
 
     /// Both layouts' statements, for the dialects' tests.
-    #[cfg(test)]
+    #[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
     pub(crate) fn all_statements(&self) -> &[Statements<D::Extra>; 2] {
         &self.inner.sql
     }
