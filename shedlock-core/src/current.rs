@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::validate_durations;
-use crate::drain::Phase;
+use crate::drain::DrainPhase;
 use crate::error::Result;
 use crate::keepalive::Lease;
 use crate::provider::{LockProvider, LockRecord};
@@ -64,7 +64,7 @@ pub struct LockHandle {
     name: Arc<str>,
     fencing_token: Option<i64>,
     /// The executor's drain phase, for locks an executor handed out.
-    cancel: Option<watch::Receiver<Phase>>,
+    cancel: Option<watch::Receiver<DrainPhase>>,
 }
 
 impl LockHandle {
@@ -79,7 +79,7 @@ impl LockHandle {
     }
 
     /// A handle that also carries the executor's cancellation signal.
-    pub(crate) fn with_cancel(lease: Lease, cancel: watch::Receiver<Phase>) -> Self {
+    pub(crate) fn with_cancel(lease: Lease, cancel: watch::Receiver<DrainPhase>) -> Self {
         Self {
             cancel: Some(cancel),
             ..Self::new(lease)
@@ -93,7 +93,7 @@ impl LockHandle {
     pub fn is_cancelled(&self) -> bool {
         self.cancel
             .as_ref()
-            .is_some_and(|rx| *rx.borrow() >= Phase::Cancelling)
+            .is_some_and(|rx| *rx.borrow() >= DrainPhase::Cancelling)
     }
 
     /// Resolves when the executor's shutdown cancels this run (see

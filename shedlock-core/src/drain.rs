@@ -49,7 +49,7 @@ pub(crate) fn is_held_in_process(record: &LockRecord) -> bool {
 
 /// Where the drain is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Phase {
+pub(crate) enum DrainPhase {
     /// New runs start.
     Running,
     /// No new runs; runs in flight get the grace period.
@@ -80,7 +80,7 @@ struct Entry {
 }
 
 pub(crate) struct DrainState {
-    phase: watch::Sender<Phase>,
+    phase: watch::Sender<DrainPhase>,
     live: Mutex<HashMap<u64, Entry>>,
     /// Acquires (and fire claims) in flight: a lock they win is registered or given back.
     acquiring: std::sync::atomic::AtomicUsize,
@@ -102,18 +102,18 @@ impl Drop for AcquireTicket {
 }
 
 /// One registered lock; [`finish`](Self::finish) when its release has completed.
-pub(crate) struct Registration {
+pub(crate) struct InFlight {
     drain: Arc<DrainState>,
     id: u64,
 }
 
-impl Registration {
+impl InFlight {
     pub(crate) fn finish(self) {
         self.drain.deregister(self.id);
     }
 
     /// Resolves when the drain cancels runs (the grace is over).
-    pub(crate) fn cancel_signal(&self) -> watch::Receiver<Phase> {
+    pub(crate) fn cancel_signal(&self) -> watch::Receiver<DrainPhase> {
         self.drain.phase.subscribe()
     }
 }
@@ -121,7 +121,7 @@ impl Registration {
 impl DrainState {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
-            phase: watch::channel(Phase::Running).0,
+            phase: watch::channel(DrainPhase::Running).0,
             live: Mutex::new(HashMap::new()),
             acquiring: std::sync::atomic::AtomicUsize::new(0),
             count: watch::channel(0).0,
@@ -136,7 +136,7 @@ impl DrainState {
 
     /// Whether new runs are refused.
     pub(crate) fn is_stopping(&self) -> bool {
-        *self.phase.borrow() != Phase::Running
+        *self.phase.borrow() != DrainPhase::Running
     }
 
     /// Refuses with the shutdown error once the drain has begun.
@@ -153,7 +153,7 @@ impl DrainState {
         lease: &Lease,
         at_least: Duration,
         keeper: Option<AbortHandle>,
-    ) -> Result<Registration> {
+    ) -> Result<InFlight> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut live = self.live();
@@ -173,7 +173,7 @@ impl DrainState {
             );
             self.publish(&live);
         }
-        Ok(Registration {
+        Ok(InFlight {
             drain: self.clone(),
             id,
         })
@@ -216,8 +216,8 @@ impl DrainState {
         call_timeout: Duration,
     ) -> Drained {
         let first = self.phase.send_if_modified(|phase| {
-            if *phase == Phase::Running {
-                *phase = Phase::Draining;
+            if *phase == DrainPhase::Running {
+                *phase = DrainPhase::Draining;
                 true
             } else {
                 false
@@ -225,7 +225,7 @@ impl DrainState {
         });
         if !first {
             let mut phase = self.phase.subscribe();
-            let _ = phase.wait_for(|p| *p == Phase::Done).await;
+            let _ = phase.wait_for(|p| *p == DrainPhase::Done).await;
             return self
                 .outcome
                 .lock()
@@ -252,7 +252,7 @@ impl DrainState {
         // Locks held when the drain began, minus those it had to cancel: they finished.
         outcome.finished = held_at_start.saturating_sub(outcome.cancelled);
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
-        self.phase.send_replace(Phase::Done);
+        self.phase.send_replace(DrainPhase::Done);
         tracing::info!(
             finished = outcome.finished,
             cancelled = outcome.cancelled,
@@ -270,7 +270,7 @@ impl DrainState {
         // Counted before the signal: a run that sees the cancel and releases its lock at once
         // (on another thread) is still counted cancelled, not finished.
         outcome.cancelled = self.live().len();
-        self.phase.send_replace(Phase::Cancelling);
+        self.phase.send_replace(DrainPhase::Cancelling);
         tracing::warn!(
             still_held = outcome.cancelled,
             "grace period over: cancelling the runs still going"
@@ -328,9 +328,13 @@ pub(crate) fn stop_window(call_timeout: Duration) -> Duration {
     call_timeout.min(Duration::from_secs(1))
 }
 
-/// Resolves when `phase` reaches [`Phase::Cancelling`] (never, if it never does).
-pub(crate) async fn cancelled(mut phase: watch::Receiver<Phase>) {
-    if phase.wait_for(|p| *p >= Phase::Cancelling).await.is_err() {
+/// Resolves when `phase` reaches [`DrainPhase::Cancelling`] (never, if it never does).
+pub(crate) async fn cancelled(mut phase: watch::Receiver<DrainPhase>) {
+    if phase
+        .wait_for(|p| *p >= DrainPhase::Cancelling)
+        .await
+        .is_err()
+    {
         std::future::pending::<()>().await;
     }
 }

@@ -21,7 +21,7 @@ use sqlx::{ConnectOptions, Connection, Database, Pool};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::store::{Call, Phase};
+use crate::store::{Call, CallStep};
 
 /// sqlx's connect options of `D`.
 pub(crate) type Options<D> = <<D as Database>::Connection as Connection>::Options;
@@ -102,7 +102,7 @@ impl<D: Database> Connections<D> {
         &self,
         call: &Call,
     ) -> shedlock_core::Result<sqlx::Result<Held<D>>> {
-        call.set_phase(Phase::Waiting);
+        call.set_phase(CallStep::Waiting);
         match self {
             Self::Pool(pool) => Ok(call
                 .timed(pool.acquire())
@@ -186,7 +186,7 @@ impl<D: Database> Own<D> {
             tracing::debug!("closing a lock-store connection past its idle time or lifetime");
             this.retire(idle.conn);
         }
-        call.set_phase(Phase::Connecting);
+        call.set_phase(CallStep::Connecting);
         Ok(this.open(call).await?.map(|conn| Held::Own {
             conn: Some(conn),
             created: Instant::now(),

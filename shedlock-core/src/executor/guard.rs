@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 #[cfg(doc)]
 use super::LockingTaskExecutor;
 use crate::current::LockHandle;
-use crate::drain::Registration;
+use crate::drain::InFlight;
 use crate::error::Result;
 use crate::keepalive::Lease;
 
@@ -28,7 +28,7 @@ pub struct LockGuard {
     pub(super) at_least: Duration,
     pub(super) keeper: Option<JoinHandle<()>>,
     /// The executor's record of this lock, ended once its release has finished.
-    pub(super) registration: Option<Registration>,
+    pub(super) registration: Option<InFlight>,
     pub(super) released: bool,
 }
 

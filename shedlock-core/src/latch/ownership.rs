@@ -24,7 +24,7 @@
 //!    - the row is not the one this latch already saw holding the election before it sent that
 //!      acquire (that row predates it);
 //!    - **no other running latch in this process uses the same owner id for the same election**
-//!      (a process-wide registry, [`Registration`]). Otherwise the row could as well be that
+//!      (a process-wide registry, [`RunningLatch`]). Otherwise the row could as well be that
 //!      latch's — say, its won acquire while ours was refused and our reply lost — and a lost
 //!      reply cannot tell the two apart. Owner ids are unique per process (docs/guarantees.md), so no
 //!      other process writes this owner id: the row was written by one of this latch's acquires,
@@ -65,12 +65,12 @@ fn running() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), usize>
 }
 
 /// One running latch in the process-wide registry; counted until [`end`](Self::end) or drop.
-pub(super) struct Registration {
+pub(super) struct RunningLatch {
     key: (String, String),
     active: AtomicBool,
 }
 
-impl Registration {
+impl RunningLatch {
     pub(super) fn new(owner_id: &str, election: &str) -> Self {
         let key = (owner_id.to_owned(), election.to_owned());
         *running().entry(key.clone()).or_insert(0) += 1;
@@ -99,7 +99,7 @@ impl Registration {
     }
 }
 
-impl Drop for Registration {
+impl Drop for RunningLatch {
     fn drop(&mut self) {
         self.end();
     }
@@ -173,7 +173,7 @@ impl OwnRows {
 
     /// Whether `row`, which refused this latch's acquire, is provably its own (module docs).
     /// `alive_for` is `call_timeout + lease`: how long after its send a lost acquire's row can
-    /// still hold the election. `shared_owner` is [`Registration::is_shared`].
+    /// still hold the election. `shared_owner` is [`RunningLatch::is_shared`].
     pub(super) fn claim(
         &self,
         row: &LockRecord,
@@ -294,17 +294,17 @@ mod tests {
 
     #[test]
     fn the_registry_counts_running_latches_per_owner_and_election() {
-        let a = Registration::new("registry-test-owner", "e1");
+        let a = RunningLatch::new("registry-test-owner", "e1");
         assert!(!a.is_shared());
-        let b = Registration::new("registry-test-owner", "e1");
-        let other = Registration::new("registry-test-owner", "e2");
+        let b = RunningLatch::new("registry-test-owner", "e1");
+        let other = RunningLatch::new("registry-test-owner", "e2");
         assert!(a.is_shared() && b.is_shared() && !other.is_shared());
         b.end();
         b.end();
         assert!(!a.is_shared());
         drop(b);
         assert!(!a.is_shared());
-        let c = Registration::new("registry-test-owner", "e1");
+        let c = RunningLatch::new("registry-test-owner", "e1");
         assert!(a.is_shared());
         drop(c);
         assert!(!a.is_shared());

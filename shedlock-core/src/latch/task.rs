@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use super::config::LeaderLatchConfig;
-use super::ownership::{Claim, OwnRows, Registration};
+use super::ownership::{Claim, OwnRows, RunningLatch};
 use super::state::{KnownLeader, LeaderEvent, LeaderState, LeaderTerm, StepDownReason};
 use crate::admin::election_owner;
 use crate::error::Error;
@@ -58,7 +58,7 @@ pub(super) struct Shared {
     active_work: watch::Sender<usize>,
     close_error: Mutex<Option<Error>>,
     /// This latch in the process-wide count of latches per (owner id, election).
-    registration: Registration,
+    registration: RunningLatch,
 }
 
 #[derive(Default)]
@@ -83,7 +83,7 @@ impl Shared {
         provider: Arc<dyn LockProvider>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
-        let registration = Registration::new(&owner_id, config.name());
+        let registration = RunningLatch::new(&owner_id, config.name());
         Self {
             config,
             row_owner: Arc::from(election_owner(&owner_id)),

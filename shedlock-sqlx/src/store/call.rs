@@ -16,7 +16,7 @@ use super::checkout::{Checkout, checkout_lost};
 /// What a call was doing when its deadline passed, for the timeout's message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Phase {
+pub(crate) enum CallStep {
     /// Waiting for a free connection.
     Waiting = 0,
     /// Opening a connection.
@@ -86,7 +86,7 @@ impl Call {
             after_lost_reply: AfterLostReply::Repeat,
             target,
             about: None,
-            phase: AtomicU8::new(Phase::Waiting as u8),
+            phase: AtomicU8::new(CallStep::Waiting as u8),
             last_error: Mutex::new(None),
         }
     }
@@ -129,7 +129,7 @@ impl Call {
         )
     }
 
-    pub(crate) fn set_phase(&self, phase: Phase) {
+    pub(crate) fn set_phase(&self, phase: CallStep) {
         self.phase.store(phase as u8, Ordering::Relaxed);
     }
 
@@ -153,10 +153,10 @@ impl Call {
             .unwrap_or_default();
         // Writing to a `String` cannot fail.
         let _ = match self.phase.load(Ordering::Relaxed) {
-            p if p == Phase::Statement as u8 => {
+            p if p == CallStep::Statement as u8 => {
                 write!(detail, "waiting for {target} to answer the statement")
             }
-            p if p == Phase::Connecting as u8 => write!(detail, "connecting to {target}"),
+            p if p == CallStep::Connecting as u8 => write!(detail, "connecting to {target}"),
             _ if self.target.refusal.is_some() => {
                 let refused = self.target.refusal.as_ref().and_then(|refusal| {
                     refusal

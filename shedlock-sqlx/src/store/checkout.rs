@@ -10,7 +10,7 @@ use sqlx::database::HasStatementCache;
 
 #[cfg(doc)]
 use super::{AfterLostReply, Store};
-use super::{Call, Phase};
+use super::{Call, CallStep};
 use crate::conns::Held;
 
 /// A connection for one attempt of a call. It is given back only if its last statement
@@ -190,7 +190,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// The connection, for one statement; [`settle`](Self::settle) its outcome before the next.
     pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         self.in_flight = true;
-        self.call.set_phase(Phase::Statement);
+        self.call.set_phase(CallStep::Statement);
         // `conn` is `Some` from `new` until drop.
         self.conn.as_mut().unwrap_or_else(|| unreachable!()).conn()
     }

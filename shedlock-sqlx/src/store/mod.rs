@@ -16,7 +16,7 @@ use tokio::sync::OnceCell;
 use crate::builder::Settings;
 use crate::conns::{ConnectionStats, Connections};
 
-pub(crate) use call::{AfterLostReply, Call, Phase, Target};
+pub(crate) use call::{AfterLostReply, Call, CallStep, Target};
 pub(crate) use checkout::{Checkout, checkout_lost, statement};
 
 /// The size of the dedicated pools the providers' `pool_options()` describe.

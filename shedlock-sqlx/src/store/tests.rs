@@ -79,7 +79,7 @@ async fn a_call_times_out_at_its_deadline_saying_where() {
         "lock store call `acquire` timed out after 2s: lock \"report\", waiting for a free \
          connection to Postgres at db:5432/app (all 4 of the provider's are busy)"
     );
-    call.set_phase(Phase::Connecting);
+    call.set_phase(CallStep::Connecting);
     call.note_error(&sqlx::Error::Io(
         std::io::ErrorKind::ConnectionRefused.into(),
     ));
@@ -91,7 +91,7 @@ async fn a_call_times_out_at_its_deadline_saying_where() {
         ),
         "{text}"
     );
-    call.set_phase(Phase::Statement);
+    call.set_phase(CallStep::Statement);
     let text = call.timeout_error().to_string();
     assert!(
         text.contains("waiting for Postgres at db:5432/app to answer the statement"),
