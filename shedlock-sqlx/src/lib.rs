@@ -191,3 +191,5 @@ pub use postgres::PgLockProvider;
 pub use sqlite::SqliteLockProvider;
 /// The sqlx this crate is built on (0.9), for building pools of the right version.
 pub use sqlx;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use store::DEFAULT_POOL_SIZE;

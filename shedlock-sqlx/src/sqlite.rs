@@ -94,14 +94,14 @@ sql_lock_provider! {
 ///
 /// # Connections and timeouts
 ///
-/// Use a file database (an in-memory database lives only as long as the provider). A few
-/// connections are plenty (`from_url(url).max_connections(n)`; 4 by default), as SQLite runs one write at a time. Every call has a deadline
-/// ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by default); the connection of a
-/// call that timed out is closed, never reused. **A timed-out acquire may have
-/// committed**: the lock is then held until its `at_most` ends.
-/// There is no server whose restart could leave idle connections dead, so, unlike the Postgres
-/// and MySQL providers, this one has nothing to retry: SQLite's errors, `SQLITE_BUSY` included,
-/// are reported as they are.
+/// Use a file database: an in-memory database lives only as long as the provider. A few
+/// connections are plenty, as SQLite runs one write at a time: the default,
+/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE), or `from_url(url).max_connections(n)`. Every
+/// call has a deadline, [`call_timeout`](crate::LockProviderBuilder::call_timeout), and a
+/// timed-out acquire may have committed. There is no server whose restart could leave idle
+/// connections dead, so, unlike the Postgres and MySQL providers, this one has nothing to retry:
+/// SQLite's errors, `SQLITE_BUSY` included, are reported as they are. The repository's
+/// `docs/sql-stores.md` describes connections and deadlines.
 ///
 /// ```no_run
 /// use std::time::Duration;
