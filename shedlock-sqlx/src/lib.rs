@@ -114,6 +114,16 @@
 //! A future feature that listens for notifications (to pause, resume or run a job at once) must
 //! fall back to polling by itself behind a transaction-mode pooler.
 //!
+//! # Fencing tokens
+//!
+//! On Postgres and MySQL/MariaDB, each acquisition sets `fencing_token = GREATEST(fencing_token +
+//! 1, now in µs since 1970)`, so tokens strictly increase per name. Deleting a row by hand does
+//! not restart the sequence: the recreated row starts from the database clock in microseconds,
+//! above every earlier token unless the clock was set back or the lock was taken more than once
+//! per microsecond on average. A Java service's acquisitions carry no token and leave it
+//! unchanged, so [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust
+//! acquisition set while Java holds the lock. SQLite's tokens: [`SqliteLockProvider`].
+//!
 //! # Schema
 //!
 //! `create_table_if_not_exists()` creates the table; the same DDL ships as sqlx-cli migrations

@@ -95,13 +95,7 @@ sql_lock_provider! {
 ///
 /// # Fencing tokens
 ///
-/// Each acquisition sets `fencing_token = GREATEST(fencing_token + 1, now in µs since 1970)`,
-/// so tokens strictly increase per name. Deleting a row by hand does not restart the sequence:
-/// the recreated row starts from the database clock in microseconds, above every earlier token
-/// unless the clock was set back or the lock was taken more than once per microsecond on
-/// average. A Java service's acquisitions leave the token unchanged (they carry none), so
-/// [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust acquisition set while Java
-/// holds the lock.
+/// Each acquisition sets a greater token: see the crate's [Fencing tokens](crate#fencing-tokens).
 ///
 /// # Connections, timeouts and failures
 ///
