@@ -255,8 +255,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
     }
 
     /// How long one provider call (getting a connection plus its statements) may take before it
-    /// fails with [`Error::is_timeout`]; defaults to 5 s
-    /// ([`DEFAULT_CALL_TIMEOUT`]). The connection of a call that timed out is closed, never
+    /// fails with [`Error::is_timeout`]; defaults to [`DEFAULT_CALL_TIMEOUT`]. The connection of a call that timed out is closed, never
     /// reused. A timed-out acquire may still have committed: the lock is then held
     /// until its `at_most` ends.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
@@ -264,10 +263,11 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
-    /// How many connections the provider may open at once (built `from_url`); defaults to 4.
-    /// A lock call holds a connection only for its statement, so this bounds the lock calls
-    /// running at the same instant, not the locks held. For a provider over your own pool
-    /// (`builder(pool)`) size that pool instead: setting this there is refused by `build()`.
+    /// How many connections a provider built `from_url` may open at once; defaults to
+    /// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE). A lock call holds a connection only for
+    /// its statement, so this bounds the lock calls running at the same instant, not the locks
+    /// held. A provider over your own pool is sized by that pool: `build()` refuses this setting
+    /// on a `builder(pool)`.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = Some(max);
         self

@@ -48,82 +48,22 @@
 //!   errors.
 //! - **No connection is kept** while a lock is held: each statement runs in autocommit on a
 //!   pooled connection given back at once, so one connection serves any number of held locks.
-//! - **A deadline on every call** (`call_timeout`, 5 s by default): a black-holed database
-//!   yields an error, never a hang; the connection is closed, never reused. A
-//!   timed-out acquire may have committed and then holds until its `at_most`.
+//! - **A deadline on every call**, [`call_timeout`](LockProviderBuilder::call_timeout): a
+//!   black-holed database yields an error, never a hang.
 //! - **Database restarts cost no failed extend, release or read** when the server is back
-//!   within `call_timeout`: such a call that meets a connection the server closed runs again on
-//!   another. An acquire or fire claim that meets one is not repeated (its statement may have
-//!   committed): it fails once, saying its reply was lost (see [Pools](#pools)).
+//!   within `call_timeout`. An acquire or fire claim whose reply a restart lost fails once
+//!   instead of repeating, since its statement may have committed ([Pools](#pools)).
 //! - **Validation up front**: table and column names must be plain identifiers (quoted in SQL),
 //!   lock names are checked against the column's length and always bound, never spliced.
 //!
 //! # Pools
 //!
-//! A lock call holds a connection only for its statement, so the pool's size bounds how many
-//! lock calls run at the same instant, not how many locks are held: one connection serves any
-//! number of held locks (the tests hold 100 at once on a pool of one). Callers beyond the pool's
-//! size wait their turn within `call_timeout`. Size the pool for the lock calls you expect at
-//! the same moment (jobs scheduled on the same second, keep-alive extensions, leader renewals);
-//! 4 connections serve thousands of calls per second.
-//!
-//! **Connections of its own: one round trip per statement.** A provider built from a URL
-//! (`connect(url)`, `connect_lazy(url)`, or `from_url(url)` with settings, ending in
-//! `connect()` or `build()`) opens its connections itself (at most 4 by default,
-//! [`max_connections`](LockProviderBuilder::max_connections)) and keeps them in a list of its
-//! own, not in a sqlx pool: a connection goes back the moment its statement's reply has been
-//! read, with no ping, so every call costs one round trip per statement whatever the load —
-//! a skip one, an acquire and release two (three on MySQL/MariaDB), counted on the wire by the
-//! tests, with one connection as with many. Connections of its own also keep releases and
-//! keep-alive extensions working while the application's jobs exhaust the application's pool
-//! (jobs that hold every application connection would otherwise starve their own lock calls).
-//! An idle connection unused for 10 minutes is closed and replaced on demand (as sqlx's pool
-//! does), so a firewall that forgets quiet connections does not black-hole a call.
-//!
-//! **Over your own sqlx pool** (`new(pool)` / `builder(pool)`), everything works the same, at
-//! sqlx's price: its pool pings each connection given back to it. With a spare idle connection
-//! the next call does not wait for that ping; with a pool of one, or with every connection busy,
-//! it does (two round trips per skip). Set `test_before_acquire(false)` on it
-//! ([`PgLockProvider::pool_options`] and the others do), or each call costs one more round trip
-//! before its statement. A connection that goes silent (a black-holed network) while sqlx pings
-//! it on its way back keeps its pool slot until TCP gives up or the network heals; the calls
-//! themselves still fail within `call_timeout`, and their own connections are closed, never
-//! returned. [`ConnectionStats`] (`connection_stats()`) reports open and idle connections either
-//! way.
-//!
-//! **Errors say where.** A connection that cannot be opened fails with the database's host,
-//! port and database name (never the password) and the cause (`connect to Postgres at
-//! db:5432/app: … password authentication failed …`); a call that runs out of time names its
-//! lock and the step it was at: waiting for a free connection, connecting (with the last error,
-//! such as "connection refused"), or waiting for the answer to its statement. A URL of another
-//! database (`mysql://` given to `PgLockProvider`) is refused up front, naming the provider
-//! that takes it.
-//!
-//! **After a database restart** (or an administrator killing connections, or a server-side idle
-//! timeout) the pool's idle connections are dead, and each would fail its next statement. A call
-//! whose connection turns out dead — the server had closed it (Postgres SQLSTATE class `08`,
-//! `57P01`, `57P02`, `57P03`, `57P05`; MySQL/MariaDB class `08`, such as 1053 "server shutdown",
-//! and MariaDB's 1927 "connection killed") or the socket broke (an I/O error) — closes that
-//! connection and runs again on another one, within the same `call_timeout`, at most max
-//! connections + 1 times: enough to get past every dead connection to a fresh one. So a restart
-//! that is over before `call_timeout` runs out costs extends, releases and reads no failed call,
-//! only the reconnection time (a call made while the server is down waits for it: a refused
-//! connection is asked again, with a growing pause, by the provider's own connections and by
-//! sqlx's pool), and acquires and fire claims at most one failed call per dead connection
-//! (below). The statement's own errors (a missing table, a constraint, a syntax error) are never
-//! retried, and nothing changes when nothing fails: one attempt, one round trip.
-//!
-//! **A lost reply.** A connection that died after its statement was sent may have committed it
-//! first, and the driver cannot tell that from a statement that never arrived. Repeating an
-//! extend, a release or a read is harmless (same acquisition, same effect), so those run again.
-//! An acquire or a fire claim is not repeated: the repeat would find the lock held — by this
-//! very call — and answer `Ok(None)`, or find the fire recorded and answer `ClaimedElsewhere`,
-//! and the fire would run nowhere. The call fails instead
-//! ([`Error::is_backend`](shedlock_core::Error::is_backend)), saying that the reply was lost and
-//! the statement may have committed: the lock may then be held by this owner until its
-//! `at_most` ends, as after a timed-out acquire. A scheduler's next claim of the fire tells
-//! (its `ClaimedElsewhere` carries the holder's owner and `locked_at`). A connection that could
-//! not be opened sent nothing, and is retried as before.
+//! A provider built from a URL opens connections of its own, at most
+//! [`max_connections`](LockProviderBuilder::max_connections), and pays one round trip per
+//! statement; over your own sqlx pool it works the same at the price of sqlx's return ping.
+//! [`ConnectionStats`] reports the open and idle connections. How to choose and size them,
+//! what a restart or a lost connection costs, and how deadlines work: the repository's
+//! `docs/sql-stores.md`.
 //!
 //! # Connection poolers
 //!
@@ -156,8 +96,8 @@
 //! acquire, a skip too, also keeps the lock's row locked until its `COMMIT`, so acquirers of one
 //! lock wait for each other. Lost replies keep their meaning, counted from the `COMMIT`: a
 //! connection lost before it was sent rolled the statement back, so even an acquire or a fire
-//! claim runs again on another connection; one lost after it fails as described under
-//! [Pools](#pools).
+//! claim runs again on another connection; one lost after it fails as a lost reply does
+//! ([Pools](#pools)).
 //!
 //! `PgBouncer` 1.21 and later can keep prepared statements across server connections itself:
 //! with `max_prepared_statements` set (to more than 0) in its configuration, the default
@@ -173,6 +113,16 @@
 //! pin the time zone themselves on MariaDB and MySQL 8; only MySQL 5.7 relies on the session's.)
 //! A future feature that listens for notifications (to pause, resume or run a job at once) must
 //! fall back to polling by itself behind a transaction-mode pooler.
+//!
+//! # Fencing tokens
+//!
+//! On Postgres and MySQL/MariaDB, each acquisition sets `fencing_token = GREATEST(fencing_token +
+//! 1, now in µs since 1970)`, so tokens strictly increase per name. Deleting a row by hand does
+//! not restart the sequence: the recreated row starts from the database clock in microseconds,
+//! above every earlier token unless the clock was set back or the lock was taken more than once
+//! per microsecond on average. A Java service's acquisitions carry no token and leave it
+//! unchanged, so [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust
+//! acquisition set while Java holds the lock. SQLite's tokens: [`SqliteLockProvider`].
 //!
 //! # Schema
 //!
@@ -251,3 +201,5 @@ pub use postgres::PgLockProvider;
 pub use sqlite::SqliteLockProvider;
 /// The sqlx this crate is built on (0.9), for building pools of the right version.
 pub use sqlx;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use store::DEFAULT_POOL_SIZE;

@@ -95,43 +95,19 @@ sql_lock_provider! {
 ///
 /// # Fencing tokens
 ///
-/// Each acquisition sets `fencing_token = GREATEST(fencing_token + 1, now in µs since 1970)`,
-/// so tokens strictly increase per name. Deleting a row by hand does not restart the sequence:
-/// the recreated row starts from the database clock in microseconds, above every earlier token
-/// unless the clock was set back or the lock was taken more than once per microsecond on
-/// average. A Java service's acquisitions leave the token unchanged (they carry none), so
-/// [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust acquisition set while Java
-/// holds the lock.
+/// Each acquisition sets a greater token: see the crate's [Fencing tokens](crate#fencing-tokens).
 ///
 /// # Connections, timeouts and failures
 ///
-/// Build it from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)): it then opens
-/// at most 4 connections of its own (`max_connections`) and gives each back without a ping, so
-/// every statement costs one round trip, with one connection as with many; lock calls that do
-/// not compete with the application's queries keep releasing and extending locks while the
-/// application's jobs exhaust its own pool. 4 connections serve thousands of lock calls per
-/// second; raise it only for many locks taken at the very same instant. Over a sqlx pool of
-/// your own ([`new`](Self::new), [`builder`](Self::builder)) the pool should not ping on
-/// checkout (`test_before_acquire(false)`, as [`pool_options`](Self::pool_options) sets), and
-/// sqlx still pings each connection it takes back: a call that finds no spare idle connection
-/// waits for that ping.
-///
-/// After a server restart (or `pg_terminate_backend`, or `idle_session_timeout`) every idle
-/// connection is dead. A call that meets one (Postgres says `57P01` "terminating connection due
-/// to administrator command" or "… immediate shutdown", or the socket is closed) closes it and
-/// runs again on another connection, within its deadline, until it reaches a fresh one (at most
-/// pool size + 1 attempts). A restart that is over within `call_timeout` therefore fails no
-/// extend, release or read; the statement's own errors are never retried. An acquire or a fire
-/// claim whose connection died after its statement was sent is not repeated, as the statement
-/// may have committed (a repeat would find its own lock held and answer `Ok(None)`, or its own
-/// fire recorded): it fails with an error saying the reply was lost, and the lock may then be
-/// held by this owner until its `at_most`, as after a timed-out acquire. So each dead connection
-/// fails at most one acquire or claim.
-///
-/// Every call has a deadline ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by
-/// default) covering the connection checkout and the statement; a black-holed database yields
-/// [`Error::is_timeout`](shedlock_core::Error::is_timeout) then, and the connection is closed, never reused. **A
-/// timed-out acquire may have committed**: the lock is then held until its `at_most` ends.
+/// Built from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)), it opens
+/// connections of its own: one round trip per statement, apart from the application's pool. Over a
+/// sqlx pool of your own ([`new`](Self::new), [`builder`](Self::builder)), start from
+/// [`pool_options`](Self::pool_options). Every call has a deadline,
+/// [`call_timeout`](crate::LockProviderBuilder::call_timeout). After a server restart,
+/// `pg_terminate_backend` or `idle_session_timeout`, a call that meets a dead connection runs again
+/// on another; an acquire whose reply was lost fails instead. The repository's `docs/sql-stores.md`
+/// explains pools, restarts, lost replies and deadlines, and lists the Postgres errors that mark a
+/// connection as lost.
 ///
 /// ```no_run
 /// use std::time::Duration;

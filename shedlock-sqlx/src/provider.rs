@@ -87,8 +87,8 @@ where
         }
     }
 
-    /// Options for a sqlx pool of the application's own, to pass to `new(pool)`: 4
-    /// connections, one kept open, no ping on checkout, the default call timeout to wait for a
+    /// Options for a sqlx pool of the application's own, to pass to `new(pool)`:
+    /// [`DEFAULT_POOL_SIZE`] connections, one kept open, no ping on checkout, the default call timeout to wait for a
     /// connection, and the dialect's session settings.
     pub(crate) fn pool_options() -> PoolOptions<D> {
         PoolOptions::new()

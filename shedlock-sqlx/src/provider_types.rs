@@ -28,8 +28,9 @@ macro_rules! sql_lock_provider {
         }
 
         impl $name {
-            /// A provider over the application's sqlx `pool`, with Java ShedLock's defaults
-            /// (table `shedlock`, 5 s call timeout); see [`builder`](Self::builder) for the
+            /// A provider over the application's sqlx `pool`, with Java ShedLock's table
+            /// `shedlock` and the call timeout
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT); see [`builder`](Self::builder) for the
             /// settings. sqlx's pool pings every connection given back to it: with no spare
             /// idle connection the next lock call waits for that ping, a second round trip. A
             /// provider built from a URL ([`connect`](Self::connect),
@@ -98,9 +99,10 @@ macro_rules! sql_lock_provider {
             }
 
             /// Options for a sqlx pool of your own, to pass to [`new`](Self::new) or
-            /// [`builder`](Self::builder): at most 4 connections, one kept open, no ping on
-            /// checkout (`test_before_acquire(false)`), a 5 s acquire timeout, and the
-            /// database's session settings. A provider built from a URL does not need it.
+            /// [`builder`](Self::builder): at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE)
+            /// connections, one kept open, no ping on checkout (`test_before_acquire(false)`),
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT) to wait for a
+            /// connection, and the database's session settings. A provider built from a URL does not need it.
             $(#[$pool_doc])*
             ///
             /// ```no_run
@@ -119,10 +121,12 @@ macro_rules! sql_lock_provider {
                 $crate::provider::Provider::<$db>::pool_options()
             }
 
-            /// A provider with connections of its own to `url` (at most 4) and the default
-            /// settings; the same as `from_url(url).connect()`. It opens one connection now,
-            /// so a wrong URL, password or database fails here; a server that refuses
-            /// connections (down, restarting) is asked again until the call timeout (5 s).
+            /// A provider with connections of its own to `url`, at most
+            /// [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE), and the default settings; the
+            /// same as `from_url(url).connect()`. It opens one connection now, so a wrong URL,
+            /// password or database fails here. A server that refuses connections because it is
+            /// down or restarting is asked again until the call timeout,
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT).
             ///
             /// # Errors
             ///

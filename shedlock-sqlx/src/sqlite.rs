@@ -72,13 +72,15 @@ sql_lock_provider! {
 /// in SQLite it takes the database's write lock for that moment; use WAL mode
 /// (`SqliteJournalMode::Wal`) so readers do not wait.
 ///
-/// A statement that finds the write lock taken (another process in a write transaction) waits
-/// for it up to the connection's busy timeout (`SqliteConnectOptions::busy_timeout`; sqlx's
-/// default, 5 s, which [`connect`](Self::connect) keeps) and up to the call timeout (5 s by
-/// default), whichever ends first, and either ends the call with an error: the busy timeout as
-/// [`Error::is_backend`](shedlock_core::Error::is_backend) with SQLite's "database is locked", the call timeout as
-/// [`Error::is_timeout`](shedlock_core::Error::is_timeout) (its connection is closed). With both defaults the call timeout, which
-/// started first, usually ends it. For SQLite's own error, build the pool from
+/// A statement that finds the write lock taken, because another process is in a write
+/// transaction, waits for it up to the connection's busy timeout and up to the call timeout,
+/// whichever ends first. The busy timeout is `SqliteConnectOptions::busy_timeout`: sqlx's
+/// default, 5 s, which [`connect`](Self::connect) keeps. The call timeout defaults to
+/// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT), also 5 s. Either ends the
+/// call with an error: the busy timeout as [`Error::is_backend`](shedlock_core::Error::is_backend)
+/// with SQLite's "database is locked", the call timeout as
+/// [`Error::is_timeout`](shedlock_core::Error::is_timeout), closing its connection. With both
+/// defaults the call timeout, which started first, usually ends it. For SQLite's own error, build the pool from
 /// `SqliteConnectOptions` with a shorter busy timeout and pass it to [`new`](Self::new) or
 /// [`builder`](Self::builder).
 ///
@@ -94,14 +96,14 @@ sql_lock_provider! {
 ///
 /// # Connections and timeouts
 ///
-/// Use a file database (an in-memory database lives only as long as the provider). A few
-/// connections are plenty (`from_url(url).max_connections(n)`; 4 by default), as SQLite runs one write at a time. Every call has a deadline
-/// ([`call_timeout`](crate::LockProviderBuilder::call_timeout), 5 s by default); the connection of a
-/// call that timed out is closed, never reused. **A timed-out acquire may have
-/// committed**: the lock is then held until its `at_most` ends.
-/// There is no server whose restart could leave idle connections dead, so, unlike the Postgres
-/// and MySQL providers, this one has nothing to retry: SQLite's errors, `SQLITE_BUSY` included,
-/// are reported as they are.
+/// Use a file database: an in-memory database lives only as long as the provider. A few
+/// connections are plenty, as SQLite runs one write at a time: the default,
+/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE), or `from_url(url).max_connections(n)`. Every
+/// call has a deadline, [`call_timeout`](crate::LockProviderBuilder::call_timeout), and a
+/// timed-out acquire may have committed. There is no server whose restart could leave idle
+/// connections dead, so, unlike the Postgres and MySQL providers, this one has nothing to retry:
+/// SQLite's errors, `SQLITE_BUSY` included, are reported as they are. The repository's
+/// `docs/sql-stores.md` describes connections and deadlines.
 ///
 /// ```no_run
 /// use std::time::Duration;

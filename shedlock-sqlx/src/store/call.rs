@@ -65,7 +65,7 @@ pub(crate) struct Call {
     /// rolled back and the attempt may run again whatever [`AfterLostReply`] says (set by
     /// [`Checkout::begin`] behind a transaction pooler).
     pub(super) rolled_back: AtomicBool,
-    /// Whether an attempt whose connection died with its statement sent may run again.
+    /// What [`repeats_after_lost_reply`](Self::repeats_after_lost_reply) answers from.
     after_lost_reply: AfterLostReply,
     pub(super) target: Target,
     /// What the call is about (`lock "report"`).

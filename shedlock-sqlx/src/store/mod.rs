@@ -19,8 +19,14 @@ use crate::conns::{ConnectionStats, Connections};
 pub(crate) use call::{AfterLostReply, Call, CallStep, Target};
 pub(crate) use checkout::{Checkout, checkout_lost, statement};
 
-/// The size of the dedicated pools the providers' `pool_options()` describe.
-pub(crate) const DEFAULT_POOL_SIZE: u32 = 4;
+/// How many connections a provider opens at most, 4, unless
+/// [`max_connections`](crate::LockProviderBuilder::max_connections) says otherwise; also the
+/// size of the pools the providers' `pool_options()` describe.
+///
+/// A lock call holds a connection only for its statement, so 4 connections serve thousands of
+/// lock calls per second and any number of held locks. Raise it only for many locks taken at the
+/// very same instant; the repository's `docs/sql-stores.md` explains sizing.
+pub const DEFAULT_POOL_SIZE: u32 = 4;
 
 /// What the provider learned about its table on first use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

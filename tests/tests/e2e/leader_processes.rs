@@ -871,7 +871,7 @@ async fn graceful_stop_of_the_leader_hands_over_within_one_acquire_interval() {
 ///
 /// After a crash-restart every connection idle in the leader's lock pool is dead. The provider
 /// runs a call that meets one again on another connection, within the call's deadline
-/// (shedlock-sqlx's "Pools" docs), so the first renew after the restart succeeds once the server
+/// (docs/sql-stores.md), so the first renew after the restart succeeds once the server
 /// answers, and a restart well inside `renew_deadline - renew_interval` costs the leader nothing.
 /// (Before that retry each dead connection failed one renew, retried every `acquire_interval`:
 /// with two pooled connections a 0.3 s restart made the leader step down under these timings, and
