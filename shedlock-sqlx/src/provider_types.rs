@@ -4,8 +4,8 @@
 
 /// Declares a public provider type around [`Provider`](crate::provider::Provider) for one
 /// dialect, with its constructors, its builder's `build()`, the
-/// [`LockProvider`](shedlock_core::LockProvider) implementation and `Debug`. The type's own
-/// documentation is the dialect's.
+/// [`LockProvider`](shedlock_core::provider::LockProvider) implementation and `Debug`. The type's
+/// own documentation is the dialect's.
 macro_rules! sql_lock_provider {
     (
         $(#[$doc:meta])*
@@ -227,27 +227,27 @@ macro_rules! sql_lock_provider {
         }
 
         #[::async_trait::async_trait]
-        impl ::shedlock_core::LockProvider for $name {
+        impl ::shedlock_core::provider::LockProvider for $name {
             async fn acquire(
                 &self,
                 name: &str,
                 at_most: ::std::time::Duration,
                 owner: &str,
-            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
                 self.0.acquire(name, at_most, owner).await
             }
 
             async fn extend(
                 &self,
-                record: &::shedlock_core::LockRecord,
+                record: &::shedlock_core::provider::LockRecord,
                 at_most: ::std::time::Duration,
-            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
                 self.0.extend(record, at_most).await
             }
 
             async fn release(
                 &self,
-                record: &::shedlock_core::LockRecord,
+                record: &::shedlock_core::provider::LockRecord,
                 at_least: ::std::time::Duration,
             ) -> ::shedlock_core::Result<bool> {
                 self.0.release(record, at_least).await
@@ -256,17 +256,17 @@ macro_rules! sql_lock_provider {
             async fn holder(
                 &self,
                 name: &str,
-            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
                 self.0.holder(name).await
             }
 
             async fn claim_fire(
                 &self,
                 name: &str,
-                fire: &::shedlock_core::Fire,
+                fire: &::shedlock_core::provider::Fire,
                 at_most: ::std::time::Duration,
                 owner: &str,
-            ) -> ::shedlock_core::Result<::shedlock_core::FireClaim> {
+            ) -> ::shedlock_core::Result<::shedlock_core::provider::FireClaim> {
                 self.0.claim_fire(name, fire, at_most, owner).await
             }
 
