@@ -553,7 +553,7 @@ mod tests {
             ),
             (b().call_timeout(Duration::ZERO), "call_timeout is zero"),
             (
-                b().lease(crate::MAX_DURATION + SEC),
+                b().lease(crate::provider::MAX_DURATION + SEC),
                 "lease (365d1s) is above the maximum",
             ),
             (b().owner_id(""), "owner id is empty"),
