@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
-    Error, LockConfig, LockProvider, LockRecord, LockingTaskExecutor, Result, validate_at_least,
-    validate_at_most, validate_name,
+    Error, LockConfig, LockingTaskExecutor, Result,
+    provider::{LockProvider, LockRecord, validate_at_least, validate_at_most, validate_name},
 };
 use tokio::time::Instant;
 

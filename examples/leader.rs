@@ -16,7 +16,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use shedlock_core::{LeaderLatch, LeaderLatchConfig, LeaderState};
+use shedlock_core::{LeaderLatch, LeaderLatchConfig, latch::LeaderState};
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 

@@ -7,7 +7,7 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 #[cfg(feature = "mysql")]
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 #[cfg(feature = "postgres")]

@@ -104,8 +104,10 @@ mod tests {
                 );
                 // The fire is a whole second (the schedule's), its tick the same number.
                 assert_eq!(record.fire_us % 1_000_000, 0, "{record:?}");
-                let fire = shedlock_core::chrono::DateTime::from_timestamp_micros(record.fire_us)
-                    .ok_or("a fire instant")?;
+                let fire = shedlock_core::provider::chrono::DateTime::from_timestamp_micros(
+                    record.fire_us,
+                )
+                .ok_or("a fire instant")?;
                 assert_eq!(u64::try_from(record.tick)?, tick_of(&spec, fire));
                 // Taken inside the fire's window (one host: the store's clock is ours).
                 assert!(

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shedlock_core::{LeaderLatch, LeaderTerm};
+use shedlock_core::{LeaderLatch, latch::LeaderTerm};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection, Row as _};
 use tokio::sync::Mutex;

@@ -34,7 +34,7 @@ pub struct JobSpec {
     /// Defaults to off.
     pub catch_up: bool,
     /// Whether a fire met while the lock is held runs late when the lock frees inside its
-    /// window ([`shedlock_core::OnHeld::RunLate`]). Defaults to off (skipped).
+    /// window ([`shedlock_core::scheduler::OnHeld::RunLate`]). Defaults to off (skipped).
     pub run_late: bool,
     /// Whether the job runs only on the leader of the replicas' election
     /// ([`shedlock_core::Job::leader_only`]). Defaults to off.

@@ -21,7 +21,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock_core::{LeaderEvent, LeaderLatch, LeaderLatchConfig, LeaderTerm, LockProvider};
+use shedlock_core::{
+    LeaderLatch, LeaderLatchConfig,
+    latch::{LeaderEvent, LeaderTerm},
+    provider::LockProvider,
+};
 use tokio::sync::{mpsc, watch};
 
 use crate::database::{BoxError, Database};

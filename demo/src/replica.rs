@@ -18,10 +18,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock_core::chrono::{DateTime, Utc};
+use shedlock_core::provider::chrono::{DateTime, Utc};
 use shedlock_core::{
-    Fire, Job, JobStatus, LeaderLatch, LockProvider, LockingTaskExecutor, OnHeld, Schedule,
-    Scheduler, current_lock,
+    Job, LeaderLatch, LockingTaskExecutor, Schedule, Scheduler, current_lock,
+    provider::{Fire, LockProvider},
+    scheduler::{JobStatus, OnHeld},
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -407,8 +408,9 @@ fn report(spec: &JobSpec, before: &JobStatus, now: &JobStatus, ctx: &RunContext)
     }
 }
 
-fn chrono_period(every: Duration) -> shedlock_core::chrono::Duration {
-    shedlock_core::chrono::Duration::from_std(every).unwrap_or(shedlock_core::chrono::Duration::MAX)
+fn chrono_period(every: Duration) -> shedlock_core::provider::chrono::Duration {
+    shedlock_core::provider::chrono::Duration::from_std(every)
+        .unwrap_or(shedlock_core::provider::chrono::Duration::MAX)
 }
 
 /// An error and its sources, `: `-separated.

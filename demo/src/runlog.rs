@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use shedlock_core::LockRecord;
+use shedlock_core::provider::LockRecord;
 
 use crate::database::{BoxError, Database, DbKind, Pool, check_identifier};
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 #[cfg(feature = "mysql")]
 use shedlock_sqlx::MySqlLockProvider;
 #[cfg(feature = "postgres")]

@@ -3,7 +3,10 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
-use shedlock_core::{LockEntry, LockRecord, election_owner_id};
+use shedlock_core::{
+    admin::{LockEntry, election_owner_id},
+    provider::LockRecord,
+};
 
 use crate::args::{Command, UnlockArgs};
 use crate::failure::Failure;
@@ -377,7 +380,7 @@ mod tests {
     use std::time::Duration;
 
     use clap::Parser;
-    use shedlock_core::{InMemoryLockProvider, LockAdmin, LockProvider};
+    use shedlock_core::{InMemoryLockProvider, admin::LockAdmin, provider::LockProvider};
 
     use super::*;
     use crate::args::Cli;

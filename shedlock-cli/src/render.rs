@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
-use shedlock_core::{LockEntry, election_owner_id};
+use shedlock_core::admin::{LockEntry, election_owner_id};
 
 /// A time as RFC 3339 in UTC with all the precision it has (`2026-12-01T20:31:02.123456Z`), so
 /// a value printed here and passed back as `--locked-at` is exactly the stored one.
@@ -237,7 +237,7 @@ pub(crate) fn json_list(entries: &[LockEntry]) -> Value {
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use shedlock_core::LockRecord;
+    use shedlock_core::provider::LockRecord;
 
     use super::*;
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use shedlock_core::LockAdmin;
+use shedlock_core::admin::LockAdmin;
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::RedisLockProvider;
 use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, SqliteLockProvider};

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{LockAdmin, LockRecord};
+use shedlock_core::{admin::LockAdmin, provider::LockRecord};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider, testing};
 

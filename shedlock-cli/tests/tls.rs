@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use shedlock_core::LockAdmin;
+use shedlock_core::admin::LockAdmin;
 use shedlock_redis::RedisLockProvider;
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider};
 use shedlock_tests::tls::{CLIENT_NAME, Pki};

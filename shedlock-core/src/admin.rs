@@ -1,4 +1,4 @@
-//! The operator's view of a store: [`LockAdmin`] lists locks and frees one safely.
+//! For operator tools (`shedlock-cli`): [`LockAdmin`] lists a store's locks and frees one safely.
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use crate::provider::{LockProvider, LockRecord};
 ///
 /// ```
 /// use chrono::{Duration, Utc};
-/// use shedlock_core::{LockEntry, LockRecord};
+/// use shedlock_core::{admin::LockEntry, provider::LockRecord};
 ///
 /// let now = Utc::now();
 /// let record = LockRecord::new("report", "host-a:42:x1", now, now + Duration::seconds(60));
@@ -79,7 +79,7 @@ impl LockEntry {
     ///
     /// ```
     /// use chrono::{Duration, Utc};
-    /// use shedlock_core::{LockEntry, LockRecord};
+    /// use shedlock_core::{admin::LockEntry, provider::LockRecord};
     ///
     /// let now = Utc::now();
     /// let until = now + Duration::seconds(15);

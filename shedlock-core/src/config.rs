@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 /// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`), and the default limit.
 ///
 /// Stores re-check names against their own column through
-/// [`LockProvider::max_name_len`](crate::LockProvider::max_name_len).
+/// [`LockProvider::max_name_len`](crate::provider::LockProvider::max_name_len).
 pub const DEFAULT_MAX_NAME_LEN: usize = 64;
 
 /// The longest `at_most`, `at_least`, lease or timeout accepted: 365 days.
@@ -183,7 +183,7 @@ impl LockConfigBuilder {
     /// The longest name accepted, in characters; defaults to [`DEFAULT_MAX_NAME_LEN`] (64, the
     /// width of ShedLock's `name` column). Raise it only for a store whose column is wider: the
     /// executor also checks names against the store's own
-    /// [`max_name_len`](crate::LockProvider::max_name_len).
+    /// [`max_name_len`](crate::provider::LockProvider::max_name_len).
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
@@ -298,7 +298,7 @@ impl<'de> Deserialize<'de> for HumanDuration {
 /// An [`Error::is_invalid_config`] error naming the problem.
 ///
 /// ```
-/// use shedlock_core::validate_name;
+/// use shedlock_core::provider::validate_name;
 /// assert!(validate_name("report-eu", 64).is_ok());
 /// assert!(validate_name(&"x".repeat(65), 64).is_err());
 /// assert!(validate_name(" padded", 64).is_err());
@@ -348,8 +348,8 @@ fn truncate_for_message(name: &str) -> String {
 ///
 /// ```
 /// use std::time::Duration;
-/// assert!(shedlock_core::validate_at_most(Duration::from_secs(60)).is_ok());
-/// assert!(shedlock_core::validate_at_most(Duration::MAX).is_err());
+/// assert!(shedlock_core::provider::validate_at_most(Duration::from_secs(60)).is_ok());
+/// assert!(shedlock_core::provider::validate_at_most(Duration::MAX).is_err());
 /// ```
 pub fn validate_at_most(at_most: Duration) -> Result<()> {
     validate_durations(at_most, Duration::ZERO)

@@ -1,4 +1,5 @@
-//! The lock held by the running task: [`LockHandle`], [`current_lock`] and [`assert_locked`].
+//! For task bodies: the lock the running task holds ([`LockHandle`], [`current_lock`]) and the
+//! assertions that code runs under one ([`assert_locked`]).
 //!
 //! Everything here is **task-local** (tokio's `task_local!`), not thread-local: it follows the
 //! locked future across `.await`s and worker threads, and it does not leak into tasks the locked
@@ -259,7 +260,7 @@ pub fn current_lock() -> Option<LockHandle> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{is_locked, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+/// use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor, current::is_locked};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
 /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
@@ -286,7 +287,9 @@ pub fn is_locked() -> bool {
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{assert_locked, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+/// use shedlock_core::{
+///     InMemoryLockProvider, LockConfig, LockingTaskExecutor, current::assert_locked,
+/// };
 ///
 /// fn purge_old_rows() {
 ///     assert_locked();
@@ -298,7 +301,7 @@ pub fn is_locked() -> bool {
 /// let cfg = LockConfig::new("purge", Duration::from_secs(60))?;
 /// executor.execute(&cfg, async { purge_old_rows() }).await?;
 /// // And in a test, without a lock:
-/// shedlock_core::without_lock_assertions(async { purge_old_rows() }).await;
+/// shedlock_core::current::without_lock_assertions(async { purge_old_rows() }).await;
 /// # Ok(()) }
 /// ```
 #[track_caller]
@@ -320,7 +323,8 @@ pub fn assert_locked() {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// // Outside any lock, yet no panic:
-/// shedlock_core::without_lock_assertions(async { shedlock_core::assert_locked() }).await;
+/// use shedlock_core::current::{assert_locked, without_lock_assertions};
+/// without_lock_assertions(async { assert_locked() }).await;
 /// # }
 /// ```
 pub async fn without_lock_assertions<F: Future>(fut: F) -> F::Output {

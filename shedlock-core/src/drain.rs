@@ -67,7 +67,8 @@ pub struct Drained {
     /// Locks whose holders finished and released them within the grace period.
     pub finished: usize,
     /// Locks still held when the grace ran out: their holders were told to stop
-    /// ([`LockHandle::cancelled`](crate::LockHandle::cancelled)) and the drain released them.
+    /// ([`LockHandle::cancelled`](crate::current::LockHandle::cancelled)) and the drain released
+    /// them.
     pub cancelled: usize,
     /// Releases (by the drain) that failed or timed out: those locks end at their `at_most`.
     pub release_failures: usize,

@@ -90,7 +90,7 @@ impl Error {
         Self::new(Kind::InvalidConfig(message.into()), Some(source.into()))
     }
 
-    /// A store failure, for custom [`LockProvider`](crate::LockProvider) implementations.
+    /// A store failure, for custom [`LockProvider`](crate::provider::LockProvider) implementations.
     ///
     /// `what` says which operation failed (`"acquire lock \"report\""`); `source` is the
     /// store's own error.
@@ -197,7 +197,8 @@ impl Error {
         Self::new(Kind::Schema(message.into()), source)
     }
 
-    /// The store does not implement an optional operation (e.g. [`holder`](crate::LockProvider::holder)).
+    /// The store does not implement an optional operation (e.g.
+    /// [`holder`](crate::provider::LockProvider::holder)).
     #[must_use]
     pub fn unsupported(operation: &'static str) -> Self {
         Self::new(

@@ -5,7 +5,7 @@
 //! `next` is the schedule's following instant. [`LockProvider::claim_fire`] decides, in one
 //! atomic step on the store's clock, whether this replica runs it.
 //!
-//! [`LockProvider::claim_fire`]: crate::LockProvider::claim_fire
+//! [`LockProvider::claim_fire`]: crate::provider::LockProvider::claim_fire
 
 use std::fmt;
 
@@ -22,7 +22,7 @@ use crate::provider::LockRecord;
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
-/// use shedlock_core::Fire;
+/// use shedlock_core::provider::Fire;
 ///
 /// let at = Utc.with_ymd_and_hms(2026, 12, 1, 3, 0, 0).unwrap();
 /// let fire = Fire::new(at, at + chrono::Duration::days(1))?;
@@ -70,8 +70,8 @@ impl fmt::Display for Fire {
     }
 }
 
-/// What a [`claim_fire`](crate::LockProvider::claim_fire) met. Only [`Claimed`](Self::Claimed)
-/// wrote anything; every other case left the store as it was.
+/// What a [`claim_fire`](crate::provider::LockProvider::claim_fire) met. Only
+/// [`Claimed`](Self::Claimed) wrote anything; every other case left the store as it was.
 ///
 /// The cases are checked in this order, each with the store's own "now":
 /// 1. `now < F`: [`TooEarly`](Self::TooEarly);
@@ -79,7 +79,7 @@ impl fmt::Display for Fire {
 /// 3. the recorded fire is `F` or later: [`ClaimedElsewhere`](Self::ClaimedElsewhere);
 /// 4. the lock is held (`lock_until > now`): [`Held`](Self::Held);
 /// 5. otherwise the store records `F` and takes the lock as
-///    [`acquire`](crate::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
+///    [`acquire`](crate::provider::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
 ///
 /// Every case but `Claimed` carries the store's `now`, from which a scheduler learns how far its
 /// own clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and
@@ -175,7 +175,7 @@ impl FireClaim {
 ///
 /// ```
 /// use chrono::{Duration, TimeZone, Utc};
-/// use shedlock_core::{Fire, FireClaim, LockRecord, fire_decision};
+/// use shedlock_core::{provider::{Fire, FireClaim, LockRecord, fire_decision}};
 ///
 /// let f = Utc.with_ymd_and_hms(2026, 12, 1, 3, 0, 0).unwrap();
 /// let fire = Fire::new(f, f + Duration::minutes(1))?;

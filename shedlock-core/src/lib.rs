@@ -1,11 +1,14 @@
-//! Task locks with Java ShedLock's semantics, and leader election, over the database your
-//! replicas already share.
+//! Task locks with Java ShedLock's semantics, and leader election, over the database your replicas
+//! share; stores are separate crates. [Guide](https://github.com/shedlock-rs/shedlock-rs).
 //!
-//! See the [README](https://github.com/shedlock-rs/shedlock-rs) for the guide; the items below are
-//! the reference. In short: a [`LockingTaskExecutor`] over a [`LockProvider`] runs a task only if
-//! its lock is free, and `#[scheduled_lock]` does the same for an `async fn`. The stores are
-//! their own crates: `shedlock-sqlx` (Postgres, MySQL/MariaDB, SQLite), `shedlock-redis`,
-//! `shedlock-etcd`.
+//! **An application** needs only the root: `#[scheduled_lock]`, or a [`LockingTaskExecutor`]
+//! and [`LockConfig`]; a [`Scheduler`] of [`Job`]s; a [`LeaderLatch`]; [`current_lock`],
+//! [`shutdown_signal`], [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
+//!
+//! - [`provider`]: store authors: the store contract, `LockProvider`, and its helpers.
+//! - [`admin`]: operator tools, listing and freeing locks.
+//! - [`latch`], [`scheduler`], [`current`]: the rest of the latch, the scheduler, the task's lock.
+//! - [`owner`]: owner ids.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -39,8 +42,7 @@
 //! }
 //! ```
 //!
-//! `Ok(None)` is a skip, a store failure an `Err`. Without a database (tests, one process),
-//! [`InMemoryLockProvider`] and the executor directly:
+//! `Ok(None)` is a skip, a store failure an `Err`. Without a database (tests, one process):
 //!
 //! ```
 //! use std::time::Duration;
@@ -59,34 +61,31 @@
 //!
 //! # Feature flags
 //!
-//! - `macros` (default): `#[scheduled_lock]`.
-//! - `scheduler` (default): [`Scheduler`], [`Job`] and [`Schedule`]: jobs on fixed rates or
-//!   cron schedules, each fire at most once across replicas (see [`Scheduler`]).
-//! - `metrics`: counters and a duration histogram through the `metrics` facade: attempts,
-//!   acquisitions, skips, extensions, losses, errors and release failures per lock name, and
-//!   `shedlock_task_duration_seconds`. The label is the lock name, so templated names make one
-//!   series per value.
-//! - `testkit`: [`testkit::ConformanceSuite`], the provider conformance suite.
+//! - `macros`, `scheduler` (both default): `#[scheduled_lock]`; [`Scheduler`] (rates, cron).
+//! - `metrics`: per-lock-name counters (attempts, acquisitions, skips, extensions, losses,
+//!   errors, release failures) and `shedlock_task_duration_seconds`, via the `metrics` facade;
+//!   templated names make one series per value.
+//! - `testkit`: [`testkit`], the conformance suite a store runs.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod admin;
+pub mod admin;
 mod config;
-mod current;
+pub mod current;
 mod drain;
 mod error;
 mod executor;
 mod fire;
 mod keepalive;
-mod latch;
+pub mod latch;
 mod memory;
 mod observe;
-mod owner;
-mod provider;
+pub mod owner;
+pub mod provider;
 #[cfg(feature = "scheduler")]
 mod schedule;
 #[cfg(feature = "scheduler")]
-mod scheduler;
+pub mod scheduler;
 mod signal;
 #[cfg(test)]
 mod test_observe;
@@ -97,41 +96,47 @@ pub mod testkit;
 #[path = "macro_support.rs"]
 pub mod __private;
 
-pub use admin::{ELECTION_MARK, LockAdmin, LockEntry, election_owner_id};
-/// The `#[async_trait]` attribute [`LockProvider`] implementations need, re-exported so a custom
-/// store depends on nothing else.
-pub use async_trait::async_trait;
-/// The `chrono` crate, whose `DateTime<Utc>` [`LockRecord`] and [`Fire`] carry.
-pub use chrono;
-pub use config::{
-    DEFAULT_MAX_NAME_LEN, LockConfig, LockConfigBuilder, MAX_DURATION, validate_at_least,
-    validate_at_most, validate_name,
-};
-pub use current::{
-    LockHandle, assert_locked, current_lock, is_locked, set_lock_assertions,
-    without_lock_assertions,
-};
+// What an application types.
+pub use config::{LockConfig, LockConfigBuilder};
+#[doc(inline)]
+pub use current::current_lock;
 pub use drain::Drained;
 pub use error::{Error, Result};
 pub use executor::{
-    DEFAULT_CALL_TIMEOUT, Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder,
-    default_executor,
+    Execution, LockGuard, LockingTaskExecutor, LockingTaskExecutorBuilder, default_executor,
 };
-pub use fire::{Fire, FireClaim, fire_decision};
-pub use latch::{
-    KnownLeader, LeaderEvent, LeaderEvents, LeaderLatch, LeaderLatchConfig,
-    LeaderLatchConfigBuilder, LeaderState, LeaderTerm, StepDownReason,
-};
+#[doc(inline)]
+pub use latch::{LeaderLatch, LeaderLatchConfig};
 pub use memory::InMemoryLockProvider;
-pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
-pub use provider::{LockProvider, LockRecord};
 #[cfg(feature = "scheduler")]
-pub use schedule::Schedule;
-#[cfg(feature = "scheduler")]
-pub use scheduler::{
-    Job, JobOutput, JobStatus, LastRun, OnHeld, RunContext, RunOutcome, Scheduler,
-};
+#[doc(inline)]
+pub use scheduler::{Job, RunContext, Schedule, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
+pub use signal::shutdown_signal;
+
+// The old root paths of the modules' items, kept for one release (removed in the next).
+#[doc(hidden)]
+pub use admin::{ELECTION_MARK, LockAdmin, LockEntry, election_owner_id};
+#[doc(hidden)]
+pub use current::{
+    LockHandle, assert_locked, is_locked, set_lock_assertions, without_lock_assertions,
+};
+#[doc(hidden)]
+pub use latch::{
+    KnownLeader, LeaderEvent, LeaderEvents, LeaderLatchConfigBuilder, LeaderState, LeaderTerm,
+    StepDownReason,
+};
+#[doc(hidden)]
+pub use owner::{MAX_OWNER_ID_LEN, OWNER_ID_ENV, default_owner_id};
+#[doc(hidden)]
+pub use provider::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Fire, FireClaim, LockProvider, LockRecord,
+    MAX_DURATION, async_trait, chrono, fire_decision, validate_at_least, validate_at_most,
+    validate_name,
+};
+#[cfg(feature = "scheduler")]
+#[doc(hidden)]
+pub use scheduler::{JobOutput, JobStatus, LastRun, OnHeld, RunOutcome};
 // The attribute's documentation lives here, beside the code its expansion calls, so that its
 // examples are shedlock-core's doc tests (a proc-macro crate's doc tests would build this crate
 // and tokio a second time, for the host). Some examples schedule, hence the `scheduler` gate.
@@ -145,4 +150,3 @@ pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_dur
            the `scheduler` feature, on by default.)\n"
 )]
 pub use shedlock_macros::scheduled_lock;
-pub use signal::shutdown_signal;

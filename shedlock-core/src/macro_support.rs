@@ -153,7 +153,7 @@ pub fn job<F, Fut>(
 where
     F: Fn(RunContext) -> Fut + Send + Sync + 'static,
     Fut: Future + Send + 'static,
-    Fut::Output: crate::JobOutput,
+    Fut::Output: crate::scheduler::JobOutput,
 {
     let mut job = Job::new(fmt::format(name), schedule?, body).keep_alive(keep_alive);
     if let Some(at_most) = at_most {

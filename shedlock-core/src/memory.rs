@@ -29,7 +29,7 @@ use crate::provider::{LockProvider, LockRecord};
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{InMemoryLockProvider, LockProvider};
+/// use shedlock_core::{InMemoryLockProvider, provider::LockProvider};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
 /// let store = InMemoryLockProvider::new();
@@ -75,7 +75,7 @@ impl InMemoryLockProvider {
     ///
     /// ```
     /// use chrono::{TimeZone, Utc};
-    /// use shedlock_core::{InMemoryLockProvider, LockProvider};
+    /// use shedlock_core::{InMemoryLockProvider, provider::LockProvider};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
     /// let start = Utc.with_ymd_and_hms(2026, 3, 29, 0, 0, 0).unwrap();

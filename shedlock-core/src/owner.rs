@@ -1,4 +1,4 @@
-//! Owner ids: who holds a lock.
+//! Owner ids, who holds a lock: [`default_owner_id`] and the [`OWNER_ID_ENV`] override.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -27,11 +27,11 @@ pub const MAX_OWNER_ID_LEN: usize = 255;
 /// Unicode.
 ///
 /// ```
-/// let id = shedlock_core::default_owner_id()?;
+/// let id = shedlock_core::owner::default_owner_id()?;
 /// if std::env::var_os("SHEDLOCK_OWNER_ID").is_none() {
 ///     assert_eq!(id.split(':').count(), 3, "{id}");
 /// }
-/// assert_eq!(shedlock_core::default_owner_id()?, id, "one per process");
+/// assert_eq!(shedlock_core::owner::default_owner_id()?, id, "one per process");
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
 pub fn default_owner_id() -> Result<String> {

@@ -1,15 +1,27 @@
-//! The store contract: [`LockProvider`] and the [`LockRecord`] it hands out.
+//! For store authors: the contract, [`LockProvider`], and what implementing it takes.
+//!
+//! [`LockRecord`] is what a store hands out; [`Fire`], [`FireClaim`] and [`fire_decision`] are
+//! the optional fire claims; the `validate_*` functions and the limits check input the way the
+//! other stores do; [`async_trait`](macro@async_trait) and [`chrono`] are re-exported so a store
+//! needs no more. `InMemoryLockProvider` at the crate root is a complete reference
+//! implementation, and `shedlock_core::testkit` (feature `testkit`) the conformance suite.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
+/// The `#[async_trait]` attribute [`LockProvider`] implementations need.
+pub use async_trait::async_trait;
+/// The `chrono` crate, whose `DateTime<Utc>` [`LockRecord`] and [`Fire`] carry.
+pub use chrono;
 use chrono::{DateTime, Utc};
 
-use crate::config::DEFAULT_MAX_NAME_LEN;
+pub use crate::config::{
+    DEFAULT_MAX_NAME_LEN, MAX_DURATION, validate_at_least, validate_at_most, validate_name,
+};
 use crate::error::{Error, Result};
-use crate::fire::{Fire, FireClaim};
+pub use crate::executor::DEFAULT_CALL_TIMEOUT;
+pub use crate::fire::{Fire, FireClaim, fire_decision};
 
 /// One acquisition of a lock, as the store recorded it.
 ///
@@ -20,7 +32,7 @@ use crate::fire::{Fire, FireClaim};
 ///
 /// ```
 /// use chrono::{Duration, Utc};
-/// use shedlock_core::LockRecord;
+/// use shedlock_core::provider::LockRecord;
 ///
 /// let now = Utc::now();
 /// let record = LockRecord::new("report", "host-a:42:x1", now, now + Duration::seconds(60))
@@ -183,7 +195,8 @@ impl fmt::Display for LockRecord {
 /// ```
 /// use std::time::Duration;
 /// use shedlock_core::{
-///     Fire, FireClaim, InMemoryLockProvider, LockProvider, LockRecord, Result, async_trait,
+///     InMemoryLockProvider, Result,
+///     provider::{Fire, FireClaim, LockProvider, LockRecord, async_trait},
 /// };
 ///
 /// /// A store that logs every call and delegates to another one. A wrapper forwards every
@@ -274,8 +287,7 @@ pub trait LockProvider: Send + Sync + 'static {
     /// writes nothing unless it claims, and says which case it met ([`FireClaim`], checked in
     /// the order listed there, with the lock's row read in the same step as the holder of
     /// [`FireClaim::ClaimedElsewhere`] and [`FireClaim::Held`];
-    /// [`fire_decision`](crate::fire_decision) is that decision for stores that decide in their
-    /// own code).
+    /// [`fire_decision`] is that decision for stores that decide in their own code).
     ///
     /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never
     /// run twice. The default body answers [`Error::is_unsupported`]; a scheduler then falls

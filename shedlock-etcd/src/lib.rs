@@ -1,7 +1,7 @@
 //! An etcd v3 lock store for [`shedlock_core`]: locks that survive the loss of a store node.
 //!
-//! [`EtcdLockProvider`] implements [`LockProvider`](shedlock_core::LockProvider) (with
-//! `holder`) and [`LockAdmin`](shedlock_core::LockAdmin), and passes
+//! [`EtcdLockProvider`] implements [`LockProvider`](shedlock_core::provider::LockProvider) (with
+//! `holder`) and [`LockAdmin`](shedlock_core::admin::LockAdmin), and passes
 //! `shedlock_core::testkit::ConformanceSuite` against a real etcd, single-node and
 //! three-member. The executor, `#[scheduled_lock]` and `LeaderLatch` run on it unchanged.
 //!
@@ -118,19 +118,20 @@
 //! transaction, to a new lease of that rest (rounded up to whole seconds and etcd's minimum).
 //! A release after that first lease ran out counts the time since the acquisition as its TTL.
 //!
-//! **Fire claims** ([`LockProvider::claim_fire`](shedlock_core::LockProvider::claim_fire)): one
-//! read of the lock's keys, the decision in [`FireClaim`](shedlock_core::FireClaim)'s order,
-//! and, when the fire is claimable, a lease grant and one transaction that claims it only if
-//! the fire key and the hold are still as read (a claim that lost a race looks again). **At most
-//! once per fire** rests on that compare alone, whatever the clocks say. But a fire claim also
-//! needs "now", to compare with the fire's instant `F` and its window's end, and etcd has no
-//! wall clock (leases measure durations only): "now" is the **claiming replica's clock**, as
-//! for every record time here. A replica whose clock is ahead may run a fire early by the
-//! others' clocks, one behind may find its window passed; a scheduler learns no store-clock
-//! offset from etcd (each reply's "now" is its own clock). Keep the replicas' clocks in sync
-//! (NTP). A claim's transaction is sent to one member only: if its reply is lost it fails
-//! (its lease kept: if it was applied, the scheduler recognises its own claim and runs it),
-//! never sent again to another member, whose answer would call the claim someone else's.
+//! **Fire claims**
+//! ([`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)): one read of
+//! the lock's keys, the decision in [`FireClaim`](shedlock_core::provider::FireClaim)'s order, and,
+//! when the fire is claimable, a lease grant and one transaction that claims it only if the fire
+//! key and the hold are still as read (a claim that lost a race looks again). **At most once per
+//! fire** rests on that compare alone, whatever the clocks say. But a fire claim also needs "now",
+//! to compare with the fire's instant `F` and its window's end, and etcd has no wall clock (leases
+//! measure durations only): "now" is the **claiming replica's clock**, as for every record time
+//! here. A replica whose clock is ahead may run a fire early by the others' clocks, one behind may
+//! find its window passed; a scheduler learns no store-clock offset from etcd (each reply's "now"
+//! is its own clock). Keep the replicas' clocks in sync (NTP). A claim's transaction is sent to one
+//! member only: if its reply is lost it fails (its lease kept: if it was applied, the scheduler
+//! recognises its own claim and runs it), never sent again to another member, whose answer would
+//! call the claim someone else's.
 //!
 //! # Round trips per operation
 //!
@@ -168,7 +169,7 @@
 //!
 //! # Admin
 //!
-//! [`LockAdmin`](shedlock_core::LockAdmin): `list` is one range over the prefix; `unlock`
+//! [`LockAdmin`](shedlock_core::admin::LockAdmin): `list` is one range over the prefix; `unlock`
 //! frees a lock only if owner, `locked_at` and token are still as listed and it is held;
 //! `force_unlock` returns what it freed; freeing deletes the hold only, so the record and the
 //! token sequence stay. There is no schema: `ddl()` is `None` and `create_table()` does nothing

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use shedlock_core::{LeaderLatch, LeaderLatchConfig, LeaderState};
+use shedlock_core::{LeaderLatch, LeaderLatchConfig, latch::LeaderState};
 use shedlock_etcd::{EtcdLockProvider, testing};
 
 /// Set in a child: `url prefix owner`; the child then runs one latch candidate until killed.

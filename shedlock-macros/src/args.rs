@@ -22,8 +22,8 @@ pub(crate) const KEYS: [&str; 8] = [
     "zone",
 ];
 
-/// `shedlock_core::MAX_DURATION` (365 days). This crate cannot depend on `shedlock-core` (which
-/// re-exports it); the test `compile_time_limits_match_the_core` keeps the two in step.
+/// `shedlock_core::provider::MAX_DURATION` (365 days). This crate cannot depend on `shedlock-core`
+/// (which re-exports it); the test `compile_time_limits_match_the_core` keeps the two in step.
 pub(crate) const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 
 /// A duration argument, parsed at compile time.

@@ -4,8 +4,8 @@ use syn::{Ident, LitStr};
 
 use crate::errors::Errors;
 
-/// `shedlock_core::DEFAULT_MAX_NAME_LEN`: the longest lock name Java ShedLock's table holds
-/// (kept in step by the test `compile_time_limits_match_the_core`).
+/// `shedlock_core::provider::DEFAULT_MAX_NAME_LEN`: the longest lock name Java ShedLock's table
+/// holds (kept in step by the test `compile_time_limits_match_the_core`).
 pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// A piece of a name template.

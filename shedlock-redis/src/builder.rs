@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use redis::{ConnectionAddr, ConnectionInfo};
 
-use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
+use shedlock_core::{
+    Error, Result,
+    provider::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, MAX_DURATION},
+};
 
 use crate::connection::{Connection, describe};
 use crate::provider::RedisLockProvider;
@@ -78,7 +81,7 @@ impl RedisLockProviderBuilder {
     /// (`a:` and `b:`, not `a:` and `a:b:`) never see each other's locks. Overlapping prefixes
     /// cannot mix up two locks either: each record keeps its lock name, and a provider that meets
     /// a key holding another name's record fails with [`Error::is_invalid_config`] (and leaves
-    /// it out of [`list`](shedlock_core::LockAdmin::list)).
+    /// it out of [`list`](shedlock_core::admin::LockAdmin::list)).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
@@ -96,8 +99,8 @@ impl RedisLockProviderBuilder {
     /// [`Error::is_timeout`]; defaults to 5 s ([`DEFAULT_CALL_TIMEOUT`]). A call that timed
     /// out drops its connection: the next call connects afresh, so a black-holed connection
     /// never keeps failing calls. A timed-out acquire may still have taken the lock: it is then
-    /// held until its `at_most` ends. [`LockAdmin::list`](shedlock_core::LockAdmin::list) makes
-    /// several round trips; each has this timeout.
+    /// held until its `at_most` ends. [`LockAdmin::list`](shedlock_core::admin::LockAdmin::list)
+    /// makes several round trips; each has this timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self

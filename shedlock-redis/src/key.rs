@@ -2,8 +2,8 @@
 //! pattern that finds them.
 
 /// The key of lock `name` under `prefix`. Keys are binary-safe, so any name
-/// [`validate_name`](shedlock_core::validate_name) accepts (unicode, new lines, glob characters)
-/// is its own key, byte for byte.
+/// [`validate_name`](shedlock_core::provider::validate_name) accepts (unicode, new lines, glob
+/// characters) is its own key, byte for byte.
 pub(crate) fn lock_key(prefix: &str, name: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(prefix.len() + name.len());
     key.extend_from_slice(prefix.as_bytes());

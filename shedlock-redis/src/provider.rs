@@ -7,8 +7,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redis::{Script, Value};
 use shedlock_core::{
-    Error, Fire, FireClaim, LockAdmin, LockEntry, LockProvider, LockRecord, Result,
-    validate_at_least, validate_at_most, validate_name,
+    Error, Result,
+    admin::{LockAdmin, LockEntry},
+    provider::{
+        Fire, FireClaim, LockProvider, LockRecord, validate_at_least, validate_at_most,
+        validate_name,
+    },
 };
 
 use crate::builder::{RedisLockProviderBuilder, Settings};
@@ -26,7 +30,7 @@ const SCAN_COUNT: usize = 500;
 /// ```no_run
 /// # async fn example() -> shedlock_core::Result<()> {
 /// use std::time::Duration;
-/// use shedlock_core::LockProvider;
+/// use shedlock_core::provider::LockProvider;
 /// use shedlock_redis::RedisLockProvider;
 ///
 /// let provider = RedisLockProvider::connect("redis://127.0.0.1:6379").await?;

@@ -8,8 +8,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
-    Fire, FireClaim, LeaderLatch, LeaderLatchConfig, LockAdmin, LockConfig, LockProvider,
-    LockingTaskExecutor, scheduled_lock,
+    LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor,
+    admin::LockAdmin,
+    provider::{Fire, FireClaim, LockProvider},
+    scheduled_lock,
 };
 use shedlock_redis::redis::{self, AsyncCommands as _};
 use shedlock_redis::{RedisLockProvider, testing};
@@ -199,7 +201,7 @@ async fn the_executor_and_the_macro_work_over_redis() {
             // Held here: the other replica skips.
             let skipped = other.execute(&cfg, async { 1 }).await.unwrap();
             assert!(skipped.is_none(), "ran while replica-a held the lock");
-            shedlock_core::assert_locked();
+            shedlock_core::current::assert_locked();
             shedlock_core::current_lock()
                 .and_then(|lock| lock.fencing_token())
                 .expect("a fencing token inside the task")
@@ -258,9 +260,11 @@ async fn the_leader_latch_elects_one_and_hands_over_on_close() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let holder = f.provider.holder("leader").await.unwrap().expect("held");
-    assert_eq!(shedlock_core::election_owner_id(holder.owner()), "a");
+    assert_eq!(shedlock_core::admin::election_owner_id(holder.owner()), "a");
     assert!(
-        holder.owner().ends_with(shedlock_core::ELECTION_MARK),
+        holder
+            .owner()
+            .ends_with(shedlock_core::admin::ELECTION_MARK),
         "the latch marks its row"
     );
     let closed_at = Instant::now();
@@ -477,7 +481,7 @@ async fn admin_lists_and_unlocks_only_what_it_was_shown() {
 
     // unlock refuses what it was not shown: wrong owner, wrong locked_at, wrong token.
     let wrong_owner =
-        shedlock_core::LockRecord::new("a-held", "you", a.locked_at(), a.lock_until())
+        shedlock_core::provider::LockRecord::new("a-held", "you", a.locked_at(), a.lock_until())
             .with_fencing_token(a.fencing_token());
     assert!(!p.unlock(&wrong_owner).await.unwrap());
     let wrong_token = a

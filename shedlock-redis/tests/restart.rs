@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use chrono::Utc;
-use shedlock_core::{Fire, FireClaim, LockProvider};
+use shedlock_core::provider::{Fire, FireClaim, LockProvider};
 use shedlock_redis::redis;
 use shedlock_redis::{RedisLockProvider, testing};
 use tokio::time::Instant;
@@ -278,7 +278,7 @@ async fn command_counts(server: &PrivateRedis) -> std::collections::BTreeMap<Str
 /// scripts are loaded; `list` is one `SCAN` step and one `EVAL` per key, pipelined.
 #[tokio::test]
 async fn each_operation_is_one_evalsha() {
-    use shedlock_core::LockAdmin;
+    use shedlock_core::admin::LockAdmin;
     let Some(server) = PrivateRedis::start().await else {
         return;
     };

@@ -13,7 +13,7 @@
 //! `last_fire` column is read when the table has it and reported absent when it does not (Java
 //! ShedLock's table).
 
-use shedlock_core::{LockEntry, LockRecord, Result};
+use shedlock_core::{Result, admin::LockEntry, provider::LockRecord};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::builder::Settings;
@@ -111,21 +111,21 @@ pub(crate) fn check_expected(schema: Schema, expected: &LockRecord) -> Result<Op
 macro_rules! admin {
     ($provider:ty) => {
         #[async_trait::async_trait]
-        impl shedlock_core::LockAdmin for $provider {
-            async fn list(&self) -> shedlock_core::Result<Vec<shedlock_core::LockEntry>> {
+        impl shedlock_core::admin::LockAdmin for $provider {
+            async fn list(&self) -> shedlock_core::Result<Vec<shedlock_core::admin::LockEntry>> {
                 self.generic().admin_list("list", None).await
             }
 
             async fn entry(
                 &self,
                 name: &str,
-            ) -> shedlock_core::Result<Option<shedlock_core::LockEntry>> {
+            ) -> shedlock_core::Result<Option<shedlock_core::admin::LockEntry>> {
                 Ok(self.generic().admin_list("entry", Some(name)).await?.pop())
             }
 
             async fn unlock(
                 &self,
-                expected: &shedlock_core::LockRecord,
+                expected: &shedlock_core::provider::LockRecord,
             ) -> shedlock_core::Result<bool> {
                 self.generic().admin_unlock(expected).await
             }

@@ -3,7 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, MAX_DURATION, Result};
+use shedlock_core::{
+    Error, Result,
+    provider::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, MAX_DURATION},
+};
 use sqlx::{Database, Pool};
 
 use crate::connect::ConnectSettings;

@@ -27,7 +27,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use shedlock_core::{Error, LockRecord, Result};
+use shedlock_core::{Error, Result, provider::LockRecord};
 use sqlx::{Database, Encode, Type};
 
 use crate::builder::{ColumnNames, Settings};

@@ -34,15 +34,15 @@
 //!   unchanged, so a Java service using ShedLock with `usingDbTime()` and a Rust service exclude
 //!   each other on one table. Our DDL adds `fencing_token BIGINT NOT NULL DEFAULT 0`; without
 //!   that column everything works and tokens are `None`. It also adds a nullable `last_fire`
-//!   column, where [`claim_fire`](shedlock_core::LockProvider::claim_fire) records a scheduled
-//!   job's fires; without it `claim_fire` answers
-//!   [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) (naming the `ALTER TABLE`
-//!   to run) and a scheduler falls back to plain locks.
+//!   column, where [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) records a
+//!   scheduled job's fires; without it `claim_fire` answers
+//!   [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) (naming the `ALTER TABLE` to
+//!   run) and a scheduler falls back to plain locks.
 //! - **Fire claims in the database**, on its clock, in the order of
-//!   [`FireClaim`](shedlock_core::FireClaim)'s cases: nothing is written unless the fire is
-//!   claimed, a missing row is inserted, and racing replicas get no duplicate-key errors. Fire
-//!   instants are rounded up to the time columns' precision (microseconds on Postgres,
-//!   milliseconds on MySQL and SQLite), so no claim starts before its fire.
+//!   [`FireClaim`](shedlock_core::provider::FireClaim)'s cases: nothing is written unless the fire
+//!   is claimed, a missing row is inserted, and racing replicas get no duplicate-key errors. Fire
+//!   instants are rounded up to the time columns' precision (microseconds on Postgres, milliseconds
+//!   on MySQL and SQLite), so no claim starts before its fire.
 //! - **One statement on the hot path**: a lock held elsewhere costs one statement and writes
 //!   nothing; a missing row (first use, or deleted by hand) is inserted without duplicate-key
 //!   errors.
@@ -121,7 +121,7 @@
 //! not restart the sequence: the recreated row starts from the database clock in microseconds,
 //! above every earlier token unless the clock was set back or the lock was taken more than once
 //! per microsecond on average. A Java service's acquisitions carry no token and leave it
-//! unchanged, so [`holder`](shedlock_core::LockProvider::holder) reports the last token a Rust
+//! unchanged, so [`holder`](shedlock_core::provider::LockProvider::holder) reports the last token a Rust
 //! acquisition set while Java holds the lock. SQLite's tokens: [`SqliteLockProvider`].
 //!
 //! # Schema
@@ -136,7 +136,7 @@
 //!
 //! # Operating locks
 //!
-//! Every provider implements [`LockAdmin`](shedlock_core::LockAdmin) (the `shedlock` command
+//! Every provider implements [`LockAdmin`](shedlock_core::admin::LockAdmin) (the `shedlock` command
 //! line tool is built on it): `list` and `entry` read the rows with the database's now,
 //! `unlock` frees an acquisition only if the row still has the owner, `locked_at` and (where
 //! the table has one) token it was listed with, in one conditional `UPDATE`, and `force_unlock`

@@ -5,7 +5,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use shedlock_core::{Error, LockRecord, Result, fire_decision};
+use shedlock_core::{
+    Error, Result,
+    provider::{LockRecord, fire_decision},
+};
 use sqlx::mysql::{
     MySql, MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlQueryResult, MySqlRow,
     MySqlSslMode,
@@ -40,8 +43,9 @@ const SEED_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC
 const SET_UTC: &str = "SET time_zone = '+00:00'";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::LockProvider) on a MySQL or MariaDB table: Java ShedLock's layout (`shedlock(name,
-/// lock_until, locked_at, locked_by)`), plus a `fencing_token` column where the table has one.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a MySQL or MariaDB table: Java
+/// ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`), plus a `fencing_token`
+/// column where the table has one.
 ///
 /// # Table
 ///
@@ -99,13 +103,13 @@ sql_lock_provider! {
 ///
 /// # Fire claims
 ///
-/// [`claim_fire`](shedlock_core::LockProvider::claim_fire) first reads the database's now and
-/// the row (a consistent read: no row lock), which answers every fire it cannot claim in one
-/// statement; a claimable fire is then taken by a conditional `UPDATE` (or, for a missing row,
-/// an `INSERT` inside the window) that checks everything again on the row's latest version, so
-/// of racing replicas exactly one claims; a won claim on a table with tokens reads the row back.
-/// `last_fire` is `TIMESTAMP(3)`, so fires are kept (and compared) exactly, in whole
-/// milliseconds. A table without it (Java's DDL) answers `claim_fire` with
+/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) first reads the database's now
+/// and the row (a consistent read: no row lock), which answers every fire it cannot claim in one
+/// statement; a claimable fire is then taken by a conditional `UPDATE` (or, for a missing row, an
+/// `INSERT` inside the window) that checks everything again on the row's latest version, so of
+/// racing replicas exactly one claims; a won claim on a table with tokens reads the row back.
+/// `last_fire` is `TIMESTAMP(3)`, so fires are kept (and compared) exactly, in whole milliseconds.
+/// A table without it (Java's DDL) answers `claim_fire` with
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
 /// `migrations/mysql/0002_last_fire.sql` and restart the service.
 ///
@@ -563,7 +567,7 @@ impl Dialect for MySql {
             Self::read_opt_time(&row, 2, map)?,
             row.try_get(6).map_err(map)?,
         )?;
-        let fire = shedlock_core::Fire::new(args.at, args.next)?;
+        let fire = shedlock_core::provider::Fire::new(args.at, args.next)?;
         if fire_decision(&fire, now, holder.as_ref(), recorded).is_some() {
             return Ok(Seen::Row {
                 now,

@@ -26,8 +26,9 @@ pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::LockProvider) on a Postgres table: Java ShedLock's layout (`shedlock(name, lock_until,
-/// locked_at, locked_by)`), plus a `fencing_token` column where the table has one.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table: Java ShedLock's
+/// layout (`shedlock(name, lock_until, locked_at, locked_by)`), plus a `fencing_token` column where
+/// the table has one.
 ///
 /// # Table
 ///
@@ -83,13 +84,12 @@ sql_lock_provider! {
 ///
 /// # Fire claims
 ///
-/// [`claim_fire`](shedlock_core::LockProvider::claim_fire) is one statement: an update of an
-/// expired row and an insert of a missing one, with the fire's conditions (`F <= now < next`,
-/// `last_fire` older than `F`
-/// or `NULL`, the lock free), which also returns the database's now and the row as it saw it,
-/// so every reply costs one round trip. A fire it does not claim writes nothing and takes no
-/// row lock. `last_fire` is a UTC wall-clock `TIMESTAMP` like `lock_until`; a table without it
-/// (Java's DDL) answers `claim_fire` with
+/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement: an update of
+/// an expired row and an insert of a missing one, with the fire's conditions (`F <= now < next`,
+/// `last_fire` older than `F` or `NULL`, the lock free), which also returns the database's now and
+/// the row as it saw it, so every reply costs one round trip. A fire it does not claim writes
+/// nothing and takes no row lock. `last_fire` is a UTC wall-clock `TIMESTAMP` like `lock_until`; a
+/// table without it (Java's DDL) answers `claim_fire` with
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
 /// `migrations/postgres/0002_last_fire.sql` and restart the service.
 ///

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock_core::{
-    Error, Fire, FireClaim, LockEntry, LockRecord, Result, fire_decision, validate_at_least,
-    validate_at_most,
+    Error, Result,
+    admin::LockEntry,
+    provider::{Fire, FireClaim, LockRecord, fire_decision, validate_at_least, validate_at_most},
 };
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
@@ -95,7 +96,7 @@ where
             .max_connections(DEFAULT_POOL_SIZE)
             .min_connections(1)
             .test_before_acquire(false)
-            .acquire_timeout(shedlock_core::DEFAULT_CALL_TIMEOUT)
+            .acquire_timeout(shedlock_core::provider::DEFAULT_CALL_TIMEOUT)
             .after_connect(|conn, _meta| D::setup(conn))
     }
 
@@ -188,7 +189,8 @@ where
             .await
     }
 
-    /// Claims `fire` (see [`LockProvider::claim_fire`](shedlock_core::LockProvider::claim_fire)).
+    /// Claims `fire` (see
+    /// [`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)).
     ///
     /// Each attempt decides in the database; a claim that did not win answers from the row as
     /// the database saw it, through [`fire_decision`]. Where that row says the fire was
@@ -667,14 +669,14 @@ macro_rules! returning_statements {
         async fn acquire<'a>(
             at: $crate::dialect::Attempt<'a, Self>,
             args: $crate::dialect::Acquire<'a>,
-        ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+        ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
             $crate::provider::Provider::acquire_returning(at, args).await
         }
 
         async fn extend<'a>(
             at: $crate::dialect::Attempt<'a, Self>,
             args: $crate::dialect::Extend<'a>,
-        ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+        ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
             $crate::provider::Provider::extend_returning(at, args).await
         }
     };

@@ -4,8 +4,8 @@
 
 /// Declares a public provider type around [`Provider`](crate::provider::Provider) for one
 /// dialect, with its constructors, its builder's `build()`, the
-/// [`LockProvider`](shedlock_core::LockProvider) implementation and `Debug`. The type's own
-/// documentation is the dialect's.
+/// [`LockProvider`](shedlock_core::provider::LockProvider) implementation and `Debug`. The type's
+/// own documentation is the dialect's.
 macro_rules! sql_lock_provider {
     (
         $(#[$doc:meta])*
@@ -30,7 +30,7 @@ macro_rules! sql_lock_provider {
         impl $name {
             /// A provider over the application's sqlx `pool`, with Java ShedLock's table
             /// `shedlock` and the call timeout
-            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT); see [`builder`](Self::builder) for the
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT); see [`builder`](Self::builder) for the
             /// settings. sqlx's pool pings every connection given back to it: with no spare
             /// idle connection the next lock call waits for that ping, a second round trip. A
             /// provider built from a URL ([`connect`](Self::connect),
@@ -101,7 +101,7 @@ macro_rules! sql_lock_provider {
             /// Options for a sqlx pool of your own, to pass to [`new`](Self::new) or
             /// [`builder`](Self::builder): at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE)
             /// connections, one kept open, no ping on checkout (`test_before_acquire(false)`),
-            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT) to wait for a
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT) to wait for a
             /// connection, and the database's session settings. A provider built from a URL does not need it.
             $(#[$pool_doc])*
             ///
@@ -126,7 +126,7 @@ macro_rules! sql_lock_provider {
             /// same as `from_url(url).connect()`. It opens one connection now, so a wrong URL,
             /// password or database fails here. A server that refuses connections because it is
             /// down or restarting is asked again until the call timeout,
-            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT).
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT).
             ///
             /// # Errors
             ///
@@ -231,27 +231,27 @@ macro_rules! sql_lock_provider {
         }
 
         #[::async_trait::async_trait]
-        impl ::shedlock_core::LockProvider for $name {
+        impl ::shedlock_core::provider::LockProvider for $name {
             async fn acquire(
                 &self,
                 name: &str,
                 at_most: ::std::time::Duration,
                 owner: &str,
-            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
                 self.0.acquire(name, at_most, owner).await
             }
 
             async fn extend(
                 &self,
-                record: &::shedlock_core::LockRecord,
+                record: &::shedlock_core::provider::LockRecord,
                 at_most: ::std::time::Duration,
-            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
                 self.0.extend(record, at_most).await
             }
 
             async fn release(
                 &self,
-                record: &::shedlock_core::LockRecord,
+                record: &::shedlock_core::provider::LockRecord,
                 at_least: ::std::time::Duration,
             ) -> ::shedlock_core::Result<bool> {
                 self.0.release(record, at_least).await
@@ -260,17 +260,17 @@ macro_rules! sql_lock_provider {
             async fn holder(
                 &self,
                 name: &str,
-            ) -> ::shedlock_core::Result<Option<::shedlock_core::LockRecord>> {
+            ) -> ::shedlock_core::Result<Option<::shedlock_core::provider::LockRecord>> {
                 self.0.holder(name).await
             }
 
             async fn claim_fire(
                 &self,
                 name: &str,
-                fire: &::shedlock_core::Fire,
+                fire: &::shedlock_core::provider::Fire,
                 at_most: ::std::time::Duration,
                 owner: &str,
-            ) -> ::shedlock_core::Result<::shedlock_core::FireClaim> {
+            ) -> ::shedlock_core::Result<::shedlock_core::provider::FireClaim> {
                 self.0.claim_fire(name, fire, at_most, owner).await
             }
 

@@ -27,8 +27,8 @@ const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
      + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER)) * 1000)";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::LockProvider) on an SQLite table, for replicas **on one host** sharing a database file:
-/// SQLite's clock is that host's clock.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on an SQLite table, for replicas **on
+/// one host** sharing a database file: SQLite's clock is that host's clock.
 ///
 /// # Table
 ///
@@ -56,10 +56,10 @@ sql_lock_provider! {
 /// reads the table's columns once and fails with [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) or
 /// [`Error::is_schema`](shedlock_core::Error::is_schema) if the table is missing or does not fit.
 ///
-/// A fire claim ([`claim_fire`](shedlock_core::LockProvider::claim_fire)) is acquire's upsert
-/// with the fire's conditions added: one statement when it claims; any other reply reads the
-/// row with a second (SQLite's `RETURNING` returns only rows it wrote). `last_fire` holds the
-/// same UTC text as the other time columns; a table without it answers `claim_fire` with
+/// A fire claim ([`claim_fire`](shedlock_core::provider::LockProvider::claim_fire)) is acquire's
+/// upsert with the fire's conditions added: one statement when it claims; any other reply reads the
+/// row with a second (SQLite's `RETURNING` returns only rows it wrote). `last_fire` holds the same
+/// UTC text as the other time columns; a table without it answers `claim_fire` with
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) (add it with
 /// `migrations/sqlite/0002_last_fire.sql`).
 ///
@@ -76,7 +76,7 @@ sql_lock_provider! {
 /// transaction, waits for it up to the connection's busy timeout and up to the call timeout,
 /// whichever ends first. The busy timeout is `SqliteConnectOptions::busy_timeout`: sqlx's
 /// default, 5 s, which [`connect`](Self::connect) keeps. The call timeout defaults to
-/// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::DEFAULT_CALL_TIMEOUT), also 5 s. Either ends the
+/// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT), also 5 s. Either ends the
 /// call with an error: the busy timeout as [`Error::is_backend`](shedlock_core::Error::is_backend)
 /// with SQLite's "database is locked", the call timeout as
 /// [`Error::is_timeout`](shedlock_core::Error::is_timeout), closing its connection. With both

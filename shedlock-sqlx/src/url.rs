@@ -385,10 +385,14 @@ mod tests {
             .call_timeout(Duration::from_millis(300))
             .build()
             .expect("valid settings");
-        let err =
-            shedlock_core::LockProvider::acquire(&lazy, "report", Duration::from_secs(10), "me")
-                .await
-                .expect_err("nobody listens");
+        let err = shedlock_core::provider::LockProvider::acquire(
+            &lazy,
+            "report",
+            Duration::from_secs(10),
+            "me",
+        )
+        .await
+        .expect_err("nobody listens");
         let text = err.to_string();
         assert!(
             err.is_timeout()

@@ -27,8 +27,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use shedlock_core::{
-    Job, LockAdmin, LockingTaskExecutor, RunContext, RunOutcome, Schedule, Scheduler,
-    parse_duration,
+    Job, LockingTaskExecutor, RunContext, Schedule, Scheduler, admin::LockAdmin, parse_duration,
+    scheduler::RunOutcome,
 };
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider};
 

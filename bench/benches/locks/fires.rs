@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::median;
-use shedlock_core::{Job, LockConfig, LockProvider, LockingTaskExecutor, Schedule, Scheduler};
+use shedlock_core::{
+    Job, LockConfig, LockingTaskExecutor, Schedule, Scheduler, provider::LockProvider,
+};
 
 use crate::harness::{AT_MOST, Result};
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use shedlock_bench::stats::median;
 use shedlock_core::{
-    LeaderLatch, LeaderLatchConfig, LockConfig, LockProvider, LockRecord, LockingTaskExecutor,
+    LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor,
+    provider::{LockProvider, LockRecord},
     scheduled_lock,
 };
 use shedlock_sqlx::sqlx::pool::PoolConnection;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shedlock_bench::java::{Placeholder, Section, Statement};
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_sqlx::sqlx::pool::PoolOptions;
 use shedlock_sqlx::sqlx::{Connection as _, Database, Pool};
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::{median, median_ratio};
-use shedlock_core::{LockConfig, LockProvider};
+use shedlock_core::{LockConfig, provider::LockProvider};
 
 use crate::fires::cpu_per_fire;
 use crate::harness::{

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use shedlock_bench::report::Row;
 use shedlock_bench::stats::{median, median_ratio};
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_redis::RedisLockProvider;
 use shedlock_sqlx::PgLockProvider;
 use shedlock_tests::private_redis::PrivateRedis;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shedlock_core::{LockProvider, LockingTaskExecutor, current_lock, scheduled_lock};
+use shedlock_core::{LockingTaskExecutor, current_lock, provider::LockProvider, scheduled_lock};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -69,7 +69,7 @@ impl Replica {
     /// lock held; it returns its owner id.
     #[scheduled_lock(name = "tick-{suffix}", at_most = "10m", executor = self.locks)]
     pub(crate) async fn tick(&self, suffix: &str, gate: &Gate) -> String {
-        shedlock_core::assert_locked();
+        shedlock_core::current::assert_locked();
         self.runs.fetch_add(1, Ordering::SeqCst);
         gate.pass().await;
         current_lock()

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use crate::common::{self, Gate, Replica, replicas};
 use shedlock_core::{
-    InMemoryLockProvider, LockingTaskExecutor, assert_locked, current_lock, is_locked,
-    scheduled_lock,
+    InMemoryLockProvider, LockingTaskExecutor,
+    current::{assert_locked, is_locked},
+    current_lock, scheduled_lock,
 };
 
 fn executor(store: &Arc<InMemoryLockProvider>, owner: &str) -> LockingTaskExecutor {
@@ -250,8 +251,11 @@ async fn a_year(locks: &LockingTaskExecutor) {}
 /// limits (it cannot depend on the core); this keeps them in step.
 #[tokio::test]
 async fn compile_time_limits_match_the_core() {
-    assert_eq!(shedlock_core::MAX_DURATION, Duration::from_hours(365 * 24));
-    assert_eq!(shedlock_core::DEFAULT_MAX_NAME_LEN, 64);
+    assert_eq!(
+        shedlock_core::provider::MAX_DURATION,
+        Duration::from_hours(365 * 24)
+    );
+    assert_eq!(shedlock_core::provider::DEFAULT_MAX_NAME_LEN, 64);
     let locks = executor(&Arc::new(InMemoryLockProvider::new()), "a");
     assert_eq!(
         a_year(&locks)

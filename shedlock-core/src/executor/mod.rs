@@ -98,8 +98,8 @@ pub struct LockingTaskExecutorBuilder {
 
 impl LockingTaskExecutorBuilder {
     /// This process's owner id, written to `locked_by`. Defaults to `$SHEDLOCK_OWNER_ID`, else
-    /// `hostname:pid:random` (see [`default_owner_id`](crate::default_owner_id)). It must be unique
-    /// per process: two executors with one id could release each other's locks.
+    /// `hostname:pid:random` (see [`default_owner_id`](crate::owner::default_owner_id)). It must be
+    /// unique per process: two executors with one id could release each other's locks.
     pub fn owner_id(mut self, owner_id: impl Into<String>) -> Self {
         self.owner_id = Some(owner_id.into());
         self
@@ -205,7 +205,8 @@ pub struct Execution<T> {
 
 impl LockingTaskExecutor {
     /// An executor over `provider` with default settings (owner id from
-    /// [`default_owner_id`](crate::default_owner_id), no default `at_most`, 5 s call timeout).
+    /// [`default_owner_id`](crate::owner::default_owner_id), no default `at_most`, 5 s call
+    /// timeout).
     ///
     /// # Errors
     ///
@@ -543,9 +544,9 @@ impl LockingTaskExecutor {
     /// A task's own error comes back inside: `Ok(Some(Err(e)))`. The lock is released when the
     /// task completes, fails or panics (the panic resumes after the release), or when this future
     /// is dropped; a failed release is logged and never loses the output. Inside the task,
-    /// [`current_lock`](crate::current_lock) and [`assert_locked`](crate::assert_locked) work; a
-    /// nested run of a lock the task already holds runs directly (re-entrancy). For the lost-lock
-    /// and release details, use [`execute_reported`](Self::execute_reported).
+    /// [`current_lock`](crate::current_lock) and [`assert_locked`](crate::current::assert_locked)
+    /// work; a nested run of a lock the task already holds runs directly (re-entrancy). For the
+    /// lost-lock and release details, use [`execute_reported`](Self::execute_reported).
     ///
     /// # Errors
     ///

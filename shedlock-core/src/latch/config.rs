@@ -27,7 +27,7 @@ use crate::owner::validate_owner_id;
 /// leader steps down before its row can be taken), `call_timeout <= acquire_interval` and
 /// `renew_interval + call_timeout < renew_deadline` (a renew sent on time can finish or time out
 /// before the deadline), `acquire_jitter <= acquire_interval`, no zero durations except the
-/// jitter and the grace, nothing above [`MAX_DURATION`](crate::MAX_DURATION).
+/// jitter and the grace, nothing above [`MAX_DURATION`](crate::provider::MAX_DURATION).
 ///
 /// It implements [`serde::Deserialize`] with human durations (`"15s"`, `"1m30s"`, `"500ms"`,
 /// `"PT15S"`), so it can come straight from a configuration file; unknown keys are rejected.
@@ -129,7 +129,7 @@ impl LeaderLatchConfig {
     }
 
     /// The owner id set in the configuration, if any; otherwise the latch uses
-    /// [`default_owner_id`](crate::default_owner_id).
+    /// [`default_owner_id`](crate::owner::default_owner_id).
     #[must_use]
     pub fn owner_id(&self) -> Option<&str> {
         self.owner_id.as_deref()
@@ -215,8 +215,8 @@ pub struct LeaderLatchConfigBuilder {
 
 impl LeaderLatchConfigBuilder {
     /// This replica's owner id, written to `locked_by`. Defaults to `$SHEDLOCK_OWNER_ID`, else
-    /// `hostname:pid:random` (see [`default_owner_id`](crate::default_owner_id)). Every candidate
-    /// of an election needs its own id.
+    /// `hostname:pid:random` (see [`default_owner_id`](crate::owner::default_owner_id)). Every
+    /// candidate of an election needs its own id.
     pub fn owner_id(mut self, owner_id: impl Into<String>) -> Self {
         self.owner_id = Some(owner_id.into());
         self
@@ -281,7 +281,7 @@ impl LeaderLatchConfigBuilder {
     ///
     /// [`Error::is_invalid_config`], naming the setting and the rule, for: an invalid name or
     /// owner id; a zero duration (other than jitter and grace) or one above
-    /// [`MAX_DURATION`](crate::MAX_DURATION); `renew_interval >= renew_deadline`;
+    /// [`MAX_DURATION`](crate::provider::MAX_DURATION); `renew_interval >= renew_deadline`;
     /// `renew_deadline >= lease`; `call_timeout > acquire_interval`;
     /// `renew_interval + call_timeout >= renew_deadline`; `acquire_jitter > acquire_interval`.
     pub fn build(self) -> Result<LeaderLatchConfig> {
@@ -553,7 +553,7 @@ mod tests {
             ),
             (b().call_timeout(Duration::ZERO), "call_timeout is zero"),
             (
-                b().lease(crate::MAX_DURATION + SEC),
+                b().lease(crate::provider::MAX_DURATION + SEC),
                 "lease (365d1s) is above the maximum",
             ),
             (b().owner_id(""), "owner id is empty"),

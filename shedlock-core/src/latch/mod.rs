@@ -1,4 +1,4 @@
-//! Leader election over a [`LockProvider`]: [`LeaderLatch`].
+//! Leader election over a [`LockProvider`]: [`LeaderLatch`], its config, states and events.
 
 mod config;
 mod ownership;
@@ -99,18 +99,19 @@ use task::Shared;
 /// # Owner ids
 ///
 /// The owner id is written to the row's `locked_by` with [`ELECTION_MARK`] appended
-/// (`host:42:1a2b3c#election`), so that operators' tools (`shedlock list`, [`LockEntry::is_election`](crate::LockEntry::is_election))
-/// tell election rows from task locks and ask before freeing one; so an owner id for a latch is
-/// at most 246 characters. [`KnownLeader::owner_id`] is the id without the mark. By default every latch and executor of a
-/// process shares one ([`default_owner_id`]), and an explicit id may be shared too; what tells
-/// two terms apart is the acquisition (its fencing token, or its `locked_at`). So a latch
-/// releases a leftover row only when it can prove it is its own: the acquisition of one of its
-/// own terms, or the product of one of its acquires whose reply was lost, when no other latch of
-/// the process runs the same election with the same owner id. A row that merely carries its
-/// owner id — another latch of this process in the same election, or an earlier run of this
-/// process with the same explicit id that crashed while leading — is followed like anyone
-/// else's and frees itself at the end of its lease. Keep owner ids unique per process (the
-/// default is), and do not use an election's name as a task lock's name.
+/// (`host:42:1a2b3c#election`), so that operators' tools (`shedlock list`,
+/// [`LockEntry::is_election`](crate::admin::LockEntry::is_election)) tell election rows from task
+/// locks and ask before freeing one; so an owner id for a latch is at most 246 characters.
+/// [`KnownLeader::owner_id`] is the id without the mark. By default every latch and executor of a
+/// process shares one ([`default_owner_id`]), and an explicit id may be shared too; what tells two
+/// terms apart is the acquisition (its fencing token, or its `locked_at`). So a latch releases a
+/// leftover row only when it can prove it is its own: the acquisition of one of its own terms, or
+/// the product of one of its acquires whose reply was lost, when no other latch of the process runs
+/// the same election with the same owner id. A row that merely carries its owner id — another latch
+/// of this process in the same election, or an earlier run of this process with the same explicit
+/// id that crashed while leading — is followed like anyone else's and frees itself at the end of
+/// its lease. Keep owner ids unique per process (the default is), and do not use an election's name
+/// as a task lock's name.
 ///
 /// Cheap to clone; clones share the latch. When the last clone is dropped the latch closes in the
 /// background; call [`close`](Self::close) to wait for that.
@@ -155,7 +156,9 @@ impl LeaderLatch {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, LockProvider};
+    /// use shedlock_core::{
+    ///     InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, provider::LockProvider,
+    /// };
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
     /// let store: Arc<dyn LockProvider> = Arc::new(InMemoryLockProvider::new());
@@ -209,11 +212,13 @@ impl LeaderLatch {
 
     /// This instance's owner id, without the mark: while it leads, the row's `locked_by` is
     /// this id with [`ELECTION_MARK`] appended (`host:42:1a2b3c#election`), which
-    /// [`election_owner_id`](crate::election_owner_id) strips.
+    /// [`election_owner_id`](crate::admin::election_owner_id) strips.
     ///
     /// ```
     /// use shedlock_core::{
-    ///     ELECTION_MARK, InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, election_owner_id,
+    ///     InMemoryLockProvider, LeaderLatch, LeaderLatchConfig,
+    ///     admin::{ELECTION_MARK, election_owner_id},
+    ///     provider::LockProvider,
     /// };
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
@@ -222,7 +227,7 @@ impl LeaderLatch {
     /// let latch = LeaderLatch::start(store.clone(), cfg)?;
     /// latch.wait_for_leadership().await.expect("the only candidate leads");
     /// assert_eq!(latch.owner_id(), "replica-a");
-    /// let row = shedlock_core::LockProvider::holder(&store, "scheduler").await?.expect("it leads");
+    /// let row = LockProvider::holder(&store, "scheduler").await?.expect("it leads");
     /// assert_eq!(row.owner(), format!("replica-a{ELECTION_MARK}"));
     /// assert_eq!(election_owner_id(row.owner()), latch.owner_id());
     /// latch.close().await?;
@@ -293,7 +298,9 @@ impl LeaderLatch {
     /// are not seen. A slow consumer misses events; it never slows the latch.
     ///
     /// ```
-    /// use shedlock_core::{InMemoryLockProvider, LeaderEvent, LeaderLatch, LeaderLatchConfig};
+    /// use shedlock_core::{
+    ///     InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, latch::LeaderEvent,
+    /// };
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
     /// let latch = LeaderLatch::start(InMemoryLockProvider::new(), LeaderLatchConfig::new("jobs")?)?;

@@ -21,7 +21,7 @@ use crate::provider::LockRecord;
 /// even if that task is starved.
 ///
 /// ```
-/// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, LeaderState};
+/// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, latch::LeaderState};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
 /// let latch = LeaderLatch::start(InMemoryLockProvider::new(), LeaderLatchConfig::new("jobs")?)?;
@@ -50,8 +50,8 @@ pub enum LeaderState {
     },
     /// This instance does not lead: the store answered that another holds the row, or this
     /// instance stepped down. `leader` is the last leader seen in the store, when the store can
-    /// tell ([`LockProvider::holder`](crate::LockProvider::holder)); `None` when unknown or when
-    /// nobody holds the row.
+    /// tell ([`LockProvider::holder`](crate::provider::LockProvider::holder)); `None` when unknown
+    /// or when nobody holds the row.
     Follower {
         /// The last known leader.
         leader: Option<KnownLeader>,
@@ -101,7 +101,7 @@ impl KnownLeader {
     }
 
     /// The leader's owner id: its row's `locked_by` without the
-    /// [`ELECTION_MARK`](crate::ELECTION_MARK).
+    /// [`ELECTION_MARK`](crate::admin::ELECTION_MARK).
     #[must_use]
     pub fn owner_id(&self) -> &str {
         &self.owner_id

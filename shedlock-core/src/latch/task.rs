@@ -42,7 +42,7 @@ pub(super) struct Shared {
     /// What the latch writes to `locked_by`: the owner id with [`ELECTION_MARK`], so operators'
     /// tools can tell its rows from task locks.
     ///
-    /// [`ELECTION_MARK`]: crate::ELECTION_MARK
+    /// [`ELECTION_MARK`]: crate::admin::ELECTION_MARK
     pub(super) row_owner: Arc<str>,
     pub(super) provider: Arc<dyn LockProvider>,
     /// The current term's deadline, lock-free: `is_leader()` reads only this.

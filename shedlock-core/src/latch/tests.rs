@@ -51,7 +51,7 @@ async fn holder(store: &InMemoryLockProvider, name: &str) -> Option<String> {
         .holder(name)
         .await
         .expect("in-memory holder")
-        .map(|r| crate::election_owner_id(r.owner()).to_owned())
+        .map(|r| crate::admin::election_owner_id(r.owner()).to_owned())
 }
 
 /// The leader a follower reports at its first attempt (within a second).
@@ -1628,7 +1628,7 @@ fn current_term_while_holding_a_state_borrow_does_not_deadlock() {
 
 #[tokio::test(start_paused = true)]
 async fn the_latch_marks_its_rows_and_followers_see_the_plain_owner_id() {
-    use crate::LockAdmin;
+    use crate::admin::LockAdmin;
     let store = Arc::new(InMemoryLockProvider::new());
     let a = start(store.clone(), config("marked", "a"));
     a.wait_for_leadership().await.expect("running");

@@ -18,7 +18,7 @@ pub(crate) type BoxedBody = Arc<
 >;
 
 /// What a job body may return: `()`, or `Result<(), E>` with a displayable error. An `Err` is
-/// logged at ERROR and counted in [`JobStatus::errors`](crate::JobStatus::errors), never
+/// logged at ERROR and counted in [`JobStatus::errors`](crate::scheduler::JobStatus::errors), never
 /// retried: the next fire runs as scheduled.
 pub trait JobOutput: Send + 'static {
     /// `Err(message)` for a failed run.

@@ -1,5 +1,5 @@
-//! Running jobs on a schedule, each fire at most once across replicas: [`Scheduler`] (feature
-//! `scheduler`).
+//! Running jobs on a schedule, each fire at most once across replicas: [`Scheduler`], [`Job`],
+//! [`Schedule`], and what a job reports ([`JobStatus`], [`RunOutcome`]). Feature `scheduler`.
 
 mod clock;
 mod job;
@@ -25,13 +25,14 @@ pub use job::{Job, JobOutput, RunContext};
 pub use on_held::OnHeld;
 pub use status::{JobStatus, LastRun, RunOutcome};
 
+pub use crate::schedule::Schedule;
+
 use crate::config::{LockConfig, validate_name};
 use crate::drain::Drained;
 use crate::error::{Error, Result};
 use crate::executor::LockingTaskExecutor;
 use crate::fire::Fire;
 use crate::latch::LeaderLatch;
-use crate::schedule::Schedule;
 use clock::StoreClock;
 use job::BoxedBody;
 use job_loop::job_loop;
@@ -72,10 +73,10 @@ const MODE_PLAIN: u8 = 2;
 /// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
 ///   apart.
 /// - On a store without fire claims (a SQL table without `last_fire`; a custom store without
-///   [`claim_fire`](crate::LockProvider::claim_fire)), jobs fall back to plain locks with their `at_least`, with one warning at
-///   start (and one per job whose `at_least` is 0: replicas whose clocks differ may then each
-///   run a fire). Java services never record fires: a job shared by a Java and a Rust service
-///   is not once per fire.
+///   [`claim_fire`](crate::provider::LockProvider::claim_fire)), jobs fall back to plain locks with
+///   their `at_least`, with one warning at start (and one per job whose `at_least` is 0: replicas
+///   whose clocks differ may then each run a fire). Java services never record fires: a job shared
+///   by a Java and a Rust service is not once per fire.
 ///
 /// # Catch-up
 ///
@@ -117,7 +118,7 @@ const MODE_PLAIN: u8 = 2;
 /// # Ok(()) }
 /// ```
 ///
-/// [`LockProvider::claim_fire`]: crate::LockProvider::claim_fire
+/// [`LockProvider::claim_fire`]: crate::provider::LockProvider::claim_fire
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,

@@ -10,7 +10,7 @@
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock_core::{Job, OnHeld, Schedule};
+/// use shedlock_core::{Job, Schedule, scheduler::OnHeld};
 ///
 /// let report = Job::new("report", Schedule::every(Duration::from_secs(60))?, |_| async {})
 ///     .at_most(Duration::from_secs(300))

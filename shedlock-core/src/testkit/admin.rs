@@ -25,7 +25,7 @@ type CaseResult = std::result::Result<(), String>;
 /// the owner, `locked_at` or token differ, when the lock is free, or when there is no row;
 /// `force_unlock` frees whoever holds it and returns that acquisition, and returns `None` for a
 /// free or unknown lock; freeing keeps the recorded fire, so the fire is not claimed again
-/// (where the store supports [`claim_fire`](crate::LockProvider::claim_fire)); `ddl` and
+/// (where the store supports [`claim_fire`](crate::provider::LockProvider::claim_fire)); `ddl` and
 /// `create_table` agree (a store with DDL can run its `create_table` again).
 ///
 /// ```

@@ -524,7 +524,7 @@ impl ConformanceSuite {
 
     async fn oversized_durations_rejected(&self) -> CaseResult {
         let name = self.name("durations");
-        let too_long = crate::MAX_DURATION + Duration::from_secs(1);
+        let too_long = crate::provider::MAX_DURATION + Duration::from_secs(1);
         for at_most in [Duration::ZERO, too_long, Duration::MAX] {
             match self.provider.acquire(&name, at_most, "owner-a").await {
                 Err(e) if e.is_invalid_config() => {}

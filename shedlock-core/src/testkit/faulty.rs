@@ -50,7 +50,7 @@ pub enum Fault {
 /// ```
 /// use std::time::Duration;
 /// use shedlock_core::testkit::{Fault, FaultyProvider, Operation};
-/// use shedlock_core::{InMemoryLockProvider, LockProvider};
+/// use shedlock_core::{InMemoryLockProvider, provider::LockProvider};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let store = FaultyProvider::new(InMemoryLockProvider::new());

@@ -1,6 +1,6 @@
 //! Tools for testing lock stores (feature `testkit`): the provider [`ConformanceSuite`], the
-//! [`AdminSuite`] for [`LockAdmin`](crate::LockAdmin), and [`FaultyProvider`], a wrapper that
-//! fails or hangs on demand.
+//! [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin), and [`FaultyProvider`], a wrapper
+//! that fails or hangs on demand.
 //!
 //! # Checking a store
 //!

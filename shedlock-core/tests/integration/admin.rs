@@ -4,7 +4,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shedlock_core::testkit::AdminSuite;
-use shedlock_core::{InMemoryLockProvider, LockAdmin, LockEntry, LockProvider, LockRecord, Result};
+use shedlock_core::{
+    InMemoryLockProvider, Result,
+    admin::{LockAdmin, LockEntry},
+    provider::{LockProvider, LockRecord},
+};
 
 #[tokio::test(start_paused = true)]
 async fn in_memory_store_passes_the_admin_suite() {

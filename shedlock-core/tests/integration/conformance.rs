@@ -30,7 +30,10 @@ mod broken_stores {
 
     use async_trait::async_trait;
     use shedlock_core::testkit::ConformanceSuite;
-    use shedlock_core::{InMemoryLockProvider, LockProvider, LockRecord, Result};
+    use shedlock_core::{
+        InMemoryLockProvider, Result,
+        provider::{LockProvider, LockRecord},
+    };
 
     /// Releases whatever the record names, even another acquisition's lock.
     struct CarelessRelease(InMemoryLockProvider);
@@ -119,7 +122,7 @@ mod broken_stores {
             self.inner.extend(record, at_most).await
         }
         async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
-            shedlock_core::validate_at_least(at_least)?;
+            shedlock_core::provider::validate_at_least(at_least)?;
             if self.releases_once {
                 let key = (record.name().to_owned(), record.fencing_token());
                 let again = {
@@ -275,11 +278,11 @@ mod broken_stores {
         async fn claim_fire(
             &self,
             name: &str,
-            fire: &shedlock_core::Fire,
+            fire: &shedlock_core::provider::Fire,
             at_most: Duration,
             owner: &str,
-        ) -> Result<shedlock_core::FireClaim> {
-            use shedlock_core::FireClaim;
+        ) -> Result<shedlock_core::provider::FireClaim> {
+            use shedlock_core::provider::FireClaim;
             match self.0.claim_fire(name, fire, at_most, owner).await? {
                 FireClaim::ClaimedElsewhere { now, holder, .. } => {
                     match self.0.acquire(name, at_most, owner).await? {
@@ -321,11 +324,11 @@ mod broken_stores {
         async fn claim_fire(
             &self,
             name: &str,
-            fire: &shedlock_core::Fire,
+            fire: &shedlock_core::provider::Fire,
             at_most: Duration,
             owner: &str,
-        ) -> Result<shedlock_core::FireClaim> {
-            use shedlock_core::FireClaim;
+        ) -> Result<shedlock_core::provider::FireClaim> {
+            use shedlock_core::provider::FireClaim;
             let other = |h: LockRecord| {
                 LockRecord::new(h.name(), "someone-else", h.locked_at(), h.lock_until())
                     .with_fencing_token(h.fencing_token())

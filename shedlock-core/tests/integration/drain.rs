@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shedlock_core::testkit::{Fault, FaultyProvider, Operation};
 use shedlock_core::{
-    InMemoryLockProvider, LockConfig, LockProvider, LockingTaskExecutor, current_lock,
+    InMemoryLockProvider, LockConfig, LockingTaskExecutor, current_lock, provider::LockProvider,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use shedlock_core::testkit::{Fault, FaultyProvider, Operation};
 use shedlock_core::{
-    InMemoryLockProvider, LockConfig, LockProvider, LockingTaskExecutor, assert_locked,
-    current_lock, is_locked, without_lock_assertions,
+    InMemoryLockProvider, LockConfig, LockingTaskExecutor,
+    current::{assert_locked, is_locked, without_lock_assertions},
+    current_lock,
+    provider::LockProvider,
 };
 use tokio::time::Instant;
 
@@ -608,19 +610,19 @@ impl LockProvider for ShortNames {
         name: &str,
         at_most: Duration,
         owner: &str,
-    ) -> shedlock_core::Result<Option<shedlock_core::LockRecord>> {
+    ) -> shedlock_core::Result<Option<shedlock_core::provider::LockRecord>> {
         self.0.acquire(name, at_most, owner).await
     }
     async fn extend(
         &self,
-        record: &shedlock_core::LockRecord,
+        record: &shedlock_core::provider::LockRecord,
         at_most: Duration,
-    ) -> shedlock_core::Result<Option<shedlock_core::LockRecord>> {
+    ) -> shedlock_core::Result<Option<shedlock_core::provider::LockRecord>> {
         self.0.extend(record, at_most).await
     }
     async fn release(
         &self,
-        record: &shedlock_core::LockRecord,
+        record: &shedlock_core::provider::LockRecord,
         at_least: Duration,
     ) -> shedlock_core::Result<bool> {
         self.0.release(record, at_least).await
@@ -678,14 +680,14 @@ fn owner_id_default_is_one_per_process_and_the_environment_overrides_it() {
     if std::env::var_os(CHILD).is_some() {
         // Child process: the variable set by the parent must win.
         assert_eq!(
-            shedlock_core::default_owner_id().expect("valid"),
+            shedlock_core::owner::default_owner_id().expect("valid"),
             "pod-from-env"
         );
         return;
     }
-    let a = shedlock_core::default_owner_id().expect("valid");
-    let b = shedlock_core::default_owner_id().expect("valid");
-    if std::env::var_os(shedlock_core::OWNER_ID_ENV).is_none() {
+    let a = shedlock_core::owner::default_owner_id().expect("valid");
+    let b = shedlock_core::owner::default_owner_id().expect("valid");
+    if std::env::var_os(shedlock_core::owner::OWNER_ID_ENV).is_none() {
         assert_eq!(a, b, "one default owner id per process");
         assert_eq!(
             a.split(':').nth(1),
@@ -696,7 +698,7 @@ fn owner_id_default_is_one_per_process_and_the_environment_overrides_it() {
     let child = std::process::Command::new(exe)
         .args(["--exact", SELF])
         .env(CHILD, "1")
-        .env(shedlock_core::OWNER_ID_ENV, "pod-from-env")
+        .env(shedlock_core::owner::OWNER_ID_ENV, "pod-from-env")
         .output()
         .expect("spawn the test binary");
     let stdout = String::from_utf8_lossy(&child.stdout);
@@ -712,7 +714,7 @@ fn owner_id_default_is_one_per_process_and_the_environment_overrides_it() {
     let bad = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", SELF])
         .env(CHILD, "1")
-        .env(shedlock_core::OWNER_ID_ENV, "")
+        .env(shedlock_core::owner::OWNER_ID_ENV, "")
         .output()
         .expect("spawn the test binary");
     assert!(
@@ -943,21 +945,21 @@ impl LockProvider for PanickingStore {
         _name: &str,
         _at_most: Duration,
         _owner: &str,
-    ) -> shedlock_core::Result<Option<shedlock_core::LockRecord>> {
+    ) -> shedlock_core::Result<Option<shedlock_core::provider::LockRecord>> {
         panic!("bug in a custom store");
     }
 
     async fn extend(
         &self,
-        _record: &shedlock_core::LockRecord,
+        _record: &shedlock_core::provider::LockRecord,
         _at_most: Duration,
-    ) -> shedlock_core::Result<Option<shedlock_core::LockRecord>> {
+    ) -> shedlock_core::Result<Option<shedlock_core::provider::LockRecord>> {
         unreachable!("never acquired")
     }
 
     async fn release(
         &self,
-        _record: &shedlock_core::LockRecord,
+        _record: &shedlock_core::provider::LockRecord,
         _at_least: Duration,
     ) -> shedlock_core::Result<bool> {
         unreachable!("never acquired")

@@ -7,3 +7,4 @@ mod admin;
 mod conformance;
 mod drain;
 mod executor;
+mod old_paths;

@@ -1,7 +1,11 @@
 //! The provider's [`LockAdmin`] operations: list the locks, read one, unlock or force-unlock one.
 
 use async_trait::async_trait;
-use shedlock_core::{LockAdmin, LockEntry, LockRecord, Result};
+use shedlock_core::{
+    Result,
+    admin::{LockAdmin, LockEntry},
+    provider::LockRecord,
+};
 
 use super::record::decode_value;
 use super::{EtcdLockProvider, Read, now};

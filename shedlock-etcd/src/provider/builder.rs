@@ -6,7 +6,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use shedlock_core::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, Error, Result};
+use shedlock_core::{
+    Error, Result,
+    provider::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN},
+};
 
 use super::{DEFAULT_PREFIX, EtcdLockProvider, MAX_NAME_LEN_LIMIT};
 use crate::endpoint::{Credentials, Endpoints};

@@ -6,8 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, SubsecRound as _, Utc};
 use shedlock_core::{
-    Error, Fire, FireClaim, LockEntry, LockProvider, LockRecord, Result, fire_decision,
-    validate_at_least, validate_at_most, validate_name,
+    Error, Result,
+    admin::LockEntry,
+    provider::{
+        Fire, FireClaim, LockProvider, LockRecord, fire_decision, validate_at_least,
+        validate_at_most, validate_name,
+    },
 };
 use tokio::time::Instant;
 
@@ -29,7 +33,7 @@ pub const DEFAULT_PREFIX: &str = "shedlock/";
 
 /// The owner shown for a lock whose hold exists but whose record was deleted by hand: nobody
 /// can release or extend it; it ends with its lease, or with
-/// [`force_unlock`](shedlock_core::LockAdmin::force_unlock).
+/// [`force_unlock`](shedlock_core::admin::LockAdmin::force_unlock).
 pub const UNKNOWN_OWNER: &str = "(unknown: the lock record was deleted)";
 
 /// The longest lock name [`EtcdLockProviderBuilder::max_name_len`] accepts, in characters.
@@ -39,7 +43,7 @@ pub const MAX_NAME_LEN_LIMIT: usize = 1024;
 /// less are granted this long (etcd raises them to 1.5 election timeouts, rounded up).
 pub const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 
-/// A [`LockProvider`] (and [`LockAdmin`](shedlock_core::LockAdmin)) on etcd v3: expiry by
+/// A [`LockProvider`] (and [`LockAdmin`](shedlock_core::admin::LockAdmin)) on etcd v3: expiry by
 /// lease TTL on the etcd leader's clock, one transaction per decision, fencing tokens from
 /// revisions.
 ///

@@ -24,7 +24,10 @@ fn ttls_round_up_to_whole_seconds() {
     assert_eq!(ttl_secs(Duration::from_millis(1)), 1);
     assert_eq!(ttl_secs(Duration::from_secs(2)), 2);
     assert_eq!(ttl_secs(Duration::from_millis(2001)), 3);
-    assert_eq!(ttl_secs(shedlock_core::MAX_DURATION), 365 * 24 * 3600);
+    assert_eq!(
+        ttl_secs(shedlock_core::provider::MAX_DURATION),
+        365 * 24 * 3600
+    );
 }
 
 #[test]

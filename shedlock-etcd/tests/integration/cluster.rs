@@ -9,7 +9,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_etcd::EtcdLockProvider;
 use support::Cluster;
@@ -23,7 +23,10 @@ use support::Cluster;
     ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
 )]
 async fn fire_claims_write_only_when_they_claim_and_leave_no_spare_lease() {
-    use shedlock_core::{Fire, FireClaim, LockAdmin};
+    use shedlock_core::{
+        admin::LockAdmin,
+        provider::{Fire, FireClaim},
+    };
     let Some(bin) = support::etcd_binary() else {
         return;
     };
@@ -301,7 +304,7 @@ async fn killing_the_leader_while_a_lock_is_held_never_makes_two_holders() {
     ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
 )]
 async fn a_hold_whose_record_was_deleted_by_hand_shows_and_can_be_forced_free() {
-    use shedlock_core::LockAdmin as _;
+    use shedlock_core::admin::LockAdmin as _;
     let Some(bin) = support::etcd_binary() else {
         return;
     };

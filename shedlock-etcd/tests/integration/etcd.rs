@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
-    LeaderLatch, LeaderLatchConfig, LockAdmin, LockConfig, LockProvider, LockingTaskExecutor,
-    scheduled_lock,
+    LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor, admin::LockAdmin,
+    provider::LockProvider, scheduled_lock,
 };
 use shedlock_etcd::{EtcdLockProvider, testing};
 
@@ -243,10 +243,11 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     );
 
     // unlock refuses a record that is not exactly the holder's, then frees the exact one.
-    let other_owner = shedlock_core::LockRecord::new("a", "owner-x", a.locked_at(), a.lock_until())
-        .with_fencing_token(a.fencing_token());
+    let other_owner =
+        shedlock_core::provider::LockRecord::new("a", "owner-x", a.locked_at(), a.lock_until())
+            .with_fencing_token(a.fencing_token());
     assert!(!p.unlock(&other_owner).await.unwrap());
-    let other_time = shedlock_core::LockRecord::new(
+    let other_time = shedlock_core::provider::LockRecord::new(
         "a",
         "owner-a",
         a.locked_at() + chrono::Duration::milliseconds(1),
@@ -322,7 +323,7 @@ async fn whole_second_leases_hold_longer_never_shorter() {
 
 #[scheduled_lock(name = "report-{tenant}", at_most = "10s", executor = executor)]
 async fn report(executor: &LockingTaskExecutor, tenant: u32, runs: &AtomicUsize) -> Option<i64> {
-    shedlock_core::assert_locked();
+    shedlock_core::current::assert_locked();
     runs.fetch_add(1, Ordering::SeqCst);
     shedlock_core::current_lock().and_then(|l| l.fencing_token())
 }

@@ -9,7 +9,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{Error, LockRecord, Result, validate_name};
+use shedlock_core::{
+    Error, Result,
+    provider::{LockRecord, validate_name},
+};
 use sqlx::Database;
 use tokio::sync::OnceCell;
 

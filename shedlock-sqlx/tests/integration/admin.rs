@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shedlock_core::LockAdmin;
+use shedlock_core::admin::LockAdmin;
 use shedlock_core::testkit::AdminSuite;
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider, testing};

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shedlock_core::LockProvider as _;
+use shedlock_core::provider::LockProvider as _;
 use shedlock_sqlx::sqlx;
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, testing};
 

@@ -15,7 +15,7 @@ use crate::common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use shedlock_core::{LockProvider, LockRecord};
+use shedlock_core::provider::{LockProvider, LockRecord};
 use shedlock_sqlx::sqlx;
 use shedlock_sqlx::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use shedlock_sqlx::sqlx::postgres::{PgPool, PgPoolOptions};

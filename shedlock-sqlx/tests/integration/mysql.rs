@@ -6,7 +6,7 @@ use crate::common;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
@@ -207,7 +207,7 @@ fn assert_no_row_written(
 #[tokio::test]
 #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn a_fire_claim_that_does_not_claim_is_one_select_that_writes_nothing() {
-    use shedlock_core::{Fire, FireClaim};
+    use shedlock_core::provider::{Fire, FireClaim};
     let Some(url) = testing::mysql_url() else {
         return;
     };

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_sqlx::sqlx::postgres::{PgPool, PgPoolOptions};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{PgLockProvider, testing};
@@ -125,7 +125,7 @@ async fn racing_acquires_on_a_missing_or_expired_row_give_one_winner() {
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_fire_claim_that_does_not_claim_writes_nothing() {
-    use shedlock_core::{Fire, FireClaim};
+    use shedlock_core::provider::{Fire, FireClaim};
     let Some(url) = testing::postgres_url() else {
         return;
     };

@@ -5,7 +5,7 @@ use crate::common;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,

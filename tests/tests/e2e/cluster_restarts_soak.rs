@@ -37,7 +37,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shedlock_core::{
-    Job, JobStatus, LockProvider, LockingTaskExecutor, OnHeld, Schedule, Scheduler, chrono::Utc,
+    Job, LockingTaskExecutor, Schedule, Scheduler,
+    provider::{LockProvider, chrono::Utc},
+    scheduler::{JobStatus, OnHeld},
 };
 use shedlock_redis::{RedisLockProvider, redis};
 use shedlock_sqlx::PgLockProvider;

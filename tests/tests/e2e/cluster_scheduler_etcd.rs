@@ -378,7 +378,7 @@ fn release_failed(cluster: &Cluster, label: &str, lock: &str, within: (i64, i64)
     let logged_at = |line: &str| {
         let plain = strip_ansi(line);
         let stamp = plain.split_whitespace().next()?;
-        shedlock_core::chrono::DateTime::parse_from_rfc3339(stamp)
+        shedlock_core::provider::chrono::DateTime::parse_from_rfc3339(stamp)
             .ok()
             .map(|t| t.timestamp_micros())
     };

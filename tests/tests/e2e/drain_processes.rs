@@ -29,7 +29,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use shedlock_core::LockAdmin;
+use shedlock_core::admin::LockAdmin;
 use shedlock_demo::database::Database;
 use shedlock_tests::drainer::{DrainEvent, open_store};
 use tokio::io::{AsyncBufReadExt as _, BufReader};

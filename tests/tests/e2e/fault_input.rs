@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use shedlock_core::{LockConfig, LockProvider, LockingTaskExecutor, MAX_DURATION};
+use shedlock_core::{
+    LockConfig, LockingTaskExecutor,
+    provider::{LockProvider, MAX_DURATION},
+};
 use shedlock_sqlx::sqlx::{self, AssertSqlSafe, Row as _};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider, testing};
 use tokio::runtime::Runtime;
@@ -535,7 +538,11 @@ async fn check_name(store: &Store, name: &str) -> Result<(), TestCaseError> {
                 .holder(name)
                 .await
                 .map_err(|e| fail(format!("{db}: holder({name:?}): {e:?}")))?;
-            if holder.as_ref().map(shedlock_core::LockRecord::owner) != Some(owner.as_str()) {
+            if holder
+                .as_ref()
+                .map(shedlock_core::provider::LockRecord::owner)
+                != Some(owner.as_str())
+            {
                 return Err(fail(format!("{db}: holder({name:?}) = {holder:?}")));
             }
             let released = p

@@ -19,7 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use shedlock_core::{LockConfig, LockProvider, LockRecord, LockingTaskExecutor, Result};
+use shedlock_core::{
+    LockConfig, LockingTaskExecutor, Result,
+    provider::{LockProvider, LockRecord},
+};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider};
 use shedlock_tests::proxy::Proxy;
 use shedlock_tests::throwaway::{Flavor, Throwaway};

@@ -48,7 +48,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use shedlock_core::StepDownReason;
+use shedlock_core::latch::StepDownReason;
 use shedlock_demo::database::{Database, Pool};
 use shedlock_demo::event::Event;
 use shedlock_demo::heartbeat::{self, BEAT_EVERY, BEATS_TABLE_ENV, Beats, TermSpan};
@@ -471,7 +471,7 @@ impl Election {
             .expect("read the election row");
         // The latch writes its owner id with the election mark; the processes report it plain.
         row.map(|(owner, token, locked_at_us, lock_until_us)| Row {
-            owner: shedlock_core::election_owner_id(&owner).to_owned(),
+            owner: shedlock_core::admin::election_owner_id(&owner).to_owned(),
             token,
             locked_at_us,
             lock_until_us,

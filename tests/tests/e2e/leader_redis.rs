@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use shedlock_core::{LockProvider, LockRecord};
+use shedlock_core::provider::{LockProvider, LockRecord};
 use shedlock_demo::event::Event;
 use shedlock_redis::redis::{self, AsyncCommands as _};
 use shedlock_redis::{RedisLockProvider, testing};

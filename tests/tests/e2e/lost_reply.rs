@@ -22,8 +22,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::chrono::{self, DateTime, Utc};
-use shedlock_core::{Fire, FireClaim, LockProvider, LockRecord};
+use shedlock_core::provider::chrono::{self, DateTime, Utc};
+use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedisLockProvider, redis};
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};

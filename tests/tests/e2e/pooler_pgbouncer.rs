@@ -6,9 +6,12 @@
 
 use std::time::Duration;
 
-use shedlock_core::chrono::{self, Utc};
+use shedlock_core::provider::chrono::{self, Utc};
 use shedlock_core::testkit::ConformanceSuite;
-use shedlock_core::{Fire, FireClaim, LockAdmin, LockProvider};
+use shedlock_core::{
+    admin::LockAdmin,
+    provider::{Fire, FireClaim, LockProvider},
+};
 use shedlock_sqlx::{PgLockProvider, testing};
 use shedlock_tests::pgbouncer::PgBouncer;
 

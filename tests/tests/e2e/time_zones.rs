@@ -11,7 +11,7 @@
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use shedlock_core::{LockProvider, LockRecord};
+use shedlock_core::provider::{LockProvider, LockRecord};
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use shedlock_sqlx::sqlx::types::chrono::{DateTime, Utc};
 use shedlock_sqlx::sqlx::{self, AssertSqlSafe};

@@ -40,7 +40,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::{LockProvider, LockRecord};
+use shedlock_core::provider::{LockProvider, LockRecord};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, sqlx, testing};
 use shedlock_tests::log_capture::LogCapture;
 use shedlock_tests::throwaway::Throwaway;

@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shedlock_core::chrono::{DateTime, Utc};
-use shedlock_core::{Job, LockProvider, LockingTaskExecutor, Schedule, Scheduler};
+use shedlock_core::provider::chrono::{DateTime, Utc};
+use shedlock_core::{Job, LockingTaskExecutor, Schedule, Scheduler, provider::LockProvider};
 use shedlock_sqlx::{PgLockProvider, SqliteLockProvider, testing};
 use shedlock_tests::log_capture::LogCapture;
 use tokio::time::Instant;

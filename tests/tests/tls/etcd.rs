@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shedlock_core::LockProvider;
+use shedlock_core::provider::LockProvider;
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_etcd::{EtcdLockProvider, EtcdLockProviderBuilder, testing};
 use shedlock_tests::private_etcd::{Auth, EtcdOptions, PrivateEtcd, etcd_binary};

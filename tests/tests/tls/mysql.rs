@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use shedlock_core::testkit::ConformanceSuite;
-use shedlock_core::{Error, LockAdmin as _};
+use shedlock_core::{Error, admin::LockAdmin as _};
 use shedlock_sqlx::MySqlLockProvider;
 use shedlock_tests::throwaway::{Flavor, Throwaway};
 use shedlock_tests::tls::{CLIENT_NAME, Pki};

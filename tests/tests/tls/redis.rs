@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use shedlock_core::testkit::ConformanceSuite;
-use shedlock_core::{Error, LockAdmin as _};
+use shedlock_core::{Error, admin::LockAdmin as _};
 use shedlock_redis::RedisLockProvider;
 use shedlock_tests::private_redis::PrivateRedis;
 use shedlock_tests::tls::Pki;

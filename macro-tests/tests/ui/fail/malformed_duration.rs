@@ -12,7 +12,7 @@ async fn out_of_order() {}
 #[scheduled_lock(name = "d", at_most = 600)]
 async fn not_a_string() {}
 
-// shedlock_core::MAX_DURATION is 365 days.
+// shedlock_core::provider::MAX_DURATION is 365 days.
 #[scheduled_lock(name = "e", at_most = "365d", at_least = "366d")]
 async fn too_long() {}
 

@@ -174,9 +174,9 @@ where
 /// `record` (held by `east`'s zone) is released; a 300 ms lock that `west` takes then refuses
 /// `east` and expires for it by the server's clock (polled with a deadline).
 pub(crate) async fn a_short_lock_expires_for_both(
-    west: &impl shedlock_core::LockProvider,
-    east: &impl shedlock_core::LockProvider,
-    record: &shedlock_core::LockRecord,
+    west: &impl shedlock_core::provider::LockProvider,
+    east: &impl shedlock_core::provider::LockProvider,
+    record: &shedlock_core::provider::LockRecord,
 ) {
     const MIN: Duration = Duration::from_mins(1);
     assert!(east.release(record, Duration::ZERO).await.unwrap());
@@ -221,7 +221,9 @@ pub(crate) fn invalid_names() -> Vec<String> {
 /// Holds 100 locks at once through `provider`, whose pool has one connection: every task keeps
 /// its lock until all 100 hold theirs, which is only possible if no task keeps the connection
 /// while its lock is held. Panics unless all 100 ran within a minute.
-pub(crate) async fn hundred_locks_held_at_once(provider: impl shedlock_core::LockProvider) {
+pub(crate) async fn hundred_locks_held_at_once(
+    provider: impl shedlock_core::provider::LockProvider,
+) {
     use shedlock_core::{LockConfig, LockingTaskExecutor};
     let executor = Arc::new(LockingTaskExecutor::new(provider).unwrap());
     let all_held = Arc::new(tokio::sync::Barrier::new(100));
@@ -266,8 +268,8 @@ pub(crate) async fn hundred_locks_held_at_once(provider: impl shedlock_core::Loc
 /// acquire must time out while the jobs hold the pool.
 pub(crate) async fn locks_work_while_the_app_pool_is_exhausted<DB: sqlx::Database>(
     app: &sqlx::Pool<DB>,
-    provider: impl shedlock_core::LockProvider + Clone,
-    on_app: impl shedlock_core::LockProvider,
+    provider: impl shedlock_core::provider::LockProvider + Clone,
+    on_app: impl shedlock_core::provider::LockProvider,
 ) {
     use shedlock_core::{LockConfig, LockingTaskExecutor};
     const MIN: Duration = Duration::from_mins(1);
@@ -343,9 +345,9 @@ pub(crate) fn custom_columns<DB: sqlx::Database>(
 /// no-op), and takes `name` for "me" with a token, then extends it to two minutes to a later
 /// `lock_until`; the extended record.
 pub(crate) async fn a_custom_table_takes_a_lock(
-    provider: &impl shedlock_core::LockAdmin,
+    provider: &impl shedlock_core::admin::LockAdmin,
     name: &str,
-) -> shedlock_core::LockRecord {
+) -> shedlock_core::provider::LockRecord {
     provider.create_table().await.unwrap();
     provider.create_table().await.unwrap(); // idempotent
     let minute = Duration::from_mins(1);
@@ -360,7 +362,7 @@ pub(crate) async fn a_custom_table_takes_a_lock(
 /// lock: `east` takes it, `west` is refused and sees the same times; `stored` (the row's
 /// `locked_at` as a UTC session reads it, and the server's UTC now) is the acquisition's
 /// time, near the server's clock; and a short lock expires by the server's clock for both.
-pub(crate) async fn zones_agree<P: shedlock_core::LockProvider>(
+pub(crate) async fn zones_agree<P: shedlock_core::provider::LockProvider>(
     east: &P,
     west: &P,
     stored: impl AsyncFn() -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),

@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use shedlock_core::provider::{Fire, FireClaim, LockProvider};
 use shedlock_core::testkit::ConformanceSuite;
-use shedlock_core::{Fire, FireClaim, LockProvider};
 use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
 
 /// One database the cases run on: where tables go, and how to make them.
 pub(crate) trait Store: Sized {
-    type Provider: LockProvider + shedlock_core::LockAdmin + Clone + 'static;
+    type Provider: LockProvider + shedlock_core::admin::LockAdmin + Clone + 'static;
 
     /// The database, or `None` (after a skip notice) when it is not configured.
     async fn open() -> Option<Self>;
@@ -187,7 +187,9 @@ pub(crate) async fn a_table_upgraded_by_migration_0002_claims_fires<S: Store>() 
     db.execute(format!("DELETE FROM {table}")).await;
     let again = provider.claim_fire("job", &fire, MIN, "c").await.unwrap();
     assert_eq!(
-        again.claimed().map(shedlock_core::LockRecord::owner),
+        again
+            .claimed()
+            .map(shedlock_core::provider::LockRecord::owner),
         Some("c"),
         "{again:?}"
     );
@@ -284,7 +286,7 @@ where
 /// Asserts that a race had exactly one winner and releases its lock.
 async fn release_the_one_winner(
     provider: &impl LockProvider,
-    winners: &[shedlock_core::LockRecord],
+    winners: &[shedlock_core::provider::LockRecord],
     race: &str,
 ) {
     assert_eq!(winners.len(), 1, "{race}: {winners:?}");
@@ -403,7 +405,7 @@ pub(crate) async fn tables_that_do_not_fit_are_schema_errors<S: Store>() {
 /// its own lock, listed under its own name; invalid names are refused before any SQL; names
 /// that differ only in case or accents are different locks.
 pub(crate) async fn odd_names_are_bound_never_spliced_and_compare_exactly<S: Store>() {
-    use shedlock_core::LockAdmin as _;
+    use shedlock_core::admin::LockAdmin as _;
     let Some(db) = S::open().await else { return };
     let (provider, table) = db.fresh().await;
     for name in super::odd_names() {
