@@ -57,6 +57,37 @@ pub fn etcd_url() -> Option<String> {
     None
 }
 
+/// The etcd binary for tests that start private etcd processes: `SHEDLOCK_ETCD_BIN`, else
+/// `etcd` on the `PATH`; `None` (after a skip notice) when there is none.
+///
+/// # Panics
+///
+/// Without the binary when [`REQUIRE_DB_ENV`] is `1`.
+#[must_use]
+pub fn etcd_binary() -> Option<String> {
+    let bin = std::env::var("SHEDLOCK_ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+    let found = std::process::Command::new(&bin)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Some(bin);
+    }
+    assert!(
+        !db_required(),
+        "no etcd binary ({bin:?}) to start a private etcd, and {REQUIRE_DB_ENV}=1 requires it: \
+         install etcd-server or set SHEDLOCK_ETCD_BIN"
+    );
+    // A skip notice for the test's output, not a log line.
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("skipping a private-etcd test: no {bin:?} binary (install etcd-server)");
+    }
+    None
+}
+
 /// Whether tests must fail rather than skip without etcd ([`REQUIRE_DB_ENV`] is `1`).
 #[must_use]
 pub fn db_required() -> bool {

@@ -6,7 +6,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use redis::{ConnectionAddr, ConnectionInfo};
+#[cfg(feature = "tls-rustls")]
+use redis::ConnectionAddr;
+use redis::ConnectionInfo;
 
 use shedlock_core::{
     Error, Result,
@@ -156,9 +158,9 @@ impl RedisLockProviderBuilder {
                 ))
             }
         })?;
-        let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
         #[cfg(feature = "tls-rustls")]
         {
+            let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
             if tls {
                 crate::tls::ensure_crypto_provider();
             }
@@ -174,7 +176,6 @@ impl RedisLockProviderBuilder {
                 );
             }
         }
-        let _ = tls;
         redis::Client::open(info).map_err(|e| {
             Error::invalid_config(format!("the Redis server address is not usable ({e})"))
         })

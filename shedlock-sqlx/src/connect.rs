@@ -55,7 +55,8 @@ impl ConnectSettings {
     }
 }
 
-fn readable(path: &Path, what: &str) -> Result<()> {
+/// Whether the file at `path` can be read; the error names it as `what`.
+pub(crate) fn readable(path: &Path, what: &str) -> Result<()> {
     std::fs::File::open(path).map(drop).map_err(|e| {
         Error::invalid_config(format!("cannot read the {what} {}: {e}", path.display()))
     })

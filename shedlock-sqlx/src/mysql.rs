@@ -338,9 +338,9 @@ impl Dialect for MySql {
     const SCHEMES: &'static [&'static str] = &["mysql", "mariadb"];
     const URL_FORM: &'static str = "mysql://user:password@host:3306/database";
     const TLS_FILES: &'static [(&'static str, &'static str)] = &[
-        ("ssl-ca", "the CA certificate"),
-        ("ssl-cert", "the client certificate"),
-        ("ssl-key", "the client key"),
+        ("ssl-ca", "CA certificate"),
+        ("ssl-cert", "client certificate"),
+        ("ssl-key", "client key"),
     ];
     fn target(options: &MySqlConnectOptions) -> String {
         let at = match options.get_socket() {

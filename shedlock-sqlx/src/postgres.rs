@@ -274,9 +274,9 @@ impl Dialect for Postgres {
     const SCHEMES: &'static [&'static str] = &["postgres", "postgresql"];
     const URL_FORM: &'static str = "postgres://user:password@host:5432/database";
     const TLS_FILES: &'static [(&'static str, &'static str)] = &[
-        ("sslrootcert", "the CA certificate"),
-        ("sslcert", "the client certificate"),
-        ("sslkey", "the client key"),
+        ("sslrootcert", "CA certificate"),
+        ("sslcert", "client certificate"),
+        ("sslkey", "client key"),
     ];
     fn target(options: &PgConnectOptions) -> String {
         let at = match options.get_socket() {

@@ -155,12 +155,10 @@ fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
         if value.contains('%') {
             continue;
         }
-        if let Err(e) = std::fs::File::open(value) {
-            return Err(Error::invalid_config(format!(
-                "the {} URL's {key} names {what} file {value}, which cannot be read: {e}",
-                DB::DATABASE
-            )));
-        }
+        crate::connect::readable(
+            std::path::Path::new(value),
+            &format!("{what} file (the {} URL's {key})", DB::DATABASE),
+        )?;
     }
     Ok(())
 }

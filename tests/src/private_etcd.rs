@@ -38,36 +38,7 @@ const PREFIX_B64: &str = "c2hlZGxvY2stdGVzdC8=";
 /// The end of [`PREFIX`]'s range (its last byte plus one), in base64.
 const PREFIX_END_B64: &str = "c2hlZGxvY2stdGVzdDA=";
 
-/// The etcd binary: `SHEDLOCK_ETCD_BIN`, else `etcd` on the `PATH`; `None` (after a skip notice)
-/// when there is none, a panic when `SHEDLOCK_REQUIRE_DB=1`.
-///
-/// # Panics
-///
-/// Without the binary under `SHEDLOCK_REQUIRE_DB=1`.
-#[must_use]
-pub fn etcd_binary() -> Option<String> {
-    let bin = std::env::var("SHEDLOCK_ETCD_BIN").unwrap_or_else(|_| "etcd".into());
-    let found = Command::new(&bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some(bin);
-    }
-    assert!(
-        !shedlock_etcd::testing::db_required(),
-        "no etcd binary ({bin:?}) to start a private etcd, and SHEDLOCK_REQUIRE_DB=1 requires \
-         it: install etcd-server or set SHEDLOCK_ETCD_BIN"
-    );
-    // A skip notice for the test's output, not a log line.
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("skipping a private-etcd test: no {bin:?} binary (install etcd-server)");
-    }
-    None
-}
+pub use shedlock_etcd::testing::etcd_binary;
 
 /// The users [`PrivateEtcd::start`] creates before it enables authentication.
 #[derive(Debug, Clone)]

@@ -11,27 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The etcd binary: `SHEDLOCK_ETCD_BIN`, else `etcd` on the `PATH`; `None` (after a skip notice)
-/// when there is none, a panic when `SHEDLOCK_REQUIRE_DB=1`.
-pub fn etcd_binary() -> Option<String> {
-    let bin = std::env::var("SHEDLOCK_ETCD_BIN").unwrap_or_else(|_| "etcd".into());
-    let found = Command::new(&bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some(bin);
-    }
-    assert!(
-        !shedlock_etcd::testing::db_required(),
-        "no etcd binary ({bin:?}) to start a private cluster, and SHEDLOCK_REQUIRE_DB=1 \
-         requires it: install etcd-server or set SHEDLOCK_ETCD_BIN"
-    );
-    eprintln!("skipping a private-etcd test: no {bin:?} binary (install etcd-server)");
-    None
-}
+pub use shedlock_etcd::testing::etcd_binary;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
