@@ -303,6 +303,23 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The kind's name, as `Debug` shows it.
+    fn kind_label(&self) -> &'static str {
+        match self.inner.kind {
+            Kind::InvalidConfig(_) => "invalid config",
+            Kind::Backend(_) => "backend",
+            Kind::Timeout { .. } => "timeout",
+            Kind::MissingTable { .. } => "missing table",
+            Kind::Schema(_) => "schema",
+            Kind::Unsupported { .. } => "unsupported",
+            Kind::Shutdown(_) => "shutdown",
+            Kind::NoExecutor => "no executor",
+            Kind::AlreadyInstalled => "already installed",
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner.kind {
@@ -346,14 +363,52 @@ impl fmt::Display for Error {
     }
 }
 
+/// Reads like the message and its causes, as `main` shows an `Err` it returns: the message, the
+/// kind in brackets, then each cause on its own line. `{:#?}` shows the fields instead.
+///
+/// ```
+/// let io = std::io::Error::other("password authentication failed for user \"app\"");
+/// let err = shedlock_core::Error::backend("connect to the lock store", io);
+/// assert_eq!(
+///     format!("{err:?}"),
+///     "lock store failed to connect to the lock store [backend]\n\
+///      \n\
+///      Caused by:\n\
+///      \x20   password authentication failed for user \"app\""
+/// );
+/// ```
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("shedlock_core::Error");
-        d.field("kind", &self.inner.kind);
-        if let Some(source) = &self.inner.source {
-            d.field("source", source);
+        if f.alternate() {
+            let mut d = f.debug_struct("shedlock_core::Error");
+            d.field("kind", &self.inner.kind);
+            if let Some(source) = &self.inner.source {
+                d.field("source", source);
+            }
+            return d.finish();
         }
-        d.finish()
+        write!(f, "{self} [{}]", self.kind_label())?;
+        let causes: Vec<&(dyn StdError + 'static)> =
+            std::iter::successors(StdError::source(self), |&cause| cause.source()).collect();
+        if causes.is_empty() {
+            return Ok(());
+        }
+        f.write_str("\n\nCaused by:")?;
+        let numbered = causes.len() > 1;
+        for (i, cause) in causes.iter().enumerate() {
+            let text = cause.to_string();
+            let mut lines = text.lines();
+            if numbered {
+                write!(f, "\n    {i}: {}", lines.next().unwrap_or_default())?;
+            } else {
+                write!(f, "\n    {}", lines.next().unwrap_or_default())?;
+            }
+            for line in lines {
+                let indent = if numbered { "       " } else { "    " };
+                write!(f, "\n{indent}{line}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -385,6 +440,53 @@ mod tests {
             err.source().map(ToString::to_string).as_deref(),
             Some("connection reset")
         );
+    }
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<std::io::Error>);
+
+    impl fmt::Display for Layer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl StdError for Layer {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            self.1.as_ref().map(|e| e as &(dyn StdError + 'static))
+        }
+    }
+
+    #[test]
+    fn debug_reads_like_the_message_and_its_cause_chain() {
+        let err = Error::invalid_config("the lock name is empty");
+        assert_eq!(
+            format!("{err:?}"),
+            "invalid lock configuration: the lock name is empty [invalid config]"
+        );
+
+        let chain = Layer(
+            "error returned from database: password authentication failed",
+            Some(std::io::Error::other("server said no\nsecond line")),
+        );
+        let err = Error::backend("connect", chain);
+        assert_eq!(
+            format!("{err:?}"),
+            "lock store failed to connect [backend]\n\
+             \n\
+             Caused by:\n\
+             \x20   0: error returned from database: password authentication failed\n\
+             \x20   1: server said no\n\
+             \x20      second line"
+        );
+        // What `fn main() -> Result<(), Box<dyn Error>>` prints goes through the box's Debug.
+        let boxed: Box<dyn StdError> = Box::new(Error::timeout("acquire", Duration::from_secs(5)));
+        assert_eq!(
+            format!("Error: {boxed:?}"),
+            "Error: lock store call `acquire` timed out after 5s [timeout]"
+        );
+        // The fields stay one `{:#?}` away.
+        assert!(format!("{err:#?}").starts_with("shedlock_core::Error {\n    kind: Backend("));
     }
 
     #[test]

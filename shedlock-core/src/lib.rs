@@ -1,3 +1,21 @@
+// A build without some features documents the links to what they add as links to docs.rs, where
+// every feature is on.
+#![cfg_attr(
+    not(feature = "scheduler"),
+    doc = "[`Scheduler`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.Scheduler.html"
+)]
+#![cfg_attr(
+    not(feature = "scheduler"),
+    doc = "[`Job`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.Job.html"
+)]
+#![cfg_attr(
+    not(feature = "scheduler"),
+    doc = "[`scheduler`]: https://docs.rs/shedlock-core/latest/shedlock_core/scheduler/"
+)]
+#![cfg_attr(
+    not(feature = "testkit"),
+    doc = "[`testkit`]: https://docs.rs/shedlock-core/latest/shedlock_core/testkit/"
+)]
 //! Task locks with Java ShedLock's semantics, and leader election, over the database your replicas
 //! share; stores are separate crates. [Guide](https://github.com/shedlock-rs/shedlock-rs).
 //!
@@ -62,9 +80,8 @@
 //! # Feature flags
 //!
 //! - `macros`, `scheduler` (both default): `#[scheduled_lock]`; [`Scheduler`] (rates, cron).
-//! - `metrics`: per-lock-name counters (attempts, acquisitions, skips, extensions, losses,
-//!   errors, release failures) and `shedlock_task_duration_seconds`, via the `metrics` facade;
-//!   templated names make one series per value.
+//! - `metrics`: counters and a task-duration histogram through the `metrics` facade, named in
+//!   [`metrics`].
 //! - `testkit`: [`testkit`], the conformance suite a store runs.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -79,6 +96,7 @@ mod fire;
 mod keepalive;
 pub mod latch;
 mod memory;
+pub mod metrics;
 mod observe;
 pub mod owner;
 pub mod provider;

@@ -1,3 +1,8 @@
+// A build without `testing` documents the link to it as a link to docs.rs.
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[`testing`]: https://docs.rs/shedlock-etcd/latest/shedlock_etcd/testing/"
+)]
 //! An etcd v3 lock store for [`shedlock_core`]: locks that survive the loss of a store node.
 //!
 //! [`EtcdLockProvider`] implements [`LockProvider`](shedlock_core::provider::LockProvider) (with

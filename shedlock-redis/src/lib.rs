@@ -1,3 +1,8 @@
+// A build without `testing` documents the link to it as a link to docs.rs.
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[`testing::redis_url`]: https://docs.rs/shedlock-redis/latest/shedlock_redis/testing/fn.redis_url.html"
+)]
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

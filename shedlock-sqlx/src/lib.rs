@@ -1,3 +1,21 @@
+// A build without some providers documents the links to them as links to docs.rs, where every
+// feature is on.
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`PgLockProvider`]: https://docs.rs/shedlock-sqlx/latest/shedlock_sqlx/struct.PgLockProvider.html"
+)]
+#![cfg_attr(
+    not(feature = "mysql"),
+    doc = "[`MySqlLockProvider`]: https://docs.rs/shedlock-sqlx/latest/shedlock_sqlx/struct.MySqlLockProvider.html"
+)]
+#![cfg_attr(
+    not(feature = "sqlite"),
+    doc = "[`SqliteLockProvider`]: https://docs.rs/shedlock-sqlx/latest/shedlock_sqlx/struct.SqliteLockProvider.html"
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[`testing`]: https://docs.rs/shedlock-sqlx/latest/shedlock_sqlx/testing/"
+)]
 //! Lock stores for [`shedlock_core`] on the SQL database your replicas already share:
 //! [`PgLockProvider`] (Postgres), [`MySqlLockProvider`] (MySQL and MariaDB) and
 //! [`SqliteLockProvider`] (SQLite, one host), on [sqlx](https://docs.rs/sqlx) 0.9 and Java

@@ -1,0 +1,93 @@
+//! The names of the metrics shedlock-core records (feature `metrics`), through the
+//! [`metrics`](https://docs.rs/metrics) facade: install any recorder (Prometheus, OpenTelemetry,
+//! a `StatsD` exporter) and they appear. Without the feature nothing is recorded.
+//!
+//! | metric | kind | labels | counts |
+//! |---|---|---|---|
+//! | `shedlock_attempts_total` ([`ATTEMPTS`]) | counter | `lock` | calls that tried to take the lock |
+//! | `shedlock_acquired_total` ([`ACQUIRED`]) | counter | `lock` | attempts that took it |
+//! | `shedlock_skipped_total` ([`SKIPPED`]) | counter | `lock` | attempts that found it held |
+//! | `shedlock_extended_total` ([`EXTENDED`]) | counter | `lock` | extensions, by keep-alive or `LockHandle::extend` |
+//! | `shedlock_lost_total` ([`LOST`]) | counter | `lock` | holds lost while their task ran: the store refused an extension, or none succeeded before the deadline |
+//! | `shedlock_errors_total` ([`ERRORS`]) | counter | `lock`, `operation` | store calls that failed or timed out, by `operation`: `acquire`, `claim_fire`, `extend`, `release` |
+//! | `shedlock_release_failures_total` ([`RELEASE_FAILURES`]) | counter | `lock` | releases that failed: the lock stays held until its `at_most` |
+//! | `shedlock_task_duration_seconds` ([`TASK_DURATION`]) | histogram | `lock` | how long each locked task ran |
+//! | `shedlock_fires_total` ([`FIRES`]) | counter | `job`, `outcome` | fires of a scheduled job, by what became of them: `run`, `claimed_elsewhere`, `held`, `missed`, `error` |
+//!
+//! The `lock` label is the full lock name, so a templated name (`"report-{tenant}"`) makes one
+//! series per value: keep templated names to a bounded set, or leave the feature off.
+//!
+//! ```
+//! // Alert on locks that are never released cleanly:
+//! let query = format!("rate({}[5m]) > 0", shedlock_core::metrics::RELEASE_FAILURES);
+//! assert_eq!(query, "rate(shedlock_release_failures_total[5m]) > 0");
+//! ```
+
+/// Counter: calls that tried to take the lock; label `lock`.
+pub const ATTEMPTS: &str = "shedlock_attempts_total";
+/// Counter: attempts that took the lock; label `lock`.
+pub const ACQUIRED: &str = "shedlock_acquired_total";
+/// Counter: attempts that found the lock held; label `lock`.
+pub const SKIPPED: &str = "shedlock_skipped_total";
+/// Counter: extensions of a held lock; label `lock`.
+pub const EXTENDED: &str = "shedlock_extended_total";
+/// Counter: holds that ended before their task; label `lock`.
+pub const LOST: &str = "shedlock_lost_total";
+/// Counter: failed or timed-out store calls; labels `lock`, `operation`.
+pub const ERRORS: &str = "shedlock_errors_total";
+/// Counter: releases that failed; label `lock`.
+pub const RELEASE_FAILURES: &str = "shedlock_release_failures_total";
+/// Histogram, in seconds: how long each locked task ran; label `lock`.
+pub const TASK_DURATION: &str = "shedlock_task_duration_seconds";
+/// Counter: fires of a scheduled job; labels `job`, `outcome`.
+pub const FIRES: &str = "shedlock_fires_total";
+
+/// Every metric name above, in the table's order.
+pub const ALL: [&str; 9] = [
+    ATTEMPTS,
+    ACQUIRED,
+    SKIPPED,
+    EXTENDED,
+    LOST,
+    ERRORS,
+    RELEASE_FAILURES,
+    TASK_DURATION,
+    FIRES,
+];
+
+#[cfg(test)]
+mod tests {
+    /// The table in this module's docs lists exactly the names in `ALL`, in order, each beside
+    /// the constant that holds it: the docs cannot drift from what is recorded.
+    #[test]
+    fn the_table_lists_every_name_beside_its_constant() {
+        let source = include_str!("metrics.rs");
+        let rows: Vec<&str> = source
+            .lines()
+            .filter(|line| line.starts_with("//! | `shedlock_"))
+            .collect();
+        assert_eq!(
+            rows.len(),
+            super::ALL.len(),
+            "one row per metric: {rows:#?}"
+        );
+        let constants = [
+            ("ATTEMPTS", super::ATTEMPTS),
+            ("ACQUIRED", super::ACQUIRED),
+            ("SKIPPED", super::SKIPPED),
+            ("EXTENDED", super::EXTENDED),
+            ("LOST", super::LOST),
+            ("ERRORS", super::ERRORS),
+            ("RELEASE_FAILURES", super::RELEASE_FAILURES),
+            ("TASK_DURATION", super::TASK_DURATION),
+            ("FIRES", super::FIRES),
+        ];
+        for ((row, (constant, name)), listed) in rows.iter().zip(constants).zip(super::ALL) {
+            assert_eq!(name, listed, "ALL follows the table's order");
+            assert!(
+                row.starts_with(&format!("//! | `{name}` ([`{constant}`]) |")),
+                "row for {constant}: {row}"
+            );
+        }
+    }
+}
