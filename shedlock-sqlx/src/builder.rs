@@ -314,16 +314,11 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
-    /// Runs every statement so that it passes a connection pooler in transaction mode
-    /// (`PgBouncer` with `pool_mode = transaction`, and the like); off by default. Such a
-    /// pooler gives a client a server connection for one transaction only, so the prepared
-    /// statements sqlx keeps per connection do not survive from one statement to the next
-    /// (`prepared statement "sqlx_s_1" already exists`). With this setting each statement runs
-    /// unprepared (sqlx's unnamed statement) inside `BEGIN` … `COMMIT`: four round trips per
-    /// statement instead of one (see [Connection poolers](crate#connection-poolers)). A
-    /// Postgres URL can set it too: `…?transaction_pooler=true`. Not needed with `PgBouncer`
-    /// 1.21 or later when its `max_prepared_statements` is set, nor with a pooler in session
-    /// mode.
+    /// Runs every statement unprepared inside `BEGIN` … `COMMIT`, so that it passes a connection
+    /// pooler in transaction mode such as `PgBouncer`'s; off by default, as it costs four round
+    /// trips per statement instead of one. A Postgres URL can set it too:
+    /// `…?transaction_pooler=true`. When it is needed and what it changes: the repository's
+    /// `docs/sql-stores.md`, "Connection poolers".
     pub fn transaction_pooler(mut self, on: bool) -> Self {
         self.transaction_pooler = on;
         self

@@ -85,52 +85,12 @@
 //!
 //! # Connection poolers
 //!
-//! A pooler in **session mode** (`PgBouncer`'s `pool_mode = session`) gives each client
-//! connection one server connection for its life: everything works as on a direct connection.
-//!
-//! A pooler in **transaction mode** (`PgBouncer`'s `pool_mode = transaction`, the usual setting)
-//! gives a client a server connection for one transaction only. The prepared statements sqlx
-//! keeps per connection (named `sqlx_s_1`, …) then meet server connections that do not have
-//! them, or have someone else's: the first call works and later ones fail with `prepared
-//! statement "sqlx_s_1" already exists` (or `… does not exist`). Outside a transaction even
-//! sqlx's unnamed statement is not safe there: sqlx parses it in one exchange (`Parse`,
-//! `Describe`, `Sync`) and binds and runs it in the next, and the pooler may hand the second to
-//! another server connection.
-//!
-//! [`transaction_pooler(true)`](LockProviderBuilder::transaction_pooler) (or
-//! `?transaction_pooler=true` on a Postgres URL, which the provider takes out before sqlx reads
-//! the URL; any value but `true` or `false` is refused) makes every statement the provider runs
-//! — locks, fire claims, the table's detection, the admin's `list`, `entry` and `unlock` — pass
-//! such a pooler, on connections of its own or on a sqlx pool of yours: each runs unprepared
-//! (sqlx's unnamed statement) inside `BEGIN` … `COMMIT`, so the pooler keeps one server
-//! connection for the whole of it. `create_table_if_not_exists` sends its DDL as a simple query
-//! (one message, no prepared statement), which passes as it is.
-//!
-//! The cost is round trips: **four per statement instead of one** (`BEGIN`, parse, bind and run,
-//! `COMMIT`), counted on the wire by the tests: a skip costs 4 instead of 1, an acquire and
-//! release 8 instead of 2 on Postgres. Measured on a direct connection to Postgres, a skip took
-//! 2 to 6 times as long as by default and an acquire and release 1.7 to 2.1 times (the
-//! repository's `BENCHMARKS.md`), so the setting is off by default. On MySQL/MariaDB every
-//! acquire, a skip too, also keeps the lock's row locked until its `COMMIT`, so acquirers of one
-//! lock wait for each other. Lost replies keep their meaning, counted from the `COMMIT`: a
-//! connection lost before it was sent rolled the statement back, so even an acquire or a fire
-//! claim runs again on another connection; one lost after it fails as a lost reply does
-//! ([Pools](#pools)).
-//!
-//! `PgBouncer` 1.21 and later can keep prepared statements across server connections itself:
-//! with `max_prepared_statements` set (to more than 0) in its configuration, the default
-//! (named statements, one round trip) works through it and the setting is not needed.
-//!
-//! What needs the same session from one transaction to the next does not pass a
-//! transaction-mode pooler: `LISTEN`/`NOTIFY`, session-level advisory locks
-//! (`pg_advisory_lock`), `SET` (session settings), temporary tables, named prepared statements.
-//! Apart from sqlx's named prepared statements, which the setting replaces, the providers use
-//! none of them: their statements read the database's clock in the statement itself (no session
-//! time zone), and the Postgres provider sets nothing on its connections. (The MySQL/MariaDB
-//! provider also runs `SET time_zone = '+00:00'` on each connection it opens, but its statements
-//! pin the time zone themselves on MariaDB and MySQL 8; only MySQL 5.7 relies on the session's.)
-//! A future feature that listens for notifications (to pause, resume or run a job at once) must
-//! fall back to polling by itself behind a transaction-mode pooler.
+//! A pooler in session mode needs nothing. Behind a pooler in transaction mode, such as
+//! `PgBouncer`'s usual setting, sqlx's prepared statements break: set
+//! [`transaction_pooler(true)`](LockProviderBuilder::transaction_pooler), or
+//! `?transaction_pooler=true` on a Postgres URL. Each statement then costs four round trips
+//! instead of one. Why, what else it changes, and what a pooler needs: the repository's
+//! `docs/sql-stores.md`, "Connection poolers".
 //!
 //! # Fencing tokens
 //!
