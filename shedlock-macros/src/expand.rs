@@ -309,7 +309,13 @@ fn job_fn(
             let every = duration(*every);
             quote!(#private::every(#every))
         }
+        args::ScheduleArg::EveryExpr(expr) => {
+            let every = duration_value(expr);
+            quote!(#private::every(#every))
+        }
         args::ScheduleArg::Cron { expression, zone } => {
+            let expression = string_value(expression);
+            let zone = zone.as_ref().map_or_else(|| quote!("UTC"), string_value);
             quote!(#private::cron(#expression, #zone))
         }
     };
@@ -371,6 +377,17 @@ fn duration_value(expr: &syn::Expr) -> TokenStream {
             let __shedlock_duration: ::core::time::Duration = #expr;
             __shedlock_duration
         }
+    }
+}
+
+/// A string argument: the literal, or the expression as a `&str` (a `&str`, a `String`, a
+/// `Cow<str>`), spanned on it so a value of the wrong type is reported there.
+fn string_value(value: &args::Value) -> TokenStream {
+    match value {
+        args::Value::Lit(text) => quote!(#text),
+        args::Value::Expr(expr) => quote_spanned! {expr.span()=>
+            ::core::convert::AsRef::<str>::as_ref(&#expr)
+        },
     }
 }
 

@@ -45,6 +45,31 @@ pub async fn sync() {}
 #[scheduled_lock(name = "sweep", at_most = SYNC_AT_MOST, at_least = std::time::Duration::ZERO, every = "1m")]
 pub async fn sweep() {}
 
+/// Schedules from code: a constant cron expression and zone, a `String` from a function, a
+/// `Duration` period; checked when `<fn>_job()` is called.
+const SYNC_CRON: &str = "0 */5 * * * *";
+const SYNC_ZONE: &str = "Europe/Berlin";
+
+/// The cron expression of a job, as read from a configuration.
+#[must_use]
+pub fn configured_cron() -> String {
+    "0 0 3 * * *".to_owned()
+}
+
+/// `cron` and `zone` as constants.
+#[scheduled_lock(name = "const-cron", at_most = "1m", cron = SYNC_CRON, zone = SYNC_ZONE)]
+pub async fn const_cron() {}
+
+/// `cron` from a call, `zone` a literal.
+#[scheduled_lock(name = "call-cron", at_most = SYNC_AT_MOST, cron = configured_cron(), zone = "UTC")]
+pub async fn call_cron() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+/// `every` as a `Duration` expression.
+#[scheduled_lock(name = "expr-every", at_most = "1m", every = std::time::Duration::from_secs(30))]
+pub async fn expr_every() {}
+
 /// No return type, the default executor, `keep_alive = false`.
 #[scheduled_lock(name = "cleanup", at_most = "500ms", keep_alive = false)]
 pub async fn cleanup() {}
@@ -281,6 +306,12 @@ fn main() {
     drop(sync());
     drop(sweep());
     drop(sweep_job());
+    drop(const_cron_job());
+    drop(call_cron_job());
+    drop(expr_every_job());
+    drop(const_cron());
+    drop(call_cron());
+    drop(expr_every());
     drop(generic(Arc::new(locks.clone()), 7, &["a".to_owned()], ()));
     drop(patterns(locks.clone(), 1, (2, 3)));
     drop(literal());
