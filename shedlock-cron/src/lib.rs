@@ -239,6 +239,11 @@ pub fn zone(name: &str) -> Result<Tz, Invalid> {
     })
 }
 
+/// The README's Rust example (what crates.io shows), compiled as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
