@@ -36,6 +36,7 @@ struct Inner {
 #[derive(Debug)]
 enum Kind {
     InvalidConfig(String),
+    InvalidSchedule(String),
     Backend(String),
     Timeout {
         operation: &'static str,
@@ -88,6 +89,44 @@ impl Error {
         source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
     ) -> Self {
         Self::new(Kind::InvalidConfig(message.into()), Some(source.into()))
+    }
+
+    /// A schedule that cannot be built (a cron expression or zone refused, a bad period); `source`
+    /// is the parser's error, if any.
+    #[cfg_attr(not(feature = "scheduler"), allow(dead_code))]
+    pub(crate) fn invalid_schedule(
+        message: impl Into<String>,
+        source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+    ) -> Self {
+        Self::new(Kind::InvalidSchedule(message.into()), source)
+    }
+
+    /// A configuration error turned into a schedule error (the same message), for the checks a
+    /// schedule shares with lock settings (the 365-day maximum).
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn into_invalid_schedule(self) -> Self {
+        let Inner { kind, source } = *self.inner;
+        match kind {
+            Kind::InvalidConfig(message) => Self::new(Kind::InvalidSchedule(message), source),
+            kind => Self::new(kind, source),
+        }
+    }
+
+    /// The same error, its message prefixed with the lock it is about (`lock "sync": ...`), for
+    /// an input error met where the message cannot name the lock itself. Other kinds are left
+    /// as they are.
+    pub(crate) fn for_lock(self, name: &str) -> Self {
+        let Inner { kind, source } = *self.inner;
+        let kind = match kind {
+            Kind::InvalidConfig(message) => {
+                Kind::InvalidConfig(format!("lock {name:?}: {message}"))
+            }
+            Kind::InvalidSchedule(message) => {
+                Kind::InvalidSchedule(format!("lock {name:?}: {message}"))
+            }
+            kind => kind,
+        };
+        Self::new(kind, source)
     }
 
     /// A store failure, for custom [`LockProvider`](crate::provider::LockProvider) implementations.
@@ -245,11 +284,34 @@ impl Error {
         Self::new(Kind::AlreadyInstalled, None)
     }
 
-    /// Bad input: an invalid lock name, duration or store configuration. Fix the input; retrying
-    /// will not help.
+    /// Bad input: an invalid lock name, duration, schedule or store configuration. Fix the
+    /// input; retrying will not help. True for [schedule errors](Self::is_invalid_schedule) too.
     #[must_use]
     pub fn is_invalid_config(&self) -> bool {
-        matches!(self.inner.kind, Kind::InvalidConfig(_))
+        matches!(
+            self.inner.kind,
+            Kind::InvalidConfig(_) | Kind::InvalidSchedule(_)
+        )
+    }
+
+    /// A schedule that cannot be built: a cron expression or time zone refused (the message
+    /// names the field, its value and what it takes), or a bad fixed-rate period. Its message
+    /// starts with "invalid schedule:", and [`is_invalid_config`](Self::is_invalid_config) is
+    /// true for it too.
+    ///
+    /// ```
+    /// # #[cfg(feature = "scheduler")] {
+    /// let err = shedlock_core::Schedule::cron("0 0 25 * * *").unwrap_err();
+    /// assert!(err.is_invalid_schedule() && err.is_invalid_config());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "invalid schedule: cron \"0 0 25 * * *\": the hours field \"25\" is out of range 0-23"
+    /// );
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn is_invalid_schedule(&self) -> bool {
+        matches!(self.inner.kind, Kind::InvalidSchedule(_))
     }
 
     /// The store failed (connection refused, query error, …). Usually transient.
@@ -308,6 +370,7 @@ impl Error {
     fn kind_label(&self) -> &'static str {
         match self.inner.kind {
             Kind::InvalidConfig(_) => "invalid config",
+            Kind::InvalidSchedule(_) => "invalid schedule",
             Kind::Backend(_) => "backend",
             Kind::Timeout { .. } => "timeout",
             Kind::MissingTable { .. } => "missing table",
@@ -324,6 +387,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner.kind {
             Kind::InvalidConfig(msg) => write!(f, "invalid lock configuration: {msg}"),
+            Kind::InvalidSchedule(msg) => write!(f, "invalid schedule: {msg}"),
             Kind::Backend(what) => write!(f, "lock store failed to {what}"),
             Kind::Timeout {
                 operation,
@@ -490,9 +554,33 @@ mod tests {
     }
 
     #[test]
+    fn a_schedule_error_is_an_input_error_of_its_own_label() {
+        let err = Error::invalid_schedule("cron \"x\" has 1 fields", None);
+        assert!(err.is_invalid_schedule() && err.is_invalid_config());
+        assert_eq!(err.to_string(), "invalid schedule: cron \"x\" has 1 fields");
+        assert_eq!(
+            err.for_lock("sync").to_string(),
+            "invalid schedule: lock \"sync\": cron \"x\" has 1 fields"
+        );
+        assert_eq!(
+            Error::invalid_config("at_most is zero")
+                .for_lock("sync")
+                .to_string(),
+            "invalid lock configuration: lock \"sync\": at_most is zero"
+        );
+        let timeout = Error::timeout("acquire", Duration::from_secs(1)).for_lock("sync");
+        assert_eq!(
+            timeout.to_string(),
+            "lock store call `acquire` timed out after 1s"
+        );
+    }
+
+    /// Each predicate holds for its kind alone (a schedule error is also an input error).
+    #[test]
     fn predicates_are_exclusive() {
         let errs = [
             Error::invalid_config("x"),
+            Error::invalid_schedule("x", None),
             Error::backend_message("x"),
             Error::timeout("acquire", Duration::from_secs(1)),
             Error::missing_table("t", "run x", std::io::Error::other("x")),
@@ -504,7 +592,8 @@ mod tests {
         ];
         for (i, e) in errs.iter().enumerate() {
             let flags = [
-                e.is_invalid_config(),
+                e.is_invalid_config() && !e.is_invalid_schedule(),
+                e.is_invalid_schedule(),
                 e.is_backend(),
                 e.is_timeout(),
                 e.is_missing_table(),

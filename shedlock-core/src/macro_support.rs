@@ -19,22 +19,26 @@ pub use crate::executor::LockingTaskExecutor;
 ///
 /// # Errors
 ///
-/// [`Error::is_invalid_config`] when the formatted name is invalid (empty, too long, padded).
-/// The durations were already checked at compile time, and are checked again here.
+/// [`Error::is_invalid_config`] when the formatted name is invalid (empty, too long, padded),
+/// or a duration given as an expression is (zero, above 365 days, `at_least` over `at_most`):
+/// its message names the lock. Literal durations were checked at compile time already.
 pub fn config(
     name: fmt::Arguments<'_>,
     at_most: Option<Duration>,
     at_least: Option<Duration>,
     keep_alive: bool,
 ) -> Result<LockConfig, Error> {
-    let mut builder = LockConfig::builder(fmt::format(name)).keep_alive(keep_alive);
+    let name = fmt::format(name);
+    // The name first, as its message names it; the durations' messages are given the name.
+    crate::provider::validate_name(&name, crate::provider::DEFAULT_MAX_NAME_LEN)?;
+    let mut builder = LockConfig::builder(name.clone()).keep_alive(keep_alive);
     if let Some(at_most) = at_most {
         builder = builder.at_most(at_most);
     }
     if let Some(at_least) = at_least {
         builder = builder.at_least(at_least);
     }
-    builder.build()
+    builder.build().map_err(|e| e.for_lock(&name))
 }
 
 /// What `executor = <expr>` accepts: a [`LockingTaskExecutor`], or a reference or smart pointer
@@ -126,7 +130,8 @@ pub fn every(period: Duration) -> Result<crate::Schedule, Error> {
     crate::Schedule::every(period)
 }
 
-/// The schedule of `cron = "...", zone = "..."`.
+/// The schedule of `cron = ..., zone = ...` (literals checked at compile time, expressions
+/// here).
 ///
 /// # Errors
 ///
@@ -140,7 +145,8 @@ pub fn cron(expression: &str, zone: &str) -> Result<crate::Schedule, Error> {
 ///
 /// # Errors
 ///
-/// The schedule or the lock settings are invalid (checked at compile time already).
+/// The schedule is invalid ([`Error::is_invalid_schedule`], its message naming the lock): a
+/// schedule given as an expression is checked here, literals were checked at compile time.
 #[cfg(feature = "scheduler")]
 pub fn job<F, Fut>(
     name: fmt::Arguments<'_>,
@@ -155,7 +161,9 @@ where
     Fut: Future + Send + 'static,
     Fut::Output: crate::scheduler::JobOutput,
 {
-    let mut job = Job::new(fmt::format(name), schedule?, body).keep_alive(keep_alive);
+    let name = fmt::format(name);
+    let schedule = schedule.map_err(|e| e.for_lock(&name))?;
+    let mut job = Job::new(name, schedule, body).keep_alive(keep_alive);
     if let Some(at_most) = at_most {
         job = job.at_most(at_most);
     }
@@ -194,6 +202,67 @@ mod tests {
         assert!(err.is_invalid_config(), "{err}");
         let blank = "";
         assert!(config(format_args!("{blank}"), None, None, false).is_err());
+    }
+
+    /// A duration given as an expression (`at_most = CONST`) is checked when the function is
+    /// called; its error names the lock.
+    #[test]
+    fn a_bad_duration_expression_names_the_lock() {
+        let tenant = "eu";
+        let err = config(
+            format_args!("report-{tenant}"),
+            Some(Duration::ZERO),
+            None,
+            false,
+        )
+        .expect_err("zero at_most");
+        assert!(err.is_invalid_config(), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "invalid lock configuration: lock \"report-eu\": at_most is zero; the lock would \
+             expire at once (use at least a few seconds)"
+        );
+        let err = config(
+            format_args!("report"),
+            Some(Duration::from_secs(1)),
+            Some(Duration::from_secs(2)),
+            false,
+        )
+        .expect_err("at_least over at_most");
+        assert_eq!(
+            err.to_string(),
+            "invalid lock configuration: lock \"report\": at_least (2s) is longer than at_most \
+             (1s); at_least must not exceed at_most"
+        );
+        // A bad name is named by its own message, once.
+        let err = config(format_args!(" padded"), None, None, false).expect_err("padded");
+        assert_eq!(
+            err.to_string(),
+            "invalid lock configuration: the lock name \" padded\" has leading or trailing white \
+             space"
+        );
+    }
+
+    /// A schedule given as an expression is checked when the job is made; its error names the
+    /// lock.
+    #[cfg(feature = "scheduler")]
+    #[test]
+    fn a_bad_schedule_expression_names_the_lock() {
+        let err = job(
+            format_args!("sync"),
+            cron("0 0 25 * * *", "UTC"),
+            Some(Duration::from_mins(1)),
+            Duration::ZERO,
+            false,
+            |_| async {},
+        )
+        .expect_err("hour 25");
+        assert!(err.is_invalid_schedule(), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "invalid schedule: lock \"sync\": cron \"0 0 25 * * *\": the hours field \"25\" is \
+             out of range 0-23"
+        );
     }
 
     #[test]

@@ -4,13 +4,11 @@
 //! so every replica computes the same fires and tests need no waiting.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
-use croner::parser::{CronParser, Seconds};
 
 use crate::config::check_max;
 use crate::error::{Error, Result};
@@ -87,7 +85,7 @@ impl Schedule {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for a zero period, one that is not a whole number of
+    /// [`Error::is_invalid_schedule`] for a zero period, one that is not a whole number of
     /// milliseconds (fire instants are whole milliseconds), or one above 365 days.
     ///
     /// ```
@@ -95,21 +93,27 @@ impl Schedule {
     /// use shedlock_core::Schedule;
     ///
     /// assert!(Schedule::every(Duration::from_secs(30)).is_ok());
-    /// assert!(Schedule::every(Duration::from_micros(1500)).unwrap_err().is_invalid_config());
+    /// assert!(Schedule::every(Duration::from_micros(1500)).unwrap_err().is_invalid_schedule());
     /// ```
     pub fn every(period: Duration) -> Result<Self> {
         if period.is_zero() {
-            return Err(Error::invalid_config("the schedule's period is zero"));
+            return Err(Error::invalid_schedule(
+                "the period of a fixed rate is zero",
+                None,
+            ));
         }
         if !period.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(Error::invalid_config(format!(
-                "the schedule's period ({period:?}) is not a whole number of milliseconds; fire \
-                 instants are whole milliseconds"
-            )));
+            return Err(Error::invalid_schedule(
+                format!(
+                    "the period of a fixed rate ({period:?}) is not a whole number of \
+                     milliseconds; fire instants are whole milliseconds"
+                ),
+                None,
+            ));
         }
-        check_max("the schedule's period", period)?;
+        check_max("the period of a fixed rate", period).map_err(Error::into_invalid_schedule)?;
         let every_ms = i64::try_from(period.as_millis())
-            .map_err(|_| Error::invalid_config("the schedule's period is too long"))?;
+            .map_err(|_| Error::invalid_schedule("the period of a fixed rate is too long", None))?;
         Ok(Self {
             kind: Kind::Rate { every_ms },
         })
@@ -129,45 +133,32 @@ impl Schedule {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for an expression that does not parse (the message says
-    /// why, the parser's error is the [`source`](std::error::Error::source)), one without the
-    /// seconds field, or a zone the tz database does not know.
+    /// [`Error::is_invalid_schedule`] for an expression that does not parse (the message names
+    /// the field, its value and what it takes; the parser's error is the
+    /// [`source`](std::error::Error::source)), one without the seconds field, one that never
+    /// fires, or a zone the tz database does not know. `#[scheduled_lock]` reports a literal
+    /// `cron` or `zone` with the same words at compile time.
     ///
     /// ```
     /// use shedlock_core::Schedule;
     ///
     /// assert!(Schedule::cron_in("0 */15 * * * *", "Europe/Berlin").is_ok());
     /// let err = Schedule::cron_in("0 0 3 * * *", "Europe/Berlln").unwrap_err();
-    /// assert!(err.to_string().contains("unknown time zone"));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "invalid schedule: unknown time zone \"Europe/Berlln\": use an IANA name such as \
+    ///      \"Europe/Berlin\" or \"UTC\""
+    /// );
     /// # Ok::<(), shedlock_core::Error>(())
     /// ```
     pub fn cron_in(expression: &str, zone: &str) -> Result<Self> {
-        let tz = Tz::from_str(zone).map_err(|_| {
-            Error::invalid_config(format!(
-                "unknown time zone {zone:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""
-            ))
-        })?;
-        let elapsed = hour_field_is_open(expression)?;
-        let cron = CronParser::builder()
-            .seconds(Seconds::Required)
-            .build()
-            .parse(expression)
-            .map_err(|e| {
-                Error::invalid_config_with(
-                    format!(
-                        "the cron expression {expression:?} does not parse (six fields: sec min \
-                         hour day-of-month month day-of-week)"
-                    ),
-                    e,
-                )
-            })?;
-        // An expression that can never fire (31 February) is refused here, not at run time.
-        let probe = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).single();
-        if probe.is_none_or(|p| cron.find_next_occurrence(&p, false).is_err()) {
-            return Err(Error::invalid_config(format!(
-                "the cron expression {expression:?} never fires"
-            )));
-        }
+        let schedule_error = |invalid: shedlock_cron::Invalid| {
+            let (message, source) = invalid.into_parts();
+            Error::invalid_schedule(message, source.map(Into::into))
+        };
+        let tz = shedlock_cron::zone(zone).map_err(schedule_error)?;
+        let cron = shedlock_cron::parse(expression).map_err(schedule_error)?;
+        let elapsed = hour_field_is_open(expression);
         Ok(Self {
             kind: Kind::Cron(Box::new(CronSchedule {
                 expression: expression.trim().to_owned(),
@@ -279,22 +270,17 @@ impl fmt::Debug for Schedule {
 }
 
 /// Whether the hour field has a wildcard or a step (`*`, `*/2`, `1-23/2`), from the expression's
-/// text (the parser keeps no trace of how a field was written). `@hourly` counts as open.
-fn hour_field_is_open(expression: &str) -> Result<bool> {
+/// text (the parser keeps no trace of how a field was written). `@hourly` counts as open. The
+/// expression has parsed, so it has its six or seven fields.
+fn hour_field_is_open(expression: &str) -> bool {
     let trimmed = expression.trim();
     if let Some(nickname) = trimmed.strip_prefix('@') {
-        return Ok(nickname.eq_ignore_ascii_case("hourly"));
+        return nickname.eq_ignore_ascii_case("hourly");
     }
-    let fields: Vec<&str> = trimmed.split_whitespace().collect();
-    if !(6..=7).contains(&fields.len()) {
-        return Err(Error::invalid_config(format!(
-            "the cron expression {expression:?} has {} fields; write six, seconds first: sec \
-             min hour day-of-month month day-of-week (e.g. \"0 0 3 * * *\" for 03:00 daily)",
-            fields.len()
-        )));
-    }
-    let hour = fields[2];
-    Ok(hour.contains('*') || hour.contains('/') || hour == "?")
+    trimmed
+        .split_whitespace()
+        .nth(2)
+        .is_some_and(|hour| hour.contains('*') || hour.contains('/') || hour == "?")
 }
 
 fn whole_second(m: NaiveDateTime) -> NaiveDateTime {
@@ -657,21 +643,88 @@ mod tests {
         assert_eq!(gaps, vec![chrono::Duration::hours(1); 5]);
     }
 
+    /// The exact run-time texts; `macro-tests/tests/ui/fail/schedule_errors.stderr` has the
+    /// same words at compile time.
     #[test]
     fn bad_expressions_and_zones_say_what_to_fix() {
-        let err = Schedule::cron("0 3 * * *").unwrap_err();
-        assert!(err.is_invalid_config());
-        assert!(err.to_string().contains("has 5 fields; write six"), "{err}");
-        let err = Schedule::cron("0 61 * * * *").unwrap_err();
-        assert!(err.to_string().contains("does not parse"), "{err}");
-        assert!(std::error::Error::source(&err).is_some());
-        let err = Schedule::cron("0 0 0 31 2 *").unwrap_err();
-        assert!(err.to_string().contains("never fires"), "{err}");
-        let err = Schedule::cron_in("0 0 3 * * *", "Mars/Olympus").unwrap_err();
+        let message = |expression: &str, zone: &str| {
+            let err = Schedule::cron_in(expression, zone).unwrap_err();
+            assert!(
+                err.is_invalid_schedule() && err.is_invalid_config(),
+                "{err}"
+            );
+            err.to_string()
+        };
+        for (expression, expected) in [
+            (
+                "60 0 3 * * *",
+                "cron \"60 0 3 * * *\": the seconds field \"60\" is out of range 0-59",
+            ),
+            (
+                "0 60 3 * * *",
+                "cron \"0 60 3 * * *\": the minutes field \"60\" is out of range 0-59",
+            ),
+            (
+                "0 0 25 * * *",
+                "cron \"0 0 25 * * *\": the hours field \"25\" is out of range 0-23",
+            ),
+            (
+                "0 0 3 32 * *",
+                "cron \"0 0 3 32 * *\": the day-of-month field \"32\" is out of range 1-31",
+            ),
+            (
+                "0 0 3 * 13 *",
+                "cron \"0 0 3 * 13 *\": the month field \"13\" is out of range 1-12",
+            ),
+            (
+                "0 0 3 * * 8",
+                "cron \"0 0 3 * * 8\": the day-of-week field \"8\" is out of range 0-7",
+            ),
+            (
+                "0 0 three * * *",
+                "cron \"0 0 three * * *\": the hours field \"three\" is not valid; it takes \
+                 0-23 with * , - /",
+            ),
+            (
+                "0 3 * * *",
+                "cron \"0 3 * * *\" has 5 fields; write six, seconds first: sec min hour \
+                 day-of-month month day-of-week (e.g. \"0 0 3 * * *\" for 03:00 daily)",
+            ),
+            (
+                "0 0 0 31 2 *",
+                "cron \"0 0 0 31 2 *\" never fires: no date matches it",
+            ),
+        ] {
+            assert_eq!(
+                message(expression, "UTC"),
+                format!("invalid schedule: {expected}")
+            );
+        }
+        let err = Schedule::cron("0 0 25 * * *").unwrap_err();
+        assert_eq!(
+            std::error::Error::source(&err).map(ToString::to_string),
+            Some("Component error: Number out of bounds.".to_owned()),
+            "croner's error is the source"
+        );
+        assert_eq!(
+            message("0 0 3 * * *", "Mars/Olympus"),
+            "invalid schedule: unknown time zone \"Mars/Olympus\": use an IANA name such as \
+             \"Europe/Berlin\" or \"UTC\""
+        );
+    }
+
+    #[test]
+    fn bad_periods_are_schedule_errors() {
+        let err = Schedule::every(Duration::ZERO).unwrap_err();
+        assert!(err.is_invalid_schedule(), "{err}");
         assert_eq!(
             err.to_string(),
-            "invalid lock configuration: unknown time zone \"Mars/Olympus\": use an IANA name \
-             such as \"Europe/Berlin\" or \"UTC\""
+            "invalid schedule: the period of a fixed rate is zero"
+        );
+        let err = Schedule::every(Duration::from_hours(400 * 24)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid schedule: the period of a fixed rate (400d) is above the maximum of 365 days"
         );
     }
 

@@ -49,18 +49,30 @@ pub(crate) struct Args {
     pub(crate) at_least_expr: Option<Expr>,
     pub(crate) executor: Option<Expr>,
     pub(crate) keep_alive: bool,
-    /// `every = "1m"` or `cron = "…"` (with `zone`), checked.
+    /// `every` or `cron` (with `zone`): literals checked here, expressions when the job is made.
     pub(crate) schedule: Option<ScheduleArg>,
     /// Where the schedule was given (`every` or `cron`), for errors about the function.
     pub(crate) schedule_span: Option<proc_macro2::Span>,
 }
 
-/// A schedule argument, checked at compile time.
+/// A schedule argument: a literal, checked at compile time, or an expression, checked by
+/// `Schedule` when the job is made.
 pub(crate) enum ScheduleArg {
     /// A fixed rate.
     Every(Duration),
-    /// A cron expression (with seconds) and its IANA zone.
-    Cron { expression: String, zone: String },
+    /// A fixed rate given as a `Duration` expression.
+    EveryExpr(Expr),
+    /// A cron expression (with seconds) and its IANA zone (UTC when not given).
+    Cron {
+        expression: Value,
+        zone: Option<Value>,
+    },
+}
+
+/// A string argument given as a literal (checked) or as an expression (a `&str`, a `String`).
+pub(crate) enum Value {
+    Lit(String),
+    Expr(Expr),
 }
 
 /// What a name template may refer to: the function's name and its named arguments.
@@ -100,8 +112,11 @@ struct Parsed<'s> {
     executor: Option<Expr>,
     keep_alive: Option<bool>,
     every: Option<DurationArg>,
+    every_expr: Option<(Expr, usize)>,
     cron: Option<(LitStr, usize)>,
+    cron_expr: Option<(Expr, usize)>,
     zone: Option<LitStr>,
+    zone_expr: Option<Expr>,
     seen: Vec<String>,
 }
 
@@ -146,6 +161,13 @@ impl Parsed<'_> {
             "name" => self.name = self.name_template(key, &value, errors),
             "at_most" if !matches!(value, Expr::Lit(_)) => self.at_most_expr = Some(value),
             "at_least" if !matches!(value, Expr::Lit(_)) => self.at_least_expr = Some(value),
+            "every" if !matches!(value, Expr::Lit(_)) => {
+                self.every_expr = Some((value, self.position));
+            }
+            "cron" if !matches!(value, Expr::Lit(_)) => {
+                self.cron_expr = Some((value, self.position));
+            }
+            "zone" if !matches!(value, Expr::Lit(_)) => self.zone_expr = Some(value),
             "at_most" => self.at_most = self.duration(key, &value, errors),
             "at_least" => self.at_least = self.duration(key, &value, errors),
             "every" => self.every = self.every(key, &value, errors),
@@ -253,33 +275,54 @@ impl Parsed<'_> {
                 ),
             );
         }
-        if let (Some(every), Some((cron, cron_at))) = (&self.every, &self.cron) {
-            let later = if every.position > *cron_at {
-                every.lit.span()
+        // Where each schedule argument is and its position, literal or expression.
+        let every_at = self
+            .every
+            .as_ref()
+            .map(|e| (e.lit.span(), e.position))
+            .or_else(|| self.every_expr.as_ref().map(|(e, at)| (e.span(), *at)));
+        let cron_at = self
+            .cron
+            .as_ref()
+            .map(|(c, at)| (c.span(), *at))
+            .or_else(|| self.cron_expr.as_ref().map(|(c, at)| (c.span(), *at)));
+        if let (Some((every_span, every_at)), Some((cron_span, cron_at))) = (every_at, cron_at) {
+            let later = if every_at > cron_at {
+                every_span
             } else {
-                cron.span()
+                cron_span
             };
             errors.at(later, "give one schedule: `every` or `cron`, not both");
         }
-        if let Some(zone) = &self.zone
-            && self.cron.is_none()
+        let zone_span = self
+            .zone
+            .as_ref()
+            .map(LitStr::span)
+            .or_else(|| self.zone_expr.as_ref().map(Spanned::span));
+        if let Some(zone_span) = zone_span
+            && cron_at.is_none()
         {
             errors.at(
-                zone.span(),
+                zone_span,
                 "`zone` goes with `cron` (a fixed rate `every` counts from the Unix epoch, in no zone)",
             );
         }
-        let schedule_span = self
+        let schedule_span = every_at.or(cron_at).map(|(span, _)| span);
+        let zone = self
+            .zone
+            .map(|z| Value::Lit(z.value()))
+            .or(self.zone_expr.map(Value::Expr));
+        let cron = self
+            .cron
+            .map(|(c, _)| Value::Lit(c.value()))
+            .or(self.cron_expr.map(|(c, _)| Value::Expr(c)));
+        let every = self
             .every
-            .as_ref()
-            .map(|e| e.lit.span())
-            .or_else(|| self.cron.as_ref().map(|(c, _)| c.span()));
-        let schedule = match (self.every, self.cron) {
-            (Some(every), None) => Some(ScheduleArg::Every(every.value)),
-            (None, Some((cron, _))) => Some(ScheduleArg::Cron {
-                expression: cron.value(),
-                zone: self.zone.map_or_else(|| "UTC".to_owned(), |z| z.value()),
-            }),
+            .map(|e| ScheduleArg::Every(e.value))
+            .or(self.every_expr.map(|(e, _)| ScheduleArg::EveryExpr(e)));
+        let schedule = match (every, cron) {
+            (Some(every), None) => Some(every),
+            (None, Some(expression)) => Some(ScheduleArg::Cron { expression, zone }),
             _ => None,
         };
         Args {
@@ -364,45 +407,30 @@ fn string(key: &Ident, value: &Expr, what: &str, errors: &mut Errors) -> Option<
     None
 }
 
-/// Checks a cron expression as `shedlock_core::Schedule::cron_in` will: six or seven fields
-/// (seconds first), parsed by the same crate.
+/// Checks a cron expression as `shedlock_core::Schedule::cron_in` will, with the same words: the
+/// check and its message are `shedlock-cron`'s, and the prefix is the one of shedlock-core's
+/// schedule errors.
 fn check_cron(lit: &LitStr, errors: &mut Errors) -> bool {
-    let expression = lit.value();
-    let fields = expression.split_whitespace().count();
-    if !expression.trim_start().starts_with('@') && !(6..=7).contains(&fields) {
-        errors.at(
-            lit.span(),
-            format!(
-                "`cron` has {fields} fields; write six, seconds first: sec min hour \
-                 day-of-month month day-of-week (e.g. \"0 0 3 * * *\" for 03:00 daily)"
-            ),
-        );
-        return false;
-    }
-    let parsed = croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Required)
-        .build()
-        .parse(&expression);
-    if let Err(error) = parsed {
-        errors.at(lit.span(), format!("`cron` does not parse: {error}"));
-        return false;
-    }
-    true
+    schedule_check(lit, shedlock_cron::parse(&lit.value()), errors)
 }
 
-/// Checks a time zone name against the tz database.
+/// Checks a time zone name against the tz database, as `Schedule::cron_in` will.
 fn check_zone(lit: &LitStr, errors: &mut Errors) -> bool {
-    if lit.value().parse::<chrono_tz::Tz>().is_ok() {
-        return true;
+    schedule_check(lit, shedlock_cron::zone(&lit.value()), errors)
+}
+
+fn schedule_check<T>(
+    lit: &LitStr,
+    checked: Result<T, shedlock_cron::Invalid>,
+    errors: &mut Errors,
+) -> bool {
+    match checked {
+        Ok(_) => true,
+        Err(invalid) => {
+            errors.at(lit.span(), format!("invalid schedule: {invalid}"));
+            false
+        }
     }
-    errors.at(
-        lit.span(),
-        format!(
-            "unknown time zone {:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\"",
-            lit.value()
-        ),
-    );
-    false
 }
 
 /// Skips whatever follows an argument that was rejected, up to the next top-level comma.
@@ -611,6 +639,56 @@ mod tests {
         let mut errors = Errors::default();
         let args = parse(quote!(name = "r-{tenant}"), Some(&scope), &mut errors);
         assert!(errors.is_empty() && args.name.is_some());
+    }
+
+    #[test]
+    fn schedules_take_literals_or_expressions() {
+        let args = parse_ok(quote!(name = "a", cron = SYNC_CRON, zone = settings().zone));
+        assert!(matches!(
+            args.schedule,
+            Some(ScheduleArg::Cron {
+                expression: Value::Expr(_),
+                zone: Some(Value::Expr(_))
+            })
+        ));
+        let args = parse_ok(quote!(name = "a", cron = "0 0 3 * * *"));
+        assert!(matches!(
+            args.schedule,
+            Some(ScheduleArg::Cron {
+                expression: Value::Lit(_),
+                zone: None
+            })
+        ));
+        let args = parse_ok(quote!(name = "a", every = Duration::from_secs(60)));
+        assert!(matches!(args.schedule, Some(ScheduleArg::EveryExpr(_))));
+        assert!(args.schedule_span.is_some());
+        assert_eq!(
+            parse_err(quote!(name = "a", every = EVERY, cron = CRON)),
+            ["give one schedule: `every` or `cron`, not both"]
+        );
+        assert_eq!(
+            parse_err(quote!(name = "a", every = "1m", zone = ZONE)),
+            [
+                "`zone` goes with `cron` (a fixed rate `every` counts from the Unix epoch, in no zone)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_literal_schedule_is_checked_with_the_run_time_words() {
+        assert_eq!(
+            parse_err(quote!(name = "a", cron = "0 0 25 * * *")),
+            [
+                "invalid schedule: cron \"0 0 25 * * *\": the hours field \"25\" is out of range 0-23"
+            ]
+        );
+        assert_eq!(
+            parse_err(quote!(name = "a", cron = "0 0 3 * * *", zone = "Nowhere")),
+            [
+                "invalid schedule: unknown time zone \"Nowhere\": use an IANA name such as \
+                 \"Europe/Berlin\" or \"UTC\""
+            ]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! async fn report(tenant: &str) -> Result<Option<T>, shedlock_core::Error> {
 //!     let config = __private::config(format_args!("report-{tenant}"), Some(600 s), 0 s, false)?;
 //!     let executor = __private::default_executor()?;   // or __private::executor(&(expr))
-//!     __private::execute(executor, config, async move { body }).await
+//!     __private::execute(executor, config, async move { <type check>; body }).await
 //! }
 //! ```
 
@@ -251,13 +251,19 @@ fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
             return #return_binding;
         }
     };
-    let mut block = Group::new(Delimiter::Brace, body);
+    // The body's statements are the async block's own, after the type check: nested in a
+    // block of their own, a one-line body (`{ 1 }`) would draw rustc's `unused_braces` on the
+    // user's braces, with a suggestion that does not compile (`-> u32 1`).
+    let mut block = Group::new(
+        Delimiter::Brace,
+        quote! {
+            #fake_return
+            #body
+        },
+    );
     block.set_span(brace_span);
     let task = quote_spanned! {brace_span=>
-        async move {
-            #fake_return
-            #block
-        }
+        async move #block
     };
 
     let job = args.schedule.as_ref().filter(|_| job_ok).map(|schedule| {
@@ -303,7 +309,13 @@ fn job_fn(
             let every = duration(*every);
             quote!(#private::every(#every))
         }
+        args::ScheduleArg::EveryExpr(expr) => {
+            let every = duration_value(expr);
+            quote!(#private::every(#every))
+        }
         args::ScheduleArg::Cron { expression, zone } => {
+            let expression = string_value(expression);
+            let zone = zone.as_ref().map_or_else(|| quote!("UTC"), string_value);
             quote!(#private::cron(#expression, #zone))
         }
     };
@@ -365,6 +377,17 @@ fn duration_value(expr: &syn::Expr) -> TokenStream {
             let __shedlock_duration: ::core::time::Duration = #expr;
             __shedlock_duration
         }
+    }
+}
+
+/// A string argument: the literal, or the expression as a `&str` (a `&str`, a `String`, a
+/// `Cow<str>`), spanned on it so a value of the wrong type is reported there.
+fn string_value(value: &args::Value) -> TokenStream {
+    match value {
+        args::Value::Lit(text) => quote!(#text),
+        args::Value::Expr(expr) => quote_spanned! {expr.span()=>
+            ::core::convert::AsRef::<str>::as_ref(&#expr)
+        },
     }
 }
 
@@ -452,7 +475,7 @@ mod tests {
             ", true) ?",
             ":: shedlock_core :: __private :: default_executor () ?",
             "let __shedlock_return : u32 = loop { }",
-            "{ 1 } }) . await",
+            "return __shedlock_return ; } 1 }) . await",
         ] {
             assert!(out.contains(needle), "{needle}\nnot in\n{out}");
         }
