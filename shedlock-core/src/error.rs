@@ -245,6 +245,16 @@ impl Error {
         Self::new(Kind::AlreadyInstalled, None)
     }
 
+    /// A configuration error said of one job: `context` (`job "sync"`) before its message, the
+    /// source kept. Errors of other kinds are returned unchanged.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn in_context(mut self, context: &str) -> Self {
+        if let Kind::InvalidConfig(message) = &mut self.inner.kind {
+            *message = format!("{context}: {message}");
+        }
+        self
+    }
+
     /// Bad input: an invalid lock name, duration or store configuration. Fix the input; retrying
     /// will not help.
     #[must_use]

@@ -110,10 +110,7 @@ async fn fire_and_after(
 }
 
 fn set_next_fire(job: &Entry, at: Option<DateTime<Utc>>) {
-    *job.counters
-        .next_fire
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = at;
+    job.counters.set_next_fire(at);
 }
 
 /// After a run that started at `fire`: the fires met while it held the lock are counted held
