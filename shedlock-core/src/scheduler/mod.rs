@@ -310,10 +310,11 @@ impl Scheduler {
     }
 
     fn spawn(&self, job: Arc<Entry>) {
-        // The fire the loop will wait for, known from now on: a status read right after
-        // `start` returns shows it (the loop sets it again, as each fire comes).
+        // The fire the loop decides first, known from now on: a status read right after
+        // `start` returns shows it (the loop sets it again as it goes).
+        let start = self.shared.clock.store_now();
         job.counters
-            .set_next_fire(job.schedule.next_after(self.shared.clock.store_now()));
+            .set_next_fire(job_loop::first_fire(&self.shared, &job, start));
         let handle = tokio::spawn(job_loop(self.shared.clone(), job));
         self.shared
             .tasks

@@ -55,9 +55,10 @@ pub struct JobStatus {
     pub name: String,
     /// The job's settings, as registered.
     pub spec: JobSpec,
-    /// The next fire this replica waits for: set when the job starts (so right after
-    /// [`Scheduler::start`](crate::Scheduler::start) returns), `None` before it starts and after
-    /// its schedule ends or the scheduler shuts down.
+    /// The fire this replica decides next (it changes once that fire is decided): set when the
+    /// job starts, so right after [`Scheduler::start`](crate::Scheduler::start) returns; for a
+    /// job that catches up, first its catch-up fire, which is past. `None` before the job
+    /// starts and after its schedule ends or the scheduler shuts down.
     pub next_fire: Option<DateTime<Utc>>,
     /// The last run on this replica.
     pub last_run: Option<LastRun>,

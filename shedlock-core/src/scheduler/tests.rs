@@ -1123,11 +1123,18 @@ async fn next_fire_is_known_as_soon_as_start_returns() {
         .unwrap();
     let berlin = Schedule::cron_in("0 45 * * * *", "Europe/Berlin").unwrap();
     a.add(Job::new("berlin", berlin, |_| async {})).unwrap();
+    let caught = Job::new("caught", every(3600 * SEC), |_| async {}).catch_up(true);
+    a.add(caught).unwrap();
     assert_eq!(a.status("hourly").unwrap().next_fire, None, "not started");
     a.start().await.unwrap();
     let at = |secs| DateTime::from_timestamp(secs, 0);
     assert_eq!(a.status("hourly").unwrap().next_fire, at(hour + 3600));
     assert_eq!(a.status("berlin").unwrap().next_fire, at(hour + 2700));
+    assert_eq!(
+        a.status("caught").unwrap().next_fire,
+        at(hour),
+        "a job that catches up decides its catch-up fire first"
+    );
     a.add(Job::new("late", every(60 * SEC), |_| async {}))
         .unwrap();
     assert_eq!(a.status("late").unwrap().next_fire, at(hour + 1860));
