@@ -369,10 +369,10 @@ mod tests {
     fn the_scheduler_and_deserialising_check_alike() {
         let now = Utc::now();
         let mut spec = JobSpec::new("sync", Schedule::every(Duration::from_mins(1)).expect("ok"));
-        let err = spec
+        let cfg = spec
             .lock_config(None, 64, now)
             .expect("no at_most is left to the caller");
-        assert_eq!(err.at_most(), None);
+        assert_eq!(cfg.at_most(), None);
         spec.at_most = Some(Duration::from_secs(10));
         spec.at_least = Some(Duration::from_secs(11));
         let err = spec
