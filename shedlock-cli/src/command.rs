@@ -3,8 +3,12 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
+use serde::Serialize;
 use shedlock_core::{
-    admin::{LockEntry, election_owner_id},
+    admin::{
+        LockEntry, election_owner_id,
+        model::{LeaderView, LockView},
+    },
     provider::LockRecord,
 };
 
@@ -27,7 +31,7 @@ impl Output<'_> {
             .map_err(|e| Failure::output(&e))
     }
 
-    fn json(&mut self, value: &serde_json::Value) -> Result<(), Failure> {
+    fn json(&mut self, value: &impl Serialize) -> Result<(), Failure> {
         let text = serde_json::to_string_pretty(value)
             .map_err(|e| Failure::usage(format!("cannot write JSON: {e}")))?;
         self.print(&format!("{text}\n"))
@@ -62,7 +66,7 @@ pub(crate) async fn run(
         Command::Show { name, json } => {
             let entry = entry(store, &name).await?;
             if json {
-                output.json(&render::json(&entry))
+                output.json(&LockView::from(&entry))
             } else {
                 output.print(&render::details(&entry))
             }
@@ -277,17 +281,7 @@ async fn leader(
     let r = entry.record();
     let leader = entry.is_held().then(|| election_owner_id(r.owner()));
     if json {
-        return output.json(&serde_json::json!({
-            "name": r.name(),
-            "leader": leader,
-            "holder": r.owner(),
-            "election": entry.is_election(),
-            "fencing_token": r.fencing_token(),
-            "since": render::timestamp(r.locked_at()),
-            "lease_until": render::timestamp(r.lock_until()),
-            "lease_left_ms": entry.remaining().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            "store_now": render::timestamp(entry.store_now()),
-        }));
+        return output.json(&LeaderView::from(&entry));
     }
     let token = r.fencing_token().map_or_else(
         || "- (the table has no tokens)".to_owned(),
@@ -578,6 +572,43 @@ mod tests {
         );
         let none = exec(&store, &["leader", "scheduler"]).await;
         assert!(none.out.contains("leader:      none"), "{}", none.out);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn json_output_is_the_typed_models_in_their_order() {
+        let (mem, store) = memory();
+        take(&mem, "report", "pod-7", Duration::from_mins(1)).await;
+        take(
+            &mem,
+            "scheduler",
+            "pod-2:1:cc#election",
+            Duration::from_secs(15),
+        )
+        .await;
+        let shown = exec(&store, &["show", "report", "--json"]).await;
+        let entry = mem.entry("report").await.expect("ok").expect("row");
+        assert_eq!(
+            serde_json::from_str::<LockView>(&shown.out).expect("a LockView"),
+            LockView::from(&entry)
+        );
+        assert!(
+            shown
+                .out
+                .starts_with("{\n  \"name\": \"report\",\n  \"state\": \"held\",\n"),
+            "{}",
+            shown.out
+        );
+        let leader = exec(&store, &["leader", "scheduler", "--json"]).await;
+        let view: LeaderView = serde_json::from_str(&leader.out).expect("a LeaderView");
+        assert_eq!(view.leader.as_deref(), Some("pod-2:1:cc"));
+        assert_eq!(view.lease_left_ms, Some(15_000));
+        assert!(
+            leader
+                .out
+                .starts_with("{\n  \"name\": \"scheduler\",\n  \"leader\": \"pod-2:1:cc\",\n"),
+            "{}",
+            leader.out
+        );
     }
 
     #[tokio::test(start_paused = true)]

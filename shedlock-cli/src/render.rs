@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Value, json};
+use shedlock_core::admin::model::{LockState, LockView};
 use shedlock_core::admin::{LockEntry, election_owner_id};
 
 /// A time as RFC 3339 in UTC with all the precision it has (`2026-12-01T20:31:02.123456Z`), so
@@ -51,11 +51,7 @@ pub(crate) fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
 
 /// The entry's state word: `held`, `free`, or `leader` for a held election row.
 pub(crate) fn state(entry: &LockEntry) -> &'static str {
-    match (entry.is_held(), entry.is_election()) {
-        (false, _) => "free",
-        (true, false) => "held",
-        (true, true) => "leader",
-    }
+    LockState::of(entry).as_str()
 }
 
 fn token(entry: &LockEntry) -> String {
@@ -211,27 +207,9 @@ pub(crate) fn key_values(lines: &[(&str, String)]) -> String {
     out
 }
 
-/// One lock as JSON: every field of the table and of `show`, times in full precision.
-pub(crate) fn json(entry: &LockEntry) -> Value {
-    let r = entry.record();
-    json!({
-        "name": r.name(),
-        "state": state(entry),
-        "held": entry.is_held(),
-        "election": entry.is_election(),
-        "holder": r.owner(),
-        "locked_at": timestamp(r.locked_at()),
-        "lock_until": timestamp(r.lock_until()),
-        "remaining_ms": entry.remaining().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        "fencing_token": r.fencing_token(),
-        "last_fire": entry.last_fire().map(timestamp),
-        "store_now": timestamp(entry.store_now()),
-    })
-}
-
-/// `list --json`: an array of [`json()`] objects.
-pub(crate) fn json_list(entries: &[LockEntry]) -> Value {
-    Value::Array(entries.iter().map(json).collect())
+/// `list --json`: an array of [`LockView`]s, the shape `show --json` prints one of.
+pub(crate) fn json_list(entries: &[LockEntry]) -> Vec<LockView> {
+    entries.iter().map(LockView::from).collect()
 }
 
 #[cfg(test)]
@@ -339,14 +317,17 @@ mod tests {
 
     #[test]
     fn json_carries_what_the_table_shows() {
-        let value = json(&entry("report", "pod-7", 0, 60, 12));
+        let text = serde_json::to_string(&json_list(&[entry("report", "pod-7", 0, 60, 12)]))
+            .expect("serialises");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let value = &value[0];
         assert_eq!(value["name"], "report");
         assert_eq!(value["state"], "held");
         assert_eq!(value["holder"], "pod-7");
         assert_eq!(value["locked_at"], "2025-12-01T20:13:20.123456Z");
         assert_eq!(value["remaining_ms"], 48_123);
         assert_eq!(value["fencing_token"], 42);
-        assert_eq!(value["last_fire"], Value::Null);
+        assert_eq!(value["last_fire"], serde_json::Value::Null);
         assert_eq!(value["election"], false);
     }
 }

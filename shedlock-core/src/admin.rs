@@ -1,4 +1,5 @@
-//! For operator tools (`shedlock-cli`): [`LockAdmin`] lists a store's locks and frees one safely.
+//! For operator tools (`shedlock-cli`): [`LockAdmin`] lists a store's locks and frees one safely;
+//! [`model`] has the JSON they print.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,6 +9,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::provider::{LockProvider, LockRecord};
+
+pub mod model;
 
 /// One lock row as an operator sees it: who holds it, until when, and whether it is held now by
 /// the store's clock.

@@ -113,20 +113,9 @@ impl Error {
     }
 
     /// The same error, its message prefixed with the lock it is about (`lock "sync": ...`), for
-    /// an input error met where the message cannot name the lock itself. Other kinds are left
-    /// as they are.
+    /// an input error met where the message cannot name the lock itself.
     pub(crate) fn for_lock(self, name: &str) -> Self {
-        let Inner { kind, source } = *self.inner;
-        let kind = match kind {
-            Kind::InvalidConfig(message) => {
-                Kind::InvalidConfig(format!("lock {name:?}: {message}"))
-            }
-            Kind::InvalidSchedule(message) => {
-                Kind::InvalidSchedule(format!("lock {name:?}: {message}"))
-            }
-            kind => kind,
-        };
-        Self::new(kind, source)
+        self.in_context(&format!("lock {name:?}"))
     }
 
     /// A store failure, for custom [`LockProvider`](crate::provider::LockProvider) implementations.
@@ -282,6 +271,16 @@ impl Error {
 
     pub(crate) fn already_installed() -> Self {
         Self::new(Kind::AlreadyInstalled, None)
+    }
+
+    /// An input error said of one thing: `context` (`job "sync"`, `lock "sync"`) before its
+    /// message, the source kept. Errors of other kinds are returned unchanged.
+    pub(crate) fn in_context(mut self, context: &str) -> Self {
+        if let Kind::InvalidConfig(message) | Kind::InvalidSchedule(message) = &mut self.inner.kind
+        {
+            *message = format!("{context}: {message}");
+        }
+        self
     }
 
     /// Bad input: an invalid lock name, duration, schedule or store configuration. Fix the

@@ -20,8 +20,9 @@
 //! share; stores are separate crates. [Guide](https://github.com/shedlock-rs/shedlock-rs).
 //!
 //! **An application** needs only the root: `#[scheduled_lock]`, or a [`LockingTaskExecutor`]
-//! and [`LockConfig`]; a [`Scheduler`] of [`Job`]s; a [`LeaderLatch`]; [`current_lock`],
-//! [`shutdown_signal`], [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
+//! and [`LockConfig`]; a [`Scheduler`] of [`Job`]s, whose settings a [`JobSpec`] reads from a
+//! configuration file; a [`LeaderLatch`]; [`current_lock`], [`shutdown_signal`],
+//! [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
 //!
 //! - [`provider`]: store authors: the store contract, `LockProvider`, and its helpers.
 //! - [`admin`]: operator tools, listing and freeing locks.
@@ -128,7 +129,7 @@ pub use latch::{LeaderLatch, LeaderLatchConfig};
 pub use memory::InMemoryLockProvider;
 #[cfg(feature = "scheduler")]
 #[doc(inline)]
-pub use scheduler::{Job, RunContext, Schedule, Scheduler};
+pub use scheduler::{Job, JobSpec, RunContext, Schedule, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
 pub use signal::shutdown_signal;
 

@@ -269,6 +269,34 @@ impl fmt::Debug for Schedule {
     }
 }
 
+/// Two schedules are equal when they were written the same: the same period, or the same cron
+/// expression (as trimmed) in the same zone.
+impl PartialEq for Schedule {
+    fn eq(&self, other: &Self) -> bool {
+        self.period() == other.period() && self.cron_parts() == other.cron_parts()
+    }
+}
+
+impl Eq for Schedule {}
+
+impl Schedule {
+    /// A fixed rate's period; `None` for cron.
+    pub(crate) fn period(&self) -> Option<Duration> {
+        match &self.kind {
+            Kind::Rate { every_ms } => Some(Duration::from_millis(every_ms.unsigned_abs())),
+            Kind::Cron(_) => None,
+        }
+    }
+
+    /// A cron schedule's expression and IANA zone name; `None` for a fixed rate.
+    pub(crate) fn cron_parts(&self) -> Option<(&str, &str)> {
+        match &self.kind {
+            Kind::Rate { .. } => None,
+            Kind::Cron(c) => Some((&c.expression, c.zone.name())),
+        }
+    }
+}
+
 /// Whether the hour field has a wildcard or a step (`*`, `*/2`, `1-23/2`), from the expression's
 /// text (the parser keeps no trace of how a field was written). `@hourly` counts as open. The
 /// expression has parsed, so it has its six or seven fields.

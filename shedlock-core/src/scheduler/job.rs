@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::OnHeld;
+use super::{JobSpec, OnHeld};
 use crate::current::LockHandle;
 use crate::fire::Fire;
 use crate::latch::{LeaderLatch, LeaderTerm};
@@ -78,10 +78,11 @@ impl RunContext {
     }
 }
 
-/// A job: a name, a [`Schedule`], lock settings and an async body. Register it with
-/// [`Scheduler::add`](crate::Scheduler::add).
+/// A job: its settings (a [`JobSpec`]: a name, a [`Schedule`], lock settings) and an async body.
+/// Register it with [`Scheduler::add`](crate::Scheduler::add).
 ///
-/// The lock name is the job's name unless set with [`lock_name`](Self::lock_name).
+/// The lock name is the job's name unless set with [`lock_name`](Self::lock_name). Settings read
+/// from a configuration file make a job with [`from_spec`](Self::from_spec).
 ///
 /// ```
 /// use std::time::Duration;
@@ -98,29 +99,15 @@ impl RunContext {
 /// ```
 #[must_use]
 pub struct Job {
-    pub(crate) name: String,
-    pub(crate) lock_name: Option<String>,
-    pub(crate) schedule: Schedule,
+    pub(crate) spec: JobSpec,
     pub(crate) body: BoxedBody,
-    pub(crate) at_most: Option<Duration>,
-    pub(crate) at_least: Option<Duration>,
-    pub(crate) keep_alive: bool,
-    pub(crate) catch_up: bool,
-    pub(crate) on_held: OnHeld,
     pub(crate) leader: Option<LeaderLatch>,
 }
 
 impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Job")
-            .field("name", &self.name)
-            .field("lock_name", &self.lock_name)
-            .field("schedule", &self.schedule)
-            .field("at_most", &self.at_most)
-            .field("at_least", &self.at_least)
-            .field("keep_alive", &self.keep_alive)
-            .field("catch_up", &self.catch_up)
-            .field("on_held", &self.on_held)
+            .field("spec", &self.spec)
             .field("leader_only", &self.leader.is_some())
             .finish_non_exhaustive()
     }
@@ -135,20 +122,33 @@ impl Job {
         Fut: Future + Send + 'static,
         Fut::Output: JobOutput,
     {
+        Self::from_spec(JobSpec::new(name, schedule), body)
+    }
+
+    /// A job with the settings of `spec` (read from a configuration file, say) that runs `body`.
+    /// The builder methods below change the settings further.
+    ///
+    /// ```
+    /// use shedlock_core::{Job, scheduler::JobSpec};
+    ///
+    /// let spec: JobSpec = serde_json::from_str(r#"{ "name": "purge", "every": "1h", "at_most": "10m" }"#)?;
+    /// let job = Job::from_spec(spec, |_run| async { Ok::<(), std::io::Error>(()) });
+    /// assert_eq!(job.spec().at_most, Some(std::time::Duration::from_secs(600)));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn from_spec<F, Fut>(spec: JobSpec, body: F) -> Self
+    where
+        F: Fn(RunContext) -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: JobOutput,
+    {
         let body: BoxedBody = Arc::new(move |ctx| {
             let run = body(ctx);
             Box::pin(async move { run.await.into_result() })
         });
         Self {
-            name: name.into(),
-            lock_name: None,
-            schedule,
+            spec,
             body,
-            at_most: None,
-            at_least: None,
-            keep_alive: false,
-            catch_up: false,
-            on_held: OnHeld::Skip,
             leader: None,
         }
     }
@@ -156,20 +156,26 @@ impl Job {
     /// The job's name (its lock's, unless [`lock_name`](Self::lock_name) is set).
     #[must_use]
     pub fn name(&self) -> &str {
-        &self.name
+        &self.spec.name
+    }
+
+    /// The job's settings.
+    #[must_use]
+    pub fn spec(&self) -> &JobSpec {
+        &self.spec
     }
 
     /// A lock name other than the job's name (to share a row with a Java ShedLock job of that
     /// name, say).
     pub fn lock_name(mut self, name: impl Into<String>) -> Self {
-        self.lock_name = Some(name.into());
+        self.spec.lock_name = Some(name.into());
         self
     }
 
     /// The lock's `at_most`: a run's lock frees itself this long after it was taken if the
     /// replica dies. Defaults to the executor's `default_at_most`; one of them is required.
     pub fn at_most(mut self, at_most: Duration) -> Self {
-        self.at_most = Some(at_most);
+        self.spec.at_most = Some(at_most);
         self
     }
 
@@ -178,13 +184,13 @@ impl Job {
     /// it is what keeps replicas whose clocks differ from each running a fire: set it to more
     /// than their clock difference. It must be shorter than the schedule's shortest gap.
     pub fn at_least(mut self, at_least: Duration) -> Self {
-        self.at_least = Some(at_least);
+        self.spec.at_least = Some(at_least);
         self
     }
 
     /// Extend the lock while the body runs (every `at_most / 2`). Defaults to off.
     pub fn keep_alive(mut self, keep_alive: bool) -> Self {
-        self.keep_alive = keep_alive;
+        self.spec.keep_alive = keep_alive;
         self
     }
 
@@ -192,14 +198,14 @@ impl Job {
     /// replica has run it (defaults to off). See the [`Scheduler`](crate::Scheduler) docs for
     /// what it can and cannot tell.
     pub fn catch_up(mut self, catch_up: bool) -> Self {
-        self.catch_up = catch_up;
+        self.spec.catch_up = catch_up;
         self
     }
 
     /// What to do with a fire met while the job's lock is held: skip it (the default) or run
     /// it late when the lock frees inside its window. See [`OnHeld`].
     pub fn on_held(mut self, on_held: OnHeld) -> Self {
-        self.on_held = on_held;
+        self.spec.on_held = on_held;
         self
     }
 

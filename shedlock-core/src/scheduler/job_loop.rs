@@ -36,10 +36,8 @@ pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
             job = %job.name,
             "catch-up needs a store that records fires; this job does not catch up"
         );
-    } else if job.catch_up
-        && let Some(fire) = job.schedule.fire_containing(start)
-        && fire.at() < start
-    {
+    } else if let Some(fire) = catch_up_fire(&shared, &job, start) {
+        set_next_fire(&job, Some(fire.at()));
         tracing::debug!(job = %job.name, fire = %fire.at(), "catching up on the latest fire");
         if let Some(after) = fire_and_after(&shared, &job, fire, true).await {
             cursor = after;
@@ -109,11 +107,32 @@ async fn fire_and_after(
     }
 }
 
+/// The fire a job that catches up claims first when it starts at `start` (by the store's
+/// clock): the latest one before `start`, if the job catches up and the store records fires.
+fn catch_up_fire(shared: &Shared, job: &Entry, start: DateTime<Utc>) -> Option<Fire> {
+    if !job.catch_up || shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
+        return None;
+    }
+    job.schedule
+        .fire_containing(start)
+        .filter(|fire| fire.at() < start)
+}
+
+/// The first fire a job's loop decides when it starts at `start`: its catch-up fire, or else
+/// its next fire. What [`JobStatus::next_fire`](super::JobStatus::next_fire) shows from the
+/// moment the job is started.
+pub(super) fn first_fire(
+    shared: &Shared,
+    job: &Entry,
+    start: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    catch_up_fire(shared, job, start)
+        .map(|fire| fire.at())
+        .or_else(|| job.schedule.next_after(start))
+}
+
 fn set_next_fire(job: &Entry, at: Option<DateTime<Utc>>) {
-    *job.counters
-        .next_fire
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = at;
+    job.counters.set_next_fire(at);
 }
 
 /// After a run that started at `fire`: the fires met while it held the lock are counted held

@@ -1,5 +1,6 @@
 //! Running jobs on a schedule, each fire at most once across replicas: [`Scheduler`], [`Job`],
-//! [`Schedule`], and what a job reports ([`JobStatus`], [`RunOutcome`]). Feature `scheduler`.
+//! [`Schedule`], a job's settings as data ([`JobSpec`]), and what a job reports ([`JobStatus`],
+//! [`RunOutcome`]). Feature `scheduler`.
 
 mod clock;
 mod job;
@@ -7,6 +8,7 @@ mod job_loop;
 mod ledger;
 mod lost;
 mod on_held;
+mod spec;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -23,11 +25,12 @@ use tokio::time::{Instant, sleep_until};
 
 pub use job::{Job, JobOutput, RunContext};
 pub use on_held::OnHeld;
+pub use spec::JobSpec;
 pub use status::{JobStatus, LastRun, RunOutcome};
 
 pub use crate::schedule::Schedule;
 
-use crate::config::{LockConfig, validate_name};
+use crate::config::LockConfig;
 use crate::drain::Drained;
 use crate::error::{Error, Result};
 use crate::executor::LockingTaskExecutor;
@@ -136,6 +139,8 @@ struct Shared {
 
 struct Entry {
     name: String,
+    /// The job's settings as registered, shown in its status.
+    spec: JobSpec,
     cfg: LockConfig,
     schedule: Schedule,
     body: BoxedBody,
@@ -221,45 +226,26 @@ impl Scheduler {
             return Err(Error::shutdown("scheduler"));
         }
         let executor = &self.shared.executor;
-        let lock_name = job.lock_name.clone().unwrap_or_else(|| job.name.clone());
-        validate_name(&lock_name, executor.provider().max_name_len())?;
-        let Some(at_most) = job.at_most.or(executor.default_at_most()) else {
+        let spec = job.spec;
+        let cfg = spec.lock_config(
+            executor.default_at_most(),
+            executor.provider().max_name_len(),
+            self.shared.clock.store_now(),
+        )?;
+        if cfg.at_most().is_none() {
             return Err(Error::invalid_config(format!(
                 "job {:?} has no at_most and the executor no default_at_most: set one",
-                job.name
-            )));
-        };
-        let at_least = job.at_least.unwrap_or(Duration::ZERO);
-        let cfg = LockConfig::builder(lock_name.clone())
-            .at_most(at_most)
-            .at_least(at_least)
-            .keep_alive(job.keep_alive)
-            .build()
-            .map_err(|e| Error::invalid_config(format!("job {:?}: {e}", job.name)))?;
-        let now = self.shared.clock.store_now();
-        if job.schedule.next_after(now).is_none() {
-            return Err(Error::invalid_config(format!(
-                "job {:?}: its schedule ({}) never fires again",
-                job.name, job.schedule
-            )));
-        }
-        let gap = job.schedule.shortest_gap(now);
-        if !at_least.is_zero() && at_least >= gap {
-            return Err(Error::invalid_config(format!(
-                "job {:?}: at_least ({}) is not shorter than its schedule's shortest gap ({}): \
-                 every other fire would find the lock still held",
-                job.name,
-                shedlock_duration::format(at_least),
-                shedlock_duration::format(gap)
+                spec.name
             )));
         }
         let entry = Arc::new(Entry {
-            name: job.name,
+            name: spec.name.clone(),
             cfg,
-            schedule: job.schedule,
+            schedule: spec.schedule.clone(),
             body: job.body,
-            catch_up: job.catch_up,
-            on_held: job.on_held,
+            catch_up: spec.catch_up,
+            on_held: spec.on_held,
+            spec,
             leader: job.leader,
             counters: Counters::default(),
             unsettled: Mutex::new(None),
@@ -324,6 +310,11 @@ impl Scheduler {
     }
 
     fn spawn(&self, job: Arc<Entry>) {
+        // The fire the loop decides first, known from now on: a status read right after
+        // `start` returns shows it (the loop sets it again as it goes).
+        let start = self.shared.clock.store_now();
+        job.counters
+            .set_next_fire(job_loop::first_fire(&self.shared, &job, start));
         let handle = tokio::spawn(job_loop(self.shared.clone(), job));
         self.shared
             .tasks
@@ -351,7 +342,7 @@ impl Scheduler {
         self.jobs()
             .iter()
             .find(|j| j.name == name)
-            .map(|j| j.counters.snapshot(&j.name))
+            .map(|j| j.counters.snapshot(&j.spec))
     }
 
     /// The state of every job, in registration order.
@@ -359,7 +350,7 @@ impl Scheduler {
     pub fn statuses(&self) -> Vec<JobStatus> {
         self.jobs()
             .iter()
-            .map(|j| j.counters.snapshot(&j.name))
+            .map(|j| j.counters.snapshot(&j.spec))
             .collect()
     }
 

@@ -2,7 +2,8 @@
 
 /// What a job does with a fire met while its lock is held: a previous run (of this replica or
 /// another) still going, or a plain-lock user holding the job's lock. Set with
-/// [`Job::on_held`](crate::Job::on_held).
+/// [`Job::on_held`](crate::Job::on_held); in a configuration file, `"skip"` or `"run_late"`
+/// ([`JobSpec`](crate::scheduler::JobSpec)).
 ///
 /// Either way a fire runs at most once, never before its instant `F` by the store's clock and
 /// never after its window `[F, next)` ends: a late run is a claim like any other, answered by
@@ -18,7 +19,8 @@
 /// # let _ = report;
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum OnHeld {
     /// Count the fire `held` and skip it ("skip if still running"). The default.

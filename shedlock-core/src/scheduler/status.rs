@@ -1,12 +1,17 @@
 //! What a scheduler knows about each job: [`JobStatus`].
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
-/// How one run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+use super::JobSpec;
+
+/// How one run ended. In JSON, within [`LastRun`]: `"outcome"` is `"succeeded"`, `"failed"`
+/// (with `"error"`, the message), `"panicked"` or `"cancelled"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", content = "error", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RunOutcome {
     /// The body returned `()` or `Ok(())`.
@@ -20,7 +25,7 @@ pub enum RunOutcome {
 }
 
 /// The last run of a job on this replica.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct LastRun {
     /// The fire it ran.
@@ -30,6 +35,7 @@ pub struct LastRun {
     /// When it ended (same clock).
     pub ended: DateTime<Utc>,
     /// How it ended.
+    #[serde(flatten)]
     pub outcome: RunOutcome,
 }
 
@@ -37,12 +43,22 @@ pub struct LastRun {
 ///
 /// The counts are of this replica's fires: across replicas, each fire is run by at most one of
 /// them, and is counted `claimed_elsewhere` (or `held`) by the others.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It implements [`serde::Serialize`] (and `Deserialize`), for a `/status` endpoint: the fields
+/// below by these names, times in RFC 3339 (UTC), `spec` as [`JobSpec`] writes it, and
+/// `last_run` with its outcome flattened (see [`RunOutcome`]). `cargo run -p shedlock-examples
+/// --example config_file` serves and prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct JobStatus {
     /// The job's name.
     pub name: String,
-    /// The next fire this replica waits for, if any.
+    /// The job's settings, as registered.
+    pub spec: JobSpec,
+    /// The fire this replica decides next (it changes once that fire is decided): set when the
+    /// job starts, so right after [`Scheduler::start`](crate::Scheduler::start) returns; for a
+    /// job that catches up, first its catch-up fire, which is past. `None` before the job
+    /// starts and after its schedule ends or the scheduler shuts down.
     pub next_fire: Option<DateTime<Utc>>,
     /// The last run on this replica.
     pub last_run: Option<LastRun>,
@@ -79,18 +95,26 @@ impl Counters {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, name: &str) -> JobStatus {
+    pub(crate) fn set_next_fire(&self, at: Option<DateTime<Utc>>) {
+        *self
+            .next_fire
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = at;
+    }
+
+    pub(crate) fn snapshot(&self, spec: &JobSpec) -> JobStatus {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         JobStatus {
-            name: name.to_owned(),
+            name: spec.name.clone(),
+            spec: spec.clone(),
             next_fire: *self
                 .next_fire
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
+                .unwrap_or_else(PoisonError::into_inner),
             last_run: self
                 .last_run
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(PoisonError::into_inner)
                 .clone(),
             runs: get(&self.runs),
             claimed_elsewhere: get(&self.claimed_elsewhere),

@@ -1109,3 +1109,56 @@ async fn a_cancelled_run_sees_the_signal_while_it_still_holds_its_lock() {
     );
     assert!(store.inner().holder("export").await.unwrap().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn next_fire_is_known_as_soon_as_start_returns() {
+    // The store's clock a day ahead of this process's, at half past an hour: the expected fires
+    // follow from the store's clock only.
+    let hour = Utc::now().timestamp() / 3600 * 3600 + 86_400;
+    let store: Store = Arc::new(FaultyProvider::new(InMemoryLockProvider::starting_at(
+        DateTime::from_timestamp(hour + 1800, 0).unwrap(),
+    )));
+    let a = scheduler(&store, "a");
+    a.add(Job::new("hourly", every(3600 * SEC), |_| async {}))
+        .unwrap();
+    let berlin = Schedule::cron_in("0 45 * * * *", "Europe/Berlin").unwrap();
+    a.add(Job::new("berlin", berlin, |_| async {})).unwrap();
+    let caught = Job::new("caught", every(3600 * SEC), |_| async {}).catch_up(true);
+    a.add(caught).unwrap();
+    assert_eq!(a.status("hourly").unwrap().next_fire, None, "not started");
+    a.start().await.unwrap();
+    let at = |secs| DateTime::from_timestamp(secs, 0);
+    assert_eq!(a.status("hourly").unwrap().next_fire, at(hour + 3600));
+    assert_eq!(a.status("berlin").unwrap().next_fire, at(hour + 2700));
+    assert_eq!(
+        a.status("caught").unwrap().next_fire,
+        at(hour),
+        "a job that catches up decides its catch-up fire first"
+    );
+    a.add(Job::new("late", every(60 * SEC), |_| async {}))
+        .unwrap();
+    assert_eq!(a.status("late").unwrap().next_fire, at(hour + 1860));
+    a.shutdown(SEC).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_serialises_with_its_spec_and_last_run() {
+    // 2027-01-15T08:00:00Z, on a minute; the store starts 10 s before it.
+    let minute = 1_800_000_000;
+    let store: Store = Arc::new(FaultyProvider::new(InMemoryLockProvider::starting_at(
+        DateTime::from_timestamp(minute - 10, 0).unwrap(),
+    )));
+    let a = scheduler(&store, "a");
+    let job = Job::new("sync", every(60 * SEC), |_| async { Err::<(), _>("boom") });
+    a.add(job.at_most(30 * SEC)).unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(40 * SEC).await;
+    let status = a.status("sync").unwrap();
+    let text = serde_json::to_string(&status).unwrap();
+    assert_eq!(
+        text,
+        r#"{"name":"sync","spec":{"name":"sync","every":"1m","at_most":"30s","keep_alive":false,"catch_up":false,"on_held":"skip"},"next_fire":"2027-01-15T08:01:00Z","last_run":{"fire":"2027-01-15T08:00:00Z","started":"2027-01-15T08:00:00Z","ended":"2027-01-15T08:00:00Z","outcome":"failed","error":"boom"},"runs":1,"claimed_elsewhere":0,"held":0,"missed":0,"errors":1,"store_errors":0}"#
+    );
+    assert_eq!(serde_json::from_str::<JobStatus>(&text).unwrap(), status);
+    a.shutdown(SEC).await;
+}
