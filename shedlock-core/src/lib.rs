@@ -3,7 +3,8 @@
 //!
 //! **An application** needs only the root: `#[scheduled_lock]`, or a [`LockingTaskExecutor`]
 //! and [`LockConfig`]; a [`Scheduler`] of [`Job`]s; a [`LeaderLatch`]; [`current_lock`],
-//! [`shutdown_signal`], [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
+//! [`shutdown_signal`] and [`Shutdown`], [`parse_duration`]; [`InMemoryLockProvider`] for tests.
+//! The modules:
 //!
 //! - [`provider`]: store authors: the store contract, `LockProvider`, and its helpers.
 //! - [`admin`]: operator tools, listing and freeing locks.
@@ -86,6 +87,7 @@ pub mod provider;
 mod schedule;
 #[cfg(feature = "scheduler")]
 pub mod scheduler;
+mod shutdown;
 mod signal;
 #[cfg(test)]
 mod test_observe;
@@ -112,6 +114,7 @@ pub use memory::InMemoryLockProvider;
 #[doc(inline)]
 pub use scheduler::{Job, RunContext, Schedule, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
+pub use shutdown::{Shutdown, ShutdownReport};
 pub use signal::shutdown_signal;
 
 // The old root paths of the modules' items, kept for one release (removed in the next).
