@@ -41,8 +41,10 @@ fn long_run(event: &Event) -> Option<u64> {
     }
 }
 
-async fn the_new_leader_leads_before_the_drained_run_ends(cluster: Option<Cluster>) {
+async fn the_new_leader_leads_before_the_drained_run_ends(store: &str, cluster: Option<Cluster>) {
     let Some(mut cluster) = cluster else { return };
+    // The latch refuses a call timeout longer than its acquire interval.
+    cluster.call_timeout = ACQUIRE;
     cluster.extra_args = vec![
         "--acquire".to_owned(),
         format!("{}ms", ACQUIRE.as_millis()),
@@ -112,8 +114,8 @@ async fn the_new_leader_leads_before_the_drained_run_ends(cluster: Option<Cluste
     });
     let handover = b_leads - sent;
     eprintln!(
-        "SIGTERM to the new leader: {handover:?} with a job running (follower attempts every \
-         {ACQUIRE:?}); a's drained run ended {:?} after the SIGTERM",
+        "{store}: SIGTERM to the new leader: {handover:?} with a job running (follower attempts \
+         every {ACQUIRE:?}); a's drained run ended {:?} after the SIGTERM",
         run_ended - sent
     );
     assert!(
@@ -152,6 +154,7 @@ const JOBS: [&str; 2] = [
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn the_new_leader_leads_before_the_drained_run_ends_on_postgres() {
     the_new_leader_leads_before_the_drained_run_ends(
+        "Postgres",
         shedlock_sqlx::testing::postgres_url().map(|url| Cluster::new(&url, "handover", &JOBS)),
     )
     .await;
@@ -161,6 +164,7 @@ async fn the_new_leader_leads_before_the_drained_run_ends_on_postgres() {
 #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
 async fn the_new_leader_leads_before_the_drained_run_ends_on_mariadb() {
     the_new_leader_leads_before_the_drained_run_ends(
+        "MariaDB",
         shedlock_sqlx::testing::mysql_url().map(|url| Cluster::new(&url, "handover", &JOBS)),
     )
     .await;
@@ -170,6 +174,7 @@ async fn the_new_leader_leads_before_the_drained_run_ends_on_mariadb() {
 #[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn the_new_leader_leads_before_the_drained_run_ends_on_redis() {
     the_new_leader_leads_before_the_drained_run_ends(
+        "Redis",
         shedlock_redis::testing::redis_url()
             .map(|url| Cluster::on_kv_store(&url, "handover", &JOBS)),
     )
