@@ -52,10 +52,10 @@ struct Frame {
 /// | [`cancelled`](Self::cancelled), [`is_cancelled`](Self::is_cancelled) | when the grace is over and the run is still going | still held for one stop window (a second, or the call timeout if shorter); then the run is dropped, or the executor releases the lock |
 /// | [`lost`](Self::lost), [`is_lost`](Self::is_lost) | when the lock is no longer this run's: released, an extension refused, or `at_most` passed without a successful extension | another replica may hold it now |
 ///
-/// A [`leader_only`](crate::Job::leader_only) job's run is also stopped when its leader term
-/// ends ([`LeaderTerm::ended`](crate::latch::LeaderTerm::ended), from
-/// [`RunContext::term`](crate::RunContext::term)): it gets the stop window, not the grace. A
-/// lock that no executor handed out (a leader latch's) is never stopping nor cancelled.
+/// A scheduler's run of a `leader_only` job is also stopped when its leader term ends
+/// ([`LeaderTerm::ended`](crate::latch::LeaderTerm::ended), from `RunContext::term`): it gets the
+/// stop window, not the grace. A lock that no executor handed out (a leader latch's) is never
+/// stopping nor cancelled.
 ///
 /// ```
 /// use std::time::Duration;

@@ -92,6 +92,8 @@ pub(crate) struct DrainState {
     /// Whether a caller runs the drain (the phase may have left `Running` before, by
     /// [`begin`](Self::begin)).
     driven: std::sync::atomic::AtomicBool,
+    /// Locks held when the drain began.
+    held_at_start: std::sync::atomic::AtomicUsize,
     outcome: Mutex<Option<Drained>>,
 }
 
@@ -132,6 +134,7 @@ impl DrainState {
             count: watch::channel(0).0,
             next_id: AtomicU64::new(1),
             driven: std::sync::atomic::AtomicBool::new(false),
+            held_at_start: std::sync::atomic::AtomicUsize::new(0),
             outcome: Mutex::new(None),
         })
     }
@@ -219,13 +222,19 @@ impl DrainState {
     /// [`LockHandle::stopping`](crate::current::LockHandle::stopping) fire. The
     /// [`drain`](Self::drain) that follows gives the grace and releases.
     pub(crate) fn begin(&self) {
-        self.phase.send_if_modified(|phase| {
+        // Under the map's lock, as `register` checks the phase: a lock is counted here or
+        // refused there.
+        let live = self.live();
+        let first = self.phase.send_if_modified(|phase| {
             let first = *phase == DrainPhase::Running;
             if first {
                 *phase = DrainPhase::Draining;
             }
             first
         });
+        if first {
+            self.held_at_start.store(live.len(), Ordering::SeqCst);
+        }
     }
 
     /// The drain itself; every caller (clones of the executor included) waits for the same one.
@@ -244,7 +253,7 @@ impl DrainState {
                 .unwrap_or_else(PoisonError::into_inner)
                 .unwrap_or_default();
         }
-        let held_at_start = self.live().len();
+        let held_at_start = self.held_at_start.load(Ordering::SeqCst);
         tracing::info!(
             held = held_at_start,
             grace = %shedlock_duration::format(grace),

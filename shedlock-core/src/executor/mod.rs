@@ -506,9 +506,9 @@ impl LockingTaskExecutor {
     /// on, without its lock, until the process exits. Calling it again, or on a clone, waits for
     /// the same drain.
     ///
-    /// With a [`LeaderLatch`](crate::LeaderLatch) or a [`Scheduler`](crate::Scheduler), shut
-    /// them down together with [`Shutdown`](crate::Shutdown): the latch then hands leadership
-    /// over at once instead of after the drain.
+    /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, shut them down together
+    /// with [`Shutdown`](crate::Shutdown): the latch then hands leadership over at once instead
+    /// of after the drain.
     ///
     /// ```
     /// use std::time::Duration;
