@@ -147,7 +147,7 @@ impl Shutdown {
             executors = self.executors.len(),
             latches = self.latches.len(),
             grace = %shedlock_duration::format(self.grace),
-            "shutting down: leadership handed over; runs in flight told to stop"
+            "shutting down: latches stepped down; runs in flight told to stop"
         );
         // Step 2, each part in a task of its own: side by side, and carried to its end even if
         // this future is dropped (a drain left halfway would keep its locks to `at_most`).
