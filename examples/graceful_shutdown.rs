@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use shedlock_core::{Job, LockConfig, LockingTaskExecutor, Schedule, Scheduler};
+use shedlock_core::{Job, LockConfig, LockingTaskExecutor, Schedule, Scheduler, Shutdown};
 use shedlock_sqlx::SqliteLockProvider;
 use shedlock_sqlx::sqlx::sqlite::SqliteConnectOptions;
 
@@ -50,7 +50,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         signal = shedlock_core::shutdown_signal() => println!("received {}", signal?),
         () = tokio::time::sleep(Duration::from_secs(5)) => println!("stopping (demo timeout)"),
     }
-    let drained = scheduler.shutdown(Duration::from_secs(10)).await;
+    // With leader-only jobs, their latch would step down here at once too.
+    let drained = Shutdown::new(Duration::from_secs(10))
+        .scheduler(&scheduler)
+        .run()
+        .await
+        .drained;
     let status = scheduler.status("export").ok_or("the job is registered")?;
     println!(
         "drained: {} finished, {} cancelled, {} release failures; runs {}, errors {}",

@@ -10,9 +10,9 @@
 //! event: [`Event::Ran`] (from the run itself, with its fire), [`Event::Skipped`],
 //! [`Event::Missed`] (with the reason) or [`Event::Error`].
 //!
-//! The replica stops when its stop signal fires: [`Scheduler::shutdown`] claims nothing more,
-//! lets the runs in flight finish within the grace period, releases their locks, and the
-//! replica reports [`Event::Stopped`] and returns.
+//! The replica stops when its stop signal fires: a [`Shutdown`] of its scheduler claims nothing
+//! more, steps the leader-only jobs' latch down at once, lets the runs in flight finish within the
+//! grace period, releases their locks, and the replica reports [`Event::Stopped`] and returns.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shedlock_core::provider::chrono::{DateTime, Utc};
 use shedlock_core::{
-    Job, LeaderLatch, LockingTaskExecutor, Schedule, Scheduler, current_lock,
+    Job, LeaderLatch, LockingTaskExecutor, Schedule, Scheduler, Shutdown, current_lock,
     provider::{Fire, LockProvider},
     scheduler::{JobStatus, OnHeld},
 };
@@ -296,16 +296,16 @@ pub async fn run_with(
             _ = stop.wait_for(|stopping| *stopping) => break,
         }
     }
-    let drained = scheduler.shutdown(opts.grace).await;
-    tracing::info!(replica = ctx.replica, ?drained, "scheduler drained");
+    // The latch of the leader-only jobs steps down at once, so another replica leads while
+    // this one drains; `Shutdown` finds it through the scheduler.
+    let report = Shutdown::new(opts.grace).scheduler(&scheduler).run().await;
+    tracing::info!(replica = ctx.replica, drained = ?report.drained, "scheduler drained");
+    for error in &report.latch_errors {
+        tracing::warn!(%error, "closing the latch failed; its row expires after the lease");
+    }
     watcher.poll(&scheduler, &ctx);
-    if let Some(latch) = &latch {
-        if let Err(error) = latch.close().await {
-            tracing::warn!(%error, "closing the latch failed; its row expires after the lease");
-        }
-        if let Some(terms) = terms {
-            let _ = terms.await;
-        }
+    if let Some(terms) = terms {
+        let _ = terms.await;
     }
     let statuses = scheduler.statuses();
     let sum = |f: fn(&JobStatus) -> u64| statuses.iter().map(f).sum::<u64>();

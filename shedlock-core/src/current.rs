@@ -37,7 +37,25 @@ struct Frame {
 ///
 /// You get one from a [`LockGuard`](crate::LockGuard) (which derefs to it) or, inside a locked
 /// task (including a `#[scheduled_lock]` body), from [`current_lock`]. Clones share state.
-/// This is ShedLock's `LockExtender` plus the lost-lock signal.
+/// This is ShedLock's `LockExtender` plus the lost-lock and shutdown signals.
+///
+/// # Stop signals
+///
+/// A run learns from three signals that it should stop; each has a `bool` check and a future to
+/// race against the work with `tokio::select!`. In the order a graceful shutdown
+/// ([`Shutdown`](crate::Shutdown) or [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown))
+/// fires them:
+///
+/// | signal | fires | the lock |
+/// |---|---|---|
+/// | [`stopping`](Self::stopping), [`is_stopping`](Self::is_stopping) | when the executor's drain begins, at the start of the grace period | still held: finish, or checkpoint and return early to release it |
+/// | [`cancelled`](Self::cancelled), [`is_cancelled`](Self::is_cancelled) | when the grace is over and the run is still going | still held for one stop window (a second, or the call timeout if shorter); then the run is dropped, or the executor releases the lock |
+/// | [`lost`](Self::lost), [`is_lost`](Self::is_lost) | when the lock is no longer this run's: released, an extension refused, or `at_most` passed without a successful extension | another replica may hold it now |
+///
+/// A scheduler's run of a `leader_only` job is also stopped when its leader term ends
+/// ([`LeaderTerm::ended`](crate::latch::LeaderTerm::ended), from `RunContext::term`): it gets the
+/// stop window, not the grace. A lock that no executor handed out (a leader latch's) is never
+/// stopping nor cancelled.
 ///
 /// ```
 /// use std::time::Duration;
@@ -87,6 +105,54 @@ impl LockHandle {
         }
     }
 
+    /// Whether the executor's shutdown has begun: no new runs start, and this one has the grace
+    /// period to finish (see [Stop signals](Self#stop-signals)).
+    #[must_use]
+    pub fn is_stopping(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|rx| *rx.borrow() >= DrainPhase::Draining)
+    }
+
+    /// Resolves when the executor's shutdown begins, at the start of the grace period (see
+    /// [Stop signals](Self#stop-signals)); never for a lock that no executor handed out. A long
+    /// run can checkpoint and return, releasing its lock early instead of being cancelled when
+    /// the grace is over:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{current_lock, InMemoryLockProvider, LockConfig, LockingTaskExecutor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let cfg = LockConfig::new("import", Duration::from_secs(600))?;
+    /// let run = tokio::spawn({
+    ///     let executor = executor.clone();
+    ///     async move {
+    ///         executor.execute(&cfg, async {
+    ///             let lock = current_lock().expect("locked");
+    ///             let mut batches = 0;
+    ///             while !lock.is_stopping() && batches < 100 {
+    ///                 tokio::time::sleep(Duration::from_secs(1)).await; // one batch
+    ///                 batches += 1;
+    ///             }
+    ///             batches // a checkpoint: where the next run resumes
+    ///         }).await
+    ///     }
+    /// });
+    /// tokio::time::sleep(Duration::from_millis(2500)).await; // two batches done
+    /// let drained = executor.shutdown(Duration::from_secs(60)).await;
+    /// assert_eq!((drained.finished, drained.cancelled), (1, 0));
+    /// assert_eq!(run.await.expect("no panic")?, Some(3));
+    /// # Ok(()) }
+    /// ```
+    pub async fn stopping(&self) {
+        match &self.cancel {
+            Some(rx) => crate::drain::reached(rx.clone(), DrainPhase::Draining).await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Whether the executor's shutdown has cancelled this run: its grace period ran out while
     /// the lock was held. The executor releases the lock right after (so
     /// [`is_lost`](Self::is_lost) follows); stop the work.
@@ -97,10 +163,9 @@ impl LockHandle {
             .is_some_and(|rx| *rx.borrow() >= DrainPhase::Cancelling)
     }
 
-    /// Resolves when the executor's shutdown cancels this run (see
-    /// [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown)); never for a
-    /// lock that no executor handed out (a leader latch's). Race it against the work, as
-    /// [`lost`](Self::lost):
+    /// Resolves when the executor's shutdown cancels this run, at the end of the grace period
+    /// (see [Stop signals](Self#stop-signals)); never for a lock that no executor handed out (a
+    /// leader latch's). Race it against the work, as [`lost`](Self::lost):
     ///
     /// ```
     /// use std::time::Duration;
@@ -129,7 +194,7 @@ impl LockHandle {
     /// ```
     pub async fn cancelled(&self) {
         match &self.cancel {
-            Some(rx) => crate::drain::cancelled(rx.clone()).await,
+            Some(rx) => crate::drain::reached(rx.clone(), DrainPhase::Cancelling).await,
             None => std::future::pending().await,
         }
     }
@@ -190,6 +255,7 @@ impl fmt::Debug for LockHandle {
             .field("name", &self.name)
             .field("fencing_token", &self.fencing_token)
             .field("lost", &self.is_lost())
+            .field("stopping", &self.is_stopping())
             .field("cancelled", &self.is_cancelled())
             .finish_non_exhaustive()
     }

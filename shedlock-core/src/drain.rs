@@ -52,7 +52,8 @@ pub(crate) fn is_held_in_process(record: &LockRecord) -> bool {
 pub(crate) enum DrainPhase {
     /// New runs start.
     Running,
-    /// No new runs; runs in flight get the grace period.
+    /// No new runs; runs in flight are told the drain began
+    /// ([`LockHandle::stopping`](crate::current::LockHandle::stopping)) and get the grace period.
     Draining,
     /// The grace is over: runs still going are told to stop and their locks are released.
     Cancelling,
@@ -88,6 +89,11 @@ pub(crate) struct DrainState {
     /// Registered locks plus acquires in flight; the drain waits for zero.
     count: watch::Sender<usize>,
     next_id: AtomicU64,
+    /// Whether a caller runs the drain (the phase may have left `Running` before, by
+    /// [`begin`](Self::begin)).
+    driven: std::sync::atomic::AtomicBool,
+    /// Locks held when the drain began.
+    held_at_start: std::sync::atomic::AtomicUsize,
     outcome: Mutex<Option<Drained>>,
 }
 
@@ -127,6 +133,8 @@ impl DrainState {
             acquiring: std::sync::atomic::AtomicUsize::new(0),
             count: watch::channel(0).0,
             next_id: AtomicU64::new(1),
+            driven: std::sync::atomic::AtomicBool::new(false),
+            held_at_start: std::sync::atomic::AtomicUsize::new(0),
             outcome: Mutex::new(None),
         })
     }
@@ -210,21 +218,33 @@ impl DrainState {
         AcquireTicket(self.clone())
     }
 
+    /// Begins the drain now, without waiting: new runs are refused and runs in flight see
+    /// [`LockHandle::stopping`](crate::current::LockHandle::stopping) fire. The
+    /// [`drain`](Self::drain) that follows gives the grace and releases.
+    pub(crate) fn begin(&self) {
+        // Under the map's lock, as `register` checks the phase: a lock is counted here or
+        // refused there.
+        let live = self.live();
+        let first = self.phase.send_if_modified(|phase| {
+            let first = *phase == DrainPhase::Running;
+            if first {
+                *phase = DrainPhase::Draining;
+            }
+            first
+        });
+        if first {
+            self.held_at_start.store(live.len(), Ordering::SeqCst);
+        }
+    }
+
     /// The drain itself; every caller (clones of the executor included) waits for the same one.
     pub(crate) async fn drain(
         self: &Arc<Self>,
         grace: Duration,
         call_timeout: Duration,
     ) -> Drained {
-        let first = self.phase.send_if_modified(|phase| {
-            if *phase == DrainPhase::Running {
-                *phase = DrainPhase::Draining;
-                true
-            } else {
-                false
-            }
-        });
-        if !first {
+        self.begin();
+        if self.driven.swap(true, Ordering::SeqCst) {
             let mut phase = self.phase.subscribe();
             let _ = phase.wait_for(|p| *p == DrainPhase::Done).await;
             return self
@@ -233,7 +253,7 @@ impl DrainState {
                 .unwrap_or_else(PoisonError::into_inner)
                 .unwrap_or_default();
         }
-        let held_at_start = self.live().len();
+        let held_at_start = self.held_at_start.load(Ordering::SeqCst);
         tracing::info!(
             held = held_at_start,
             grace = %shedlock_duration::format(grace),
@@ -329,13 +349,9 @@ pub(crate) fn stop_window(call_timeout: Duration) -> Duration {
     call_timeout.min(Duration::from_secs(1))
 }
 
-/// Resolves when `phase` reaches [`DrainPhase::Cancelling`] (never, if it never does).
-pub(crate) async fn cancelled(mut phase: watch::Receiver<DrainPhase>) {
-    if phase
-        .wait_for(|p| *p >= DrainPhase::Cancelling)
-        .await
-        .is_err()
-    {
+/// Resolves when `phase` reaches `at_least` (never, if it never does).
+pub(crate) async fn reached(mut phase: watch::Receiver<DrainPhase>, at_least: DrainPhase) {
+    if phase.wait_for(|p| *p >= at_least).await.is_err() {
         std::future::pending::<()>().await;
     }
 }

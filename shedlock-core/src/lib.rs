@@ -10,6 +10,10 @@
 )]
 #![cfg_attr(
     not(feature = "scheduler"),
+    doc = "[`JobSpec`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.JobSpec.html"
+)]
+#![cfg_attr(
+    not(feature = "scheduler"),
     doc = "[`scheduler`]: https://docs.rs/shedlock-core/latest/shedlock_core/scheduler/"
 )]
 #![cfg_attr(
@@ -21,8 +25,8 @@
 //!
 //! **An application** needs only the root: `#[scheduled_lock]`, or a [`LockingTaskExecutor`]
 //! and [`LockConfig`]; a [`Scheduler`] of [`Job`]s, whose settings a [`JobSpec`] reads from a
-//! configuration file; a [`LeaderLatch`]; [`current_lock`], [`shutdown_signal`],
-//! [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
+//! configuration file; a [`LeaderLatch`]; [`current_lock`], [`shutdown_signal`] and
+//! [`Shutdown`], [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
 //!
 //! - [`provider`]: store authors: the store contract, `LockProvider`, and its helpers.
 //! - [`admin`]: operator tools, listing and freeing locks.
@@ -105,6 +109,7 @@ pub mod provider;
 mod schedule;
 #[cfg(feature = "scheduler")]
 pub mod scheduler;
+mod shutdown;
 mod signal;
 #[cfg(test)]
 mod test_observe;
@@ -131,6 +136,7 @@ pub use memory::InMemoryLockProvider;
 #[doc(inline)]
 pub use scheduler::{Job, JobSpec, RunContext, Schedule, Scheduler};
 pub use shedlock_duration::{ParseError as DurationParseError, parse as parse_duration};
+pub use shutdown::{Shutdown, ShutdownReport};
 pub use signal::shutdown_signal;
 
 // The old root paths of the modules' items, kept for one release (removed in the next).

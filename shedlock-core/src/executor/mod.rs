@@ -486,7 +486,8 @@ impl LockingTaskExecutor {
     ///
     /// 1. at once, new runs are refused: [`execute`](Self::execute) and
     ///    [`try_lock`](Self::try_lock) return an error with [`Error::is_shutdown`] (never
-    ///    `Ok(None)`, which would read as "held elsewhere");
+    ///    `Ok(None)`, which would read as "held elsewhere"), and runs in flight are told:
+    ///    [`LockHandle::stopping`] resolves and [`LockHandle::is_stopping`] turns true;
     /// 2. runs and [`LockGuard`]s in flight get up to `grace` to finish and release as usual;
     /// 3. then the rest are cancelled: [`LockHandle::cancelled`] resolves and
     ///    [`LockHandle::is_cancelled`] turns true (reach them through
@@ -505,11 +506,9 @@ impl LockingTaskExecutor {
     /// on, without its lock, until the process exits. Calling it again, or on a clone, waits for
     /// the same drain.
     ///
-    /// A [`LeaderLatch`](crate::LeaderLatch) has its own `close` with its own
-    /// [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace) for its leader-only work. Use
-    /// one grace for both: shut the executor (or the scheduler) down first, then close the latch;
-    /// the leader-only runs the executor drained are then already over and the latch's grace has
-    /// nothing left to wait for.
+    /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, shut them down together
+    /// with [`Shutdown`](crate::Shutdown): the latch then hands leadership over at once instead
+    /// of after the drain.
     ///
     /// ```
     /// use std::time::Duration;
@@ -530,6 +529,17 @@ impl LockingTaskExecutor {
     /// ```
     pub async fn shutdown(&self, grace: Duration) -> Drained {
         self.inner.drain.drain(grace, self.inner.call_timeout).await
+    }
+
+    /// Begins the drain without waiting (see [`Shutdown`](crate::Shutdown)): new runs are
+    /// refused and runs in flight see [`LockHandle::stopping`] at once.
+    pub(crate) fn begin_shutdown(&self) {
+        self.inner.drain.begin();
+    }
+
+    /// Whether `other` is this executor or a clone of it.
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Whether [`shutdown`](Self::shutdown) has begun (new runs are refused).

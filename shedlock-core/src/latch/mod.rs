@@ -204,6 +204,16 @@ impl LeaderLatch {
         &self.handle.shared
     }
 
+    /// Whether `other` is this latch or a clone of it.
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self.shared(), other.shared())
+    }
+
+    /// The first step of [`close`](Self::close), without waiting: steps down at once.
+    pub(crate) fn begin_close(&self) {
+        self.shared().request_close();
+    }
+
     /// The election's name.
     #[must_use]
     pub fn name(&self) -> &str {

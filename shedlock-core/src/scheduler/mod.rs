@@ -98,8 +98,8 @@ const MODE_PLAIN: u8 = 2;
 ///
 /// [`shutdown`](Self::shutdown) stops claiming at once, then drains the executor
 /// ([`LockingTaskExecutor::shutdown`]): runs get the grace period, the rest are cancelled and
-/// their locks released, and it returns when every release is done. Close a leader latch after
-/// it.
+/// their locks released, and it returns when every release is done. With leader-only jobs, shut
+/// down with [`Shutdown`](crate::Shutdown) instead: it also closes their latch at once.
 ///
 /// ```
 /// use std::time::Duration;
@@ -373,18 +373,50 @@ impl Scheduler {
     }
 
     /// Shuts down gracefully: no new fire is claimed from now on, then the executor drains
-    /// ([`LockingTaskExecutor::shutdown`]: runs get `grace`, the rest are cancelled — each
-    /// body sees the signal and gets a stop window (a second, or the call timeout if shorter) to return, is then dropped, and
-    /// is recorded [`RunOutcome::Cancelled`] — and every lock is released,
-    /// honouring `at_least`). Returns once every release is done or failed, and every job's
-    /// task has ended. The executor is shut down too (it refuses new runs for all its users).
-    /// Calling it again, or on a clone, waits for the same drain.
+    /// ([`LockingTaskExecutor::shutdown`]: runs are told at once
+    /// ([`LockHandle::stopping`](crate::current::LockHandle::stopping)) and get `grace`, the rest
+    /// are cancelled — each body sees the signal and gets a stop window (a second, or the call
+    /// timeout if shorter) to return, is then dropped, and is recorded
+    /// [`RunOutcome::Cancelled`] — and every lock is released, honouring `at_least`). Returns
+    /// once every release is done or failed, and every job's task has ended. The executor is
+    /// shut down too (it refuses new runs for all its users). Calling it again, or on a clone,
+    /// waits for the same drain.
     ///
-    /// With a [`LeaderLatch`]: shut the scheduler down first, then close the latch (its own
-    /// `shutdown_grace` then finds no leader-only run left).
+    /// It leaves the [`LeaderLatch`]es of [`leader_only`](Job::leader_only) jobs running: use
+    /// [`Shutdown`](crate::Shutdown), which closes them at once, so that another replica leads
+    /// while this one drains.
     pub async fn shutdown(&self, grace: Duration) -> Drained {
-        self.shared.stopping.send_replace(true);
+        self.begin_shutdown();
         let drained = self.shared.executor.shutdown(grace).await;
+        self.join_tasks().await;
+        drained
+    }
+
+    /// Stops claiming fires, at once (the executor's drain is the caller's).
+    pub(crate) fn begin_shutdown(&self) {
+        self.shared.stopping.send_replace(true);
+    }
+
+    /// The executor the jobs run on.
+    pub(crate) fn executor(&self) -> &LockingTaskExecutor {
+        &self.shared.executor
+    }
+
+    /// The latches the [`leader_only`](Job::leader_only) jobs follow (each once).
+    pub(crate) fn latches(&self) -> Vec<LeaderLatch> {
+        let mut latches: Vec<LeaderLatch> = Vec::new();
+        for job in self.jobs() {
+            if let Some(latch) = &job.leader
+                && !latches.iter().any(|l| l.same_as(latch))
+            {
+                latches.push(latch.clone());
+            }
+        }
+        latches
+    }
+
+    /// Waits for every job's task to end, after the executor's drain.
+    pub(crate) async fn join_tasks(&self) {
         let tasks: Vec<JoinHandle<()>> = std::mem::take(
             &mut *self
                 .shared
@@ -402,7 +434,6 @@ impl Scheduler {
                 abort.abort();
             }
         }
-        drained
     }
 }
 

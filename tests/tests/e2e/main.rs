@@ -29,4 +29,5 @@ mod leader_redis;
 mod lost_reply;
 mod macro_sqlite;
 mod pooler_pgbouncer;
+mod shutdown_handover;
 mod time_zones;

@@ -411,6 +411,18 @@ impl Replica {
         let _ = self.child.wait().await;
     }
 
+    /// Sends SIGTERM (with `kill`), as a deploy does; returns the instant just before.
+    pub(crate) fn sigterm(&self) -> Instant {
+        let pid = self.child.id().expect("a running replica");
+        let sent = Instant::now();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {pid} failed");
+        sent
+    }
+
     /// Asks the replica to stop (closes its standard input) and waits for it to exit, at most
     /// `within`. Returns whether it exited successfully in time (it is killed otherwise).
     pub(crate) async fn stop(mut self, within: Duration) -> bool {
