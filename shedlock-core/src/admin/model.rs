@@ -1,6 +1,15 @@
+// Without the `scheduler` feature the link goes to docs.rs, where every feature is on.
+#![cfg_attr(
+    not(feature = "scheduler"),
+    doc = "[`JobStatus`]: https://docs.rs/shedlock-core/latest/shedlock_core/scheduler/struct.JobStatus.html"
+)]
+#![cfg_attr(
+    feature = "scheduler",
+    doc = "[`JobStatus`]: crate::scheduler::JobStatus"
+)]
 //! The JSON that operator tools print, as serde types: the `shedlock` CLI's `--json` output
 //! ([`LockView`] for `list` and `show`, [`LeaderView`] for `leader`). A scheduler's `/status`
-//! uses [`JobStatus`](crate::scheduler::JobStatus), which serialises the same way.
+//! uses [`JobStatus`], which serialises the same way.
 //!
 //! This is where the shape is documented: each field below is a key, in this order. Times are
 //! RFC 3339 in UTC with every digit the store keeps (`2026-12-01T21:38:47.748002Z`), so a printed
