@@ -80,6 +80,7 @@ mod keepalive;
 pub mod latch;
 mod memory;
 mod observe;
+mod outage;
 pub mod owner;
 pub mod provider;
 #[cfg(feature = "scheduler")]

@@ -145,6 +145,13 @@ where
         let call = &store
             .call("create_table_if_not_exists")
             .about(format!("table {}", store.settings.table));
+        let look = &|e| self.map_error(e, "read the lock table's columns");
+        if D::detect(store, call, look).await?.is_some() {
+            // It exists: no CREATE, whose "already exists, skipping" notice Postgres would send
+            // on every start (sqlx logs notices at INFO). Replicas creating it at once may
+            // still race to the statement; one of them then gets the notice.
+            return Ok(());
+        }
         let map = |e| self.map_error(e, "create the lock table");
         store
             .run(call, |mut c| async move {
@@ -500,11 +507,11 @@ where
         Error::missing_table(
             self.inner.store.settings.table.to_string(),
             format!(
-                "create it with {}::create_table_if_not_exists() or the migrations \
+                "create it with {p}::create_table_if_not_exists(), with the migrations \
                  migrations/{m}/0001_shedlock.sql and migrations/{m}/0002_last_fire.sql of \
-                 shedlock-sqlx, i.e. run: {}",
-                D::PROVIDER,
-                self.inner.ddl,
+                 shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` \
+                 prints it)",
+                p = D::PROVIDER,
                 m = D::MIGRATIONS,
             ),
             source,
