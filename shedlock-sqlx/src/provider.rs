@@ -147,15 +147,18 @@ where
             .about(format!("table {}", store.settings.table));
         let look = &|e| self.map_error(e, "read the lock table's columns");
         if D::detect(store, call, look).await?.is_some() {
-            // It exists: no CREATE, whose "already exists, skipping" notice Postgres would send
-            // on every start (sqlx logs notices at INFO). Replicas creating it at once may
-            // still race to the statement; one of them then gets the notice.
+            // It exists: no CREATE, which needs the privilege, and whose "already exists,
+            // skipping" notice Postgres would send on every start (sqlx logs notices at INFO).
             return Ok(());
         }
         let map = |e| self.map_error(e, "create the lock table");
+        // Replicas creating the table at once: the statement may still meet it (the notice is
+        // silenced by `BEFORE_CREATE`).
+        let create = format!("{}{}", D::BEFORE_CREATE, self.inner.ddl);
+        let create = &create;
         store
             .run(call, |mut c| async move {
-                let ddl = || sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone()));
+                let ddl = || sqlx::raw_sql(AssertSqlSafe(create.clone()));
                 let mut outcome = call.timed(ddl().execute(c.conn())).await;
                 // Postgres: of sessions creating the table at once (replicas starting
                 // together), all but one may fail (a unique violation in its catalog, or "type

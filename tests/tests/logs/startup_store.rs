@@ -39,7 +39,10 @@ async fn creating_an_existing_table_logs_no_postgres_notice() {
     let Some(url) = testing::postgres_url() else {
         return;
     };
-    let table = testing::unique_table_name("shedlock_notice");
+    let (table, raced) = (
+        testing::unique_table_name("shedlock_notice"),
+        testing::unique_table_name("shedlock_notice_race"),
+    );
     let (log, capture) = LogCapture::capture(tracing::Level::TRACE);
     // Three replicas starting one after another, each creating the table if needed.
     for _ in 0..3 {
@@ -47,15 +50,27 @@ async fn creating_an_existing_table_logs_no_postgres_notice() {
         provider.create_table_if_not_exists().await.unwrap();
         provider.check().await.unwrap();
     }
+    // Three starting at once: each looks, finds no table, and creates it.
+    let [a, b, c] = [0, 1, 2].map(|_| provider(&url, &raced));
+    let created = tokio::join!(
+        a.create_table_if_not_exists(),
+        b.create_table_if_not_exists(),
+        c.create_table_if_not_exists()
+    );
+    created.0.unwrap();
+    created.1.unwrap();
+    created.2.unwrap();
     drop(capture);
     let text = log.text();
     assert!(!text.contains("already exists"), "{text}");
     assert!(!text.contains("sqlx::postgres::notice"), "{text}");
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
-        .execute(&pool)
-        .await
-        .unwrap();
+    for table in [table, raced] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
 }
 
 // One thread: the log capture is this thread's default subscriber.
