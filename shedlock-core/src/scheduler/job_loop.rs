@@ -235,8 +235,12 @@ async fn claim_and_run(
                             return false;
                         }
                     }
-                    FireClaim::WindowPassed { .. } => {
-                        tracing::info!("fire missed: its window passed before it was claimed");
+                    FireClaim::WindowPassed { now } => {
+                        tracing::info!(
+                            store_now = %now,
+                            window_end = %fire.next(),
+                            "fire missed: its window passed before it was claimed"
+                        );
                         Counters::bump(&job.counters.missed);
                         observe::fire(&job.name, "missed");
                         return false;
@@ -244,6 +248,7 @@ async fn claim_and_run(
                     FireClaim::ClaimedElsewhere {
                         recorded, holder, ..
                     } => {
+                        let by = holder.owner().to_owned();
                         if let Some(uncertain) = lost.take()
                             && recorded == fire.at()
                             && let Some(guard) =
@@ -254,7 +259,7 @@ async fn claim_and_run(
                         }
                         // The recorded claim is not one of this loop's lost ones (or another
                         // loop of this process runs it): nothing of this loop is left to settle.
-                        tracing::debug!("fire claimed by another replica");
+                        tracing::debug!(by, %recorded, "fire claimed by another replica");
                         Counters::bump(&job.counters.claimed_elsewhere);
                         observe::fire(&job.name, "claimed_elsewhere");
                         return false;

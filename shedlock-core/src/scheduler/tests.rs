@@ -1215,8 +1215,10 @@ async fn a_store_set_up_wrong_fails_start_with_one_error_and_no_job_starts() {
         let store = SetUpWrong::new(store(chrono::Duration::zero()), error);
         let a = scheduler_on(store.clone(), "a");
         let log = Log::default();
-        a.add(recording("sync", every(SEC), "a", &log)).unwrap();
-        a.add(recording("report", every(SEC), "a", &log)).unwrap();
+        a.add(recording("startup-sync", every(SEC), "a", &log))
+            .unwrap();
+        a.add(recording("startup-report", every(SEC), "a", &log))
+            .unwrap();
         let err = a.start().await.expect_err("a store set up wrong");
         assert_eq!(err.to_string(), message);
         assert_eq!(store.calls(), 1, "one question at start");
@@ -1247,7 +1249,7 @@ async fn start_checks_the_store_without_fire_claims_or_jobs() {
     assert!(none.check().await.unwrap_err().is_missing_table());
     let plain = scheduler_on(Arc::new(NoFireClaims(store.inner.clone())), "a");
     plain
-        .add(Job::new("sync", every(SEC), |_| async {}))
+        .add(Job::new("startup-sync", every(SEC), |_| async {}))
         .unwrap();
     plain.start().await.unwrap();
     plain.shutdown(SEC).await;
@@ -1264,7 +1266,8 @@ async fn an_unreachable_store_at_start_is_retried_unless_required() {
         store.inject(Operation::ClaimFire, Fault::Hang);
         let a = scheduler(&store, "a").require_store(required);
         let log = Log::default();
-        a.add(recording("sync", every(SEC), "a", &log)).unwrap();
+        a.add(recording("startup-sync", every(SEC), "a", &log))
+            .unwrap();
         let started = a.start().await;
         let claims = store.calls(Operation::ClaimFire);
         tokio::time::sleep(3 * SEC).await;
@@ -1309,8 +1312,10 @@ async fn a_failing_store_is_logged_once_per_job_per_outage_with_the_count_on_rec
             scheduler_on(Arc::new(NoFireClaims(store.clone())), "a")
         };
         let log = Log::default();
-        a.add(recording("sync", every(SEC), "a", &log)).unwrap();
-        a.add(recording("report", every(SEC), "a", &log)).unwrap();
+        a.add(recording("startup-sync", every(SEC), "a", &log))
+            .unwrap();
+        a.add(recording("startup-report", every(SEC), "a", &log))
+            .unwrap();
         a.start().await.unwrap();
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         let operation = if claims {
@@ -1338,7 +1343,7 @@ async fn a_failing_store_is_logged_once_per_job_per_outage_with_the_count_on_rec
             logs.count(tracing::Level::INFO, "the lock store answers again"),
             2
         );
-        let errors: Vec<u64> = ["sync", "report"]
+        let errors: Vec<u64> = ["startup-sync", "startup-report"]
             .map(|job| a.status(job).unwrap().store_errors)
             .into();
         for n in &errors {
@@ -1363,13 +1368,13 @@ async fn held_and_cancelled_events_say_who_until_when_and_why() {
     let (store, _) = store_past_a_minute(1);
     let a = scheduler(&store, "a");
     let log = Log::default();
-    a.add(recording("sync", every(10 * SEC), "a", &log))
+    a.add(recording("held-by", every(10 * SEC), "a", &log))
         .unwrap();
     a.start().await.unwrap();
     tokio::time::sleep(8 * SEC).await; // +9 s: someone else takes the job's lock for 5 s
     let plain = store
         .inner()
-        .acquire("sync", 5 * SEC, "someone-else")
+        .acquire("held-by", 5 * SEC, "someone-else")
         .await
         .unwrap()
         .expect("free");
@@ -1384,7 +1389,7 @@ async fn held_and_cancelled_events_say_who_until_when_and_why() {
 
     let latch = LeaderLatch::start(
         store.clone(),
-        LeaderLatchConfig::builder("leader")
+        LeaderLatchConfig::builder("startup-leader")
             .owner_id("a")
             .build()
             .unwrap(),
@@ -1395,7 +1400,7 @@ async fn held_and_cancelled_events_say_who_until_when_and_why() {
     let (started, has_started) = tokio::sync::oneshot::channel();
     let started = Mutex::new(Some(started));
     b.add(
-        Job::new("lead", every(60 * SEC), move |_| {
+        Job::new("lead-cancelled", every(60 * SEC), move |_| {
             if let Some(tx) = started.lock().unwrap().take() {
                 let _ = tx.send(());
             }
@@ -1418,4 +1423,70 @@ async fn held_and_cancelled_events_say_who_until_when_and_why() {
     );
     b.shutdown(SEC).await;
     latch.close().await.unwrap();
+}
+
+/// A claim that reaches the store after its window: the missed fire's event gives the store's
+/// now and the window's end.
+#[tokio::test(start_paused = true)]
+async fn a_fire_missed_by_the_store_says_when_its_window_ended() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let (store, minute) = store_past_a_minute(1);
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .default_at_most(30 * SEC)
+        .call_timeout(5 * SEC)
+        .build()
+        .unwrap();
+    let a = Scheduler::new(executor);
+    let log = Log::default();
+    a.add(recording("missed-late", every(2 * SEC), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    // The claim of the fire at +2 s reaches the store at +4.5 s.
+    store.inject_times(
+        Operation::ClaimFire,
+        Fault::Delay(Duration::from_millis(2_500)),
+        1,
+    );
+    tokio::time::sleep(5 * SEC).await;
+    a.shutdown(SEC).await;
+    let end = DateTime::from_timestamp(minute + 4, 0).unwrap();
+    let missed = format!(
+        "message=fire missed: its window passed before it was claimed store_now={}",
+        end + chrono::Duration::milliseconds(500)
+    );
+    assert_eq!(logs.count(tracing::Level::INFO, &missed), 1);
+    assert_eq!(
+        logs.count(tracing::Level::INFO, &format!("window_end={end} ")),
+        1
+    );
+}
+
+/// A fire another replica claimed: the event names that replica and the recorded fire.
+#[tokio::test(start_paused = true)]
+async fn a_fire_claimed_elsewhere_names_the_replica() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let (store, minute) = store_past_a_minute(1);
+    let (a, b) = (scheduler(&store, "a"), scheduler(&store, "b"));
+    let log = Log::default();
+    a.add(recording("elsewhere", every(10 * SEC), "a", &log))
+        .unwrap();
+    b.add(recording("elsewhere", every(10 * SEC), "b", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    tokio::time::sleep(10 * SEC).await; // +11 s: the fire at +10 s ran once
+    a.shutdown(SEC).await;
+    b.shutdown(SEC).await;
+    let ran = runs(&log);
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let (winner, seen) = &ran[0];
+    assert_eq!(seen.fire, DateTime::from_timestamp(minute + 10, 0).unwrap());
+    let event = format!(
+        "message=fire claimed by another replica by=\"{winner}\" recorded={} ",
+        seen.fire
+    );
+    assert_eq!(logs.count(tracing::Level::DEBUG, &event), 1, "{event}");
 }
