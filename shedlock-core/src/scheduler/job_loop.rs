@@ -236,13 +236,7 @@ async fn claim_and_run(
                         }
                     }
                     FireClaim::WindowPassed { now } => {
-                        tracing::info!(
-                            store_now = %now,
-                            window_end = %fire.next(),
-                            "fire missed: its window passed before it was claimed"
-                        );
-                        Counters::bump(&job.counters.missed);
-                        observe::fire(&job.name, "missed");
+                        missed_at_the_store(job, &fire, now);
                         return false;
                     }
                     FireClaim::ClaimedElsewhere {
@@ -289,6 +283,17 @@ async fn claim_and_run(
             }
         }
     }
+}
+
+/// A claim of `fire` reached the store, whose clock read `now`, after the window: counted missed.
+fn missed_at_the_store(job: &Entry, fire: &Fire, now: DateTime<Utc>) {
+    tracing::info!(
+        store_now = %now,
+        window_end = %fire.next(),
+        "fire missed: its window passed before it was claimed"
+    );
+    Counters::bump(&job.counters.missed);
+    observe::fire(&job.name, "missed");
 }
 
 /// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
