@@ -103,6 +103,7 @@ pub mod latch;
 mod memory;
 pub mod metrics;
 mod observe;
+mod outage;
 pub mod owner;
 pub mod provider;
 #[cfg(feature = "scheduler")]

@@ -307,12 +307,37 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("claim_fire"))
     }
 
+    /// Whether the store answers and is set up to keep locks, without taking one: the readiness
+    /// check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
+    ///
+    /// The default body reads the holder of the lock [`CHECK_NAME`] (a read; a SQL store checks
+    /// its table's columns on the way), and answers `Ok` for a store whose
+    /// [`holder`](Self::holder) is unsupported, which it cannot check. Override it where the
+    /// store can tell more.
+    ///
+    /// # Errors
+    ///
+    /// What the store answered: [`Error::is_missing_table`] or [`Error::is_schema`] for a store
+    /// that is set up wrong (retrying will not help), [`Error::is_backend`] or
+    /// [`Error::is_timeout`] for one that cannot be reached.
+    async fn check(&self) -> Result<()> {
+        let name: String = CHECK_NAME.chars().take(self.max_name_len()).collect();
+        match self.holder(&name).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_unsupported() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
     /// The longest name this store accepts, in characters; defaults to
     /// [`DEFAULT_MAX_NAME_LEN`] (64, ShedLock's `VARCHAR(64)`).
     fn max_name_len(&self) -> usize {
         DEFAULT_MAX_NAME_LEN
     }
 }
+
+/// The lock name whose holder [`LockProvider::check`]'s default body reads (it never takes it).
+pub const CHECK_NAME: &str = "shedlock-check";
 
 /// An `Arc` of a provider is a provider, so `Arc<dyn LockProvider>` can be shared between an
 /// executor and a leader latch.
@@ -347,6 +372,10 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
         owner: &str,
     ) -> Result<FireClaim> {
         (**self).claim_fire(name, fire, at_most, owner).await
+    }
+
+    async fn check(&self) -> Result<()> {
+        (**self).check().await
     }
 
     fn max_name_len(&self) -> usize {

@@ -196,6 +196,9 @@ pub(crate) trait Dialect: Database + sqlx::database::HasStatementCache + Sized {
     /// The URL parameters that name TLS files (`sslrootcert`, …), and what each holds: checked
     /// to be readable when the URL is parsed, so a wrong path is named there.
     const TLS_FILES: &'static [(&'static str, &'static str)] = &[];
+    /// Runs before `create_table_if_not_exists`'s `CREATE TABLE IF NOT EXISTS`, in the same
+    /// transaction: Postgres's silences the notice a table that exists meanwhile gets.
+    const BEFORE_CREATE: &'static str = "";
 
     /// The options with the builder's TLS files and credentials applied; a CA file turns on
     /// verifying the server's certificate and host name unless the options already verify.

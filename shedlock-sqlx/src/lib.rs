@@ -109,8 +109,10 @@
 //! `0002_last_fire.sql` adds the `last_fire` column to a table made before it (or by Java
 //! ShedLock); restart the services after running it, as the providers read the table's columns
 //! once. A missing table is reported as
-//! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) with the DDL to run;
-//! columns of the wrong type as [`Error::is_schema`](shedlock_core::Error::is_schema).
+//! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), one line naming the
+//! ways to create it (`ddl()` has the statement); columns of the wrong type as
+//! [`Error::is_schema`](shedlock_core::Error::is_schema). A `Scheduler` fails to start on
+//! either.
 //!
 //! # Operating locks
 //!

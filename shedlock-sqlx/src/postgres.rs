@@ -131,6 +131,9 @@ sql_lock_provider! {
 
 impl Dialect for Postgres {
     const PROVIDER: &'static str = "PgLockProvider";
+    /// `relation "…" already exists, skipping` is a notice, which sqlx logs at INFO. The
+    /// setting lasts until the end of the statement's (implicit) transaction.
+    const BEFORE_CREATE: &'static str = "SET LOCAL client_min_messages = warning; ";
     type Extra = ();
 
     fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<()> {

@@ -145,10 +145,20 @@ where
         let call = &store
             .call("create_table_if_not_exists")
             .about(format!("table {}", store.settings.table));
+        let look = &|e| self.map_error(e, "read the lock table's columns");
+        if D::detect(store, call, look).await?.is_some() {
+            // It exists: no CREATE, which needs the privilege, and whose "already exists,
+            // skipping" notice Postgres would send on every start (sqlx logs notices at INFO).
+            return Ok(());
+        }
         let map = |e| self.map_error(e, "create the lock table");
+        // Replicas creating the table at once: the statement may still meet it (the notice is
+        // silenced by `BEFORE_CREATE`).
+        let create = format!("{}{}", D::BEFORE_CREATE, self.inner.ddl);
+        let create = &create;
         store
             .run(call, |mut c| async move {
-                let ddl = || sqlx::raw_sql(AssertSqlSafe(self.inner.ddl.clone()));
+                let ddl = || sqlx::raw_sql(AssertSqlSafe(create.clone()));
                 let mut outcome = call.timed(ddl().execute(c.conn())).await;
                 // Postgres: of sessions creating the table at once (replicas starting
                 // together), all but one may fail (a unique violation in its catalog, or "type
@@ -500,11 +510,11 @@ where
         Error::missing_table(
             self.inner.store.settings.table.to_string(),
             format!(
-                "create it with {}::create_table_if_not_exists() or the migrations \
+                "create it with {p}::create_table_if_not_exists(), with the migrations \
                  migrations/{m}/0001_shedlock.sql and migrations/{m}/0002_last_fire.sql of \
-                 shedlock-sqlx, i.e. run: {}",
-                D::PROVIDER,
-                self.inner.ddl,
+                 shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` \
+                 prints it)",
+                p = D::PROVIDER,
                 m = D::MIGRATIONS,
             ),
             source,

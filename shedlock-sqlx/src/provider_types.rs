@@ -181,9 +181,10 @@ macro_rules! sql_lock_provider {
                 self.0.ddl()
             }
 
-            /// Creates the lock table (with the fencing-token column) unless it exists. Needs
-            /// the privilege to create tables; the schema of a schema-qualified table must
-            /// exist.
+            /// Creates the lock table (with the fencing-token column) unless it exists. It
+            /// looks first, so on an existing table it runs no `CREATE` (and Postgres sends no
+            /// "already exists" notice). Needs the privilege to create tables; the schema of a
+            /// schema-qualified table must exist.
             ///
             /// # Errors
             ///

@@ -18,9 +18,7 @@ use crate::drain::{DrainState, Drained};
 use crate::error::{Error, Result};
 #[cfg(feature = "scheduler")]
 use crate::fire::{Fire, FireClaim};
-#[cfg(feature = "scheduler")]
-use crate::keepalive::timed;
-use crate::keepalive::{Lease, RenewPolicy};
+use crate::keepalive::{Lease, RenewPolicy, timed};
 use crate::observe;
 use crate::owner::{default_owner_id, validate_owner_id};
 use crate::provider::{LockProvider, LockRecord};
@@ -263,6 +261,42 @@ impl LockingTaskExecutor {
         &self.inner.provider
     }
 
+    /// Whether the store answers and is set up to keep locks, within the call timeout, without
+    /// taking a lock ([`LockProvider::check`]): for a readiness probe, or to fail at start before
+    /// a [`LeaderLatch`](crate::LeaderLatch) starts on a store it can never lead on.
+    /// `Scheduler::start` makes the same check.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong (fix
+    /// it: retrying will not help); [`Error::is_backend`] or [`Error::is_timeout`] when it
+    /// cannot be reached now.
+    ///
+    /// ```
+    /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// // In a readiness handler: ready iff the lock store answers.
+    /// let ready = match executor.check().await {
+    ///     Ok(()) => true,
+    ///     Err(error) => {
+    ///         tracing::warn!(%error, "not ready: the lock store");
+    ///         false
+    ///     }
+    /// };
+    /// assert!(ready);
+    /// # Ok(()) }
+    /// ```
+    pub async fn check(&self) -> Result<()> {
+        timed(
+            "check",
+            self.inner.call_timeout,
+            self.inner.provider.check(),
+        )
+        .await
+    }
+
     /// Installs this executor as the process-wide default, used by `#[scheduled_lock]` functions
     /// that name no `executor`. Call it once at startup.
     ///
@@ -307,6 +341,12 @@ impl LockingTaskExecutor {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self, cfg: &LockConfig) -> Result<Option<LockGuard>> {
+        self.lock(cfg, true).await
+    }
+
+    /// [`try_lock`](Self::try_lock), logging a store failure at WARN if `warn` (a scheduler's
+    /// job logs its own, once per outage).
+    pub(crate) async fn lock(&self, cfg: &LockConfig, warn: bool) -> Result<Option<LockGuard>> {
         self.inner.drain.check_running("lock")?;
         // Until the lock is registered (or given back), a drain waits for this call.
         let _in_flight = self.inner.drain.begin_acquire();
@@ -326,7 +366,9 @@ impl LockingTaskExecutor {
                 return Ok(None);
             }
             Err(error) => {
-                tracing::warn!(lock = name, %error, "could not acquire lock");
+                if warn {
+                    tracing::warn!(lock = name, %error, "could not acquire lock");
+                }
                 observe::error(name, "acquire");
                 return Err(error);
             }

@@ -90,8 +90,13 @@ use task::Shared;
 /// # Store errors
 ///
 /// A store that fails (down, missing table, timeouts) never makes an instance leader; each
-/// failure streak is logged once at ERROR with what to fix, then at DEBUG until it recovers, and
-/// the latch keeps retrying. Followers also read who leads with
+/// failure streak is logged once at ERROR with what to fix, then at DEBUG until it recovers
+/// (logged at INFO with `failures` and `outage_ms`), and the latch keeps retrying, also on a
+/// store set up wrong: [`start`](Self::start) does not ask the store. To fail at start on a
+/// missing table or wrong columns instead, call
+/// [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check) first (a
+/// `Scheduler` on the same store does it in its `start`). Followers also
+/// read who leads with
 /// [`LockProvider::holder`] when the store supports it (one more
 /// read per attempt); this also finds this latch's own row left over from an earlier term whose
 /// release failed, or from an acquire whose reply was lost, and releases it (see below).

@@ -29,6 +29,7 @@ use crate::admin::election_owner;
 use crate::error::Error;
 use crate::executor::catch_unwind_future;
 use crate::keepalive::{DeadlineCell, Lease, RenewPolicy, timed};
+use crate::outage::{Cause, Outage, millis};
 use crate::owner::random_u64;
 use crate::provider::{LockProvider, LockRecord};
 
@@ -674,48 +675,34 @@ impl Runner {
     }
 }
 
-/// Logs store failures once per streak at ERROR (with guidance), then at DEBUG until the store
-/// answers again.
+/// Logs store failures once per outage (and cause) at ERROR, with what to fix, then at DEBUG
+/// until the store answers again, which is logged at INFO with the count and the length.
 #[derive(Default)]
-struct ErrorStreak {
-    failures: u64,
-    kind: Option<&'static str>,
-}
+struct ErrorStreak(Outage);
 
 impl ErrorStreak {
     fn failed(&mut self, cfg: &LeaderLatchConfig, operation: &'static str, error: &Error) {
-        self.failures += 1;
-        let kind = if error.is_missing_table() {
-            "missing_table"
-        } else if error.is_schema() {
-            "schema"
-        } else if error.is_timeout() {
-            "timeout"
-        } else if error.is_invalid_config() {
-            "invalid_config"
-        } else {
-            "backend"
-        };
-        if self.kind == Some(kind) {
-            tracing::debug!(%error, failures = self.failures, operation, "lock store still failing");
+        let Some(cause) = self.0.failed(error) else {
+            tracing::debug!(%error, failures = self.0.failures(), operation, "lock store still failing");
             return;
-        }
-        self.kind = Some(kind);
+        };
         let retry = shedlock_duration::format(cfg.acquire_interval());
-        let fix = match kind {
-            "missing_table" => "create the lock table (the error above says how)".to_owned(),
-            "schema" => {
-                "fix the lock table's columns (the error above says what is wrong)".to_owned()
+        let fix = match cause {
+            Cause::MissingTable => "create the lock table (the `error` field says how)".to_owned(),
+            Cause::Schema => {
+                "fix the lock table's columns (the `error` field says what is wrong)".to_owned()
             }
-            "timeout" => format!(
+            Cause::Timeout => format!(
                 "check that the database is reachable and not overloaded (no answer within call_timeout = {})",
                 shedlock_duration::format(cfg.call_timeout())
             ),
-            "invalid_config" => {
+            Cause::InvalidConfig => {
                 "check that the election name fits the store's name column".to_owned()
             }
-            _ => "check that the database is up and reachable and that its credentials are right"
-                .to_owned(),
+            Cause::Backend => {
+                "check that the database is up and reachable and that its credentials are right"
+                    .to_owned()
+            }
         };
         tracing::error!(
             %error,
@@ -727,10 +714,13 @@ impl ErrorStreak {
     }
 
     fn recovered(&mut self) {
-        if self.failures > 0 {
-            tracing::info!(failures = self.failures, "the lock store answers again");
+        if let Some((failures, lasted)) = self.0.recovered() {
+            tracing::info!(
+                failures,
+                outage_ms = millis(lasted),
+                "the lock store answers again"
+            );
         }
-        *self = Self::default();
     }
 }
 

@@ -985,10 +985,14 @@ async fn a_missing_table_keeps_the_instance_a_follower_with_one_error() {
     let errors = logs.count(tracing::Level::ERROR, "cannot reach its lock store");
     assert_eq!(errors, 1, "one ERROR for the whole streak");
     assert_eq!(
-        logs.count(tracing::Level::ERROR, "create the lock table"),
+        logs.count(
+            tracing::Level::ERROR,
+            "create the lock table (the `error` field says how)"
+        ),
         1,
-        "with guidance"
+        "with guidance, pointing at the field on the same line"
     );
+    assert_eq!(logs.count(tracing::Level::ERROR, "above"), 0);
     assert_eq!(
         logs.count(
             tracing::Level::ERROR,
@@ -1167,6 +1171,7 @@ mod faulty {
             logs.count(tracing::Level::ERROR, "cannot reach its lock store"),
             2
         );
+        let failed = db.calls(Operation::Acquire);
         db.heal_all();
         let t0 = Instant::now();
         latch.wait_for_leadership().await.expect("running");
@@ -1175,6 +1180,13 @@ mod faulty {
             logs.count(tracing::Level::INFO, "the lock store answers again"),
             1
         );
+        // With how many attempts failed, and for how long (from the first failure at 0 s).
+        assert_eq!(
+            logs.count(tracing::Level::INFO, &format!("failures={failed} ")),
+            1
+        );
+        let lasted = format!("outage_ms={} ", (90 * SEC + t0.elapsed()).as_millis());
+        assert_eq!(logs.count(tracing::Level::INFO, &lasted), 1, "{lasted}");
         latch.close().await.expect("closed");
     }
 

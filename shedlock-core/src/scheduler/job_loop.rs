@@ -21,6 +21,7 @@ use crate::executor::{LockGuard, catch_unwind_future};
 use crate::fire::{Fire, FireClaim};
 use crate::latch::LeaderTerm;
 use crate::observe;
+use crate::outage::millis;
 use crate::provider::LockRecord;
 
 /// The shortest wait between two claims of one fire after a store error.
@@ -226,6 +227,7 @@ async fn claim_and_run(
         };
         match shared.executor.claim_fire(&job.cfg, &fire, take).await {
             Ok(attempt) => {
+                store_answered(job);
                 let now = attempt.reply.store_now();
                 shared.clock.observe(now, attempt.sent, attempt.received);
                 shared.mode.store(MODE_CLAIMS, Ordering::SeqCst);
@@ -252,15 +254,14 @@ async fn claim_and_run(
                             return false;
                         }
                     }
-                    FireClaim::WindowPassed { .. } => {
-                        tracing::info!("fire missed: its window passed before it was claimed");
-                        Counters::bump(&job.counters.missed);
-                        observe::fire(&job.name, "missed");
+                    FireClaim::WindowPassed { now } => {
+                        missed_at_the_store(job, &fire, now);
                         return false;
                     }
                     FireClaim::ClaimedElsewhere {
                         recorded, holder, ..
                     } => {
+                        let by = holder.owner().to_owned();
                         if let Some(uncertain) = lost.take()
                             && recorded == fire.at()
                             && let Some(guard) =
@@ -271,7 +272,7 @@ async fn claim_and_run(
                         }
                         // The recorded claim is not one of this loop's lost ones (or another
                         // loop of this process runs it): nothing of this loop is left to settle.
-                        tracing::debug!("fire claimed by another replica");
+                        tracing::debug!(by, %recorded, "fire claimed by another replica");
                         Counters::bump(&job.counters.claimed_elsewhere);
                         observe::fire(&job.name, "claimed_elsewhere");
                         return false;
@@ -303,6 +304,17 @@ async fn claim_and_run(
     }
 }
 
+/// A claim of `fire` reached the store, whose clock read `now`, after the window: counted missed.
+fn missed_at_the_store(job: &Entry, fire: &Fire, now: DateTime<Utc>) {
+    tracing::info!(
+        store_now = %now,
+        window_end = %fire.next(),
+        "fire missed: its window passed before it was claimed"
+    );
+    Counters::bump(&job.counters.missed);
+    observe::fire(&job.name, "missed");
+}
+
 /// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
 /// (`first`), when the lock frees inside the window, waits until then (plus how far the estimate
 /// of the store's clock may be off, so the store sees it free) and answers `true`: claim once
@@ -331,19 +343,52 @@ async fn met_held(
     false
 }
 
+/// A store call of `job` failed: the first failure of an outage (or of a new cause) is logged
+/// at WARN, the rest at DEBUG until [`store_answered`].
+fn store_failed(job: &Entry, operation: &'static str, error: &Error) {
+    let mut outage = job.outage.lock().unwrap_or_else(PoisonError::into_inner);
+    if outage.failed(error).is_some() {
+        tracing::warn!(
+            %error,
+            operation,
+            "the lock store failed; this job retries within each fire's window and logs further \
+             failures at DEBUG until the store answers again"
+        );
+    } else {
+        tracing::debug!(%error, operation, failures = outage.failures(), "lock store still failing");
+    }
+}
+
+/// A store call of `job` was answered: ends an outage, logging how many calls failed and for
+/// how long.
+fn store_answered(job: &Entry) {
+    let ended = job
+        .outage
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .recovered();
+    if let Some((failures, lasted)) = ended {
+        tracing::info!(
+            failures,
+            outage_ms = millis(lasted),
+            "the lock store answers again"
+        );
+    }
+}
+
 /// After a failed claim of `fire`: counts it, and waits before the next try unless the window
 /// has passed (then the fire is counted missed) or shutdown began. Whether to try again.
 async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Error) -> bool {
     Counters::bump(&job.counters.store_errors);
     observe::fire(&job.name, "error");
+    store_failed(job, "claim_fire", error);
     let now = shared.clock.store_now();
     if now >= fire.next() {
-        tracing::warn!(%error, "fire claim failed and the window has passed");
+        tracing::debug!("fire missed: the lock store failed until its window passed");
         Counters::bump(&job.counters.missed);
         observe::fire(&job.name, "missed");
         return false;
     }
-    tracing::warn!(%error, "fire claim failed; retrying within the window");
     // Half the window left, at most a second, at least RETRY_FLOOR: close to the window's end a
     // failing store is not hammered.
     let left = (fire.next() - now).to_std().unwrap_or_default();
@@ -353,7 +398,11 @@ async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Er
 
 /// A fire on a store without fire claims: a plain lock, its `at_least` keeping replicas apart.
 async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> bool {
-    match shared.executor.try_lock(&job.cfg).await {
+    let locked = shared.executor.lock(&job.cfg, false).await;
+    if locked.is_ok() {
+        store_answered(job);
+    }
+    match locked {
         Ok(Some(guard)) => {
             run(shared, job, fire, guard, term, false).await;
             true
@@ -366,7 +415,7 @@ async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<Leade
         }
         Err(e) if e.is_shutdown() => false,
         Err(error) => {
-            tracing::warn!(%error, "could not lock the job");
+            store_failed(job, "acquire", &error);
             Counters::bump(&job.counters.store_errors);
             observe::fire(&job.name, "error");
             false

@@ -36,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::executor::LockingTaskExecutor;
 use crate::fire::Fire;
 use crate::latch::LeaderLatch;
+use crate::outage::{Cause, Outage};
 use clock::StoreClock;
 use job::BoxedBody;
 use job_loop::job_loop;
@@ -133,6 +134,8 @@ struct Shared {
     jobs: Mutex<Vec<Arc<Entry>>>,
     mode: AtomicU8,
     started: AtomicBool,
+    /// [`Scheduler::require_store`].
+    require_store: AtomicBool,
     stopping: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -150,6 +153,8 @@ struct Entry {
     counters: Counters,
     /// Lost claims of a fire whose window passed unrun (see `lost`).
     unsettled: Mutex<Option<lost::Unsettled>>,
+    /// The job's failing store calls, logged once per outage.
+    outage: Mutex<Outage>,
 }
 
 impl Entry {
@@ -184,6 +189,7 @@ impl Scheduler {
                 jobs: Mutex::new(Vec::new()),
                 mode: AtomicU8::new(MODE_UNKNOWN),
                 started: AtomicBool::new(false),
+                require_store: AtomicBool::new(false),
                 stopping: watch::channel(false).0,
                 tasks: Mutex::new(Vec::new()),
             }),
@@ -249,6 +255,7 @@ impl Scheduler {
             leader: job.leader,
             counters: Counters::default(),
             unsettled: Mutex::new(None),
+            outage: Mutex::new(Outage::default()),
         });
         {
             let mut jobs = self
@@ -282,16 +289,61 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Whether [`start`](Self::start) fails when the store cannot be reached (`false` by
+    /// default: the jobs start and keep retrying, so that a service starting while its database
+    /// restarts does not crash-loop). A store that is set up wrong fails `start` either way.
+    ///
+    /// ```
+    /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor, Scheduler};
+    ///
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let scheduler = Scheduler::new(executor).require_store(true);
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn require_store(self, required: bool) -> Self {
+        self.shared.require_store.store(required, Ordering::SeqCst);
+        self
+    }
+
     /// Starts every registered job (and any added later). It first asks the store, with a
-    /// claim of a fire a year ahead (always "too early", it writes nothing), whether it records
-    /// fires and what its clock reads; a store without fire claims makes the jobs run under
-    /// plain locks, with a warning.
+    /// claim of a fire a year ahead (always "too early", it writes nothing), whether it is set
+    /// up, whether it records fires and what its clock reads; a store without fire claims makes
+    /// the jobs run under plain locks, with a warning. Without jobs, or on such a store, it
+    /// checks the store as [`check`](Self::check) does.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] if it was already started; [`Error::is_shutdown`] after
-    /// [`shutdown`](Self::shutdown). A failing store is not an error here: the jobs start and
-    /// keep trying (each failure is logged and counted).
+    /// - A store that is set up wrong: [`Error::is_missing_table`], [`Error::is_schema`], or
+    ///   [`Error::is_invalid_config`] for a setting the store cannot hold (an owner id longer
+    ///   than its column). No job starts; fix the store and call `start` again.
+    /// - A store that cannot be reached ([`Error::is_backend`], [`Error::is_timeout`]) only with
+    ///   [`require_store(true)`](Self::require_store). By default the jobs start, one warning
+    ///   says the store is unreachable, and each job keeps retrying, logging its failures once
+    ///   per outage (docs/guarantees.md, "A failing store").
+    /// - [`Error::is_invalid_config`] if it was already started; [`Error::is_shutdown`] after
+    ///   [`shutdown`](Self::shutdown).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::testkit::{Fault, FaultyProvider, Operation};
+    /// use shedlock_core::{InMemoryLockProvider, Job, LockingTaskExecutor, Schedule, Scheduler};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> shedlock_core::Result<()> {
+    /// let store = std::sync::Arc::new(FaultyProvider::new(InMemoryLockProvider::new()));
+    /// store.inject(Operation::ClaimFire, Fault::Fail); // the database is down
+    /// let executor = LockingTaskExecutor::builder(store.clone())
+    ///     .default_at_most(Duration::from_secs(60))
+    ///     .build()?;
+    /// let every = Schedule::every(Duration::from_secs(10))?;
+    /// let strict = Scheduler::new(executor.clone()).require_store(true);
+    /// strict.add(Job::new("sync", every.clone(), |_| async {}))?;
+    /// assert!(strict.start().await.unwrap_err().is_backend());
+    /// let lenient = Scheduler::new(executor);
+    /// lenient.add(Job::new("sync", every, |_| async {}))?;
+    /// lenient.start().await?; // starts, and retries until the store is back
+    /// # Ok(()) }
+    /// ```
     pub async fn start(&self) -> Result<()> {
         if *self.shared.stopping.borrow() {
             return Err(Error::shutdown("scheduler"));
@@ -300,8 +352,10 @@ impl Scheduler {
             return Err(Error::invalid_config("the scheduler is already started"));
         }
         let jobs = self.jobs();
-        if let Some(first) = jobs.first() {
-            self.shared.probe(&first.cfg).await;
+        if let Err(error) = self.shared.probe(jobs.first().map(|j| &j.cfg)).await {
+            // Not started: once the store is fixed, `start` may be called again.
+            self.shared.started.store(false, Ordering::SeqCst);
+            return Err(error);
         }
         for job in jobs {
             self.spawn(job);
@@ -321,6 +375,16 @@ impl Scheduler {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(handle);
+    }
+
+    /// Whether the store answers and is set up, for a readiness probe: its executor's
+    /// [`check`](LockingTaskExecutor::check).
+    ///
+    /// # Errors
+    ///
+    /// As [`LockingTaskExecutor::check`].
+    pub async fn check(&self) -> Result<()> {
+        self.shared.executor.check().await
     }
 
     /// The state of the job `name`: next fire, last run, counts.
@@ -455,12 +519,43 @@ impl Shared {
         }
     }
 
-    /// Asks the store whether it records fires, and what its clock reads.
-    async fn probe(&self, cfg: &LockConfig) {
+    /// Asks the store whether it is set up, whether it records fires, and what its clock reads
+    /// (with a claim of `cfg`'s lock; without a job, a [`LockingTaskExecutor::check`]). The error
+    /// for which `start` fails (see there).
+    async fn probe(&self, cfg: Option<&LockConfig>) -> Result<()> {
+        let answer = match cfg {
+            Some(cfg) => match self.probe_claims(cfg).await {
+                Err(e) if e.is_unsupported() => {
+                    self.switch_to_plain(&e);
+                    self.executor.check().await
+                }
+                answer => answer,
+            },
+            None => self.executor.check().await,
+        };
+        let Err(error) = answer else {
+            return Ok(());
+        };
+        if error.is_shutdown()
+            || Cause::of(&error).is_misconfiguration()
+            || self.require_store.load(Ordering::SeqCst)
+        {
+            return Err(error);
+        }
+        tracing::warn!(
+            %error,
+            "the lock store cannot be reached at start; the jobs start anyway and retry \
+             (Scheduler::require_store makes this an error)"
+        );
+        Ok(())
+    }
+
+    /// [`probe`](Self::probe)'s claim of a fire a year ahead.
+    async fn probe_claims(&self, cfg: &LockConfig) -> Result<()> {
         let far = self.clock.store_now() + chrono::Duration::days(365);
         let far = DateTime::from_timestamp_millis(far.timestamp_millis()).unwrap_or(far);
         let Ok(fire) = Fire::new(far, far + chrono::Duration::milliseconds(1)) else {
-            return;
+            return Ok(());
         };
         match self.executor.claim_fire(cfg, &fire, |_| true).await {
             Ok(attempt) => {
@@ -475,12 +570,9 @@ impl Shared {
                     offset_ms = self.clock.known_offset().map(|o| o.num_milliseconds()),
                     "the lock store records fires"
                 );
+                Ok(())
             }
-            Err(e) if e.is_unsupported() => self.switch_to_plain(&e),
-            Err(error) => tracing::warn!(
-                %error,
-                "could not ask the lock store about fire claims; the jobs start anyway and retry"
-            ),
+            Err(error) => Err(error),
         }
     }
 

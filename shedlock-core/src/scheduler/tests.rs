@@ -1162,3 +1162,384 @@ async fn a_status_serialises_with_its_spec_and_last_run() {
     assert_eq!(serde_json::from_str::<JobStatus>(&text).unwrap(), status);
     a.shutdown(SEC).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The store at start, and a failing store while running
+
+/// A store that is set up wrong while `broken` holds an error, and otherwise forwards to its
+/// inner store; it counts its calls.
+struct SetUpWrong {
+    inner: Store,
+    broken: Mutex<Option<fn() -> crate::Error>>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl SetUpWrong {
+    fn new(inner: Store, error: fn() -> crate::Error) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            broken: Mutex::new(Some(error)),
+            calls: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn answer(&self) -> crate::Result<()> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match *self.broken.lock().unwrap() {
+            Some(error) => Err(error()),
+            None => Ok(()),
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl LockProvider for SetUpWrong {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> crate::Result<Option<LockRecord>> {
+        self.answer()?;
+        self.inner.acquire(name, at_most, owner).await
+    }
+    async fn extend(
+        &self,
+        record: &LockRecord,
+        at_most: Duration,
+    ) -> crate::Result<Option<LockRecord>> {
+        self.answer()?;
+        self.inner.extend(record, at_most).await
+    }
+    async fn release(&self, record: &LockRecord, at_least: Duration) -> crate::Result<bool> {
+        self.answer()?;
+        self.inner.release(record, at_least).await
+    }
+    async fn holder(&self, name: &str) -> crate::Result<Option<LockRecord>> {
+        self.answer()?;
+        self.inner.holder(name).await
+    }
+    async fn claim_fire(
+        &self,
+        name: &str,
+        fire: &crate::fire::Fire,
+        at_most: Duration,
+        owner: &str,
+    ) -> crate::Result<crate::fire::FireClaim> {
+        self.answer()?;
+        self.inner.claim_fire(name, fire, at_most, owner).await
+    }
+}
+
+fn missing_table() -> crate::Error {
+    crate::Error::missing_table(
+        "shedlock",
+        "create it with PgLockProvider::create_table_if_not_exists()",
+        std::io::Error::other("relation \"shedlock\" does not exist"),
+    )
+}
+
+fn wrong_columns() -> crate::Error {
+    crate::Error::schema("shedlock does not have the expected columns", None)
+}
+
+/// A store set up wrong (its table missing, its columns wrong) fails `start` with its own error,
+/// once: no job starts, nothing more is logged, and the store is not asked again. Once the store
+/// is fixed, `start` may be called again.
+#[tokio::test(start_paused = true)]
+async fn a_store_set_up_wrong_fails_start_with_one_error_and_no_job_starts() {
+    for (error, message) in [
+        (
+            missing_table as fn() -> crate::Error,
+            "the lock table shedlock does not exist; create it with \
+             PgLockProvider::create_table_if_not_exists()",
+        ),
+        (
+            wrong_columns,
+            "the lock table does not match: shedlock does not have the expected columns",
+        ),
+    ] {
+        let logs = crate::test_observe::Logs::default();
+        let _logs = logs.install();
+        let store = SetUpWrong::new(store(chrono::Duration::zero()), error);
+        let a = scheduler_on(store.clone(), "a");
+        let log = Log::default();
+        a.add(recording("startup-sync", every(SEC), "a", &log))
+            .unwrap();
+        a.add(recording("startup-report", every(SEC), "a", &log))
+            .unwrap();
+        let err = a.start().await.expect_err("a store set up wrong");
+        assert_eq!(err.to_string(), message);
+        assert_eq!(store.calls(), 1, "one question at start");
+        tokio::time::sleep(10 * SEC).await;
+        assert_eq!(
+            store.calls(),
+            1,
+            "no job started: the store was not asked again"
+        );
+        assert_eq!(logs.count(tracing::Level::WARN, ""), 0, "no log at all");
+        assert_eq!(logs.count(tracing::Level::ERROR, ""), 0, "no log at all");
+        assert!(runs(&log).is_empty());
+        // Fixed: started again, the jobs run.
+        *store.broken.lock().unwrap() = None;
+        a.start().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        a.shutdown(SEC).await;
+        assert!(runs(&log).len() >= 6, "{:?}", runs(&log));
+    }
+}
+
+/// Without fire claims (plain locks) and without jobs, `start` checks the store as `check` does.
+#[tokio::test(start_paused = true)]
+async fn start_checks_the_store_without_fire_claims_or_jobs() {
+    let store = SetUpWrong::new(store(chrono::Duration::zero()), missing_table);
+    let none = scheduler_on(store.clone(), "a");
+    assert!(none.start().await.unwrap_err().is_missing_table());
+    assert!(none.check().await.unwrap_err().is_missing_table());
+    let plain = scheduler_on(Arc::new(NoFireClaims(store.inner.clone())), "a");
+    plain
+        .add(Job::new("startup-sync", every(SEC), |_| async {}))
+        .unwrap();
+    plain.start().await.unwrap();
+    plain.shutdown(SEC).await;
+}
+
+/// An unreachable store at start: by default the jobs start (with one warning) and run once it
+/// answers; with `require_store(true)`, `start` fails with the store's error and no job starts.
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_store_at_start_is_retried_unless_required() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    for required in [false, true] {
+        let store = store(chrono::Duration::zero());
+        store.inject(Operation::ClaimFire, Fault::Hang);
+        let a = scheduler(&store, "a").require_store(required);
+        let log = Log::default();
+        a.add(recording("startup-sync", every(SEC), "a", &log))
+            .unwrap();
+        let started = a.start().await;
+        let claims = store.calls(Operation::ClaimFire);
+        tokio::time::sleep(3 * SEC).await;
+        store.heal_all();
+        tokio::time::sleep(3 * SEC).await;
+        a.shutdown(SEC).await;
+        if required {
+            let err = started.expect_err("required");
+            assert_eq!(
+                err.to_string(),
+                "lock store call `claim_fire` timed out after 1s"
+            );
+            assert_eq!(store.calls(Operation::ClaimFire), claims, "no job started");
+            assert!(runs(&log).is_empty());
+        } else {
+            started.unwrap();
+            assert!(
+                store.calls(Operation::ClaimFire) > claims,
+                "the job retried"
+            );
+            assert!(runs(&log).len() >= 2, "ran once the store answered");
+            assert_eq!(
+                logs.count(tracing::Level::WARN, "cannot be reached at start"),
+                1
+            );
+        }
+    }
+}
+
+/// While running, a failing store is logged once per job per outage at WARN, then at DEBUG, and
+/// its end at INFO with how many calls failed and for how long; on plain locks too, without the
+/// executor's own warning per failed acquire.
+#[tokio::test(start_paused = true)]
+async fn a_failing_store_is_logged_once_per_job_per_outage_with_the_count_on_recovery() {
+    for claims in [true, false] {
+        let logs = crate::test_observe::Logs::default();
+        let _logs = logs.install();
+        let store = store(chrono::Duration::zero());
+        let a = if claims {
+            scheduler(&store, "a")
+        } else {
+            scheduler_on(Arc::new(NoFireClaims(store.clone())), "a")
+        };
+        let log = Log::default();
+        a.add(recording("startup-sync", every(SEC), "a", &log))
+            .unwrap();
+        a.add(recording("startup-report", every(SEC), "a", &log))
+            .unwrap();
+        a.start().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let operation = if claims {
+            Operation::ClaimFire
+        } else {
+            Operation::Acquire
+        };
+        store.inject(operation, Fault::Fail);
+        tokio::time::sleep(10 * SEC).await;
+        store.heal_all();
+        tokio::time::sleep(2 * SEC).await;
+        a.shutdown(SEC).await;
+        let failed = logs.count(
+            tracing::Level::WARN,
+            "the lock store failed; this job retries",
+        );
+        assert_eq!(failed, 2, "one per job (claims: {claims})");
+        assert_eq!(
+            logs.count(tracing::Level::WARN, "could not acquire lock"),
+            0
+        );
+        assert_eq!(logs.count(tracing::Level::WARN, "fire claim failed"), 0);
+        assert!(logs.count(tracing::Level::DEBUG, "lock store still failing") >= 2 * 9);
+        assert_eq!(
+            logs.count(tracing::Level::INFO, "the lock store answers again"),
+            2
+        );
+        let errors: Vec<u64> = ["startup-sync", "startup-report"]
+            .map(|job| a.status(job).unwrap().store_errors)
+            .into();
+        for n in &errors {
+            assert!(*n >= 10, "{errors:?}");
+            let recovered = format!("failures={n} ");
+            assert_eq!(
+                logs.count(tracing::Level::INFO, &recovered),
+                errors.iter().filter(|m| *m == n).count(),
+                "each recovery counts its job's failures: {errors:?}"
+            );
+        }
+        assert_eq!(logs.count(tracing::Level::INFO, "outage_ms="), 2);
+    }
+}
+
+/// The held fire's event names the holder and until when it holds; a run cancelled because the
+/// leader term ended says so.
+#[tokio::test(start_paused = true)]
+async fn held_and_cancelled_events_say_who_until_when_and_why() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let (store, _) = store_past_a_minute(1);
+    let a = scheduler(&store, "a");
+    let log = Log::default();
+    a.add(recording("held-by", every(10 * SEC), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(8 * SEC).await; // +9 s: someone else takes the job's lock for 5 s
+    let plain = store
+        .inner()
+        .acquire("held-by", 5 * SEC, "someone-else")
+        .await
+        .unwrap()
+        .expect("free");
+    tokio::time::sleep(2 * SEC).await;
+    a.shutdown(SEC).await;
+    let held = format!(
+        "message=fire met while the lock is held: counted, not queued holder=\"someone-else\" \
+         until={} ",
+        plain.lock_until()
+    );
+    assert_eq!(logs.count(tracing::Level::INFO, &held), 1);
+
+    let latch = LeaderLatch::start(
+        store.clone(),
+        LeaderLatchConfig::builder("startup-leader")
+            .owner_id("a")
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    latch.wait_for_leadership().await.expect("leads");
+    let b = scheduler(&store, "a");
+    let (started, has_started) = tokio::sync::oneshot::channel();
+    let started = Mutex::new(Some(started));
+    b.add(
+        Job::new("lead-cancelled", every(60 * SEC), move |_| {
+            if let Some(tx) = started.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            tokio::time::sleep(300 * SEC)
+        })
+        .at_most(600 * SEC)
+        .leader_only(latch.clone()),
+    )
+    .unwrap();
+    b.start().await.unwrap();
+    has_started.await.unwrap();
+    latch.resign().await;
+    tokio::time::sleep(5 * SEC).await;
+    assert_eq!(
+        logs.count(
+            tracing::Level::WARN,
+            "message=run cancelled reason=\"the leader term ended\""
+        ),
+        1
+    );
+    b.shutdown(SEC).await;
+    latch.close().await.unwrap();
+}
+
+/// A claim that reaches the store after its window: the missed fire's event gives the store's
+/// now and the window's end.
+#[tokio::test(start_paused = true)]
+async fn a_fire_missed_by_the_store_says_when_its_window_ended() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let (store, minute) = store_past_a_minute(1);
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .default_at_most(30 * SEC)
+        .call_timeout(5 * SEC)
+        .build()
+        .unwrap();
+    let a = Scheduler::new(executor);
+    let log = Log::default();
+    a.add(recording("missed-late", every(2 * SEC), "a", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    // The claim of the fire at +2 s reaches the store at +4.5 s.
+    store.inject_times(
+        Operation::ClaimFire,
+        Fault::Delay(Duration::from_millis(2_500)),
+        1,
+    );
+    tokio::time::sleep(5 * SEC).await;
+    a.shutdown(SEC).await;
+    let end = DateTime::from_timestamp(minute + 4, 0).unwrap();
+    let missed = format!(
+        "message=fire missed: its window passed before it was claimed store_now={}",
+        end + chrono::Duration::milliseconds(500)
+    );
+    assert_eq!(logs.count(tracing::Level::INFO, &missed), 1);
+    assert_eq!(
+        logs.count(tracing::Level::INFO, &format!("window_end={end} ")),
+        1
+    );
+}
+
+/// A fire another replica claimed: the event names that replica and the recorded fire.
+#[tokio::test(start_paused = true)]
+async fn a_fire_claimed_elsewhere_names_the_replica() {
+    let logs = crate::test_observe::Logs::default();
+    let _logs = logs.install();
+    let (store, minute) = store_past_a_minute(1);
+    let (a, b) = (scheduler(&store, "a"), scheduler(&store, "b"));
+    let log = Log::default();
+    a.add(recording("elsewhere", every(10 * SEC), "a", &log))
+        .unwrap();
+    b.add(recording("elsewhere", every(10 * SEC), "b", &log))
+        .unwrap();
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    tokio::time::sleep(10 * SEC).await; // +11 s: the fire at +10 s ran once
+    a.shutdown(SEC).await;
+    b.shutdown(SEC).await;
+    let ran = runs(&log);
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let (winner, seen) = &ran[0];
+    assert_eq!(seen.fire, DateTime::from_timestamp(minute + 10, 0).unwrap());
+    let event = format!(
+        "message=fire claimed by another replica by=\"{winner}\" recorded={} ",
+        seen.fire
+    );
+    assert_eq!(logs.count(tracing::Level::DEBUG, &event), 1, "{event}");
+}

@@ -84,6 +84,7 @@ impl common::suite::Store for Db {
     }
 
     const MIGRATIONS: &'static str = "sqlite";
+    const PROVIDER: &'static str = "SqliteLockProvider";
 
     async fn create_table(provider: &SqliteLockProvider) {
         provider.create_table_if_not_exists().await.unwrap();

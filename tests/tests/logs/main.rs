@@ -4,3 +4,4 @@
 
 mod fault_stale_connections;
 mod scheduler_java_table;
+mod startup_store;
