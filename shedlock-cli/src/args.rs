@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// Exit codes and what they mean, shown by `--help`.
 const EXIT_CODES: &str = "\
@@ -112,6 +113,10 @@ pub(crate) struct StoreArgs {
     /// How long each database call may take, connecting included ("5s", "500ms", "PT2S").
     #[arg(long, global = true, default_value = "5s", value_parser = duration, value_name = "DURATION")]
     pub(crate) timeout: Duration,
+    /// Whether the URL was given with `--database-url` (not from `DATABASE_URL`): a printed
+    /// command then repeats it, without its password ([`crate::invocation`]).
+    #[arg(skip)]
+    pub(crate) url_on_command_line: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -184,6 +189,19 @@ pub(crate) struct UnlockArgs {
     /// its renew deadline passes (10 s by default), next to the new one.
     #[arg(long)]
     pub(crate) election: bool,
+}
+
+impl Cli {
+    /// Parses `args` (the program's name first), noting where the database URL came from.
+    pub(crate) fn parse_from_args(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> Result<Self, clap::Error> {
+        let matches: ArgMatches = Self::command().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        cli.store.url_on_command_line =
+            matches.value_source("database_url") == Some(ValueSource::CommandLine);
+        Ok(cli)
+    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

@@ -4,6 +4,8 @@ use std::error::Error as StdError;
 use std::io;
 use std::process::ExitCode;
 
+use crate::invocation::Invocation;
+
 /// The documented exit codes (see `shedlock --help`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -48,12 +50,27 @@ impl Failure {
         }
     }
 
-    /// A store error, worded for someone at a terminal: what failed, why, and what to do.
-    pub(crate) fn store(error: &shedlock_core::Error, table: &str) -> Self {
+    /// A store error, worded for someone at a terminal: what failed, why, and what to do. The
+    /// commands it suggests run on the store `invocation` reaches.
+    pub(crate) fn store(
+        error: &shedlock_core::Error,
+        table: &str,
+        invocation: &Invocation,
+    ) -> Self {
+        let ddl = invocation.command("ddl", None, &[]);
         let message = if error.is_missing_table() {
             format!(
-                "the lock table {table} does not exist; create it with `shedlock create-table` \
-                 (`shedlock ddl` prints its DDL), or pass --table"
+                "the lock table {table} does not exist; create it with `{}` (`{ddl}` prints its \
+                 DDL), or pass --table",
+                invocation.command("create-table", None, &[])
+            )
+        } else if error.is_schema() {
+            // The library points at its `…::ddl()`; a user of this tool has `shedlock ddl`.
+            format!(
+                "{}; pass the table's column names with --name-column, --lock-until-column, \
+                 --locked-at-column, --locked-by-column and --fencing-token-column, or compare \
+                 it with what `{ddl}` prints",
+                without_library_ddl_hint(&causes(error))
             )
         } else if error.is_timeout() {
             format!(
@@ -127,6 +144,19 @@ pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
+/// `text` without the library's pointer at a provider's DDL (`; see PgLockProvider::ddl()`,
+/// `; see the DDL of PgLockProvider::ddl()`), which a user of this tool does not have.
+fn without_library_ddl_hint(text: &str) -> String {
+    const END: &str = "::ddl()";
+    let Some(end) = text.find(END) else {
+        return text.to_owned();
+    };
+    match text[..end].rfind("; see ") {
+        Some(start) => format!("{}{}", &text[..start], &text[end + END.len()..]),
+        None => text.to_owned(),
+    }
+}
+
 /// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.
 pub(crate) fn causes(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
@@ -156,7 +186,7 @@ mod tests {
             causes(&err),
             "lock store failed to connect to Postgres: connection refused"
         );
-        let failure = Failure::store(&err, "shedlock");
+        let failure = Failure::store(&err, "shedlock", &Invocation::default());
         assert_eq!(failure.exit, Exit::Usage);
         assert!(
             failure
@@ -168,13 +198,40 @@ mod tests {
     #[test]
     fn a_missing_table_says_how_to_create_it() {
         let err = shedlock_core::Error::missing_table("locks", "run x", io::Error::other("x"));
-        let failure = Failure::store(&err, "locks");
+        let failure = Failure::store(&err, "locks", &Invocation::default());
         assert!(
             failure.message.contains("`shedlock create-table`"),
             "{}",
             failure.message
         );
         assert!(!failure.message.contains('\n'));
+    }
+
+    #[test]
+    fn wrong_columns_point_at_shedlock_ddl_not_the_library() {
+        for library in [
+            "ops_locks does not have the expected columns (no column \"nm\"); see \
+             PgLockProvider::ddl()",
+            "ops_locks: name is TEXT; see the DDL of MySqlLockProvider::ddl()",
+        ] {
+            let err = shedlock_core::Error::schema(library, None);
+            let cli = <crate::args::Cli as clap::Parser>::try_parse_from([
+                "shedlock",
+                "list",
+                "-t",
+                "ops_locks",
+            ])
+            .expect("valid");
+            let failure = Failure::store(&err, "ops_locks", &Invocation::new(&cli.store));
+            let message = failure.message;
+            assert!(!message.contains("::ddl()"), "{message}");
+            assert!(
+                message
+                    .ends_with("or compare it with what `shedlock ddl --table ops_locks` prints"),
+                "{message}"
+            );
+            assert!(message.contains("ops_locks"), "{message}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, Sqli
 
 use crate::args::StoreArgs;
 use crate::failure::Failure;
+use crate::invocation::Invocation;
 
 /// `$builder` with `--cacert` and `--cert`/`--key`: every store's builder has `ca_file` and
 /// `client_cert`.
@@ -73,6 +74,15 @@ const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
 pub(crate) struct Store {
     pub(crate) admin: Arc<dyn LockAdmin>,
     pub(crate) table: String,
+    /// How the commands the tool prints reach this store again.
+    pub(crate) invocation: Invocation,
+}
+
+impl Store {
+    /// A store error, as [`Failure::store`] words it for this store.
+    pub(crate) fn failure(&self, error: &shedlock_core::Error) -> Failure {
+        Failure::store(error, &self.table, &self.invocation)
+    }
 }
 
 /// Which store `url` names.
@@ -160,6 +170,7 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
     Ok(Store {
         admin,
         table: args.table.clone(),
+        invocation: Invocation::new(args),
     })
 }
 

@@ -50,15 +50,120 @@ impl Run {
 }
 
 fn shedlock(url: &str, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .output()
-        .expect("run the shedlock binary");
+    binary(args, Some(url))
+}
+
+/// Runs the binary with `args`, `DATABASE_URL` set to `url` or unset.
+fn binary(args: &[&str], url: Option<&str>) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
+    command.args(args);
+    run(&mut command, url)
+}
+
+/// Runs `command` to its end, `DATABASE_URL` set to `url` or unset.
+fn run(command: &mut Command, url: Option<&str>) -> Run {
+    match url {
+        Some(url) => command.env("DATABASE_URL", url),
+        None => command.env_remove("DATABASE_URL"),
+    };
+    let output = command.output().expect("run the command");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `line`, a command the tool printed, as a shell would run it pasted: `shedlock` is the
+/// binary under test (first on `PATH`), `DATABASE_URL` is `url` or unset.
+fn pasted(line: &str, url: Option<&str>) -> Run {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_shedlock"));
+    let dir = bin.parent().expect("the binary's directory");
+    let path = std::env::join_paths(
+        std::iter::once(dir.to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ),
+    )
+    .expect("a PATH");
+    run(
+        Command::new("sh").arg("-c").arg(line).env("PATH", path),
+        url,
+    )
+}
+
+/// The commands between backquotes in `text`, as a message quotes them.
+fn quoted_commands(text: &str) -> Vec<&str> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| c.starts_with("shedlock "))
+        .collect()
+}
+
+/// Every command the tool prints runs as printed, on the store it was printed for: the unlock
+/// line of `show` (a name the shell must have quoted, `scope` a table or key prefix that is not
+/// the default), the `show` a stale unlock suggests, the `list` an unknown name suggests; with
+/// the URL from `DATABASE_URL` (the printed line relies on it) and from `--database-url` (the
+/// printed line carries it).
+async fn printed_commands_run_as_printed(url: &str, admin: &dyn LockAdmin, scope: &[&str]) {
+    let name = testing::unique_lock_name("it's a report");
+    for url_as_option in [false, true] {
+        let record = admin
+            .acquire(&name, MIN, HOLDER)
+            .await
+            .expect("acquire")
+            .expect("free");
+        let cmd = |args: &[&str]| {
+            if url_as_option {
+                binary(&[&["--database-url", url], args, scope].concat(), None)
+            } else {
+                shedlock(url, &[args, scope].concat())
+            }
+        };
+        // What the shell of a pasted line has: DATABASE_URL only where the URL came from it.
+        let env = (!url_as_option).then_some(url);
+        let show = cmd(&["show", &name]).ok();
+        let line = show
+            .lines()
+            .find_map(|l| l.strip_prefix("unlock with: "))
+            .unwrap_or_else(|| panic!("no unlock line in {show}"));
+        assert_eq!(line.contains("--database-url"), url_as_option, "{line}");
+
+        // Stale (taken again since): the refusal's `shedlock show …` shows this lock.
+        let newer = retake_by_same_owner(admin, &record).await;
+        let stale = pasted(line, env).fails(1);
+        let again = quoted_commands(&stale);
+        assert_eq!(again.len(), 1, "{stale}");
+        let shown = pasted(again[0], env).ok();
+        assert!(
+            shown.contains(&format!("name:        {name}")),
+            "{again:?}: {shown}"
+        );
+        let line = shown
+            .lines()
+            .find_map(|l| l.strip_prefix("unlock with: "))
+            .unwrap_or_else(|| panic!("no unlock line in {shown}"))
+            .to_owned();
+        let freed = pasted(&line, env).ok();
+        assert!(
+            freed.starts_with(&format!("freed {name:?}")),
+            "{line}: {freed}"
+        );
+        let after = admin.entry(&name).await.expect("entry").expect("row");
+        assert!(!after.is_held(), "{line} freed nothing: {after}");
+        assert_eq!(after.record().locked_at(), newer.locked_at());
+
+        // An unknown name: the suggested `shedlock list` lists this store's locks.
+        let unknown = cmd(&["show", "no-such-lock"]).fails(1);
+        let list = quoted_commands(&unknown);
+        assert_eq!(list.len(), 1, "{unknown}");
+        let listed = pasted(list[0], env).ok();
+        assert!(
+            listed.lines().any(|l| l.starts_with(&name)),
+            "{list:?}: {listed}"
+        );
     }
 }
 
@@ -238,6 +343,7 @@ async fn operate_a_held_lock(db: &Db) {
     let admin = db.admin(&table);
     admin.create_table().await.expect("create table");
     operate(&db.url, &*admin, &["--table", &table]).await;
+    printed_commands_run_as_printed(&db.url, &*admin, &["--table", &table]).await;
     db.drop_table(&table).await;
 }
 
@@ -428,6 +534,20 @@ async fn bad_input(db: &Db) {
     );
     assert!(err.contains("shedlock create-table"), "{err}");
 
+    // A column the table does not have: the tool's own `ddl`, on this table, is the reference.
+    let err = shedlock(
+        url,
+        &["list", "--table", &table, "--name-column", "lock_name"],
+    )
+    .fails(2);
+    assert!(!err.contains("::ddl()"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "`shedlock ddl --table {table} --name-column lock_name`"
+        )),
+        "{err}"
+    );
+
     let err = shedlock(url, &["list", "--table", "locks;drop"]).fails(2);
     assert!(err.contains("made of plain identifiers"), "{err}");
 
@@ -597,6 +717,7 @@ async fn operates_locks_on_redis() {
         .await
         .expect("redis");
     operate(&url, &provider, &["--key-prefix", &prefix]).await;
+    printed_commands_run_as_printed(&url, &provider, &["--key-prefix", &prefix]).await;
     let ddl = shedlock(&url, &["ddl"]).fails(2);
     assert!(ddl.contains("table"), "{ddl}");
 }
@@ -613,4 +734,5 @@ async fn operates_locks_on_etcd() {
         .build()
         .expect("etcd");
     operate(&url, &provider, &["--key-prefix", &prefix]).await;
+    printed_commands_run_as_printed(&url, &provider, &["--key-prefix", &prefix]).await;
 }
