@@ -30,7 +30,14 @@ the environment variable SHEDLOCK_PASSWORD, or in a file (--password-file). Neve
 
 /// See, free and create the locks of shedlock-rs and Java `ShedLock` in a shared database.
 #[derive(Debug, Parser)]
-#[command(name = "shedlock", version, after_help = EXIT_CODES)]
+// Each usage line is written out: clap's own lists an option set from the environment
+// (`DATABASE_URL`) as if it were required.
+#[command(
+    name = "shedlock",
+    version,
+    after_help = EXIT_CODES,
+    override_usage = "shedlock [OPTIONS] <COMMAND>"
+)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) store: StoreArgs,
@@ -123,6 +130,7 @@ pub(crate) struct StoreArgs {
 pub(crate) enum Command {
     /// Lists every lock: NAME STATE HOLDER LOCKED REMAINING TOKEN (and LAST FIRE where jobs
     /// record fires), by the database's clock.
+    #[command(override_usage = "shedlock list [--held] [--json] [OPTIONS]")]
     List {
         /// Only locks held now.
         #[arg(long)]
@@ -132,6 +140,7 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Shows one lock in full, with the command that frees exactly this acquisition.
+    #[command(override_usage = "shedlock show <NAME> [--json] [OPTIONS]")]
     Show {
         /// The lock's name.
         name: String,
@@ -141,9 +150,15 @@ pub(crate) enum Command {
     },
     /// Frees a lock: safely, only if it is still the acquisition `show` printed (`--owner`,
     /// `--locked-at`, and `--token` where the table has tokens), or whoever holds it (`--force`).
-    #[command(group = clap::ArgGroup::new("how").required(true).multiple(true).args(["owner", "force"]))]
+    #[command(
+        group = clap::ArgGroup::new("how").required(true).multiple(true).args(["owner", "force"]),
+        override_usage = "shedlock unlock <NAME> --owner <OWNER> --locked-at <TIME> [--token <N>] \
+                          [--election] [OPTIONS]\n       \
+                          shedlock unlock <NAME> --force [--election] [OPTIONS]"
+    )]
     Unlock(UnlockArgs),
     /// Who leads an election (a leader latch's row): the leader, its term token, lease left.
+    #[command(override_usage = "shedlock leader <NAME> [--json] [OPTIONS]")]
     Leader {
         /// The election's name.
         name: String,
@@ -152,6 +167,9 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Refreshes `list` every second (or `--interval`) until Ctrl-C.
+    #[command(
+        override_usage = "shedlock watch [--held] [--interval <DURATION>] [--count <N>] [OPTIONS]"
+    )]
     Watch {
         /// Only locks held now.
         #[arg(long)]
@@ -164,8 +182,10 @@ pub(crate) enum Command {
         count: Option<u64>,
     },
     /// Prints the `CREATE TABLE` statement for the table and columns given (needs no connection).
+    #[command(override_usage = "shedlock ddl [OPTIONS]")]
     Ddl,
     /// Creates the lock table unless it exists.
+    #[command(override_usage = "shedlock create-table [OPTIONS]")]
     CreateTable,
 }
 
@@ -291,6 +311,19 @@ mod tests {
             let err = parse(bad).expect_err(&format!("{bad:?} must be refused"));
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_url_is_known_to_come_from_the_command_line() {
+        for args in [
+            &["shedlock", "-d", "sqlite://x.db", "list"][..],
+            &["shedlock", "list", "--database-url", "sqlite://x.db"],
+        ] {
+            let cli = Cli::parse_from_args(args.iter().map(Into::into)).expect("valid");
+            assert!(cli.store.url_on_command_line, "{args:?}");
+        }
+        let cli = Cli::parse_from_args(["shedlock", "list"].map(Into::into)).expect("valid");
+        assert!(!cli.store.url_on_command_line);
     }
 
     #[test]

@@ -704,6 +704,37 @@ fn help_documents_exit_codes() {
     assert_eq!(usage.code, 2, "{}", usage.stderr);
 }
 
+/// The usage line after a mistake shows an option set from the environment (`DATABASE_URL`) or
+/// by default as optional, not as if it were required.
+#[test]
+fn usage_lines_show_optional_options_as_optional() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "unlock",
+                "x",
+                "--locked-at",
+                "2026-12-01T20:31:02Z",
+                "-t",
+                "ops",
+            ],
+            "Usage: shedlock unlock <NAME> --owner <OWNER> --locked-at <TIME> [--token <N>] \
+             [--election] [OPTIONS]\n       \
+             shedlock unlock <NAME> --force [--election] [OPTIONS]\n",
+        ),
+        (
+            &["list", "--bogus", "--timeout", "2s"],
+            "Usage: shedlock list [--held] [--json] [OPTIONS]\n",
+        ),
+        (&["--bogus"], "Usage: shedlock [OPTIONS] <COMMAND>\n"),
+    ];
+    for (args, usage) in cases {
+        let run = shedlock("sqlite://unused.db", args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(usage), "{args:?}: {}", run.stderr);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn operates_locks_on_redis() {
