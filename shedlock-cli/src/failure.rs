@@ -76,6 +76,8 @@ impl Failure {
             format!(
                 "{error}; check that the database is reachable, or raise --timeout if it is slow"
             )
+        } else if error.is_backend() && refused(error) {
+            format!("{}; {REFUSED_HINT}", causes(error))
         } else if error.is_backend() {
             let causes = causes(error);
             match tls_hint(&causes) {
@@ -155,6 +157,28 @@ fn without_library_ddl_hint(text: &str) -> String {
         Some(start) => format!("{}{}", &text[..start], &text[end + END.len()..]),
         None => text.to_owned(),
     }
+}
+
+/// What to do about a refused connection (nothing listens on the port).
+pub(crate) const REFUSED_HINT: &str =
+    "nothing listens there: is the server running, and on that port?";
+
+/// Whether `error` or one of its causes is a refused connection: an I/O error of that kind, or
+/// a store's words for it (Redis's client keeps only the text).
+pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
+    if causes(error).contains("Connection refused") {
+        return true;
+    }
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.

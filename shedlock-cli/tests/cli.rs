@@ -633,21 +633,23 @@ async fn create_table_ddl_and_watch_on_a_new_sqlite_file() {
 
 #[test]
 fn connection_mistakes_are_one_line_and_exit_2() {
+    const REFUSED: &str = "Connection refused (os error 111); nothing listens there: is the server running, and on \
+         that port?";
     let cases = [
         ("oracle://scott@127.0.0.1/db", "known scheme"),
         (
             "redis://127.0.0.1:1",
-            "cannot connect: lock store failed to connect (Redis at redis://127.0.0.1:1/0)",
+            "cannot connect: lock store failed to connect (Redis at redis://127.0.0.1:1/0): ",
         ),
         (
             "postgres://postgres@127.0.0.1:1/test",
-            "cannot connect: lock store call `connect` timed out after 2s: connecting to \
-             Postgres at 127.0.0.1:1/test (last error: ",
+            "cannot connect: lock store failed to connect to Postgres at 127.0.0.1:1/test: error \
+             communicating with database: ",
         ),
         (
             "mysql://root@127.0.0.1:1/test",
-            "cannot connect: lock store call `connect` timed out after 2s: connecting to \
-             MySQL/MariaDB at 127.0.0.1:1/test (last error: ",
+            "cannot connect: lock store failed to connect to MySQL/MariaDB at 127.0.0.1:1/test: \
+             error communicating with database: ",
         ),
         (
             "sqlite:///nonexistent-dir/for/shedlock.db",
@@ -655,21 +657,34 @@ fn connection_mistakes_are_one_line_and_exit_2() {
              /nonexistent-dir/for/shedlock.db: ",
         ),
     ];
-    // The cases run side by side: two of them wait out their 2 s timeout.
-    let runs: Vec<Run> = std::thread::scope(|scope| {
+    // A refused connection is the answer: no waiting for the call's timeout (10 s here).
+    let runs: Vec<(Run, Duration)> = std::thread::scope(|scope| {
         let running: Vec<_> = cases
             .iter()
-            .map(|(url, _)| scope.spawn(move || shedlock(url, &["list", "--timeout", "2s"])))
+            .map(|(url, _)| {
+                scope.spawn(move || {
+                    let started = std::time::Instant::now();
+                    let run = shedlock(url, &["list", "--timeout", "10s"]);
+                    (run, started.elapsed())
+                })
+            })
             .collect();
         running
             .into_iter()
             .map(|run| run.join().expect("a case's thread"))
             .collect()
     });
-    for ((url, needle), run) in cases.into_iter().zip(runs) {
+    for ((url, needle), (run, took)) in cases.into_iter().zip(runs) {
         let err = run.fails(2);
         assert!(err.contains(needle), "{url}: {err}");
         assert!(!err.contains("scott@"), "no credentials in messages: {err}");
+        if [":1/", ":1"]
+            .iter()
+            .any(|port| url.ends_with(port) || url.contains(port))
+        {
+            assert!(err.trim_end().ends_with(REFUSED), "{url}: {err}");
+            assert!(took < Duration::from_secs(3), "{url} took {took:?}: {err}");
+        }
     }
     let no_url = Command::new(env!("CARGO_BIN_EXE_shedlock"))
         .arg("list")
@@ -687,6 +702,40 @@ fn connection_mistakes_are_one_line_and_exit_2() {
         ddl.starts_with("CREATE TABLE IF NOT EXISTS \"shedlock\""),
         "{ddl}"
     );
+}
+
+/// `host:port` of a URL like `postgres://user@127.0.0.1:5432/db`.
+fn address(url: &str) -> &str {
+    let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+    rest.split_once('/').map_or(rest, |(address, _)| address)
+}
+
+/// A URL of one store aimed at another store's port: the message says that the server speaks
+/// another protocol (MySQL's client waits for a greeting a Postgres server never sends).
+#[test]
+#[cfg_attr(
+    not(all(shedlock_pg, shedlock_mysql)),
+    ignore = "needs SHEDLOCK_PG_URL and SHEDLOCK_MYSQL_URL"
+)]
+fn a_url_aimed_at_another_stores_port_says_so() {
+    let (Some(pg), Some(my)) = (testing::postgres_url(), testing::mysql_url()) else {
+        return;
+    };
+    let cases = [
+        (
+            format!("mysql://root@{}/test", address(&pg)),
+            "it accepted the connection but sent no greeting: the server does not speak the \
+             MySQL protocol: check the URL's port",
+        ),
+        (
+            format!("postgres://postgres@{}/test", address(&my)),
+            "the server does not speak the Postgres protocol: check the URL's port",
+        ),
+    ];
+    for (url, says) in cases {
+        let err = shedlock(&url, &["list", "--timeout", "1s"]).fails(2);
+        assert!(err.trim_end().ends_with(says), "{url}: {err}");
+    }
 }
 
 #[test]

@@ -63,7 +63,13 @@ where
                 let target = D::target(&options);
                 let anchor = D::keeps_anchor(&options);
                 (
-                    Connections::Own(Own::new(options, D::setup, max, anchor)),
+                    Connections::Own(Own::new(
+                        options,
+                        D::setup,
+                        max,
+                        anchor,
+                        settings.retry_refused,
+                    )),
                     target,
                 )
             }
