@@ -235,7 +235,8 @@ impl<D: Database> Own<D> {
             }
             tracing::debug!(%error, "the database refused a lock-store connection; trying again");
             call.note_error(&error);
-            *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+            *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(crate::cause::text(&error));
             call.timed(tokio::time::sleep(pause)).await?;
             pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
         }
