@@ -212,10 +212,19 @@ mod tests {
         );
         let failure = Failure::store(&err, "shedlock", &Invocation::default());
         assert_eq!(failure.exit, Exit::Usage);
+        assert_eq!(
+            failure.message,
+            format!("lock store failed to connect to Postgres: connection refused; {REFUSED_HINT}")
+        );
+        let reset = io::Error::new(io::ErrorKind::ConnectionReset, "connection reset");
+        let err = shedlock_core::Error::backend("list locks", reset);
+        let failure = Failure::store(&err, "shedlock", &Invocation::default());
         assert!(
             failure
                 .message
-                .ends_with("check --database-url and the database")
+                .ends_with("connection reset; check --database-url and the database"),
+            "{}",
+            failure.message
         );
     }
 
