@@ -45,6 +45,18 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// The table unless `--table` says otherwise.
+pub(crate) const DEFAULT_TABLE: &str = "shedlock";
+/// The column names unless their options say otherwise: name, `lock_until`, `locked_at`,
+/// `locked_by`, fencing token.
+pub(crate) const DEFAULT_COLUMNS: [&str; 5] = [
+    "name",
+    "lock_until",
+    "locked_at",
+    "locked_by",
+    "fencing_token",
+];
+
 /// Where the locks are: database URL, table, column names.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
@@ -59,16 +71,16 @@ pub(crate) struct StoreArgs {
     )]
     pub(crate) database_url: Option<String>,
     /// The lock table, optionally schema-qualified (`ops.locks`).
-    #[arg(short, long, global = true, default_value = "shedlock")]
+    #[arg(short, long, global = true, default_value = DEFAULT_TABLE)]
     pub(crate) table: String,
     /// The lock name column.
-    #[arg(long, global = true, default_value = "name", value_name = "COLUMN")]
+    #[arg(long, global = true, default_value = DEFAULT_COLUMNS[0], value_name = "COLUMN")]
     pub(crate) name_column: String,
     /// The `lock_until` column.
     #[arg(
         long,
         global = true,
-        default_value = "lock_until",
+        default_value = DEFAULT_COLUMNS[1],
         value_name = "COLUMN"
     )]
     pub(crate) lock_until_column: String,
@@ -76,7 +88,7 @@ pub(crate) struct StoreArgs {
     #[arg(
         long,
         global = true,
-        default_value = "locked_at",
+        default_value = DEFAULT_COLUMNS[2],
         value_name = "COLUMN"
     )]
     pub(crate) locked_at_column: String,
@@ -84,7 +96,7 @@ pub(crate) struct StoreArgs {
     #[arg(
         long,
         global = true,
-        default_value = "locked_by",
+        default_value = DEFAULT_COLUMNS[3],
         value_name = "COLUMN"
     )]
     pub(crate) locked_by_column: String,
@@ -92,7 +104,7 @@ pub(crate) struct StoreArgs {
     #[arg(
         long,
         global = true,
-        default_value = "fencing_token",
+        default_value = DEFAULT_COLUMNS[4],
         value_name = "COLUMN"
     )]
     pub(crate) fencing_token_column: String,

@@ -7,7 +7,7 @@
 //! password; a URL from `DATABASE_URL` is left to the same variable. See the README's
 //! "Operating locks".
 
-use crate::args::StoreArgs;
+use crate::args::{DEFAULT_COLUMNS, DEFAULT_TABLE, StoreArgs};
 
 /// The `shedlock` options that aim a printed command at the store in use, as shell words.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -15,17 +15,14 @@ pub(crate) struct Invocation {
     options: Vec<(&'static str, String)>,
 }
 
-/// The column options and their defaults, as `args.rs` declares them.
-const COLUMNS: [(&str, &str); 5] = [
-    ("--name-column", "name"),
-    ("--lock-until-column", "lock_until"),
-    ("--locked-at-column", "locked_at"),
-    ("--locked-by-column", "locked_by"),
-    ("--fencing-token-column", "fencing_token"),
+/// The column options, in the order of [`DEFAULT_COLUMNS`].
+const COLUMN_OPTIONS: [&str; 5] = [
+    "--name-column",
+    "--lock-until-column",
+    "--locked-at-column",
+    "--locked-by-column",
+    "--fencing-token-column",
 ];
-
-/// The table unless `--table` says otherwise.
-const DEFAULT_TABLE: &str = "shedlock";
 
 impl Invocation {
     /// The options of `args` that a printed command needs to reach the same store.
@@ -47,7 +44,8 @@ impl Invocation {
             &args.locked_by_column,
             &args.fencing_token_column,
         ];
-        for ((name, default), value) in COLUMNS.into_iter().zip(columns) {
+        let defaults = COLUMN_OPTIONS.into_iter().zip(DEFAULT_COLUMNS);
+        for ((name, default), value) in defaults.zip(columns) {
             if value != default {
                 option(name, value);
             }
