@@ -36,9 +36,9 @@ use crate::runlog::{DEFAULT_RUNS_TABLE, RunLog, overlaps};
 /// The lock-name prefix unless `--prefix` says otherwise.
 pub const DEFAULT_PREFIX: &str = "demo-";
 
-const USAGE: &str = "\
-usage: replica [cluster|run|schema|check|leader] [OPTIONS]
-
+/// The help text, after the line `usage: PROGRAM [cluster|run|schema|check|leader] [OPTIONS]`
+/// ([`usage`]).
+const HELP: &str = "\
 commands:
   cluster      start several replicas of this program and summarise (default)
   run          be one replica: run the jobs until stopped; JSON events on stdout
@@ -85,6 +85,30 @@ options:
                        Redis and etcd: log in as USER; the password from FILE's first line or
                        $SHEDLOCK_PASSWORD (never an option: `ps` would show it)
 ";
+
+/// The help text, naming the program as the user ran it ([`program_name`]).
+fn usage(program: &str) -> String {
+    format!("usage: {program} [cluster|run|schema|check|leader] [OPTIONS]\n\n{HELP}")
+}
+
+/// How the user ran the program whose path is `argv0`: `cargo run --example cluster --` for an
+/// example cargo built (its directory is `examples`), else the file's name (`replica`).
+fn program_name(argv0: &str) -> String {
+    let path = std::path::Path::new(argv0);
+    let name = path.file_stem().map_or_else(
+        || "replica".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let example = path
+        .parent()
+        .and_then(|dir| dir.file_name())
+        .is_some_and(|dir| dir == "examples");
+    if example {
+        format!("cargo run --example {name} --")
+    } else {
+        name
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Command {
@@ -224,19 +248,21 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, BoxError> 
 /// any other error.
 #[must_use]
 pub fn main(default: &str) -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args = std::env::args();
+    let program = program_name(&args.next().unwrap_or_default());
+    let mut args: Vec<String> = args.collect();
     if args.first().is_none_or(|a| a.starts_with('-')) {
         args.insert(0, default.to_owned());
     }
     let args = match parse_args(args) {
         Ok(args) => args,
         Err(error) => {
-            eprintln!("error: {error}\n\n{USAGE}");
+            eprintln!("error: {error}\n\n{}", usage(&program));
             return ExitCode::from(2);
         }
     };
     if args.help {
-        print!("{USAGE}");
+        print!("{}", usage(&program));
         return ExitCode::SUCCESS;
     }
     init_tracing();
@@ -630,6 +656,32 @@ mod tests {
         assert_eq!(parsed.seconds, Some(2.5));
         assert_eq!(parsed.replica.as_deref(), Some("r7"));
         assert_eq!(parsed.jobs[0].every, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn the_usage_names_the_program_as_it_was_run() {
+        for (argv0, first) in [
+            (
+                "/src/target/debug/examples/cluster",
+                "usage: cargo run --example cluster -- [cluster|run|schema|check|leader] [OPTIONS]",
+            ),
+            (
+                "target/release/examples/cluster.exe",
+                "usage: cargo run --example cluster -- [cluster|run|schema|check|leader] [OPTIONS]",
+            ),
+            (
+                "/src/target/debug/replica",
+                "usage: replica [cluster|run|schema|check|leader] [OPTIONS]",
+            ),
+            (
+                "replica",
+                "usage: replica [cluster|run|schema|check|leader] [OPTIONS]",
+            ),
+        ] {
+            let help = usage(&program_name(argv0));
+            assert_eq!(help.lines().next(), Some(first), "{argv0}");
+            assert!(help.contains("\ncommands:\n"), "{help}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// Exit codes and what they mean, shown by `--help`.
 const EXIT_CODES: &str = "\
@@ -29,13 +30,32 @@ the environment variable SHEDLOCK_PASSWORD, or in a file (--password-file). Neve
 
 /// See, free and create the locks of shedlock-rs and Java `ShedLock` in a shared database.
 #[derive(Debug, Parser)]
-#[command(name = "shedlock", version, after_help = EXIT_CODES)]
+// Each usage line is written out: clap's own lists an option set from the environment
+// (`DATABASE_URL`) as if it were required.
+#[command(
+    name = "shedlock",
+    version,
+    after_help = EXIT_CODES,
+    override_usage = "shedlock [OPTIONS] <COMMAND>"
+)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
+
+/// The table unless `--table` says otherwise.
+pub(crate) const DEFAULT_TABLE: &str = "shedlock";
+/// The column names unless their options say otherwise: name, `lock_until`, `locked_at`,
+/// `locked_by`, fencing token.
+pub(crate) const DEFAULT_COLUMNS: [&str; 5] = [
+    "name",
+    "lock_until",
+    "locked_at",
+    "locked_by",
+    "fencing_token",
+];
 
 /// Where the locks are: database URL, table, column names.
 #[derive(Debug, Args)]
@@ -51,16 +71,16 @@ pub(crate) struct StoreArgs {
     )]
     pub(crate) database_url: Option<String>,
     /// The lock table, optionally schema-qualified (`ops.locks`).
-    #[arg(short, long, global = true, default_value = "shedlock")]
+    #[arg(short, long, global = true, default_value = DEFAULT_TABLE)]
     pub(crate) table: String,
     /// The lock name column.
-    #[arg(long, global = true, default_value = "name", value_name = "COLUMN")]
+    #[arg(long, global = true, default_value = DEFAULT_COLUMNS[0], value_name = "COLUMN")]
     pub(crate) name_column: String,
     /// The `lock_until` column.
     #[arg(
         long,
         global = true,
-        default_value = "lock_until",
+        default_value = DEFAULT_COLUMNS[1],
         value_name = "COLUMN"
     )]
     pub(crate) lock_until_column: String,
@@ -68,7 +88,7 @@ pub(crate) struct StoreArgs {
     #[arg(
         long,
         global = true,
-        default_value = "locked_at",
+        default_value = DEFAULT_COLUMNS[2],
         value_name = "COLUMN"
     )]
     pub(crate) locked_at_column: String,
@@ -76,7 +96,7 @@ pub(crate) struct StoreArgs {
     #[arg(
         long,
         global = true,
-        default_value = "locked_by",
+        default_value = DEFAULT_COLUMNS[3],
         value_name = "COLUMN"
     )]
     pub(crate) locked_by_column: String,
@@ -84,7 +104,7 @@ pub(crate) struct StoreArgs {
     #[arg(
         long,
         global = true,
-        default_value = "fencing_token",
+        default_value = DEFAULT_COLUMNS[4],
         value_name = "COLUMN"
     )]
     pub(crate) fencing_token_column: String,
@@ -112,12 +132,17 @@ pub(crate) struct StoreArgs {
     /// How long each database call may take, connecting included ("5s", "500ms", "PT2S").
     #[arg(long, global = true, default_value = "5s", value_parser = duration, value_name = "DURATION")]
     pub(crate) timeout: Duration,
+    /// Whether the URL was given with `--database-url` (not from `DATABASE_URL`): a printed
+    /// command then repeats it, without its password ([`crate::invocation`]).
+    #[arg(skip)]
+    pub(crate) url_on_command_line: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Lists every lock: NAME STATE HOLDER LOCKED REMAINING TOKEN (and LAST FIRE where jobs
     /// record fires), by the database's clock.
+    #[command(override_usage = "shedlock list [--held] [--json] [OPTIONS]")]
     List {
         /// Only locks held now.
         #[arg(long)]
@@ -127,6 +152,7 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Shows one lock in full, with the command that frees exactly this acquisition.
+    #[command(override_usage = "shedlock show <NAME> [--json] [OPTIONS]")]
     Show {
         /// The lock's name.
         name: String,
@@ -136,9 +162,15 @@ pub(crate) enum Command {
     },
     /// Frees a lock: safely, only if it is still the acquisition `show` printed (`--owner`,
     /// `--locked-at`, and `--token` where the table has tokens), or whoever holds it (`--force`).
-    #[command(group = clap::ArgGroup::new("how").required(true).multiple(true).args(["owner", "force"]))]
+    #[command(
+        group = clap::ArgGroup::new("how").required(true).multiple(true).args(["owner", "force"]),
+        override_usage = "shedlock unlock <NAME> --owner <OWNER> --locked-at <TIME> [--token <N>] \
+                          [--election] [OPTIONS]\n       \
+                          shedlock unlock <NAME> --force [--election] [OPTIONS]"
+    )]
     Unlock(UnlockArgs),
     /// Who leads an election (a leader latch's row): the leader, its term token, lease left.
+    #[command(override_usage = "shedlock leader <NAME> [--json] [OPTIONS]")]
     Leader {
         /// The election's name.
         name: String,
@@ -147,6 +179,9 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Refreshes `list` every second (or `--interval`) until Ctrl-C.
+    #[command(
+        override_usage = "shedlock watch [--held] [--interval <DURATION>] [--count <N>] [OPTIONS]"
+    )]
     Watch {
         /// Only locks held now.
         #[arg(long)]
@@ -159,8 +194,10 @@ pub(crate) enum Command {
         count: Option<u64>,
     },
     /// Prints the `CREATE TABLE` statement for the table and columns given (needs no connection).
+    #[command(override_usage = "shedlock ddl [OPTIONS]")]
     Ddl,
     /// Creates the lock table unless it exists.
+    #[command(override_usage = "shedlock create-table [OPTIONS]")]
     CreateTable,
 }
 
@@ -184,6 +221,19 @@ pub(crate) struct UnlockArgs {
     /// its renew deadline passes (10 s by default), next to the new one.
     #[arg(long)]
     pub(crate) election: bool,
+}
+
+impl Cli {
+    /// Parses `args` (the program's name first), noting where the database URL came from.
+    pub(crate) fn parse_from_args(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> Result<Self, clap::Error> {
+        let matches: ArgMatches = Self::command().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        cli.store.url_on_command_line =
+            matches.value_source("database_url") == Some(ValueSource::CommandLine);
+        Ok(cli)
+    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -273,6 +323,19 @@ mod tests {
             let err = parse(bad).expect_err(&format!("{bad:?} must be refused"));
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_url_is_known_to_come_from_the_command_line() {
+        for args in [
+            &["shedlock", "-d", "sqlite://x.db", "list"][..],
+            &["shedlock", "list", "--database-url", "sqlite://x.db"],
+        ] {
+            let cli = Cli::parse_from_args(args.iter().map(Into::into)).expect("valid");
+            assert!(cli.store.url_on_command_line, "{args:?}");
+        }
+        let cli = Cli::parse_from_args(["shedlock", "list"].map(Into::into)).expect("valid");
+        assert!(!cli.store.url_on_command_line);
     }
 
     #[test]

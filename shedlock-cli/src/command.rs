@@ -68,7 +68,7 @@ pub(crate) async fn run(
             if json {
                 output.json(&LockView::from(&entry))
             } else {
-                output.print(&render::details(&entry))
+                output.print(&render::details(&entry, &store.invocation))
             }
         }
         Command::Unlock(args) if args.force => force_unlock(store, &args, output).await,
@@ -88,7 +88,7 @@ pub(crate) async fn run(
                 .admin
                 .create_table()
                 .await
-                .map_err(|e| Failure::store(&e, &store.table))?;
+                .map_err(|e| store.failure(&e))?;
             output.print(&format!(
                 "the lock table {} exists (created unless it was there)\n",
                 store.table
@@ -98,11 +98,7 @@ pub(crate) async fn run(
 }
 
 async fn list(store: &Store, held: bool) -> Result<Vec<LockEntry>, Failure> {
-    let mut entries = store
-        .admin
-        .list()
-        .await
-        .map_err(|e| Failure::store(&e, &store.table))?;
+    let mut entries = store.admin.list().await.map_err(|e| store.failure(&e))?;
     if held {
         entries.retain(LockEntry::is_held);
     }
@@ -110,11 +106,7 @@ async fn list(store: &Store, held: bool) -> Result<Vec<LockEntry>, Failure> {
 }
 
 async fn find(store: &Store, name: &str) -> Result<Option<LockEntry>, Failure> {
-    store
-        .admin
-        .entry(name)
-        .await
-        .map_err(|e| Failure::store(&e, &store.table))
+    store.admin.entry(name).await.map_err(|e| store.failure(&e))
 }
 
 async fn entry(store: &Store, name: &str) -> Result<LockEntry, Failure> {
@@ -125,8 +117,9 @@ async fn entry(store: &Store, name: &str) -> Result<LockEntry, Failure> {
 
 fn not_found(store: &Store, name: &str) -> Failure {
     Failure::refused(format!(
-        "there is no lock named {name:?} in {}; `shedlock list` shows the names",
-        store.table
+        "there is no lock named {name:?} in {}; `{}` shows the names",
+        store.table,
+        store.invocation.command("list", None, &[])
     ))
 }
 
@@ -173,8 +166,9 @@ async fn unlock(store: &Store, args: &UnlockArgs, output: &mut Output<'_>) -> Re
     match (has_tokens, args.token) {
         (true, None) => {
             return Err(Failure::usage(format!(
-                "{} has fencing tokens: pass --token too, as `shedlock show {name}` prints it",
-                store.table
+                "{} has fencing tokens: pass --token too, as `{}` prints it",
+                store.table,
+                store.invocation.command("show", Some(name), &[])
             )));
         }
         (false, Some(_)) => {
@@ -200,9 +194,10 @@ async fn unlock(store: &Store, args: &UnlockArgs, output: &mut Output<'_>) -> Re
     }
     if !same(&current) {
         return Err(Failure::refused(format!(
-            "refused: {name:?} is {} now, not the acquisition given; nothing changed (run \
-             `shedlock show {name}` again)",
-            describe(&current)
+            "refused: {name:?} is {} now, not the acquisition given; nothing changed (run `{}` \
+             again)",
+            describe(&current),
+            store.invocation.command("show", Some(name), &[])
         )));
     }
     if current.is_election() && !args.election {
@@ -213,7 +208,7 @@ async fn unlock(store: &Store, args: &UnlockArgs, output: &mut Output<'_>) -> Re
         .admin
         .unlock(&expected)
         .await
-        .map_err(|e| Failure::store(&e, &store.table))?;
+        .map_err(|e| store.failure(&e))?;
     if !freed {
         let now = find(store, name).await?;
         let why = match now {
@@ -259,7 +254,7 @@ async fn force_unlock(
         .admin
         .force_unlock(name)
         .await
-        .map_err(|e| Failure::store(&e, &store.table))?;
+        .map_err(|e| store.failure(&e))?;
     let Some(freed) = freed else {
         return Err(Failure::refused(format!(
             "refused: {name:?} was freed by someone else meanwhile; nothing changed"
@@ -415,6 +410,7 @@ mod tests {
         let store = Store {
             admin: mem.clone(),
             table: "memory".into(),
+            invocation: crate::invocation::Invocation::default(),
         };
         (mem, store)
     }

@@ -4,6 +4,8 @@ use std::error::Error as StdError;
 use std::io;
 use std::process::ExitCode;
 
+use crate::invocation::Invocation;
+
 /// The documented exit codes (see `shedlock --help`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -48,17 +50,34 @@ impl Failure {
         }
     }
 
-    /// A store error, worded for someone at a terminal: what failed, why, and what to do.
-    pub(crate) fn store(error: &shedlock_core::Error, table: &str) -> Self {
+    /// A store error, worded for someone at a terminal: what failed, why, and what to do. The
+    /// commands it suggests run on the store `invocation` reaches.
+    pub(crate) fn store(
+        error: &shedlock_core::Error,
+        table: &str,
+        invocation: &Invocation,
+    ) -> Self {
+        let ddl = invocation.command("ddl", None, &[]);
         let message = if error.is_missing_table() {
             format!(
-                "the lock table {table} does not exist; create it with `shedlock create-table` \
-                 (`shedlock ddl` prints its DDL), or pass --table"
+                "the lock table {table} does not exist; create it with `{}` (`{ddl}` prints its \
+                 DDL), or pass --table",
+                invocation.command("create-table", None, &[])
+            )
+        } else if error.is_schema() {
+            // The library points at its `…::ddl()`; a user of this tool has `shedlock ddl`.
+            format!(
+                "{}; pass the table's column names with --name-column, --lock-until-column, \
+                 --locked-at-column, --locked-by-column and --fencing-token-column, or compare \
+                 it with what `{ddl}` prints",
+                without_library_ddl_hint(&causes(error))
             )
         } else if error.is_timeout() {
             format!(
                 "{error}; check that the database is reachable, or raise --timeout if it is slow"
             )
+        } else if error.is_backend() && refused(error) {
+            format!("{}; {REFUSED_HINT}", causes(error))
         } else if error.is_backend() {
             let causes = causes(error);
             match tls_hint(&causes) {
@@ -127,6 +146,41 @@ pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
+/// `text` without the library's pointer at a provider's DDL (`; see PgLockProvider::ddl()`,
+/// `; see the DDL of PgLockProvider::ddl()`), which a user of this tool does not have.
+fn without_library_ddl_hint(text: &str) -> String {
+    const END: &str = "::ddl()";
+    let Some(end) = text.find(END) else {
+        return text.to_owned();
+    };
+    match text[..end].rfind("; see ") {
+        Some(start) => format!("{}{}", &text[..start], &text[end + END.len()..]),
+        None => text.to_owned(),
+    }
+}
+
+/// What to do about a refused connection (nothing listens on the port).
+pub(crate) const REFUSED_HINT: &str =
+    "nothing listens there: is the server running, and on that port?";
+
+/// Whether `error` or one of its causes is a refused connection: an I/O error of that kind, or
+/// a store's words for it (Redis's client keeps only the text).
+pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
+    if causes(error).contains("Connection refused") {
+        return true;
+    }
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.
 pub(crate) fn causes(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
@@ -156,25 +210,61 @@ mod tests {
             causes(&err),
             "lock store failed to connect to Postgres: connection refused"
         );
-        let failure = Failure::store(&err, "shedlock");
+        let failure = Failure::store(&err, "shedlock", &Invocation::default());
         assert_eq!(failure.exit, Exit::Usage);
+        assert_eq!(
+            failure.message,
+            format!("lock store failed to connect to Postgres: connection refused; {REFUSED_HINT}")
+        );
+        let reset = io::Error::new(io::ErrorKind::ConnectionReset, "connection reset");
+        let err = shedlock_core::Error::backend("list locks", reset);
+        let failure = Failure::store(&err, "shedlock", &Invocation::default());
         assert!(
             failure
                 .message
-                .ends_with("check --database-url and the database")
+                .ends_with("connection reset; check --database-url and the database"),
+            "{}",
+            failure.message
         );
     }
 
     #[test]
     fn a_missing_table_says_how_to_create_it() {
         let err = shedlock_core::Error::missing_table("locks", "run x", io::Error::other("x"));
-        let failure = Failure::store(&err, "locks");
+        let failure = Failure::store(&err, "locks", &Invocation::default());
         assert!(
             failure.message.contains("`shedlock create-table`"),
             "{}",
             failure.message
         );
         assert!(!failure.message.contains('\n'));
+    }
+
+    #[test]
+    fn wrong_columns_point_at_shedlock_ddl_not_the_library() {
+        for library in [
+            "ops_locks does not have the expected columns (no column \"nm\"); see \
+             PgLockProvider::ddl()",
+            "ops_locks: name is TEXT; see the DDL of MySqlLockProvider::ddl()",
+        ] {
+            let err = shedlock_core::Error::schema(library, None);
+            let cli = <crate::args::Cli as clap::Parser>::try_parse_from([
+                "shedlock",
+                "list",
+                "-t",
+                "ops_locks",
+            ])
+            .expect("valid");
+            let failure = Failure::store(&err, "ops_locks", &Invocation::new(&cli.store));
+            let message = failure.message;
+            assert!(!message.contains("::ddl()"), "{message}");
+            assert!(
+                message
+                    .ends_with("or compare it with what `shedlock ddl --table ops_locks` prints"),
+                "{message}"
+            );
+            assert!(message.contains("ops_locks"), "{message}");
+        }
     }
 
     #[test]

@@ -16,19 +16,18 @@
 mod args;
 mod command;
 mod failure;
+mod invocation;
 mod render;
 mod store;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::command::Output;
 use crate::failure::{Exit, Failure};
 
 fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let cli = match args::Cli::parse_from_args(std::env::args_os()) {
         Ok(cli) => cli,
         // --help and --version exit 0, usage errors 2, with clap's own message.
         Err(e) => {

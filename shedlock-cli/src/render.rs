@@ -8,6 +8,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use shedlock_core::admin::model::{LockState, LockView};
 use shedlock_core::admin::{LockEntry, election_owner_id};
 
+use crate::invocation::Invocation;
+
 /// A time as RFC 3339 in UTC with all the precision it has (`2026-12-01T20:31:02.123456Z`), so
 /// a value printed here and passed back as `--locked-at` is exactly the stored one.
 pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
@@ -114,38 +116,26 @@ pub(crate) fn table(entries: &[LockEntry]) -> String {
     out
 }
 
-/// A shell word: as is when it is plain, else in single quotes.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@#%+=,".contains(c));
-    if plain {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-/// The safe unlock command for exactly this acquisition.
-pub(crate) fn unlock_command(entry: &LockEntry) -> String {
+/// The safe unlock command for exactly this acquisition, on the store `invocation` reaches.
+pub(crate) fn unlock_command(entry: &LockEntry, invocation: &Invocation) -> String {
     let r = entry.record();
-    let mut cmd = format!(
-        "shedlock unlock {} --owner {} --locked-at {}",
-        shell_word(r.name()),
-        shell_word(r.owner()),
-        timestamp(r.locked_at())
-    );
-    if let Some(t) = r.fencing_token() {
-        let _ = write!(cmd, " --token {t}");
+    let locked_at = timestamp(r.locked_at());
+    let token = r.fencing_token().map(|t| t.to_string());
+    let mut flags = vec![
+        ("--owner", Some(r.owner())),
+        ("--locked-at", Some(locked_at.as_str())),
+    ];
+    if let Some(token) = &token {
+        flags.push(("--token", Some(token)));
     }
     if entry.is_election() {
-        cmd.push_str(" --election");
+        flags.push(("--election", None));
     }
-    cmd
+    invocation.command("unlock", Some(r.name()), &flags)
 }
 
 /// `show`: one lock in full, every time with full precision.
-pub(crate) fn details(entry: &LockEntry) -> String {
+pub(crate) fn details(entry: &LockEntry, invocation: &Invocation) -> String {
     let r = entry.record();
     let now = entry.store_now();
     let state = match entry.remaining() {
@@ -192,7 +182,7 @@ pub(crate) fn details(entry: &LockEntry) -> String {
         ));
     }
     if entry.is_held() {
-        lines.push(("unlock with", unlock_command(entry)));
+        lines.push(("unlock with", unlock_command(entry, invocation)));
     }
     key_values(&lines)
 }
@@ -299,7 +289,10 @@ mod tests {
 
     #[test]
     fn show_prints_the_exact_unlock_command() {
-        let out = details(&entry("report", "pod 7's", 0, 60, 12));
+        let out = details(
+            &entry("report", "pod 7's", 0, 60, 12),
+            &Invocation::default(),
+        );
         assert!(out.contains("state:       held, 48s left"), "{out}");
         assert!(
             out.contains(
@@ -308,9 +301,12 @@ mod tests {
             ),
             "{out}"
         );
-        let free = details(&entry("report", "pod-7", 0, 10, 12));
+        let free = details(&entry("report", "pod-7", 0, 10, 12), &Invocation::default());
         assert!(!free.contains("unlock with"), "{free}");
-        let election = details(&entry("scheduler", "pod-2:1:cc#election", 0, 15, 2));
+        let election = details(
+            &entry("scheduler", "pod-2:1:cc#election", 0, 15, 2),
+            &Invocation::default(),
+        );
         assert!(election.contains("pod-2:1:cc leads"), "{election}");
         assert!(election.contains("--token 42 --election"), "{election}");
     }

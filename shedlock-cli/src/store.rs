@@ -3,14 +3,20 @@
 //! Each store is one [`Kind`] with its URL schemes and one arm in [`open`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use shedlock_core::admin::LockAdmin;
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::RedisLockProvider;
+use shedlock_sqlx::sqlx::mysql::MySqlConnectOptions;
 use shedlock_sqlx::{LockProviderBuilder, MySqlLockProvider, PgLockProvider, SqliteLockProvider};
+
+use tokio::io::AsyncReadExt as _;
+use tokio::net::TcpStream;
 
 use crate::args::StoreArgs;
 use crate::failure::Failure;
+use crate::invocation::Invocation;
 
 /// `$builder` with `--cacert` and `--cert`/`--key`: every store's builder has `ca_file` and
 /// `client_cert`.
@@ -73,6 +79,15 @@ const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
 pub(crate) struct Store {
     pub(crate) admin: Arc<dyn LockAdmin>,
     pub(crate) table: String,
+    /// How the commands the tool prints reach this store again.
+    pub(crate) invocation: Invocation,
+}
+
+impl Store {
+    /// A store error, as [`Failure::store`] words it for this store.
+    pub(crate) fn failure(&self, error: &shedlock_core::Error) -> Failure {
+        Failure::store(error, &self.table, &self.invocation)
+    }
 }
 
 /// Which store `url` names.
@@ -112,13 +127,22 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
     // A SQL provider for one command (two connections at most), connected now with `connect`.
     macro_rules! sql {
         ($provider:ty) => {{
-            let builder = configure(<$provider>::from_url(url), args, password).max_connections(2);
+            // A refusal is the answer: no retrying until the deadline, as a service would.
+            let builder = configure(<$provider>::from_url(url), args, password)
+                .max_connections(2)
+                .retry_refused_connections(false);
             let provider = if connect {
                 builder.connect().await
             } else {
                 builder.build()
             };
-            Arc::new(provider.map_err(connect_failure)?)
+            match provider {
+                Ok(provider) => Arc::new(provider),
+                Err(error) => {
+                    let other = other_protocol(kind, url, &error, args.timeout).await;
+                    return Err(connect_failure(error, other));
+                }
+            }
         }};
     }
     let admin: Arc<dyn LockAdmin> = match kind {
@@ -136,7 +160,7 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
             } else {
                 builder.build()
             };
-            Arc::new(provider.map_err(connect_failure)?)
+            Arc::new(provider.map_err(|e| connect_failure(e, None))?)
         }
         Kind::Etcd => {
             let mut builder = EtcdLockProvider::builder(url).call_timeout(args.timeout);
@@ -160,18 +184,74 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
     Ok(Store {
         admin,
         table: args.table.clone(),
+        invocation: Invocation::new(args),
     })
 }
 
 /// Why a store could not be opened: bad settings as they are, anything else as a connection
-/// problem, with the store's own words (the server, the cause).
-fn connect_failure(error: shedlock_core::Error) -> Failure {
+/// problem, with the store's own words (the server, the cause) and what to do: `other_protocol`
+/// when the server speaks another protocol than the URL's.
+fn connect_failure(error: shedlock_core::Error, other_protocol: Option<String>) -> Failure {
     if error.is_invalid_config() {
         return Failure::from(error);
     }
     let causes = crate::failure::causes(&error);
-    let hint = crate::failure::tls_hint(&causes).unwrap_or("check --database-url or DATABASE_URL");
+    let hint = match other_protocol {
+        Some(other) => other,
+        None if crate::failure::refused(&error) => crate::failure::REFUSED_HINT.to_owned(),
+        None => crate::failure::tls_hint(&causes)
+            .unwrap_or("check --database-url or DATABASE_URL")
+            .to_owned(),
+    };
     Failure::usage(format!("cannot connect: {causes}; {hint}"))
+}
+
+/// Whether the server at `url` speaks another protocol than the URL's store, in which case
+/// connecting fails in a way that does not say so:
+/// - a Postgres client gets an answer it cannot read (a MySQL server greets first);
+/// - a MySQL client waits for the greeting until its deadline: a server that accepts the
+///   connection but says nothing within `wait` (a Postgres server waits for its client) is no
+///   MySQL server. Asked on a connection of its own, after the timeout.
+async fn other_protocol(
+    kind: Kind,
+    url: &str,
+    error: &shedlock_core::Error,
+    wait: Duration,
+) -> Option<String> {
+    let said = |store: &str| {
+        format!("the server does not speak the {store} protocol: check the URL's port")
+    };
+    match kind {
+        Kind::Postgres => {
+            let causes = crate::failure::causes(error);
+            causes
+                .contains("encountered unexpected or invalid data")
+                .then(|| said("Postgres"))
+        }
+        Kind::MySql if error.is_timeout() => {
+            let options: MySqlConnectOptions = url.parse().ok()?;
+            if options.get_socket().is_some() {
+                return None;
+            }
+            let address = (options.get_host(), options.get_port());
+            let wait = wait.min(Duration::from_secs(1));
+            let mut stream = tokio::time::timeout(wait, TcpStream::connect(address))
+                .await
+                .ok()?
+                .ok()?;
+            let mut byte = [0_u8; 1];
+            let silent = tokio::time::timeout(wait, stream.read(&mut byte))
+                .await
+                .is_err();
+            silent.then(|| {
+                format!(
+                    "it accepted the connection but sent no greeting: {}",
+                    said("MySQL")
+                )
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The environment variable a password can come from (never a command-line option, which `ps`

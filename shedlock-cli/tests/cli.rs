@@ -50,15 +50,120 @@ impl Run {
 }
 
 fn shedlock(url: &str, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_shedlock"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .output()
-        .expect("run the shedlock binary");
+    binary(args, Some(url))
+}
+
+/// Runs the binary with `args`, `DATABASE_URL` set to `url` or unset.
+fn binary(args: &[&str], url: Option<&str>) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shedlock"));
+    command.args(args);
+    run(&mut command, url)
+}
+
+/// Runs `command` to its end, `DATABASE_URL` set to `url` or unset.
+fn run(command: &mut Command, url: Option<&str>) -> Run {
+    match url {
+        Some(url) => command.env("DATABASE_URL", url),
+        None => command.env_remove("DATABASE_URL"),
+    };
+    let output = command.output().expect("run the command");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `line`, a command the tool printed, as a shell would run it pasted: `shedlock` is the
+/// binary under test (first on `PATH`), `DATABASE_URL` is `url` or unset.
+fn pasted(line: &str, url: Option<&str>) -> Run {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_shedlock"));
+    let dir = bin.parent().expect("the binary's directory");
+    let path = std::env::join_paths(
+        std::iter::once(dir.to_path_buf()).chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ),
+    )
+    .expect("a PATH");
+    run(
+        Command::new("sh").arg("-c").arg(line).env("PATH", path),
+        url,
+    )
+}
+
+/// The commands between backquotes in `text`, as a message quotes them.
+fn quoted_commands(text: &str) -> Vec<&str> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| c.starts_with("shedlock "))
+        .collect()
+}
+
+/// Every command the tool prints runs as printed, on the store it was printed for: the unlock
+/// line of `show` (a name the shell must have quoted, `scope` a table or key prefix that is not
+/// the default), the `show` a stale unlock suggests, the `list` an unknown name suggests; with
+/// the URL from `DATABASE_URL` (the printed line relies on it) and from `--database-url` (the
+/// printed line carries it).
+async fn printed_commands_run_as_printed(url: &str, admin: &dyn LockAdmin, scope: &[&str]) {
+    let name = testing::unique_lock_name("it's a report");
+    for url_as_option in [false, true] {
+        let record = admin
+            .acquire(&name, MIN, HOLDER)
+            .await
+            .expect("acquire")
+            .expect("free");
+        let cmd = |args: &[&str]| {
+            if url_as_option {
+                binary(&[&["--database-url", url], args, scope].concat(), None)
+            } else {
+                shedlock(url, &[args, scope].concat())
+            }
+        };
+        // What the shell of a pasted line has: DATABASE_URL only where the URL came from it.
+        let env = (!url_as_option).then_some(url);
+        let show = cmd(&["show", &name]).ok();
+        let line = show
+            .lines()
+            .find_map(|l| l.strip_prefix("unlock with: "))
+            .unwrap_or_else(|| panic!("no unlock line in {show}"));
+        assert_eq!(line.contains("--database-url"), url_as_option, "{line}");
+
+        // Stale (taken again since): the refusal's `shedlock show …` shows this lock.
+        let newer = retake_by_same_owner(admin, &record).await;
+        let stale = pasted(line, env).fails(1);
+        let again = quoted_commands(&stale);
+        assert_eq!(again.len(), 1, "{stale}");
+        let shown = pasted(again[0], env).ok();
+        assert!(
+            shown.contains(&format!("name:        {name}")),
+            "{again:?}: {shown}"
+        );
+        let line = shown
+            .lines()
+            .find_map(|l| l.strip_prefix("unlock with: "))
+            .unwrap_or_else(|| panic!("no unlock line in {shown}"))
+            .to_owned();
+        let freed = pasted(&line, env).ok();
+        assert!(
+            freed.starts_with(&format!("freed {name:?}")),
+            "{line}: {freed}"
+        );
+        let after = admin.entry(&name).await.expect("entry").expect("row");
+        assert!(!after.is_held(), "{line} freed nothing: {after}");
+        assert_eq!(after.record().locked_at(), newer.locked_at());
+
+        // An unknown name: the suggested `shedlock list` lists this store's locks.
+        let unknown = cmd(&["show", "no-such-lock"]).fails(1);
+        let list = quoted_commands(&unknown);
+        assert_eq!(list.len(), 1, "{unknown}");
+        let listed = pasted(list[0], env).ok();
+        assert!(
+            listed.lines().any(|l| l.starts_with(&name)),
+            "{list:?}: {listed}"
+        );
     }
 }
 
@@ -238,6 +343,7 @@ async fn operate_a_held_lock(db: &Db) {
     let admin = db.admin(&table);
     admin.create_table().await.expect("create table");
     operate(&db.url, &*admin, &["--table", &table]).await;
+    printed_commands_run_as_printed(&db.url, &*admin, &["--table", &table]).await;
     db.drop_table(&table).await;
 }
 
@@ -428,6 +534,20 @@ async fn bad_input(db: &Db) {
     );
     assert!(err.contains("shedlock create-table"), "{err}");
 
+    // A column the table does not have: the tool's own `ddl`, on this table, is the reference.
+    let err = shedlock(
+        url,
+        &["list", "--table", &table, "--name-column", "lock_name"],
+    )
+    .fails(2);
+    assert!(!err.contains("::ddl()"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "`shedlock ddl --table {table} --name-column lock_name`"
+        )),
+        "{err}"
+    );
+
     let err = shedlock(url, &["list", "--table", "locks;drop"]).fails(2);
     assert!(err.contains("made of plain identifiers"), "{err}");
 
@@ -513,21 +633,23 @@ async fn create_table_ddl_and_watch_on_a_new_sqlite_file() {
 
 #[test]
 fn connection_mistakes_are_one_line_and_exit_2() {
+    const REFUSED: &str = "Connection refused (os error 111); nothing listens there: is the server running, and on \
+         that port?";
     let cases = [
         ("oracle://scott@127.0.0.1/db", "known scheme"),
         (
             "redis://127.0.0.1:1",
-            "cannot connect: lock store failed to connect (Redis at redis://127.0.0.1:1/0)",
+            "cannot connect: lock store failed to connect (Redis at redis://127.0.0.1:1/0): ",
         ),
         (
             "postgres://postgres@127.0.0.1:1/test",
-            "cannot connect: lock store call `connect` timed out after 2s: connecting to \
-             Postgres at 127.0.0.1:1/test (last error: ",
+            "cannot connect: lock store failed to connect to Postgres at 127.0.0.1:1/test: error \
+             communicating with database: ",
         ),
         (
             "mysql://root@127.0.0.1:1/test",
-            "cannot connect: lock store call `connect` timed out after 2s: connecting to \
-             MySQL/MariaDB at 127.0.0.1:1/test (last error: ",
+            "cannot connect: lock store failed to connect to MySQL/MariaDB at 127.0.0.1:1/test: \
+             error communicating with database: ",
         ),
         (
             "sqlite:///nonexistent-dir/for/shedlock.db",
@@ -535,21 +657,34 @@ fn connection_mistakes_are_one_line_and_exit_2() {
              /nonexistent-dir/for/shedlock.db: ",
         ),
     ];
-    // The cases run side by side: two of them wait out their 2 s timeout.
-    let runs: Vec<Run> = std::thread::scope(|scope| {
+    // A refused connection is the answer: no waiting for the call's timeout (10 s here).
+    let runs: Vec<(Run, Duration)> = std::thread::scope(|scope| {
         let running: Vec<_> = cases
             .iter()
-            .map(|(url, _)| scope.spawn(move || shedlock(url, &["list", "--timeout", "2s"])))
+            .map(|(url, _)| {
+                scope.spawn(move || {
+                    let started = std::time::Instant::now();
+                    let run = shedlock(url, &["list", "--timeout", "10s"]);
+                    (run, started.elapsed())
+                })
+            })
             .collect();
         running
             .into_iter()
             .map(|run| run.join().expect("a case's thread"))
             .collect()
     });
-    for ((url, needle), run) in cases.into_iter().zip(runs) {
+    for ((url, needle), (run, took)) in cases.into_iter().zip(runs) {
         let err = run.fails(2);
         assert!(err.contains(needle), "{url}: {err}");
         assert!(!err.contains("scott@"), "no credentials in messages: {err}");
+        if [":1/", ":1"]
+            .iter()
+            .any(|port| url.ends_with(port) || url.contains(port))
+        {
+            assert!(err.trim_end().ends_with(REFUSED), "{url}: {err}");
+            assert!(took < Duration::from_secs(3), "{url} took {took:?}: {err}");
+        }
     }
     let no_url = Command::new(env!("CARGO_BIN_EXE_shedlock"))
         .arg("list")
@@ -569,6 +704,40 @@ fn connection_mistakes_are_one_line_and_exit_2() {
     );
 }
 
+/// `host:port` of a URL like `postgres://user@127.0.0.1:5432/db`.
+fn address(url: &str) -> &str {
+    let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+    rest.split_once('/').map_or(rest, |(address, _)| address)
+}
+
+/// A URL of one store aimed at another store's port: the message says that the server speaks
+/// another protocol (MySQL's client waits for a greeting a Postgres server never sends).
+#[test]
+#[cfg_attr(
+    not(all(shedlock_pg, shedlock_mysql)),
+    ignore = "needs SHEDLOCK_PG_URL and SHEDLOCK_MYSQL_URL"
+)]
+fn a_url_aimed_at_another_stores_port_says_so() {
+    let (Some(pg), Some(my)) = (testing::postgres_url(), testing::mysql_url()) else {
+        return;
+    };
+    let cases = [
+        (
+            format!("mysql://root@{}/test", address(&pg)),
+            "it accepted the connection but sent no greeting: the server does not speak the \
+             MySQL protocol: check the URL's port",
+        ),
+        (
+            format!("postgres://postgres@{}/test", address(&my)),
+            "the server does not speak the Postgres protocol: check the URL's port",
+        ),
+    ];
+    for (url, says) in cases {
+        let err = shedlock(&url, &["list", "--timeout", "1s"]).fails(2);
+        assert!(err.trim_end().ends_with(says), "{url}: {err}");
+    }
+}
+
 #[test]
 fn help_documents_exit_codes() {
     let help = shedlock("", &["--help"]).ok();
@@ -584,6 +753,37 @@ fn help_documents_exit_codes() {
     assert_eq!(usage.code, 2, "{}", usage.stderr);
 }
 
+/// The usage line after a mistake shows an option set from the environment (`DATABASE_URL`) or
+/// by default as optional, not as if it were required.
+#[test]
+fn usage_lines_show_optional_options_as_optional() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "unlock",
+                "x",
+                "--locked-at",
+                "2026-12-01T20:31:02Z",
+                "-t",
+                "ops",
+            ],
+            "Usage: shedlock unlock <NAME> --owner <OWNER> --locked-at <TIME> [--token <N>] \
+             [--election] [OPTIONS]\n       \
+             shedlock unlock <NAME> --force [--election] [OPTIONS]\n",
+        ),
+        (
+            &["list", "--bogus", "--timeout", "2s"],
+            "Usage: shedlock list [--held] [--json] [OPTIONS]\n",
+        ),
+        (&["--bogus"], "Usage: shedlock [OPTIONS] <COMMAND>\n"),
+    ];
+    for (args, usage) in cases {
+        let run = shedlock("sqlite://unused.db", args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(usage), "{args:?}: {}", run.stderr);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
 async fn operates_locks_on_redis() {
@@ -597,6 +797,7 @@ async fn operates_locks_on_redis() {
         .await
         .expect("redis");
     operate(&url, &provider, &["--key-prefix", &prefix]).await;
+    printed_commands_run_as_printed(&url, &provider, &["--key-prefix", &prefix]).await;
     let ddl = shedlock(&url, &["ddl"]).fails(2);
     assert!(ddl.contains("table"), "{ddl}");
 }
@@ -613,4 +814,5 @@ async fn operates_locks_on_etcd() {
         .build()
         .expect("etcd");
     operate(&url, &provider, &["--key-prefix", &prefix]).await;
+    printed_commands_run_as_printed(&url, &provider, &["--key-prefix", &prefix]).await;
 }

@@ -80,6 +80,7 @@ pub struct LockProviderBuilder<DB: Database> {
     max_name_len: usize,
     call_timeout: Duration,
     transaction_pooler: bool,
+    retry_refused: bool,
 }
 
 /// Where a builder's provider gets its connections.
@@ -165,6 +166,9 @@ pub(crate) struct Settings {
     /// Each statement runs unnamed in a transaction of its own, for a transaction-mode pooler
     /// ([`Checkout::begin`](crate::store::Checkout::begin)).
     pub(crate) transaction_pooler: bool,
+    /// A refused connection is asked for again until the call's deadline
+    /// ([`LockProviderBuilder::retry_refused_connections`]).
+    pub(crate) retry_refused: bool,
 }
 
 impl Settings {
@@ -179,6 +183,7 @@ impl Settings {
             max_name_len: DEFAULT_MAX_NAME_LEN,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             transaction_pooler: false,
+            retry_refused: true,
         }
     }
 }
@@ -206,6 +211,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
             max_name_len: DEFAULT_MAX_NAME_LEN,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             transaction_pooler: false,
+            retry_refused: true,
         }
     }
 
@@ -263,6 +269,17 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// until its `at_most` ends.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// Whether opening a connection that the server refuses (nothing listens on the port: the
+    /// database is down or restarting) is tried again, with a growing pause, until the call's
+    /// deadline. On by default, so that a service started while its database restarts waits for
+    /// it. Off, the call fails at the first refusal, naming it: for a command-line tool, where a
+    /// refusal is the answer. Applies to the connections a provider built from a URL opens
+    /// itself (see docs/sql-stores.md).
+    pub fn retry_refused_connections(mut self, retry: bool) -> Self {
+        self.retry_refused = retry;
         self
     }
 
@@ -422,6 +439,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 max_name_len: self.max_name_len,
                 call_timeout: self.call_timeout,
                 transaction_pooler,
+                retry_refused: self.retry_refused,
             },
         ))
     }
@@ -443,6 +461,7 @@ impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
             .field("max_name_len", &self.max_name_len)
             .field("call_timeout", &self.call_timeout)
             .field("transaction_pooler", &self.transaction_pooler)
+            .field("retry_refused", &self.retry_refused)
             .finish_non_exhaustive()
     }
 }

@@ -129,6 +129,8 @@ pub(crate) struct Own<D: Database> {
     /// Why the last connection could not be opened, until one is (for the timeouts of calls
     /// that waited for a free connection meanwhile).
     pub(crate) refusal: Arc<Mutex<Option<String>>>,
+    /// Whether a refused connection is asked for again until the call's deadline.
+    retry_refused: bool,
 }
 
 struct Idle<D: Database> {
@@ -142,7 +144,13 @@ struct Idle<D: Database> {
 pub(crate) const MAX_LIFETIME: Duration = Duration::from_mins(30);
 
 impl<D: Database> Own<D> {
-    pub(crate) fn new(options: Options<D>, setup: Setup<D>, max: u32, anchor: bool) -> Arc<Self> {
+    pub(crate) fn new(
+        options: Options<D>,
+        setup: Setup<D>,
+        max: u32,
+        anchor: bool,
+        retry_refused: bool,
+    ) -> Arc<Self> {
         Arc::new(Self {
             options,
             setup,
@@ -152,6 +160,7 @@ impl<D: Database> Own<D> {
             open: AtomicU32::new(0),
             anchor: anchor.then(|| Mutex::new(None)),
             refusal: Arc::default(),
+            retry_refused,
         })
     }
 
@@ -197,7 +206,8 @@ impl<D: Database> Own<D> {
 
     /// Opens a connection and runs the dialect's session settings on it. A server that refuses
     /// connections (down, restarting, starting up) is asked again, with a growing pause, until
-    /// the call's deadline; the last error is kept for the timeout messages.
+    /// the call's deadline (unless `retry_refused` is off); the last error is kept for the
+    /// timeout messages.
     async fn open(&self, call: &Call) -> shedlock_core::Result<sqlx::Result<D::Connection>> {
         let mut pause = RECONNECT_PAUSE;
         loop {
@@ -220,12 +230,13 @@ impl<D: Database> Own<D> {
                 },
                 Err(error) => error,
             };
-            if !refused(&error) {
+            if !self.retry_refused || !refused(&error) {
                 return Ok(Err(error));
             }
             tracing::debug!(%error, "the database refused a lock-store connection; trying again");
             call.note_error(&error);
-            *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+            *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(crate::cause::text(&error));
             call.timed(tokio::time::sleep(pause)).await?;
             pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
         }

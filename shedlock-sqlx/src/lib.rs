@@ -145,6 +145,8 @@ mod admin;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod builder;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod cause;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod connect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod conns;

@@ -63,7 +63,13 @@ where
                 let target = D::target(&options);
                 let anchor = D::keeps_anchor(&options);
                 (
-                    Connections::Own(Own::new(options, D::setup, max, anchor)),
+                    Connections::Own(Own::new(
+                        options,
+                        D::setup,
+                        max,
+                        anchor,
+                        settings.retry_refused,
+                    )),
                     target,
                 )
             }
@@ -523,16 +529,19 @@ where
 
     pub(crate) fn map_error(&self, error: sqlx::Error, what: &str) -> Error {
         match D::classify(&error) {
-            Some(Fault::MissingTable) => self.missing_table(error),
+            Some(Fault::MissingTable) => self.missing_table(crate::cause::source(error)),
             Some(Fault::Columns(detail)) => Error::schema(
                 format!(
                     "{} does not have the expected columns ({detail}); see {}::ddl()",
                     self.inner.store.settings.table,
                     D::PROVIDER
                 ),
-                Some(Box::new(error)),
+                Some(crate::cause::source(error)),
             ),
-            None => Error::backend(format!("{what} on {}", self.inner.store.target()), error),
+            None => Error::backend(
+                format!("{what} on {}", self.inner.store.target()),
+                crate::cause::source(error),
+            ),
         }
     }
 

@@ -343,6 +343,30 @@ mod tests {
         );
     }
 
+    /// With `retry_refused_connections(false)` a refusal is the answer: `connect()` fails at
+    /// the first one, long before the call timeout, naming the server and the refusal.
+    #[tokio::test]
+    async fn a_refused_connection_is_the_answer_when_not_retried() {
+        let port = closed_port();
+        let started = std::time::Instant::now();
+        let err = MySqlLockProvider::from_url(format!("mysql://app:secret@127.0.0.1:{port}/app"))
+            .call_timeout(Duration::from_secs(10))
+            .retry_refused_connections(false)
+            .connect()
+            .await
+            .expect_err("nobody listens");
+        assert!(err.is_backend(), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "lock store failed to connect to MySQL/MariaDB at 127.0.0.1:{port}/app: "
+            )) && text.contains("Connection refused"),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+    }
+
     /// A server that is not there: `connect()` keeps asking until the call timeout, then says
     /// where it tried, what it got, and for which call; never the password.
     #[tokio::test]

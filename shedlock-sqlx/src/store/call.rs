@@ -125,7 +125,7 @@ impl Call {
                  owner until at_most; not repeated",
                 self.target.name
             ),
-            error,
+            crate::cause::source(error),
         )
     }
 
@@ -138,7 +138,7 @@ impl Call {
         *self
             .last_error
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+            .unwrap_or_else(PoisonError::into_inner) = Some(crate::cause::text(error));
     }
 
     /// The error of this call running out of time: the lock, the step (waiting for a free

@@ -88,7 +88,14 @@ impl<DB: Database> Store<DB> {
     pub(crate) fn checkout_error(&self, call: &Call, error: sqlx::Error) -> Error {
         match error {
             sqlx::Error::PoolTimedOut => call.timeout_error(),
-            error => Error::backend(format!("connect to {}: {error}", self.target.name), error),
+            error => Error::backend(
+                format!(
+                    "connect to {}: {}",
+                    self.target.name,
+                    crate::cause::text(&error)
+                ),
+                crate::cause::source(error),
+            ),
         }
     }
 

@@ -141,6 +141,7 @@ mod retries {
                 <Sqlite as crate::dialect::Dialect>::setup,
                 POOL,
                 anchor,
+                true,
             ))
         } else {
             let pool = SqlitePoolOptions::new()
@@ -283,6 +284,7 @@ mod retries {
                 "sqlite::memory:".parse().expect("a valid URL"),
                 <Sqlite as crate::dialect::Dialect>::setup,
                 POOL,
+                true,
                 true,
             )),
             settings,

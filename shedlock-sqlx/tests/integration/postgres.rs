@@ -332,6 +332,43 @@ async fn a_refused_login_names_the_server_and_its_reason() {
         "{text}"
     );
     assert!(!text.contains("secret"), "{text}");
+    assert_no_server_line(&err);
+
+    // A statement's error: its source reads like the server's message, without the line either.
+    let provider = PgLockProvider::from_url(testing::postgres_url().unwrap())
+        .table("shedlock_no_such_schema.locks")
+        .build()
+        .unwrap();
+    let err = provider
+        .create_table_if_not_exists()
+        .await
+        .expect_err("no such schema");
+    assert_no_server_line(&err);
+    let chain = error_chain(&err);
+    assert!(
+        chain.contains("schema \"shedlock_no_such_schema\" does not exist"),
+        "{chain}"
+    );
+}
+
+/// `error` and its sources, one per line.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        text.push_str(&e.to_string());
+        text.push('\n');
+        next = e.source();
+    }
+    text
+}
+
+/// Neither `error` nor any of its sources ends Postgres's message with the line of the server's
+/// source that raised it (sqlx writes ` at line 948`).
+#[track_caller]
+fn assert_no_server_line(error: &shedlock_core::Error) {
+    let chain = error_chain(error);
+    assert!(!chain.contains(" at line "), "{chain}");
 }
 
 /// A provider in transaction-pooler mode runs each statement unnamed inside `BEGIN` …
