@@ -18,7 +18,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::builder::Settings;
 use crate::dialect::{Dialect, LAST_FIRE, Map};
-use crate::store::Schema;
+use crate::link::Schema;
 
 /// The admin statements for one table layout.
 pub(crate) struct Statements {

@@ -13,7 +13,7 @@ use crate::connect::ConnectSettings;
 use crate::conns::Options;
 use crate::dialect::Dialect;
 use crate::ident::{Quote, TableName, check_ident};
-use crate::store::DEFAULT_POOL_SIZE;
+use crate::link::DEFAULT_POOL_SIZE;
 use crate::url::parse_url;
 
 /// Java ShedLock's table name, the default.
@@ -164,7 +164,7 @@ pub(crate) struct Settings {
     pub(crate) max_name_len: usize,
     pub(crate) call_timeout: Duration,
     /// Each statement runs unnamed in a transaction of its own, for a transaction-mode pooler
-    /// ([`Checkout::begin`](crate::store::Checkout::begin)).
+    /// ([`Checkout::begin`](crate::link::Checkout::begin)).
     pub(crate) transaction_pooler: bool,
     /// A refused connection is asked for again until the call's deadline
     /// ([`LockProviderBuilder::retry_refused_connections`]).

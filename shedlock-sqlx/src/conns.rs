@@ -8,7 +8,7 @@
 //! list the moment its statement has finished (its reply read), and one whose statement
 //! did not finish is closed instead, so a connection never carries a half-read reply into the
 //! next call. A dead idle connection (the server restarted) is found by the next statement and
-//! retried past by [`Store::run`](crate::store::Store::run), as with sqlx's pool.
+//! retried past by [`Link::run`](crate::link::Link::run), as with sqlx's pool.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,7 +21,7 @@ use sqlx::{ConnectOptions, Connection, Database, Pool};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::store::{Call, CallStep};
+use crate::link::{Call, CallStep};
 
 /// sqlx's connect options of `D`.
 pub(crate) type Options<D> = <<D as Database>::Connection as Connection>::Options;
@@ -298,10 +298,10 @@ fn reusable(created: Instant, since: Instant, now: Instant) -> bool {
 /// listening (down, restarting), reset the connection, or says it is starting or shutting down.
 fn refused(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
-        || crate::store::checkout_lost(error)
+        || crate::link::checkout_lost(error)
 }
 
-/// A connection out for one attempt; [`Checkout`](crate::store::Checkout) gives it back or
+/// A connection out for one attempt; [`Checkout`](crate::link::Checkout) gives it back or
 /// closes it when the attempt ends. Dropped otherwise, a connection of the provider's own is
 /// closed (its state is unknown).
 pub(crate) enum Held<D: Database> {

@@ -33,7 +33,7 @@ use sqlx::{Database, Encode, Type};
 use crate::builder::{ColumnNames, Settings};
 use crate::conns::Options;
 use crate::ident::{Quote, Reserved};
-use crate::store::{Call, Checkout, Schema, Store, check_name_capacity};
+use crate::link::{Call, Checkout, Link, Schema, check_name_capacity};
 
 /// Turns a statement's error into ours (the call's name is in it).
 pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
@@ -293,7 +293,7 @@ pub(crate) trait Dialect: Database + sqlx::database::HasStatementCache + Sized {
     /// Reads the table's columns and whether the name column is alone in a unique index;
     /// `None` if the table does not exist.
     fn detect<'a>(
-        store: &'a Store<Self>,
+        link: &'a Link<Self>,
         call: &'a Call,
         map: &'a Map<'a>,
     ) -> impl Future<Output = Result<Option<(Vec<Self::TableColumn>, bool)>>> + Send + 'a;

@@ -154,6 +154,8 @@ mod conns;
 mod dialect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod ident;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod link;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]
@@ -164,8 +166,6 @@ mod provider;
 mod provider_types;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -175,6 +175,8 @@ mod url;
 pub use builder::{DEFAULT_TABLE, LockProviderBuilder};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use conns::ConnectionStats;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use link::DEFAULT_POOL_SIZE;
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlLockProvider;
 #[cfg(feature = "postgres")]
@@ -183,5 +185,3 @@ pub use postgres::PgLockProvider;
 pub use sqlite::SqliteLockProvider;
 /// The sqlx this crate is built on (0.9), for building pools of the right version.
 pub use sqlx;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use store::DEFAULT_POOL_SIZE;

@@ -22,10 +22,10 @@ use crate::dialect::{
     seen_holder,
 };
 use crate::ident::{Quote, Reserved};
+use crate::link::statement;
+use crate::link::{Call, Checkout, Link, Schema, millis_ceil, utc_from_micros};
 use crate::provider::Provider;
 use crate::provider_types::sql_lock_provider;
-use crate::store::statement;
-use crate::store::{Call, Checkout, Schema, Store, millis_ceil, utc_from_micros};
 
 /// Runs the statement with `time_zone = '+00:00'` whatever the session's zone: MariaDB reads the
 /// executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2), MySQL ignores it.
@@ -412,7 +412,7 @@ impl Dialect for MySql {
     /// Two statements: the columns from `information_schema.columns`, then whether the name
     /// column is alone in a unique index (`information_schema.statistics`).
     async fn detect<'a>(
-        store: &'a Store<Self>,
+        link: &'a Link<Self>,
         call: &'a Call,
         map: &'a Map<'a>,
     ) -> Result<Option<(Vec<Column>, bool)>> {
@@ -427,8 +427,8 @@ impl Dialect for MySql {
              AND (SELECT COUNT(*) FROM information_schema.statistics s2 \
              WHERE s2.table_schema = s.table_schema AND s2.table_name = s.table_name \
              AND s2.index_name = s.index_name) = 1";
-        let s = &store.settings;
-        let (rows, unique) = store
+        let s = &link.settings;
+        let (rows, unique) = link
             .run(call, |mut c| async move {
                 let query = sqlx::query(COLUMNS)
                     .bind(s.table.schema.as_deref())

@@ -13,10 +13,10 @@ use crate::connect::ConnectSettings;
 use crate::builder::ColumnNames;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
+use crate::link::statement;
+use crate::link::{Call, Link, micros_ceil};
 use crate::provider::{Provider, returning_statements};
 use crate::provider_types::sql_lock_provider;
-use crate::store::statement;
-use crate::store::{Call, Store, micros_ceil};
 
 /// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
 /// use within one statement agrees (in autocommit it equals ShedLock's
@@ -341,7 +341,7 @@ impl Dialect for Postgres {
     /// alone in a unique, non-partial index. `to_regclass` resolves the quoted name as the
     /// statements do (search path included) and yields no rows for a missing table.
     async fn detect<'a>(
-        store: &'a Store<Self>,
+        link: &'a Link<Self>,
         call: &'a Call,
         map: &'a Map<'a>,
     ) -> Result<Option<(Vec<Self::TableColumn>, bool)>> {
@@ -352,9 +352,9 @@ impl Dialect for Postgres {
              AND i.indpred IS NULL AND i.indnatts = 1 AND i.indkey[0] = a.attnum) \
              FROM pg_attribute a \
              WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped";
-        let s = &store.settings;
+        let s = &link.settings;
         let regclass = s.table.quoted(Self::QUOTE);
-        let rows = store
+        let rows = link
             .run(call, |mut c| {
                 let regclass = &regclass;
                 async move {

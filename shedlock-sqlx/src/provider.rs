@@ -25,8 +25,8 @@ use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
     check_columns, fire_time,
 };
-use crate::store::statement;
-use crate::store::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Schema, Store};
+use crate::link::statement;
+use crate::link::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Link, Schema};
 
 /// A lock provider on `D`'s table.
 pub(crate) struct Provider<D: Dialect> {
@@ -42,7 +42,7 @@ impl<D: Dialect> Clone for Provider<D> {
 }
 
 struct Inner<D: Dialect> {
-    store: Store<D>,
+    link: Link<D>,
     /// Statements for a table without (`[0]`) and with (`[1]`) the token column.
     sql: [Statements<D::Extra>; 2],
     ddl: String,
@@ -87,7 +87,7 @@ where
         let ddl = ddl::<D>(&settings, true);
         Self {
             inner: Arc::new(Inner {
-                store: Store::new(conns, settings, target),
+                link: Link::new(conns, settings, target),
                 sql,
                 ddl,
             }),
@@ -109,27 +109,27 @@ where
     /// Opens one connection now (and keeps it for the first call), so that a wrong URL,
     /// password or database fails here, naming the database and the cause.
     pub(crate) async fn warm_up(&self) -> Result<()> {
-        let store = &self.inner.store;
-        let call = store.call("connect");
-        match store.conns.checkout(&call).await? {
+        let link = &self.inner.link;
+        let call = link.call("connect");
+        match link.conns.checkout(&call).await? {
             Ok(conn) => {
                 conn.give_back();
                 Ok(())
             }
-            Err(error) => Err(store.checkout_error(&call, error)),
+            Err(error) => Err(link.checkout_error(&call, error)),
         }
     }
 
     /// The application's pool, for a provider built on one.
     pub(crate) fn pool(&self) -> Option<&Pool<D>> {
-        match &self.inner.store.conns {
+        match &self.inner.link.conns {
             Connections::Pool(pool) => Some(pool),
             Connections::Own(_) => None,
         }
     }
 
     pub(crate) fn connection_stats(&self) -> ConnectionStats {
-        self.inner.store.stats()
+        self.inner.link.stats()
     }
 
     pub(crate) fn ddl(&self) -> &str {
@@ -137,7 +137,7 @@ where
     }
 
     pub(crate) fn settings(&self) -> &Settings {
-        &self.inner.store.settings
+        &self.inner.link.settings
     }
 
     /// Both layouts' statements, for the dialects' tests.
@@ -147,12 +147,12 @@ where
     }
 
     pub(crate) async fn create_table_if_not_exists(&self) -> Result<()> {
-        let store = &self.inner.store;
-        let call = &store
+        let link = &self.inner.link;
+        let call = &link
             .call("create_table_if_not_exists")
-            .about(format!("table {}", store.settings.table));
+            .about(format!("table {}", link.settings.table));
         let look = &|e| self.map_error(e, "read the lock table's columns");
-        if D::detect(store, call, look).await?.is_some() {
+        if D::detect(link, call, look).await?.is_some() {
             // It exists: no CREATE, which needs the privilege, and whose "already exists,
             // skipping" notice Postgres would send on every start (sqlx logs notices at INFO).
             return Ok(());
@@ -162,22 +162,21 @@ where
         // silenced by `BEFORE_CREATE`).
         let create = format!("{}{}", D::BEFORE_CREATE, self.inner.ddl);
         let create = &create;
-        store
-            .run(call, |mut c| async move {
-                let ddl = || sqlx::raw_sql(AssertSqlSafe(create.clone()));
-                let mut outcome = call.timed(ddl().execute(c.conn())).await;
-                // Postgres: of sessions creating the table at once (replicas starting
-                // together), all but one may fail (a unique violation in its catalog, or "type
-                // … already exists") instead of skipping. The error comes once the winner has
-                // committed, so the repeat finds the table and skips; a real error (rights,
-                // syntax) fails the repeat the same way and is returned.
-                if matches!(&outcome, Ok(Err(sqlx::Error::Database(_)))) {
-                    tracing::debug!("creating the lock table failed; once more, in case of a race");
-                    outcome = call.timed(ddl().execute(c.conn())).await;
-                }
-                c.settle(outcome, map).map(drop)
-            })
-            .await
+        link.run(call, |mut c| async move {
+            let ddl = || sqlx::raw_sql(AssertSqlSafe(create.clone()));
+            let mut outcome = call.timed(ddl().execute(c.conn())).await;
+            // Postgres: of sessions creating the table at once (replicas starting
+            // together), all but one may fail (a unique violation in its catalog, or "type
+            // … already exists") instead of skipping. The error comes once the winner has
+            // committed, so the repeat finds the table and skips; a real error (rights,
+            // syntax) fails the repeat the same way and is returned.
+            if matches!(&outcome, Ok(Err(sqlx::Error::Database(_)))) {
+                tracing::debug!("creating the lock table failed; once more, in case of a race");
+                outcome = call.timed(ddl().execute(c.conn())).await;
+            }
+            c.settle(outcome, map).map(drop)
+        })
+        .await
     }
 
     pub(crate) async fn acquire(
@@ -186,7 +185,7 @@ where
         at_most: Duration,
         owner: &str,
     ) -> Result<Option<LockRecord>> {
-        self.inner.store.check_name(name)?;
+        self.inner.link.check_name(name)?;
         validate_at_most(at_most)?;
         let (call, schema) = self.start("acquire", name).await?;
         schema.check_owner(owner)?;
@@ -220,7 +219,7 @@ where
         owner: &str,
     ) -> Result<FireClaim> {
         const LOOKS: usize = 4;
-        self.inner.store.check_name(name)?;
+        self.inner.link.check_name(name)?;
         validate_at_most(at_most)?;
         let (call, schema) = self.start("claim_fire", name).await?;
         if !schema.has_last_fire {
@@ -277,9 +276,9 @@ where
                 "the lock table {} has no {LAST_FIRE} column, so it cannot record fires (Java \
                  ShedLock's table); add it with the migration migrations/{}/0002_last_fire.sql \
                  of shedlock-sqlx, i.e. run: {}, and restart the service",
-                self.inner.store.settings.table,
+                self.inner.link.settings.table,
                 D::MIGRATIONS,
-                add_last_fire::<D>(&self.inner.store.settings),
+                add_last_fire::<D>(&self.inner.link.settings),
             ),
         )
     }
@@ -317,7 +316,7 @@ where
     }
 
     pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
-        self.inner.store.check_name(name)?;
+        self.inner.link.check_name(name)?;
         let (call, schema) = &self.start("holder", name).await?;
         let map = &self.mapper(format!("read lock {name:?}"));
         self.attempts(call, map, *schema, |mut at| async move {
@@ -337,7 +336,7 @@ where
     }
 
     pub(crate) fn max_name_len(&self) -> usize {
-        self.inner.store.settings.max_name_len
+        self.inner.link.settings.max_name_len
     }
 
     /// A statement that finds an acquisition, with its parameters bound: the duration, the
@@ -457,7 +456,7 @@ where
 
     /// Runs `attempt` on connections from the pool until it succeeds, fails for a reason other
     /// than a dead connection (or, for a call that may not repeat a statement whose reply was
-    /// lost, fails at all), or the call's deadline passes (see [`Store::run`]).
+    /// lost, fails at all), or the call's deadline passes (see [`Link::run`]).
     async fn attempts<'a, T, F, Fut>(
         &'a self,
         call: &'a Call,
@@ -471,7 +470,7 @@ where
     {
         let sql = self.statements(schema);
         self.inner
-            .store
+            .link
             .run(call, |c| attempt(Attempt { sql, c, map }))
             .await
     }
@@ -484,28 +483,28 @@ where
     /// Starts the call `op` on the lock `name`: its deadline, and the table's layout (checked
     /// on first use).
     async fn start(&self, op: &'static str, name: &str) -> Result<(Call, Schema)> {
-        let call = self.inner.store.call(op).about(format!("lock {name:?}"));
+        let call = self.inner.link.call(op).about(format!("lock {name:?}"));
         let schema = self.schema(&call).await?;
         Ok((call, schema))
     }
 
     /// The table's layout, detected on first use.
     pub(crate) async fn schema(&self, call: &Call) -> Result<Schema> {
-        self.inner.store.schema(|| self.detect(call)).await
+        self.inner.link.schema(|| self.detect(call)).await
     }
 
     /// The shared store (pool, settings, call deadlines), for the admin statements (`admin.rs`).
-    pub(crate) fn store(&self) -> &Store<D> {
-        &self.inner.store
+    pub(crate) fn link(&self) -> &Link<D> {
+        &self.inner.link
     }
 
     async fn detect(&self, call: &Call) -> Result<Schema> {
-        let store = &self.inner.store;
+        let link = &self.inner.link;
         let map = &|e| self.map_error(e, "read the lock table's columns");
-        let Some((columns, unique)) = D::detect(store, call, map).await? else {
-            return Err(self.missing_table(format!("table {} not found", store.settings.table)));
+        let Some((columns, unique)) = D::detect(link, call, map).await? else {
+            return Err(self.missing_table(format!("table {} not found", link.settings.table)));
         };
-        check_columns::<D>(&store.settings, &columns, unique)
+        check_columns::<D>(&link.settings, &columns, unique)
     }
 
     fn statements(&self, schema: Schema) -> &Statements<D::Extra> {
@@ -514,7 +513,7 @@ where
 
     fn missing_table(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
         Error::missing_table(
-            self.inner.store.settings.table.to_string(),
+            self.inner.link.settings.table.to_string(),
             format!(
                 "create it with {p}::create_table_if_not_exists(), with the migrations \
                  migrations/{m}/0001_shedlock.sql and migrations/{m}/0002_last_fire.sql of \
@@ -533,13 +532,13 @@ where
             Some(Fault::Columns(detail)) => Error::schema(
                 format!(
                     "{} does not have the expected columns ({detail}); see {}::ddl()",
-                    self.inner.store.settings.table,
+                    self.inner.link.settings.table,
                     D::PROVIDER
                 ),
                 Some(crate::cause::source(error)),
             ),
             None => Error::backend(
-                format!("{what} on {}", self.inner.store.target()),
+                format!("{what} on {}", self.inner.link.target()),
                 crate::cause::source(error),
             ),
         }
@@ -554,13 +553,13 @@ where
         op: &'static str,
         name: Option<&str>,
     ) -> Result<Vec<LockEntry>> {
-        let store = self.store();
+        let link = self.link();
         if let Some(name) = name {
-            store.check_name(name)?;
+            link.check_name(name)?;
         }
         let call = &match name {
-            Some(name) => store.call(op).about(format!("lock {name:?}")),
-            None => store.call(op),
+            Some(name) => link.call(op).about(format!("lock {name:?}")),
+            None => link.call(op),
         };
         let schema = self.schema(call).await?;
         let what = name.map_or_else(
@@ -568,9 +567,9 @@ where
             |n| format!("read lock {n:?}"),
         );
         let map = &|e| self.map_error(e, &what);
-        let sql = statements::<D>(&store.settings, schema);
+        let sql = statements::<D>(&link.settings, schema);
         let (list, entry_sql) = (&sql.list, &sql.entry);
-        let mut entries = store
+        let mut entries = link
             .run(call, |mut c| async move {
                 let query = match name {
                     Some(name) => sqlx::query(AssertSqlSafe(entry_sql.clone())).bind(name),
@@ -588,30 +587,29 @@ where
 
     /// Frees `expected`'s acquisition if the row still has it, in one conditional `UPDATE`.
     pub(crate) async fn admin_unlock(&self, expected: &LockRecord) -> Result<bool> {
-        let store = self.store();
-        store.check_name(expected.name())?;
-        let call: &Call = &store
+        let link = self.link();
+        link.check_name(expected.name())?;
+        let call: &Call = &link
             .call("unlock")
             .about(format!("lock {:?}", expected.name()));
         let schema = self.schema(call).await?;
         let token = check_expected(schema, expected)?;
-        let sql = &statements::<D>(&store.settings, schema).unlock;
+        let sql = &statements::<D>(&link.settings, schema).unlock;
         let what = format!("unlock {:?}", expected.name());
         let map = |e| self.map_error(e, &what);
-        store
-            .run(call, |mut c| async move {
-                let query = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(expected.name())
-                    .bind(expected.owner())
-                    .bind(D::time(expected.locked_at()));
-                let query = match token {
-                    Some(token) => query.bind(token),
-                    None => query,
-                };
-                let done = statement!(c, query, map, execute)?;
-                Ok(D::rows_affected(&done) == 1)
-            })
-            .await
+        link.run(call, |mut c| async move {
+            let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(expected.name())
+                .bind(expected.owner())
+                .bind(D::time(expected.locked_at()));
+            let query = match token {
+                Some(token) => query.bind(token),
+                None => query,
+            };
+            let done = statement!(c, query, map, execute)?;
+            Ok(D::rows_affected(&done) == 1)
+        })
+        .await
     }
 }
 
@@ -670,11 +668,11 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
 pub(crate) fn assert_migrations<D: Dialect>() {
     let settings = Settings::defaults();
     let folder = D::MIGRATIONS;
-    crate::store::assert_same_ddl(
+    crate::link::assert_same_ddl(
         &format!("{folder}/0001_shedlock.sql"),
         &ddl::<D>(&settings, false),
     );
-    crate::store::assert_same_ddl(
+    crate::link::assert_same_ddl(
         &format!("{folder}/0002_last_fire.sql"),
         &add_last_fire::<D>(&settings),
     );

@@ -11,10 +11,10 @@ use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
 use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
 use crate::ident::{Quote, Reserved};
+use crate::link::statement;
+use crate::link::{Call, Link, millis_ceil};
 use crate::provider::{Provider, returning_statements};
 use crate::provider_types::sql_lock_provider;
-use crate::store::statement;
-use crate::store::{Call, Store, millis_ceil};
 
 /// The text format of the time columns: UTC, milliseconds, sortable as text.
 const FORMAT: &str = "%Y-%m-%d %H:%M:%f";
@@ -322,11 +322,11 @@ impl Dialect for Sqlite {
     /// index (`pragma_index_list`, `pragma_index_info`); with a schema (an attached
     /// database's name) the pragma functions take it as their second argument.
     async fn detect<'a>(
-        store: &'a Store<Self>,
+        link: &'a Link<Self>,
         call: &'a Call,
         map: &'a Map<'a>,
     ) -> Result<Option<(Vec<Self::TableColumn>, bool)>> {
-        let s = &store.settings;
+        let s = &link.settings;
         let schema = s.table.schema.as_deref();
         let pragma = |function: &str, select: &str, filter: &str| {
             let args = if schema.is_some() { "?1, ?2" } else { "?1" };
@@ -341,36 +341,34 @@ impl Dialect for Sqlite {
         let index_columns_sql = pragma("pragma_index_info", "name", "");
         let (columns_sql, indexes_sql, index_columns_sql) =
             (&columns_sql, &indexes_sql, &index_columns_sql);
-        store
-            .run(call, |mut c| async move {
+        link.run(call, |mut c| async move {
+            let query = sqlx::query_as::<_, (String, String)>(AssertSqlSafe(columns_sql.clone()))
+                .bind(&s.table.table)
+                .bind_schema(schema);
+            let columns = statement!(c, query, map, fetch_all)?;
+            if columns.is_empty() {
+                return Ok(None);
+            }
+            let query = sqlx::query_scalar::<_, String>(AssertSqlSafe(indexes_sql.clone()))
+                .bind(&s.table.table)
+                .bind_schema(schema);
+            let indexes = statement!(c, query, map, fetch_all)?;
+            let mut unique = false;
+            for index in indexes {
                 let query =
-                    sqlx::query_as::<_, (String, String)>(AssertSqlSafe(columns_sql.clone()))
-                        .bind(&s.table.table)
+                    sqlx::query_scalar::<_, String>(AssertSqlSafe(index_columns_sql.clone()))
+                        .bind(&index)
                         .bind_schema(schema);
                 let columns = statement!(c, query, map, fetch_all)?;
-                if columns.is_empty() {
-                    return Ok(None);
+                if let [only] = columns.as_slice()
+                    && only.eq_ignore_ascii_case(&s.columns.name)
+                {
+                    unique = true;
                 }
-                let query = sqlx::query_scalar::<_, String>(AssertSqlSafe(indexes_sql.clone()))
-                    .bind(&s.table.table)
-                    .bind_schema(schema);
-                let indexes = statement!(c, query, map, fetch_all)?;
-                let mut unique = false;
-                for index in indexes {
-                    let query =
-                        sqlx::query_scalar::<_, String>(AssertSqlSafe(index_columns_sql.clone()))
-                            .bind(&index)
-                            .bind_schema(schema);
-                    let columns = statement!(c, query, map, fetch_all)?;
-                    if let [only] = columns.as_slice()
-                        && only.eq_ignore_ascii_case(&s.columns.name)
-                    {
-                        unique = true;
-                    }
-                }
-                Ok(Some((columns, unique)))
-            })
-            .await
+            }
+            Ok(Some((columns, unique)))
+        })
+        .await
     }
 
     /// SQLite column names are case-insensitive.

@@ -1,5 +1,5 @@
-//! What the three providers share: the store (connections, checked settings and the lazily
-//! detected table layout) and time and duration conversions. The call loop is in [`call`], the
+//! What the three providers share: the link to the database ([`Link`]: connections, checked
+//! settings and the lazily detected table layout) and time and duration conversions. The call loop is in [`call`], the
 //! connection checkout in [`checkout`].
 
 mod call;
@@ -42,8 +42,9 @@ pub(crate) struct Schema {
     pub(crate) owner_max: Option<usize>,
 }
 
-/// The connections, the checked settings and the table layout (detected once).
-pub(crate) struct Store<DB: Database> {
+/// A provider's link to its database: the connections, the checked settings and the table layout
+/// (detected once).
+pub(crate) struct Link<DB: Database> {
     pub(crate) conns: Connections<DB>,
     pub(crate) settings: Settings,
     /// Where the connections go (`Postgres at db:5432/app`), for messages.
@@ -51,7 +52,7 @@ pub(crate) struct Store<DB: Database> {
     schema: OnceCell<Schema>,
 }
 
-impl<DB: Database> Store<DB> {
+impl<DB: Database> Link<DB> {
     pub(crate) fn new(conns: Connections<DB>, settings: Settings, target: String) -> Self {
         let target = Target {
             name: target.into(),

@@ -117,7 +117,7 @@ async fn a_call_times_out_at_its_deadline_saying_where() {
     );
 }
 
-/// [`Store::run`] on an in-memory SQLite pool: attempts that report a lost connection.
+/// [`Link::run`] on an in-memory SQLite pool: attempts that report a lost connection.
 #[cfg(feature = "sqlite")]
 mod retries {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -131,7 +131,7 @@ mod retries {
 
     /// A store on an in-memory database: over a sqlx pool (`own` false) or with
     /// connections of its own.
-    async fn store(own: bool) -> Store<Sqlite> {
+    async fn link(own: bool) -> Link<Sqlite> {
         let conns = if own {
             let options = "sqlite::memory:".parse().expect("a valid URL");
             let anchor = <Sqlite as crate::dialect::Dialect>::keeps_anchor(&options);
@@ -151,11 +151,11 @@ mod retries {
                 .expect("an in-memory database");
             Connections::Pool(pool)
         };
-        Store::new(conns, Settings::defaults(), "SQLite in memory".to_owned())
+        Link::new(conns, Settings::defaults(), "SQLite in memory".to_owned())
     }
 
-    fn open(store: &Store<Sqlite>) -> u32 {
-        store.stats().open
+    fn open(link: &Link<Sqlite>) -> u32 {
+        link.stats().open
     }
 
     fn map(e: sqlx::Error) -> Error {
@@ -169,10 +169,10 @@ mod retries {
     /// Runs a call whose first `dead` attempts find their connection dead (as after a
     /// restart: the statement is sent, the server is gone) and whose next ones run
     /// `SELECT 7`; returns the outcome and the number of attempts.
-    async fn call_with_dead_connections(store: &Store<Sqlite>, dead: u32) -> (Result<i64>, u32) {
+    async fn call_with_dead_connections(link: &Link<Sqlite>, dead: u32) -> (Result<i64>, u32) {
         let tries = &AtomicU32::new(0);
-        let call = &store.call("extend");
-        let outcome = store
+        let call = &link.call("extend");
+        let outcome = link
             .run(call, |mut c| async move {
                 let n = tries.fetch_add(1, Ordering::Relaxed) + 1;
                 let outcome = if n <= dead {
@@ -191,8 +191,8 @@ mod retries {
     #[tokio::test]
     async fn each_dead_connection_is_closed_and_the_call_runs_again_on_another() {
         for own in [false, true] {
-            let store = store(own).await;
-            let (outcome, tries) = call_with_dead_connections(&store, POOL).await;
+            let link = link(own).await;
+            let (outcome, tries) = call_with_dead_connections(&link, POOL).await;
             assert_eq!(outcome.expect("the call succeeds"), 7, "own: {own}");
             assert_eq!(
                 tries,
@@ -200,11 +200,11 @@ mod retries {
                 "one attempt per dead connection, then a fresh one (own: {own})"
             );
             // The dead connections were closed at once, the good one went back.
-            assert_eq!(open(&store), 1, "own: {own}");
+            assert_eq!(open(&link), 1, "own: {own}");
             if own {
                 // Back in the list at once (sqlx's pool takes it back after a ping, in a
                 // task of its own).
-                assert_eq!(store.stats().idle, 1);
+                assert_eq!(link.stats().idle, 1);
             }
         }
     }
@@ -212,12 +212,12 @@ mod retries {
     #[tokio::test]
     async fn retries_stop_after_pool_size_plus_one_attempts() {
         for own in [false, true] {
-            let store = store(own).await;
-            let (outcome, tries) = call_with_dead_connections(&store, u32::MAX).await;
+            let link = link(own).await;
+            let (outcome, tries) = call_with_dead_connections(&link, u32::MAX).await;
             let err = outcome.expect_err("every connection was dead");
             assert!(err.is_backend(), "{err}");
             assert_eq!(tries, POOL + 1, "own: {own}");
-            assert_eq!(open(&store), 0, "no dead connection went back (own: {own})");
+            assert_eq!(open(&link), 0, "no dead connection went back (own: {own})");
         }
     }
 
@@ -226,13 +226,13 @@ mod retries {
     #[tokio::test]
     async fn a_call_that_may_not_repeat_fails_at_its_first_lost_reply() {
         for own in [false, true] {
-            let store = store(own).await;
+            let link = link(own).await;
             let tries = &AtomicU32::new(0);
-            let call = &store
+            let call = &link
                 .call("acquire")
                 .about("lock \"report\"".to_owned())
                 .after_lost_reply(AfterLostReply::Fail("acquire lock \"report\"".to_owned()));
-            let err = store
+            let err = link
                 .run(call, |mut c| async move {
                     tries.fetch_add(1, Ordering::Relaxed);
                     let _sent = c.conn();
@@ -261,12 +261,12 @@ mod retries {
                 "not repeated (own: {own})"
             );
             assert_eq!(
-                open(&store),
+                open(&link),
                 0,
                 "the dead connection was closed (own: {own})"
             );
             // The next call opens a fresh connection.
-            let (outcome, tries) = call_with_dead_connections(&store, 0).await;
+            let (outcome, tries) = call_with_dead_connections(&link, 0).await;
             assert_eq!(outcome.expect("a fresh connection"), 7);
             assert_eq!(tries, 1);
         }
@@ -279,7 +279,7 @@ mod retries {
     async fn behind_a_pooler_only_a_connection_lost_after_commit_loses_the_reply() {
         let mut settings = Settings::defaults();
         settings.transaction_pooler = true;
-        let store: Store<Sqlite> = Store::new(
+        let link: Link<Sqlite> = Link::new(
             Connections::Own(crate::conns::Own::new(
                 "sqlite::memory:".parse().expect("a valid URL"),
                 <Sqlite as crate::dialect::Dialect>::setup,
@@ -294,8 +294,8 @@ mod retries {
         // Lost while the statement ran: rolled back, run again, and the second attempt
         // commits.
         let tries = &AtomicU32::new(0);
-        let call = &store.call("acquire").after_lost_reply(fail());
-        let seven = store
+        let call = &link.call("acquire").after_lost_reply(fail());
+        let seven = link
             .run(call, |mut c| async move {
                 if tries.fetch_add(1, Ordering::Relaxed) == 0 {
                     let _query = c.begin(sqlx::query::<Sqlite>("SELECT 7"), map).await?;
@@ -310,8 +310,8 @@ mod retries {
         // A statement of the attempt committed before the connection was lost: not
         // repeated.
         let tries = &AtomicU32::new(0);
-        let call = &store.call("acquire").after_lost_reply(fail());
-        let err = store
+        let call = &link.call("acquire").after_lost_reply(fail());
+        let err = link
             .run(call, |mut c| async move {
                 tries.fetch_add(1, Ordering::Relaxed);
                 statement!(c, sqlx::query_scalar::<_, i64>("SELECT 7"), map, fetch_one)?;
@@ -328,10 +328,10 @@ mod retries {
     #[tokio::test]
     async fn the_statements_own_errors_are_not_retried() {
         for own in [false, true] {
-            let store = store(own).await;
+            let link = link(own).await;
             let tries = &AtomicU32::new(0);
-            let call = &store.call("acquire");
-            let err = store
+            let call = &link.call("acquire");
+            let err = link
                 .run(call, |mut c| async move {
                     tries.fetch_add(1, Ordering::Relaxed);
                     let outcome = call
@@ -343,9 +343,9 @@ mod retries {
                 .expect_err("no such table");
             assert!(err.to_string().contains("test"), "{err}");
             assert_eq!(tries.load(Ordering::Relaxed), 1, "own: {own}");
-            assert_eq!(open(&store), 1, "the connection is fine (own: {own})");
+            assert_eq!(open(&link), 1, "the connection is fine (own: {own})");
             if own {
-                assert_eq!(store.stats().idle, 1, "and went back at once");
+                assert_eq!(link.stats().idle, 1, "and went back at once");
             }
         }
     }
@@ -353,12 +353,12 @@ mod retries {
     #[tokio::test]
     async fn a_timeout_is_not_retried() {
         for own in [false, true] {
-            let store = store(own).await;
+            let link = link(own).await;
             let tries = &AtomicU32::new(0);
             // Real time (SQLite connects on a thread of its own, which paused time would
             // outrun).
-            let call = &Call::new("extend", Duration::from_millis(50), store.target.clone());
-            let err = store
+            let call = &Call::new("extend", Duration::from_millis(50), link.target.clone());
+            let err = link
                 .run(call, |mut c| async move {
                     tries.fetch_add(1, Ordering::Relaxed);
                     let _sent = c.conn();
@@ -373,7 +373,7 @@ mod retries {
             assert!(err.to_string().contains("to answer the statement"), "{err}");
             assert_eq!(tries.load(Ordering::Relaxed), 1, "own: {own}");
             assert_eq!(
-                open(&store),
+                open(&link),
                 0,
                 "the unfinished connection was closed (own: {own})"
             );
@@ -384,22 +384,21 @@ mod retries {
     /// for it, so closing every connection (all found dead) loses no table.
     #[tokio::test]
     async fn an_in_memory_database_survives_its_connections() {
-        let store = store(true).await;
-        let call = &store.call("create_table_if_not_exists");
-        store
-            .run(call, |mut c| async move {
-                let outcome = call
-                    .timed(sqlx::query("CREATE TABLE kept (x INTEGER)").execute(c.conn()))
-                    .await;
-                c.settle(outcome, map).map(drop)
-            })
-            .await
-            .expect("create a table");
-        let (outcome, _) = call_with_dead_connections(&store, u32::MAX).await;
+        let link = link(true).await;
+        let call = &link.call("create_table_if_not_exists");
+        link.run(call, |mut c| async move {
+            let outcome = call
+                .timed(sqlx::query("CREATE TABLE kept (x INTEGER)").execute(c.conn()))
+                .await;
+            c.settle(outcome, map).map(drop)
+        })
+        .await
+        .expect("create a table");
+        let (outcome, _) = call_with_dead_connections(&link, u32::MAX).await;
         outcome.expect_err("every connection was dead");
-        assert_eq!(open(&store), 0, "every connection was closed");
-        let call = &store.call("holder");
-        let rows = store
+        assert_eq!(open(&link), 0, "every connection was closed");
+        let call = &link.call("holder");
+        let rows = link
             .run(call, |mut c| async move {
                 let outcome = call
                     .timed(
@@ -418,10 +417,10 @@ mod retries {
     /// finds one idle uses it rather than opening another.
     #[tokio::test]
     async fn own_connections_are_reused_in_turn() {
-        let store = store(true).await;
+        let link = link(true).await;
         for _ in 0..5 {
-            let call = &store.call("holder");
-            let seven = store
+            let call = &link.call("holder");
+            let seven = link
                 .run(call, |mut c| async move {
                     let outcome = call
                         .timed(sqlx::query_scalar::<_, i64>("SELECT 7").fetch_one(c.conn()))
@@ -432,7 +431,7 @@ mod retries {
                 .expect("SELECT 7");
             assert_eq!(seven, 7);
             assert_eq!(
-                store.stats(),
+                link.stats(),
                 ConnectionStats {
                     open: 1,
                     idle: 1,

@@ -1,5 +1,5 @@
 //! One provider call: its deadline over every attempt, what its timeout says, and the
-//! retry loop ([`Store::run`]) with its rules for a reply lost with a dead connection.
+//! retry loop ([`Link::run`]) with its rules for a reply lost with a dead connection.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -10,7 +10,7 @@ use shedlock_core::{Error, Result};
 use sqlx::Database;
 use tokio::time::{Instant, timeout_at};
 
-use super::Store;
+use super::Link;
 use super::checkout::{Checkout, checkout_lost};
 
 /// What a call was doing when its deadline passed, for the timeout's message.
@@ -40,7 +40,7 @@ pub(crate) struct Target {
 /// have committed before the reply was lost, and the call cannot tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AfterLostReply {
-    /// Run the call again on another connection ([`Store::run`]): its statements have the same
+    /// Run the call again on another connection ([`Link::run`]): its statements have the same
     /// effect and answer when repeated (extend, release, reads, create-table).
     Repeat,
     /// End the call with an error saying that the reply was lost and the statement may have
@@ -59,7 +59,7 @@ pub(crate) struct Call {
     timeout: Duration,
     deadline: Instant,
     /// The current attempt's connection turned out to be dead (set by [`Checkout::settle`],
-    /// read by [`Store::run`]).
+    /// read by [`Link::run`]).
     pub(super) lost: AtomicBool,
     /// That lost connection had not been sent a `COMMIT` of this attempt's, so its transaction
     /// rolled back and the attempt may run again whatever [`AfterLostReply`] says (set by
@@ -208,7 +208,7 @@ impl Call {
     }
 }
 
-impl<DB: Database> Store<DB> {
+impl<DB: Database> Link<DB> {
     /// Runs one call: `attempt` on a connection, before `call`'s deadline (a connection that
     /// cannot be opened is reported as [`checkout_error`](Self::checkout_error)).
     ///

@@ -9,7 +9,7 @@ use sqlx::Database;
 use sqlx::database::HasStatementCache;
 
 #[cfg(doc)]
-use super::{AfterLostReply, Store};
+use super::{AfterLostReply, Link};
 use super::{Call, CallStep};
 use crate::conns::Held;
 
@@ -121,7 +121,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// the statement): the pooler keeps one server connection for the whole of it. Four round
     /// trips instead of one.
     ///
-    /// Lost replies stay as [`Store::run`] describes, counted from the `COMMIT`: a connection
+    /// Lost replies stay as [`Link::run`] describes, counted from the `COMMIT`: a connection
     /// lost before it was sent rolled back, so the attempt runs again even for a call that may
     /// not repeat a lost reply (unless an earlier `COMMIT` of the same attempt was sent); one
     /// lost after it was sent may have committed, as a lost statement does by default.
@@ -198,7 +198,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
     /// statement's error mapped by `map`. The connection stays usable only when the statement
     /// finished (successfully or with an error from the database itself); an error that says the
-    /// connection is gone marks it lost, which lets [`Store::run`] retry the call on another —
+    /// connection is gone marks it lost, which lets [`Link::run`] retry the call on another —
     /// unless the call may not run again after a lost reply ([`AfterLostReply::Fail`]): that
     /// error is then [`Call::lost_reply`]'s, not `map`'s.
     pub(crate) fn settle<T>(
@@ -212,7 +212,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// [`settle`](Self::settle), where `may_have_committed` says whether a statement sent on a
     /// connection that then died may have committed: `false` inside a transaction of
     /// [`begin`](Self::begin)'s before its `COMMIT` was sent (unless an earlier one of
-    /// this attempt was), which lets [`Store::run`] run the attempt again.
+    /// this attempt was), which lets [`Link::run`] run the attempt again.
     fn settle_as<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
