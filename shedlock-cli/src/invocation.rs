@@ -120,20 +120,46 @@ pub(crate) fn shell_word(s: &str) -> String {
 }
 
 /// `url` without the password of its user part (`postgres://app:secret@db/app` →
-/// `postgres://app@db/app`); a URL without one is returned as it is.
+/// `postgres://app@db/app`) and without the query parameters that carry one (`password`,
+/// `sslpassword`); a URL without either is returned as it is.
 fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let Some((user_info, hosts)) = authority.rsplit_once('@') else {
-        return url.to_owned();
+    let (authority, after) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, hosts)) => {
+            let user = user_info
+                .split_once(':')
+                .map_or(user_info, |(user, _)| user);
+            format!("{user}@{hosts}")
+        }
+        None => authority.to_owned(),
     };
-    let user = user_info
-        .split_once(':')
-        .map_or(user_info, |(user, _)| user);
-    format!("{scheme}://{user}@{hosts}{path}")
+    let (path, query) = after.split_once('?').unwrap_or((after, ""));
+    let (query, fragment) = query
+        .split_once('#')
+        .map_or((query, None), |(q, f)| (q, Some(f)));
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let key = pair.split_once('=').map_or(*pair, |(key, _)| key);
+            !pair.is_empty()
+                && !key.eq_ignore_ascii_case("password")
+                && !key.eq_ignore_ascii_case("sslpassword")
+        })
+        .collect();
+    let mut shown = format!("{scheme}://{authority}{path}");
+    if !kept.is_empty() {
+        shown.push('?');
+        shown.push_str(&kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        shown.push('#');
+        shown.push_str(fragment);
+    }
+    shown
 }
 
 #[cfg(test)]
@@ -181,6 +207,15 @@ mod tests {
                 "mysql://root@127.0.0.1/test?ssl-mode=DISABLED",
                 "mysql://root@127.0.0.1/test?ssl-mode=DISABLED",
             ),
+            (
+                "postgres://app@db/app?password=s3cret&sslmode=require",
+                "postgres://app@db/app?sslmode=require",
+            ),
+            (
+                "postgres://app@db/app?sslmode=verify-full&sslpassword=k3y&PASSWORD=x",
+                "postgres://app@db/app?sslmode=verify-full",
+            ),
+            ("postgres://db/app?password=s3cret", "postgres://db/app"),
             ("sqlite://locks.db", "sqlite://locks.db"),
             ("sqlite::memory:", "sqlite::memory:"),
         ] {

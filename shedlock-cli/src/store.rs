@@ -245,8 +245,9 @@ async fn other_protocol(
                 .is_err();
             silent.then(|| {
                 format!(
-                    "it accepted the connection but sent no greeting: {}",
-                    said("MySQL")
+                    "it accepted the connection but sent no greeting within {} ms: it is likely \
+                     not a MySQL server (or one too busy to answer): check the URL's port",
+                    wait.as_millis()
                 )
             })
         }

@@ -130,18 +130,22 @@ impl Shutdown {
 
     /// Shuts everything down (see [`Shutdown`] for the order) and reports what the drains and
     /// closes did. Returns within `grace` plus the executors' bound (see
-    /// [`LockingTaskExecutor::shutdown`]), or the latches' own bound if longer.
+    /// [`LockingTaskExecutor::shutdown`]), or the latches' own bound if longer, plus up to one
+    /// call timeout while the schedulers' job tasks end.
     pub async fn run(self) -> ShutdownReport {
         // Step 1: nothing here waits.
         #[cfg(feature = "scheduler")]
         for scheduler in &self.schedulers {
             scheduler.begin_shutdown();
         }
-        for latch in &self.latches {
-            latch.begin_close();
-        }
+        // The executors first: each counts the locks it holds as its drain begins, before a
+        // latch's step-down can end a leader-only run (on another worker thread) and release
+        // its lock uncounted.
         for executor in &self.executors {
             executor.begin_shutdown();
+        }
+        for latch in &self.latches {
+            latch.begin_close();
         }
         tracing::info!(
             executors = self.executors.len(),

@@ -169,7 +169,7 @@ pub fn parse(expression: &str) -> Result<Cron, Invalid> {
     let probe = Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).single();
     if probe.is_none_or(|p| cron.find_next_occurrence(&p, false).is_err()) {
         return Err(Invalid::new(
-            format!("cron {expression:?} never fires: no date matches it"),
+            format!("cron {expression:?} never fires: no date from the year 2000 on matches it"),
             None,
         ));
     }
@@ -339,7 +339,7 @@ mod tests {
     fn refuses_an_expression_that_never_fires() {
         assert_eq!(
             message("0 0 0 31 2 *"),
-            "cron \"0 0 0 31 2 *\" never fires: no date matches it"
+            "cron \"0 0 0 31 2 *\" never fires: no date from the year 2000 on matches it"
         );
     }
 

@@ -276,8 +276,8 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// database is down or restarting) is tried again, with a growing pause, until the call's
     /// deadline. On by default, so that a service started while its database restarts waits for
     /// it. Off, the call fails at the first refusal, naming it: for a command-line tool, where a
-    /// refusal is the answer. Applies to the connections a provider built from a URL opens
-    /// itself (see docs/sql-stores.md).
+    /// refusal is the answer. Applies to the connections a provider built from a URL or options
+    /// opens itself; `build()` refuses `false` on a `builder(pool)`.
     pub fn retry_refused_connections(mut self, retry: bool) -> Self {
         self.retry_refused = retry;
         self
@@ -341,6 +341,40 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
+    /// A provider over the application's pool opens no connections of its own: the settings
+    /// that configure those are refused, naming where to set them instead.
+    fn refuse_own_connection_settings(&self) -> Result<()>
+    where
+        DB: Dialect,
+    {
+        let refuse = |what: String, instead: &str| {
+            Err(Error::invalid_config(format!(
+                "{what} the connections a provider built from a URL or options opens itself \
+                 ({}::from_url); a provider over your own pool {instead}",
+                DB::PROVIDER
+            )))
+        };
+        if !self.connect.is_empty() {
+            return refuse(
+                "ca_file, client_cert, username and password configure".to_owned(),
+                "uses that pool's connect options: set them there",
+            );
+        }
+        if !self.retry_refused {
+            return refuse(
+                "retry_refused_connections(false) configures".to_owned(),
+                "opens connections as that pool does",
+            );
+        }
+        if let Some(max) = self.max_connections {
+            return refuse(
+                format!("max_connections({max}) sizes"),
+                "uses that pool's size: set it with PoolOptions::max_connections",
+            );
+        }
+        Ok(())
+    }
+
     /// Checks every setting (the one validation path of every provider's `build()`); the
     /// connections' source goes to the caller.
     pub(crate) fn into_parts(self) -> Result<(Checked<DB>, Settings)>
@@ -363,6 +397,9 @@ impl<DB: Database> LockProviderBuilder<DB> {
             connect.check_files()?;
             Ok::<_, Error>(options)
         };
+        if matches!(self.source, Source::Pool(_)) {
+            self.refuse_own_connection_settings()?;
+        }
         let mut transaction_pooler = self.transaction_pooler;
         let source = match self.source {
             Source::Url(url) => {
@@ -371,25 +408,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 Checked::Own(own(options)?, own_max()?)
             }
             Source::Options(options) => Checked::Own(own(options)?, own_max()?),
-            Source::Pool(_) if !connect.is_empty() => {
-                return Err(Error::invalid_config(format!(
-                    "ca_file, client_cert, username and password configure the connections a \
-                     provider built from a URL opens itself ({}::from_url); a provider over your \
-                     own pool uses that pool's connect options: set them there",
-                    DB::PROVIDER
-                )));
-            }
-            Source::Pool(pool) => {
-                if let Some(max) = self.max_connections {
-                    return Err(Error::invalid_config(format!(
-                        "max_connections({max}) sizes the connections a provider built from a URL \
-                         opens itself ({}::from_url); a provider over your own pool uses that \
-                         pool's size: set it with PoolOptions::max_connections",
-                        DB::PROVIDER
-                    )));
-                }
-                Checked::Pool(pool)
-            }
+            Source::Pool(pool) => Checked::Pool(pool),
         };
         let table = TableName::parse(&self.table)?;
         DB::RESERVED.check_table(&table)?;
@@ -531,6 +550,15 @@ mod tests {
                 "{msg}"
             );
         }
+        let err = b()
+            .retry_refused_connections(false)
+            .build()
+            .expect_err("a pool opens its own connections");
+        assert!(
+            err.to_string()
+                .contains("a provider over your own pool opens connections as that pool does"),
+            "{err}"
+        );
         b().table("sqlitelocks")
             .name_column("xmin")
             .locked_by_column("db_row_id")

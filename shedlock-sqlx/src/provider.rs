@@ -493,7 +493,8 @@ where
         self.inner.link.schema(|| self.detect(call)).await
     }
 
-    /// The shared store (pool, settings, call deadlines), for the admin statements (`admin.rs`).
+    /// The provider's link to its database (connections, settings, call deadlines), for the
+    /// admin statements (`admin.rs`).
     pub(crate) fn link(&self) -> &Link<D> {
         &self.inner.link
     }

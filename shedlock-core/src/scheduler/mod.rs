@@ -134,6 +134,9 @@ struct Shared {
     jobs: Mutex<Vec<Arc<Entry>>>,
     mode: AtomicU8,
     started: AtomicBool,
+    /// `start` has checked the store and spawned the jobs: `add` spawns a new job at once. Set
+    /// and read under `jobs`' lock.
+    running: AtomicBool,
     /// [`Scheduler::require_store`].
     require_store: AtomicBool,
     stopping: watch::Sender<bool>,
@@ -189,6 +192,7 @@ impl Scheduler {
                 jobs: Mutex::new(Vec::new()),
                 mode: AtomicU8::new(MODE_UNKNOWN),
                 started: AtomicBool::new(false),
+                running: AtomicBool::new(false),
                 require_store: AtomicBool::new(false),
                 stopping: watch::channel(false).0,
                 tasks: Mutex::new(Vec::new()),
@@ -257,7 +261,7 @@ impl Scheduler {
             unsettled: Mutex::new(None),
             outage: Mutex::new(Outage::default()),
         });
-        {
+        let spawn_now = {
             let mut jobs = self
                 .shared
                 .jobs
@@ -279,8 +283,12 @@ impl Scheduler {
                 }));
             }
             jobs.push(entry.clone());
-        }
-        if self.shared.started.load(Ordering::SeqCst) {
+            // Read under the jobs' lock, where `start` sets it and takes its list: a job is
+            // spawned either here or by `start`, never by both, and never before the store
+            // checked out.
+            self.shared.running.load(Ordering::SeqCst)
+        };
+        if spawn_now {
             if self.shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
                 warn_plain_at_least(&entry);
             }
@@ -351,12 +359,23 @@ impl Scheduler {
         if self.shared.started.swap(true, Ordering::SeqCst) {
             return Err(Error::invalid_config("the scheduler is already started"));
         }
-        let jobs = self.jobs();
-        if let Err(error) = self.shared.probe(jobs.first().map(|j| &j.cfg)).await {
+        let first = self.jobs().first().map(|j| j.cfg.clone());
+        if let Err(error) = self.shared.probe(first.as_ref()).await {
             // Not started: once the store is fixed, `start` may be called again.
             self.shared.started.store(false, Ordering::SeqCst);
             return Err(error);
         }
+        // The jobs added while the store was checked are in this list; from here on `add`
+        // spawns its job itself.
+        let jobs = {
+            let jobs = self
+                .shared
+                .jobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.shared.running.store(true, Ordering::SeqCst);
+            jobs.clone()
+        };
         for job in jobs {
             self.spawn(job);
         }
@@ -497,6 +516,10 @@ impl Scheduler {
             if tokio::time::timeout_at(deadline, task).await.is_err() {
                 abort.abort();
             }
+        }
+        // A loop aborted at the deadline did not clear its next fire: no fire is next now.
+        for job in self.jobs() {
+            job.counters.set_next_fire(None);
         }
     }
 }

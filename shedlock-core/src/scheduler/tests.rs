@@ -1543,3 +1543,29 @@ async fn a_fire_claimed_elsewhere_names_the_replica() {
     );
     assert_eq!(logs.count(tracing::Level::DEBUG, &event), 1, "{event}");
 }
+
+/// A job added while `start` is still asking the store is spawned once, by `start` or by `add`
+/// but not by both: a second loop of one job would meet its own claims as "claimed elsewhere".
+#[tokio::test(start_paused = true)]
+async fn a_job_added_while_start_asks_the_store_runs_one_loop() {
+    let store = store(chrono::Duration::zero());
+    store.inject_times(Operation::ClaimFire, Fault::Delay(SEC), 1);
+    let a = scheduler(&store, "a");
+    let log = Log::default();
+    a.add(recording("racing-first", every(SEC), "a", &log))
+        .unwrap();
+    let add_during_start = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        a.add(recording("racing-second", every(SEC), "a", &log))
+            .unwrap();
+    };
+    let (started, ()) = tokio::join!(a.start(), add_during_start);
+    started.unwrap();
+    tokio::time::sleep(5 * SEC).await;
+    a.shutdown(SEC).await;
+    let first = a.status("racing-first").unwrap();
+    let second = a.status("racing-second").unwrap();
+    assert!(first.runs >= 4, "{first:?}");
+    assert_eq!(second.runs, first.runs, "one loop each: {second:?}");
+    assert_eq!(second.claimed_elsewhere, 0, "one loop: {second:?}");
+}
