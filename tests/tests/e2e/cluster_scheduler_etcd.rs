@@ -239,10 +239,11 @@ impl Kill {
 /// etcd's default `--election-timeout`, which the private clusters run with.
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Polls (every 20 ms, for at most 10 s) until a running member reports a leader other than
-/// member `killed`; the wall clock (µs) then.
+/// Polls (every 20 ms, for at most 30 s: on a loaded two-core machine an election and the status
+/// calls that see it have taken more than 10 s) until a running member reports a leader other
+/// than member `killed`; the wall clock (µs) then.
 async fn wait_for_new_leader(etcd: &Etcd, killed: usize) -> i64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let leader = tokio::task::block_in_place(|| etcd.leader());
         if leader.is_some_and(|l| l != killed) {
@@ -250,7 +251,7 @@ async fn wait_for_new_leader(etcd: &Etcd, killed: usize) -> i64 {
         }
         assert!(
             Instant::now() < deadline,
-            "the surviving etcd members elected no leader within 10 s"
+            "the surviving etcd members elected no leader within 30 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -39,8 +39,27 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts `size` members and waits (up to 30 s) until every one sees a leader.
+    /// Starts `size` members and waits (up to 30 s) until every one sees a leader. A port picked
+    /// free can be taken before etcd binds it (by any process's outgoing connection, whose local
+    /// port comes from the same range): a member that exits saying so is started again, with
+    /// the whole cluster on new ports, up to three times.
     pub fn start(bin: &str, size: usize) -> Self {
+        let mut attempt = 1;
+        loop {
+            match Self::try_start(bin, size) {
+                Ok(cluster) => return cluster,
+                Err(log) if attempt < 3 && log.contains("address already in use") => {
+                    eprintln!(
+                        "etcd could not bind a port picked free; new ports (attempt {attempt})"
+                    );
+                    attempt += 1;
+                }
+                Err(log) => panic!("{log}"),
+            }
+        }
+    }
+
+    fn try_start(bin: &str, size: usize) -> Result<Self, String> {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
         let initial = ports
@@ -84,10 +103,11 @@ impl Cluster {
                 child: Some(child),
             });
         }
-        let cluster = Self { members, dir };
+        let mut cluster = Self { members, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
-        for m in &cluster.members {
+        for i in 0..cluster.members.len() {
             loop {
+                let m = &cluster.members[i];
                 let ready = post(m.client_port, "/v3/maintenance/status", "{}")
                     .ok()
                     .and_then(|s| s["leader"].as_str().map(|l| l != "0"))
@@ -95,21 +115,26 @@ impl Cluster {
                 if ready {
                     break;
                 }
-                if Instant::now() > deadline {
+                let exited = cluster.members[i]
+                    .child
+                    .as_mut()
+                    .is_some_and(|child| matches!(child.try_wait(), Ok(Some(_))));
+                if exited || Instant::now() > deadline {
+                    let m = &cluster.members[i];
                     let log =
                         std::fs::read_to_string(cluster.dir.path().join(format!("{}.log", m.name)))
                             .unwrap_or_default();
                     let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                    panic!(
+                    return Err(format!(
                         "etcd {} did not start; its log ends:\n{}",
                         m.name,
                         tail.join("\n")
-                    );
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        cluster
+        Ok(cluster)
     }
 
     /// The `etcd://` URL of the members still running.
