@@ -17,10 +17,11 @@ use crate::scheduler::Scheduler;
 ///
 /// [`run`](Self::run) does, in this order:
 ///
-/// 1. at once, before anything waits: every scheduler stops claiming fires; every latch steps
-///    down (its [`LeaderTerm`](crate::latch::LeaderTerm) ends, [`is_leader`](LeaderLatch::is_leader)
-///    turns false); every executor refuses new runs and tells the runs in flight
-///    ([`LockHandle::stopping`](crate::current::LockHandle::stopping));
+/// 1. at once, before anything waits: every scheduler stops claiming fires; every executor
+///    refuses new runs and tells the runs in flight
+///    ([`LockHandle::stopping`](crate::current::LockHandle::stopping)); every latch steps down
+///    (its [`LeaderTerm`](crate::latch::LeaderTerm) ends, [`is_leader`](LeaderLatch::is_leader)
+///    turns false);
 /// 2. then, side by side: each latch closes as [`LeaderLatch::close`] does (its leader-only work
 ///    gets the latch's [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace), then the row
 ///    is released and a follower takes over at its next attempt); a scheduler's
