@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
+use crate::jobs::{DefinitionEntry, JobState, RunEntry};
 use crate::provider::{LockProvider, LockRecord};
 
 pub mod model;
@@ -30,6 +31,7 @@ pub struct LockEntry {
     record: LockRecord,
     store_now: DateTime<Utc>,
     last_fire: Option<DateTime<Utc>>,
+    state: Option<JobState>,
 }
 
 impl LockEntry {
@@ -45,7 +47,24 @@ impl LockEntry {
             record,
             store_now,
             last_fire,
+            state: None,
         }
+    }
+
+    /// The same entry with the job state its row keeps ([`LockProvider::release_run`]); a store
+    /// whose row has no job state leaves it unset.
+    #[must_use]
+    pub fn with_state(mut self, state: JobState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// The job state the row keeps: the last recorded run, last success and consecutive
+    /// failures. `None` where the store does not record job state (a Java ShedLock table
+    /// without the columns); a default state where it does but no run was recorded yet.
+    #[must_use]
+    pub fn state(&self) -> Option<&JobState> {
+        self.state.as_ref()
     }
 
     /// The row: name, holder (`locked_by`), `locked_at`, `lock_until` and fencing token. A row
@@ -221,6 +240,51 @@ pub trait LockAdmin: LockProvider {
     async fn create_table(&self) -> Result<()> {
         Err(Error::unsupported("create_table"))
     }
+
+    /// The statements that would give this store's schema what job state, definitions and
+    /// history need and it lacks (the columns of the lock table, the definitions table, the
+    /// history table), for an operator to run; `Ok(None)` when nothing is missing or the store
+    /// has no schema. A Java ShedLock table works without them: only the job commands need them.
+    ///
+    /// # Errors
+    ///
+    /// The store failed while looking.
+    async fn missing_ddl(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// The job definitions replicas published ([`LockProvider::publish_definitions`]) that have
+    /// not expired by the store's clock, sorted by job name, then replica.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, is not set up for definitions (the error says what to create), or does
+    /// not support them.
+    async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
+        Err(Error::unsupported("definitions"))
+    }
+
+    /// The newest `limit` runs recorded in the history of the lock `lock_name`, newest first.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, has no history table (the error says what to create), or does not keep
+    /// history.
+    async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
+        let _ = (lock_name, limit);
+        Err(Error::unsupported("history"))
+    }
+
+    /// Removes the definitions of `job` that every replica published; returns how many it
+    /// removed. A replica that still runs the job publishes it again at its next heartbeat.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, is not set up for definitions, or does not support them.
+    async fn forget(&self, job: &str) -> Result<u64> {
+        let _ = job;
+        Err(Error::unsupported("forget"))
+    }
 }
 
 /// An `Arc` of an admin store is an admin store.
@@ -248,5 +312,21 @@ impl<P: LockAdmin + ?Sized> LockAdmin for Arc<P> {
 
     async fn create_table(&self) -> Result<()> {
         (**self).create_table().await
+    }
+
+    async fn missing_ddl(&self) -> Result<Option<String>> {
+        (**self).missing_ddl().await
+    }
+
+    async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
+        (**self).definitions().await
+    }
+
+    async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
+        (**self).history(lock_name, limit).await
+    }
+
+    async fn forget(&self, job: &str) -> Result<u64> {
+        (**self).forget(job).await
     }
 }

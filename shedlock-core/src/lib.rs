@@ -98,6 +98,7 @@ mod drain;
 mod error;
 mod executor;
 mod fire;
+pub mod jobs;
 mod keepalive;
 pub mod latch;
 mod memory;

@@ -22,6 +22,7 @@ pub use crate::config::{
 use crate::error::{Error, Result};
 pub use crate::executor::DEFAULT_CALL_TIMEOUT;
 pub use crate::fire::{Fire, FireClaim, fire_decision};
+pub use crate::jobs::{Definition, RunReport};
 
 /// One acquisition of a lock, as the store recorded it.
 ///
@@ -196,12 +197,12 @@ impl fmt::Display for LockRecord {
 /// use std::time::Duration;
 /// use shedlock_core::{
 ///     InMemoryLockProvider, Result,
-///     provider::{Fire, FireClaim, LockProvider, LockRecord, async_trait},
+///     provider::{Definition, Fire, FireClaim, LockProvider, LockRecord, RunReport, async_trait},
 /// };
 ///
 /// /// A store that logs every call and delegates to another one. A wrapper forwards every
-/// /// method, the optional ones too: the defaults would hide the inner store's `holder` and
-/// /// `claim_fire` (a scheduler would fall back to plain locks).
+/// /// method, the optional ones too: the defaults would hide the inner store's `holder`,
+/// /// `claim_fire` (a scheduler would fall back to plain locks) and the job state it records.
 /// struct Logged<P>(P);
 ///
 /// #[async_trait]
@@ -222,6 +223,14 @@ impl fmt::Display for LockRecord {
 ///     async fn claim_fire(&self, name: &str, fire: &Fire, at_most: Duration, owner: &str) -> Result<FireClaim> {
 ///         tracing::info!(name, %fire, "claim fire");
 ///         self.0.claim_fire(name, fire, at_most, owner).await
+///     }
+///     async fn release_run(&self, record: &LockRecord, at_least: Duration, run: &RunReport) -> Result<bool> {
+///         self.0.release_run(record, at_least, run).await
+///     }
+///     async fn publish_definitions(
+///         &self, replica: &str, version: &str, definitions: &[Definition], ttl: Duration,
+///     ) -> Result<()> {
+///         self.0.publish_definitions(replica, version, definitions, ttl).await
 ///     }
 ///     fn max_name_len(&self) -> usize {
 ///         self.0.max_name_len()
@@ -307,6 +316,52 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("claim_fire"))
     }
 
+    /// [`release`](Self::release) that also records how the run ended ([`RunReport`]) in the
+    /// lock's row, in the same guarded step: the job's last run, last success and consecutive
+    /// failures (see [`jobs`](crate::jobs) for which outcomes count), and a history entry where
+    /// the store keeps history. Nothing is recorded when the row no longer belongs to `record`
+    /// (`Ok(false)`, as for `release`), so a run whose lock was taken over never overwrites the
+    /// new holder's state.
+    ///
+    /// The default body answers [`Error::is_unsupported`] without touching the store, and so must
+    /// a store that lacks the columns: the caller then runs the plain
+    /// [`release`](Self::release). A history write that fails must not fail the release.
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release); or unsupported, having changed nothing.
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        let _ = (record, at_least, run);
+        Err(Error::unsupported("release_run"))
+    }
+
+    /// Publishes the job definitions of the replica `replica` (its owner id): each entry is
+    /// written, or overwritten, with `published = now` and `expires = now + ttl` by the store's
+    /// clock, `version` beside it. Entries that expired (any replica's) are removed in the same
+    /// step, so the dead replicas' entries go away by themselves. A scheduler calls it at start
+    /// and then as a heartbeat.
+    ///
+    /// The default body answers [`Error::is_unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// The store failed, is not set up for definitions, or does not support them.
+    async fn publish_definitions(
+        &self,
+        replica: &str,
+        version: &str,
+        definitions: &[Definition],
+        ttl: Duration,
+    ) -> Result<()> {
+        let _ = (replica, version, definitions, ttl);
+        Err(Error::unsupported("publish_definitions"))
+    }
+
     /// Whether the store answers and is set up to keep locks, without taking one: the readiness
     /// check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
     ///
@@ -372,6 +427,27 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
         owner: &str,
     ) -> Result<FireClaim> {
         (**self).claim_fire(name, fire, at_most, owner).await
+    }
+
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        (**self).release_run(record, at_least, run).await
+    }
+
+    async fn publish_definitions(
+        &self,
+        replica: &str,
+        version: &str,
+        definitions: &[Definition],
+        ttl: Duration,
+    ) -> Result<()> {
+        (**self)
+            .publish_definitions(replica, version, definitions, ttl)
+            .await
     }
 
     async fn check(&self) -> Result<()> {

@@ -7,22 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::JobSpec;
-
-/// How one run ended. In JSON, within [`LastRun`]: `"outcome"` is `"succeeded"`, `"failed"`
-/// (with `"error"`, the message), `"panicked"` or `"cancelled"`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", content = "error", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RunOutcome {
-    /// The body returned `()` or `Ok(())`.
-    Succeeded,
-    /// The body returned an `Err` (its `Display`). Logged and counted, not retried.
-    Failed(String),
-    /// The body panicked (logged and counted as an error; the scheduler goes on).
-    Panicked,
-    /// The run was stopped: its leader term ended, or shutdown's grace ran out.
-    Cancelled,
-}
+pub use crate::jobs::RunOutcome;
 
 /// The last run of a job on this replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

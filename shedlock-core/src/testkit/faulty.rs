@@ -12,6 +12,7 @@ use tokio::time::sleep;
 
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim};
+use crate::jobs::{Definition, RunReport};
 use crate::provider::{LockProvider, LockRecord};
 
 /// A store operation, for [`FaultyProvider`].
@@ -188,6 +189,31 @@ impl<P: LockProvider> LockProvider for FaultyProvider<P> {
             self.inner.claim_fire(name, fire, at_most, owner),
         )
         .await
+    }
+
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        self.call(
+            Operation::Release,
+            self.inner.release_run(record, at_least, run),
+        )
+        .await
+    }
+
+    async fn publish_definitions(
+        &self,
+        replica: &str,
+        version: &str,
+        definitions: &[Definition],
+        ttl: Duration,
+    ) -> Result<()> {
+        self.inner
+            .publish_definitions(replica, version, definitions, ttl)
+            .await
     }
 
     fn max_name_len(&self) -> usize {
