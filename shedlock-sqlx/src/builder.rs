@@ -427,16 +427,23 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 }
             }
         }
-        // `last_fire` (the recorded fire) has a fixed name: a configured column may not take it.
-        if let Some((what, _)) = all
-            .iter()
-            .find(|(_, column)| column.eq_ignore_ascii_case(crate::dialect::LAST_FIRE))
-        {
-            return Err(Error::invalid_config(format!(
-                "the {what} column may not be named {:?}: that name is the recorded fire's \
-                 column (see migration 0002_last_fire.sql); choose another",
-                crate::dialect::LAST_FIRE
-            )));
+        // `last_fire` (the recorded fire) and the job state columns have fixed names: a
+        // configured column may not take them.
+        for fixed in crate::dialect::fixed_columns() {
+            if let Some((what, _)) = all
+                .iter()
+                .find(|(_, column)| column.eq_ignore_ascii_case(fixed))
+            {
+                let whose = if fixed == crate::dialect::LAST_FIRE {
+                    "the recorded fire's column (see migration 0002_last_fire.sql)"
+                } else {
+                    "a job state column (see migration 0003_job_state.sql)"
+                };
+                return Err(Error::invalid_config(format!(
+                    "the {what} column may not be named {fixed:?}: that name is {whose}; \
+                     choose another"
+                )));
+            }
         }
         if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
             return Err(Error::invalid_config(format!(

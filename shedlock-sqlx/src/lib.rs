@@ -153,6 +153,8 @@ mod conns;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod dialect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod history;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod ident;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod link;

@@ -18,8 +18,8 @@ use sqlx::{AssertSqlSafe, Executor as _, Row};
 use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
 use crate::dialect::{
-    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, Statements,
-    seen_holder,
+    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, StateKind,
+    Statements, release_run_state, seen_holder,
 };
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
@@ -238,6 +238,17 @@ impl Dialect for MySql {
                  WHERE {name} = ? AND {by} = ? AND {same}"
             )
             .into(),
+            // ? at_least µs, ? fire, ? outcome kind, ? error text, ? kind, ? kind, ? name,
+            // ? owner, ? token (or locked_at): the release with the job state in the same
+            // statement. No assignment reads a column another one sets (MariaDB's
+            // SIMULTANEOUS_ASSIGNMENT mode or not, the result is the same).
+            release_run: format!(
+                "{PIN}UPDATE {HINT} {table} \
+                 SET {until} = GREATEST({NOW}, TIMESTAMPADD(MICROSECOND, ?, {at})), {} \
+                 WHERE {name} = ? AND {by} = ? AND {same}",
+                release_run_state::<Self>(cols, "?", ["?"; 3], "?")
+            )
+            .into(),
             // ? name.
             holder: format!(
                 "{PIN}SELECT {HINT} {by}, {at}, {until}, {ret_tok} FROM {table} \
@@ -310,6 +321,13 @@ impl Dialect for MySql {
     /// giving a `TIMESTAMP` column an implicit default.
     const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP(3) NULL DEFAULT NULL";
     const TIME_PRECISION_MICROS: i64 = 1_000;
+    /// `utf8mb4` with the binary collation whatever the table's default (a Java ShedLock table
+    /// may be `latin1`), so any error text and owner id fits.
+    fn text_column(len: usize) -> String {
+        format!("VARCHAR({len}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL")
+    }
+    const BIGINT: &'static str = "SIGNED";
+    const POSITIONAL: bool = true;
     /// `utf8mb4` stores any name; the binary collation makes names compare exactly.
     const TABLE_OPTIONS: &'static str =
         " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
@@ -483,7 +501,9 @@ impl Dialect for MySql {
     fn column_problem(column: &Column, role: Role, name: &str) -> Option<String> {
         let ty = &column.ty;
         match role {
-            Role::Name | Role::LockedBy => {
+            Role::Name
+            | Role::LockedBy
+            | Role::State(StateKind::Runner | StateKind::Outcome | StateKind::Error) => {
                 if role == Role::Name
                     && let Some(collation) = &column.collation
                     && !collation.to_ascii_lowercase().ends_with("_bin")
@@ -506,9 +526,12 @@ impl Dialect for MySql {
                 (!text.contains(&ty.as_str()))
                     .then(|| format!("column {name} is {ty}, expected VARCHAR"))
             }
-            Role::LockUntil | Role::LockedAt | Role::LastFire => {
+            Role::LockUntil | Role::LockedAt | Role::LastFire | Role::State(StateKind::Time) => {
                 time_column_problem(column, role == Role::LockedAt)
             }
+            Role::State(StateKind::Count) => (!["int", "bigint", "mediumint", "smallint"]
+                .contains(&ty.as_str()))
+            .then(|| format!("column {name} is {ty}, expected INT")),
             Role::FencingToken => {
                 (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }

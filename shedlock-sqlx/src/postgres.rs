@@ -11,7 +11,10 @@ use sqlx::postgres::{PgConnectOptions, PgQueryResult, PgRow, PgSslMode, Postgres
 use crate::connect::ConnectSettings;
 
 use crate::builder::ColumnNames;
-use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
+use crate::dialect::{
+    Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
+    release_run_state,
+};
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
 use crate::link::{Call, Link, micros_ceil};
@@ -192,6 +195,17 @@ impl Dialect for Postgres {
                 "UPDATE {table} SET {until} = GREATEST({NOW}, {at} + $1) \
                  WHERE {name} = $2 AND {by} = $3 AND {same} \
                  AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+            )
+            .into(),
+            // $1 at_least, $2 name, $3 owner, $4 token (or locked_at), $5 fire, $6 outcome
+            // kind, $7 error text. The release with the job state in the same statement, with
+            // the release's durability (`synchronous_commit = off`: a lost commit loses the
+            // release and its record alike).
+            release_run: format!(
+                "UPDATE {table} SET {until} = GREATEST({NOW}, {at} + $1), {} \
+                 WHERE {name} = $2 AND {by} = $3 AND {same} \
+                 AND set_config('synchronous_commit', 'off', true) IS NOT NULL",
+                release_run_state::<Self>(cols, "$5", ["$6"; 3], "$7")
             )
             .into(),
             // $1 name.
@@ -395,9 +409,16 @@ impl Dialect for Postgres {
     fn column_problem(column: &Self::TableColumn, role: Role, name: &str) -> Option<String> {
         let ty = &column.1;
         match role {
-            Role::Name | Role::LockedBy => (!["character varying", "text"].contains(&ty.as_str()))
-                .then(|| format!("column {name} is {ty}, expected VARCHAR")),
-            Role::LockUntil | Role::LockedAt | Role::LastFire => (ty != "timestamp without time zone").then(|| {
+            Role::Name
+            | Role::LockedBy
+            | Role::State(StateKind::Runner | StateKind::Outcome | StateKind::Error) => {
+                (!["character varying", "text"].contains(&ty.as_str()))
+                    .then(|| format!("column {name} is {ty}, expected VARCHAR"))
+            }
+            Role::State(StateKind::Count) => (!["integer", "bigint", "smallint"]
+                .contains(&ty.as_str()))
+            .then(|| format!("column {name} is {ty}, expected INT")),
+            Role::LockUntil | Role::LockedAt | Role::LastFire | Role::State(StateKind::Time) => (ty != "timestamp without time zone").then(|| {
                 format!(
                     "column {name} is {ty}; it must be TIMESTAMP (without time zone) holding UTC \
                      wall-clock times, as in ShedLock's DDL"

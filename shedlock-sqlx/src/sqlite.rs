@@ -9,7 +9,10 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
-use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
+use crate::dialect::{
+    Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
+    release_run_state,
+};
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
 use crate::link::{Call, Link, millis_ceil};
@@ -178,6 +181,14 @@ impl Dialect for Sqlite {
                  WHERE {name} = ?2 AND {by} = ?3 AND {same}"
             )
             .into(),
+            // ?1 at_least modifier, ?2 name, ?3 owner, ?4 token (or locked_at), ?5 fire, ?6
+            // outcome kind, ?7 error text: the release with the job state in the same statement.
+            release_run: format!(
+                "UPDATE {table} SET {until} = max({NOW}, strftime('{FORMAT}', {at}, ?1)), {} \
+                 WHERE {name} = ?2 AND {by} = ?3 AND {same}",
+                release_run_state::<Self>(cols, "?5", ["?6"; 3], "?7")
+            )
+            .into(),
             // ?1 name.
             holder: format!(
                 "SELECT {by}, {at}, {until}, {ret_tok} FROM {table} WHERE {name} = ?1 AND {until} > {NOW}"
@@ -218,6 +229,12 @@ impl Dialect for Sqlite {
     /// UTC text, `YYYY-MM-DD HH:MM:SS.SSS`, what SQLite's own date functions produce.
     const TIME_COLUMN: &'static str = "TEXT NOT NULL";
     const TOKEN_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    /// Text has no length in SQLite (error texts are capped before they are written).
+    fn text_column(_len: usize) -> String {
+        "TEXT NULL".to_owned()
+    }
+    const COUNT_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    const BIGINT: &'static str = "INTEGER";
     /// The same text as the other time columns, `NULL` until a fire is recorded.
     const LAST_FIRE_COLUMN: &'static str = "TEXT NULL";
     const TIME_PRECISION_MICROS: i64 = 1_000;
@@ -389,14 +406,14 @@ impl Dialect for Sqlite {
             .iter()
             .any(|affinity| ty.contains(affinity));
         let expected = match role {
-            Role::FencingToken => {
+            Role::FencingToken | Role::State(StateKind::Count) => {
                 return (!ty.contains("INT"))
                     .then(|| format!("column {name} is {ty}, expected INTEGER"));
             }
-            Role::Name | Role::LockedBy => "text",
-            Role::LockUntil | Role::LockedAt | Role::LastFire => {
+            Role::LockUntil | Role::LockedAt | Role::LastFire | Role::State(StateKind::Time) => {
                 "text (UTC `YYYY-MM-DD HH:MM:SS.SSS`)"
             }
+            Role::Name | Role::LockedBy | Role::State(_) => "text",
         };
         numeric.then(|| format!("column {name} is {ty}, expected {expected}"))
     }
