@@ -593,5 +593,20 @@ mod tests {
         b().locked_by_column("last_fired_by")
             .build()
             .expect("another name");
+        // So do the job state columns.
+        let err = b()
+            .lock_until_column("Consecutive_Failures")
+            .build()
+            .expect_err("taken");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("the lock_until column")
+                && msg.contains("\"consecutive_failures\"")
+                && msg.contains("0003_job_state.sql"),
+            "{msg}"
+        );
+        b().locked_by_column("last_run_by_host")
+            .build()
+            .expect("another name");
     }
 }

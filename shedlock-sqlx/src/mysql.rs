@@ -739,6 +739,7 @@ mod tests {
                 &s.extra.insert,
                 &s.extend,
                 &s.release,
+                &s.release_run,
                 &s.holder,
             ] {
                 assert!(sql.starts_with(PIN), "{sql}");

@@ -472,6 +472,7 @@ mod tests {
                 (&s.acquire, "$2"),
                 (&s.extend, "$2"),
                 (&s.release, "$2"),
+                (&s.release_run, "$2"),
                 (&s.holder, "$1"),
             ] {
                 assert!(sql.contains("\"ops\".\"locks\""), "{sql}");

@@ -1184,6 +1184,69 @@ macro_rules! server_cases {
             );
         }
 
+        /// A recorded release is one statement, as a plain one; on a table without the state
+        /// columns it answers unsupported without a round trip (the layout is known by then).
+        #[tokio::test]
+        $(#[$test])*
+        async fn release_run_costs_the_round_trips_of_a_release() {
+            use ::shedlock_core::jobs::{RunOutcome, RunReport};
+            let Some(url) = $url() else {
+                return;
+            };
+            let (_direct, table) = fresh(&url).await;
+            let java = testing::unique_table_name("shedlock_rr_java");
+            ::shedlock_sqlx::sqlx::Executor::execute(
+                &pool(&url).await,
+                ::shedlock_sqlx::sqlx::AssertSqlSafe(java_ddl(&java)),
+            )
+            .await
+            .unwrap();
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            let via = $crate::common::url_via(&url, proxy.addr);
+            let provider = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&table)
+                .build()
+                .unwrap();
+            let report = RunReport::new(::chrono::Utc::now(), RunOutcome::Succeeded);
+            // Statements prepared first.
+            let record = provider.acquire("rr", MIN, "a").await.unwrap().unwrap();
+            assert!(provider.release_run(&record, Duration::ZERO, &report).await.unwrap());
+            let record = provider.acquire("rr", MIN, "a").await.unwrap().unwrap();
+            assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+            let mut costs = Vec::new();
+            for recorded in [false, true] {
+                let record = provider.acquire("rr", MIN, "a").await.unwrap().unwrap();
+                let before = proxy.requests();
+                let released = if recorded {
+                    provider.release_run(&record, Duration::ZERO, &report).await
+                } else {
+                    provider.release(&record, Duration::ZERO).await
+                };
+                assert!(released.unwrap());
+                tokio::task::yield_now().await;
+                costs.push(proxy.requests() - before);
+            }
+            assert_eq!(costs, [1, 1], "a release and a recorded release: one round trip each");
+            let on_java = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&java)
+                .build()
+                .unwrap();
+            let record = on_java.acquire("rr", MIN, "a").await.unwrap().unwrap();
+            let before = proxy.requests();
+            let err = on_java
+                .release_run(&record, Duration::ZERO, &report)
+                .await
+                .unwrap_err();
+            assert!(err.is_unsupported(), "{err}");
+            tokio::task::yield_now().await;
+            assert_eq!(proxy.requests() - before, 0, "unsupported without a round trip");
+            assert!(on_java.release(&record, Duration::ZERO).await.unwrap());
+            drop_table(&url, &java).await;
+            drop_table(&url, &table).await;
+        }
+
         #[tokio::test]
         $(#[$test])*
         async fn a_skipped_acquire_costs_one_round_trip_on_the_callers_path() {
