@@ -12,6 +12,12 @@
 //! the token and the recorded fire (`last_fire`) stay, so freeing never re-runs a fire. The
 //! `last_fire` column is read when the table has it and reported absent when it does not (Java
 //! ShedLock's table).
+//!
+//! The job state columns (`last_run_*`, `last_success`, `consecutive_failures`) are read the same
+//! way, where the table has all of them ([`Schema::has_job_state`]), into
+//! [`LockEntry::with_state`]. `missing_ddl` reads the table's columns anew and returns the
+//! `ALTER TABLE` statements for what it lacks ([`missing_columns_ddl`]), or the whole DDL for a
+//! missing table.
 
 use shedlock_core::{
     Result,

@@ -50,7 +50,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from the migrations `migrations/mysql/0001_shedlock.sql` and `0002_last_fire.sql` in
+/// same DDL from the migrations `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql` and
+/// `0003_job_state.sql` in
 /// this crate (sqlx-cli naming):
 ///
 /// ```sql
@@ -61,6 +62,14 @@ sql_lock_provider! {
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token BIGINT NOT NULL DEFAULT 0,
 ///     last_fire TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_fire TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_run_started TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_ended TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_outcome VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_run_error VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_success TIMESTAMP(3) NULL DEFAULT NULL,
+///     consecutive_failures INT NOT NULL DEFAULT 0,
 ///     PRIMARY KEY (name)
 /// ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 /// ```
@@ -112,6 +121,21 @@ sql_lock_provider! {
 /// A table without it (Java's DDL) answers `claim_fire` with
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
 /// `migrations/mysql/0002_last_fire.sql` and restart the service.
+///
+/// # Job state
+///
+/// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
+/// `UPDATE` (its guard and `lock_until` unchanged) that also sets the job state columns: the
+/// run's fire, runner (`locked_by`), start (`locked_at`), end (the database's now, in the same
+/// statement), outcome and error text (at most 1000 characters), and `last_success` and
+/// `consecutive_failures` as `CASE`s on the outcome. One round trip, as a release; a row that
+/// no longer belongs to the run is not written. A table without the columns (Java's
+/// DDL, or one made before `0003_job_state.sql`) answers
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
+/// scheduler releases plainly: run `migrations/mysql/0003_job_state.sql` (or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints) and restart the
+/// service. [`list`](shedlock_core::admin::LockAdmin::list) and
+/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
 /// # Fencing tokens
 ///

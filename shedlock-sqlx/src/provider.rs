@@ -717,18 +717,20 @@ where
 /// table that migration, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
 /// ([`add_job_state`]) make.
 pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
-    let extra = if full {
-        std::iter::once((LAST_FIRE, D::LAST_FIRE_COLUMN.to_owned()))
-            .chain(
-                STATE_COLUMNS
-                    .iter()
-                    .map(|(name, kind)| (*name, state_column_type::<D>(*kind))),
-            )
-            .map(|(name, ty)| format!("{} {ty},\n    ", D::QUOTE.quote(name)))
-            .collect()
-    } else {
-        String::new()
-    };
+    let mut extra = String::new();
+    if full {
+        let columns = std::iter::once((LAST_FIRE, D::LAST_FIRE_COLUMN.to_owned())).chain(
+            STATE_COLUMNS
+                .iter()
+                .map(|(name, kind)| (*name, state_column_type::<D>(*kind))),
+        );
+        for (name, ty) in columns {
+            extra.push_str(&D::QUOTE.quote(name));
+            extra.push(' ');
+            extra.push_str(&ty);
+            extra.push_str(",\n    ");
+        }
+    }
     let t = settings.table.quoted(D::QUOTE);
     let c = settings.columns.quoted(D::QUOTE);
     format!(

@@ -571,6 +571,13 @@ pub(crate) async fn release_run_records_the_job_state<S: Store>() {
         RunOutcome::Failed(String::new())
     );
 
+    at_least_and_other_rows(&provider).await;
+    db.drop_table(&table).await;
+}
+
+/// `at_least` keeps the lock as release does; other locks' rows keep their own state; `list`
+/// carries the same states as `entry`.
+async fn at_least_and_other_rows<P: LockProvider + shedlock_core::admin::LockAdmin>(provider: &P) {
     // `at_least` keeps the lock as release does; other locks' rows keep their own state.
     let record = provider
         .acquire("job", MIN, "pod-1")
@@ -597,7 +604,6 @@ pub(crate) async fn release_run_records_the_job_state<S: Store>() {
     let listed = provider.list().await.unwrap();
     let job = listed.iter().find(|e| e.record().name() == "job").unwrap();
     assert_eq!(state_of(job).last_run.unwrap().runner, "pod-1");
-    db.drop_table(&table).await;
 }
 
 /// A run whose lock was taken over (released, or expired and taken by another) records
