@@ -360,3 +360,27 @@ async fn definitions_are_listed_expire_with_their_lease_and_can_be_forgotten() {
     assert_eq!(p.list().await.unwrap().len(), 1, "the lock is untouched");
     assert!(p.release(&lock, Duration::ZERO).await.unwrap());
 }
+
+/// The core's job state suite (no history: etcd keeps none), on one member and with a unit of
+/// a second (leases are whole seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
+async fn job_state_suite_passes() {
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::builder(etcd.url())
+        .prefix(shedlock_etcd::testing::unique_prefix())
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    shedlock_core::testkit::JobStateSuite::new(p)
+        .time_unit(Duration::from_secs(1))
+        .run()
+        .await;
+    eprintln!("etcd job state suite: {:?}", start.elapsed());
+}
