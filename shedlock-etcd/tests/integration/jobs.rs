@@ -69,7 +69,7 @@ async fn run(
     not(shedlock_etcd),
     ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
 )]
-async fn release_run_records_the_run_and_counts_failures() {
+async fn release_run_records_the_whole_run_under_any_name() {
     let Some(bin) = support::etcd_binary() else {
         return;
     };
@@ -130,10 +130,24 @@ async fn release_run_records_the_run_and_counts_failures() {
             .expect("listed");
         assert_eq!(entry.state(), Some(&s), "list and entry agree");
     }
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
+async fn outcomes_count_as_documented_and_at_least_still_holds() {
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::new(&etcd.url()).unwrap();
 
     // The counting table: failed and panicked count, cancelled changes nothing, a success
     // resets the count and sets last_success to its end.
     let name = HOSTILE[3];
+    run(&p, name, "pod-2", RunOutcome::Failed("first".into())).await;
     run(&p, name, "pod-2", RunOutcome::Panicked).await;
     assert_eq!(state(&p, name).await.consecutive_failures, 2);
     run(&p, name, "pod-2", RunOutcome::Cancelled).await;
