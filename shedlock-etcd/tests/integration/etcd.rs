@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use shedlock_core::jobs::{Definition, RunOutcome, RunReport};
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor, admin::LockAdmin,
@@ -533,7 +534,6 @@ async fn round_trips_per_operation_match_the_docs() {
     assert_eq!(take(), [txn], "a release without at_least, never extended");
 
     // Job state rides in the release's transaction; definitions are a grant and a transaction.
-    use shedlock_core::jobs::{Definition, RunOutcome, RunReport};
     let report = RunReport::new(chrono::Utc::now(), RunOutcome::Failed("x".into()));
     let run = p.acquire("run", at_most, "a").await.unwrap().unwrap();
     take();
