@@ -238,6 +238,7 @@ impl EtcdLockProvider {
             } else if kv.key.0 == keys.fire {
                 read.fire = Some(decode_value(&kv)?).map(|v| (kv, v));
             } else if let Some(which) = kv
+                // The job state's keys: what follows `{prefix}{name}` (`/last-run`, …).
                 .key
                 .0
                 .strip_prefix(base.strip_suffix(b"/").unwrap_or(base))
