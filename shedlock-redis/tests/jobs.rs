@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use shedlock_core::testkit::JobStateSuite;
 use shedlock_core::{
     admin::LockAdmin,
     jobs::{Definition, HistoryPolicy, JobState, RunOutcome, RunReport},
@@ -658,6 +659,29 @@ async fn hostile_names_record_state_and_history_and_list_shows_only_locks() {
             .iter()
             .all(|e| e.state().is_some_and(|s| s.last_run.is_some()))
     );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn passes_the_job_state_suite() {
+    let Some(f) = Fixture::new("job-suite", None).await else {
+        return;
+    };
+    JobStateSuite::new(Arc::clone(&f.provider)).run().await;
+    f.cleanup().await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn passes_the_job_state_suite_with_history() {
+    let Some(f) = Fixture::new("job-suite-h", Some(HistoryPolicy::keep(4))).await else {
+        return;
+    };
+    JobStateSuite::new(Arc::clone(&f.provider))
+        .with_history(4)
+        .run()
+        .await;
     f.cleanup().await;
 }
 
