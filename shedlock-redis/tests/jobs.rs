@@ -446,8 +446,10 @@ async fn definitions_are_published_listed_expired_and_forgotten() {
         .publish_definitions("pod-a", "0.1.0", &defs, MIN)
         .await
         .unwrap();
+    // pod-b runs another version whose "report" disagrees: both are listed.
+    let newer = Definition::new("report", "report-lock-2", r#"{"every":"5m"}"#);
     b.provider
-        .publish_definitions("pod-b", "0.2.0", &defs[..1], MIN)
+        .publish_definitions("pod-b", "0.2.0", std::slice::from_ref(&newer), MIN)
         .await
         .unwrap();
     let after = a.now().await;
@@ -466,6 +468,7 @@ async fn definitions_are_published_listed_expired_and_forgotten() {
     );
     assert_eq!(listed[0].definition, defs[1]);
     assert_eq!(listed[1].definition, defs[0]);
+    assert_eq!(listed[2].definition, newer);
     assert_eq!(
         (listed[1].version.as_str(), listed[2].version.as_str()),
         ("0.1.0", "0.2.0")
