@@ -519,20 +519,6 @@ async fn definitions_are_published_listed_expired_and_forgotten() {
     let fields: usize = conn.hlen(a.provider.definitions_key()).await.unwrap();
     assert_eq!(fields, 3, "removed by the next publish");
 
-    // Bad arguments are refused before Redis is asked.
-    let err = a
-        .provider
-        .publish_definitions("", "v", &defs, MIN)
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_config(), "{err}");
-    let err = a
-        .provider
-        .publish_definitions("pod", "v", &defs, Duration::ZERO)
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_config(), "{err}");
-    assert_eq!(a.provider.missing_ddl().await.unwrap(), None);
     // Definitions and history keys are not locks.
     assert!(a.provider.list().await.unwrap().is_empty());
     c.cleanup().await;
@@ -596,6 +582,20 @@ async fn forget_removes_every_replicas_entries_of_exactly_that_job() {
             .any(|e| e.definition.job == "a\0x")
     );
 
+    // Bad arguments are refused before Redis is asked.
+    let err = a
+        .provider
+        .publish_definitions("", "v", &defs, MIN)
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_config(), "{err}");
+    let err = a
+        .provider
+        .publish_definitions("pod", "v", &defs, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_config(), "{err}");
+    assert_eq!(a.provider.missing_ddl().await.unwrap(), None);
     b.cleanup().await;
     a.cleanup().await;
 }
