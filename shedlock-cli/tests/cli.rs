@@ -9,6 +9,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_core::admin::model::{JobView, RunView};
+use shedlock_core::jobs::{Definition, RunOutcome, RunReport, VERSION};
 use shedlock_core::{admin::LockAdmin, provider::LockRecord};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider, testing};
@@ -815,4 +817,174 @@ async fn operates_locks_on_etcd() {
         .expect("etcd");
     operate(&url, &provider, &["--key-prefix", &prefix]).await;
     printed_commands_run_as_printed(&url, &provider, &["--key-prefix", &prefix]).await;
+}
+
+/// A job name with quotes, spaces and non-ASCII letters.
+const ODD_JOB: &str = "it's a \"job\" – ünïcode";
+
+/// Whether `admin` lacks job state: no definitions, or no recorded release.
+async fn lacks_job_state(admin: &dyn LockAdmin) -> bool {
+    match admin.definitions().await {
+        Err(e) if e.is_unsupported() => return true,
+        other => drop(other.expect("definitions")),
+    }
+    let record = admin
+        .acquire("probe-job-state", MIN, HOLDER)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let report = RunReport::new(chrono::Utc::now(), RunOutcome::Succeeded);
+    match admin.release_run(&record, Duration::ZERO, &report).await {
+        Err(e) if e.is_unsupported() => {
+            admin
+                .release(&record, Duration::ZERO)
+                .await
+                .expect("release");
+            true
+        }
+        other => !other.expect("release_run"),
+    }
+}
+
+/// `jobs`, `history` and `forget` against SQLite with job state: a failing job, a job with an
+/// odd name, unknown and overlong names; and a Java table, which lacks job state. Skipped, with
+/// a notice, while the SQLite store answers the job-state calls unsupported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_history_and_forget_on_sqlite() {
+    let db = Db::sqlite().await;
+    db.exec(db.java_ddl("java_jobs")).await;
+    let java = shedlock(&db.url, &["jobs", "-t", "java_jobs"]);
+    assert_eq!(
+        java.code, 2,
+        "stdout: {}\nstderr: {}",
+        java.stdout, java.stderr
+    );
+    assert!(
+        java.stderr.contains("run this to record job state:")
+            || java.stderr.contains("does not record job state"),
+        "{}",
+        java.stderr
+    );
+    assert!(!java.stderr.contains("panicked"), "{}", java.stderr);
+
+    let table = "job_locks";
+    let admin = db.admin(table);
+    admin.create_table().await.expect("create the table");
+    if let Some(ddl) = admin.missing_ddl().await.expect("missing_ddl") {
+        let run = shedlock(&db.url, &["jobs", "-t", table]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("run this to record job state:")
+                && run.stderr.contains(ddl.trim_end()),
+            "{}",
+            run.stderr
+        );
+        db.exec(ddl).await;
+    }
+    if lacks_job_state(&*admin).await {
+        println!("skipped: store lacks job state");
+        let run = shedlock(&db.url, &["jobs", "-t", table]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        return;
+    }
+
+    let record = admin
+        .acquire("report-lock", MIN, HOLDER)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let error = "it's \"broken\"\nsecond line";
+    let report = RunReport::new(chrono::Utc::now(), RunOutcome::Failed(error.into()));
+    assert!(
+        admin
+            .release_run(&record, Duration::ZERO, &report)
+            .await
+            .expect("release_run")
+    );
+    let definitions = [
+        Definition::new(
+            "report",
+            "report-lock",
+            r#"{"name":"report","lock_name":"report-lock","cron":"0 0 3 * * *","zone":"Europe/Berlin"}"#,
+        ),
+        Definition::new(
+            ODD_JOB,
+            ODD_JOB,
+            format!("{{\"name\":{ODD_JOB:?},\"every\":\"5m\"}}"),
+        ),
+    ];
+    admin
+        .publish_definitions("pod-1:1:aa", VERSION, &definitions, MIN)
+        .await
+        .expect("publish");
+
+    let table_args = |args: &[&'static str]| {
+        let mut all = args.to_vec();
+        all.extend(["-t", table]);
+        all
+    };
+    let out = shedlock(&db.url, &table_args(&["jobs"])).ok();
+    let report_line = out
+        .lines()
+        .find(|l| l.starts_with("report (lock report-lock)"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        report_line.contains("at 03:00 every day (Europe/Berlin)")
+            && report_line.contains("failed"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(ODD_JOB) && l.contains("every 5 minutes")),
+        "{out}"
+    );
+    let views: Vec<JobView> =
+        serde_json::from_str(&shedlock(&db.url, &table_args(&["jobs", "--json"])).ok())
+            .expect("JobViews");
+    let names: Vec<&str> = views.iter().map(|v| v.job.as_str()).collect();
+    assert_eq!(names, ["probe-job-state", "report", ODD_JOB]);
+    let failing: Vec<JobView> = serde_json::from_str(
+        &shedlock(&db.url, &table_args(&["jobs", "--failing", "--json"])).ok(),
+    )
+    .expect("JobViews");
+    assert_eq!(failing.len(), 1);
+    assert_eq!(failing[0].consecutive_failures, 1);
+    assert_eq!(
+        failing[0]
+            .last_run
+            .as_ref()
+            .and_then(|r| r.error.as_deref()),
+        Some(error)
+    );
+
+    // History is off in this store's builder: what exists is read (nothing, here).
+    let history = shedlock(&db.url, &table_args(&["history", "report"])).ok();
+    assert!(
+        history.starts_with("no runs recorded for \"report\" (lock \"report-lock\")")
+            || history.starts_with("FIRE "),
+        "{history}"
+    );
+    let runs: Vec<RunView> = serde_json::from_str(
+        &shedlock(&db.url, &table_args(&["history", "report", "--json"])).ok(),
+    )
+    .expect("RunViews");
+    assert!(runs.iter().all(|r| r.outcome == "failed"), "{runs:?}");
+
+    let long = "n".repeat(70);
+    for job in ["nope", "a b", long.as_str()] {
+        for command in ["history", "forget"] {
+            let line = shedlock(&db.url, &[command, job, "-t", table]).fails(1);
+            assert!(line.contains(&format!("no job named {job:?}")), "{line}");
+            assert!(line.contains("\"report\""), "{line}");
+        }
+    }
+    let forgot = shedlock(&db.url, &["forget", ODD_JOB, "-t", table]).ok();
+    assert!(
+        forgot.starts_with(&format!("forgot {ODD_JOB:?}: removed 1 definition ")),
+        "{forgot}"
+    );
+    let views: Vec<JobView> =
+        serde_json::from_str(&shedlock(&db.url, &table_args(&["jobs", "--json"])).ok())
+            .expect("JobViews");
+    assert!(views.iter().all(|v| v.job != ODD_JOB), "{views:?}");
 }
