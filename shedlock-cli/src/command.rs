@@ -177,18 +177,15 @@ fn unknown_job(store: &Store, job: &str, known: &[String]) -> Failure {
     } else {
         String::new()
     };
-    let names = match known {
-        [] => "no job is known: no replica publishes one and no lock row recorded a run".to_owned(),
-        _ => {
-            let shown: Vec<String> = known.iter().take(20).map(|n| format!("{n:?}")).collect();
-            let more = known.len().saturating_sub(20);
-            let more = if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            };
-            format!("the jobs are {}{more}", shown.join(", "))
-        }
+    let names = if known.is_empty() {
+        "no job is known: no replica publishes one and no lock row recorded a run".to_owned()
+    } else {
+        let shown: Vec<String> = known.iter().take(20).map(|n| format!("{n:?}")).collect();
+        let more = match known.len().saturating_sub(20) {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
+        format!("the jobs are {}{more}", shown.join(", "))
     };
     Failure::refused(format!(
         "there is no job named {job:?}{note}; {names} (`{}` lists them)",

@@ -846,28 +846,11 @@ async fn lacks_job_state(admin: &dyn LockAdmin) -> bool {
     }
 }
 
-/// `jobs`, `history` and `forget` against SQLite with job state: a failing job, a job with an
-/// odd name, unknown and overlong names; and a Java table, which lacks job state. Skipped, with
-/// a notice, while the SQLite store answers the job-state calls unsupported.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_history_and_forget_on_sqlite() {
-    let db = Db::sqlite().await;
-    db.exec(db.java_ddl("java_jobs")).await;
-    let java = shedlock(&db.url, &["jobs", "-t", "java_jobs"]);
-    assert_eq!(
-        java.code, 2,
-        "stdout: {}\nstderr: {}",
-        java.stdout, java.stderr
-    );
-    assert!(
-        java.stderr.contains("run this to record job state:")
-            || java.stderr.contains("does not record job state"),
-        "{}",
-        java.stderr
-    );
-    assert!(!java.stderr.contains("panicked"), "{}", java.stderr);
-
-    let table = "job_locks";
+/// A table `table` on `db` that records job state, with a failing job `report` (lock
+/// `report-lock`) and a job named [`ODD_JOB`] published; `None` (after a notice) while the store
+/// answers the job-state calls unsupported. On the way: a table lacking what job state needs
+/// makes `jobs` print the statements to run, and exit 2.
+async fn jobs_table(db: &Db, table: &str) -> Option<Arc<dyn LockAdmin>> {
     let admin = db.admin(table);
     admin.create_table().await.expect("create the table");
     if let Some(ddl) = admin.missing_ddl().await.expect("missing_ddl") {
@@ -885,16 +868,14 @@ async fn jobs_history_and_forget_on_sqlite() {
         println!("skipped: store lacks job state");
         let run = shedlock(&db.url, &["jobs", "-t", table]);
         assert_eq!(run.code, 2, "{}", run.stderr);
-        return;
+        return None;
     }
-
     let record = admin
         .acquire("report-lock", MIN, HOLDER)
         .await
         .expect("acquire")
         .expect("free");
-    let error = "it's \"broken\"\nsecond line";
-    let report = RunReport::new(chrono::Utc::now(), RunOutcome::Failed(error.into()));
+    let report = RunReport::new(chrono::Utc::now(), RunOutcome::Failed(ODD_ERROR.into()));
     assert!(
         admin
             .release_run(&record, Duration::ZERO, &report)
@@ -917,7 +898,37 @@ async fn jobs_history_and_forget_on_sqlite() {
         .publish_definitions("pod-1:1:aa", VERSION, &definitions, MIN)
         .await
         .expect("publish");
+    Some(admin)
+}
 
+/// An error text with quotes and a second line.
+const ODD_ERROR: &str = "it's \"broken\"\nsecond line";
+
+/// `jobs`, `history` and `forget` against SQLite with job state: a failing job, a job with an
+/// odd name, unknown and overlong names; and a Java table, which lacks job state. Skipped, with
+/// a notice, while the SQLite store answers the job-state calls unsupported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_history_and_forget_on_sqlite() {
+    let db = Db::sqlite().await;
+    db.exec(db.java_ddl("java_jobs")).await;
+    let java = shedlock(&db.url, &["jobs", "-t", "java_jobs"]);
+    assert_eq!(
+        java.code, 2,
+        "stdout: {}\nstderr: {}",
+        java.stdout, java.stderr
+    );
+    assert!(
+        java.stderr.contains("run this to record job state:")
+            || java.stderr.contains("does not record job state"),
+        "{}",
+        java.stderr
+    );
+    assert!(!java.stderr.contains("panicked"), "{}", java.stderr);
+
+    let table = "job_locks";
+    if jobs_table(&db, table).await.is_none() {
+        return;
+    }
     let table_args = |args: &[&'static str]| {
         let mut all = args.to_vec();
         all.extend(["-t", table]);
@@ -954,7 +965,7 @@ async fn jobs_history_and_forget_on_sqlite() {
             .last_run
             .as_ref()
             .and_then(|r| r.error.as_deref()),
-        Some(error)
+        Some(ODD_ERROR)
     );
 
     // History is off in this store's builder: what exists is read (nothing, here).

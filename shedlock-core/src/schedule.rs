@@ -389,8 +389,8 @@ fn describe_cron(expression: &str) -> Option<(String, bool)> {
     };
     let fields: Vec<&str> = expanded.split_whitespace().collect();
     let (sec, min, hour, dom, month, dow) = match fields[..] {
-        [s, m, h, d, mo, w] => (s, m, h, d, mo, w),
-        [s, m, h, d, mo, w, year] if any(year) => (s, m, h, d, mo, w),
+        [sec, min, hour, dom, month, dow] => (sec, min, hour, dom, month, dow),
+        [sec, min, hour, dom, month, dow, year] if any(year) => (sec, min, hour, dom, month, dow),
         _ => return None,
     };
     if !any(month) {
@@ -405,10 +405,12 @@ fn describe_cron(expression: &str) -> Option<(String, bool)> {
         (Some(s), _) => describe_minutes_hours(s, min, hour)?,
         _ => return None,
     };
-    Some(match days {
-        None if time.starts_with("at ") => (format!("{time} every day"), true),
-        None => (time, clock),
-        Some(days) => (format!("{time} {days}"), true),
+    Some(if !days.is_empty() {
+        (format!("{time} {days}"), true)
+    } else if time.starts_with("at ") {
+        (format!("{time} every day"), true)
+    } else {
+        (time, clock)
     })
 }
 
@@ -452,29 +454,28 @@ fn describe_minutes_hours(sec: u32, min: &str, hour: &str) -> Option<(String, bo
     Some((format!("at {}", and_list(&times)), true))
 }
 
-/// The day part: `None` when every day fires; `Some(words)` for days of the week, a day of the
-/// month or the month's last day; the outer `None` for any other shape.
-fn describe_days(dom: &str, dow: &str) -> Option<Option<String>> {
+/// The day part: empty when every day fires; words for days of the week, a day of the month or
+/// the month's last day; `None` for any other shape.
+fn describe_days(dom: &str, dow: &str) -> Option<String> {
     match (any(dom), any(dow)) {
-        (true, true) => Some(None),
+        (true, true) => Some(String::new()),
         (false, true) if dom.eq_ignore_ascii_case("L") => {
-            Some(Some("on the last day of every month".to_owned()))
+            Some("on the last day of every month".to_owned())
         }
-        (false, true) => Some(Some(format!("on day {} of every month", number(dom)?))),
+        (false, true) => Some(format!("on day {} of every month", number(dom)?)),
         (true, false) => {
             if let Some((from, to)) = dow.split_once('-') {
                 let (from, to) = (weekday(from)?, weekday(to)?);
-                return (from < to)
-                    .then(|| Some(format!("{} to {}", WEEKDAYS[from], WEEKDAYS[to % 7])));
+                return (from < to).then(|| format!("{} to {}", WEEKDAYS[from], WEEKDAYS[to % 7]));
             }
             let days = dow
                 .split(',')
                 .map(|d| weekday(d).map(|d| WEEKDAYS[d % 7].to_owned()))
                 .collect::<Option<Vec<String>>>()?;
-            Some(Some(match days.len() {
+            Some(match days.len() {
                 1 => format!("every {}", days[0]),
                 _ => format!("on {}", and_list(&days)),
-            }))
+            })
         }
         (false, false) => None,
     }

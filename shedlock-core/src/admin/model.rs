@@ -457,21 +457,20 @@ impl JobView {
     ) -> Self {
         // Distinct specs, the newest publication's first.
         let mut by_newest = published.to_vec();
-        by_newest.sort_by(|a, b| b.published.cmp(&a.published));
+        by_newest.sort_by_key(|d| std::cmp::Reverse(d.published));
         let mut specs: Vec<(SpecView, Option<Schedule>)> = Vec::new();
         for d in by_newest {
             let text = &d.definition.spec;
-            match specs.iter_mut().find(|(s, _)| same_spec(&s.spec, text)) {
-                Some((spec, _)) => spec.replicas.push(d.replica.clone()),
-                None => {
-                    let (schedule, parsed) = ScheduleView::of_spec(text);
-                    let view = SpecView {
-                        spec: text.clone(),
-                        schedule,
-                        replicas: vec![d.replica.clone()],
-                    };
-                    specs.push((view, parsed));
-                }
+            if let Some((spec, _)) = specs.iter_mut().find(|(s, _)| same_spec(&s.spec, text)) {
+                spec.replicas.push(d.replica.clone());
+            } else {
+                let (schedule, parsed) = ScheduleView::of_spec(text);
+                let view = SpecView {
+                    spec: text.clone(),
+                    schedule,
+                    replicas: vec![d.replica.clone()],
+                };
+                specs.push((view, parsed));
             }
         }
         for (spec, _) in &mut specs {
