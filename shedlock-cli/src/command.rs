@@ -861,6 +861,8 @@ mod tests {
         definitions: std::sync::Mutex<Vec<DefinitionEntry>>,
         runs: Vec<RunEntry>,
         missing: Option<String>,
+        /// Whether it answers the job-state calls (a store that does not answers unsupported).
+        supported: bool,
     }
 
     #[async_trait::async_trait]
@@ -916,6 +918,9 @@ mod tests {
         }
 
         async fn definitions(&self) -> shedlock_core::Result<Vec<DefinitionEntry>> {
+            if !self.supported {
+                return Err(shedlock_core::Error::unsupported("definitions"));
+            }
             Ok(self.definitions.lock().expect("not poisoned").clone())
         }
 
@@ -1021,6 +1026,7 @@ mod tests {
             definitions: std::sync::Mutex::new(definitions),
             runs,
             missing: missing.map(str::to_owned),
+            supported: true,
         });
         let store = Store {
             admin: jobs.clone(),
@@ -1216,8 +1222,19 @@ mod tests {
                  jobs ADD COLUMN last_outcome TEXT;"
             );
         }
-        let (_, memory) = memory();
-        let run = exec(&memory, &["jobs"]).await;
+        let unsupported = Store {
+            admin: Arc::new(JobStore {
+                mem: InMemoryLockProvider::new(),
+                states: Vec::new(),
+                definitions: std::sync::Mutex::new(Vec::new()),
+                runs: Vec::new(),
+                missing: None,
+                supported: false,
+            }),
+            table: "jobs".into(),
+            invocation: crate::invocation::Invocation::default(),
+        };
+        let run = exec(&unsupported, &["jobs"]).await;
         assert_eq!(exit(&run), Exit::Usage);
         assert!(
             message(&run).starts_with("this store does not record job state"),

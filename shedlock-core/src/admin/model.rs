@@ -309,6 +309,7 @@ pub struct JobView {
 
 /// The keys of a published spec that say when it fires, read leniently: a spec from a newer
 /// version with keys this one does not know still shows its schedule.
+#[cfg(feature = "scheduler")]
 #[derive(Deserialize)]
 struct SpecKeys {
     cron: Option<String>,
@@ -316,13 +317,29 @@ struct SpecKeys {
     every: Option<String>,
 }
 
+#[cfg(feature = "scheduler")]
+type Schedule = crate::Schedule;
+/// Without the `scheduler` feature published specs are not read: their schedules are unknown.
+#[cfg(not(feature = "scheduler"))]
+type Schedule = std::convert::Infallible;
+
 impl ScheduleView {
     /// The schedule of the spec `json`, and the schedule itself where it parses.
+    #[cfg(feature = "scheduler")]
     fn of_spec(json: &str) -> (Self, Option<Schedule>) {
         let Ok(keys) = serde_json::from_str::<SpecKeys>(json) else {
             return (Self::default(), None);
         };
-        let schedule = parse_schedule(&keys);
+        let schedule = match (&keys.cron, &keys.every) {
+            (Some(cron), None) => {
+                Schedule::cron_in(cron, keys.zone.as_deref().unwrap_or("UTC")).ok()
+            }
+            (None, Some(every)) => shedlock_duration::parse(every)
+                .ok()
+                .and_then(|period| Schedule::every(period).ok()),
+            _ => None,
+        };
+        let schedule_words = schedule.as_ref().map(Schedule::describe);
         let view = match keys {
             SpecKeys {
                 cron: Some(cron),
@@ -330,57 +347,25 @@ impl ScheduleView {
                 ..
             } => Self {
                 schedule: Some(cron),
-                schedule_words: None,
+                schedule_words,
                 zone: Some(zone.unwrap_or_else(|| "UTC".to_owned())),
             },
             SpecKeys {
                 every: Some(every), ..
             } => Self {
                 schedule: Some(format!("every {every}")),
-                schedule_words: None,
+                schedule_words,
                 zone: None,
             },
             _ => Self::default(),
         };
-        (
-            Self {
-                schedule_words: describe(schedule.as_ref()),
-                ..view
-            },
-            schedule,
-        )
+        (view, schedule)
     }
-}
 
-#[cfg(feature = "scheduler")]
-type Schedule = crate::Schedule;
-/// Without the `scheduler` feature schedules are not parsed: their words and next fire are
-/// unknown.
-#[cfg(not(feature = "scheduler"))]
-type Schedule = std::convert::Infallible;
-
-#[cfg(feature = "scheduler")]
-fn parse_schedule(keys: &SpecKeys) -> Option<Schedule> {
-    match (&keys.cron, &keys.every) {
-        (Some(cron), None) => Schedule::cron_in(cron, keys.zone.as_deref().unwrap_or("UTC")).ok(),
-        (None, Some(every)) => Schedule::every(shedlock_duration::parse(every).ok()?).ok(),
-        _ => None,
+    #[cfg(not(feature = "scheduler"))]
+    fn of_spec(_: &str) -> (Self, Option<Schedule>) {
+        (Self::default(), None)
     }
-}
-
-#[cfg(not(feature = "scheduler"))]
-fn parse_schedule(_: &SpecKeys) -> Option<Schedule> {
-    None
-}
-
-#[cfg(feature = "scheduler")]
-fn describe(schedule: Option<&Schedule>) -> Option<String> {
-    schedule.map(Schedule::describe)
-}
-
-#[cfg(not(feature = "scheduler"))]
-fn describe(_: Option<&Schedule>) -> Option<String> {
-    None
 }
 
 #[cfg(feature = "scheduler")]
@@ -394,6 +379,7 @@ fn next_after(_: Option<&Schedule>, _: DateTime<Utc>) -> Option<DateTime<Utc>> {
 }
 
 /// Whether two published specs say the same (as JSON values: key order and spacing aside).
+#[cfg(feature = "scheduler")]
 fn same_spec(a: &str, b: &str) -> bool {
     match (
         serde_json::from_str::<serde_json::Value>(a),
@@ -404,6 +390,13 @@ fn same_spec(a: &str, b: &str) -> bool {
     }
 }
 
+/// Whether two published specs say the same (as text: without the `scheduler` feature specs are
+/// not read).
+#[cfg(not(feature = "scheduler"))]
+fn same_spec(a: &str, b: &str) -> bool {
+    a.trim() == b.trim()
+}
+
 impl JobView {
     /// The jobs of a store: one per job name its replicas publish ([`LockAdmin::definitions`]),
     /// joined by lock name with the lock rows ([`LockAdmin::list`]) for the recorded state; and
@@ -411,7 +404,9 @@ impl JobView {
     /// lock, its schedule unknown). Sorted by job name. `store_now` is the store's clock when
     /// read: the next fire is the first after it.
     ///
-    /// A pure function, so tools and tests build the same views from the same reads.
+    /// A pure function, so tools and tests build the same views from the same reads. Published
+    /// specs are read with the `scheduler` feature (on by default); without it every schedule is
+    /// unknown.
     ///
     /// [`LockAdmin::definitions`]: super::LockAdmin::definitions
     /// [`LockAdmin::list`]: super::LockAdmin::list
