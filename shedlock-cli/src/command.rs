@@ -243,11 +243,16 @@ async fn history(
     } else {
         limit
     };
-    let runs = store
-        .admin
-        .history(&lock_name, read)
-        .await
-        .map_err(|e| job_failure(store, &e))?;
+    let runs = store.admin.history(&lock_name, read).await.map_err(|e| {
+        if e.is_unsupported() {
+            Failure::usage(format!(
+                "this store keeps no run history; `{}` shows each job's last run",
+                store.invocation.command("jobs", None, &[])
+            ))
+        } else {
+            job_failure(store, &e)
+        }
+    })?;
     let runs: Vec<RunView> = runs
         .iter()
         .map(RunView::from)
