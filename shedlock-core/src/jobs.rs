@@ -322,7 +322,11 @@ pub struct Definition {
 impl Definition {
     /// A definition from its parts.
     #[must_use]
-    pub fn new(job: impl Into<String>, lock_name: impl Into<String>, spec: impl Into<String>) -> Self {
+    pub fn new(
+        job: impl Into<String>,
+        lock_name: impl Into<String>,
+        spec: impl Into<String>,
+    ) -> Self {
         Self {
             job: job.into(),
             lock_name: lock_name.into(),

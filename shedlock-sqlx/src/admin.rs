@@ -137,6 +137,30 @@ macro_rules! admin {
             async fn create_table(&self) -> shedlock_core::Result<()> {
                 self.create_table_if_not_exists().await
             }
+
+            async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
+                let mut statements: Vec<String> = Vec::new();
+                statements.extend(self.generic().missing_job_tables().await?);
+                Ok((!statements.is_empty()).then(|| format!("{};", statements.join(";\n"))))
+            }
+
+            async fn definitions(
+                &self,
+            ) -> shedlock_core::Result<Vec<shedlock_core::jobs::DefinitionEntry>> {
+                self.generic().definitions().await
+            }
+
+            async fn history(
+                &self,
+                lock_name: &str,
+                limit: usize,
+            ) -> shedlock_core::Result<Vec<shedlock_core::jobs::RunEntry>> {
+                self.generic().history(lock_name, limit).await
+            }
+
+            async fn forget(&self, job: &str) -> shedlock_core::Result<u64> {
+                self.generic().forget(job).await
+            }
         }
     };
 }

@@ -151,9 +151,15 @@ mod connect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod conns;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod definitions;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod dialect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod history;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod ident;
+#[cfg(all(test, feature = "testing"))]
+mod job_tables_tests;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod link;
 #[cfg(feature = "mysql")]
@@ -166,6 +172,8 @@ mod provider;
 mod provider_types;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -191,7 +191,8 @@ macro_rules! sql_lock_provider {
             /// [`Error::is_backend`](shedlock_core::Error::is_backend) or
             /// [`Error::is_timeout`](shedlock_core::Error::is_timeout) if the statement failed.
             pub async fn create_table_if_not_exists(&self) -> ::shedlock_core::Result<()> {
-                self.0.create_table_if_not_exists().await
+                self.0.create_table_if_not_exists().await?;
+                self.0.create_job_tables().await
             }
         }
 
@@ -273,6 +274,18 @@ macro_rules! sql_lock_provider {
                 owner: &str,
             ) -> ::shedlock_core::Result<::shedlock_core::provider::FireClaim> {
                 self.0.claim_fire(name, fire, at_most, owner).await
+            }
+
+            async fn publish_definitions(
+                &self,
+                replica: &str,
+                version: &str,
+                definitions: &[::shedlock_core::provider::Definition],
+                ttl: ::std::time::Duration,
+            ) -> ::shedlock_core::Result<()> {
+                self.0
+                    .publish_definitions(replica, version, definitions, ttl)
+                    .await
             }
 
             fn max_name_len(&self) -> usize {
