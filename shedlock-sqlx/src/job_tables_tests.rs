@@ -24,7 +24,7 @@ fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
 /// a statement run directly, and a count.
 struct Db<P> {
     /// A provider on `table`, with `history`.
-    provider: Box<dyn Fn(&str, Option<HistoryPolicy>) -> P + Send + Sync>,
+    provider: MakeProvider<P>,
     /// Runs a statement directly.
     exec: Box<dyn Fn(String) -> futures_like::Boxed<()> + Send + Sync>,
     /// Runs a `SELECT COUNT(*)`.
@@ -34,6 +34,9 @@ struct Db<P> {
     /// The longest lock table name whose derived names fit (`None`: no limit).
     longest_table: Option<usize>,
 }
+
+/// Makes a provider on a table, with a history policy or none.
+type MakeProvider<P> = Box<dyn Fn(&str, Option<HistoryPolicy>) -> P + Send + Sync>;
 
 mod futures_like {
     pub(super) type Boxed<T> = std::pin::Pin<Box<dyn Future<Output = T> + Send>>;
