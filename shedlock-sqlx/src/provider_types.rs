@@ -181,10 +181,13 @@ macro_rules! sql_lock_provider {
                 self.0.ddl()
             }
 
-            /// Creates the lock table (with the fencing-token column) unless it exists. It
-            /// looks first, so on an existing table it runs no `CREATE` (and Postgres sends no
-            /// "already exists" notice). Needs the privilege to create tables; the schema of a
-            /// schema-qualified table must exist.
+            /// Creates the lock table (with the fencing-token column) unless it exists, then
+            /// the job definitions and run history tables (`<table>_jobs`, `<table>_history`:
+            /// see the crate's [Job definitions and run history](crate#job-definitions-and-run-history))
+            /// unless they exist; a lock table whose name is too long for theirs gets them not,
+            /// with a warning. It looks first, so on existing tables it runs no `CREATE` (and
+            /// Postgres sends no "already exists" notice). Needs the privilege to create
+            /// tables; the schema of a schema-qualified table must exist.
             ///
             /// # Errors
             ///
