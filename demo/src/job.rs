@@ -1,5 +1,5 @@
 //! What a replica runs: [`JobSpec`], one periodic locked job, given on the command line as
-//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,run_late][,leader_only]`.
+//! `--job NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,run_late][,leader_only][,fail]`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -39,6 +39,9 @@ pub struct JobSpec {
     /// Whether the job runs only on the leader of the replicas' election
     /// ([`shedlock_core::Job::leader_only`]). Defaults to off.
     pub leader_only: bool,
+    /// Whether each run fails once its work is done (its body returns an `Err`, which the
+    /// store records as the job's last error). Defaults to off.
+    pub fail: bool,
 }
 
 impl JobSpec {
@@ -55,6 +58,7 @@ impl JobSpec {
             catch_up: false,
             run_late: false,
             leader_only: false,
+            fail: false,
         }
     }
 
@@ -86,7 +90,7 @@ impl JobSpec {
 impl FromStr for JobSpec {
     type Err = BoxError;
 
-    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,run_late][,leader_only]`;
+    /// Parses `NAME[,every=DUR][,at_most=DUR][,at_least=DUR][,work=DUR[..DUR]][,keep_alive][,catch_up][,run_late][,leader_only][,fail]`;
     /// durations as in `#[scheduled_lock]` (`"500ms"`, `"2s"`, `"1m30s"`, `"PT1S"`).
     ///
     /// ```
@@ -133,10 +137,12 @@ impl FromStr for JobSpec {
                 "run_late" if value == "false" => job.run_late = false,
                 "leader_only" if value.is_empty() || value == "true" => job.leader_only = true,
                 "leader_only" if value == "false" => job.leader_only = false,
+                "fail" if value.is_empty() || value == "true" => job.fail = true,
+                "fail" if value == "false" => job.fail = false,
                 other => {
                     return Err(format!(
                         "job {name:?}: unknown setting {other:?} (valid: every, at_most, at_least, \
-                         work, keep_alive, catch_up, run_late, leader_only)"
+                         work, keep_alive, catch_up, run_late, leader_only, fail)"
                     )
                     .into());
                 }
@@ -179,6 +185,9 @@ impl fmt::Display for JobSpec {
         if self.leader_only {
             f.write_str(",leader_only")?;
         }
+        if self.fail {
+            f.write_str(",fail")?;
+        }
         Ok(())
     }
 }
@@ -205,8 +214,8 @@ mod tests {
 
     #[test]
     fn flags_parse_and_print_back() {
-        let job: JobSpec = "a,every=2s,catch_up,run_late".parse().expect("valid");
-        assert!(job.catch_up && job.run_late && !job.keep_alive && !job.leader_only);
+        let job: JobSpec = "a,every=2s,catch_up,run_late,fail".parse().expect("valid");
+        assert!(job.catch_up && job.run_late && job.fail && !job.keep_alive && !job.leader_only);
         assert_eq!(
             job.to_string().parse::<JobSpec>().expect("its own text"),
             job

@@ -173,6 +173,17 @@ impl RunContext {
     }
 }
 
+/// The error a run of a job with `fail` returns once its work is done: what the store records
+/// as the job's last error.
+#[must_use]
+pub fn failure_text(spec: &JobSpec, fire: Fire) -> String {
+    format!(
+        "job {:?} failed on purpose: the fire of {} (quotes \"kept\", ünïcode kept)",
+        spec.name,
+        fire.at().format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    )
+}
+
 /// The scheduled job of `spec`: lock `<prefix><name>`, a fixed rate of `spec.every`, the
 /// spec's lock settings, its body [`RunContext::work`].
 ///
@@ -186,7 +197,13 @@ pub fn scheduled_job(spec: &JobSpec, prefix: &str, ctx: &Arc<RunContext>) -> Res
         Schedule::every(spec.every)?,
         move |run| {
             let (spec, ctx) = (body_spec.clone(), body_ctx.clone());
-            async move { ctx.work(&spec, run.fire()).await.map(drop) }
+            async move {
+                let outcome = ctx.work(&spec, run.fire()).await;
+                match outcome {
+                    Ok(_) if spec.fail => Err(failure_text(&spec, run.fire()).into()),
+                    other => other.map(drop),
+                }
+            }
         },
     )
     .lock_name(format!("{prefix}{}", spec.name))

@@ -12,7 +12,7 @@
 //! A lease can mirror its deadline into a [`DeadlineCell`], a lock-free copy that hot paths (the
 //! leader latch's `is_leader()`) read with one atomic load and a clock read.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
+use crate::jobs::RunReport;
 use crate::observe;
 use crate::provider::{LockProvider, LockRecord};
 
@@ -122,6 +123,10 @@ struct Shared {
     /// many callers ask (its guard, a background drop, the executor's drain); a caller that comes
     /// while another's release is in flight waits for it. A failed release may be tried again.
     released: tokio::sync::Mutex<Option<bool>>,
+    /// How the run under this lock ended, for a scheduler's run: its release then records it
+    /// ([`LockProvider::release_run`]). Set when the run starts (as cancelled, which a release
+    /// by the drain records) and again when it ends.
+    run: Mutex<Option<(RunReport, Arc<AtomicBool>)>>,
 }
 
 /// How a [`Lease`] is renewed in the background.
@@ -200,6 +205,7 @@ impl Lease {
                 lease_len: Mutex::new(valid_for),
                 extend_gate: tokio::sync::Mutex::new(()),
                 released: tokio::sync::Mutex::new(None),
+                run: Mutex::new(None),
             }),
         }
     }
@@ -406,15 +412,44 @@ impl Lease {
         result
     }
 
+    /// Sets how the run under this lock ended, for the release to record. `failing` is the
+    /// caller's flag of a recording that failed, so a failure is logged once (per scheduler)
+    /// until a record succeeds again.
+    #[cfg_attr(
+        not(feature = "scheduler"),
+        allow(dead_code, reason = "used by the scheduler")
+    )]
+    pub(crate) fn set_run(&self, report: RunReport, failing: &Arc<AtomicBool>) {
+        *self
+            .shared
+            .run
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((report, failing.clone()));
+    }
+
     async fn release_once(&self, at_least: Duration) -> Result<bool> {
         let record = self.record();
         let name = record.name();
-        let result = timed(
-            "release",
-            self.shared.call_timeout,
-            self.shared.provider.release(&record, at_least),
-        )
-        .await;
+        let run = self
+            .shared
+            .run
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let result = match run {
+            Some((run, failing)) => {
+                self.release_recorded(&record, at_least, &run, &failing)
+                    .await
+            }
+            None => {
+                timed(
+                    "release",
+                    self.shared.call_timeout,
+                    self.shared.provider.release(&record, at_least),
+                )
+                .await
+            }
+        };
         self.mark_lost();
         match &result {
             Ok(true) => tracing::debug!(lock = name, "lock released"),
@@ -435,6 +470,53 @@ impl Lease {
             }
         }
         result
+    }
+
+    /// The release that records `run` ([`LockProvider::release_run`]); the plain release when the
+    /// store cannot record it (answered at once, without a round trip) or recording failed, so
+    /// recording never fails the release. A failure is logged once until a record succeeds
+    /// again (docs of [`jobs`](crate::jobs)).
+    async fn release_recorded(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+        failing: &AtomicBool,
+    ) -> Result<bool> {
+        let timeout = self.shared.call_timeout;
+        let recorded = timed(
+            "release",
+            timeout,
+            self.shared.provider.release_run(record, at_least, run),
+        )
+        .await;
+        match recorded {
+            Ok(acted) => {
+                if failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(lock = record.name(), "runs are recorded again");
+                }
+                return Ok(acted);
+            }
+            Err(error) if error.is_unsupported() => {}
+            Err(error) => {
+                if failing.swap(true, Ordering::Relaxed) {
+                    tracing::debug!(lock = record.name(), %error, "run not recorded; releasing without it");
+                } else {
+                    tracing::error!(
+                        lock = record.name(),
+                        %error,
+                        "the store could not record how the run ended; releasing the lock \
+                         without it (logged once until a record succeeds again)"
+                    );
+                }
+            }
+        }
+        timed(
+            "release",
+            timeout,
+            self.shared.provider.release(record, at_least),
+        )
+        .await
     }
 
     /// Starts the background renewal loop, in the caller's tracing span. It stops when the lease

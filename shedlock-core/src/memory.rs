@@ -1,6 +1,6 @@
 //! [`InMemoryLockProvider`]: locks in this process's memory, on tokio's clock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use crate::admin::{LockAdmin, LockEntry};
 use crate::config::{validate_at_least, validate_at_most, validate_name};
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim, fire_decision};
+use crate::jobs::{Definition, DefinitionEntry, HistoryPolicy, JobState, RunEntry, RunReport};
 use crate::provider::{LockProvider, LockRecord};
 
 /// A [`LockProvider`] in process memory, for tests and single-process services.
@@ -22,7 +23,9 @@ use crate::provider::{LockProvider, LockRecord};
 /// strictly increase per name for the provider's lifetime. It records fires
 /// ([`claim_fire`](LockProvider::claim_fire)) on the same clock.
 ///
-/// It implements [`LockAdmin`] too (list, unlock, force-unlock), on the same clock.
+/// It implements [`LockAdmin`] too (list, unlock, force-unlock), on the same clock, and keeps
+/// job state ([`release_run`](LockProvider::release_run)), published definitions and, given a
+/// [`HistoryPolicy`] ([`with_history`](Self::with_history)), the history of runs.
 ///
 /// It coordinates only the tasks of one process: replicas need a shared store
 /// (`shedlock-sqlx`).
@@ -44,6 +47,10 @@ use crate::provider::{LockProvider, LockRecord};
 pub struct InMemoryLockProvider {
     origin: (Instant, DateTime<Utc>),
     rows: Mutex<HashMap<String, Row>>,
+    history_policy: Option<HistoryPolicy>,
+    history: Mutex<HashMap<String, VecDeque<RunEntry>>>,
+    /// Published definitions by (job, replica); `expires` is on tokio's clock.
+    definitions: Mutex<BTreeMap<(String, String), (DefinitionEntry, Instant)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +61,8 @@ struct Row {
     token: i64,
     /// The job's recorded fire (survives release and expiry).
     last_fire: Option<DateTime<Utc>>,
+    /// The job's state, recorded by `release_run` (survives every later acquisition).
+    state: JobState,
 }
 
 impl Default for InMemoryLockProvider {
@@ -90,7 +99,57 @@ impl InMemoryLockProvider {
         Self {
             origin: (Instant::now(), wall),
             rows: Mutex::new(HashMap::new()),
+            history_policy: None,
+            history: Mutex::new(HashMap::new()),
+            definitions: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Keeps the history of runs that [`release_run`](LockProvider::release_run) records, as
+    /// `policy` bounds it (off by default).
+    ///
+    /// ```
+    /// use shedlock_core::{InMemoryLockProvider, jobs::HistoryPolicy};
+    ///
+    /// let store = InMemoryLockProvider::new().with_history(HistoryPolicy::keep(20));
+    /// # let _ = store;
+    /// ```
+    #[must_use]
+    pub fn with_history(mut self, policy: HistoryPolicy) -> Self {
+        self.history_policy = Some(policy);
+        self
+    }
+
+    fn history(&self) -> MutexGuard<'_, HashMap<String, VecDeque<RunEntry>>> {
+        self.history.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn definitions(
+        &self,
+    ) -> MutexGuard<'_, BTreeMap<(String, String), (DefinitionEntry, Instant)>> {
+        self.definitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `run` to the history of its lock and prunes it to the policy.
+    fn keep_history(&self, run: &RunEntry, now: DateTime<Utc>) {
+        let Some(policy) = self.history_policy else {
+            return;
+        };
+        let mut history = self.history();
+        let runs = history.entry(run.lock_name.clone()).or_default();
+        runs.push_front(run.clone());
+        runs.truncate(usize::try_from(policy.keep).unwrap_or(usize::MAX));
+        if let Some(max_age) = policy.max_age {
+            let oldest = now - chrono::Duration::from_std(max_age).unwrap_or(chrono::Duration::MAX);
+            runs.retain(|r| r.ended >= oldest);
+        }
+    }
+
+    fn entry_of(&self, name: &str, row: &Row, store_now: DateTime<Utc>) -> LockEntry {
+        LockEntry::new(self.record(name, row), store_now, row.last_fire)
+            .with_state(row.state.clone())
     }
 
     fn rows(&self) -> MutexGuard<'_, HashMap<String, Row>> {
@@ -133,10 +192,10 @@ impl LockProvider for InMemoryLockProvider {
         validate_at_most(at_most)?;
         let now = Instant::now();
         let mut rows = self.rows();
-        let (token, last_fire) = match rows.get(name) {
+        let (token, last_fire, state) = match rows.get(name) {
             Some(row) if row.lock_until > now => return Ok(None),
-            Some(row) => (row.token + 1, row.last_fire),
-            None => (1, None),
+            Some(row) => (row.token + 1, row.last_fire, row.state.clone()),
+            None => (1, None, JobState::default()),
         };
         let row = Row {
             lock_until: now + at_most,
@@ -144,6 +203,7 @@ impl LockProvider for InMemoryLockProvider {
             owner: owner.to_owned(),
             token,
             last_fire,
+            state,
         };
         let record = self.record(name, &row);
         rows.insert(name.to_owned(), row);
@@ -202,6 +262,7 @@ impl LockProvider for InMemoryLockProvider {
             owner: owner.to_owned(),
             token: existing.map_or(1, |row| row.token + 1),
             last_fire: Some(fire.at()),
+            state: existing.map(|row| row.state.clone()).unwrap_or_default(),
         };
         let record = self.record(name, &row);
         rows.insert(name.to_owned(), row);
@@ -216,6 +277,66 @@ impl LockProvider for InMemoryLockProvider {
             .filter(|row| row.lock_until > now)
             .map(|row| self.record(name, row)))
     }
+
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        validate_at_least(at_least)?;
+        let now = Instant::now();
+        let wall_now = self.wall(now);
+        let entry = {
+            let mut rows = self.rows();
+            let Some(row) = rows
+                .get_mut(record.name())
+                .filter(|row| Self::same_acquisition(row, record))
+            else {
+                return Ok(false);
+            };
+            row.lock_until = now.max(row.locked_at + at_least);
+            let entry = RunEntry::new(
+                record.name(),
+                run.fire,
+                record.owner(),
+                self.wall(row.locked_at),
+                wall_now,
+                run.outcome.clone(),
+            );
+            row.state = std::mem::take(&mut row.state).after(entry.clone());
+            entry
+        };
+        self.keep_history(&entry, wall_now);
+        Ok(true)
+    }
+
+    async fn publish_definitions(
+        &self,
+        replica: &str,
+        version: &str,
+        definitions: &[Definition],
+        ttl: Duration,
+    ) -> Result<()> {
+        let now = Instant::now();
+        let expires = now + ttl;
+        let mut entries = self.definitions();
+        entries.retain(|_, (_, until)| *until > now);
+        for definition in definitions {
+            let entry = DefinitionEntry::new(
+                definition.clone(),
+                replica,
+                version,
+                self.wall(now),
+                self.wall(expires),
+            );
+            entries.insert(
+                (definition.job.clone(), replica.to_owned()),
+                (entry, expires),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now and
@@ -229,7 +350,7 @@ impl LockAdmin for InMemoryLockProvider {
         let rows = self.rows();
         let mut entries: Vec<LockEntry> = rows
             .iter()
-            .map(|(name, row)| LockEntry::new(self.record(name, row), store_now, row.last_fire))
+            .map(|(name, row)| self.entry_of(name, row, store_now))
             .collect();
         drop(rows);
         entries.sort_by(|a, b| a.record().name().cmp(b.record().name()));
@@ -241,7 +362,7 @@ impl LockAdmin for InMemoryLockProvider {
         let rows = self.rows();
         Ok(rows
             .get(name)
-            .map(|row| LockEntry::new(self.record(name, row), self.wall(now), row.last_fire)))
+            .map(|row| self.entry_of(name, row, self.wall(now))))
     }
 
     async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
@@ -268,5 +389,31 @@ impl LockAdmin for InMemoryLockProvider {
 
     async fn create_table(&self) -> Result<()> {
         Ok(())
+    }
+
+    async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
+        let now = Instant::now();
+        // Sorted by (job, replica): the map's order.
+        Ok(self
+            .definitions()
+            .values()
+            .filter(|(_, until)| *until > now)
+            .map(|(entry, _)| entry.clone())
+            .collect())
+    }
+
+    async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
+        Ok(self
+            .history()
+            .get(lock_name)
+            .map(|runs| runs.iter().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn forget(&self, job: &str) -> Result<u64> {
+        let mut entries = self.definitions();
+        let before = entries.len();
+        entries.retain(|(name, _), _| name != job);
+        Ok(u64::try_from(before - entries.len()).unwrap_or(u64::MAX))
     }
 }

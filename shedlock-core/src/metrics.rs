@@ -13,9 +13,18 @@
 //! | `shedlock_release_failures_total` ([`RELEASE_FAILURES`]) | counter | `lock` | releases that failed: the lock stays held until its `at_most` |
 //! | `shedlock_task_duration_seconds` ([`TASK_DURATION`]) | histogram | `lock` | how long each locked task ran |
 //! | `shedlock_fires_total` ([`FIRES`]) | counter | `job`, `outcome` | fires of a scheduled job, by what became of them: `run`, `claimed_elsewhere`, `held`, `missed`, `error` |
+//! | `shedlock_job_runs_total` ([`JOB_RUNS`]) | counter | `job`, `outcome` | this replica's runs of a job, by how they ended: `succeeded`, `failed`, `panicked`, `cancelled` |
+//! | `shedlock_job_run_duration_seconds` ([`JOB_RUN_DURATION`]) | histogram | `job` | how long this replica's runs of a job took |
+//! | `shedlock_job_last_success_timestamp_seconds` ([`JOB_LAST_SUCCESS`]) | gauge | `job` | when this replica's last successful run of a job ended (Unix seconds, by the store's clock as the replica estimates it) |
+//! | `shedlock_job_consecutive_failures` ([`JOB_CONSECUTIVE_FAILURES`]) | gauge | `job` | this replica's runs of a job that failed or panicked since its last success there (cancelled runs count nothing) |
+//! | `shedlock_leader` ([`LEADER`]) | gauge | `election` | 1 while this instance's latch leads the election, 0 otherwise |
 //!
 //! The `lock` label is the full lock name, so a templated name (`"report-{tenant}"`) makes one
 //! series per value: keep templated names to a bounded set, or leave the feature off.
+//!
+//! The job series are each replica's own view: the cluster's (the last success anywhere, the
+//! failures counted across replicas) is in the store ([`jobs`](crate::jobs)), where operators'
+//! tools read it.
 //!
 //! ```
 //! // Alert on locks that are never released cleanly:
@@ -41,9 +50,19 @@ pub const RELEASE_FAILURES: &str = "shedlock_release_failures_total";
 pub const TASK_DURATION: &str = "shedlock_task_duration_seconds";
 /// Counter: fires of a scheduled job; labels `job`, `outcome`.
 pub const FIRES: &str = "shedlock_fires_total";
+/// Counter: this replica's runs of a job by how they ended; labels `job`, `outcome`.
+pub const JOB_RUNS: &str = "shedlock_job_runs_total";
+/// Histogram, in seconds: how long this replica's runs of a job took; label `job`.
+pub const JOB_RUN_DURATION: &str = "shedlock_job_run_duration_seconds";
+/// Gauge, Unix seconds: the end of this replica's last successful run of a job; label `job`.
+pub const JOB_LAST_SUCCESS: &str = "shedlock_job_last_success_timestamp_seconds";
+/// Gauge: this replica's failed runs of a job since its last success there; label `job`.
+pub const JOB_CONSECUTIVE_FAILURES: &str = "shedlock_job_consecutive_failures";
+/// Gauge: 1 while this instance leads the election, 0 otherwise; label `election`.
+pub const LEADER: &str = "shedlock_leader";
 
 /// Every metric name above, in the table's order.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 14] = [
     ATTEMPTS,
     ACQUIRED,
     SKIPPED,
@@ -53,6 +72,11 @@ pub const ALL: [&str; 9] = [
     RELEASE_FAILURES,
     TASK_DURATION,
     FIRES,
+    JOB_RUNS,
+    JOB_RUN_DURATION,
+    JOB_LAST_SUCCESS,
+    JOB_CONSECUTIVE_FAILURES,
+    LEADER,
 ];
 
 #[cfg(test)]
@@ -81,6 +105,11 @@ mod tests {
             ("RELEASE_FAILURES", super::RELEASE_FAILURES),
             ("TASK_DURATION", super::TASK_DURATION),
             ("FIRES", super::FIRES),
+            ("JOB_RUNS", super::JOB_RUNS),
+            ("JOB_RUN_DURATION", super::JOB_RUN_DURATION),
+            ("JOB_LAST_SUCCESS", super::JOB_LAST_SUCCESS),
+            ("JOB_CONSECUTIVE_FAILURES", super::JOB_CONSECUTIVE_FAILURES),
+            ("LEADER", super::LEADER),
         ];
         for ((row, (constant, name)), listed) in rows.iter().zip(constants).zip(super::ALL) {
             assert_eq!(name, listed, "ALL follows the table's order");

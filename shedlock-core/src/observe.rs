@@ -59,3 +59,43 @@ pub(crate) fn fire(job: &str, outcome: &'static str) {
     #[cfg(not(feature = "metrics"))]
     let _ = (job, outcome);
 }
+
+/// A run of a scheduled job ended: counted by outcome, timed, and this replica's last success
+/// and consecutive failures set (`failures` is this replica's count after the run; `ended` the
+/// run's end in Unix seconds, for a success).
+#[cfg(feature = "scheduler")]
+pub(crate) fn run_ended(
+    job: &str,
+    outcome: &'static str,
+    duration: Duration,
+    failures: u64,
+    succeeded_at: Option<f64>,
+) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!(name::JOB_RUNS, "job" => job.to_owned(), "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!(name::JOB_RUN_DURATION, "job" => job.to_owned())
+            .record(duration.as_secs_f64());
+        #[allow(clippy::cast_precision_loss, reason = "a count far below 2^52")]
+        metrics::gauge!(name::JOB_CONSECUTIVE_FAILURES, "job" => job.to_owned())
+            .set(failures as f64);
+        if let Some(at) = succeeded_at {
+            metrics::gauge!(name::JOB_LAST_SUCCESS, "job" => job.to_owned()).set(at);
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (job, outcome, duration, failures, succeeded_at);
+}
+
+/// Whether this instance leads the election `election` (1) or not (0).
+pub(crate) fn leader(election: &str, leading: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(name::LEADER, "election" => election.to_owned()).set(if leading {
+        1.0
+    } else {
+        0.0
+    });
+    #[cfg(not(feature = "metrics"))]
+    let _ = (election, leading);
+}

@@ -125,6 +125,37 @@ impl Counters {
 }
 
 #[cfg(feature = "metrics")]
+impl Counters {
+    /// The value of gauge `name` whose label `label` is `value`, if it was set.
+    pub(crate) fn gauge(&self, name: &str, label: &str, value: &str) -> Option<f64> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(key, _)| {
+                key.name() == name && key.labels().any(|l| l.key() == label && l.value() == value)
+            })
+            .map(|(_, v)| f64::from_bits(v.load(std::sync::atomic::Ordering::SeqCst)))
+    }
+
+    /// The total of counter `name` whose labels include every pair of `labels`.
+    pub(crate) fn count(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(key, _)| {
+                key.name() == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
+            })
+            .map(|(_, v)| v.load(std::sync::atomic::Ordering::SeqCst))
+            .sum()
+    }
+}
+
+#[cfg(feature = "metrics")]
 impl metrics::Recorder for Counters {
     fn describe_counter(
         &self,
@@ -158,8 +189,18 @@ impl metrics::Recorder for Counters {
         };
         metrics::Counter::from_arc(value)
     }
-    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::noop()
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        // Kept beside the counters: a gauge's value is its f64's bits (`metrics`' own encoding
+        // for an `AtomicU64` gauge); read with `gauge`.
+        let mut values = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let value = if let Some((_, value)) = values.iter().find(|(k, _)| k == key) {
+            value.clone()
+        } else {
+            let value = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            values.push((key.clone(), value.clone()));
+            value
+        };
+        metrics::Gauge::from_arc(value)
     }
     fn register_histogram(
         &self,

@@ -1,5 +1,7 @@
-//! Where a lock lives in etcd's key space: `{prefix}{encoded name}/rec`, `/hold`, and `/fire`
-//! for a scheduled job's recorded fire.
+//! Where a lock lives in etcd's key space: `{prefix}{encoded name}/rec`, `/hold`, `/fire` for a
+//! scheduled job's recorded fire, and `/last-run`, `/failures`, `/last-success` for its job
+//! state; and where published definitions live: `{prefix}!def/{encoded job}/{encoded replica}`
+//! (`!` is never part of an encoded name, so these keys never meet a lock's).
 //!
 //! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so an
 //! encoded name never holds a `/` (it cannot reach into another name's keys or out of the
@@ -21,11 +23,24 @@ pub(crate) struct LockKeys {
     /// The latest fire claimed for the job of this name, without a lease: written by a fire
     /// claim only, so no release, expiry or unlock removes it.
     pub(crate) fire: Vec<u8>,
+    /// The job's last recorded run, without a lease: written by `release_run` only.
+    pub(crate) run: Vec<u8>,
+    /// The job's consecutive failures, as the key's version (the puts since it was last
+    /// deleted): a failed run puts it, a success deletes it.
+    pub(crate) failures: Vec<u8>,
+    /// The end of the job's last successful run.
+    pub(crate) success: Vec<u8>,
 }
 
 pub(crate) const REC: &[u8] = b"/rec";
 pub(crate) const HOLD: &[u8] = b"/hold";
 pub(crate) const FIRE: &[u8] = b"/fire";
+pub(crate) const RUN: &[u8] = b"/last-run";
+pub(crate) const FAILURES: &[u8] = b"/failures";
+pub(crate) const SUCCESS: &[u8] = b"/last-success";
+
+/// What follows the prefix in every definition key; `!` is outside the encoded names' alphabet.
+const DEFINITIONS: &str = "!def/";
 
 pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
     let base = format!("{prefix}{}", encode(name)).into_bytes();
@@ -33,7 +48,25 @@ pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
         rec: [base.as_slice(), REC].concat(),
         hold: [base.as_slice(), HOLD].concat(),
         fire: [base.as_slice(), FIRE].concat(),
+        run: [base.as_slice(), RUN].concat(),
+        failures: [base.as_slice(), FAILURES].concat(),
+        success: [base.as_slice(), SUCCESS].concat(),
     }
+}
+
+/// The start of every definition key under `prefix`.
+pub(crate) fn definitions_prefix(prefix: &str) -> Vec<u8> {
+    format!("{prefix}{DEFINITIONS}").into_bytes()
+}
+
+/// The start of the definition keys of `job` (every replica's).
+pub(crate) fn job_definitions_prefix(prefix: &str, job: &str) -> Vec<u8> {
+    format!("{prefix}{DEFINITIONS}{}/", encode(job)).into_bytes()
+}
+
+/// The key of `replica`'s definition of `job`.
+pub(crate) fn definition_key(prefix: &str, job: &str, replica: &str) -> Vec<u8> {
+    format!("{prefix}{DEFINITIONS}{}/{}", encode(job), encode(replica)).into_bytes()
 }
 
 /// The end of the range of every key that starts with `prefix` (etcd's "prefix end": the last
@@ -49,13 +82,14 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0] // every key
 }
 
-/// Splits a key under `prefix` into the lock name and which of its keys it is (record or hold);
-/// `None` for any other key (a fire record, a key this provider did not write).
+/// Splits a key under `prefix` into the lock name and which of its keys it is (record, hold or
+/// job state); `None` for any other key (a fire record, a definition, a key this provider did
+/// not write).
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;
     let (encoded, which) = rest.split_at(slash);
-    if which != REC && which != HOLD {
+    if ![REC, HOLD, RUN, FAILURES, SUCCESS].contains(&which) {
         return None;
     }
     Some((decode(encoded)?, which))
@@ -142,6 +176,12 @@ mod tests {
                 "{name:?}"
             );
             assert_eq!(parse_key("p/", &keys.hold), Some((name.to_owned(), HOLD)));
+            assert_eq!(parse_key("p/", &keys.run), Some((name.to_owned(), RUN)));
+            // A definition of a job of the same name is never one of the lock's keys.
+            let def = definition_key("p/", name, name);
+            assert_eq!(parse_key("p/", &def), None, "{name:?}");
+            assert!(def.starts_with(&job_definitions_prefix("p/", name)));
+            assert!(!def.starts_with(&keys.rec[..keys.rec.len() - REC.len()]));
         }
         assert_eq!(encode("a/b c"), "a%2Fb%20c");
     }
@@ -153,6 +193,7 @@ mod tests {
         assert_eq!(parse_key("p/", b"p/a"), None);
         assert_eq!(parse_key("p/", b"p/a b/rec"), None);
         assert_eq!(parse_key("p/", b"p/%zz/rec"), None);
+        assert_eq!(parse_key("p/", b"p/!def/a/rec"), None);
     }
 
     #[test]

@@ -80,7 +80,8 @@
 //!
 //! # How the contract maps onto etcd
 //!
-//! Each lock has two keys under the prefix, and a scheduled job a third (default `shedlock/`), its name percent-encoded (every
+//! Each lock has two keys under the prefix (default `shedlock/`), a scheduled job a third and
+//! its recorded job state three more (see [Job state](#job-state)), its name percent-encoded (every
 //! byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so a name can hold any character yet never
 //! a `/`: names cannot collide or reach outside the prefix; empty names, names with a NUL or
 //! outer white space and names over [`max_name_len`](EtcdLockProviderBuilder::max_name_len) are
@@ -103,7 +104,8 @@
 //! hold present`; release
 //! `if rec.mod_revision == token` (a release after expiry finds the record, so it acts as the
 //! contract says; a new acquisition rewrote the record, so a stale release or extend never
-//! touches it). Nothing is ever put unconditionally.
+//! touches it). Nothing of a lock is ever put unconditionally (a replica's published
+//! definitions, its own keys, are).
 //!
 //! **Whole seconds, rounded toward safety.** Lease TTLs are whole seconds: `at_most` is rounded
 //! up, and etcd grants at least its minimum TTL, 1.5 election timeouts rounded up —
@@ -138,6 +140,61 @@
 //! recognises its own claim and runs it), never sent again to another member, whose answer would
 //! call the claim someone else's.
 //!
+//! # Job state
+//!
+//! [`release_run`](shedlock_core::provider::LockProvider::release_run) records how a scheduler's
+//! run ended in three more keys of the lock, none with a lease:
+//!
+//! - `{prefix}{name}/last-run`: the last run (its fire, runner = the record's owner, start = the
+//!   record's `locked_at`, end, outcome and error text, capped to
+//!   [`MAX_ERROR_LEN`](shedlock_core::jobs::MAX_ERROR_LEN));
+//! - `{prefix}{name}/failures`: the consecutive failures, as the key's **version** (how many
+//!   times it was put since it was last deleted): a failed or panicked run puts it, a success
+//!   deletes it, a cancelled run leaves it. etcd has no increment, and this is one: the count
+//!   needs no read of the previous state;
+//! - `{prefix}{name}/last-success`: when the last successful run ended.
+//!
+//! They are written by a transaction nested in the release's own, so under the release's guard
+//! (`if rec.mod_revision == token`) and in the same revision: a release whose lock was taken
+//! over answers `false` and writes nothing, and `release_run` costs exactly the round trips of
+//! `release` (no extra read). The nested transaction writes only `if last-run.mod_revision <
+//! token` (not yet written since this acquisition), so each acquisition records one run: a
+//! release sent again after its reply was lost, or a second recorded release, counts nothing
+//! twice. The record's own key is not touched (its `mod_revision` stays the fencing token).
+//!
+//! **Times are estimates**, as every record time here: `ended` and `last_success` are the
+//! releasing replica's clock (milliseconds), `started` is the record's `locked_at` (the
+//! acquiring replica's clock). [`list`](shedlock_core::admin::LockAdmin::list) and
+//! [`entry`](shedlock_core::admin::LockAdmin::entry) read the state keys with the lock's others
+//! (no extra round trip) and fill [`LockEntry::state`](shedlock_core::admin::LockEntry::state),
+//! a default state when no run was recorded yet. Unlocking, expiry and a new acquisition leave
+//! the state as it is.
+//!
+//! **No history**: [`history`](shedlock_core::admin::LockAdmin::history) answers
+//! [`Error::is_unsupported`](shedlock_core::Error::is_unsupported), and the builder has no
+//! `history(..)`. Keeping the newest `keep` runs per lock would need a read of the kept runs (or
+//! a range delete guessed without one) in every release, an extra round trip on the path every
+//! run takes; and etcd keeps every revision of every key until it is compacted, within a
+//! database quota (2 GiB by default) that stops all writes, the locks' too, when reached: a poor
+//! place for a log. Use a SQL store when run history matters.
+//!
+//! **Definitions**
+//! ([`publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)): one key
+//! per (job, replica), `{prefix}!def/{encoded job}/{encoded replica}` (`!` is never part of an
+//! encoded name, so these keys never meet a lock's, and `list` never shows them), holding the
+//! definition, the replica's version and the `published` and `expires` estimates (the
+//! replica's clock). Each publish grants a lease of `ttl` (whole seconds rounded up, at least
+//! etcd's minimum) and puts its keys on it in one transaction (one per 64 definitions): expiry
+//! is the lease's, on the etcd leader's clock, so a dead replica's entries go by themselves and
+//! nothing needs pruning. A republished key moves to the new lease; the previous lease, then
+//! holding nothing of it, runs out by itself (a replica keeps about `ttl / heartbeat` leases).
+//! A job a replica no longer publishes stays listed until its lease ends.
+//! [`definitions`](shedlock_core::admin::LockAdmin::definitions) is one range read (what the
+//! leases still hold), sorted by job then replica;
+//! [`forget`](shedlock_core::admin::LockAdmin::forget) one range delete of the job's keys (every
+//! replica's); if its reply is lost it is sent again to another member, whose count then leaves
+//! out what the first copy deleted.
+//!
 //! # Round trips per operation
 //!
 //! | operation | round trips |
@@ -151,6 +208,10 @@
 //! | release, `at_least` zero | 1 or 2: transaction, revoke of the replaced lease (none when never extended) |
 //! | release, `at_least` already over | 3 or 4: read, lease time-to-live, transaction, revoke |
 //! | release, `at_least` not yet over | 4 or 5: read, lease time-to-live, grant, transaction, revoke |
+//! | recorded release (`release_run`) | as release: the state rides in its transaction |
+//! | publish definitions | 2: lease grant, transaction (one more per 64 definitions) |
+//! | definitions | 1 read |
+//! | forget | 1 range delete |
 //! | holder, entry | 1 read |
 //! | list | 1 read over the prefix |
 //! | unlock, force unlock | 2 or 3: read, transaction, revoke |
@@ -177,8 +238,9 @@
 //! [`LockAdmin`](shedlock_core::admin::LockAdmin): `list` is one range over the prefix; `unlock`
 //! frees a lock only if owner, `locked_at` and token are still as listed and it is held;
 //! `force_unlock` returns what it freed; freeing deletes the hold only, so the record and the
-//! token sequence stay. There is no schema: `ddl()` is `None` and `create_table()` does nothing
-//! and succeeds.
+//! token sequence stay; the job state stays too. `definitions` and `forget` as above; `history`
+//! is unsupported. There is no schema: `ddl()` and `missing_ddl()` are `None` and
+//! `create_table()` does nothing and succeeds.
 //!
 //! # Features
 //!

@@ -12,6 +12,7 @@ use redis::ConnectionInfo;
 
 use shedlock_core::{
     Error, Result,
+    jobs::HistoryPolicy,
     provider::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, MAX_DURATION},
 };
 
@@ -54,6 +55,7 @@ pub struct RedisLockProviderBuilder {
     key_prefix: String,
     max_name_len: usize,
     call_timeout: Duration,
+    history: Option<HistoryPolicy>,
 }
 
 /// A checked configuration, as the provider uses it.
@@ -62,6 +64,7 @@ pub(crate) struct Settings {
     pub(crate) key_prefix: String,
     pub(crate) max_name_len: usize,
     pub(crate) call_timeout: Duration,
+    pub(crate) history: Option<HistoryPolicy>,
 }
 
 impl RedisLockProviderBuilder {
@@ -73,11 +76,14 @@ impl RedisLockProviderBuilder {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             max_name_len: DEFAULT_MAX_NAME_LEN,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            history: None,
         }
     }
 
     /// The prefix of every lock key (the key is the prefix followed by the lock name's UTF-8
-    /// bytes); defaults to [`DEFAULT_KEY_PREFIX`] (`shedlock:`). 1 to 256 bytes, any bytes.
+    /// bytes); defaults to [`DEFAULT_KEY_PREFIX`] (`shedlock:`). 1 to 256 bytes, any bytes but
+    /// NUL (the history and definitions keys contain one, so that no lock key is ever one of
+    /// them).
     ///
     /// Providers that share a Redis database and whose prefixes are not prefixes of each other
     /// (`a:` and `b:`, not `a:` and `a:b:`) never see each other's locks. Overlapping prefixes
@@ -105,6 +111,29 @@ impl RedisLockProviderBuilder {
     /// makes several round trips; each has this timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// Keeps the history of runs: each [`release_run`] also pushes the run onto a list per lock
+    /// name ([`history_key`]), in the same script, and trims it to `policy.keep` runs (the newest)
+    /// and drops the runs that ended more than `policy.max_age` ago. Off by default: without it
+    /// `release_run` writes only the job state of the lock's hash and no history key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use shedlock_core::jobs::HistoryPolicy;
+    ///
+    /// let provider = shedlock_redis::RedisLockProvider::builder("redis://127.0.0.1")
+    ///     .history(HistoryPolicy::keep(50).max_age(Duration::from_secs(7 * 24 * 3600)))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`release_run`]: shedlock_core::provider::LockProvider::release_run
+    /// [`history_key`]: RedisLockProvider::history_key
+    pub fn history(mut self, policy: HistoryPolicy) -> Self {
+        self.history = Some(policy);
         self
     }
 
@@ -189,6 +218,17 @@ impl RedisLockProviderBuilder {
                 self.key_prefix.len()
             )));
         }
+        if self.key_prefix.contains('\0') {
+            return Err(Error::invalid_config(
+                "the key prefix contains a NUL character; history and definitions keys are told \
+                 from lock keys by it",
+            ));
+        }
+        if self.history.is_some_and(|policy| policy.keep == 0) {
+            return Err(Error::invalid_config(
+                "the history policy keeps 0 runs; keep at least 1 (HistoryPolicy::keep)",
+            ));
+        }
         if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
             return Err(Error::invalid_config(format!(
                 "max_name_len is {}; use 1 to {MAX_NAME_LEN_LIMIT}",
@@ -207,6 +247,7 @@ impl RedisLockProviderBuilder {
                 key_prefix: self.key_prefix,
                 max_name_len: self.max_name_len,
                 call_timeout: self.call_timeout,
+                history: self.history,
             },
         ))
     }
@@ -218,7 +259,7 @@ impl RedisLockProviderBuilder {
     /// # Errors
     ///
     /// [`Error::is_invalid_config`]: a malformed server address, an empty or over-long key
-    /// prefix, `max_name_len` of 0 or above 1024, a zero `call_timeout`, or no tokio runtime to
+    /// prefix or one with a NUL, a history policy keeping 0 runs, `max_name_len` of 0 or above 1024, a zero `call_timeout`, or no tokio runtime to
     /// run the connection on.
     pub fn build(self) -> Result<RedisLockProvider> {
         let (client, settings) = self.settings()?;
@@ -257,6 +298,7 @@ impl fmt::Debug for RedisLockProviderBuilder {
         f.field("key_prefix", &self.key_prefix)
             .field("max_name_len", &self.max_name_len)
             .field("call_timeout", &self.call_timeout)
+            .field("history", &self.history)
             .finish()
     }
 }

@@ -1,23 +1,26 @@
 //! [`RedisLockProvider`]: the lock contract, fire claims and the admin surface on Redis.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redis::{Script, Value};
+use serde::Deserialize;
 use shedlock_core::{
     Error, Result,
     admin::{LockAdmin, LockEntry},
+    jobs::{Definition, DefinitionEntry, JobState, RunEntry, RunOutcome, RunReport},
     provider::{
-        Fire, FireClaim, LockProvider, LockRecord, validate_at_least, validate_at_most,
-        validate_name,
+        Fire, FireClaim, LockProvider, LockRecord, MAX_DURATION, validate_at_least,
+        validate_at_most, validate_name,
     },
 };
 
 use crate::builder::{RedisLockProviderBuilder, Settings};
 use crate::connection::{Connection, Resend};
-use crate::key::{lock_key, name_of, scan_pattern};
+use crate::key::{definitions_key, history_key, lock_key, name_of, scan_pattern};
 use crate::script;
 
 /// How many keys one `SCAN` step of [`LockAdmin::list`] asks for.
@@ -43,6 +46,8 @@ const SCAN_COUNT: usize = 500;
 pub struct RedisLockProvider {
     connection: Connection,
     settings: Settings,
+    /// Whether the last history write failed (logged once until one succeeds again).
+    history_failing: AtomicBool,
 }
 
 impl RedisLockProvider {
@@ -50,6 +55,7 @@ impl RedisLockProvider {
         Self {
             connection,
             settings,
+            history_failing: AtomicBool::new(false),
         }
     }
 
@@ -97,6 +103,35 @@ impl RedisLockProvider {
     #[must_use]
     pub fn key(&self, name: &str) -> Vec<u8> {
         lock_key(&self.settings.key_prefix, name)
+    }
+
+    /// The Redis key of the run history of lock `name` (a list, newest run first, each run a
+    /// JSON object), for operators: `redis-cli LRANGE` shows it. It is in the same Redis Cluster
+    /// hash slot as [`key`](Self::key), and contains a NUL byte, so it is never a lock's key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+    /// let provider = shedlock_redis::RedisLockProvider::builder("redis://127.0.0.1").build()?;
+    /// assert_eq!(provider.history_key("report"), b"shedlock:report\0history{shedlock:report}");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn history_key(&self, name: &str) -> Vec<u8> {
+        history_key(&self.key(name))
+    }
+
+    /// The Redis key of the job definitions replicas published: one hash per key prefix, the
+    /// prefix followed by `\0definitions`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
+    /// let provider = shedlock_redis::RedisLockProvider::builder("redis://127.0.0.1").build()?;
+    /// assert_eq!(provider.definitions_key(), b"shedlock:\0definitions");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn definitions_key(&self) -> Vec<u8> {
+        definitions_key(&self.settings.key_prefix)
     }
 
     /// `PING`, then the eviction check of [`RedisLockProviderBuilder::connect`].
@@ -154,16 +189,79 @@ impl RedisLockProvider {
     ) -> Result<Value> {
         let key = self.key(name);
         let what = || format!("{op} lock {name:?}");
+        self.invoke(op, resend, &what, script, &[key], name.as_bytes(), args)
+            .await
+    }
+
+    /// Runs `script` with `keys` and `first` then `args` as `ARGV` (one `EVALSHA`, as
+    /// [`eval`](Self::eval)).
+    #[allow(clippy::too_many_arguments)]
+    async fn invoke(
+        &self,
+        op: &'static str,
+        resend: Resend,
+        what: &(dyn Fn() -> String + Sync),
+        script: &Script,
+        keys: &[Vec<u8>],
+        first: &[u8],
+        args: &[Vec<u8>],
+    ) -> Result<Value> {
         self.connection
-            .run(op, resend, &what, |mut conn| {
-                let mut invocation = script.key(key.as_slice());
-                invocation.arg(name);
+            .run(op, resend, what, |mut conn| {
+                let mut invocation = script.prepare_invoke();
+                for key in keys {
+                    invocation.key(key.as_slice());
+                }
+                invocation.arg(first);
                 for arg in args {
                     invocation.arg(arg.as_slice());
                 }
                 async move { invocation.invoke_async::<Value>(&mut conn).await }
             })
             .await
+    }
+
+    /// Runs `script` on the definitions hash with `args` as `ARGV`.
+    async fn on_definitions(
+        &self,
+        op: &'static str,
+        script: &Script,
+        first: &[u8],
+        args: &[Vec<u8>],
+    ) -> Result<Value> {
+        let prefix = &self.settings.key_prefix;
+        let what = || format!("{op}: the job definitions under the key prefix {prefix:?}");
+        self.invoke(
+            op,
+            Resend::AfterDrop,
+            &what,
+            script,
+            &[self.definitions_key()],
+            first,
+            args,
+        )
+        .await
+    }
+
+    /// Logs a history write that failed, once until one succeeds again.
+    fn history_written(&self, name: &str, failure: Option<String>) {
+        match failure {
+            Some(error) => {
+                if !self.history_failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        lock = name,
+                        error,
+                        "could not write the run history (the release and the job state were \
+                         recorded); logged once until a history write succeeds again"
+                    );
+                }
+            }
+            None => {
+                if self.history_failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(lock = name, "the run history is written again");
+                }
+            }
+        }
     }
 
     fn token_of(record: &LockRecord) -> Result<i64> {
@@ -338,6 +436,111 @@ impl LockProvider for RedisLockProvider {
         })
     }
 
+    /// One `EVALSHA`, as [`release`](Self::release) (the same guard; nothing written when the
+    /// lock is no longer this acquisition's), that also sets the job state fields of the lock's
+    /// hash by the server's clock, and with [`history`](RedisLockProviderBuilder::history) on,
+    /// pushes the run onto the lock's history list and prunes it, in the same script. A history
+    /// that cannot be written (the key holds another type, the server is out of memory) never
+    /// fails the release: it is logged once (until a write succeeds again). Sent again after a
+    /// dropped connection: a run already recorded for the acquisition's token is not recorded
+    /// twice.
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        validate_at_least(at_least)?;
+        let name = record.name();
+        self.check_name(name)?;
+        let token = Self::token_of(record)?;
+        let outcome = run.outcome.clone().capped();
+        let mut keys = vec![self.key(name)];
+        let (keep, max_age) = match self.settings.history {
+            Some(policy) => {
+                keys.push(history_key(&keys[0]));
+                (policy.keep, policy.max_age.map_or(-1, micros_ceil))
+            }
+            None => (0, -1),
+        };
+        let args = [
+            record.owner().as_bytes().to_vec(),
+            num(token),
+            num(micros_ceil(at_least)),
+            num(run.fire.timestamp_micros()),
+            outcome.kind().as_bytes().to_vec(),
+            outcome.error().unwrap_or_default().as_bytes().to_vec(),
+            keep.to_string().into_bytes(),
+            num(max_age),
+        ];
+        let what = || format!("release_run lock {name:?}");
+        let reply = self
+            .invoke(
+                "release_run",
+                Resend::AfterDrop,
+                &what,
+                &script::RELEASE_RUN,
+                &keys,
+                name.as_bytes(),
+                &args,
+            )
+            .await?;
+        let items = Reply::new("release_run", name, reply)?;
+        match items.int(0)? {
+            0 => Ok(false),
+            1 => {
+                if keys.len() > 1 {
+                    self.history_written(name, items.opt_text(1)?);
+                }
+                Ok(true)
+            }
+            _ => Err(items.unexpected()),
+        }
+    }
+
+    /// One `EVALSHA` on the definitions hash ([`definitions_key`](Self::definitions_key)):
+    /// removes every expired entry (any replica's), then writes one entry per definition under
+    /// the field `<job's length in bytes>:<job>\0<replica>`, a JSON object with `published` and
+    /// `expires` (µs) by the server's clock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] for an empty `replica` or a `ttl` of zero or above 365 days;
+    /// the server's errors.
+    async fn publish_definitions(
+        &self,
+        replica: &str,
+        version: &str,
+        definitions: &[Definition],
+        ttl: Duration,
+    ) -> Result<()> {
+        check_owner(replica)?;
+        if ttl.is_zero() || ttl > MAX_DURATION {
+            return Err(Error::invalid_config(format!(
+                "the definitions' ttl is {ttl:?}; use a positive duration of at most 365 days"
+            )));
+        }
+        let mut args = vec![replica.as_bytes().to_vec(), version.as_bytes().to_vec()];
+        for definition in definitions {
+            args.push(definition_field(&definition.job, replica));
+            args.push(definition.job.as_bytes().to_vec());
+            args.push(definition.lock_name.as_bytes().to_vec());
+            args.push(definition.spec.as_bytes().to_vec());
+        }
+        match self
+            .on_definitions(
+                "publish_definitions",
+                &script::PUBLISH_DEFINITIONS,
+                &num(micros_ceil(ttl)),
+                &args,
+            )
+            .await?
+        {
+            Value::Int(_) => Ok(()),
+            other => Err(unexpected("publish_definitions", "(definitions)", &other)),
+        }
+    }
+
     /// As configured with [`RedisLockProviderBuilder::max_name_len`] (64 by default).
     fn max_name_len(&self) -> usize {
         self.settings.max_name_len
@@ -465,6 +668,99 @@ impl LockAdmin for RedisLockProvider {
         None
     }
 
+    /// Redis has no schema: job state, history and definitions need nothing created. `Ok(None)`
+    /// without touching the server.
+    async fn missing_ddl(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// One `EVALSHA`, read-only: the entries of the definitions hash whose `expires` is after
+    /// the server's now, sorted by job, then replica. An entry that is not such JSON is left
+    /// out.
+    async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
+        let op = "definitions";
+        let reply = self
+            .on_definitions(op, &script::READ_DEFINITIONS, b"", &[])
+            .await?;
+        let items = Reply::new(op, "(definitions)", reply)?;
+        let mut entries = Vec::with_capacity(items.len() - 1);
+        for i in 1..items.len() {
+            let text = items.text(i)?;
+            match serde_json::from_str::<StoredDefinition>(&text) {
+                Ok(stored) => entries.push(DefinitionEntry::new(
+                    Definition::new(stored.job, stored.lock_name, stored.spec),
+                    stored.replica,
+                    stored.version,
+                    time(stored.published)?,
+                    time(stored.expires)?,
+                )),
+                Err(error) => {
+                    tracing::debug!(%error, text, "not a published definition; left out");
+                }
+            }
+        }
+        entries
+            .sort_by(|a, b| (&a.definition.job, &a.replica).cmp(&(&b.definition.job, &b.replica)));
+        Ok(entries)
+    }
+
+    /// One `LRANGE` of the lock's history list ([`history_key`](RedisLockProvider::history_key)),
+    /// newest first; reads what exists whether or not this provider writes history. An entry
+    /// that is not a run's JSON is left out.
+    async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
+        self.check_name(lock_name)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let key = self.history_key(lock_name);
+        let stop = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+        let what = || format!("history of lock {lock_name:?}");
+        let items = self
+            .connection
+            .run("history", Resend::AfterDrop, &what, |mut conn| {
+                let mut cmd = redis::cmd("LRANGE");
+                cmd.arg(key.as_slice()).arg(0).arg(stop);
+                async move { cmd.query_async::<Vec<Vec<u8>>>(&mut conn).await }
+            })
+            .await?;
+        let mut runs = Vec::with_capacity(items.len());
+        for item in items {
+            match serde_json::from_slice::<StoredRun>(&item) {
+                Ok(stored) => {
+                    let Some(outcome) =
+                        RunOutcome::from_parts(&stored.outcome, stored.error.as_deref())
+                    else {
+                        continue;
+                    };
+                    runs.push(RunEntry::new(
+                        lock_name,
+                        time(stored.fire)?,
+                        stored.runner,
+                        time(stored.started)?,
+                        time(stored.ended)?,
+                        outcome,
+                    ));
+                }
+                Err(error) => {
+                    tracing::debug!(lock = lock_name, %error, "not a recorded run; left out");
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    /// One `EVALSHA` on the definitions hash: removes the entries of `job`, every replica's.
+    async fn forget(&self, job: &str) -> Result<u64> {
+        let prefix = definition_field(job, "");
+        match self
+            .on_definitions("forget", &script::FORGET, &prefix, &[])
+            .await?
+        {
+            Value::Int(n) => Ok(u64::try_from(n).unwrap_or_default()),
+            other => Err(unexpected("forget", "(definitions)", &other)),
+        }
+    }
+
     /// Redis has no table to create: a lock's hash is created by its first acquire. Returns
     /// `Ok(())` without touching the server.
     async fn create_table(&self) -> Result<()> {
@@ -481,6 +777,36 @@ impl fmt::Debug for RedisLockProvider {
             .field("call_timeout", &self.settings.call_timeout)
             .finish_non_exhaustive()
     }
+}
+
+/// The field of `job`'s definition by `replica` in the definitions hash: the job's length in
+/// bytes, `:`, the job, NUL, the replica. The length makes the job part unambiguous, so the
+/// fields of one job are exactly those starting with `<length>:<job>\0`.
+fn definition_field(job: &str, replica: &str) -> Vec<u8> {
+    format!("{}:{job}\0{replica}", job.len()).into_bytes()
+}
+
+/// A published definition as the script writes it.
+#[derive(Deserialize)]
+struct StoredDefinition {
+    job: String,
+    lock_name: String,
+    spec: String,
+    replica: String,
+    version: String,
+    published: i64,
+    expires: i64,
+}
+
+/// A history entry as the script writes it.
+#[derive(Deserialize)]
+struct StoredRun {
+    fire: i64,
+    runner: String,
+    started: i64,
+    ended: i64,
+    outcome: String,
+    error: Option<String>,
 }
 
 fn check_owner(owner: &str) -> Result<()> {
@@ -553,6 +879,17 @@ impl<'a> Reply<'a> {
         time(self.int(i)?)
     }
 
+    fn opt_time(&self, i: usize) -> Result<Option<DateTime<Utc>>> {
+        self.opt_int(i)?.map(time).transpose()
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        match self.items.get(i) {
+            Some(Value::Nil) | None => Ok(None),
+            _ => self.text(i).map(Some),
+        }
+    }
+
     fn text(&self, i: usize) -> Result<String> {
         match self.items.get(i) {
             Some(Value::BulkString(bytes)) => {
@@ -583,7 +920,34 @@ impl<'a> Reply<'a> {
             self.time(at(0))?,
         )
         .with_fencing_token(Some(self.int(at(3))?));
-        let last_fire = self.opt_int(at(4))?.map(time).transpose()?;
-        Ok(LockEntry::new(record, self.time(0)?, last_fire))
+        let last_fire = self.opt_time(at(4))?;
+        let state = self.state(name, at(5))?;
+        Ok(LockEntry::new(record, self.time(0)?, last_fire).with_state(state))
+    }
+
+    /// The job state at `i..i + 8`: `last_run_fire, last_run_runner, last_run_started,
+    /// last_run_ended, last_run_outcome, last_run_error, last_success, consecutive_failures`. A
+    /// last run with a part missing, or an outcome this version does not know, is left out.
+    fn state(&self, name: &str, i: usize) -> Result<JobState> {
+        let last_run = match (
+            self.opt_time(i)?,
+            self.opt_text(i + 1)?,
+            self.opt_time(i + 2)?,
+            self.opt_time(i + 3)?,
+            self.opt_text(i + 4)?,
+        ) {
+            (Some(fire), Some(runner), Some(started), Some(ended), Some(kind)) => {
+                let error = self.opt_text(i + 5)?;
+                RunOutcome::from_parts(&kind, error.as_deref())
+                    .map(|outcome| RunEntry::new(name, fire, runner, started, ended, outcome))
+            }
+            _ => None,
+        };
+        let failures = self.opt_int(i + 7)?.unwrap_or_default().max(0);
+        Ok(JobState::new(
+            last_run,
+            self.opt_time(i + 6)?,
+            u32::try_from(failures).unwrap_or(u32::MAX),
+        ))
     }
 }

@@ -1,5 +1,6 @@
-//! The Lua scripts: one per operation, each on one key (Redis Cluster routes it by that key),
-//! each reading the server's `TIME` in the same atomic step that decides.
+//! The Lua scripts: one per operation, each on one key (Redis Cluster routes it by that key;
+//! [`RELEASE_RUN`] with history also writes the lock's history list, which is in the same hash
+//! slot), each reading the server's `TIME` in the same atomic step that decides.
 //!
 //! A lock is one hash: `name` (the lock name, so a key reached through another provider's
 //! overlapping prefix is recognised, never shared), `lock_until`, `locked_at`, `token` and
@@ -7,6 +8,12 @@
 //! text) and `locked_by`. The key has no TTL: expiry is `lock_until` against `TIME`, so a late
 //! release or extend still finds the record and acts as the contract says, and `last_fire`
 //! outlives every lock. A script that decides not to act writes nothing.
+//!
+//! The job state is kept in the same hash ([`RELEASE_RUN`] writes it): `last_run_fire`,
+//! `last_run_started`, `last_run_ended`, `last_success` (µs), `last_run_runner`,
+//! `last_run_outcome` (`succeeded`, `failed`, `panicked`, `cancelled`), `last_run_error` (the
+//! failed run's error text, empty after other outcomes), `consecutive_failures` and `last_run_token` (the fencing token of the
+//! acquisition whose run was recorded, so that a release sent again records nothing twice).
 //!
 //! Lua numbers are doubles: every value here (µs since 1970, well below 2^53 until the year
 //! 2255) is exact. Values are written with `%.0f`, never with Lua's default number format,
@@ -105,18 +112,113 @@ return 1
     ))
 });
 
+/// `STATE`: the job state fields of a lock's hash, read by the same `HMGET` as the lock's
+/// fields; `state_at(v, i)`: those values of `v` from index `i` on, as the readers return them
+/// after `last_fire`: `last_run_fire, last_run_runner, last_run_started, last_run_ended,
+/// last_run_outcome, last_run_error, last_success, consecutive_failures`, each `false` (a nil
+/// reply) when missing or not a number where one is expected.
+macro_rules! state {
+    () => {
+        r"
+local STATE = {'last_run_fire', 'last_run_runner', 'last_run_started', 'last_run_ended',
+  'last_run_outcome', 'last_run_error', 'last_success', 'consecutive_failures'}
+local function state_at(s, i)
+  return tonumber(s[i]) or false, s[i + 1] or false, tonumber(s[i + 2]) or false,
+    tonumber(s[i + 3]) or false, s[i + 4] or false, s[i + 5] or false,
+    tonumber(s[i + 6]) or false, tonumber(s[i + 7]) or false
+end
+"
+    };
+}
+
 /// `ARGV = name` → `{now}` (no record) or `{now, lock_until, locked_at, locked_by, token,
-/// last_fire or nil}`. Read-only.
+/// last_fire or nil, <the job state: see state!>}`. Read-only.
 pub(crate) static READ: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
+        state!(),
         r"
-local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'last_fire')
+local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'last_fire',
+  unpack(STATE))
 if refused then return refused end
 local now = now_us()
 if not v[2] then return {now} end
-return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false}
+return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at(v, 7)}
 "
+    ))
+});
+
+/// `KEYS = lock key [, history key]`, `ARGV = name, owner, token, at_least µs, fire µs, outcome
+/// kind, error text, keep, max_age µs or -1` → `{0}` (not this acquisition's: nothing written)
+/// or `{1, history}`: released as [`RELEASE`] does, and the run recorded in the same step. The
+/// job state fields are set per `JobState::after` (succeeded: `consecutive_failures` 0 and
+/// `last_success` now; failed or panicked: `consecutive_failures` + 1; cancelled: neither).
+/// A run already recorded for this token (the same release sent again after a lost reply) is
+/// not recorded twice.
+///
+/// With a history key, the run is also pushed at the head of that list (newest first) as JSON
+/// (`fire`, `runner`, `started`, `ended` in µs, `outcome`, and `error` for a failed run), the
+/// list is trimmed to `keep` entries, and entries that ended before `now - max_age` are popped
+/// from its tail (entries there that are not such JSON too). All of that runs under `pcall`:
+/// a history that cannot be written (a key of another type, memory) never fails the release,
+/// and `history` is then the error's text (else `false`).
+pub(crate) static RELEASE_RUN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        prelude!(),
+        r#"
+local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'consecutive_failures',
+  'last_run_token')
+if refused then return refused end
+if not v[2] or v[4] ~= ARGV[2] or int(v[5]) ~= tonumber(ARGV[3]) then return {0} end
+local now = now_us()
+local started = int(v[3])
+local lock_until = str(math.max(now, started + tonumber(ARGV[4])))
+if v[7] == ARGV[3] then
+  redis.call('HSET', key, 'lock_until', lock_until)
+  return {1, false}
+end
+local kind, failures = ARGV[6], int(v[6]) or 0
+local set = {'lock_until', lock_until, 'last_run_fire', ARGV[5], 'last_run_runner', ARGV[2],
+  'last_run_started', str(started), 'last_run_ended', str(now), 'last_run_outcome', kind,
+  'last_run_token', ARGV[3]}
+if kind == 'succeeded' then
+  failures = 0
+  table.insert(set, 'last_success')
+  table.insert(set, str(now))
+elseif kind == 'failed' or kind == 'panicked' then
+  failures = math.min(failures + 1, 4294967295)
+end
+table.insert(set, 'consecutive_failures')
+table.insert(set, str(failures))
+table.insert(set, 'last_run_error')
+table.insert(set, ARGV[7])
+redis.call('HSET', key, unpack(set))
+if not KEYS[2] then return {1, false} end
+local ok, err = pcall(function()
+  local history = KEYS[2]
+  local entry = '{"fire":' .. ARGV[5] .. ',"runner":' .. cjson.encode(ARGV[2]) ..
+    ',"started":' .. str(started) .. ',"ended":' .. str(now) .. ',"outcome":' ..
+    cjson.encode(kind)
+  if kind == 'failed' then entry = entry .. ',"error":' .. cjson.encode(ARGV[7]) end
+  redis.call('LPUSH', history, entry .. '}')
+  redis.call('LTRIM', history, 0, tonumber(ARGV[8]) - 1)
+  local max_age = tonumber(ARGV[9])
+  if max_age >= 0 then
+    local cutoff = now - max_age
+    while true do
+      local oldest = redis.call('LINDEX', history, -1)
+      if not oldest then break end
+      local decoded, run = pcall(cjson.decode, oldest)
+      local ended = decoded and type(run) == 'table' and tonumber(run.ended)
+      if ended and ended >= cutoff then break end
+      redis.call('RPOP', history)
+    end
+  end
+end)
+if ok then return {1, false} end
+if type(err) == 'table' then err = err.err or err.message end
+return {1, tostring(err)}
+"#
     ))
 });
 
@@ -175,25 +277,102 @@ return 1
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
+        state!(),
         r"
-local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'last_fire')
+local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'last_fire',
+  unpack(STATE))
 if refused then return refused end
 local now = now_us()
 local held_until = int(v[2])
 if not held_until or held_until <= now then return false end
 redis.call('HSET', key, 'lock_until', str(now))
-return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false}
+return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at(v, 7)}
 "
     ))
 });
 
 /// For listing: `KEYS[1]` only, no name check → `{now}` or `{now, name, lock_until, locked_at,
-/// locked_by, token, last_fire or nil}` (`name` nil when the hash has none). Read-only.
-pub(crate) const LIST_READ: &str = r"
+/// locked_by, token, last_fire or nil, <the job state: see state!>}` (`name` nil when the hash
+/// has none). Read-only.
+pub(crate) const LIST_READ: &str = concat!(
+    state!(),
+    r"
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local v = redis.call('HMGET', key, 'name', 'lock_until', 'locked_at', 'locked_by', 'token', 'last_fire')
+local v = redis.call('HMGET', key, 'name', 'lock_until', 'locked_at', 'locked_by', 'token',
+  'last_fire', unpack(STATE))
 if not v[2] or not tonumber(v[2]) or not tonumber(v[3]) or not tonumber(v[5]) then return {now} end
-return {now, v[1], tonumber(v[2]), tonumber(v[3]), v[4], tonumber(v[5]), tonumber(v[6]) or false}
-";
+return {now, v[1], tonumber(v[2]), tonumber(v[3]), v[4], tonumber(v[5]), tonumber(v[6]) or false,
+  state_at(v, 7)}
+"
+);
+
+/// `KEYS[1]` = the definitions hash; `ARGV = ttl µs, replica, version, then per definition:
+/// field, job, lock_name, spec` → the number of expired entries removed. Removes every entry
+/// whose `expires` is not after now (any replica's; a value that is not such JSON too), then
+/// writes each definition as JSON (`job`, `lock_name`, `spec`, `replica`, `version`,
+/// `published` = now and `expires` = now + ttl, in µs) under its field.
+pub(crate) static PUBLISH_DEFINITIONS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local key = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function str(n) return string.format('%.0f', n) end
+local all = redis.call('HGETALL', key)
+local removed = 0
+for i = 1, #all, 2 do
+  local decoded, entry = pcall(cjson.decode, all[i + 1])
+  local expires = decoded and type(entry) == 'table' and tonumber(entry.expires)
+  if not expires or expires <= now then
+    redis.call('HDEL', key, all[i])
+    removed = removed + 1
+  end
+end
+local tail = ',"replica":' .. cjson.encode(ARGV[2]) .. ',"version":' .. cjson.encode(ARGV[3]) ..
+  ',"published":' .. str(now) .. ',"expires":' .. str(now + tonumber(ARGV[1])) .. '}'
+for i = 4, #ARGV, 4 do
+  redis.call('HSET', key, ARGV[i], '{"job":' .. cjson.encode(ARGV[i + 1]) .. ',"lock_name":' ..
+    cjson.encode(ARGV[i + 2]) .. ',"spec":' .. cjson.encode(ARGV[i + 3]) .. tail)
+end
+return removed
+"#,
+    )
+});
+
+/// `KEYS[1]` = the definitions hash → `{now, value…}`: the values whose `expires` is after now.
+/// Read-only.
+pub(crate) static READ_DEFINITIONS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = {now}
+for _, value in ipairs(redis.call('HVALS', KEYS[1])) do
+  local decoded, entry = pcall(cjson.decode, value)
+  local expires = decoded and type(entry) == 'table' and tonumber(entry.expires)
+  if expires and expires > now then table.insert(out, value) end
+end
+return out
+",
+    )
+});
+
+/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job → how many entries
+/// (fields starting with it) it removed.
+pub(crate) static FORGET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local key, prefix = KEYS[1], ARGV[1]
+local removed = 0
+for _, field in ipairs(redis.call('HKEYS', key)) do
+  if string.sub(field, 1, #prefix) == prefix then
+    redis.call('HDEL', key, field)
+    removed = removed + 1
+  end
+end
+return removed
+",
+    )
+});

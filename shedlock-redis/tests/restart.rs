@@ -351,6 +351,84 @@ async fn each_operation_is_one_evalsha() {
     );
 }
 
+/// Counted by the server: a recorded release with history is one `EVALSHA` too; inside it one
+/// `HMGET`, `TIME` and `HSET` (as the plain release), then `LPUSH`, `LTRIM` and, with a
+/// `max_age`, one `LINDEX` for the oldest entry.
+#[tokio::test]
+async fn release_run_with_history_is_one_evalsha() {
+    use shedlock_core::jobs::{HistoryPolicy, RunOutcome, RunReport};
+    let Some(server) = PrivateRedis::start().await else {
+        return;
+    };
+    let p = RedisLockProvider::builder(server.url().as_str())
+        .call_timeout(CALL_TIMEOUT)
+        .history(HistoryPolicy::keep(5).max_age(Duration::from_hours(1)))
+        .connect()
+        .await
+        .expect("connect to the private server");
+    let minute = Duration::from_mins(1);
+    let run = RunReport::new(Utc::now(), RunOutcome::Failed("no".into()));
+    // Load the scripts once (NOSCRIPT, SCRIPT LOAD, EVALSHA).
+    let warm = p.acquire("job", minute, "a").await.unwrap().expect("free");
+    assert!(p.release_run(&warm, Duration::ZERO, &run).await.unwrap());
+    let record = p.acquire("job", minute, "a").await.unwrap().expect("free");
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+
+    assert!(p.release_run(&record, Duration::ZERO, &run).await.unwrap());
+    let expected = [
+        ("evalsha", 1),
+        ("hmget", 1),
+        ("time", 1),
+        ("hset", 1),
+        ("lpush", 1),
+        ("ltrim", 1),
+        ("lindex", 1),
+    ];
+    assert_eq!(
+        command_counts(&server).await,
+        expected
+            .map(|(c, n)| (c.to_owned(), n))
+            .into_iter()
+            .collect(),
+    );
+}
+
+/// The server's own `CLUSTER KEYSLOT` (a private server with cluster mode on): each lock's
+/// history key is in its lock key's hash slot, whatever braces the prefix and name hold.
+#[tokio::test]
+async fn history_keys_are_in_the_lock_keys_slot_by_the_servers_count() {
+    let Some(server) = PrivateRedis::start_with(&["--cluster-enabled", "yes"]).await else {
+        return;
+    };
+    let slot = |key: Vec<u8>| {
+        let server = &server;
+        async move {
+            match server
+                .command(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+                .await
+            {
+                redis::Value::Int(n) => n,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    for prefix in ["shedlock:", "{jobs}:", "a{", "}x{", "{}", "p{}q{r}:"] {
+        let p = RedisLockProvider::builder(server.url().as_str())
+            .key_prefix(prefix)
+            .build()
+            .unwrap();
+        for name in [
+            "report", "{", "}", "{}", "}{", "a{b}c", "{{}}", "x}y", "{x", "ü{✓}",
+        ] {
+            assert_eq!(
+                slot(p.history_key(name)).await,
+                slot(p.key(name)).await,
+                "{prefix:?} {name:?}"
+            );
+        }
+    }
+}
+
 /// A `tracing` writer into a shared buffer, to read what `connect` logged.
 #[derive(Clone, Default)]
 struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

@@ -113,6 +113,7 @@ impl Shared {
     }
 
     fn publish(&self, new: LeaderState) {
+        crate::observe::leader(self.name(), matches!(new, LeaderState::Leader { .. }));
         self.state.send_if_modified(|state| {
             if *state == new {
                 return false;

@@ -19,6 +19,7 @@ use crate::drain::stop_window;
 use crate::error::Error;
 use crate::executor::{LockGuard, catch_unwind_future};
 use crate::fire::{Fire, FireClaim};
+use crate::jobs::RunReport;
 use crate::latch::LeaderTerm;
 use crate::observe;
 use crate::outage::millis;
@@ -451,6 +452,11 @@ async fn run(
     };
     let started = shared.clock.store_now();
     let started_at = Instant::now();
+    // Until the body ends, a release (the drain's) records the run as cancelled.
+    handle.lease().set_run(
+        RunReport::new(fire.at(), RunOutcome::Cancelled),
+        &shared.recording_fails,
+    );
     Counters::bump(&job.counters.runs);
     observe::fire(&job.name, "run");
     tracing::info!(token = ?handle.fencing_token(), catch_up, "running");
@@ -486,6 +492,10 @@ async fn run(
     .await;
     let took = started_at.elapsed();
     observe::task_duration(handle.name(), took);
+    handle.lease().set_run(
+        RunReport::new(fire.at(), outcome.clone()),
+        &shared.recording_fails,
+    );
     let _ = guard.release().await;
     let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     match &outcome {
@@ -504,13 +514,30 @@ async fn run(
             "run cancelled"
         ),
     }
+    let ended = shared.clock.store_now();
+    let failures = &job.counters.consecutive_failures;
+    let failed = match &outcome {
+        RunOutcome::Succeeded => {
+            failures.store(0, Ordering::Relaxed);
+            0
+        }
+        outcome if outcome.is_failure() => failures.fetch_add(1, Ordering::Relaxed) + 1,
+        _ => failures.load(Ordering::Relaxed),
+    };
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "Unix seconds with their fraction"
+    )]
+    let succeeded_at =
+        (outcome == RunOutcome::Succeeded).then(|| ended.timestamp_micros() as f64 / 1e6);
+    observe::run_ended(&job.name, outcome.kind(), took, failed, succeeded_at);
     *job.counters
         .last_run
         .lock()
         .unwrap_or_else(PoisonError::into_inner) = Some(LastRun {
         fire: fire.at(),
         started,
-        ended: shared.clock.store_now(),
+        ended,
         outcome,
     });
 }

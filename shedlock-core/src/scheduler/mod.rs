@@ -8,7 +8,10 @@ mod job_loop;
 mod ledger;
 mod lost;
 mod on_held;
+mod publish;
 mod spec;
+#[cfg(test)]
+mod state_tests;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -25,6 +28,7 @@ use tokio::time::{Instant, sleep_until};
 
 pub use job::{Job, JobOutput, RunContext};
 pub use on_held::OnHeld;
+pub use publish::{DEFINITIONS_HEARTBEAT, DEFINITIONS_TTL};
 pub use spec::JobSpec;
 pub use status::{JobStatus, LastRun, RunOutcome};
 
@@ -141,6 +145,8 @@ struct Shared {
     require_store: AtomicBool,
     stopping: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// A run's release failed to record it: logged once until one succeeds again.
+    recording_fails: Arc<AtomicBool>,
 }
 
 struct Entry {
@@ -196,6 +202,7 @@ impl Scheduler {
                 require_store: AtomicBool::new(false),
                 stopping: watch::channel(false).0,
                 tasks: Mutex::new(Vec::new()),
+                recording_fails: Arc::new(AtomicBool::new(false)),
             }),
         }
     }
@@ -320,6 +327,15 @@ impl Scheduler {
     /// the jobs run under plain locks, with a warning. Without jobs, or on such a store, it
     /// checks the store as [`check`](Self::check) does.
     ///
+    /// Once started, it publishes its jobs' definitions ([`JobSpec`]s) to the store under its
+    /// owner id, then every [`DEFINITIONS_HEARTBEAT`], each entry standing for
+    /// [`DEFINITIONS_TTL`] ([`LockProvider::publish_definitions`]): operators' tools
+    /// (`shedlock jobs`) show the schedules without the application. A job added later is
+    /// published at the next heartbeat. A store that keeps no definitions is skipped, and a
+    /// failing publish never stops a job.
+    ///
+    /// [`LockProvider::publish_definitions`]: crate::provider::LockProvider::publish_definitions
+    ///
     /// # Errors
     ///
     /// - A store that is set up wrong: [`Error::is_missing_table`], [`Error::is_schema`], or
@@ -379,6 +395,12 @@ impl Scheduler {
         for job in jobs {
             self.spawn(job);
         }
+        let publishing = tokio::spawn(publish::publish_loop(self.shared.clone()));
+        self.shared
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(publishing);
         Ok(())
     }
 

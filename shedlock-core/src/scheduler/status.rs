@@ -73,6 +73,8 @@ pub(crate) struct Counters {
     pub(crate) store_errors: AtomicU64,
     pub(crate) next_fire: Mutex<Option<DateTime<Utc>>>,
     pub(crate) last_run: Mutex<Option<LastRun>>,
+    /// This replica's failed runs since its last success (for the metric).
+    pub(crate) consecutive_failures: AtomicU64,
 }
 
 impl Counters {

@@ -29,6 +29,10 @@ pub enum Operation {
     Holder,
     /// [`LockProvider::claim_fire`].
     ClaimFire,
+    /// The recording part of [`LockProvider::release_run`]: a fault here fails it before the
+    /// inner store is asked (its caller then releases plainly). A [`Release`](Self::Release)
+    /// fault applies to `release_run` too, as to any release.
+    Record,
 }
 
 /// What a [`FaultyProvider`] does instead of (or after) the real call.
@@ -64,7 +68,7 @@ pub enum Fault {
 pub struct FaultyProvider<P> {
     inner: P,
     faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
-    calls: [AtomicUsize; 5],
+    calls: [AtomicUsize; 6],
 }
 
 impl<P: LockProvider> FaultyProvider<P> {
@@ -197,6 +201,12 @@ impl<P: LockProvider> LockProvider for FaultyProvider<P> {
         at_least: Duration,
         run: &RunReport,
     ) -> Result<bool> {
+        // Counted once per recorded release; only a fault of `Fail` is meaningful here.
+        if self.take_fault(Operation::Record).is_some() {
+            return Err(Error::backend_message(
+                "record failed (injected fault)".to_owned(),
+            ));
+        }
         self.call(
             Operation::Release,
             self.inner.release_run(record, at_least, run),

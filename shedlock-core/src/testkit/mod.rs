@@ -1,6 +1,6 @@
 //! Tools for testing lock stores (feature `testkit`): the provider [`ConformanceSuite`], the
-//! [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin), and [`FaultyProvider`], a wrapper
-//! that fails or hangs on demand.
+//! [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin), the [`JobStateSuite`] for the job
+//! state a store records, and [`FaultyProvider`], a wrapper that fails or hangs on demand.
 //!
 //! # Checking a store
 //!
@@ -46,6 +46,9 @@ pub use faulty::{Fault, FaultyProvider, Operation};
 
 mod cases;
 mod fire;
+mod jobs;
+
+pub use jobs::JobStateSuite;
 
 type CaseResult = std::result::Result<(), String>;
 

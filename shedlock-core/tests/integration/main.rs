@@ -7,4 +7,5 @@ mod admin;
 mod conformance;
 mod drain;
 mod executor;
+mod jobs;
 mod old_paths;

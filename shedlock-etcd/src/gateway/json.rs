@@ -37,6 +37,14 @@ impl Txn {
         self
     }
 
+    /// `mod_revision(key) < revision` (a missing key's is 0): not written since `revision`.
+    pub(crate) fn mod_below(mut self, key: &[u8], revision: i64) -> Self {
+        self.compare.push(json!({
+            "key": b64(key), "target": "MOD", "result": "LESS", "mod_revision": revision.to_string()
+        }));
+        self
+    }
+
     /// The key does not exist.
     pub(crate) fn absent(mut self, key: &[u8]) -> Self {
         self.compare.push(json!({
@@ -60,6 +68,36 @@ impl Txn {
         }
         self.success.push(json!({ "request_put": put }));
         self
+    }
+
+    /// A put whose previous value is not wanted back.
+    pub(crate) fn then_set(mut self, key: &[u8], value: &[u8], lease: Option<i64>) -> Self {
+        let mut put = json!({ "key": b64(key), "value": b64(value) });
+        if let Some(lease) = lease {
+            put["lease"] = json!(lease.to_string());
+        }
+        self.success.push(json!({ "request_put": put }));
+        self
+    }
+
+    /// A delete whose previous value is not wanted back.
+    pub(crate) fn then_remove(mut self, key: &[u8]) -> Self {
+        self.success
+            .push(json!({ "request_delete_range": { "key": b64(key) } }));
+        self
+    }
+
+    /// A nested transaction (etcd 3.3 and later): applied in the same revision as this one's
+    /// other operations, its own compares deciding only its own operations.
+    pub(crate) fn then_txn(mut self, nested: &Self) -> Self {
+        self.success.push(json!({ "request_txn": nested.body() }));
+        self
+    }
+
+    /// How many operations its success branch holds (etcd's `--max-txn-ops`, 128 by default,
+    /// bounds it).
+    pub(crate) fn ops(&self) -> usize {
+        self.success.len()
     }
 
     pub(crate) fn then_get(mut self, key: &[u8]) -> Self {
@@ -123,6 +161,8 @@ pub(crate) struct KeyValue {
     pub(crate) key: Blob,
     pub(crate) value: Blob,
     pub(crate) mod_revision: Int,
+    /// How many times the key was put since it was created (0: it does not exist).
+    pub(crate) version: Int,
     pub(crate) lease: Int,
 }
 
@@ -183,6 +223,13 @@ pub(crate) struct PutResponse {
 #[serde(default)]
 pub(crate) struct DeleteResponse {
     pub(crate) prev_kvs: Vec<KeyValue>,
+}
+
+/// The answer of a delete of a range.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct DeleteRangeResponse {
+    pub(super) deleted: Int,
 }
 
 #[derive(Debug, Default, Deserialize)]

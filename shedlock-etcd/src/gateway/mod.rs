@@ -22,7 +22,7 @@ use crate::endpoint::{Credentials, Endpoints};
 
 mod json;
 
-use json::{Failure, LeaseGrantResponse, LeaseTimeToLiveResponse};
+use json::{DeleteRangeResponse, Failure, LeaseGrantResponse, LeaseTimeToLiveResponse};
 pub(crate) use json::{KeyValue, Lease, RangeResponse, Txn, TxnResponse, b64};
 
 /// The connector: with `tls-rustls`, rustls for `https://` members and plain TCP for `http://`.
@@ -466,6 +466,21 @@ impl Gateway {
             body["range_end"] = json!(b64(end));
         }
         self.post("/v3/kv/range", &body, false, deadline).await
+    }
+
+    /// Deletes every key in `[key, range_end)`; how many there were. Safe to send again (a
+    /// repeat deletes nothing more, and only its own count is lost).
+    pub(crate) async fn delete_range(
+        &self,
+        key: &[u8],
+        range_end: &[u8],
+        deadline: Instant,
+    ) -> Result<i64, GatewayError> {
+        let body = json!({ "key": b64(key), "range_end": b64(range_end) });
+        let answer: DeleteRangeResponse = self
+            .post("/v3/kv/deleterange", &body, false, deadline)
+            .await?;
+        Ok(answer.deleted.0)
     }
 
     pub(crate) async fn txn(

@@ -1,13 +1,16 @@
-//! The provider's [`LockAdmin`] operations: list the locks, read one, unlock or force-unlock one.
+//! The provider's [`LockAdmin`] operations: list the locks, read one, unlock or force-unlock one;
+//! list and forget published job definitions.
 
 use async_trait::async_trait;
 use shedlock_core::{
     Result,
     admin::{LockAdmin, LockEntry},
+    jobs::{Definition, DefinitionEntry},
     provider::LockRecord,
 };
 
-use super::record::decode_value;
+use super::from_millis;
+use super::record::{DefinitionValue, decode_value};
 use super::{EtcdLockProvider, Read, now};
 use crate::gateway::Txn;
 use crate::key::{self, HOLD, REC};
@@ -15,7 +18,8 @@ use crate::key::{self, HOLD, REC};
 #[async_trait]
 impl LockAdmin for EtcdLockProvider {
     /// One range read over the prefix. Times are the writers' clock estimates (etcd has no
-    /// wall clock); whether a lock is held is etcd's own answer.
+    /// wall clock); whether a lock is held is etcd's own answer. Each entry carries its job
+    /// state (a default one when no run was recorded).
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let deadline = self.deadline();
         let prefix = self.prefix.as_bytes();
@@ -35,10 +39,12 @@ impl LockAdmin for EtcdLockProvider {
                 if let Ok(value) = decode_value(&kv) {
                     read.rec = Some((kv, value));
                 }
-            } else if which == HOLD
-                && let Ok(value) = decode_value(&kv)
-            {
-                read.hold = Some((kv, value));
+            } else if which == HOLD {
+                if let Ok(value) = decode_value(&kv) {
+                    read.hold = Some((kv, value));
+                }
+            } else {
+                read.state.take(which, &kv);
             }
         }
         Ok(reads
@@ -47,7 +53,7 @@ impl LockAdmin for EtcdLockProvider {
             .collect())
     }
 
-    /// One range read of the lock's two keys.
+    /// One range read of the lock's keys (with its job state).
     async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
         let keys = self.lock_keys(name)?;
         let read = self
@@ -116,6 +122,54 @@ impl LockAdmin for EtcdLockProvider {
             Ok(None)
         };
         run.await.map_err(|e| self.failed("force_unlock", name, e))
+    }
+
+    /// The definitions replicas published that their leases still hold, sorted by job, then
+    /// replica: one range read. `published` and `expires` are the publishing replica's clock
+    /// estimates; the entry ends with its lease, on the etcd leader's clock.
+    async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
+        let start = key::definitions_prefix(&self.prefix);
+        let answer = self
+            .gateway
+            .range(&start, Some(&key::prefix_end(&start)), self.deadline())
+            .await
+            .map_err(|e| self.failed_at("definitions", "list the job definitions", e))?;
+        let mut entries: Vec<DefinitionEntry> = answer
+            .kvs
+            .iter()
+            .filter_map(|kv| decode_value::<DefinitionValue>(kv).ok())
+            .map(|v| {
+                DefinitionEntry::new(
+                    Definition::new(v.job, v.lock_name, v.spec),
+                    v.replica,
+                    v.version,
+                    from_millis(v.published_ms),
+                    from_millis(v.expires_ms),
+                )
+            })
+            .collect();
+        entries
+            .sort_by(|a, b| (&a.definition.job, &a.replica).cmp(&(&b.definition.job, &b.replica)));
+        Ok(entries)
+    }
+
+    /// One delete of the range of `job`'s definition keys (every replica's); the count is
+    /// etcd's. A delete whose reply was lost is sent again to another member, and then counts
+    /// only what was left.
+    async fn forget(&self, job: &str) -> Result<u64> {
+        let start = key::job_definitions_prefix(&self.prefix, job);
+        let deleted = self
+            .gateway
+            .delete_range(&start, &key::prefix_end(&start), self.deadline())
+            .await
+            .map_err(|e| {
+                self.failed_at(
+                    "forget",
+                    &format!("forget the definitions of job {job:?}"),
+                    e,
+                )
+            })?;
+        Ok(u64::try_from(deleted).unwrap_or(0))
     }
 
     /// etcd has no schema: `None`.

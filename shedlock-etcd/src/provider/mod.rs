@@ -8,9 +8,10 @@ use chrono::{DateTime, SubsecRound as _, Utc};
 use shedlock_core::{
     Error, Result,
     admin::LockEntry,
+    jobs::{JobState, RunEntry, RunOutcome},
     provider::{
-        Fire, FireClaim, LockProvider, LockRecord, fire_decision, validate_at_least,
-        validate_at_most, validate_name,
+        Definition, Fire, FireClaim, LockProvider, LockRecord, RunReport, fire_decision,
+        validate_at_least, validate_at_most, validate_name,
     },
 };
 use tokio::time::Instant;
@@ -26,7 +27,10 @@ mod record;
 mod tests;
 
 pub use builder::EtcdLockProviderBuilder;
-use record::{FireValue, HoldValue, RecValue, decode_value, encode_value, hold_value};
+use record::{
+    DefinitionValue, FireValue, HoldValue, RecValue, RunValue, SuccessValue, decode_value,
+    encode_value, hold_value,
+};
 
 /// The key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "shedlock/";
@@ -83,6 +87,50 @@ struct Read {
     rec: Option<(KeyValue, RecValue)>,
     hold: Option<(KeyValue, HoldValue)>,
     fire: Option<(KeyValue, FireValue)>,
+    /// The job state's keys ([`release_run`](LockProvider::release_run)); a value that cannot be
+    /// read counts as absent.
+    state: StateRead,
+}
+
+/// A lock's job state keys as read.
+#[derive(Default)]
+struct StateRead {
+    run: Option<RunValue>,
+    /// The failures key's version: the consecutive failures.
+    failures: i64,
+    success: Option<SuccessValue>,
+}
+
+impl StateRead {
+    /// Takes `kv` if it is one of the state keys (`which` as [`key::parse_key`] names them).
+    fn take(&mut self, which: &[u8], kv: &KeyValue) {
+        if which == key::RUN {
+            self.run = decode_value(kv).ok();
+        } else if which == key::FAILURES {
+            self.failures = kv.version.0;
+        } else if which == key::SUCCESS {
+            self.success = decode_value(kv).ok();
+        }
+    }
+
+    fn state(self, name: &str) -> JobState {
+        let last_run = self.run.and_then(|run| {
+            let outcome = RunOutcome::from_parts(&run.outcome, run.error.as_deref())?;
+            Some(RunEntry::new(
+                name,
+                DateTime::from_timestamp_micros(run.fire_us)?,
+                run.runner,
+                from_millis(run.started_ms),
+                from_millis(run.ended_ms),
+                outcome,
+            ))
+        });
+        JobState::new(
+            last_run,
+            self.success.map(|s| from_millis(s.at_ms)),
+            u32::try_from(self.failures.max(0)).unwrap_or(u32::MAX),
+        )
+    }
 }
 
 /// An acquisition about to be made: see [`EtcdLockProvider::taking`].
@@ -143,6 +191,11 @@ impl EtcdLockProvider {
     }
 
     fn failed(&self, op: &'static str, name: &str, error: GatewayError) -> Error {
+        self.failed_at(op, &format!("{op} lock {name:?}"), error)
+    }
+
+    /// The error of operation `op`, described as `what` (`"release lock \"x\""`).
+    fn failed_at(&self, op: &'static str, what: &str, error: GatewayError) -> Error {
         match error {
             GatewayError::Timeout => Error::timeout(op, self.call_timeout),
             GatewayError::ReplyLost { .. } => {
@@ -153,14 +206,12 @@ impl EtcdLockProvider {
                 } else {
                     "so the lock may be held by this owner until at_most"
                 };
-                Error::backend_message(format!("{op} lock {name:?} on etcd: {error}: {meaning}"))
+                Error::backend_message(format!("{what} on etcd: {error}: {meaning}"))
             }
             // Unreachable members (TLS failures among them) and authentication failures say all
             // in one line: what is wrong, on which member, what to change.
-            error if error.says_all() => {
-                Error::backend_message(format!("{op} lock {name:?} on etcd: {error}"))
-            }
-            error => Error::backend(format!("{op} lock {name:?} on etcd"), error),
+            error if error.says_all() => Error::backend_message(format!("{what} on etcd: {error}")),
+            error => Error::backend(format!("{what} on etcd"), error),
         }
     }
 
@@ -186,6 +237,13 @@ impl EtcdLockProvider {
                 read.hold = Some(decode_value(&kv)?).map(|v| (kv, v));
             } else if kv.key.0 == keys.fire {
                 read.fire = Some(decode_value(&kv)?).map(|v| (kv, v));
+            } else if let Some(which) = kv
+                // The job state's keys: what follows `{prefix}{name}` (`/last-run`, …).
+                .key
+                .0
+                .strip_prefix(base.strip_suffix(b"/").unwrap_or(base))
+            {
+                read.state.take(which, &kv);
             }
         }
         Ok(read)
@@ -311,13 +369,20 @@ impl EtcdLockProvider {
         Ok(Some(record.clone().with_lock_until(lock_until)))
     }
 
+    /// The release; with `state`, the job state's writes ride in its transaction, nested
+    /// ([`state_txn`](Self::state_txn)).
     async fn do_release(
         &self,
         keys: &LockKeys,
         token: i64,
         at_least: Duration,
+        state: Option<&Txn>,
         deadline: Instant,
     ) -> Result<bool, GatewayError> {
+        let with_state = |txn: Txn| match state {
+            Some(state) => txn.then_txn(state),
+            None => txn,
+        };
         let mut hold_for = Duration::ZERO;
         if !at_least.is_zero() {
             // How long ago the acquisition was, by the etcd leader's clock: its first lease's
@@ -333,10 +398,12 @@ impl EtcdLockProvider {
             hold_for = at_least.saturating_sub(elapsed);
         }
         if hold_for.is_zero() {
-            let txn = Txn::default()
-                .mod_is(&keys.rec, token)
-                .then_get(&keys.rec)
-                .then_delete(&keys.hold);
+            let txn = with_state(
+                Txn::default()
+                    .mod_is(&keys.rec, token)
+                    .then_get(&keys.rec)
+                    .then_delete(&keys.hold),
+            );
             let answer = self.gateway.txn(&txn, deadline).await?;
             if answer.succeeded {
                 self.revoke_previous(&answer, None, deadline).await;
@@ -346,10 +413,12 @@ impl EtcdLockProvider {
         let start = now();
         let lease = self.gateway.grant(ttl_secs(hold_for), deadline).await?;
         let until = start + chrono_duration(hold_for);
-        let txn = Txn::default()
-            .mod_is(&keys.rec, token)
-            .then_get(&keys.rec)
-            .then_put(&keys.hold, &hold_value(until), Some(lease.id));
+        let txn = with_state(
+            Txn::default()
+                .mod_is(&keys.rec, token)
+                .then_get(&keys.rec)
+                .then_put(&keys.hold, &hold_value(until), Some(lease.id)),
+        );
         let answer = self.gateway.txn(&txn, deadline).await?;
         if answer.succeeded {
             self.revoke_previous(&answer, Some(lease.id), deadline)
@@ -358,6 +427,42 @@ impl EtcdLockProvider {
             self.cleanup(lease.id, deadline).await;
         }
         Ok(answer.succeeded)
+    }
+
+    /// The writes of a run's job state, as a transaction nested in the release's (which holds
+    /// them to the release's guard): `if last-run was not written since the acquisition then
+    /// put last-run`, and for a success `delete failures, put last-success`, for a failure or a
+    /// panic `put failures` (its version, the puts since its last delete, is the count). The
+    /// compare makes a repeat of an applied release (its reply lost, sent again) record nothing
+    /// twice: the acquisition's record was written at revision `token`, so a last-run written
+    /// since is this acquisition's.
+    fn state_txn(keys: &LockKeys, token: i64, record: &LockRecord, run: &RunReport) -> Txn {
+        let outcome = run.outcome.clone().capped();
+        let ended = now();
+        let value = RunValue {
+            fire_us: run.fire.timestamp_micros(),
+            runner: record.owner().to_owned(),
+            started_ms: record.locked_at().timestamp_millis(),
+            ended_ms: ended.timestamp_millis(),
+            outcome: outcome.kind().to_owned(),
+            error: outcome.error().map(str::to_owned),
+        };
+        let txn = Txn::default().mod_below(&keys.run, token).then_set(
+            &keys.run,
+            &encode_value(&value),
+            None,
+        );
+        match outcome {
+            RunOutcome::Succeeded => txn.then_remove(&keys.failures).then_set(
+                &keys.success,
+                &encode_value(&SuccessValue {
+                    at_ms: ended.timestamp_millis(),
+                }),
+                None,
+            ),
+            outcome if outcome.is_failure() => txn.then_set(&keys.failures, b"", None),
+            _ => txn,
+        }
     }
 
     /// One look at the lock's keys and, when the fire is claimable by this replica's clock, one
@@ -434,8 +539,10 @@ impl EtcdLockProvider {
     /// The entry of a lock as read; `None` when it has no keys. While the hold exists the lock
     /// is held (etcd's answer); its `lock_until` is the writer's estimate, kept after
     /// `store_now`. A hold whose record was deleted by hand still shows (owner
-    /// [`UNKNOWN_OWNER`], no token), so that operators see what blocks the name.
+    /// [`UNKNOWN_OWNER`], no token), so that operators see what blocks the name. The entry
+    /// carries the job state its keys keep (a default one when no run was recorded).
     fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
+        let state = read.state.state(&name);
         let lock_until = match &read.hold {
             Some((_, hold)) => {
                 from_millis(hold.until_ms).max(store_now + chrono::Duration::milliseconds(1))
@@ -452,7 +559,7 @@ impl EtcdLockProvider {
             }
             None => return None,
         };
-        Some(LockEntry::new(record, store_now, None))
+        Some(LockEntry::new(record, store_now, None).with_state(state))
     }
 }
 
@@ -495,9 +602,89 @@ impl LockProvider for EtcdLockProvider {
         validate_at_least(at_least)?;
         let token = Self::token(record, "release")?;
         let deadline = self.deadline();
-        self.do_release(&keys, token, at_least, deadline)
+        self.do_release(&keys, token, at_least, None, deadline)
             .await
             .map_err(|e| self.failed("release", record.name(), e))
+    }
+
+    /// The release, with the run's job state written by a transaction nested in the release's
+    /// (see the crate docs): the same round trips as [`release`](Self::release), and nothing
+    /// written when the record is no longer this acquisition's. No history (etcd keeps none).
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        let keys = self.lock_keys(record.name())?;
+        validate_at_least(at_least)?;
+        let token = Self::token(record, "release")?;
+        let state = Self::state_txn(&keys, token, record, run);
+        let deadline = self.deadline();
+        self.do_release(&keys, token, at_least, Some(&state), deadline)
+            .await
+            .map_err(|e| self.failed("release", record.name(), e))
+    }
+
+    /// A lease grant of `ttl` (whole seconds, rounded up; etcd's minimum applies) and one
+    /// transaction putting each definition's key on it (one per 64 definitions). The lease ends
+    /// the entries: etcd deletes them when it runs out unless a later publish moved them to its
+    /// own lease, so expired entries of every replica go by themselves. The previous publish's
+    /// lease, holding no key then, runs out by itself.
+    async fn publish_definitions(
+        &self,
+        replica: &str,
+        version: &str,
+        definitions: &[Definition],
+        ttl: Duration,
+    ) -> Result<()> {
+        /// Puts per transaction, well below etcd's default `--max-txn-ops` (128).
+        const CHUNK: usize = 64;
+        if definitions.is_empty() {
+            return Ok(());
+        }
+        let deadline = self.deadline();
+        let run = async {
+            let published = now();
+            let lease = self.gateway.grant(ttl_secs(ttl), deadline).await?;
+            let expires = published + chrono::Duration::seconds(lease.ttl.max(ttl_secs(ttl)));
+            // One entry per job: a later duplicate replaces an earlier one (etcd refuses a
+            // transaction that puts one key twice).
+            let entries: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = definitions
+                .iter()
+                .map(|d| {
+                    let value = DefinitionValue {
+                        job: d.job.clone(),
+                        lock_name: d.lock_name.clone(),
+                        spec: d.spec.clone(),
+                        replica: replica.to_owned(),
+                        version: version.to_owned(),
+                        published_ms: published.timestamp_millis(),
+                        expires_ms: expires.timestamp_millis(),
+                    };
+                    (
+                        key::definition_key(&self.prefix, &d.job, replica),
+                        encode_value(&value),
+                    )
+                })
+                .collect();
+            let entries: Vec<_> = entries.into_iter().collect();
+            for chunk in entries.chunks(CHUNK) {
+                let txn = chunk.iter().fold(Txn::default(), |txn, (k, v)| {
+                    txn.then_set(k, v, Some(lease.id))
+                });
+                debug_assert!(txn.ops() <= CHUNK);
+                self.gateway.txn(&txn, deadline).await?;
+            }
+            Ok(())
+        };
+        run.await.map_err(|e| {
+            self.failed_at(
+                "publish_definitions",
+                &format!("publish the definitions of replica {replica:?}"),
+                e,
+            )
+        })
     }
 
     /// One range read of the lock's keys; when the fire is claimable, a lease grant and one
@@ -574,7 +761,7 @@ fn micros_ceil(t: DateTime<Utc>) -> DateTime<Utc> {
     }
 }
 
-fn from_millis(ms: i64) -> DateTime<Utc> {
+pub(super) fn from_millis(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
 }
 

@@ -1,5 +1,5 @@
-//! The JSON values the provider writes in a lock's keys (record, hold, fire), and their
-//! encoding.
+//! The JSON values the provider writes in a lock's keys (record, hold, fire, job state) and in
+//! definition keys, and their encoding.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,39 @@ pub(super) struct HoldValue {
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct FireValue {
     pub(super) at_us: i64,
+}
+
+/// The last-run key's value: the job's last recorded run. Times are the clients' clocks, in
+/// milliseconds (the fire in microseconds, as the fire key keeps it).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct RunValue {
+    pub(super) fire_us: i64,
+    pub(super) runner: String,
+    pub(super) started_ms: i64,
+    pub(super) ended_ms: i64,
+    /// [`RunOutcome::kind`](shedlock_core::jobs::RunOutcome::kind).
+    pub(super) outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) error: Option<String>,
+}
+
+/// The last-success key's value: when the job's last successful run ended (client clock).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct SuccessValue {
+    pub(super) at_ms: i64,
+}
+
+/// A definition key's value: one replica's definition of one job, and when it published it and
+/// until when it stands (the client's clock; etcd ends it with its lease).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct DefinitionValue {
+    pub(super) job: String,
+    pub(super) lock_name: String,
+    pub(super) spec: String,
+    pub(super) replica: String,
+    pub(super) version: String,
+    pub(super) published_ms: i64,
+    pub(super) expires_ms: i64,
 }
 
 pub(super) fn encode_value<T: Serialize>(value: &T) -> Vec<u8> {

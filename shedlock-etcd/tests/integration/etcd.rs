@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use shedlock_core::jobs::{Definition, RunOutcome, RunReport};
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor, admin::LockAdmin,
@@ -531,4 +532,34 @@ async fn round_trips_per_operation_match_the_docs() {
     take();
     assert!(p.release(&fresh, Duration::ZERO).await.unwrap());
     assert_eq!(take(), [txn], "a release without at_least, never extended");
+
+    // Job state rides in the release's transaction; definitions are a grant and a transaction.
+    let report = RunReport::new(chrono::Utc::now(), RunOutcome::Failed("x".into()));
+    let run = p.acquire("run", at_most, "a").await.unwrap().unwrap();
+    take();
+    assert!(p.release_run(&run, Duration::ZERO, &report).await.unwrap());
+    assert_eq!(take(), [txn], "a recorded release: as a release");
+    let run = p.acquire("run", at_most, "a").await.unwrap().unwrap();
+    take();
+    assert!(
+        p.release_run(&run, Duration::from_secs(5), &report)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        take(),
+        [range, ttl, grant, txn],
+        "a recorded release with at_least ahead: as a release"
+    );
+    p.list().await.unwrap();
+    assert_eq!(take(), [range], "list, with the job state");
+    let defs = [Definition::new("run", "run", "{}")];
+    p.publish_definitions("a", "1", &defs, at_most)
+        .await
+        .unwrap();
+    assert_eq!(take(), [grant, txn], "publish definitions");
+    p.definitions().await.unwrap();
+    assert_eq!(take(), [range], "definitions");
+    assert_eq!(p.forget("run").await.unwrap(), 1);
+    assert_eq!(take(), ["/v3/kv/deleterange"], "forget");
 }

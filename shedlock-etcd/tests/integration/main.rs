@@ -7,3 +7,4 @@ mod support;
 
 mod cluster;
 mod etcd;
+mod jobs;
