@@ -511,13 +511,22 @@ macro_rules! server_store {
             (provider, table)
         }
 
+        /// Drops the lock table and the definitions and history tables made with it.
         async fn drop_table(url: &str, table: &str) {
-            ::shedlock_sqlx::sqlx::Executor::execute(
-                &pool(url).await,
-                ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")),
-            )
-            .await
-            .expect("drop table");
+            let pool = pool(url).await;
+            for suffix in ["", "_jobs", "_history"] {
+                // A quoted name (`schema`.`table`) takes the suffix inside its last quotes.
+                let name = match table.strip_suffix(['`', '"']) {
+                    Some(bare) => format!("{bare}{suffix}{}", &table[bare.len()..]),
+                    None => format!("{table}{suffix}"),
+                };
+                ::shedlock_sqlx::sqlx::Executor::execute(
+                    &pool,
+                    ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {name}")),
+                )
+                .await
+                .expect("drop table");
+            }
         }
 
         $(#[$doc])*
