@@ -59,6 +59,7 @@ where
     definitions_are_published_listed_and_expire(db, &p, &table).await;
     replicas_that_disagree_are_both_listed_and_forgotten(&p).await;
     odd_names_round_trip(&p).await;
+    many_definitions_are_published_at_once(db, &p, &table).await;
     long_names_are_rejected(db, &p).await;
     history_keeps_the_newest(db, generic, &table).await;
     history_prunes_by_age(db, generic, &table).await;
@@ -263,6 +264,27 @@ async fn odd_names_round_trip<P: LockAdmin>(p: &P) {
     assert_eq!(p.definitions().await.expect("list").len(), 2);
     assert_eq!(p.forget(job).await.expect("forget"), 1);
     assert_eq!(p.forget(&job.to_uppercase()).await.expect("forget"), 1);
+}
+
+/// More jobs than one multi-row upsert takes (100 on MySQL and SQLite), republished with one
+/// changed, in one call each.
+async fn many_definitions_are_published_at_once<P: LockAdmin>(db: &Db<P>, p: &P, table: &str) {
+    let mut defs: Vec<_> = (0..250)
+        .map(|i| Definition::new(format!("job-{i:03}"), format!("lock-{i}"), "{}"))
+        .collect();
+    p.publish_definitions("many", "1", &defs, Duration::from_mins(5))
+        .await
+        .expect("publish");
+    defs[199] = Definition::new("job-199", "lock-199", r#"{"changed":true}"#);
+    p.publish_definitions("many", "2", &defs, Duration::from_mins(5))
+        .await
+        .expect("publish again");
+    let listed = p.definitions().await.expect("list");
+    assert_eq!(listed.len(), 250);
+    assert!(listed.iter().all(|e| e.version == "2"));
+    let listed: Vec<_> = listed.into_iter().map(|e| e.definition).collect();
+    assert_eq!(listed, defs, "in job order, the last publish's");
+    (db.exec)(format!("DELETE FROM {table}_jobs")).await;
 }
 
 async fn long_names_are_rejected<P: LockAdmin>(db: &Db<P>, p: &P) {
@@ -538,12 +560,17 @@ fn the_migrations_hold_the_built_in_ddl() {
 
 /// A [`Db`] on a sqlx pool.
 macro_rules! db_on_pool {
-    ($pool:expr, $provider:ty, $hour_ago:expr, $longest:expr) => {{
+    ($pool:expr, $provider:ty, $hour_ago:expr, $longest:expr) => {
+        db_on_pool!($pool, $provider, $hour_ago, $longest, false)
+    };
+    ($pool:expr, $provider:ty, $hour_ago:expr, $longest:expr, $pooler:expr) => {{
         let pool = $pool;
         let (p1, p2, p3) = (pool.clone(), pool.clone(), pool.clone());
         Db {
             provider: Box::new(move |table: &str, history: Option<HistoryPolicy>| {
-                let b = <$provider>::builder(p1.clone()).table(table);
+                let b = <$provider>::builder(p1.clone())
+                    .table(table)
+                    .transaction_pooler($pooler);
                 match history {
                     Some(policy) => b.history(policy),
                     None => b,
@@ -630,4 +657,27 @@ async fn sqlite_keeps_definitions_and_history() {
         None
     );
     every_check(&db, crate::SqliteLockProvider::generic).await;
+}
+
+/// Behind a transaction pooler the statements go unnamed, and a transaction of several is the
+/// pooler's unit: the same checks pass (MySQL's publish and history writes are transactions).
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn mysql_keeps_definitions_and_history_behind_a_transaction_pooler() {
+    let Some(url) = testing::mysql_url() else {
+        return;
+    };
+    let pool = crate::MySqlLockProvider::pool_options()
+        .connect(&url)
+        .await
+        .expect("connect");
+    let db = db_on_pool!(
+        pool,
+        crate::MySqlLockProvider,
+        "TIMESTAMPADD(HOUR, -1, UTC_TIMESTAMP(3))",
+        Some(56),
+        true
+    );
+    every_check(&db, crate::MySqlLockProvider::generic).await;
 }
