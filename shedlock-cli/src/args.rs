@@ -13,9 +13,9 @@ const EXIT_CODES: &str = "\
 Exit status:
   0  done
   1  refused, nothing changed: the lock changed hands since it was shown, is not held, is a
-     leader election (pass --election), or there is no such lock
-  2  usage or connection error (bad option, URL, unreachable database, missing table); the
-     message says what to fix
+     leader election (pass --election), or there is no such lock or job
+  2  usage or connection error (bad option, URL, unreachable database, missing table, a
+     table without the job-state columns); the message says what to fix
 
 Database URLs: postgres://user@host/db, mysql://user@host/db (MySQL and MariaDB),
 sqlite://path/to/file.db (sqlite://file.db?mode=rwc creates the file), redis://host:6379,
@@ -199,6 +199,47 @@ pub(crate) enum Command {
     /// Creates the lock table unless it exists.
     #[command(override_usage = "shedlock create-table [OPTIONS]")]
     CreateTable,
+    /// Lists the jobs the replicas publish and the jobs whose lock rows recorded runs: JOB
+    /// SCHEDULE NEXT LAST RUN OUTCOME FAILURES LAST SUCCESS HELD REPLICAS, by the database's
+    /// clock. Replicas publishing different specs of a job are named below the table.
+    #[command(override_usage = "shedlock jobs [--failing] [--json] [OPTIONS]")]
+    Jobs {
+        /// Only failing jobs: the last counted run failed or panicked.
+        #[arg(long)]
+        failing: bool,
+        /// JSON for scripts: an array of objects with every field at full precision.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The recorded runs of a job, newest first: FIRE RUNNER STARTED DURATION OUTCOME ERROR.
+    /// Runs are kept where the replicas turn history on.
+    #[command(
+        override_usage = "shedlock history <JOB> [--limit <N>] [--failed] [--json] [OPTIONS]"
+    )]
+    History {
+        /// The job's name (or its lock's name, for a job no replica publishes now).
+        job: String,
+        /// At most this many runs.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
+        limit: u32,
+        /// Only runs that failed or panicked (among the newest 1000, or --limit if more).
+        #[arg(long)]
+        failed: bool,
+        /// JSON for scripts: an array of runs.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes a job's published definitions (every replica's), for a job that no replica runs
+    /// any more. A replica still running it publishes it again at its next heartbeat. Its lock
+    /// row and history stay.
+    #[command(override_usage = "shedlock forget <JOB> [--json] [OPTIONS]")]
+    Forget {
+        /// The job's name.
+        job: String,
+        /// JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -258,6 +299,18 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("shedlock").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn history_limits_are_whole_numbers_from_one() {
+        let cli = parse(&["history", "report"]).expect("valid");
+        assert!(matches!(cli.command, Command::History { limit: 20, .. }));
+        for bad in ["0", "-1", "x", "10001"] {
+            let err = parse(&["history", "report", "--limit", bad]).expect_err(bad);
+            assert_eq!(err.exit_code(), 2, "{bad}");
+        }
+        assert!(parse(&["history"]).is_err(), "a job is required");
+        assert!(parse(&["forget"]).is_err(), "a job is required");
     }
 
     #[test]

@@ -3,12 +3,14 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use shedlock_core::{
     admin::{
         LockEntry, election_owner_id,
-        model::{LeaderView, LockView},
+        model::{ForgetView, JobView, LeaderView, LockView, RunView},
     },
+    jobs::DefinitionEntry,
     provider::LockRecord,
 };
 
@@ -94,7 +96,221 @@ pub(crate) async fn run(
                 store.table
             ))
         }
+        Command::Jobs { failing, json } => jobs(store, failing, json, output).await,
+        Command::History {
+            job,
+            limit,
+            failed,
+            json,
+        } => history(store, &job, limit, failed, json, output).await,
+        Command::Forget { job, json } => forget(store, &job, json, output).await,
     }
+}
+
+/// A job command's store error: one the store words for job state (a missing table or column
+/// says what to run) as it is, any other as the lock commands word it.
+fn job_failure(store: &Store, error: &shedlock_core::Error) -> Failure {
+    if error.is_unsupported() {
+        Failure::usage(format!(
+            "this store does not record job state ({}); the job commands need a store that \
+             does",
+            crate::failure::causes(error)
+        ))
+    } else if error.is_missing_table() || error.is_schema() {
+        Failure::usage(crate::failure::causes(error))
+    } else {
+        store.failure(error)
+    }
+}
+
+/// Stops with the statements to run when the store lacks what job state needs.
+async fn require_job_state(store: &Store) -> Result<(), Failure> {
+    match store.admin.missing_ddl().await {
+        Ok(None) => Ok(()),
+        Ok(Some(ddl)) => Err(Failure::usage(format!(
+            "{} lacks what job state needs; run this to record job state:\n{}",
+            store.table,
+            ddl.trim_end()
+        ))),
+        // The reads below say what the store cannot do.
+        Err(e) if e.is_unsupported() => Ok(()),
+        Err(e) => Err(job_failure(store, &e)),
+    }
+}
+
+/// What the job commands read: the published definitions and the lock rows, and the store's
+/// now (the rows'; the local clock when there are none).
+async fn read_jobs(
+    store: &Store,
+) -> Result<(Vec<DefinitionEntry>, Vec<LockEntry>, DateTime<Utc>), Failure> {
+    require_job_state(store).await?;
+    let definitions = store
+        .admin
+        .definitions()
+        .await
+        .map_err(|e| job_failure(store, &e))?;
+    let entries = list(store, false).await?;
+    let now = entries.first().map_or_else(Utc::now, LockEntry::store_now);
+    Ok((definitions, entries, now))
+}
+
+/// Refuses a job name that cannot be one, before asking the store.
+fn check_job_name(job: &str) -> Result<(), Failure> {
+    if job.trim().is_empty() {
+        return Err(Failure::usage(
+            "the job name is empty; `shedlock jobs` lists the names",
+        ));
+    }
+    if job.chars().any(char::is_control) {
+        return Err(Failure::usage(format!(
+            "the job name {job:?} has a control character; `shedlock jobs` lists the names"
+        )));
+    }
+    Ok(())
+}
+
+/// No job named `job`: the names there are, at most 20 of them.
+fn unknown_job(store: &Store, job: &str, known: &[String]) -> Failure {
+    let longest = store.admin.max_name_len();
+    let note = if job.chars().count() > longest {
+        format!(" (it is longer than the {longest} characters a lock name can have here)")
+    } else {
+        String::new()
+    };
+    let names = if known.is_empty() {
+        "no job is known: no replica publishes one and no lock row recorded a run".to_owned()
+    } else {
+        let shown: Vec<String> = known.iter().take(20).map(|n| format!("{n:?}")).collect();
+        let more = match known.len().saturating_sub(20) {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
+        format!("the jobs are {}{more}", shown.join(", "))
+    };
+    Failure::refused(format!(
+        "there is no job named {job:?}{note}; {names} (`{}` lists them)",
+        store.invocation.command("jobs", None, &[])
+    ))
+}
+
+async fn jobs(
+    store: &Store,
+    failing: bool,
+    json: bool,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
+    let (definitions, entries, now) = read_jobs(store).await?;
+    let mut jobs = JobView::collect(&definitions, &entries, now);
+    if failing {
+        jobs.retain(JobView::is_failing);
+    }
+    if json {
+        output.json(&jobs)
+    } else if jobs.is_empty() && failing {
+        output.print("no failing jobs\n")
+    } else {
+        output.print(&render::jobs_table(&jobs, &store.invocation))
+    }
+}
+
+/// How many runs `history --failed` looks through at least.
+const FAILED_SCAN: usize = 1000;
+
+async fn history(
+    store: &Store,
+    job: &str,
+    limit: u32,
+    failed: bool,
+    json: bool,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
+    check_job_name(job)?;
+    let (definitions, entries, now) = read_jobs(store).await?;
+    let lock_name = match definitions.iter().find(|d| d.definition.job == job) {
+        Some(d) => d.definition.lock_name.clone(),
+        None if entries.iter().any(|e| e.record().name() == job) => job.to_owned(),
+        None => {
+            let known: Vec<String> = JobView::collect(&definitions, &entries, now)
+                .into_iter()
+                .map(|j| j.job)
+                .collect();
+            return Err(unknown_job(store, job, &known));
+        }
+    };
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let read = if failed {
+        limit.max(FAILED_SCAN)
+    } else {
+        limit
+    };
+    let runs = store.admin.history(&lock_name, read).await.map_err(|e| {
+        if e.is_unsupported() {
+            Failure::usage(format!(
+                "this store keeps no run history; `{}` shows each job's last run",
+                store.invocation.command("jobs", None, &[])
+            ))
+        } else {
+            job_failure(store, &e)
+        }
+    })?;
+    let runs: Vec<RunView> = runs
+        .iter()
+        .map(RunView::from)
+        .filter(|r| !failed || r.is_failure())
+        .take(limit)
+        .collect();
+    if json {
+        return output.json(&runs);
+    }
+    let of = if lock_name == job {
+        format!("{job:?}")
+    } else {
+        format!("{job:?} (lock {lock_name:?})")
+    };
+    if runs.is_empty() {
+        return output.print(&if failed {
+            format!("no failed runs among the newest {read} recorded for {of}\n")
+        } else {
+            format!(
+                "no runs recorded for {of}; runs are kept where the replicas' store turns \
+                 history on\n"
+            )
+        });
+    }
+    output.print(&render::history_table(&runs, now))
+}
+
+async fn forget(
+    store: &Store,
+    job: &str,
+    json: bool,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
+    check_job_name(job)?;
+    require_job_state(store).await?;
+    let definitions = store
+        .admin
+        .definitions()
+        .await
+        .map_err(|e| job_failure(store, &e))?;
+    if !definitions.iter().any(|d| d.definition.job == job) {
+        let mut known: Vec<String> = definitions.into_iter().map(|d| d.definition.job).collect();
+        known.dedup();
+        return Err(unknown_job(store, job, &known));
+    }
+    let removed = store
+        .admin
+        .forget(job)
+        .await
+        .map_err(|e| job_failure(store, &e))?;
+    if json {
+        return output.json(&ForgetView::new(job, removed));
+    }
+    output.print(&format!(
+        "forgot {job:?}: removed {removed} definition{} (one per replica); a replica still \
+         running it publishes it again at its next heartbeat\n",
+        if removed == 1 { "" } else { "s" }
+    ))
 }
 
 async fn list(store: &Store, held: bool) -> Result<Vec<LockEntry>, Failure> {
@@ -369,6 +585,7 @@ mod tests {
     use std::time::Duration;
 
     use clap::Parser;
+    use shedlock_core::jobs::{Definition, JobState, RunEntry, RunOutcome};
     use shedlock_core::{InMemoryLockProvider, admin::LockAdmin, provider::LockProvider};
 
     use super::*;
@@ -639,5 +856,395 @@ mod tests {
         let ddl = exec(&store, &["ddl"]).await;
         assert_eq!(exit(&ddl), Exit::Usage, "memory has no table");
         assert_eq!(exit(&exec(&store, &["create-table"]).await), Exit::Done);
+    }
+
+    /// A store that records job state: the in-memory store's rows, with states, definitions and
+    /// history kept here.
+    struct JobStore {
+        mem: InMemoryLockProvider,
+        states: Vec<(String, JobState)>,
+        definitions: std::sync::Mutex<Vec<DefinitionEntry>>,
+        runs: Vec<RunEntry>,
+        missing: Option<String>,
+        /// Whether it answers the job-state calls (a store that does not answers unsupported).
+        supported: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl LockProvider for JobStore {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> shedlock_core::Result<Option<LockRecord>> {
+            self.mem.acquire(name, at_most, owner).await
+        }
+
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> shedlock_core::Result<Option<LockRecord>> {
+            self.mem.extend(record, at_most).await
+        }
+
+        async fn release(
+            &self,
+            record: &LockRecord,
+            at_least: Duration,
+        ) -> shedlock_core::Result<bool> {
+            self.mem.release(record, at_least).await
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl LockAdmin for JobStore {
+        async fn list(&self) -> shedlock_core::Result<Vec<LockEntry>> {
+            Ok(self
+                .mem
+                .list()
+                .await?
+                .into_iter()
+                .map(|e| {
+                    let state = self
+                        .states
+                        .iter()
+                        .find(|(n, _)| n == e.record().name())
+                        .map(|(_, s)| s.clone())
+                        .unwrap_or_default();
+                    e.with_state(state)
+                })
+                .collect())
+        }
+
+        async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
+            Ok(self.missing.clone())
+        }
+
+        async fn definitions(&self) -> shedlock_core::Result<Vec<DefinitionEntry>> {
+            if !self.supported {
+                return Err(shedlock_core::Error::unsupported("definitions"));
+            }
+            Ok(self.definitions.lock().expect("not poisoned").clone())
+        }
+
+        async fn history(
+            &self,
+            lock_name: &str,
+            limit: usize,
+        ) -> shedlock_core::Result<Vec<RunEntry>> {
+            Ok(self
+                .runs
+                .iter()
+                .filter(|r| r.lock_name == lock_name)
+                .take(limit)
+                .cloned()
+                .collect())
+        }
+
+        async fn forget(&self, job: &str) -> shedlock_core::Result<u64> {
+            let mut defs = self.definitions.lock().expect("not poisoned");
+            let before = defs.len();
+            defs.retain(|d| d.definition.job != job);
+            Ok(u64::try_from(before - defs.len()).unwrap_or(u64::MAX))
+        }
+    }
+
+    const ODD: &str = "it's a \"job\" – ünïcode";
+
+    /// A store with three jobs: `report` (lock `report-lock`, failing, published by two
+    /// replicas that disagree), `sync` (fine) and ODD (a name with quotes, spaces, unicode).
+    async fn job_store(missing: Option<&str>) -> (Arc<JobStore>, Store) {
+        let mem = InMemoryLockProvider::new();
+        let now = chrono::Utc::now();
+        for name in ["report-lock", "sync", ODD] {
+            let r = mem
+                .acquire(name, Duration::from_mins(1), "pod-1")
+                .await
+                .expect("acquire")
+                .expect("free");
+            mem.release(&r, Duration::ZERO).await.expect("release");
+        }
+        let run = |lock: &str, secs: i64, outcome: RunOutcome| {
+            let at = now - chrono::Duration::seconds(secs);
+            RunEntry::new(
+                lock,
+                at,
+                "pod-1",
+                at,
+                at + chrono::Duration::seconds(2),
+                outcome,
+            )
+        };
+        // Newest first, as stores answer.
+        let runs = vec![
+            run(
+                "report-lock",
+                60,
+                RunOutcome::Failed("no route to host\nat line 2".into()),
+            ),
+            run("report-lock", 120, RunOutcome::Panicked),
+            run("report-lock", 180, RunOutcome::Succeeded),
+            run("sync", 60, RunOutcome::Succeeded),
+            run(ODD, 60, RunOutcome::Succeeded),
+        ];
+        let state = |lock: &str| {
+            let mut of: Vec<RunEntry> = runs
+                .iter()
+                .filter(|r| r.lock_name == lock)
+                .cloned()
+                .collect();
+            of.reverse();
+            of.into_iter().fold(JobState::default(), JobState::after)
+        };
+        let states = ["report-lock", "sync", ODD]
+            .map(|l| (l.to_owned(), state(l)))
+            .to_vec();
+        let def = |job: &str, lock: &str, replica: &str, spec: &str| {
+            DefinitionEntry::new(
+                Definition::new(job, lock, spec),
+                replica,
+                "0.2.0",
+                now,
+                now + chrono::Duration::seconds(30),
+            )
+        };
+        let definitions = vec![
+            def(
+                "report",
+                "report-lock",
+                "pod-1",
+                r#"{"name":"report","lock_name":"report-lock","cron":"0 0 3 * * *","zone":"Europe/Berlin"}"#,
+            ),
+            def(
+                "report",
+                "report-lock",
+                "pod-2",
+                r#"{"name":"report","lock_name":"report-lock","cron":"0 0 4 * * *","zone":"Europe/Berlin"}"#,
+            ),
+            def("sync", "sync", "pod-1", r#"{"name":"sync","every":"5m"}"#),
+        ];
+        let jobs = Arc::new(JobStore {
+            mem,
+            states,
+            definitions: std::sync::Mutex::new(definitions),
+            runs,
+            missing: missing.map(str::to_owned),
+            supported: true,
+        });
+        let store = Store {
+            admin: jobs.clone(),
+            table: "jobs".into(),
+            invocation: crate::invocation::Invocation::default(),
+        };
+        (jobs, store)
+    }
+
+    fn message(run: &Run) -> String {
+        run.result
+            .as_ref()
+            .err()
+            .map(|f| f.message.clone())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn jobs_lists_every_job_and_its_json_says_the_same() {
+        let (_, store) = job_store(None).await;
+        let run = exec(&store, &["jobs"]).await;
+        assert_eq!(exit(&run), Exit::Done, "{:?}", run.result);
+        let lines: Vec<&str> = run.out.lines().collect();
+        assert!(lines[0].starts_with("JOB "), "{}", run.out);
+        assert!(lines[1].starts_with(ODD), "{}", run.out);
+        assert!(
+            lines[2].starts_with("report (lock report-lock)")
+                && lines[2].contains("at 03:00 every day (Europe/Berlin)")
+                && lines[2].contains("failed")
+                && lines[2].contains("2 (specs differ)"),
+            "{}",
+            run.out
+        );
+        assert!(
+            lines[3].starts_with("sync ") && lines[3].contains("every 5 minutes"),
+            "{}",
+            run.out
+        );
+        assert!(
+            run.out
+                .contains("\"report\": its replicas publish different specs:\n  pod-1: at 03:00"),
+            "{}",
+            run.out
+        );
+        assert!(
+            run.out
+                .contains("  pod-2: at 04:00 every day (Europe/Berlin)"),
+            "{}",
+            run.out
+        );
+        assert!(
+            run.out.contains(
+                "\"report\": 2 failures in a row, the last failed: no route to host …; see \
+                 `shedlock history report`"
+            ),
+            "{}",
+            run.out
+        );
+
+        let json = exec(&store, &["jobs", "--json"]).await;
+        let views: Vec<JobView> = serde_json::from_str(&json.out).expect("JobViews");
+        let names: Vec<&str> = views.iter().map(|v| v.job.as_str()).collect();
+        assert_eq!(names, [ODD, "report", "sync"]);
+        assert_eq!(views[1].consecutive_failures, 2);
+        assert_eq!(
+            views[1].last_run.as_ref().and_then(|r| r.error.as_deref()),
+            Some("no route to host\nat line 2")
+        );
+
+        let failing = exec(&store, &["jobs", "--failing", "--json"]).await;
+        let views: Vec<JobView> = serde_json::from_str(&failing.out).expect("JobViews");
+        assert_eq!(views.len(), 1);
+        assert_eq!(views[0].job, "report");
+        let failing = exec(&store, &["jobs", "--failing"]).await;
+        assert_eq!(failing.out.lines().count(), 2 + 4 + 2, "{}", failing.out);
+    }
+
+    #[tokio::test]
+    async fn history_maps_a_job_to_its_lock_and_filters() {
+        let (_, store) = job_store(None).await;
+        let run = exec(&store, &["history", "report"]).await;
+        assert_eq!(exit(&run), Exit::Done, "{:?}", run.result);
+        let lines: Vec<&str> = run.out.lines().collect();
+        assert_eq!(lines.len(), 4, "{}", run.out);
+        assert!(
+            lines[0].starts_with("FIRE ") && lines[0].ends_with("ERROR"),
+            "{}",
+            run.out
+        );
+        assert!(
+            lines[1].contains("failed") && lines[1].ends_with("no route to host …"),
+            "{}",
+            run.out
+        );
+        assert!(
+            lines[2].contains("panicked") && lines[2].ends_with('-'),
+            "{}",
+            run.out
+        );
+        assert!(lines[1].contains(" 2s "), "{}", run.out);
+
+        let limited = exec(&store, &["history", "report", "--limit", "1", "--json"]).await;
+        let runs: Vec<RunView> = serde_json::from_str(&limited.out).expect("RunViews");
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].outcome, "failed");
+        let failed = exec(&store, &["history", "report", "--failed", "--json"]).await;
+        let runs: Vec<RunView> = serde_json::from_str(&failed.out).expect("RunViews");
+        let outcomes: Vec<&str> = runs.iter().map(|r| r.outcome.as_str()).collect();
+        assert_eq!(outcomes, ["failed", "panicked"]);
+
+        // A lock name no definition names is taken as the job's.
+        let by_lock = exec(&store, &["history", ODD]).await;
+        assert_eq!(exit(&by_lock), Exit::Done, "{:?}", by_lock.result);
+        assert_eq!(by_lock.out.lines().count(), 2, "{}", by_lock.out);
+        let none = exec(&store, &["history", "sync", "--failed"]).await;
+        assert_eq!(
+            none.out,
+            "no failed runs among the newest 1000 recorded for \"sync\"\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_and_bad_job_names_are_clear_errors() {
+        let (_, store) = job_store(None).await;
+        let long = "n".repeat(70);
+        for job in ["nope", "it's", "a b", long.as_str()] {
+            for command in ["history", "forget"] {
+                let run = exec(&store, &[command, job]).await;
+                assert_eq!(exit(&run), Exit::Refused, "{command} {job}");
+                let message = message(&run);
+                assert!(
+                    message.starts_with(&format!("there is no job named {job:?}")),
+                    "{message}"
+                );
+                assert!(message.contains("\"report\""), "{message}");
+                assert!(message.contains("`shedlock jobs` lists them"), "{message}");
+            }
+        }
+        let run = exec(&store, &["history", &long]).await;
+        assert!(
+            message(&run).contains("longer than the 64 characters"),
+            "{}",
+            message(&run)
+        );
+        for job in ["", " ", "a\nb"] {
+            let run = exec(&store, &["history", job]).await;
+            assert_eq!(exit(&run), Exit::Usage, "{job:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn forget_removes_a_jobs_definitions() {
+        let (jobs, store) = job_store(None).await;
+        let run = exec(&store, &["forget", "report"]).await;
+        assert_eq!(exit(&run), Exit::Done, "{:?}", run.result);
+        assert!(
+            run.out
+                .starts_with("forgot \"report\": removed 2 definitions"),
+            "{}",
+            run.out
+        );
+        assert!(
+            jobs.definitions
+                .lock()
+                .expect("ok")
+                .iter()
+                .all(|d| d.definition.job != "report")
+        );
+        let again = exec(&store, &["forget", "sync", "--json"]).await;
+        let view: ForgetView = serde_json::from_str(&again.out).expect("a ForgetView");
+        assert_eq!(view, ForgetView::new("sync", 1));
+        // The row still records its state: the job is listed, its schedule unknown.
+        let listed = exec(&store, &["jobs"]).await;
+        assert!(
+            listed
+                .out
+                .lines()
+                .any(|l| l.starts_with("report-lock ") && l.contains(" unknown ")),
+            "{}",
+            listed.out
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_without_job_state_says_what_to_run() {
+        let (_, store) = job_store(Some("ALTER TABLE jobs ADD COLUMN last_outcome TEXT;")).await;
+        for args in [&["jobs"][..], &["history", "report"], &["forget", "report"]] {
+            let run = exec(&store, args).await;
+            assert_eq!(exit(&run), Exit::Usage, "{args:?}");
+            assert_eq!(
+                message(&run),
+                "jobs lacks what job state needs; run this to record job state:\nALTER TABLE \
+                 jobs ADD COLUMN last_outcome TEXT;"
+            );
+        }
+        let unsupported = Store {
+            admin: Arc::new(JobStore {
+                mem: InMemoryLockProvider::new(),
+                states: Vec::new(),
+                definitions: std::sync::Mutex::new(Vec::new()),
+                runs: Vec::new(),
+                missing: None,
+                supported: false,
+            }),
+            table: "jobs".into(),
+            invocation: crate::invocation::Invocation::default(),
+        };
+        let run = exec(&unsupported, &["jobs"]).await;
+        assert_eq!(exit(&run), Exit::Usage);
+        assert!(
+            message(&run).starts_with("this store does not record job state"),
+            "{}",
+            message(&run)
+        );
     }
 }

@@ -6,12 +6,15 @@
 //! $ shedlock list
 //! $ shedlock show nightly-report
 //! $ shedlock unlock nightly-report --owner pod-7:1:ab12cd --locked-at 2026-12-01T20:31:02.123456Z --token 17
+//! $ shedlock jobs --failing
+//! $ shedlock history sync-invoices --failed
 //! ```
 //!
 //! Exit codes: 0 done; 1 refused, nothing changed (the lock changed hands since it was shown,
-//! is not held, is an election, or does not exist); 2 usage or connection error. Each failure is
-//! one line on stderr saying what to fix. See `shedlock --help` and the README's "Operating
-//! locks".
+//! is not held, is an election, or does not exist; no such job); 2 usage or connection error
+//! (also: a store without job state, for the job commands). Each failure is one line on stderr
+//! saying what to fix, followed by the statements to run where job state needs them. See
+//! `shedlock --help` and the README's "Operating locks".
 
 mod args;
 mod command;

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use shedlock_core::admin::model::{LockState, LockView};
+use shedlock_core::admin::model::{JobView, LockState, LockView, RunView, ScheduleView};
 use shedlock_core::admin::{LockEntry, election_owner_id};
 
 use crate::invocation::Invocation;
@@ -97,11 +97,19 @@ pub(crate) fn table(entries: &[LockEntry]) -> String {
         ]);
     }
     let columns = if fires { 7 } else { 6 };
+    let rows: Vec<Vec<String>> = rows.into_iter().map(|r| r[..columns].to_vec()).collect();
+    aligned(&rows)
+}
+
+/// Rows as aligned columns, three spaces apart; the last column is not padded and no line ends
+/// in white space.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let mut line = String::new();
         for (c, width) in widths.iter().enumerate() {
             if c + 1 == columns {
@@ -114,6 +122,164 @@ pub(crate) fn table(entries: &[LockEntry]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A value for one table cell: control characters (a line break in a name or an error) escaped,
+/// so that each row stays one line.
+fn cell(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// An error text for a table: its first line, cut to `max` characters with `…`.
+fn short(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut cut = cell(line);
+    let more = text.lines().nth(1).is_some();
+    if cut.chars().count() > max {
+        cut = cut.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+    } else if more {
+        cut.push_str(" …");
+    }
+    cut
+}
+
+/// A job's name for a table: with its lock's name where that differs.
+fn job_name(job: &JobView) -> String {
+    if job.job == job.lock_name {
+        cell(&job.job)
+    } else {
+        format!("{} (lock {})", cell(&job.job), cell(&job.lock_name))
+    }
+}
+
+/// A schedule in words, or as written, or `unknown` (no replica publishes the job).
+fn schedule(view: &ScheduleView) -> String {
+    view.schedule_words
+        .clone()
+        .or_else(|| view.schedule.as_ref().map(|s| format!("cron {s}")))
+        .map_or_else(|| "unknown".to_owned(), |s| cell(&s))
+}
+
+/// `jobs`: one aligned row per job, then a line per job whose replicas disagree and per failing
+/// job.
+pub(crate) fn jobs_table(jobs: &[JobView], invocation: &Invocation) -> String {
+    if jobs.is_empty() {
+        return "no jobs\n".to_owned();
+    }
+    let mut rows = vec![
+        [
+            "JOB",
+            "SCHEDULE",
+            "NEXT",
+            "LAST RUN",
+            "OUTCOME",
+            "FAILURES",
+            "LAST SUCCESS",
+            "HELD",
+            "REPLICAS",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    let dash = || "-".to_owned();
+    for job in jobs {
+        let now = job.store_now;
+        let ago = |t: Option<DateTime<Utc>>| t.map_or_else(dash, |t| relative(t, now));
+        let last = job.last_run.as_ref();
+        rows.push(vec![
+            job_name(job),
+            schedule(&job.schedule),
+            ago(job.next_fire),
+            ago(last.map(|r| r.ended)),
+            last.map_or_else(dash, |r| r.outcome.clone()),
+            if job.state_recorded {
+                job.consecutive_failures.to_string()
+            } else {
+                dash()
+            },
+            ago(job.last_success),
+            if job.held { "yes" } else { "no" }.to_owned(),
+            match (job.replicas.len(), job.disagreeing) {
+                (n, true) => format!("{n} (specs differ)"),
+                (n, false) => n.to_string(),
+            },
+        ]);
+    }
+    let mut out = aligned(&rows);
+    for job in jobs.iter().filter(|j| j.disagreeing) {
+        let _ = writeln!(
+            out,
+            "\n{:?}: its replicas publish different specs:",
+            job.job
+        );
+        for spec in &job.specs {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                spec.replicas
+                    .iter()
+                    .map(|r| cell(r))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                schedule(&spec.schedule)
+            );
+        }
+    }
+    for job in jobs.iter().filter(|j| j.is_failing()) {
+        let last = job.last_run.as_ref();
+        let what = match last.and_then(|r| r.error.as_deref()) {
+            Some(error) => format!("failed: {}", short(error, 100)),
+            None => last.map_or_else(|| "failed".to_owned(), |r| r.outcome.clone()),
+        };
+        let _ = writeln!(
+            out,
+            "\n{:?}: {} failure{} in a row, the last {what}; see `{}`",
+            job.job,
+            job.consecutive_failures,
+            if job.consecutive_failures == 1 {
+                ""
+            } else {
+                "s"
+            },
+            invocation.command("history", Some(&job.job), &[])
+        );
+    }
+    out
+}
+
+/// `history`: one aligned row per run, newest first.
+pub(crate) fn history_table(runs: &[RunView], now: DateTime<Utc>) -> String {
+    let mut rows = vec![
+        ["FIRE", "RUNNER", "STARTED", "DURATION", "OUTCOME", "ERROR"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for run in runs {
+        rows.push(vec![
+            timestamp(run.fire),
+            cell(&run.runner),
+            relative(run.started, now),
+            human(Duration::from_millis(run.duration_ms)),
+            run.outcome.clone(),
+            run.error
+                .as_deref()
+                .map_or_else(|| "-".to_owned(), |e| short(e, 80)),
+        ]);
+    }
+    aligned(&rows)
 }
 
 /// The safe unlock command for exactly this acquisition, on the store `invocation` reaches.
@@ -325,5 +491,147 @@ mod tests {
         assert_eq!(value["fencing_token"], 42);
         assert_eq!(value["last_fire"], serde_json::Value::Null);
         assert_eq!(value["election"], false);
+    }
+
+    fn jobs_sample() -> Vec<JobView> {
+        use shedlock_core::jobs::{Definition, DefinitionEntry, JobState, RunEntry, RunOutcome};
+        let def = |job: &str, replica: &str, spec: &str| {
+            DefinitionEntry::new(
+                Definition::new(job, job, spec),
+                replica,
+                "0.2.0",
+                at(-5, 0),
+                at(25, 0),
+            )
+        };
+        let definitions = [
+            def(
+                "nightly-report",
+                "pod-7:1:ab12cd",
+                r#"{"name":"nightly-report","cron":"0 0 3 * * *","zone":"Europe/Berlin"}"#,
+            ),
+            def(
+                "nightly-report",
+                "pod-8:1:ef34ab",
+                r#"{"name":"nightly-report","cron":"0 0 3 * * *","zone":"Europe/Berlin"}"#,
+            ),
+            def(
+                "sync-invoices",
+                "pod-7:1:ab12cd",
+                r#"{"name":"sync-invoices","every":"5m"}"#,
+            ),
+            def(
+                "sync-invoices",
+                "pod-8:1:ef34ab",
+                r#"{"name":"sync-invoices","every":"5m"}"#,
+            ),
+        ];
+        let run = |lock: &str, ago: i64, took: i64, outcome| {
+            RunEntry::new(
+                lock,
+                at(-ago, 0),
+                "pod-8:1:ef34ab",
+                at(-ago, 0),
+                at(-ago + took, 0),
+                outcome,
+            )
+        };
+        let failing = JobState::default()
+            .after(run("sync-invoices", 900, 2, RunOutcome::Succeeded))
+            .after(run(
+                "sync-invoices",
+                600,
+                31,
+                RunOutcome::Failed("connect to billing:443: connection refused".into()),
+            ))
+            .after(run(
+                "sync-invoices",
+                300,
+                30,
+                RunOutcome::Failed("connect to billing:443: connection refused".into()),
+            ));
+        let fine =
+            JobState::default().after(run("nightly-report", 58_000, 252, RunOutcome::Succeeded));
+        let row = |name: &str| {
+            LockEntry::new(
+                LockRecord::new(name, "pod-8:1:ef34ab", at(-300, 0), at(-270, 0)),
+                at(0, 0),
+                None,
+            )
+        };
+        let entries = [
+            row("nightly-report").with_state(fine),
+            row("sync-invoices").with_state(failing),
+        ];
+        JobView::collect(&definitions, &entries, at(0, 0))
+    }
+
+    #[test]
+    fn the_jobs_table_is_aligned_and_names_failing_jobs() {
+        let out = jobs_table(&jobs_sample(), &Invocation::default());
+        println!("{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("JOB ") && lines[0].ends_with("REPLICAS"),
+            "{out}"
+        );
+        let col = |line: &str, word: &str| line.find(word).expect(word);
+        let schedule = col(lines[0], "SCHEDULE");
+        assert_eq!(col(lines[1], "at 03:00"), schedule, "{out}");
+        assert_eq!(col(lines[2], "every 5 minutes"), schedule, "{out}");
+        assert!(
+            lines[2].contains("failed") && lines[2].contains("4m30s ago"),
+            "{out}"
+        );
+        assert!(lines.iter().all(|l| l == &l.trim_end()), "{out:?}");
+        assert!(
+            out.ends_with(
+                "\n\"sync-invoices\": 2 failures in a row, the last failed: connect to \
+                 billing:443: connection refused; see `shedlock history sync-invoices`\n"
+            ),
+            "{out}"
+        );
+        assert_eq!(jobs_table(&[], &Invocation::default()), "no jobs\n");
+    }
+
+    #[test]
+    fn the_history_table_shows_one_line_per_run() {
+        use shedlock_core::jobs::{RunEntry, RunOutcome};
+        let runs = [
+            RunEntry::new(
+                "sync",
+                at(-300, 0),
+                "pod-8",
+                at(-300, 0),
+                at(-270, 0),
+                RunOutcome::Failed("a\nb".into()),
+            ),
+            RunEntry::new(
+                "sync",
+                at(-600, 0),
+                "pod-7",
+                at(-600, 0),
+                at(-599, 500_000),
+                RunOutcome::Succeeded,
+            ),
+        ]
+        .iter()
+        .map(RunView::from)
+        .collect::<Vec<_>>();
+        let out = history_table(&runs, at(0, 0));
+        println!("{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(
+            lines[1].starts_with("2025-12-01T20:08:20Z   pod-8    5m ago    30s "),
+            "{out}"
+        );
+        assert!(lines[1].ends_with("failed      a …"), "{out}");
+        assert!(
+            lines[2].contains("1s ") && lines[2].ends_with("succeeded   -"),
+            "{out}"
+        );
+        assert_eq!(cell("a\tb\u{7}"), "a\\tb\\u{7}");
+        assert_eq!(short(&"x".repeat(100), 10), format!("{}…", "x".repeat(9)));
     }
 }

@@ -9,6 +9,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_core::admin::model::{JobView, RunView};
+use shedlock_core::jobs::{Definition, HistoryPolicy, RunOutcome, RunReport, VERSION};
 use shedlock_core::{admin::LockAdmin, provider::LockRecord};
 use shedlock_sqlx::sqlx::{self, Executor as _};
 use shedlock_sqlx::{MySqlLockProvider, PgLockProvider, SqliteLockProvider, testing};
@@ -815,4 +817,235 @@ async fn operates_locks_on_etcd() {
         .expect("etcd");
     operate(&url, &provider, &["--key-prefix", &prefix]).await;
     printed_commands_run_as_printed(&url, &provider, &["--key-prefix", &prefix]).await;
+}
+
+/// A job name with quotes, spaces and non-ASCII letters.
+const ODD_JOB: &str = "it's a \"job\" – ünïcode";
+
+/// Whether `admin` lacks job state: no definitions, or no recorded release.
+async fn lacks_job_state(admin: &dyn LockAdmin) -> bool {
+    match admin.definitions().await {
+        Err(e) if e.is_unsupported() => return true,
+        other => drop(other.expect("definitions")),
+    }
+    let record = admin
+        .acquire("probe-job-state", MIN, HOLDER)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let report = RunReport::new(chrono::Utc::now(), RunOutcome::Succeeded);
+    match admin.release_run(&record, Duration::ZERO, &report).await {
+        Err(e) if e.is_unsupported() => {
+            admin
+                .release(&record, Duration::ZERO)
+                .await
+                .expect("release");
+            true
+        }
+        other => !other.expect("release_run"),
+    }
+}
+
+/// A table `table` on `db` that records job state; `None` (after a notice) while the store
+/// answers the job-state calls unsupported. On the way: a table lacking what job state needs
+/// makes `jobs` print the statements to run, and exit 2.
+async fn jobs_table(db: &Db, table: &str) -> Option<Arc<dyn LockAdmin>> {
+    let admin = db.admin(table);
+    admin.create_table().await.expect("create the table");
+    if let Some(ddl) = admin.missing_ddl().await.expect("missing_ddl") {
+        let run = shedlock(&db.url, &["jobs", "-t", table]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("run this to record job state:")
+                && run.stderr.contains(ddl.trim_end()),
+            "{}",
+            run.stderr
+        );
+        db.exec(ddl).await;
+    }
+    if lacks_job_state(&*admin).await {
+        println!("skipped: store lacks job state");
+        let run = shedlock(&db.url, &["jobs", "-t", table]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        return None;
+    }
+    Some(admin)
+}
+
+/// Records a failing run of the job `report` (lock `report-lock`) and a successful one of
+/// [`ODD_JOB`], and publishes both jobs.
+async fn record_jobs(admin: &dyn LockAdmin) {
+    let fire = chrono::Utc::now();
+    for (lock, outcome) in [
+        ("report-lock", RunOutcome::Failed(ODD_ERROR.into())),
+        (ODD_JOB, RunOutcome::Succeeded),
+    ] {
+        let record = admin
+            .acquire(lock, MIN, HOLDER)
+            .await
+            .expect("acquire")
+            .expect("free");
+        let report = RunReport::new(fire, outcome);
+        assert!(
+            admin
+                .release_run(&record, Duration::ZERO, &report)
+                .await
+                .expect("release_run")
+        );
+    }
+    let definitions = [
+        Definition::new(
+            "report",
+            "report-lock",
+            r#"{"name":"report","lock_name":"report-lock","cron":"0 0 3 * * *","zone":"Europe/Berlin"}"#,
+        ),
+        Definition::new(
+            ODD_JOB,
+            ODD_JOB,
+            format!("{{\"name\":{ODD_JOB:?},\"every\":\"5m\"}}"),
+        ),
+    ];
+    admin
+        .publish_definitions("pod-1:1:aa", VERSION, &definitions, MIN)
+        .await
+        .expect("publish");
+}
+
+/// An error text with quotes and a second line.
+const ODD_ERROR: &str = "it's \"broken\"\nsecond line";
+
+/// `jobs`, `history` and `forget` on the store at `url` (`scope`: its `--table` or
+/// `--key-prefix`), after [`record_jobs`]; `history` has rows where the store keeps history.
+fn check_jobs(url: &str, scope: &[&str], history_kept: bool) {
+    let with = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(scope);
+        shedlock(url, &all)
+    };
+    let out = with(&["jobs"]).ok();
+    let report_line = out
+        .lines()
+        .find(|l| l.starts_with("report (lock report-lock)"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        report_line.contains("at 03:00 every day (Europe/Berlin)")
+            && report_line.contains("failed"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(ODD_JOB) && l.contains("every 5 minutes")),
+        "{out}"
+    );
+    let views: Vec<JobView> =
+        serde_json::from_str(&with(&["jobs", "--json"]).ok()).expect("JobViews");
+    let names: Vec<&str> = views.iter().map(|v| v.job.as_str()).collect();
+    assert!(
+        names.contains(&"report") && names.contains(&ODD_JOB),
+        "{names:?}"
+    );
+    let failing: Vec<JobView> =
+        serde_json::from_str(&with(&["jobs", "--failing", "--json"]).ok()).expect("JobViews");
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert_eq!(failing[0].consecutive_failures, 1);
+    assert_eq!(
+        failing[0]
+            .last_run
+            .as_ref()
+            .and_then(|r| r.error.as_deref()),
+        Some(ODD_ERROR)
+    );
+
+    let history = with(&["history", "report"]).ok();
+    let runs: Vec<RunView> =
+        serde_json::from_str(&with(&["history", "report", "--json"]).ok()).expect("RunViews");
+    if history_kept {
+        assert!(history.starts_with("FIRE "), "{history}");
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0].error.as_deref(), Some(ODD_ERROR));
+        let line = history.lines().nth(1).unwrap_or_default();
+        assert!(line.ends_with("failed    it's \"broken\" …"), "{history}");
+        let ok: Vec<RunView> =
+            serde_json::from_str(&with(&["history", ODD_JOB, "--failed", "--json"]).ok())
+                .expect("RunViews");
+        assert!(ok.is_empty(), "{ok:?}");
+    } else {
+        assert!(
+            history.starts_with("no runs recorded for \"report\" (lock \"report-lock\")"),
+            "{history}"
+        );
+        assert!(runs.is_empty(), "{runs:?}");
+    }
+
+    let long = "n".repeat(70);
+    for job in ["nope", "a b", long.as_str()] {
+        for command in ["history", "forget"] {
+            let line = with(&[command, job]).fails(1);
+            assert!(line.contains(&format!("no job named {job:?}")), "{line}");
+            assert!(line.contains("\"report\""), "{line}");
+        }
+    }
+    let forgot = with(&["forget", ODD_JOB]).ok();
+    assert!(
+        forgot.starts_with(&format!("forgot {ODD_JOB:?}: removed 1 definition ")),
+        "{forgot}"
+    );
+    // Its lock row still records its run: listed, its schedule unknown.
+    let views: Vec<JobView> =
+        serde_json::from_str(&with(&["jobs", "--json"]).ok()).expect("JobViews");
+    let odd = views
+        .iter()
+        .find(|v| v.job == ODD_JOB)
+        .expect("listed by its row");
+    assert!(
+        odd.replicas.is_empty() && odd.schedule.schedule.is_none(),
+        "{odd:?}"
+    );
+}
+
+/// `jobs`, `history` and `forget` against SQLite with job state: a failing job, a job with an
+/// odd name, unknown and overlong names; and a Java table, which lacks job state. Skipped, with
+/// a notice, while the SQLite store answers the job-state calls unsupported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_history_and_forget_on_sqlite() {
+    let db = Db::sqlite().await;
+    db.exec(db.java_ddl("java_jobs")).await;
+    let java = shedlock(&db.url, &["jobs", "-t", "java_jobs"]);
+    assert_eq!(
+        java.code, 2,
+        "stdout: {}\nstderr: {}",
+        java.stdout, java.stderr
+    );
+    assert!(
+        java.stderr.contains("run this to record job state:")
+            || java.stderr.contains("does not record job state"),
+        "{}",
+        java.stderr
+    );
+    assert!(!java.stderr.contains("panicked"), "{}", java.stderr);
+
+    let table = "job_locks";
+    let Some(admin) = jobs_table(&db, table).await else {
+        return;
+    };
+    record_jobs(&*admin).await;
+    check_jobs(&db.url, &["-t", table], false);
+}
+
+/// The same on Redis, which keeps history here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn jobs_history_and_forget_on_redis() {
+    let Some(url) = shedlock_redis::testing::redis_url() else {
+        return;
+    };
+    let prefix = shedlock_redis::testing::unique_prefix("cli-jobs");
+    let provider = shedlock_redis::RedisLockProvider::builder(url.as_str())
+        .key_prefix(&prefix)
+        .history(HistoryPolicy::keep(10))
+        .connect()
+        .await
+        .expect("redis");
+    record_jobs(&provider).await;
+    check_jobs(&url, &["--key-prefix", &prefix], true);
 }

@@ -248,6 +248,55 @@ impl Schedule {
             }
         }
     }
+    /// The schedule in words, for operators' tools: `every 5 minutes`, `every hour at :15`,
+    /// `at 03:00 every day (Europe/Berlin)`, `at 09:30 Monday to Friday (UTC)`, `at 00:00 on the
+    /// last day of every month (UTC)`.
+    ///
+    /// A fixed rate is its period in the largest whole unit. A cron expression of a common shape
+    /// is worded here; any other is worded by the [`croner`] crate's `describe` (`at minute 0 and
+    /// 30, of hour 8-17 (UTC)`), or shown as the expression itself where that has no words. A
+    /// schedule that names wall times or days carries its zone in parentheses, since its fires
+    /// follow that zone's clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::Schedule;
+    ///
+    /// assert_eq!(Schedule::every(Duration::from_mins(5))?.describe(), "every 5 minutes");
+    /// assert_eq!(Schedule::cron("0 */15 * * * *")?.describe(), "every 15 minutes");
+    /// assert_eq!(
+    ///     Schedule::cron_in("0 0 3 * * *", "Europe/Berlin")?.describe(),
+    ///     "at 03:00 every day (Europe/Berlin)"
+    /// );
+    /// assert_eq!(
+    ///     Schedule::cron("0 30 9 * * MON-FRI")?.describe(),
+    ///     "at 09:30 Monday to Friday (UTC)"
+    /// );
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Rate { every_ms } => describe_rate(every_ms.unsigned_abs()),
+            Kind::Cron(c) => {
+                let (words, zoned) = describe_cron(&c.expression).unwrap_or_else(|| {
+                    let words = c.cron.describe();
+                    let words = words.trim().trim_end_matches('.');
+                    let mut chars = words.chars();
+                    let words = match chars.next() {
+                        Some(first) => first.to_lowercase().chain(chars).collect(),
+                        None => format!("cron {}", c.expression),
+                    };
+                    (words, true)
+                });
+                if zoned {
+                    format!("{words} ({})", c.zone.name())
+                } else {
+                    words
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Display for Schedule {
@@ -295,6 +344,183 @@ impl Schedule {
             Kind::Cron(c) => Some((&c.expression, c.zone.name())),
         }
     }
+}
+
+/// A fixed rate's period in words: `every minute`, `every 5 minutes`, `every 1500 milliseconds`.
+fn describe_rate(every_ms: u64) -> String {
+    const UNITS: [(u64, &str); 5] = [
+        (86_400_000, "day"),
+        (3_600_000, "hour"),
+        (60_000, "minute"),
+        (1_000, "second"),
+        (1, "millisecond"),
+    ];
+    let (size, unit) = UNITS
+        .into_iter()
+        .find(|(size, _)| every_ms.is_multiple_of(*size))
+        .unwrap_or((1, "millisecond"));
+    match every_ms / size {
+        1 => format!("every {unit}"),
+        n => format!("every {n} {unit}s"),
+    }
+}
+
+/// The days of the week as cron numbers them (0 and 7 are Sunday).
+const WEEKDAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
+/// A common cron shape in words, and whether the words name wall times or days (then the zone
+/// matters); `None` for any other shape, which the caller words otherwise. The expression has
+/// parsed.
+fn describe_cron(expression: &str) -> Option<(String, bool)> {
+    let expanded = match expression.to_ascii_lowercase().as_str() {
+        "@hourly" => "0 0 * * * *",
+        "@daily" | "@midnight" => "0 0 0 * * *",
+        "@weekly" => "0 0 0 * * 0",
+        "@monthly" => "0 0 0 1 * *",
+        _ => expression,
+    };
+    let fields: Vec<&str> = expanded.split_whitespace().collect();
+    let (sec, min, hour, dom, month, dow) = match fields[..] {
+        [sec, min, hour, dom, month, dow] => (sec, min, hour, dom, month, dow),
+        [sec, min, hour, dom, month, dow, year] if any(year) => (sec, min, hour, dom, month, dow),
+        _ => return None,
+    };
+    if !any(month) {
+        return None;
+    }
+    let days = describe_days(dom, dow)?;
+    let (time, clock) = match (number(sec), step(sec)) {
+        _ if any(sec) && any(min) && any(hour) => ("every second".to_owned(), false),
+        (None, Some(n)) if 60 % n == 0 && any(min) && any(hour) => {
+            (format!("every {n} seconds"), false)
+        }
+        (Some(s), _) => describe_minutes_hours(s, min, hour)?,
+        _ => return None,
+    };
+    Some(if !days.is_empty() {
+        (format!("{time} {days}"), true)
+    } else if time.starts_with("at ") {
+        (format!("{time} every day"), true)
+    } else {
+        (time, clock)
+    })
+}
+
+/// The time part of a cron expression whose seconds field is the number `sec`, and whether it
+/// names wall times.
+fn describe_minutes_hours(sec: u32, min: &str, hour: &str) -> Option<(String, bool)> {
+    let at_second = |text: String| match sec {
+        0 => Some(text),
+        _ => None,
+    };
+    if any(min) && any(hour) {
+        return Some(match sec {
+            0 => ("every minute".to_owned(), false),
+            s => (format!("every minute at second {s}"), false),
+        });
+    }
+    if let Some(n) = step(min).filter(|n| 60 % n == 0)
+        && any(hour)
+    {
+        return Some((at_second(format!("every {n} minutes"))?, false));
+    }
+    let m = number(min)?;
+    if any(hour) {
+        return Some(match (m, sec) {
+            (0, 0) => ("every hour".to_owned(), false),
+            (m, 0) => (format!("every hour at :{m:02}"), false),
+            (m, s) => (format!("every hour at :{m:02}:{s:02}"), false),
+        });
+    }
+    if let Some(n) = step(hour).filter(|n| 24 % n == 0) {
+        return Some((at_second(format!("every {n} hours at :{m:02}"))?, true));
+    }
+    let hours = hour.split(',').map(number).collect::<Option<Vec<u32>>>()?;
+    let times: Vec<String> = hours
+        .iter()
+        .map(|h| match sec {
+            0 => format!("{h:02}:{m:02}"),
+            s => format!("{h:02}:{m:02}:{s:02}"),
+        })
+        .collect();
+    Some((format!("at {}", and_list(&times)), true))
+}
+
+/// The day part: empty when every day fires; words for days of the week, a day of the month or
+/// the month's last day; `None` for any other shape.
+fn describe_days(dom: &str, dow: &str) -> Option<String> {
+    match (any(dom), any(dow)) {
+        (true, true) => Some(String::new()),
+        (false, true) if dom.eq_ignore_ascii_case("L") => {
+            Some("on the last day of every month".to_owned())
+        }
+        (false, true) => Some(format!("on day {} of every month", number(dom)?)),
+        (true, false) => {
+            if let Some((from, to)) = dow.split_once('-') {
+                let (from, to) = (weekday(from)?, weekday(to)?);
+                return (from < to).then(|| format!("{} to {}", WEEKDAYS[from], WEEKDAYS[to % 7]));
+            }
+            let days = dow
+                .split(',')
+                .map(|d| weekday(d).map(|d| WEEKDAYS[d % 7].to_owned()))
+                .collect::<Option<Vec<String>>>()?;
+            Some(match days.len() {
+                1 => format!("every {}", days[0]),
+                _ => format!("on {}", and_list(&days)),
+            })
+        }
+        (false, false) => None,
+    }
+}
+
+/// A day-of-week field's value as cron numbers it (0–7, Sunday both 0 and 7), by number or
+/// three-letter name.
+fn weekday(text: &str) -> Option<usize> {
+    const NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+    if let Some(n) = number(text) {
+        return usize::try_from(n).ok().filter(|n| *n <= 7);
+    }
+    NAMES.iter().position(|n| n.eq_ignore_ascii_case(text))
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// Whether a field matches every value (`*`, or `?` in a day field).
+fn any(field: &str) -> bool {
+    field == "*" || field == "?"
+}
+
+/// A field that is one plain number.
+fn number(field: &str) -> Option<u32> {
+    field
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| field.parse().ok())
+        .flatten()
+}
+
+/// The step of a field stepping from its start (`*/5`, `0/5`).
+fn step(field: &str) -> Option<u32> {
+    let (start, n) = field.split_once('/')?;
+    (start == "*" || start == "0")
+        .then(|| number(n))
+        .flatten()
+        .filter(|n| *n > 0)
 }
 
 /// Whether the hour field has a wildcard or a step (`*`, `*/2`, `1-23/2`), from the expression's
@@ -738,6 +964,94 @@ mod tests {
             message("0 0 3 * * *", "Mars/Olympus"),
             "invalid schedule: unknown time zone \"Mars/Olympus\": use an IANA name such as \
              \"Europe/Berlin\" or \"UTC\""
+        );
+    }
+
+    #[test]
+    fn schedules_in_words() {
+        let rates = [
+            (Duration::from_secs(1), "every second"),
+            (Duration::from_secs(30), "every 30 seconds"),
+            (Duration::from_secs(90), "every 90 seconds"),
+            (Duration::from_mins(1), "every minute"),
+            (Duration::from_mins(5), "every 5 minutes"),
+            (Duration::from_hours(1), "every hour"),
+            (Duration::from_hours(6), "every 6 hours"),
+            (Duration::from_hours(24), "every day"),
+            (Duration::from_hours(48), "every 2 days"),
+            (Duration::from_millis(1500), "every 1500 milliseconds"),
+        ];
+        for (period, words) in rates {
+            let schedule = Schedule::every(period).expect("valid");
+            assert_eq!(schedule.describe(), words, "{period:?}");
+        }
+        let crons = [
+            ("* * * * * *", "every second"),
+            ("*/10 * * * * *", "every 10 seconds"),
+            ("0 * * * * *", "every minute"),
+            ("30 * * * * *", "every minute at second 30"),
+            ("0 */5 * * * *", "every 5 minutes"),
+            ("0 0/15 * * * *", "every 15 minutes"),
+            ("0 0 * * * *", "every hour"),
+            ("@hourly", "every hour"),
+            ("0 15 * * * *", "every hour at :15"),
+            ("0 5 */6 * * *", "every 6 hours at :05 (Europe/Berlin)"),
+            ("0 0 3 * * *", "at 03:00 every day (Europe/Berlin)"),
+            ("@daily", "at 00:00 every day (Europe/Berlin)"),
+            ("30 0 3 * * *", "at 03:00:30 every day (Europe/Berlin)"),
+            (
+                "0 0 6,18 * * *",
+                "at 06:00 and 18:00 every day (Europe/Berlin)",
+            ),
+            (
+                "0 30 9 * * MON-FRI",
+                "at 09:30 Monday to Friday (Europe/Berlin)",
+            ),
+            (
+                "0 30 9 * * 1-5",
+                "at 09:30 Monday to Friday (Europe/Berlin)",
+            ),
+            ("0 0 0 * * 0", "at 00:00 every Sunday (Europe/Berlin)"),
+            ("0 0 0 * * 7", "at 00:00 every Sunday (Europe/Berlin)"),
+            ("@weekly", "at 00:00 every Sunday (Europe/Berlin)"),
+            (
+                "0 0 8 * * mon,wed,fri",
+                "at 08:00 on Monday, Wednesday and Friday (Europe/Berlin)",
+            ),
+            (
+                "0 0 0 1 * *",
+                "at 00:00 on day 1 of every month (Europe/Berlin)",
+            ),
+            (
+                "0 0 0 L * *",
+                "at 00:00 on the last day of every month (Europe/Berlin)",
+            ),
+            (
+                "0 */5 * * * MON-FRI",
+                "every 5 minutes Monday to Friday (Europe/Berlin)",
+            ),
+            ("0 0 3 * * * *", "at 03:00 every day (Europe/Berlin)"),
+            // Other shapes: croner's words, with the zone.
+            (
+                "0 0,30 8-17 * * *",
+                "at minute 0 and 30, of hour 8-17 (Europe/Berlin)",
+            ),
+            (
+                "0 0 3 1 JAN *",
+                "at 03:00, on day 1, in January (Europe/Berlin)",
+            ),
+            (
+                "0 0 12 * * 1#2",
+                "at 12:00, on the 2nd Monday of the month (Europe/Berlin)",
+            ),
+        ];
+        for (expression, words) in crons {
+            let schedule = Schedule::cron_in(expression, "Europe/Berlin").expect(expression);
+            assert_eq!(schedule.describe(), words, "{expression}");
+        }
+        assert_eq!(
+            Schedule::cron("0 0 3 * * *").expect("valid").describe(),
+            "at 03:00 every day (UTC)"
         );
     }
 

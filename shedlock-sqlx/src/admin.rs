@@ -12,17 +12,31 @@
 //! the token and the recorded fire (`last_fire`) stay, so freeing never re-runs a fire. The
 //! `last_fire` column is read when the table has it and reported absent when it does not (Java
 //! ShedLock's table).
+//!
+//! The job state columns (`last_run_*`, `last_success`, `consecutive_failures`) are read the same
+//! way, where the table has all of them ([`Schema::has_job_state`]), into
+//! [`LockEntry::with_state`]. `missing_ddl` reads the table's columns anew and returns the
+//! `ALTER TABLE` statements for what it lacks ([`missing_columns_ddl`]), or the whole DDL for a
+//! missing table.
 
-use shedlock_core::{Result, admin::LockEntry, provider::LockRecord};
+use shedlock_core::{
+    Result,
+    admin::LockEntry,
+    jobs::{JobState, RunEntry, RunOutcome},
+    provider::LockRecord,
+};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::builder::Settings;
-use crate::dialect::{Dialect, LAST_FIRE, Map};
+use crate::dialect::{Dialect, LAST_FIRE, Map, STATE_COLUMNS, StateKind, missing_state_columns};
 use crate::link::Schema;
+use crate::provider::{add_job_state, add_last_fire};
 
 /// The admin statements for one table layout.
 pub(crate) struct Statements {
-    /// Every row: name, `locked_by`, `locked_at`, `lock_until`, token, `last_fire`, the database's now.
+    /// Every row: name, `locked_by`, `locked_at`, `lock_until`, token, `last_fire`, the database's
+    /// now, then, where the table has them, the [`STATE_COLUMNS`] (`consecutive_failures` as a
+    /// 64-bit integer).
     pub(crate) list: String,
     /// The same for one name (parameter 1).
     pub(crate) entry: String,
@@ -45,8 +59,19 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
     } else {
         D::NULL_TIME.to_owned()
     };
+    let state: String = if schema.has_job_state {
+        STATE_COLUMNS
+            .iter()
+            .map(|(name, kind)| match kind {
+                StateKind::Count => format!(", CAST({} AS {})", D::QUOTE.quote(name), D::BIGINT),
+                _ => format!(", {}", D::QUOTE.quote(name)),
+            })
+            .collect()
+    } else {
+        String::new()
+    };
     let select = format!(
-        "{pre}SELECT {hint} {}, {}, {}, {}, {tok}, {fire}, {now} FROM {table}",
+        "{pre}SELECT {hint} {}, {}, {}, {}, {tok}, {fire}, {now}{state} FROM {table}",
         c.name, c.locked_by, c.locked_at, c.lock_until
     );
     let same_token = if schema.has_token {
@@ -71,8 +96,9 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
     }
 }
 
-/// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire`, now.
-pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>) -> Result<LockEntry>
+/// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire`, now, and the job
+/// state (columns 7 to 14) where `state` says the statement read it.
+pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>, state: bool) -> Result<LockEntry>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
     for<'r> i64: Decode<'r, D> + Type<D>,
@@ -85,11 +111,64 @@ where
         D::read_time(row, 3, map)?,
     )
     .with_fencing_token(row.try_get(4).map_err(map)?);
-    Ok(LockEntry::new(
+    let entry = LockEntry::new(
         record,
         D::read_time(row, 6, map)?,
         D::read_opt_time(row, 5, map)?,
-    ))
+    );
+    if !state {
+        return Ok(entry);
+    }
+    Ok(entry.with_state(job_state::<D>(row, 7, map)?))
+}
+
+/// The job state in a row's columns `first..first + 8` (the [`STATE_COLUMNS`]' order). The last
+/// run is `None` until one was recorded, and for an outcome this version does not know or a run
+/// with a `NULL` among its columns (written by another program).
+fn job_state<D: Dialect>(row: &D::Row, first: usize, map: &Map<'_>) -> Result<JobState>
+where
+    for<'r> String: Decode<'r, D> + Type<D>,
+    for<'r> i64: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+{
+    let name: String = row.try_get(0).map_err(map)?;
+    let fire = D::read_opt_time(row, first, map)?;
+    let runner: Option<String> = row.try_get(first + 1).map_err(map)?;
+    let started = D::read_opt_time(row, first + 2, map)?;
+    let ended = D::read_opt_time(row, first + 3, map)?;
+    let kind: Option<String> = row.try_get(first + 4).map_err(map)?;
+    let error: Option<String> = row.try_get(first + 5).map_err(map)?;
+    let last_success = D::read_opt_time(row, first + 6, map)?;
+    let failures: Option<i64> = row.try_get(first + 7).map_err(map)?;
+    let outcome = kind.and_then(|kind| RunOutcome::from_parts(&kind, error.as_deref()));
+    let last_run = match (outcome, fire, runner, started, ended) {
+        (Some(outcome), Some(fire), Some(runner), Some(started), Some(ended)) => {
+            Some(RunEntry::new(name, fire, runner, started, ended, outcome))
+        }
+        _ => None,
+    };
+    let failures = u32::try_from(failures.unwrap_or_default().max(0)).unwrap_or(u32::MAX);
+    Ok(JobState::new(last_run, last_success, failures))
+}
+
+/// The statements that give `settings`' table what the columns `columns` (as the database
+/// describes them) lack: the `last_fire` column and the job state columns, each its own
+/// `ALTER TABLE` (for the default names, the migrations `0002_last_fire.sql` and
+/// `0003_job_state.sql`). Empty when nothing is missing. Other parts (tables of their own)
+/// append theirs to the list.
+pub(crate) fn missing_columns_ddl<D: Dialect>(
+    settings: &Settings,
+    columns: &[D::TableColumn],
+) -> Vec<String> {
+    let mut statements = Vec::new();
+    if !columns.iter().any(|c| D::is_column(c, LAST_FIRE)) {
+        statements.push(add_last_fire::<D>(settings));
+    }
+    statements.extend(add_job_state::<D>(
+        settings,
+        &missing_state_columns::<D>(columns),
+    ));
+    statements
 }
 
 /// Whether `expected` can be matched on this table: it carries a token iff the table has one.
@@ -138,10 +217,22 @@ macro_rules! admin {
                 self.create_table_if_not_exists().await
             }
 
+            /// The lock table's missing columns (or its whole DDL), then the definitions and
+            /// history tables that are missing (each of those statements on one line), each
+            /// statement ending in `;`.
             async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
-                let mut statements: Vec<String> = Vec::new();
-                statements.extend(self.generic().missing_job_tables().await?);
-                Ok((!statements.is_empty()).then(|| format!("{};", statements.join(";\n"))))
+                let lock_table = self.generic().admin_missing_ddl().await?;
+                let job_tables =
+                    self.generic()
+                        .missing_job_tables()
+                        .await?
+                        .into_iter()
+                        .map(|statement| {
+                            let words: Vec<&str> = statement.split_whitespace().collect();
+                            format!("{};", words.join(" "))
+                        });
+                let all: Vec<String> = lock_table.into_iter().chain(job_tables).collect();
+                Ok((!all.is_empty()).then(|| all.join("\n")))
             }
 
             async fn definitions(

@@ -450,16 +450,23 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 }
             }
         }
-        // `last_fire` (the recorded fire) has a fixed name: a configured column may not take it.
-        if let Some((what, _)) = all
-            .iter()
-            .find(|(_, column)| column.eq_ignore_ascii_case(crate::dialect::LAST_FIRE))
-        {
-            return Err(Error::invalid_config(format!(
-                "the {what} column may not be named {:?}: that name is the recorded fire's \
-                 column (see migration 0002_last_fire.sql); choose another",
-                crate::dialect::LAST_FIRE
-            )));
+        // `last_fire` (the recorded fire) and the job state columns have fixed names: a
+        // configured column may not take them.
+        for fixed in crate::dialect::fixed_columns() {
+            if let Some((what, _)) = all
+                .iter()
+                .find(|(_, column)| column.eq_ignore_ascii_case(fixed))
+            {
+                let whose = if fixed == crate::dialect::LAST_FIRE {
+                    "the recorded fire's column (see migration 0002_last_fire.sql)"
+                } else {
+                    "a job state column (see migration 0003_job_state.sql)"
+                };
+                return Err(Error::invalid_config(format!(
+                    "the {what} column may not be named {fixed:?}: that name is {whose}; \
+                     choose another"
+                )));
+            }
         }
         if self.max_name_len == 0 || self.max_name_len > MAX_NAME_LEN_LIMIT {
             return Err(Error::invalid_config(format!(
@@ -473,20 +480,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 self.call_timeout
             )));
         }
-        if let Some(policy) = &self.history {
-            if policy.keep == 0 {
-                return Err(Error::invalid_config(
-                    "the history policy keeps 0 runs per lock; keep at least 1 (or give no policy)",
-                ));
-            }
-            if let Some(age) = policy.max_age
-                && (age.is_zero() || age > MAX_DURATION)
-            {
-                return Err(Error::invalid_config(format!(
-                    "the history policy's max_age is {age:?}; use a positive duration of at                      most 365 days"
-                )));
-            }
-        }
+        check_history(self.history.as_ref())?;
         let settings = Settings {
             table,
             columns: self.columns,
@@ -501,6 +495,26 @@ impl<DB: Database> LockProviderBuilder<DB> {
         }
         Ok((source, settings))
     }
+}
+
+/// Checks a history policy: at least one run kept, a `max_age` of 1 ns to 365 days.
+fn check_history(policy: Option<&HistoryPolicy>) -> Result<()> {
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    if policy.keep == 0 {
+        return Err(Error::invalid_config(
+            "the history policy keeps 0 runs per lock; keep at least 1 (or give no policy)",
+        ));
+    }
+    if let Some(age) = policy.max_age
+        && (age.is_zero() || age > MAX_DURATION)
+    {
+        return Err(Error::invalid_config(format!(
+            "the history policy's max_age is {age:?}; use a positive duration of at most 365 days"
+        )));
+    }
+    Ok(())
 }
 
 impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
@@ -624,6 +638,21 @@ mod tests {
             "{msg}"
         );
         b().locked_by_column("last_fired_by")
+            .build()
+            .expect("another name");
+        // So do the job state columns.
+        let err = b()
+            .lock_until_column("Consecutive_Failures")
+            .build()
+            .expect_err("taken");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("the lock_until column")
+                && msg.contains("\"consecutive_failures\"")
+                && msg.contains("0003_job_state.sql"),
+            "{msg}"
+        );
+        b().locked_by_column("last_run_by_host")
             .build()
             .expect("another name");
     }

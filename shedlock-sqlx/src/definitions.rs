@@ -42,6 +42,7 @@ impl<D: Dialect> Provider<D>
 where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,

@@ -41,6 +41,43 @@ pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
 /// The column holding a job's recorded fire (the last claimed `F`), where the table has it.
 pub(crate) const LAST_FIRE: &str = "last_fire";
 
+/// The job state columns ([`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)),
+/// fixed names like [`LAST_FIRE`], in the order of our DDL and of the migration
+/// `0003_job_state.sql`: the last run's fire, runner, start, end, outcome and error text, the
+/// last success and the failures since.
+pub(crate) const STATE_COLUMNS: [(&str, StateKind); 8] = [
+    ("last_run_fire", StateKind::Time),
+    ("last_run_by", StateKind::Runner),
+    ("last_run_started", StateKind::Time),
+    ("last_run_ended", StateKind::Time),
+    ("last_run_outcome", StateKind::Outcome),
+    ("last_run_error", StateKind::Error),
+    ("last_success", StateKind::Time),
+    ("consecutive_failures", StateKind::Count),
+];
+
+/// What a job state column holds, for its type in our DDL and its check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateKind {
+    /// A nullable time, typed like [`LAST_FIRE`].
+    Time,
+    /// The runner's owner id, like `locked_by` (nullable).
+    Runner,
+    /// The outcome's kind (`succeeded`, …), `VARCHAR(16)`.
+    Outcome,
+    /// A failed run's error text, at most [`MAX_ERROR_LEN`](shedlock_core::jobs::MAX_ERROR_LEN)
+    /// characters.
+    Error,
+    /// `consecutive_failures`: an integer, `NOT NULL DEFAULT 0` so Java's `INSERT`s work.
+    Count,
+}
+
+/// Every column name fixed by this crate (not configurable): [`LAST_FIRE`] and the
+/// [`STATE_COLUMNS`].
+pub(crate) fn fixed_columns() -> impl Iterator<Item = &'static str> {
+    std::iter::once(LAST_FIRE).chain(STATE_COLUMNS.iter().map(|(name, _)| *name))
+}
+
 /// The SQL of one table layout. `acquire` is the statement that decides an acquire (on MySQL
 /// the conditional `UPDATE`, followed by the statements in [`Dialect::Extra`]).
 pub(crate) struct Statements<X> {
@@ -48,6 +85,9 @@ pub(crate) struct Statements<X> {
     pub(crate) extend: std::sync::Arc<str>,
     pub(crate) release: std::sync::Arc<str>,
     pub(crate) holder: std::sync::Arc<str>,
+    /// A release that records the run (tables with the [`STATE_COLUMNS`]): the release's guard
+    /// and `lock_until`, and the job state ([`release_run_state`]).
+    pub(crate) release_run: std::sync::Arc<str>,
     /// Claims a fire (tables with [`LAST_FIRE`]): the statement that decides and writes.
     pub(crate) claim: std::sync::Arc<str>,
     /// The database's now, the recorded fire and the lock row of one name (`locked_by`,
@@ -145,6 +185,42 @@ pub(crate) fn seen_holder(
     }
 }
 
+/// The `SET` list of a recorded release beyond `lock_until`: the last run (`fire`, the row's
+/// `locked_by` as the runner, its `locked_at` as the start, the database's now as the end, the
+/// outcome's kind and error text) and the counts of [`JobState::after`]: `kind` is the outcome's
+/// kind as a parameter, written three times (where parameters are positional, each is bound
+/// once per use). The failures saturate at `INT`'s maximum.
+///
+/// [`JobState::after`]: shedlock_core::jobs::JobState::after
+pub(crate) fn release_run_state<D: Dialect>(
+    cols: &ColumnNames,
+    fire: &str,
+    kind: [&str; 3],
+    error: &str,
+) -> String {
+    let q = |name: &str| D::QUOTE.quote(name);
+    let [
+        run_fire,
+        run_by,
+        started,
+        ended,
+        outcome,
+        run_error,
+        success,
+        failures,
+    ] = STATE_COLUMNS.map(|(name, _)| q(name));
+    let (by, at, now) = (&cols.locked_by, &cols.locked_at, D::NOW);
+    let inc = format!("CASE WHEN {failures} < 2147483647 THEN {failures} + 1 ELSE {failures} END");
+    let [k1, k2, k3] = kind;
+    format!(
+        "{run_fire} = {fire}, {run_by} = {by}, {started} = {at}, {ended} = {now}, \
+         {outcome} = {k1}, {run_error} = {error}, \
+         {success} = CASE {k2} WHEN 'succeeded' THEN {now} ELSE {success} END, \
+         {failures} = CASE {k3} WHEN 'succeeded' THEN 0 WHEN 'failed' THEN {inc} \
+         WHEN 'panicked' THEN {inc} ELSE {failures} END"
+    )
+}
+
 /// `t` rounded up to whole `precision_micros` (a fire is stored as its column holds it, and no
 /// claim starts before `F`).
 pub(crate) fn fire_time(t: DateTime<Utc>, precision_micros: i64) -> DateTime<Utc> {
@@ -173,6 +249,8 @@ pub(crate) enum Role {
     LockedAt,
     FencingToken,
     LastFire,
+    /// A job state column.
+    State(StateKind),
 }
 
 /// One database's SQL and quirks, implemented on sqlx's database type.
@@ -215,7 +293,7 @@ pub(crate) trait Dialect:
     /// How a duration is bound.
     type Span: for<'q> Encode<'q, Self> + Type<Self> + Send;
     /// How a `locked_at` is bound to recognise an acquisition on a table without tokens.
-    type Time: for<'q> Encode<'q, Self> + Type<Self> + Send;
+    type Time: for<'q> Encode<'q, Self> + Type<Self> + Send + Clone;
     /// One column of the lock table as the database describes it.
     type TableColumn: Send;
 
@@ -228,6 +306,19 @@ pub(crate) trait Dialect:
     const TOKEN_COLUMN: &'static str;
     /// The type of the [`LAST_FIRE`] column in our DDL (nullable: no fire recorded yet).
     const LAST_FIRE_COLUMN: &'static str;
+    /// The type of a nullable text column of at most `len` characters in our DDL (the job
+    /// state's runner, outcome and error text).
+    fn text_column(len: usize) -> String {
+        format!("VARCHAR({len}) NULL")
+    }
+    /// The type of the `consecutive_failures` column in our DDL.
+    const COUNT_COLUMN: &'static str = "INT NOT NULL DEFAULT 0";
+    /// The integer type `CAST(… AS …)` takes for a 64-bit integer, to read any integer column
+    /// as `i64`.
+    const BIGINT: &'static str = "BIGINT";
+    /// Whether the statements' parameters are positional (`?`, MySQL): bound in the order they
+    /// appear, once per use. Otherwise they are numbered (`$1`, `?1`) and bound once.
+    const POSITIONAL: bool = false;
     /// The precision of the time columns, in microseconds (fires are rounded up to it).
     const TIME_PRECISION_MICROS: i64;
     /// What follows the column list of our DDL.
@@ -384,6 +475,7 @@ pub(crate) fn check_columns<D: Dialect>(
             }
         },
     };
+    let has_job_state = job_state_columns::<D>(s, columns, &mut problems);
     if !problems.is_empty() {
         return Err(Error::schema(
             format!(
@@ -396,10 +488,73 @@ pub(crate) fn check_columns<D: Dialect>(
         ));
     }
     check_name_capacity(s, name_max)?;
-    tracing::debug!(table = %s.table, has_token, has_last_fire, "lock table checked");
+    tracing::debug!(table = %s.table, has_token, has_last_fire, has_job_state, "lock table checked");
     Ok(Schema {
         has_token,
         has_last_fire,
+        has_job_state,
         owner_max,
     })
+}
+
+/// Whether the table has the job state columns: all of them, each of a fitting type (a column
+/// of the wrong type is a problem, like `last_fire`'s). Some but not all present counts as
+/// none, with a warning naming the missing ones.
+fn job_state_columns<D: Dialect>(
+    s: &Settings,
+    columns: &[D::TableColumn],
+    problems: &mut Vec<String>,
+) -> bool {
+    let missing = missing_state_columns::<D>(columns);
+    if missing.len() == STATE_COLUMNS.len() {
+        return false;
+    }
+    if !missing.is_empty() {
+        tracing::warn!(
+            table = %s.table,
+            missing = ?missing,
+            "the lock table has some job state columns but not all: no job state is recorded; \
+             add the others (see migration 0003_job_state.sql, or `shedlock ddl`'s missing part)"
+        );
+        return false;
+    }
+    let before = problems.len();
+    for (name, kind) in STATE_COLUMNS {
+        if let Some(column) = columns.iter().find(|c| D::is_column(c, name)) {
+            problems.extend(D::column_problem(column, Role::State(kind), name));
+            // The longest outcome kind (`succeeded`, `cancelled`) and a capped error text.
+            let needed = match kind {
+                StateKind::Outcome => 9,
+                StateKind::Error => shedlock_core::jobs::MAX_ERROR_LEN,
+                _ => 0,
+            };
+            if let Some(len) = D::column_len(column).filter(|len| *len < needed) {
+                problems.push(format!(
+                    "column {name} holds {len} characters; it needs {needed}"
+                ));
+            }
+        }
+    }
+    problems.len() == before
+}
+
+/// The job state columns `columns` lacks, in the order of [`STATE_COLUMNS`].
+pub(crate) fn missing_state_columns<D: Dialect>(
+    columns: &[D::TableColumn],
+) -> Vec<(&'static str, StateKind)> {
+    STATE_COLUMNS
+        .into_iter()
+        .filter(|(name, _)| !columns.iter().any(|c| D::is_column(c, name)))
+        .collect()
+}
+
+/// A job state column's type in our DDL.
+pub(crate) fn state_column_type<D: Dialect>(kind: StateKind) -> String {
+    match kind {
+        StateKind::Time => D::LAST_FIRE_COLUMN.to_owned(),
+        StateKind::Runner => D::text_column(255),
+        StateKind::Outcome => D::text_column(16),
+        StateKind::Error => D::text_column(shedlock_core::jobs::MAX_ERROR_LEN),
+        StateKind::Count => D::COUNT_COLUMN.to_owned(),
+    }
 }

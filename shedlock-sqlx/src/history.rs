@@ -54,10 +54,6 @@ impl History {
 /// database's now) and outcome; then prunes per the policy. A no-op unless the provider was
 /// built with [`LockProviderBuilder::history`]. Never fails: a failure is logged (see the
 /// module's docs).
-#[allow(
-    dead_code,
-    reason = "called by `release_run` (the job-state branch), which the lead merges"
-)]
 pub(crate) async fn after_release_run<D: Dialect>(
     provider: &Provider<D>,
     record: &LockRecord,
@@ -65,6 +61,7 @@ pub(crate) async fn after_release_run<D: Dialect>(
 ) where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,
@@ -98,6 +95,7 @@ impl<D: Dialect> Provider<D>
 where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,

@@ -48,6 +48,7 @@ where
     P: LockAdmin,
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,
@@ -348,6 +349,7 @@ async fn history_keeps_the_newest<D: Dialect, P: LockAdmin>(
 ) where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,
@@ -429,6 +431,7 @@ async fn history_prunes_by_age<D: Dialect, P: LockAdmin>(
 ) where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,
@@ -469,6 +472,7 @@ async fn a_history_write_that_fails_fails_nothing<D: Dialect, P: LockAdmin>(
 ) where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,

@@ -107,12 +107,31 @@
 //! `create_table_if_not_exists()` creates the table; the same DDL ships as sqlx-cli migrations
 //! in `migrations/{postgres,mysql,sqlite}/`: `0001_shedlock.sql` creates the table,
 //! `0002_last_fire.sql` adds the `last_fire` column to a table made before it (or by Java
-//! ShedLock); restart the services after running it, as the providers read the table's columns
-//! once. A missing table is reported as
+//! ShedLock), `0003_job_state.sql` the job state columns; restart the services after running
+//! them, as the providers read the table's columns once.
+//! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) (and `shedlock ddl`) prints the
+//! `ALTER TABLE` statements a table still needs, for its configured name. A missing table is reported as
 //! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), one line naming the
 //! ways to create it (`ddl()` has the statement); columns of the wrong type as
 //! [`Error::is_schema`](shedlock_core::Error::is_schema). A `Scheduler` fails to start on
 //! either.
+//!
+//! # Job state
+//!
+//! Where the table has the job state columns (our DDL, or `0003_job_state.sql`), a scheduler's
+//! release records how each run ended in the lock's row, in the release's one statement
+//! ([`release_run`](shedlock_core::provider::LockProvider::release_run)): `last_run_fire`,
+//! `last_run_by`, `last_run_started` (the claim's `locked_at`), `last_run_ended` (the database's
+//! now), `last_run_outcome` (`succeeded`, `failed`, `panicked`, `cancelled`), `last_run_error`
+//! (a failed run's text, at most 1000 characters), `last_success` and `consecutive_failures`
+//! (`NOT NULL DEFAULT 0`, so Java ShedLock's `INSERT`s still work), counted as
+//! [`shedlock_core::jobs`] says. The statement keeps the release's guard, so a run whose lock
+//! was taken over writes nothing; it costs the release's one round trip, and has its durability
+//! (on Postgres `synchronous_commit = off`). The names are fixed, like `last_fire`: no configured
+//! column may take them. A table with none of the columns, or only some, records nothing:
+//! `release_run` answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without
+//! a statement and the scheduler releases plainly. `list` and `entry` carry the state
+//! ([`LockEntry::state`](shedlock_core::admin::LockEntry::state)) where the columns exist.
 //!
 //! # Job definitions and run history
 //!

@@ -18,8 +18,8 @@ use sqlx::{AssertSqlSafe, Executor as _, Row};
 use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
 use crate::dialect::{
-    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, Statements,
-    seen_holder,
+    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, StateKind,
+    Statements, release_run_state, seen_holder,
 };
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
@@ -50,7 +50,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from the migrations `migrations/mysql/0001_shedlock.sql` and `0002_last_fire.sql` in
+/// same DDL from the migrations `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql` and
+/// `0003_job_state.sql` in
 /// this crate (sqlx-cli naming):
 ///
 /// ```sql
@@ -61,6 +62,14 @@ sql_lock_provider! {
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token BIGINT NOT NULL DEFAULT 0,
 ///     last_fire TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_fire TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_run_started TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_ended TIMESTAMP(3) NULL DEFAULT NULL,
+///     last_run_outcome VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_run_error VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_success TIMESTAMP(3) NULL DEFAULT NULL,
+///     consecutive_failures INT NOT NULL DEFAULT 0,
 ///     PRIMARY KEY (name)
 /// ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 /// ```
@@ -112,6 +121,21 @@ sql_lock_provider! {
 /// A table without it (Java's DDL) answers `claim_fire` with
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
 /// `migrations/mysql/0002_last_fire.sql` and restart the service.
+///
+/// # Job state
+///
+/// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
+/// `UPDATE` (its guard and `lock_until` unchanged) that also sets the job state columns: the
+/// run's fire, runner (`locked_by`), start (`locked_at`), end (the database's now, in the same
+/// statement), outcome and error text (at most 1000 characters), and `last_success` and
+/// `consecutive_failures` as `CASE`s on the outcome. One round trip, as a release; a row that
+/// no longer belongs to the run is not written. A table without the columns (Java's
+/// DDL, or one made before `0003_job_state.sql`) answers
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
+/// scheduler releases plainly: run `migrations/mysql/0003_job_state.sql` (or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints) and restart the
+/// service. [`list`](shedlock_core::admin::LockAdmin::list) and
+/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
 /// # Fencing tokens
 ///
@@ -238,6 +262,17 @@ impl Dialect for MySql {
                  WHERE {name} = ? AND {by} = ? AND {same}"
             )
             .into(),
+            // ? at_least µs, ? fire, ? outcome kind, ? error text, ? kind, ? kind, ? name,
+            // ? owner, ? token (or locked_at): the release with the job state in the same
+            // statement. No assignment reads a column another one sets (MariaDB's
+            // SIMULTANEOUS_ASSIGNMENT mode or not, the result is the same).
+            release_run: format!(
+                "{PIN}UPDATE {HINT} {table} \
+                 SET {until} = GREATEST({NOW}, TIMESTAMPADD(MICROSECOND, ?, {at})), {} \
+                 WHERE {name} = ? AND {by} = ? AND {same}",
+                release_run_state::<Self>(cols, "?", ["?"; 3], "?")
+            )
+            .into(),
             // ? name.
             holder: format!(
                 "{PIN}SELECT {HINT} {by}, {at}, {until}, {ret_tok} FROM {table} \
@@ -310,6 +345,13 @@ impl Dialect for MySql {
     /// giving a `TIMESTAMP` column an implicit default.
     const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP(3) NULL DEFAULT NULL";
     const TIME_PRECISION_MICROS: i64 = 1_000;
+    /// `utf8mb4` with the binary collation whatever the table's default (a Java ShedLock table
+    /// may be `latin1`), so any error text and owner id fits.
+    fn text_column(len: usize) -> String {
+        format!("VARCHAR({len}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL")
+    }
+    const BIGINT: &'static str = "SIGNED";
+    const POSITIONAL: bool = true;
     /// `utf8mb4` stores any name; the binary collation makes names compare exactly.
     const TABLE_OPTIONS: &'static str =
         " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
@@ -483,7 +525,9 @@ impl Dialect for MySql {
     fn column_problem(column: &Column, role: Role, name: &str) -> Option<String> {
         let ty = &column.ty;
         match role {
-            Role::Name | Role::LockedBy => {
+            Role::Name
+            | Role::LockedBy
+            | Role::State(StateKind::Runner | StateKind::Outcome | StateKind::Error) => {
                 if role == Role::Name
                     && let Some(collation) = &column.collation
                     && !collation.to_ascii_lowercase().ends_with("_bin")
@@ -506,9 +550,12 @@ impl Dialect for MySql {
                 (!text.contains(&ty.as_str()))
                     .then(|| format!("column {name} is {ty}, expected VARCHAR"))
             }
-            Role::LockUntil | Role::LockedAt | Role::LastFire => {
+            Role::LockUntil | Role::LockedAt | Role::LastFire | Role::State(StateKind::Time) => {
                 time_column_problem(column, role == Role::LockedAt)
             }
+            Role::State(StateKind::Count) => (!["int", "bigint", "mediumint", "smallint"]
+                .contains(&ty.as_str()))
+            .then(|| format!("column {name} is {ty}, expected INT")),
             Role::FencingToken => {
                 (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }
@@ -716,6 +763,7 @@ mod tests {
                 &s.extra.insert,
                 &s.extend,
                 &s.release,
+                &s.release_run,
                 &s.holder,
             ] {
                 assert!(sql.starts_with(PIN), "{sql}");

@@ -11,7 +11,10 @@ use sqlx::postgres::{PgConnectOptions, PgQueryResult, PgRow, PgSslMode, Postgres
 use crate::connect::ConnectSettings;
 
 use crate::builder::ColumnNames;
-use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
+use crate::dialect::{
+    Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
+    release_run_state,
+};
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
 use crate::link::{Call, Link, micros_ceil};
@@ -33,7 +36,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from the migrations `migrations/postgres/0001_shedlock.sql` and `0002_last_fire.sql`
+/// same DDL from the migrations `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql` and
+/// `0003_job_state.sql`
 /// in this crate (sqlx-cli naming):
 ///
 /// ```sql
@@ -44,6 +48,14 @@ sql_lock_provider! {
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token BIGINT NOT NULL DEFAULT 0,
 ///     last_fire TIMESTAMP NULL,
+///     last_run_fire TIMESTAMP NULL,
+///     last_run_by VARCHAR(255) NULL,
+///     last_run_started TIMESTAMP NULL,
+///     last_run_ended TIMESTAMP NULL,
+///     last_run_outcome VARCHAR(16) NULL,
+///     last_run_error VARCHAR(1000) NULL,
+///     last_success TIMESTAMP NULL,
+///     consecutive_failures INT NOT NULL DEFAULT 0,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -92,6 +104,24 @@ sql_lock_provider! {
 /// table without it (Java's DDL) answers `claim_fire` with
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
 /// `migrations/postgres/0002_last_fire.sql` and restart the service.
+///
+/// # Job state
+///
+/// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
+/// `UPDATE` (its guard and `lock_until` unchanged) that also sets the job state columns: the
+/// run's fire, runner (`locked_by`), start (`locked_at`), end (the database's now, in the same
+/// statement), outcome and error text (at most 1000 characters), and `last_success` and
+/// `consecutive_failures` as `CASE`s on the outcome. One round trip, as a release; a row that
+/// no longer belongs to the run is not written. The recorded release keeps the plain release's durability: it runs with the same
+/// `synchronous_commit = off`, so a crash of the server before the WAL flush loses the release
+/// and its record alike (the lock then ends at its `lock_until`, and the job state shows the run
+/// before). A table without the columns (Java's
+/// DDL, or one made before `0003_job_state.sql`) answers
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
+/// scheduler releases plainly: run `migrations/postgres/0003_job_state.sql` (or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints) and restart the
+/// service. [`list`](shedlock_core::admin::LockAdmin::list) and
+/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
 /// # Fencing tokens
 ///
@@ -192,6 +222,17 @@ impl Dialect for Postgres {
                 "UPDATE {table} SET {until} = GREATEST({NOW}, {at} + $1) \
                  WHERE {name} = $2 AND {by} = $3 AND {same} \
                  AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+            )
+            .into(),
+            // $1 at_least, $2 name, $3 owner, $4 token (or locked_at), $5 fire, $6 outcome
+            // kind, $7 error text. The release with the job state in the same statement, with
+            // the release's durability (`synchronous_commit = off`: a lost commit loses the
+            // release and its record alike).
+            release_run: format!(
+                "UPDATE {table} SET {until} = GREATEST({NOW}, {at} + $1), {} \
+                 WHERE {name} = $2 AND {by} = $3 AND {same} \
+                 AND set_config('synchronous_commit', 'off', true) IS NOT NULL",
+                release_run_state::<Self>(cols, "$5", ["$6"; 3], "$7")
             )
             .into(),
             // $1 name.
@@ -395,9 +436,16 @@ impl Dialect for Postgres {
     fn column_problem(column: &Self::TableColumn, role: Role, name: &str) -> Option<String> {
         let ty = &column.1;
         match role {
-            Role::Name | Role::LockedBy => (!["character varying", "text"].contains(&ty.as_str()))
-                .then(|| format!("column {name} is {ty}, expected VARCHAR")),
-            Role::LockUntil | Role::LockedAt | Role::LastFire => (ty != "timestamp without time zone").then(|| {
+            Role::Name
+            | Role::LockedBy
+            | Role::State(StateKind::Runner | StateKind::Outcome | StateKind::Error) => {
+                (!["character varying", "text"].contains(&ty.as_str()))
+                    .then(|| format!("column {name} is {ty}, expected VARCHAR"))
+            }
+            Role::State(StateKind::Count) => (!["integer", "bigint", "smallint"]
+                .contains(&ty.as_str()))
+            .then(|| format!("column {name} is {ty}, expected INT")),
+            Role::LockUntil | Role::LockedAt | Role::LastFire | Role::State(StateKind::Time) => (ty != "timestamp without time zone").then(|| {
                 format!(
                     "column {name} is {ty}; it must be TIMESTAMP (without time zone) holding UTC \
                      wall-clock times, as in ShedLock's DDL"
@@ -451,6 +499,7 @@ mod tests {
                 (&s.acquire, "$2"),
                 (&s.extend, "$2"),
                 (&s.release, "$2"),
+                (&s.release_run, "$2"),
                 (&s.holder, "$1"),
             ] {
                 assert!(sql.contains("\"ops\".\"locks\""), "{sql}");

@@ -11,19 +11,20 @@ use std::time::Duration;
 use shedlock_core::{
     Error, Result,
     admin::LockEntry,
+    jobs::RunReport,
     provider::{Fire, FireClaim, LockRecord, fire_decision, validate_at_least, validate_at_most},
 };
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
-use crate::admin::{check_expected, entry, statements};
+use crate::admin::{check_expected, entry, missing_columns_ddl, statements};
 use crate::builder::{Checked, Settings};
 use crate::conns::{ConnectionStats, Connections, Own};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use crate::dialect::seen_holder;
 use crate::dialect::{
-    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Seen, Statements,
-    check_columns, fire_time,
+    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, STATE_COLUMNS, Seen,
+    StateKind, Statements, check_columns, fire_time, state_column_type,
 };
 use crate::link::statement;
 use crate::link::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Link, Schema};
@@ -52,6 +53,7 @@ impl<D: Dialect> Provider<D>
 where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
     for<'r> String: Decode<'r, D> + Type<D>,
     usize: ColumnIndex<D::Row>,
@@ -315,6 +317,78 @@ where
         Ok(D::rows_affected(&done) > 0)
     }
 
+    /// Releases `record` and records `run` in its row in one statement (see
+    /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)): the
+    /// release's guard and `lock_until`, and the job state. Unsupported, without a statement, on
+    /// a table without the job state columns (found with the table's layout, once).
+    pub(crate) async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        validate_at_least(at_least)?;
+        let (call, schema) = &self.start("release_run", record.name()).await?;
+        if !schema.has_job_state {
+            return Err(self.no_job_state());
+        }
+        let token = schema.record_token(record)?;
+        let map = &self.mapper(format!(
+            "release lock {:?} recording its run",
+            record.name()
+        ));
+        let outcome = run.outcome.clone().capped();
+        let (kind, error) = (outcome.kind(), outcome.error());
+        let fire = D::time(fire_time(run.fire, D::TIME_PRECISION_MICROS));
+        let fire = &fire;
+        let done = self
+            .attempts(call, map, *schema, |mut at| async move {
+                let sql = &at.sql.release_run;
+                let query = if D::POSITIONAL {
+                    // In order of appearance: `lock_until`'s duration, the state, the guard.
+                    let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(D::span(at_least))
+                        .bind(fire.clone())
+                        .bind(kind)
+                        .bind(error)
+                        .bind(kind)
+                        .bind(kind)
+                        .bind(record.name())
+                        .bind(record.owner());
+                    match token {
+                        Some(token) => query.bind(token),
+                        None => query.bind(D::time(record.locked_at())),
+                    }
+                } else {
+                    Self::identified(sql, at_least, record, token)
+                        .bind(fire.clone())
+                        .bind(kind)
+                        .bind(error)
+                };
+                statement!(at.c, query, at.map, execute)
+            })
+            .await?;
+        let released = D::rows_affected(&done) > 0;
+        if released {
+            crate::history::after_release_run(self, record, run).await;
+        }
+        Ok(released)
+    }
+
+    /// The error of a `release_run` on a table without the job state columns.
+    fn no_job_state(&self) -> Error {
+        Error::unsupported_because(
+            "release_run",
+            format!(
+                "the lock table {} lacks the job state columns, so it cannot record runs (Java \
+                 ShedLock's table); add them with the migration migrations/{}/0003_job_state.sql \
+                 of shedlock-sqlx (`shedlock ddl` prints what is missing), and restart the service",
+                self.inner.link.settings.table,
+                D::MIGRATIONS,
+            ),
+        )
+    }
+
     pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         self.inner.link.check_name(name)?;
         let (call, schema) = &self.start("holder", name).await?;
@@ -517,8 +591,8 @@ where
             self.inner.link.settings.table.to_string(),
             format!(
                 "create it with {p}::create_table_if_not_exists(), with the migrations \
-                 migrations/{m}/0001_shedlock.sql and migrations/{m}/0002_last_fire.sql of \
-                 shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` \
+                 migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql and \
+                 migrations/{m}/0003_job_state.sql of shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` \
                  prints it)",
                 p = D::PROVIDER,
                 m = D::MIGRATIONS,
@@ -578,12 +652,35 @@ where
                 };
                 let rows = statement!(c, query, map, fetch_all)?;
                 rows.iter()
-                    .map(|r| entry::<D>(r, map))
+                    .map(|r| entry::<D>(r, map, schema.has_job_state))
                     .collect::<Result<Vec<_>>>()
             })
             .await?;
         entries.sort_by(|a, b| a.record().name().cmp(b.record().name()));
         Ok(entries)
+    }
+
+    /// The statements that add what the table lacks for job state (see
+    /// [`LockAdmin::missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl)), each ending
+    /// in `;`, one per line; the whole DDL ([`ddl`](Self::ddl)) for a missing table. It reads
+    /// the table's columns anew, so it sees columns added since the provider looked.
+    pub(crate) async fn admin_missing_ddl(&self) -> Result<Option<String>> {
+        let link = self.link();
+        let call = &link
+            .call("missing_ddl")
+            .about(format!("table {}", link.settings.table));
+        let look = &|e| self.map_error(e, "read the lock table's columns");
+        let statements = match D::detect(link, call, look).await? {
+            None => vec![self.inner.ddl.clone()],
+            Some((columns, _)) => missing_columns_ddl::<D>(&link.settings, &columns),
+        };
+        Ok((!statements.is_empty()).then(|| {
+            statements
+                .iter()
+                .map(|s| format!("{s};"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }))
     }
 
     /// Frees `expected`'s acquisition if the row still has it, in one conditional `UPDATE`.
@@ -615,19 +712,25 @@ where
 }
 
 /// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`: Java ShedLock's columns plus the
-/// fencing token and, with `last_fire`, the recorded fire. For the default names, without
-/// `last_fire` it is the statement of the migration `0001_shedlock.sql`; with it, the table
-/// that migration and `0002_last_fire.sql` ([`add_last_fire`]) make.
-pub(crate) fn ddl<D: Dialect>(settings: &Settings, last_fire: bool) -> String {
-    let last_fire = if last_fire {
-        format!(
-            "{} {},\n    ",
-            D::QUOTE.quote(LAST_FIRE),
-            D::LAST_FIRE_COLUMN
-        )
-    } else {
-        String::new()
-    };
+/// fencing token and, when `full`, the recorded fire and the job state columns. For the default
+/// names, without `full` it is the statement of the migration `0001_shedlock.sql`; with it, the
+/// table that migration, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
+/// ([`add_job_state`]) make.
+pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
+    let mut extra = String::new();
+    if full {
+        let columns = std::iter::once((LAST_FIRE, D::LAST_FIRE_COLUMN.to_owned())).chain(
+            STATE_COLUMNS
+                .iter()
+                .map(|(name, kind)| (*name, state_column_type::<D>(*kind))),
+        );
+        for (name, ty) in columns {
+            extra.push_str(&D::QUOTE.quote(name));
+            extra.push(' ');
+            extra.push_str(&ty);
+            extra.push_str(",\n    ");
+        }
+    }
     let t = settings.table.quoted(D::QUOTE);
     let c = settings.columns.quoted(D::QUOTE);
     format!(
@@ -637,7 +740,7 @@ pub(crate) fn ddl<D: Dialect>(settings: &Settings, last_fire: bool) -> String {
          {} {time},\n    \
          {} VARCHAR(255) NOT NULL,\n    \
          {} {},\n    \
-         {last_fire}\
+         {extra}\
          PRIMARY KEY ({})\n){}",
         c.name,
         settings.max_name_len,
@@ -663,8 +766,29 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
     )
 }
 
+/// The statements that add the job state columns `columns` to `settings`' table, one
+/// `ALTER TABLE` each (SQLite adds one column per statement); for every column and the default
+/// names, the migration `0003_job_state.sql`.
+pub(crate) fn add_job_state<D: Dialect>(
+    settings: &Settings,
+    columns: &[(&str, StateKind)],
+) -> Vec<String> {
+    let table = settings.table.quoted(D::QUOTE);
+    columns
+        .iter()
+        .map(|(name, kind)| {
+            format!(
+                "ALTER TABLE {table} ADD COLUMN {} {}",
+                D::QUOTE.quote(name),
+                state_column_type::<D>(*kind)
+            )
+        })
+        .collect()
+}
+
 /// The dialect's migration files hold its built-in DDL: `0001_shedlock.sql` the table without
-/// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it.
+/// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it, `0003_job_state.sql` those
+/// adding the job state columns.
 #[cfg(test)]
 pub(crate) fn assert_migrations<D: Dialect>() {
     let settings = Settings::defaults();
@@ -676,6 +800,10 @@ pub(crate) fn assert_migrations<D: Dialect>() {
     crate::link::assert_same_ddl(
         &format!("{folder}/0002_last_fire.sql"),
         &add_last_fire::<D>(&settings),
+    );
+    crate::link::assert_same_ddl(
+        &format!("{folder}/0003_job_state.sql"),
+        &add_job_state::<D>(&settings, &STATE_COLUMNS).join(";\n"),
     );
 }
 

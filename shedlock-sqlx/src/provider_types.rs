@@ -262,6 +262,15 @@ macro_rules! sql_lock_provider {
                 self.0.release(record, at_least).await
             }
 
+            async fn release_run(
+                &self,
+                record: &::shedlock_core::provider::LockRecord,
+                at_least: ::std::time::Duration,
+                run: &::shedlock_core::provider::RunReport,
+            ) -> ::shedlock_core::Result<bool> {
+                self.0.release_run(record, at_least, run).await
+            }
+
             async fn holder(
                 &self,
                 name: &str,

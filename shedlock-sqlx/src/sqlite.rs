@@ -9,7 +9,10 @@ use sqlx::{AssertSqlSafe, Row};
 
 use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
-use crate::dialect::{Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, Statements};
+use crate::dialect::{
+    Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
+    release_run_state,
+};
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
 use crate::link::{Call, Link, millis_ceil};
@@ -33,7 +36,8 @@ sql_lock_provider! {
 /// # Table
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from the migrations `migrations/sqlite/0001_shedlock.sql` and `0002_last_fire.sql`
+/// same DDL from the migrations `migrations/sqlite/0001_shedlock.sql`, `0002_last_fire.sql` and
+/// `0003_job_state.sql`
 /// in this crate (sqlx-cli naming):
 ///
 /// ```sql
@@ -44,6 +48,14 @@ sql_lock_provider! {
 ///     locked_by VARCHAR(255) NOT NULL,
 ///     fencing_token INTEGER NOT NULL DEFAULT 0,
 ///     last_fire TEXT NULL,
+///     last_run_fire TEXT NULL,
+///     last_run_by TEXT NULL,
+///     last_run_started TEXT NULL,
+///     last_run_ended TEXT NULL,
+///     last_run_outcome TEXT NULL,
+///     last_run_error TEXT NULL,
+///     last_success TEXT NULL,
+///     consecutive_failures INTEGER NOT NULL DEFAULT 0,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -83,6 +95,21 @@ sql_lock_provider! {
 /// defaults the call timeout, which started first, usually ends it. For SQLite's own error, build the pool from
 /// `SqliteConnectOptions` with a shorter busy timeout and pass it to [`new`](Self::new) or
 /// [`builder`](Self::builder).
+///
+/// # Job state
+///
+/// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
+/// `UPDATE` (its guard and `lock_until` unchanged) that also sets the job state columns: the
+/// run's fire, runner (`locked_by`), start (`locked_at`), end (the database's now, in the same
+/// statement), outcome and error text (at most 1000 characters), and `last_success` and
+/// `consecutive_failures` as `CASE`s on the outcome. One round trip, as a release; a row that
+/// no longer belongs to the run is not written. A table without the columns (Java's
+/// DDL, or one made before `0003_job_state.sql`) answers
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
+/// scheduler releases plainly: run `migrations/sqlite/0003_job_state.sql` (or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints) and restart the
+/// service. [`list`](shedlock_core::admin::LockAdmin::list) and
+/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
 /// # Fencing tokens
 ///
@@ -178,6 +205,14 @@ impl Dialect for Sqlite {
                  WHERE {name} = ?2 AND {by} = ?3 AND {same}"
             )
             .into(),
+            // ?1 at_least modifier, ?2 name, ?3 owner, ?4 token (or locked_at), ?5 fire, ?6
+            // outcome kind, ?7 error text: the release with the job state in the same statement.
+            release_run: format!(
+                "UPDATE {table} SET {until} = max({NOW}, strftime('{FORMAT}', {at}, ?1)), {} \
+                 WHERE {name} = ?2 AND {by} = ?3 AND {same}",
+                release_run_state::<Self>(cols, "?5", ["?6"; 3], "?7")
+            )
+            .into(),
             // ?1 name.
             holder: format!(
                 "SELECT {by}, {at}, {until}, {ret_tok} FROM {table} WHERE {name} = ?1 AND {until} > {NOW}"
@@ -218,6 +253,12 @@ impl Dialect for Sqlite {
     /// UTC text, `YYYY-MM-DD HH:MM:SS.SSS`, what SQLite's own date functions produce.
     const TIME_COLUMN: &'static str = "TEXT NOT NULL";
     const TOKEN_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    /// Text has no length in SQLite (error texts are capped before they are written).
+    fn text_column(_len: usize) -> String {
+        "TEXT NULL".to_owned()
+    }
+    const COUNT_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    const BIGINT: &'static str = "INTEGER";
     /// The same text as the other time columns, `NULL` until a fire is recorded.
     const LAST_FIRE_COLUMN: &'static str = "TEXT NULL";
     const TIME_PRECISION_MICROS: i64 = 1_000;
@@ -389,14 +430,14 @@ impl Dialect for Sqlite {
             .iter()
             .any(|affinity| ty.contains(affinity));
         let expected = match role {
-            Role::FencingToken => {
+            Role::FencingToken | Role::State(StateKind::Count) => {
                 return (!ty.contains("INT"))
                     .then(|| format!("column {name} is {ty}, expected INTEGER"));
             }
-            Role::Name | Role::LockedBy => "text",
-            Role::LockUntil | Role::LockedAt | Role::LastFire => {
+            Role::LockUntil | Role::LockedAt | Role::LastFire | Role::State(StateKind::Time) => {
                 "text (UTC `YYYY-MM-DD HH:MM:SS.SSS`)"
             }
+            Role::Name | Role::LockedBy | Role::State(_) => "text",
         };
         numeric.then(|| format!("column {name} is {ty}, expected {expected}"))
     }

@@ -38,6 +38,8 @@ pub(crate) struct Schema {
     pub(crate) has_token: bool,
     /// The table has the `last_fire` column (it records fires).
     pub(crate) has_last_fire: bool,
+    /// The table has every job state column (it records runs, `release_run`).
+    pub(crate) has_job_state: bool,
     /// The `locked_by` column's length in characters, if limited.
     pub(crate) owner_max: Option<usize>,
 }

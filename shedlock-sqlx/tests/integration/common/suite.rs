@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use shedlock_core::provider::{Fire, FireClaim, LockProvider};
-use shedlock_core::testkit::ConformanceSuite;
+use shedlock_core::admin::LockEntry;
+use shedlock_core::jobs::{JobState, MAX_ERROR_LEN, RunOutcome, RunReport};
+use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
+use shedlock_core::testkit::{ConformanceSuite, JobStateSuite};
 use tokio::sync::Barrier;
 
 const MIN: Duration = Duration::from_mins(1);
@@ -148,7 +150,16 @@ fn migration<S: Store>(file: &str, table: &str) -> String {
         .join("\n");
     let replaced = sql
         .replace("EXISTS shedlock (", &format!("EXISTS {table} ("))
-        .replace("ALTER TABLE shedlock ", &format!("ALTER TABLE {table} "));
+        .replace("ALTER TABLE shedlock ", &format!("ALTER TABLE {table} "))
+        .replace("EXISTS shedlock_jobs (", &format!("EXISTS {table}_jobs ("))
+        .replace(
+            "EXISTS shedlock_history (",
+            &format!("EXISTS {table}_history ("),
+        )
+        .replace(
+            "EXISTS shedlock_history_idx ON shedlock_history (",
+            &format!("EXISTS {table}_history_idx ON {table}_history ("),
+        );
     assert_ne!(replaced, sql, "{path} names the table shedlock");
     replaced.trim().trim_end_matches(';').to_owned()
 }
@@ -354,8 +365,8 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
         format!(
             "the lock table {table} does not exist; create it with \
              {p}::create_table_if_not_exists(), with the migrations \
-             migrations/{m}/0001_shedlock.sql and migrations/{m}/0002_last_fire.sql of \
-             shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
+             migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql and \
+             migrations/{m}/0003_job_state.sql of shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
         )
     );
 
@@ -445,6 +456,400 @@ pub(crate) async fn odd_names_are_bound_never_spliced_and_compare_exactly<S: Sto
     db.drop_table(&table).await;
 }
 
+// Job state: `release_run` and the state columns.
+
+/// A fire in whole milliseconds (every store keeps it exactly).
+fn a_fire(minutes_ago: i64) -> DateTime<Utc> {
+    let at = Utc::now() - chrono::Duration::minutes(minutes_ago);
+    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap()
+}
+
+/// Takes `name` as `owner`, releases it recording `outcome` for `fire`, and returns the
+/// acquisition and the entry the store lists afterwards.
+async fn run_once<P: LockProvider + shedlock_core::admin::LockAdmin>(
+    provider: &P,
+    name: &str,
+    owner: &str,
+    fire: DateTime<Utc>,
+    outcome: RunOutcome,
+) -> (LockRecord, LockEntry) {
+    let record = provider.acquire(name, MIN, owner).await.unwrap().unwrap();
+    let report = RunReport::new(fire, outcome);
+    assert!(
+        provider
+            .release_run(&record, Duration::ZERO, &report)
+            .await
+            .unwrap(),
+        "the acquisition's own release_run releases"
+    );
+    let entry = provider.entry(name).await.unwrap().unwrap();
+    (record, entry)
+}
+
+/// The state an entry carries, which a table with the columns always has.
+fn state_of(entry: &LockEntry) -> JobState {
+    entry
+        .state()
+        .cloned()
+        .expect("a table with the state columns lists a state")
+}
+
+/// `release_run` records the run in the row (fire, runner, start = `locked_at`, end = the
+/// store's now, outcome and error text), counts failures and panics, resets them on success
+/// (setting `last_success` to the run's end), leaves both alone on a cancelled run, and frees
+/// the lock as `release` does.
+pub(crate) async fn release_run_records_the_job_state<S: Store>() {
+    use shedlock_core::admin::LockAdmin as _;
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    // Before any run: a default state, no last run.
+    let record = provider
+        .acquire("job", MIN, "pod-1")
+        .await
+        .unwrap()
+        .unwrap();
+    let entry = provider.entry("job").await.unwrap().unwrap();
+    assert_eq!(state_of(&entry), JobState::default());
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+
+    let error = "it's \"quoted\"; DROP TABLE x; -- ünïcødé ✓ 日本語 \\ %s ?1 $1";
+    let fire = a_fire(3);
+    let (record, entry) = run_once(
+        &provider,
+        "job",
+        "pod-1",
+        fire,
+        RunOutcome::Failed(error.into()),
+    )
+    .await;
+    let state = state_of(&entry);
+    let run = state.last_run.clone().expect("a recorded run");
+    assert_eq!(run.lock_name, "job");
+    assert_eq!(run.fire, fire);
+    assert_eq!(run.runner, "pod-1");
+    assert_eq!(run.started, record.locked_at());
+    assert!(
+        run.ended >= run.started && run.ended <= entry.store_now(),
+        "{run:?}"
+    );
+    assert_eq!(run.outcome, RunOutcome::Failed(error.into()));
+    assert_eq!(state.consecutive_failures, 1);
+    assert_eq!(state.last_success, None);
+    assert!(!entry.is_held(), "released with at_least zero: {entry:?}");
+
+    let (_, entry) = run_once(&provider, "job", "pod-2", a_fire(2), RunOutcome::Panicked).await;
+    let state = state_of(&entry);
+    assert_eq!(state.consecutive_failures, 2);
+    assert_eq!(state.last_run.as_ref().unwrap().runner, "pod-2");
+    assert_eq!(state.last_run.unwrap().outcome, RunOutcome::Panicked);
+
+    let (_, entry) = run_once(&provider, "job", "pod-1", a_fire(1), RunOutcome::Cancelled).await;
+    let state = state_of(&entry);
+    assert_eq!(state.consecutive_failures, 2, "a cancelled run is neutral");
+    assert_eq!(state.last_success, None, "a cancelled run is neutral");
+    assert_eq!(state.last_run.unwrap().outcome, RunOutcome::Cancelled);
+
+    let (_, entry) = run_once(&provider, "job", "pod-1", a_fire(0), RunOutcome::Succeeded).await;
+    let state = state_of(&entry);
+    let ended = state.last_run.as_ref().unwrap().ended;
+    assert_eq!(state.consecutive_failures, 0, "a success resets the count");
+    assert_eq!(
+        state.last_success,
+        Some(ended),
+        "the success is the run's end"
+    );
+    assert_eq!(state.last_run.unwrap().outcome, RunOutcome::Succeeded);
+
+    let (_, entry) = run_once(
+        &provider,
+        "job",
+        "pod-3",
+        a_fire(0),
+        RunOutcome::Failed(String::new()),
+    )
+    .await;
+    let state = state_of(&entry);
+    assert_eq!(state.consecutive_failures, 1);
+    assert_eq!(
+        state.last_success,
+        Some(ended),
+        "a failure keeps the last success"
+    );
+    assert_eq!(
+        state.last_run.unwrap().outcome,
+        RunOutcome::Failed(String::new())
+    );
+
+    at_least_and_other_rows(&provider).await;
+    db.drop_table(&table).await;
+}
+
+/// `at_least` keeps the lock as release does; other locks' rows keep their own state; `list`
+/// carries the same states as `entry`.
+async fn at_least_and_other_rows<P: LockProvider + shedlock_core::admin::LockAdmin>(provider: &P) {
+    // `at_least` keeps the lock as release does; other locks' rows keep their own state.
+    let record = provider
+        .acquire("job", MIN, "pod-1")
+        .await
+        .unwrap()
+        .unwrap();
+    let report = RunReport::new(a_fire(0), RunOutcome::Succeeded);
+    assert!(provider.release_run(&record, MIN, &report).await.unwrap());
+    let held = provider
+        .holder("job")
+        .await
+        .unwrap()
+        .expect("held until at_least");
+    assert!(held.lock_until() >= record.locked_at() + MIN, "{held}");
+    let other = provider
+        .acquire("other", MIN, "pod-1")
+        .await
+        .unwrap()
+        .unwrap();
+    let entry = provider.entry("other").await.unwrap().unwrap();
+    assert_eq!(state_of(&entry), JobState::default());
+    assert!(provider.release(&other, Duration::ZERO).await.unwrap());
+    // `list` carries the same states.
+    let listed = provider.list().await.unwrap();
+    let job = listed.iter().find(|e| e.record().name() == "job").unwrap();
+    assert_eq!(state_of(job).last_run.unwrap().runner, "pod-1");
+}
+
+/// A run whose lock was taken over (released, or expired and taken by another) records
+/// nothing and releases nothing: `Ok(false)`, the new holder keeps the lock and the state.
+pub(crate) async fn a_run_whose_lock_was_taken_over_records_nothing<S: Store>() {
+    use shedlock_core::admin::LockAdmin as _;
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    let (_, before) = run_once(&provider, "job", "pod-1", a_fire(1), RunOutcome::Succeeded).await;
+    let old = provider
+        .acquire("job", MIN, "pod-1")
+        .await
+        .unwrap()
+        .unwrap();
+    // Taken over: freed by an operator and acquired by another replica.
+    assert!(provider.force_unlock("job").await.unwrap().is_some());
+    let new = provider
+        .acquire("job", MIN, "pod-2")
+        .await
+        .unwrap()
+        .unwrap();
+    let report = RunReport::new(a_fire(0), RunOutcome::Failed("late".into()));
+    assert!(
+        !provider
+            .release_run(&old, Duration::ZERO, &report)
+            .await
+            .unwrap()
+    );
+    let after = provider.entry("job").await.unwrap().unwrap();
+    assert_eq!(after.state(), before.state(), "nothing recorded");
+    assert_eq!(after.record().owner(), "pod-2");
+    assert!(after.is_held(), "the new holder keeps the lock");
+    assert!(provider.release(&new, Duration::ZERO).await.unwrap());
+    db.drop_table(&table).await;
+}
+
+/// A Java ShedLock table (four columns) and one made by migrations 0001 and 0002 (five and six)
+/// answer `release_run` unsupported, naming migration 0003, and change nothing; the plain
+/// release works and entries carry no state. `missing_ddl` names what to add (the columns, then
+/// the definitions and history tables); once it ran (and a new provider looked), runs are
+/// recorded.
+pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_upgraded<S: Store>() {
+    use shedlock_core::admin::LockAdmin as _;
+    let Some(db) = S::open().await else { return };
+    let java = db.table_name();
+    db.execute(S::java_ddl(&java)).await;
+    let ours = db.table_name();
+    db.execute(migration::<S>("0001_shedlock.sql", &ours)).await;
+    db.execute(migration::<S>("0002_last_fire.sql", &ours))
+        .await;
+    for (table, missing) in [(&java, 9), (&ours, 8)] {
+        let provider = db.on_table(table).await;
+        let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+        let report = RunReport::new(a_fire(0), RunOutcome::Succeeded);
+        let err = provider
+            .release_run(&record, Duration::ZERO, &report)
+            .await
+            .unwrap_err();
+        assert!(err.is_unsupported(), "{err}");
+        let migration_file = format!("migrations/{}/0003_job_state.sql", S::MIGRATIONS);
+        assert!(err.to_string().contains(&migration_file), "{err}");
+        assert!(
+            provider.holder("job").await.unwrap().is_some(),
+            "nothing released"
+        );
+        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+        let entry = provider.entry("job").await.unwrap().unwrap();
+        assert_eq!(entry.state(), None, "no state columns, no state");
+        let ddl = provider
+            .missing_ddl()
+            .await
+            .unwrap()
+            .expect("columns missing");
+        let statements: Vec<&str> = ddl.lines().collect();
+        let (alter, create) = statements.split_at(missing);
+        assert!(
+            alter
+                .iter()
+                .all(|s| s.starts_with(&format!("ALTER TABLE {}", quoted::<S>(table)))),
+            "{ddl}"
+        );
+        assert!(
+            !create.is_empty()
+                && create
+                    .iter()
+                    .all(|s| s.starts_with("CREATE ") && s.contains(&format!("{table}_"))),
+            "{ddl}"
+        );
+        for statement in statements {
+            db.execute(statement.trim_end_matches(';').to_owned()).await;
+        }
+        // The provider looked once: still unsupported until a new one looks.
+        let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+        let err = provider
+            .release_run(&record, Duration::ZERO, &report)
+            .await
+            .unwrap_err();
+        assert!(err.is_unsupported(), "{err}");
+        let upgraded = db.on_table(table).await;
+        assert_eq!(upgraded.missing_ddl().await.unwrap(), None);
+        assert!(
+            upgraded
+                .release_run(&record, Duration::ZERO, &report)
+                .await
+                .unwrap()
+        );
+        let state = state_of(&upgraded.entry("job").await.unwrap().unwrap());
+        assert_eq!(state.last_run.unwrap().outcome, RunOutcome::Succeeded);
+        assert!(state.last_success.is_some());
+        // Java's four-column INSERT still works on the upgraded table (the count's default).
+        db.execute(format!(
+            "INSERT INTO {table} (name, lock_until, locked_at, locked_by) \
+             VALUES ('java-job', '2020-01-01 00:00:00.000', '2020-01-01 00:00:00.000', 'java')"
+        ))
+        .await;
+        let java_entry = upgraded.entry("java-job").await.unwrap().unwrap();
+        assert_eq!(state_of(&java_entry), JobState::default());
+        db.drop_table(table).await;
+    }
+}
+
+/// A table made by migrations 0001, 0002 and 0003 records runs (0004 adds the definitions and
+/// history tables, so nothing is missing); one with only some of the state columns counts as
+/// without them (unsupported), and `missing_ddl` lists the others.
+pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_none<S: Store>() {
+    use shedlock_core::admin::LockAdmin as _;
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    for file in [
+        "0001_shedlock.sql",
+        "0002_last_fire.sql",
+        "0003_job_state.sql",
+        "0004_jobs_and_history.sql",
+    ] {
+        for statement in migration::<S>(file, &table).split(';') {
+            db.execute(statement.trim().to_owned()).await;
+        }
+    }
+    let provider = db.on_table(&table).await;
+    assert_eq!(provider.missing_ddl().await.unwrap(), None);
+    let (_, entry) = run_once(&provider, "job", "me", a_fire(0), RunOutcome::Panicked).await;
+    assert_eq!(state_of(&entry).consecutive_failures, 1);
+    // Our DDL is the same table: nothing missing either.
+    let (fresh, fresh_table) = db.fresh().await;
+    assert_eq!(fresh.missing_ddl().await.unwrap(), None);
+    db.drop_table(&fresh_table).await;
+    db.drop_table(&table).await;
+
+    // Some state columns only.
+    let partial = db.table_name();
+    let all = migration::<S>("0003_job_state.sql", &partial);
+    db.execute(migration::<S>("0001_shedlock.sql", &partial))
+        .await;
+    db.execute(migration::<S>("0002_last_fire.sql", &partial))
+        .await;
+    for statement in all.split(';').take(3) {
+        db.execute(statement.trim().to_owned()).await;
+    }
+    let provider = db.on_table(&partial).await;
+    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+    let report = RunReport::new(a_fire(0), RunOutcome::Succeeded);
+    let err = provider
+        .release_run(&record, Duration::ZERO, &report)
+        .await
+        .unwrap_err();
+    assert!(err.is_unsupported(), "{err}");
+    assert_eq!(provider.entry("job").await.unwrap().unwrap().state(), None);
+    let ddl = provider.missing_ddl().await.unwrap().unwrap();
+    // The five columns, then the definitions and history tables this test did not create.
+    let alter = ddl.lines().filter(|l| l.starts_with("ALTER TABLE")).count();
+    assert_eq!(alter, 5, "{ddl}");
+    assert!(
+        ddl.contains("last_run_outcome") && !ddl.contains("last_run_fire"),
+        "{ddl}"
+    );
+    db.drop_table(&partial).await;
+}
+
+/// A state column dropped after the provider looked: `release_run` is an error (the scheduler
+/// then runs the plain release), never a panic, and the plain release still works.
+pub(crate) async fn a_state_column_dropped_after_detection_is_an_error<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    let (_, _) = run_once(&provider, "job", "me", a_fire(1), RunOutcome::Succeeded).await;
+    db.execute(format!("ALTER TABLE {table} DROP COLUMN last_run_error"))
+        .await;
+    let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
+    let report = RunReport::new(a_fire(0), RunOutcome::Failed("x".into()));
+    let result = provider.release_run(&record, Duration::ZERO, &report).await;
+    assert!(result.is_err(), "{result:?}");
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    db.drop_table(&table).await;
+}
+
+/// Error texts at the cap: 1000 characters of multi-byte text fit and read back the same; a
+/// longer one is cut to 1000 with `…` (by the report) and fits too.
+pub(crate) async fn error_texts_at_the_cap_fit<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    let exact = "ü".repeat(MAX_ERROR_LEN - 1) + "✓";
+    let (_, entry) = run_once(
+        &provider,
+        "job",
+        "me",
+        a_fire(0),
+        RunOutcome::Failed(exact.clone()),
+    )
+    .await;
+    assert_eq!(
+        state_of(&entry).last_run.unwrap().outcome,
+        RunOutcome::Failed(exact)
+    );
+    let long = "日本".repeat(3000);
+    let (_, entry) = run_once(
+        &provider,
+        "job",
+        "me",
+        a_fire(0),
+        RunOutcome::Failed(long.clone()),
+    )
+    .await;
+    let outcome = state_of(&entry).last_run.unwrap().outcome;
+    assert_eq!(outcome, RunOutcome::Failed(long).capped());
+    assert_eq!(outcome.error().unwrap().chars().count(), MAX_ERROR_LEN);
+    db.drop_table(&table).await;
+}
+
+/// The core's `JobStateSuite` on our DDL (`create_table_if_not_exists`: the lock table with the
+/// job state columns, and the definitions and history tables), history off: every case passes.
+/// `jobs.rs` runs it with history on.
+pub(crate) async fn the_job_state_suite_passes<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let (provider, table) = db.fresh().await;
+    JobStateSuite::new(provider).run().await;
+    db.drop_table(&table).await;
+}
+
 /// One `#[tokio::test]` per case of this module for the [`Store`] `$store`; attributes written
 /// before the store (`#[cfg_attr(not(shedlock_pg), ignore = "...")]`) go on every case.
 macro_rules! store_suite {
@@ -461,6 +866,13 @@ macro_rules! store_suite {
             a_row_deleted_by_hand_comes_back_and_tokens_keep_increasing,
             tables_that_do_not_fit_are_schema_errors,
             odd_names_are_bound_never_spliced_and_compare_exactly,
+            release_run_records_the_job_state,
+            a_run_whose_lock_was_taken_over_records_nothing,
+            tables_without_the_state_columns_answer_unsupported_until_upgraded,
+            migration_0003_adds_the_state_and_a_partial_set_counts_as_none,
+            a_state_column_dropped_after_detection_is_an_error,
+            error_texts_at_the_cap_fit,
+            the_job_state_suite_passes,
         );
     };
     // One case per step: the attributes repeat once per case, which one repetition cannot say.
@@ -817,6 +1229,69 @@ macro_rules! server_cases {
                 "took {:?}",
                 started.elapsed()
             );
+        }
+
+        /// A recorded release is one statement, as a plain one; on a table without the state
+        /// columns it answers unsupported without a round trip (the layout is known by then).
+        #[tokio::test]
+        $(#[$test])*
+        async fn release_run_costs_the_round_trips_of_a_release() {
+            use ::shedlock_core::jobs::{RunOutcome, RunReport};
+            let Some(url) = $url() else {
+                return;
+            };
+            let (_direct, table) = fresh(&url).await;
+            let java = testing::unique_table_name("shedlock_rr_java");
+            ::shedlock_sqlx::sqlx::Executor::execute(
+                &pool(&url).await,
+                ::shedlock_sqlx::sqlx::AssertSqlSafe(java_ddl(&java)),
+            )
+            .await
+            .unwrap();
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            let via = $crate::common::url_via(&url, proxy.addr);
+            let provider = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&table)
+                .build()
+                .unwrap();
+            let report = RunReport::new(::chrono::Utc::now(), RunOutcome::Succeeded);
+            // Statements prepared first.
+            let record = provider.acquire("rr", MIN, "a").await.unwrap().unwrap();
+            assert!(provider.release_run(&record, Duration::ZERO, &report).await.unwrap());
+            let record = provider.acquire("rr", MIN, "a").await.unwrap().unwrap();
+            assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+            let mut costs = Vec::new();
+            for recorded in [false, true] {
+                let record = provider.acquire("rr", MIN, "a").await.unwrap().unwrap();
+                let before = proxy.requests();
+                let released = if recorded {
+                    provider.release_run(&record, Duration::ZERO, &report).await
+                } else {
+                    provider.release(&record, Duration::ZERO).await
+                };
+                assert!(released.unwrap());
+                tokio::task::yield_now().await;
+                costs.push(proxy.requests() - before);
+            }
+            assert_eq!(costs, [1, 1], "a release and a recorded release: one round trip each");
+            let on_java = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&java)
+                .build()
+                .unwrap();
+            let record = on_java.acquire("rr", MIN, "a").await.unwrap().unwrap();
+            let before = proxy.requests();
+            let err = on_java
+                .release_run(&record, Duration::ZERO, &report)
+                .await
+                .unwrap_err();
+            assert!(err.is_unsupported(), "{err}");
+            tokio::task::yield_now().await;
+            assert_eq!(proxy.requests() - before, 0, "unsupported without a round trip");
+            assert!(on_java.release(&record, Duration::ZERO).await.unwrap());
+            drop_table(&url, &java).await;
+            drop_table(&url, &table).await;
         }
 
         #[tokio::test]
