@@ -213,12 +213,44 @@ macro_rules! admin {
                 Some(<$provider>::ddl(self).to_owned())
             }
 
-            async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
-                self.generic().admin_missing_ddl().await
-            }
-
             async fn create_table(&self) -> shedlock_core::Result<()> {
                 self.create_table_if_not_exists().await
+            }
+
+            /// The lock table's missing columns (or its whole DDL), then the definitions and
+            /// history tables that are missing (each of those statements on one line), each
+            /// statement ending in `;`.
+            async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
+                let lock_table = self.generic().admin_missing_ddl().await?;
+                let job_tables =
+                    self.generic()
+                        .missing_job_tables()
+                        .await?
+                        .into_iter()
+                        .map(|statement| {
+                            let words: Vec<&str> = statement.split_whitespace().collect();
+                            format!("{};", words.join(" "))
+                        });
+                let all: Vec<String> = lock_table.into_iter().chain(job_tables).collect();
+                Ok((!all.is_empty()).then(|| all.join("\n")))
+            }
+
+            async fn definitions(
+                &self,
+            ) -> shedlock_core::Result<Vec<shedlock_core::jobs::DefinitionEntry>> {
+                self.generic().definitions().await
+            }
+
+            async fn history(
+                &self,
+                lock_name: &str,
+                limit: usize,
+            ) -> shedlock_core::Result<Vec<shedlock_core::jobs::RunEntry>> {
+                self.generic().history(lock_name, limit).await
+            }
+
+            async fn forget(&self, job: &str) -> shedlock_core::Result<u64> {
+                self.generic().forget(job).await
             }
         }
     };

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use shedlock_core::{
     Error, Result,
+    jobs::HistoryPolicy,
     provider::{DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_NAME_LEN, MAX_DURATION},
 };
 use sqlx::{Database, Pool};
@@ -81,6 +82,7 @@ pub struct LockProviderBuilder<DB: Database> {
     call_timeout: Duration,
     transaction_pooler: bool,
     retry_refused: bool,
+    history: Option<HistoryPolicy>,
 }
 
 /// Where a builder's provider gets its connections.
@@ -169,6 +171,8 @@ pub(crate) struct Settings {
     /// A refused connection is asked for again until the call's deadline
     /// ([`LockProviderBuilder::retry_refused_connections`]).
     pub(crate) retry_refused: bool,
+    /// The run history to keep ([`LockProviderBuilder::history`]); `None`: none written.
+    pub(crate) history: Option<crate::history::History>,
 }
 
 impl Settings {
@@ -184,6 +188,7 @@ impl Settings {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             transaction_pooler: false,
             retry_refused: true,
+            history: None,
         }
     }
 }
@@ -212,6 +217,7 @@ impl<DB: Database> LockProviderBuilder<DB> {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             transaction_pooler: false,
             retry_refused: true,
+            history: None,
         }
     }
 
@@ -341,6 +347,23 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
+    /// Keeps a history of the scheduler's runs in the table `<table>_history` (next to the
+    /// lock table, created by `create_table_if_not_exists()` or the migration
+    /// `0004_jobs_and_history.sql`): each recorded release of a run's lock
+    /// ([`release_run`](shedlock_core::provider::LockProvider::release_run)) then writes one
+    /// entry (lock name, fire, runner, start, end, outcome, error text) and removes the lock's
+    /// entries beyond the newest `policy.keep` and, with `policy.max_age`, those that ended
+    /// longer ago. Off by default, and then it costs nothing.
+    ///
+    /// A write is one statement on Postgres and a transaction of two on MySQL/MariaDB and
+    /// SQLite, after the release's own. It never fails the release: a failed write is logged
+    /// at `ERROR` once, then at `DEBUG` until one succeeds again. `build()` refuses a `keep` of
+    /// 0 and a lock table name too long for the history table's name.
+    pub fn history(mut self, policy: HistoryPolicy) -> Self {
+        self.history = Some(policy);
+        self
+    }
+
     /// A provider over the application's pool opens no connections of its own: the settings
     /// that configure those are refused, naming where to set them instead.
     fn refuse_own_connection_settings(&self) -> Result<()>
@@ -457,18 +480,41 @@ impl<DB: Database> LockProviderBuilder<DB> {
                 self.call_timeout
             )));
         }
-        Ok((
-            source,
-            Settings {
-                table,
-                columns: self.columns,
-                max_name_len: self.max_name_len,
-                call_timeout: self.call_timeout,
-                transaction_pooler,
-                retry_refused: self.retry_refused,
-            },
-        ))
+        check_history(self.history.as_ref())?;
+        let settings = Settings {
+            table,
+            columns: self.columns,
+            max_name_len: self.max_name_len,
+            call_timeout: self.call_timeout,
+            transaction_pooler,
+            retry_refused: self.retry_refused,
+            history: self.history.map(crate::history::History::new),
+        };
+        if settings.history.is_some() {
+            crate::tables::names::<DB>(&settings)?;
+        }
+        Ok((source, settings))
     }
+}
+
+/// Checks a history policy: at least one run kept, a `max_age` of 1 ns to 365 days.
+fn check_history(policy: Option<&HistoryPolicy>) -> Result<()> {
+    let Some(policy) = policy else {
+        return Ok(());
+    };
+    if policy.keep == 0 {
+        return Err(Error::invalid_config(
+            "the history policy keeps 0 runs per lock; keep at least 1 (or give no policy)",
+        ));
+    }
+    if let Some(age) = policy.max_age
+        && (age.is_zero() || age > MAX_DURATION)
+    {
+        return Err(Error::invalid_config(format!(
+            "the history policy's max_age is {age:?}; use a positive duration of at most 365 days"
+        )));
+    }
+    Ok(())
 }
 
 impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
@@ -488,6 +534,7 @@ impl<DB: Database> fmt::Debug for LockProviderBuilder<DB> {
             .field("call_timeout", &self.call_timeout)
             .field("transaction_pooler", &self.transaction_pooler)
             .field("retry_refused", &self.retry_refused)
+            .field("history", &self.history)
             .finish_non_exhaustive()
     }
 }

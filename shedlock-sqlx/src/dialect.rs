@@ -254,7 +254,9 @@ pub(crate) enum Role {
 }
 
 /// One database's SQL and quirks, implemented on sqlx's database type.
-pub(crate) trait Dialect: Database + sqlx::database::HasStatementCache + Sized {
+pub(crate) trait Dialect:
+    Database + sqlx::database::HasStatementCache + crate::tables::JobTables + Sized
+{
     /// The names the database keeps for itself.
     const RESERVED: Reserved;
     /// How it quotes identifiers.

@@ -1,20 +1,195 @@
-//! History: written by the history module.
+//! Run history in the `<table>_history` table ([`crate::tables`]): written after a recorded
+//! release ([`after_release_run`]) when the builder was given a
+//! [`HistoryPolicy`](LockProviderBuilder::history), and read newest first
+//! ([`LockAdmin::history`](shedlock_core::admin::LockAdmin::history)) whatever the policy.
+//!
+//! A write inserts the entry and prunes the lock's entries to the newest `keep` (and, with a
+//! `max_age`, removes those that ended longer ago), in one statement on Postgres (one round
+//! trip) and in one transaction elsewhere (`BEGIN`, `INSERT`, `DELETE`, `COMMIT`: four). It
+//! never fails the release: a failure is logged at `ERROR` once, then at `DEBUG` until a write
+//! succeeds again.
 
-use shedlock_core::jobs::RunReport;
-use shedlock_core::provider::LockRecord;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use shedlock_core::{
+    Result,
+    jobs::{HistoryPolicy, RunEntry, RunOutcome, RunReport},
+    provider::LockRecord,
+};
+use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, Row, Type};
+
+#[cfg(doc)]
+use crate::LockProviderBuilder;
 use crate::dialect::Dialect;
+use crate::link::{AfterLostReply, statement};
 use crate::provider::Provider;
+use crate::tables::{Record, Which, job_table_error, names, run_queries};
 
-/// Records `run` of `record` in the history table, after a `release_run` that recorded it.
-/// History: written by the history module.
-#[allow(
-    clippy::unused_async,
-    reason = "a stub; the history module writes the real one"
-)]
+/// The builder's history setting, as a provider keeps it: the policy, and whether the last
+/// write failed (so a failing table is logged at `ERROR` once).
+#[derive(Debug, Clone)]
+pub(crate) struct History {
+    pub(crate) policy: HistoryPolicy,
+    failing: Arc<AtomicBool>,
+}
+
+impl History {
+    pub(crate) fn new(policy: HistoryPolicy) -> Self {
+        Self {
+            policy,
+            failing: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether the last write failed.
+    #[cfg(test)]
+    pub(crate) fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+}
+
+/// Writes the history entry of a run whose release (`release_run`) just acted on its row:
+/// lock name, fire, runner (`record.owner()`), start (`record.locked_at()`), end (the
+/// database's now) and outcome; then prunes per the policy. A no-op unless the provider was
+/// built with [`LockProviderBuilder::history`]. Never fails: a failure is logged (see the
+/// module's docs).
 pub(crate) async fn after_release_run<D: Dialect>(
-    _provider: &Provider<D>,
-    _record: &LockRecord,
-    _run: &RunReport,
-) {
+    provider: &Provider<D>,
+    record: &LockRecord,
+    run: &RunReport,
+) where
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+    D::Arguments: IntoArguments<D>,
+{
+    let Some(history) = &provider.link().settings.history else {
+        return;
+    };
+    match provider.write_history(history.policy, record, run).await {
+        Ok(()) => {
+            if history.failing.swap(false, Ordering::Relaxed) {
+                tracing::info!(lock = record.name(), "run history is written again");
+            }
+        }
+        Err(error) => {
+            if history.failing.swap(true, Ordering::Relaxed) {
+                tracing::debug!(lock = record.name(), %error, "run history not written");
+            } else {
+                tracing::error!(
+                    lock = record.name(),
+                    %error,
+                    "run history not written (the release itself succeeded); further failures \
+                     are logged at DEBUG until a write succeeds"
+                );
+            }
+        }
+    }
+}
+
+impl<D: Dialect> Provider<D>
+where
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+    D::Arguments: IntoArguments<D>,
+{
+    /// Inserts the entry and prunes, in one statement or transaction.
+    async fn write_history(
+        &self,
+        policy: HistoryPolicy,
+        record: &LockRecord,
+        run: &RunReport,
+    ) -> Result<()> {
+        let link = self.link();
+        let s = &link.settings;
+        let t = &names::<D>(s)?;
+        let args = &Record {
+            lock_name: record.name(),
+            fire: run.fire,
+            runner: record.owner(),
+            started: record.locked_at(),
+            outcome: run.outcome.kind(),
+            error: run.outcome.error(),
+            keep: policy.keep.max(1),
+            max_age: policy.max_age,
+        };
+        let what = format!("write the run history of lock {:?}", record.name());
+        // Not repeated after a lost reply: the entry may have been written.
+        let call = &link
+            .call("history")
+            .about(format!("lock {:?}", record.name()))
+            .after_lost_reply(AfterLostReply::Fail(what.clone()));
+        let target = link.target();
+        let map = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
+        link.run(call, |mut c| async move {
+            run_queries(&mut c, s.transaction_pooler, D::record(t, args), map)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    /// The newest `limit` entries of `lock_name`, newest first.
+    pub(crate) async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
+        let link = self.link();
+        let s = &link.settings;
+        let t = names::<D>(s)?;
+        link.check_name(lock_name)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let sql = format!(
+            "{}SELECT {} lock_name, fire, runner, started, ended, outcome, error FROM {} \
+             WHERE lock_name = {} ORDER BY id DESC LIMIT {}",
+            D::PIN,
+            D::HINT,
+            t.history,
+            D::param(1),
+            D::param(2),
+        );
+        let sql = &sql;
+        let call = &link.call("history").about(format!("lock {lock_name:?}"));
+        let target = link.target();
+        let map = &|e| job_table_error::<D>(s, target, Which::History, "read the run history", e);
+        link.run(call, |mut c| async move {
+            let query = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(lock_name)
+                .bind(limit);
+            let rows = statement!(c, query, map, fetch_all)?;
+            rows.iter()
+                .map(|row| {
+                    let kind: String = row.try_get(5).map_err(map)?;
+                    let error: Option<String> = row.try_get(6).map_err(map)?;
+                    let outcome =
+                        RunOutcome::from_parts(&kind, error.as_deref()).ok_or_else(|| {
+                            shedlock_core::Error::schema(
+                                format!(
+                                    "the run history of lock {lock_name:?} holds the outcome \
+                                     {kind:?}, which this version does not know"
+                                ),
+                                None,
+                            )
+                        })?;
+                    Ok(RunEntry::new(
+                        row.try_get::<String, _>(0).map_err(map)?,
+                        D::read_time(row, 1, map)?,
+                        row.try_get::<String, _>(2).map_err(map)?,
+                        D::read_time(row, 3, map)?,
+                        D::read_time(row, 4, map)?,
+                        outcome,
+                    ))
+                })
+                .collect()
+        })
+        .await
+    }
 }

@@ -133,6 +133,46 @@
 //! a statement and the scheduler releases plainly. `list` and `entry` carry the state
 //! ([`LockEntry::state`](shedlock_core::admin::LockEntry::state)) where the columns exist.
 //!
+//! # Job definitions and run history
+//!
+//! Two more tables, named from the lock table, hold what the job commands show; the lock table
+//! works without them. `create_table_if_not_exists()` creates both (when missing), and
+//! `0004_jobs_and_history.sql` has their DDL for the default names;
+//! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) returns the statements for
+//! whichever is missing. Their names are the lock table's plus `_jobs` and `_history` (plus
+//! `_history_idx` for the index on Postgres and SQLite), so the lock table's name may be at
+//! most 51 characters on Postgres (63 per name) and 56 on MySQL/MariaDB (64); a longer one is
+//! refused with an error saying so by every call that needs them (and by `build()` when history
+//! is on).
+//!
+//! - `<table>_jobs(job, replica, lock_name, version, spec, published, expires)`, primary key
+//!   `(job, replica)`: the job definitions each replica publishes
+//!   ([`publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)):
+//!   `published` is the database's now, `expires` its now plus the ttl. A publish removes every
+//!   expired entry, any replica's, in the same step: one statement on Postgres (one round trip),
+//!   a transaction elsewhere (`BEGIN`, a `DELETE`, one multi-row upsert per 100 jobs, `COMMIT`:
+//!   four round trips for up to 100 jobs). [`definitions`](shedlock_core::admin::LockAdmin::definitions)
+//!   lists the entries that have not expired, sorted by job then replica (byte order), and
+//!   [`forget`](shedlock_core::admin::LockAdmin::forget) deletes a job's entries. Job names and
+//!   replicas (owner ids) hold 255 characters, versions 32, lock names as the lock table's.
+//! - `<table>_history(id, lock_name, fire, runner, started, ended, outcome, error)`, indexed on
+//!   `(lock_name, id)`: the runs of scheduled jobs, written only when the builder was given a
+//!   [`history`](LockProviderBuilder::history) policy (off by default). The release of a run's
+//!   lock then writes the entry (the runner is the lock's owner, `started` its `locked_at`,
+//!   `ended` the database's now, the error text capped at 1,000 characters) and removes the
+//!   lock's entries beyond the newest `keep` and those older than `max_age`: one statement on
+//!   Postgres, a transaction of two (four round trips) elsewhere. A failed write never fails
+//!   the release: it is logged at `ERROR` once, then at `DEBUG` until a write succeeds.
+//!   [`history`](shedlock_core::admin::LockAdmin::history) reads a lock's entries newest first
+//!   (by `id`), whatever the policy.
+//!
+//! Times are kept as the lock table keeps them (UTC; milliseconds on MySQL and SQLite, so a
+//! fire is read back rounded to the millisecond there). A missing table is reported as
+//! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) naming the `CREATE
+//! TABLE` to run. What these tables cannot do: the history is per lock name, not per job (two
+//! jobs sharing a lock share it), and entries of a lock no longer run stay until removed by
+//! hand.
+//!
 //! # Operating locks
 //!
 //! Every provider implements [`LockAdmin`](shedlock_core::admin::LockAdmin) (the `shedlock` command
@@ -170,11 +210,15 @@ mod connect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod conns;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod definitions;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod dialect;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod history;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod ident;
+#[cfg(all(test, feature = "testing"))]
+mod job_tables_tests;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod link;
 #[cfg(feature = "mysql")]
@@ -187,6 +231,8 @@ mod provider;
 mod provider_types;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

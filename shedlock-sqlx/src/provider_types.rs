@@ -181,17 +181,21 @@ macro_rules! sql_lock_provider {
                 self.0.ddl()
             }
 
-            /// Creates the lock table (with the fencing-token column) unless it exists. It
-            /// looks first, so on an existing table it runs no `CREATE` (and Postgres sends no
-            /// "already exists" notice). Needs the privilege to create tables; the schema of a
-            /// schema-qualified table must exist.
+            /// Creates the lock table (with the fencing-token column) unless it exists, then
+            /// the job definitions and run history tables (`<table>_jobs`, `<table>_history`:
+            /// see the crate's [Job definitions and run history](crate#job-definitions-and-run-history))
+            /// unless they exist; a lock table whose name is too long for theirs gets them not,
+            /// with a warning. It looks first, so on existing tables it runs no `CREATE` (and
+            /// Postgres sends no "already exists" notice). Needs the privilege to create
+            /// tables; the schema of a schema-qualified table must exist.
             ///
             /// # Errors
             ///
             /// [`Error::is_backend`](shedlock_core::Error::is_backend) or
             /// [`Error::is_timeout`](shedlock_core::Error::is_timeout) if the statement failed.
             pub async fn create_table_if_not_exists(&self) -> ::shedlock_core::Result<()> {
-                self.0.create_table_if_not_exists().await
+                self.0.create_table_if_not_exists().await?;
+                self.0.create_job_tables().await
             }
         }
 
@@ -282,6 +286,18 @@ macro_rules! sql_lock_provider {
                 owner: &str,
             ) -> ::shedlock_core::Result<::shedlock_core::provider::FireClaim> {
                 self.0.claim_fire(name, fire, at_most, owner).await
+            }
+
+            async fn publish_definitions(
+                &self,
+                replica: &str,
+                version: &str,
+                definitions: &[::shedlock_core::provider::Definition],
+                ttl: ::std::time::Duration,
+            ) -> ::shedlock_core::Result<()> {
+                self.0
+                    .publish_definitions(replica, version, definitions, ttl)
+                    .await
             }
 
             fn max_name_len(&self) -> usize {

@@ -47,6 +47,14 @@ async fn server_passes_the_admin_suite<DB, P>(
         pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
             .await
             .expect("drop");
+        // The definitions and history tables `create_table` made with ours.
+        for suffix in ["_jobs", "_history"] {
+            pool.execute(sqlx::AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS {table}{suffix}"
+            )))
+            .await
+            .expect("drop");
+        }
     }
 }
 

@@ -45,11 +45,14 @@ macro_rules! race {
                     .acquire("after-the-race", Duration::from_secs(10), "test")
                     .await;
                 assert!(lock.is_ok_and(|l| l.is_some()), "the table works");
-                let drop = format!("DROP TABLE {table}");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-                    .execute(&pool)
-                    .await
-                    .expect("drop the table");
+                // The definitions and history tables too, so each round races for all three.
+                for suffix in ["", "_jobs", "_history"] {
+                    let drop = format!("DROP TABLE {table}{suffix}");
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
+                        .execute(&pool)
+                        .await
+                        .expect("drop the table");
+                }
             }
         }
     };

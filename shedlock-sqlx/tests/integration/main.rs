@@ -11,6 +11,8 @@ mod admin;
 mod create_race;
 #[cfg(all(feature = "postgres", feature = "mysql"))]
 mod interop;
+#[cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod jobs;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]

@@ -150,7 +150,16 @@ fn migration<S: Store>(file: &str, table: &str) -> String {
         .join("\n");
     let replaced = sql
         .replace("EXISTS shedlock (", &format!("EXISTS {table} ("))
-        .replace("ALTER TABLE shedlock ", &format!("ALTER TABLE {table} "));
+        .replace("ALTER TABLE shedlock ", &format!("ALTER TABLE {table} "))
+        .replace("EXISTS shedlock_jobs (", &format!("EXISTS {table}_jobs ("))
+        .replace(
+            "EXISTS shedlock_history (",
+            &format!("EXISTS {table}_history ("),
+        )
+        .replace(
+            "EXISTS shedlock_history_idx ON shedlock_history (",
+            &format!("EXISTS {table}_history_idx ON {table}_history ("),
+        );
     assert_ne!(replaced, sql, "{path} names the table shedlock");
     replaced.trim().trim_end_matches(';').to_owned()
 }
@@ -642,8 +651,9 @@ pub(crate) async fn a_run_whose_lock_was_taken_over_records_nothing<S: Store>() 
 
 /// A Java ShedLock table (four columns) and one made by migrations 0001 and 0002 (five and six)
 /// answer `release_run` unsupported, naming migration 0003, and change nothing; the plain
-/// release works and entries carry no state. `missing_ddl` names what to add; once it ran (and
-/// a new provider looked), runs are recorded.
+/// release works and entries carry no state. `missing_ddl` names what to add (the columns, then
+/// the definitions and history tables); once it ran (and a new provider looked), runs are
+/// recorded.
 pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_upgraded<S: Store>() {
     use shedlock_core::admin::LockAdmin as _;
     let Some(db) = S::open().await else { return };
@@ -677,11 +687,18 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
             .unwrap()
             .expect("columns missing");
         let statements: Vec<&str> = ddl.lines().collect();
-        assert_eq!(statements.len(), missing, "{ddl}");
+        let (alter, create) = statements.split_at(missing);
         assert!(
-            statements
+            alter
                 .iter()
                 .all(|s| s.starts_with(&format!("ALTER TABLE {}", quoted::<S>(table)))),
+            "{ddl}"
+        );
+        assert!(
+            !create.is_empty()
+                && create
+                    .iter()
+                    .all(|s| s.starts_with("CREATE ") && s.contains(&format!("{table}_"))),
             "{ddl}"
         );
         for statement in statements {
@@ -717,8 +734,9 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
     }
 }
 
-/// A table made by migrations 0001, 0002 and 0003 records runs; one with only some of the
-/// state columns counts as without them (unsupported), and `missing_ddl` lists the others.
+/// A table made by migrations 0001, 0002 and 0003 records runs (0004 adds the definitions and
+/// history tables, so nothing is missing); one with only some of the state columns counts as
+/// without them (unsupported), and `missing_ddl` lists the others.
 pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_none<S: Store>() {
     use shedlock_core::admin::LockAdmin as _;
     let Some(db) = S::open().await else { return };
@@ -727,6 +745,7 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
         "0001_shedlock.sql",
         "0002_last_fire.sql",
         "0003_job_state.sql",
+        "0004_jobs_and_history.sql",
     ] {
         for statement in migration::<S>(file, &table).split(';') {
             db.execute(statement.trim().to_owned()).await;
@@ -762,7 +781,9 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
     assert!(err.is_unsupported(), "{err}");
     assert_eq!(provider.entry("job").await.unwrap().unwrap().state(), None);
     let ddl = provider.missing_ddl().await.unwrap().unwrap();
-    assert_eq!(ddl.lines().count(), 5, "{ddl}");
+    // The five columns, then the definitions and history tables this test did not create.
+    let alter = ddl.lines().filter(|l| l.starts_with("ALTER TABLE")).count();
+    assert_eq!(alter, 5, "{ddl}");
     assert!(
         ddl.contains("last_run_outcome") && !ddl.contains("last_run_fire"),
         "{ddl}"
@@ -819,18 +840,13 @@ pub(crate) async fn error_texts_at_the_cap_fit<S: Store>() {
     db.drop_table(&table).await;
 }
 
-/// The core's `JobStateSuite` on our DDL: every job state case passes. The definitions cases
-/// need the definitions table, which this store does not have yet, so they are left out here
-/// (their failures are the only ones allowed); once it has, this becomes `.run()`.
+/// The core's `JobStateSuite` on our DDL (`create_table_if_not_exists`: the lock table with the
+/// job state columns, and the definitions and history tables), history off: every case passes.
+/// `jobs.rs` runs it with history on.
 pub(crate) async fn the_job_state_suite_passes<S: Store>() {
     let Some(db) = S::open().await else { return };
     let (provider, table) = db.fresh().await;
-    let report = JobStateSuite::new(provider).report().await;
-    let failed: Vec<&str> = report
-        .lines()
-        .filter(|line| line.starts_with("- ") && !line.starts_with("- definitions_"))
-        .collect();
-    assert!(failed.is_empty(), "{report}");
+    JobStateSuite::new(provider).run().await;
     db.drop_table(&table).await;
 }
 
@@ -907,13 +923,22 @@ macro_rules! server_store {
             (provider, table)
         }
 
+        /// Drops the lock table and the definitions and history tables made with it.
         async fn drop_table(url: &str, table: &str) {
-            ::shedlock_sqlx::sqlx::Executor::execute(
-                &pool(url).await,
-                ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")),
-            )
-            .await
-            .expect("drop table");
+            let pool = pool(url).await;
+            for suffix in ["", "_jobs", "_history"] {
+                // A quoted name (`schema`.`table`) takes the suffix inside its last quotes.
+                let name = match table.strip_suffix(['`', '"']) {
+                    Some(bare) => format!("{bare}{suffix}{}", &table[bare.len()..]),
+                    None => format!("{table}{suffix}"),
+                };
+                ::shedlock_sqlx::sqlx::Executor::execute(
+                    &pool,
+                    ::shedlock_sqlx::sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {name}")),
+                )
+                .await
+                .expect("drop table");
+            }
         }
 
         $(#[$doc])*
