@@ -59,7 +59,7 @@ options:
   --kill-after N       kill one replica (SIGKILL) after N seconds, preferably mid-run (cluster)
   --job SPEC           a scheduled job instead of the demo's two; repeatable. SPEC:
                        NAME[,every=1s][,at_most=10s][,at_least=0s][,work=100ms..500ms]
-                       [,keep_alive][,catch_up][,run_late][,leader_only]
+                       [,keep_alive][,catch_up][,run_late][,leader_only][,fail]
   --prefix P           lock-name prefix (default demo-)
   --lock-table T       lock table (default: the store's, shedlock)
   --runs-table T       run log table (default shedlock_demo_runs)
@@ -68,6 +68,7 @@ options:
   --text               print events as text instead of JSON lines (run)
   --owner-id ID        owner id (run; default $SHEDLOCK_OWNER_ID or hostname:pid:random)
   --call-timeout DUR   per-call timeout of the lock store (default 5s)
+  --history N          keep the last N runs of each job in the store (SQL and Redis; run)
   --grace DUR          run: how long runs in flight may finish at shutdown (default 10s)
   --stop-on-eof        stop when standard input closes (run, leader; cluster: its own stdin)
   --election NAME      leader (and run's leader_only jobs): the election (lock row) name
@@ -135,6 +136,7 @@ struct Args {
     session: Option<String>,
     owner_id: Option<String>,
     call_timeout: Option<Duration>,
+    history: Option<u32>,
     grace: Option<Duration>,
     runlog_url: Option<String>,
     stop_on_eof: bool,
@@ -211,6 +213,12 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, BoxError> 
             "--session" => parsed.session = Some(value(&flag)?),
             "--owner-id" => parsed.owner_id = Some(value(&flag)?),
             "--call-timeout" => parsed.call_timeout = Some(duration(&flag, value(&flag)?)?),
+            "--history" => {
+                let text = value(&flag)?;
+                parsed.history = Some(text.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    format!("--history takes a whole number from 1, not {text:?}")
+                })?);
+            }
             "--grace" => parsed.grace = Some(duration(&flag, value(&flag)?)?),
             "--runlog-url" => parsed.runlog_url = Some(value(&flag)?),
             "--stop-on-eof" => parsed.stop_on_eof = true,
@@ -348,6 +356,9 @@ async fn dispatch(args: Args) -> Result<ExitCode, BoxError> {
         .clone()
         .or_else(|| std::env::var(DATABASE_URL_ENV).ok());
     crate::store::set_connect_options(connect_options(&args, database_url.as_deref())?)?;
+    if let Some(keep) = args.history {
+        crate::store::set_history(keep)?;
+    }
     match args.command.unwrap_or(Command::Cluster) {
         Command::Cluster => cluster(args, database_url).await,
         Command::Schema => {

@@ -173,14 +173,13 @@ impl RunContext {
     }
 }
 
-/// The error a run of a job with `fail` returns once its work is done: what the store records
-/// as the job's last error.
+/// The error a run of job `job` with `fail` returns once its work is done, for its fire at
+/// `fire_at`: what the store records as the job's last error.
 #[must_use]
-pub fn failure_text(spec: &JobSpec, fire: Fire) -> String {
+pub fn failure_text(job: &str, fire_at: DateTime<Utc>) -> String {
     format!(
-        "job {:?} failed on purpose: the fire of {} (quotes \"kept\", ünïcode kept)",
-        spec.name,
-        fire.at().format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        "job {job:?} failed on purpose: the fire of {} (quotes \"kept\", ünïcode kept)",
+        fire_at.format("%Y-%m-%dT%H:%M:%S%.3fZ")
     )
 }
 
@@ -200,7 +199,7 @@ pub fn scheduled_job(spec: &JobSpec, prefix: &str, ctx: &Arc<RunContext>) -> Res
             async move {
                 let outcome = ctx.work(&spec, run.fire()).await;
                 match outcome {
-                    Ok(_) if spec.fail => Err(failure_text(&spec, run.fire()).into()),
+                    Ok(_) if spec.fail => Err(failure_text(&spec.name, run.fire().at()).into()),
                     other => other.map(drop),
                 }
             }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use shedlock_core::jobs::HistoryPolicy;
 use shedlock_core::provider::LockProvider;
 #[cfg(feature = "mysql")]
 use shedlock_sqlx::MySqlLockProvider;
@@ -52,6 +53,25 @@ impl std::fmt::Debug for ConnectOptions {
 }
 
 static CONNECT: OnceLock<ConnectOptions> = OnceLock::new();
+
+static HISTORY: OnceLock<u32> = OnceLock::new();
+
+/// Keeps the history of runs, `keep` per lock, in every lock store this process opens (SQL and
+/// Redis: `history(HistoryPolicy::keep(keep))` on their builders); set once, at start-up, by
+/// `--history`.
+///
+/// # Errors
+///
+/// When it was set already.
+pub fn set_history(keep: u32) -> Result<(), BoxError> {
+    HISTORY
+        .set(keep)
+        .map_err(|_| "the history is set once, at start-up".into())
+}
+
+fn history() -> Option<HistoryPolicy> {
+    HISTORY.get().map(|keep| HistoryPolicy::keep(*keep))
+}
 
 /// Sets this process's [`ConnectOptions`]; once only.
 ///
@@ -108,6 +128,9 @@ fn configure<DB: sqlx::Database>(
     }
     if let Some(timeout) = call_timeout {
         builder = builder.call_timeout(timeout);
+    }
+    if let Some(policy) = history() {
+        builder = builder.history(policy);
     }
     builder
 }
@@ -214,6 +237,9 @@ pub(crate) async fn redis_provider(
         }
         if let Some(timeout) = call_timeout {
             builder = builder.call_timeout(timeout);
+        }
+        if let Some(policy) = history() {
+            builder = builder.history(policy);
         }
         Ok(Arc::new(builder.connect().await?))
     }

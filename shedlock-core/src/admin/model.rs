@@ -243,7 +243,7 @@ pub struct ReplicaView {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ScheduleView {
-    /// As written: the cron expression, or a fixed rate's period (`every`, as `"5m"`); `null`
+    /// As written: the cron expression, or `every` and a fixed rate's period (`"every 5m"`); `null`
     /// when no definition gives it.
     pub schedule: Option<String>,
     /// In words ([`Schedule::describe`]); `null` when unknown, or when the spec did not parse

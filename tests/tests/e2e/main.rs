@@ -24,6 +24,7 @@ mod fault_input;
 mod fault_network;
 mod fault_restart;
 mod fault_store;
+mod job_state_processes;
 mod leader_processes;
 mod leader_redis;
 mod lost_reply;
