@@ -1,6 +1,6 @@
 //! The names of the metrics shedlock-core records (feature `metrics`), through the
-//! [`metrics`](https://docs.rs/metrics) facade: install any recorder (Prometheus, OpenTelemetry,
-//! a `StatsD` exporter) and they appear. Without the feature nothing is recorded.
+//! [`metrics`](https://docs.rs/metrics) facade. Install any recorder and they appear, such as
+//! Prometheus, OpenTelemetry or a `StatsD` exporter. Without the feature nothing is recorded.
 //!
 //! | metric | kind | labels | counts |
 //! |---|---|---|---|
@@ -19,12 +19,12 @@
 //! | `shedlock_job_consecutive_failures` ([`JOB_CONSECUTIVE_FAILURES`]) | gauge | `job` | this replica's runs of a job that failed or panicked since its last success there (cancelled runs count nothing) |
 //! | `shedlock_leader` ([`LEADER`]) | gauge | `election` | 1 while this instance's latch leads the election, 0 otherwise |
 //!
-//! The `lock` label is the full lock name, so a templated name (`"report-{tenant}"`) makes one
-//! series per value: keep templated names to a bounded set, or leave the feature off.
+//! The `lock` label is the full lock name. So a templated name (`"report-{tenant}"`) makes one
+//! series per value. Keep templated names to a bounded set, or leave the feature off.
 //!
-//! The job series are each replica's own view: the cluster's (the last success anywhere, the
-//! failures counted across replicas) is in the store ([`jobs`](crate::jobs)), where operators'
-//! tools read it.
+//! The job series are each replica's own view. The cluster's view is in the store
+//! ([`jobs`](crate::jobs)), where operators' tools read it. It has the last success anywhere and
+//! the failures counted across replicas.
 //!
 //! ```
 //! // Alert on locks that are never released cleanly:
@@ -81,8 +81,8 @@ pub const ALL: [&str; 14] = [
 
 #[cfg(test)]
 mod tests {
-    /// The table in this module's docs lists exactly the names in `ALL`, in order, each beside
-    /// the constant that holds it: the docs cannot drift from what is recorded.
+    /// The table in this module's docs lists exactly the names in `ALL`, in order. Each is beside
+    /// the constant that holds it. So the docs cannot drift from what is recorded.
     #[test]
     fn the_table_lists_every_name_beside_its_constant() {
         let source = include_str!("metrics.rs");
