@@ -53,7 +53,7 @@ pub(crate) struct State {
 ///
 /// A lease attached with [`Lease::new_mirrored`] writes its deadline here on creation, moves it on
 /// each successful extend and clears it when it is marked lost. Moves and clears are
-/// compare-and-swap against the lease's own last value, so a stale lease can never touch the
+/// compare-and-swap against the lease's own last value. So a stale lease can never touch the
 /// deadline of a newer lease sharing the cell.
 #[derive(Debug)]
 pub(crate) struct DeadlineCell {

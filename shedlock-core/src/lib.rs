@@ -90,7 +90,8 @@
 //!
 //! # Feature flags
 //!
-//! - `macros`, `scheduler` (both default): `#[scheduled_lock]`; [`Scheduler`] (rates, cron).
+//! - `macros` (default): `#[scheduled_lock]`.
+//! - `scheduler` (default): [`Scheduler`], with fixed rates and cron.
 //! - `metrics`: counters and a task-duration histogram through the `metrics` facade, named in
 //!   [`metrics`].
 //! - `testkit`: [`testkit`], the conformance suite a store runs.

@@ -84,7 +84,7 @@ impl fmt::Debug for LockingTaskExecutor {
     }
 }
 
-/// Builds a [`LockingTaskExecutor`]; see [`LockingTaskExecutor::builder`].
+/// Builds a [`LockingTaskExecutor`]. See [`LockingTaskExecutor::builder`].
 #[must_use]
 pub struct LockingTaskExecutorBuilder {
     provider: Arc<dyn LockProvider>,
@@ -709,7 +709,7 @@ pub(crate) struct FireAttempt {
 ///
 /// # Errors
 ///
-/// [`Error::is_no_executor`] when none is installed; the message says how to install one.
+/// [`Error::is_no_executor`] when none is installed. The message says how to install one.
 ///
 /// ```
 /// // Before `install_default`, asking is an error, never a panic:

@@ -114,8 +114,8 @@ use task::Shared;
 /// [`default_owner_id`]. An explicit id may be shared too. What tells two terms apart is the
 /// acquisition: its fencing token, or its `locked_at`. So a latch releases a leftover row only when
 /// it can prove it is its own. That is the case for the acquisition of one of its own terms. It is
-/// also the case for the product of one of its acquires whose reply was lost, when no other latch
-/// of the process runs the same election with the same owner id. A row that merely carries its
+/// also the case for the product of one of its acquires whose reply was lost. That second case
+/// holds only when no other latch of the process runs the same election with the same owner id. A row that merely carries its
 /// owner id is followed like anyone else's, and frees itself at the end of its lease. Such a row
 /// may come from another latch of this process in the same election. It may also come from an
 /// earlier run of this process with the same explicit id that crashed while leading. Keep owner ids
@@ -158,7 +158,7 @@ impl LeaderLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] when the election name is too long for this store, when
+    /// [`Error::is_invalid_config`] when the election name is too long for this store. Also when
     /// `SHEDLOCK_OWNER_ID` is set to an invalid id, or when called outside a tokio runtime.
     ///
     /// ```

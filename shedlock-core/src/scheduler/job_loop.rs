@@ -191,8 +191,8 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
     .await
 }
 
-/// [`handle_fire`]'s loop; claims whose replies were lost are noted in `lost`, and left there
-/// when the fire is not run for them (the caller then settles them).
+/// [`handle_fire`]'s loop. Claims whose replies were lost are noted in `lost`. They are left
+/// there when the fire is not run for them, and the caller then settles them.
 async fn claim_and_run(
     shared: &Shared,
     job: &Entry,

@@ -58,9 +58,9 @@ const MODE_PLAIN: u8 = 2;
 /// across the replicas that share the executor's store.
 ///
 /// A *fire* is a job's scheduled instant `F`. Its window is `[F, next fire)`. At `F`, every
-/// replica asks the store to claim the fire ([`LockProvider::claim_fire`]). In one atomic step
-/// on the **store's** clock, the store checks that the window is open, that the fire is not
-/// recorded yet, and that the lock is free. It then records the fire and takes the lock. One
+/// replica asks the store to claim the fire ([`LockProvider::claim_fire`]). The store decides in
+/// one atomic step on the **store's** clock. It checks that the window is open, that the fire is
+/// not recorded yet, and that the lock is free. It then records the fire and takes the lock. One
 /// replica wins and runs the body. The others count the fire as claimed elsewhere, or as held.
 ///
 /// Replicas time their claims by the store's clock, learned from the claims' replies. So a
@@ -78,9 +78,10 @@ const MODE_PLAIN: u8 = 2;
 ///   ([`Job::on_held`], [`OnHeld::RunLate`]).
 /// - A fire whose window passes before this replica could claim it is counted `missed`. The count
 ///   is this replica's: another may have run the fire.
-/// - A claim whose reply was lost, by a timeout or a cut connection, is run by this replica if it
-///   committed and its window is still open. Otherwise the job's next claim releases it unrun. It
-///   is never recognised by the owner id alone (see docs/guarantees.md, "Lost replies").
+/// - A claim's reply may be lost, by a timeout or a cut connection. This replica runs such a
+///   claim if it committed and its window is still open. Otherwise the job's next claim releases
+///   it unrun. It is never recognised by the owner id alone (see docs/guarantees.md, "Lost
+///   replies").
 /// - With fire claims, `at_least` defaults to 0. The claim, not a minimum hold, keeps replicas
 ///   apart.
 /// - Some stores have no fire claims: a SQL table without `last_fire`, or a custom store without
