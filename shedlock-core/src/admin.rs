@@ -1,5 +1,5 @@
-//! For operator tools (`shedlock-cli`): [`LockAdmin`] lists a store's locks and frees one safely;
-//! [`model`] has the JSON they print.
+//! For operator tools such as `shedlock-cli`. [`LockAdmin`] lists a store's locks and frees one
+//! safely. [`model`] has the JSON they print.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,8 +13,8 @@ use crate::provider::{LockProvider, LockRecord};
 
 pub mod model;
 
-/// One lock row as an operator sees it: who holds it, until when, and whether it is held now by
-/// the store's clock.
+/// One lock row as an operator sees it. It says who holds it, until when, and whether it is held
+/// now by the store's clock.
 ///
 /// ```
 /// use chrono::{Duration, Utc};
@@ -35,7 +35,7 @@ pub struct LockEntry {
 }
 
 impl LockEntry {
-    /// An entry for `record`, read when the store's clock said `store_now`; `last_fire` is the
+    /// An entry for `record`, read when the store's clock said `store_now`. `last_fire` is the
     /// job's recorded fire where the store keeps one.
     #[must_use]
     pub fn new(
@@ -51,8 +51,8 @@ impl LockEntry {
         }
     }
 
-    /// The same entry with the job state its row keeps ([`LockProvider::release_run`]); a store
-    /// whose row has no job state leaves it unset.
+    /// The same entry with the job state its row keeps (see [`LockProvider::release_run`]). A
+    /// store whose row has no job state leaves it unset.
     #[must_use]
     pub fn with_state(mut self, state: JobState) -> Self {
         self.state = Some(state);
@@ -60,8 +60,8 @@ impl LockEntry {
     }
 
     /// The job state the row keeps: the last recorded run, last success and consecutive
-    /// failures. `None` where the store does not record job state (a Java ShedLock table
-    /// without the columns); a default state where it does but no run was recorded yet.
+    /// failures. `None` where the store does not record job state, such as a Java ShedLock table
+    /// without the columns. A default state where it does but no run was recorded yet.
     #[must_use]
     pub fn state(&self) -> Option<&JobState> {
         self.state.as_ref()
@@ -86,7 +86,7 @@ impl LockEntry {
         self.record.lock_until() > self.store_now
     }
 
-    /// How long the lock stays held unless released or extended; `None` when it is free.
+    /// How long the lock stays held unless released or extended. `None` when it is free.
     #[must_use]
     pub fn remaining(&self) -> Option<std::time::Duration> {
         (self.record.lock_until() - self.store_now)
@@ -95,7 +95,7 @@ impl LockEntry {
             .filter(|d| !d.is_zero())
     }
 
-    /// Whether a [`LeaderLatch`](crate::LeaderLatch) wrote the row: its holder carries
+    /// Whether a [`LeaderLatch`](crate::LeaderLatch) wrote the row, so its holder carries
     /// [`ELECTION_MARK`]. Freeing such a row while it is held lets a second instance lead before
     /// the first has stepped down.
     ///
@@ -133,12 +133,12 @@ impl fmt::Display for LockEntry {
 /// hands between its read and its conditional unlock.
 const FORCE_UNLOCK_ATTEMPTS: usize = 5;
 
-/// The mark a [`LeaderLatch`](crate::LeaderLatch) appends to its owner id in the rows it writes
-/// (`locked_by = "host:42:1a2b3c#election"`), so that operators' tools can tell an election row
-/// from a task lock: freeing a row a leader holds makes two leaders possible until the old
-/// leader's renew deadline passes. [`LockEntry::is_election`] tests for it.
+/// The mark a [`LeaderLatch`](crate::LeaderLatch) appends to its owner id in the rows it writes,
+/// as in `locked_by = "host:42:1a2b3c#election"`. Operators' tools can then tell an election row
+/// from a task lock. Freeing a row a leader holds makes two leaders possible until the old
+/// leader's renew deadline passes. [`LockEntry::is_election`] tests for the mark.
 ///
-/// Task locks never carry it (unless an owner id set by hand ends with it). Rows written by a
+/// Task locks never carry it, unless an owner id set by hand ends with it. Rows written by a
 /// latch of shedlock-core 0.1 are not marked.
 pub const ELECTION_MARK: &str = "#election";
 
@@ -147,8 +147,8 @@ pub(crate) fn election_owner(owner_id: &str) -> String {
     format!("{owner_id}{ELECTION_MARK}")
 }
 
-/// The latch's owner id behind a row's `locked_by`: the id without [`ELECTION_MARK`], or the
-/// owner as it is for a row without the mark.
+/// The latch's owner id behind a row's `locked_by`. It is the id without [`ELECTION_MARK`]. A
+/// row without the mark gives its owner as it is.
 #[must_use]
 pub fn election_owner_id(locked_by: &str) -> &str {
     locked_by.strip_suffix(ELECTION_MARK).unwrap_or(locked_by)
@@ -156,11 +156,11 @@ pub fn election_owner_id(locked_by: &str) -> &str {
 
 /// What an operator needs beside [`LockProvider`]: list the locks, free one safely, create the
 /// table. Every method has a default body answering [`Error::is_unsupported`], so a custom store
-/// keeps compiling; the built-in stores implement them all. `testkit::AdminSuite` (feature
+/// keeps compiling. The built-in stores implement them all. `testkit::AdminSuite` (feature
 /// `testkit`) checks an implementation.
 ///
-/// Freeing a lock sets its `lock_until` to the store's now and nothing else: the holder's row,
-/// token sequence and recorded fire stay, so freeing never makes a fire run again.
+/// Freeing a lock sets its `lock_until` to the store's now and nothing else. The holder's row,
+/// token sequence and recorded fire stay. So freeing never makes a fire run again.
 #[async_trait]
 pub trait LockAdmin: LockProvider {
     /// Every lock row the store has, held or not, sorted by name.
@@ -185,10 +185,11 @@ pub trait LockAdmin: LockProvider {
             .find(|e| e.record().name() == name))
     }
 
-    /// Frees the lock iff its row is still exactly `expected`: same holder, same `locked_at`
-    /// and same fencing token (where the store has tokens), as a listing showed it, and still
-    /// held. `Ok(true)` if it freed it; `Ok(false)` if it refused (the lock was taken again since,
-    /// even by the same owner id, or is already free) and changed nothing.
+    /// Frees the lock iff its row is still exactly `expected`, as a listing showed it, and still
+    /// held. "Exactly" means the same holder, the same `locked_at` and, where the store has
+    /// tokens, the same fencing token. Answers `Ok(true)` if it freed it. Answers `Ok(false)`,
+    /// having changed nothing, if it refused. It refuses when the lock was taken again since,
+    /// even by the same owner id, or is already free.
     ///
     /// # Errors
     ///
@@ -198,13 +199,13 @@ pub trait LockAdmin: LockProvider {
         Err(Error::unsupported("unlock"))
     }
 
-    /// Frees `name` whoever holds it, and returns the entry it freed (`None`: no row, or the lock
-    /// was not held).
+    /// Frees `name` whoever holds it, and returns the entry it freed. `None` means no row, or
+    /// the lock was not held.
     ///
     /// The default body reads the [`entry`](Self::entry) and frees exactly that acquisition with
-    /// [`unlock`](Self::unlock), reading again if the lock changed hands in between (at most
-    /// 5 times), so the entry it returns is the acquisition it freed and
-    /// a store needs only `entry` and `unlock`.
+    /// [`unlock`](Self::unlock). If the lock changed hands in between, it reads again, at most
+    /// 5 times. So the entry it returns is the acquisition it freed. A store needs only `entry`
+    /// and `unlock`.
     ///
     /// # Errors
     ///
@@ -226,7 +227,7 @@ pub trait LockAdmin: LockProvider {
         )))
     }
 
-    /// The statement(s) that create this store's lock table with its configured names, if the
+    /// The statements that create this store's lock table with its configured names, if the
     /// store has a schema.
     fn ddl(&self) -> Option<String> {
         None
@@ -242,9 +243,10 @@ pub trait LockAdmin: LockProvider {
     }
 
     /// The statements that would give this store's schema what job state, definitions and
-    /// history need and it lacks (the columns of the lock table, the definitions table, the
-    /// history table), for an operator to run; `Ok(None)` when nothing is missing or the store
-    /// has no schema. A Java ShedLock table works without them: only the job commands need them.
+    /// history need and it lacks, for an operator to run. They add the columns of the lock table,
+    /// the definitions table and the history table. Answers `Ok(None)` when nothing is missing or
+    /// the store has no schema. A Java ShedLock table works without them. Only the job commands
+    /// need them.
     ///
     /// # Errors
     ///
@@ -253,13 +255,13 @@ pub trait LockAdmin: LockProvider {
         Ok(None)
     }
 
-    /// The job definitions replicas published ([`LockProvider::publish_definitions`]) that have
-    /// not expired by the store's clock, sorted by job name, then replica.
+    /// The job definitions replicas published that have not expired by the store's clock (see
+    /// [`LockProvider::publish_definitions`]). Sorted by job name, then replica.
     ///
     /// # Errors
     ///
-    /// The store failed, is not set up for definitions (the error says what to create), or does
-    /// not support them.
+    /// The store failed, is not set up for definitions, or does not support them. For a store
+    /// not set up, the error says what to create.
     async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
         Err(Error::unsupported("definitions"))
     }
@@ -268,14 +270,14 @@ pub trait LockAdmin: LockProvider {
     ///
     /// # Errors
     ///
-    /// The store failed, has no history table (the error says what to create), or does not keep
-    /// history.
+    /// The store failed, has no history table, or does not keep history. For a missing table,
+    /// the error says what to create.
     async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
         let _ = (lock_name, limit);
         Err(Error::unsupported("history"))
     }
 
-    /// Removes the definitions of `job` that every replica published; returns how many it
+    /// Removes the definitions of `job` that every replica published. Returns how many it
     /// removed. A replica that still runs the job publishes it again at its next heartbeat.
     ///
     /// # Errors

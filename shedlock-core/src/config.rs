@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
-/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`), and the default limit.
+/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`). It is the default
+/// limit.
 ///
 /// Stores re-check names against their own column through
 /// [`LockProvider::max_name_len`](crate::provider::LockProvider::max_name_len).
@@ -15,21 +16,22 @@ pub const DEFAULT_MAX_NAME_LEN: usize = 64;
 
 /// The longest `at_most`, `at_least`, lease or timeout accepted: 365 days.
 ///
-/// Longer locks are almost certainly a mistake (a unit error), and MySQL's `TIMESTAMP` column
+/// Longer locks are almost certainly a mistake, such as a unit error. MySQL's `TIMESTAMP` column
 /// ends in January 2038.
 pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 
 /// One lock: its name, how long it may be held at most, and how long at least.
 ///
-/// - `at_most` is the safety net: if the holder dies, the lock frees itself after it. Set it well
-///   above the task's normal run time. It may be left out when the executor has a default
-///   ([`LockingTaskExecutorBuilder::default_at_most`](crate::LockingTaskExecutorBuilder::default_at_most)).
-/// - `at_least` is the minimum hold: a run that ends early keeps the lock until
-///   `locked_at + at_least`, so replicas whose timers fire a little apart do not each run the task.
-///   Unset, it is the executor's
-///   [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least), zero unless set.
-/// - `keep_alive` (default off) extends the lock every `at_most / 2` while the task runs, so a task
-///   may outlive `at_most` as long as its process is alive and reaches the store.
+/// - `at_most` is the safety net. If the holder dies, the lock frees itself after it. Set it well
+///   above the task's normal run time. It may be left out when the executor has a default (see
+///   [`LockingTaskExecutorBuilder::default_at_most`](crate::LockingTaskExecutorBuilder::default_at_most)).
+/// - `at_least` is the minimum hold. A run that ends early keeps the lock until
+///   `locked_at + at_least`. So replicas whose timers fire a little apart do not each run the
+///   task. Unset, it is the executor's
+///   [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least).
+/// - `keep_alive` extends the lock every `at_most / 2` while the task runs. It is off by default.
+///   With it, a task may outlive `at_most` as long as its process is alive and reaches the
+///   store.
 ///
 /// ```
 /// use std::time::Duration;
@@ -53,9 +55,9 @@ pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// It implements [`serde::Deserialize`]: `name` is required; `at_most`, `at_least` (durations
-/// such as `"10m"`, `"1h30m"`, `"500ms"`, `"PT10M"`), `keep_alive` and `max_name_len` are
-/// optional; unknown keys are rejected, and the result is validated as
+/// It implements [`serde::Deserialize`]. `name` is required. `at_most`, `at_least`,
+/// `keep_alive` and `max_name_len` are optional. Durations are text such as `"10m"`, `"1h30m"`,
+/// `"500ms"` or `"PT10M"`. Unknown keys are rejected. The result is validated as
 /// [`build`](LockConfigBuilder::build) does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(try_from = "RawLockConfig")]
@@ -71,14 +73,17 @@ impl LockConfig {
     ///
     /// # Errors
     ///
-    /// Returns an [`Error::is_invalid_config`] error when the name is empty, longer than
-    /// [`DEFAULT_MAX_NAME_LEN`] characters (see [`LockConfigBuilder::max_name_len`]), has leading or trailing white space or a NUL
-    /// character, or when `at_most` is zero or above [`MAX_DURATION`].
+    /// Returns an [`Error::is_invalid_config`] error in these cases:
+    ///
+    /// - the name is empty, has leading or trailing white space, or has a NUL character;
+    /// - the name is longer than [`DEFAULT_MAX_NAME_LEN`] characters (see
+    ///   [`LockConfigBuilder::max_name_len`]);
+    /// - `at_most` is zero or above [`MAX_DURATION`].
     pub fn new(name: impl Into<String>, at_most: Duration) -> Result<Self> {
         Self::builder(name).at_most(at_most).build()
     }
 
-    /// Starts a configuration; see [`LockConfigBuilder`].
+    /// Starts a configuration. See [`LockConfigBuilder`].
     pub fn builder(name: impl Into<String>) -> LockConfigBuilder {
         LockConfigBuilder {
             name: name.into(),
@@ -101,8 +106,8 @@ impl LockConfig {
         self.at_most
     }
 
-    /// The shortest hold set on the lock, zero when unset (an executor then uses its
-    /// [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least), if any: see
+    /// The shortest hold set on the lock, zero when unset. An executor then uses its
+    /// [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least), if any (see
     /// [`at_least_if_set`](Self::at_least_if_set)).
     #[must_use]
     pub fn at_least(&self) -> Duration {
@@ -121,8 +126,8 @@ impl LockConfig {
         self.keep_alive
     }
 
-    /// `at_most` and `at_least`, each from the executor's default when unset, checked
-    /// together; an error names the lock and the values that were defaults.
+    /// `at_most` and `at_least`, each from the executor's default when unset, checked together.
+    /// An error names the lock and the values that were defaults.
     pub(crate) fn effective(
         &self,
         default_at_most: Option<Duration>,
@@ -158,7 +163,7 @@ impl LockConfig {
     }
 }
 
-/// Builds a [`LockConfig`]; [`build`](Self::build) validates it.
+/// Builds a [`LockConfig`]. [`build`](Self::build) validates it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -180,10 +185,9 @@ pub struct LockConfigBuilder {
 }
 
 impl LockConfigBuilder {
-    /// The longest name accepted, in characters; defaults to [`DEFAULT_MAX_NAME_LEN`] (64, the
-    /// width of ShedLock's `name` column). Raise it only for a store whose column is wider: the
-    /// executor also checks names against the store's own
-    /// [`max_name_len`](crate::provider::LockProvider::max_name_len).
+    /// The longest name accepted, in characters. Defaults to [`DEFAULT_MAX_NAME_LEN`]. Raise it
+    /// only for a store whose column is wider. The executor also checks names against the store's
+    /// own [`max_name_len`](crate::provider::LockProvider::max_name_len).
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
@@ -195,13 +199,13 @@ impl LockConfigBuilder {
         self
     }
 
-    /// The shortest hold. Unset means the executor's default (zero unless set).
+    /// The shortest hold. Unset means the executor's default, which is zero unless set.
     pub fn at_least(mut self, at_least: Duration) -> Self {
         self.at_least = Some(at_least);
         self
     }
 
-    /// Extend the lock every `at_most / 2` while the task runs; defaults to off.
+    /// Extend the lock every `at_most / 2` while the task runs. Defaults to off.
     pub fn keep_alive(mut self, keep_alive: bool) -> Self {
         self.keep_alive = keep_alive;
         self
@@ -211,8 +215,8 @@ impl LockConfigBuilder {
     ///
     /// # Errors
     ///
-    /// An [`Error::is_invalid_config`] error that says what to fix: a bad name (see
-    /// [`validate_name`]), a zero `at_most`, `at_least > at_most`, or a duration above
+    /// An [`Error::is_invalid_config`] error that says what to fix. The causes are a bad name
+    /// (see [`validate_name`]), a zero `at_most`, `at_least > at_most`, or a duration above
     /// [`MAX_DURATION`].
     pub fn build(self) -> Result<LockConfig> {
         validate_name(&self.name, self.max_name_len)?;
@@ -232,7 +236,7 @@ impl LockConfigBuilder {
     }
 }
 
-/// The serde form of [`LockConfig`]: human durations, every key but `name` optional.
+/// The serde form of [`LockConfig`]: human durations, with every key but `name` optional.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLockConfig {
@@ -289,9 +293,10 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
-/// Checks a lock name: not empty, at most `max_len` characters, no leading or trailing white
-/// space (MySQL/MariaDB compare `'a'` and `'a '` as equal), no NUL character (Postgres cannot
-/// store it). Store implementations call it with their own column's limit.
+/// Checks a lock name. It must not be empty, and must have at most `max_len` characters. It must
+/// have no leading or trailing white space, because MySQL/MariaDB compare `'a'` and `'a '` as
+/// equal. It must have no NUL character, which Postgres cannot store. Store implementations call
+/// it with their own column's limit.
 ///
 /// # Errors
 ///
@@ -338,9 +343,10 @@ fn truncate_for_message(name: &str) -> String {
     }
 }
 
-/// Checks the `at_most` a store is asked to hold or extend a lock for: not zero and at most
-/// [`MAX_DURATION`]. Stores call it before any query (the executor has checked already, but the
-/// trait is public): a duration past a `TIMESTAMP` column's range must never reach SQL.
+/// Checks the `at_most` a store is asked to hold or extend a lock for. It must not be zero, and
+/// must be at most [`MAX_DURATION`]. Stores call it before any query. The executor has checked
+/// already, but the trait is public. A duration past a `TIMESTAMP` column's range must never
+/// reach SQL.
 ///
 /// # Errors
 ///
@@ -355,7 +361,7 @@ pub fn validate_at_most(at_most: Duration) -> Result<()> {
     validate_durations(at_most, Duration::ZERO)
 }
 
-/// Checks the `at_least` of a release: at most [`MAX_DURATION`] (zero is fine).
+/// Checks the `at_least` of a release. It must be at most [`MAX_DURATION`]. Zero is fine.
 ///
 /// # Errors
 ///
@@ -383,7 +389,7 @@ pub(crate) fn validate_durations(at_most: Duration, at_least: Duration) -> Resul
     Ok(())
 }
 
-/// Rejects a duration above [`MAX_DURATION`]; `what` names the setting in the message.
+/// Rejects a duration above [`MAX_DURATION`]. `what` names the setting in the message.
 pub(crate) fn check_max(what: &str, value: Duration) -> Result<()> {
     if value > MAX_DURATION {
         return Err(Error::invalid_config(format!(

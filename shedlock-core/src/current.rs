@@ -1,8 +1,8 @@
-//! For task bodies: the lock the running task holds ([`LockHandle`], [`current_lock`]) and the
+//! For task bodies: the lock the running task holds ([`LockHandle`], [`current_lock`]), and the
 //! assertions that code runs under one ([`assert_locked`]).
 //!
-//! Everything here is **task-local** (tokio's `task_local!`), not thread-local: it follows the
-//! locked future across `.await`s and worker threads, and it does not leak into tasks the locked
+//! Everything here is **task-local** (tokio's `task_local!`), not thread-local. It follows the
+//! locked future across `.await`s and worker threads. It does not leak into tasks the locked
 //! task spawns.
 
 use std::fmt;
@@ -26,7 +26,7 @@ tokio::task_local! {
 
 static ASSERTIONS_DISABLED: AtomicBool = AtomicBool::new(false);
 
-/// One held lock in the running task's chain (innermost first).
+/// One held lock in the running task's chain, innermost first.
 #[derive(Clone)]
 struct Frame {
     handle: LockHandle,
@@ -35,16 +35,16 @@ struct Frame {
 
 /// A held lock: its fencing token, whether it was lost, and a way to extend it.
 ///
-/// You get one from a [`LockGuard`](crate::LockGuard) (which derefs to it) or, inside a locked
-/// task (including a `#[scheduled_lock]` body), from [`current_lock`]. Clones share state.
+/// You get one from a [`LockGuard`](crate::LockGuard), which derefs to it. Inside a locked task,
+/// a `#[scheduled_lock]` body included, you get one from [`current_lock`]. Clones share state.
 /// This is ShedLock's `LockExtender` plus the lost-lock and shutdown signals.
 ///
 /// # Stop signals
 ///
-/// A run learns from three signals that it should stop; each has a `bool` check and a future to
-/// race against the work with `tokio::select!`. In the order a graceful shutdown
-/// ([`Shutdown`](crate::Shutdown) or [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown))
-/// fires them:
+/// A run learns from three signals that it should stop. Each has a `bool` check and a future to
+/// race against the work with `tokio::select!`. Here they are in the order a graceful shutdown
+/// fires them. A graceful shutdown is [`Shutdown`](crate::Shutdown) or
+/// [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown).
 ///
 /// | signal | fires | the lock |
 /// |---|---|---|
@@ -52,10 +52,10 @@ struct Frame {
 /// | [`cancelled`](Self::cancelled), [`is_cancelled`](Self::is_cancelled) | when the grace is over and the run is still going | still held for one stop window (a second, or the call timeout if shorter); then the run is dropped, or the executor releases the lock |
 /// | [`lost`](Self::lost), [`is_lost`](Self::is_lost) | when the lock is no longer this run's: released, an extension refused, or `at_most` passed without a successful extension | another replica may hold it now |
 ///
-/// A scheduler's run of a `leader_only` job is also stopped when its leader term ends
-/// ([`LeaderTerm::ended`](crate::latch::LeaderTerm::ended), from `RunContext::term`): it gets the
-/// stop window, not the grace. A lock that no executor handed out (a leader latch's) is never
-/// stopping nor cancelled.
+/// A scheduler's run of a `leader_only` job is also stopped when its leader term ends. That is
+/// [`LeaderTerm::ended`](crate::latch::LeaderTerm::ended), from `RunContext::term`. It gets the
+/// stop window, not the grace. A lock that no executor handed out, such as a leader latch's, is
+/// never stopping nor cancelled.
 ///
 /// ```
 /// use std::time::Duration;
@@ -105,7 +105,7 @@ impl LockHandle {
         }
     }
 
-    /// Whether the executor's shutdown has begun: no new runs start, and this one has the grace
+    /// Whether the executor's shutdown has begun. No new runs start, and this one has the grace
     /// period to finish (see [Stop signals](Self#stop-signals)).
     #[must_use]
     pub fn is_stopping(&self) -> bool {
@@ -115,9 +115,9 @@ impl LockHandle {
     }
 
     /// Resolves when the executor's shutdown begins, at the start of the grace period (see
-    /// [Stop signals](Self#stop-signals)); never for a lock that no executor handed out. A long
-    /// run can checkpoint and return, releasing its lock early instead of being cancelled when
-    /// the grace is over:
+    /// [Stop signals](Self#stop-signals)). Never resolves for a lock that no executor handed out.
+    /// A long run can checkpoint and return. It then releases its lock early instead of being
+    /// cancelled when the grace is over:
     ///
     /// ```
     /// use std::time::Duration;
@@ -153,9 +153,9 @@ impl LockHandle {
         }
     }
 
-    /// Whether the executor's shutdown has cancelled this run: its grace period ran out while
-    /// the lock was held. The executor releases the lock right after (so
-    /// [`is_lost`](Self::is_lost) follows); stop the work.
+    /// Whether the executor's shutdown has cancelled this run. Its grace period ran out while
+    /// the lock was held. The executor releases the lock right after, so
+    /// [`is_lost`](Self::is_lost) follows. Stop the work.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.cancel
@@ -164,8 +164,8 @@ impl LockHandle {
     }
 
     /// Resolves when the executor's shutdown cancels this run, at the end of the grace period
-    /// (see [Stop signals](Self#stop-signals)); never for a lock that no executor handed out (a
-    /// leader latch's). Race it against the work, as [`lost`](Self::lost):
+    /// (see [Stop signals](Self#stop-signals)). Never resolves for a lock that no executor handed
+    /// out, such as a leader latch's. Race it against the work, as [`lost`](Self::lost):
     ///
     /// ```
     /// use std::time::Duration;
@@ -209,40 +209,40 @@ impl LockHandle {
         &self.name
     }
 
-    /// This acquisition's fencing token (`None` if the store has none). See
-    /// [`LockRecord::fencing_token`].
+    /// This acquisition's fencing token. See [`LockRecord::fencing_token`].
     #[must_use]
     pub fn fencing_token(&self) -> Option<i64> {
         self.fencing_token
     }
 
-    /// The record as last confirmed by the store (its `lock_until` moves with each extension).
+    /// The record as last confirmed by the store. Its `lock_until` moves with each extension.
     #[must_use]
     pub fn record(&self) -> LockRecord {
         self.lease.record()
     }
 
-    /// Whether the lock is lost: it was released, the store refused an extension, or no
-    /// acquisition or extension succeeded within `at_most` of being sent (by this process's
-    /// monotonic clock). Once lost, another replica may hold the lock.
+    /// Whether the lock is lost. It is lost once it was released or the store refused an
+    /// extension. It is also lost when no acquisition or extension succeeded within `at_most` of
+    /// being sent, by this process's monotonic clock. Once lost, another replica may hold the
+    /// lock.
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lease.is_lost()
     }
 
-    /// Resolves when the lock is lost (at once if it already is). Race it against your work with
-    /// `tokio::select!` to stop when another replica may have taken over.
+    /// Resolves when the lock is lost, or at once if it already is. Race it against your work
+    /// with `tokio::select!` to stop when another replica may have taken over.
     pub async fn lost(&self) {
         self.lease.lost().await;
     }
 
-    /// Extends the lock to `now + at_most` (store clock), as ShedLock's `LockExtender` does.
-    /// `Ok(false)` means the lock is no longer ours (it is then marked lost).
+    /// Extends the lock to `now + at_most` by the store clock, as ShedLock's `LockExtender` does.
+    /// `Ok(false)` means the lock is no longer ours. It is then marked lost.
     ///
     /// # Errors
     ///
     /// [`Error::is_invalid_config`](crate::Error::is_invalid_config) for a zero or oversized
-    /// `at_most`; a store error or timeout otherwise (the lock's deadline is then unchanged).
+    /// `at_most`. A store error or timeout otherwise. The lock's deadline is then unchanged.
     pub async fn extend(&self, at_most: Duration) -> Result<bool> {
         validate_durations(at_most, Duration::ZERO)?;
         self.lease.extend(at_most).await
@@ -267,7 +267,7 @@ pub(crate) async fn scope<F: Future>(handle: LockHandle, fut: F) -> F::Output {
     CURRENT.scope(Frame { handle, parent }, fut).await
 }
 
-/// Whether the running task already holds the lock `name` in `provider` (for re-entrancy).
+/// Whether the running task already holds the lock `name` in `provider`. Used for re-entrancy.
 pub(crate) fn holds(name: &str, provider: &Arc<dyn LockProvider>) -> Option<LockHandle> {
     CURRENT
         .try_with(|frame| {
@@ -290,10 +290,10 @@ fn same_store(a: &Arc<dyn LockProvider>, b: &Arc<dyn LockProvider>) -> bool {
 
 /// The innermost lock held by the running task, or `None` outside a locked task.
 ///
-/// The lock context belongs to the **task** (a tokio task-local, not a thread-local): it follows
-/// the locked future across threads and `.await` points, but **not into `tokio::spawn`**. A task
-/// spawned from inside a locked run starts with no current lock; pass it the
-/// [`LockHandle`] (it is `Clone`) if it needs the token, the lost-lock signal or `extend`.
+/// The lock context belongs to the **task**, as the [`current`](crate::current) module says. It
+/// does **not follow into `tokio::spawn`**. A task spawned from inside a locked run starts with
+/// no current lock. Pass it the [`LockHandle`], which is `Clone`, if it needs the token, the
+/// lost-lock signal or `extend`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -319,9 +319,9 @@ pub fn current_lock() -> Option<LockHandle> {
     CURRENT.try_with(|frame| frame.handle.clone()).ok()
 }
 
-/// Whether the running task holds a lock (ShedLock's `LockAssert`, without the panic).
+/// Whether the running task holds a lock. This is ShedLock's `LockAssert`, without the panic.
 ///
-/// It answers whether the task runs *under* a lock, not whether that lock is still valid: a lock
+/// It answers whether the task runs *under* a lock, not whether that lock is still valid. A lock
 /// lost mid-run still counts. Check [`LockHandle::is_lost`] for that.
 ///
 /// ```
@@ -342,14 +342,15 @@ pub fn is_locked() -> bool {
 
 /// Asserts that the running task holds a lock, like ShedLock's `LockAssert.assertLocked()`.
 ///
-/// Put it at the top of a function that must only run under a lock, to catch a call path that
-/// forgot the lock. Tests that call such functions directly can switch it off with
-/// [`without_lock_assertions`] (for one future) or [`set_lock_assertions`] (process-wide).
+/// Put it at the top of a function that must only run under a lock. It catches a call path that
+/// forgot the lock. Tests that call such functions directly can switch it off.
+/// [`without_lock_assertions`] does so for one future. [`set_lock_assertions`] does so
+/// process-wide.
 ///
 /// # Panics
 ///
-/// Outside a task that holds a lock (through the executor or `#[scheduled_lock]`), unless
-/// assertions are switched off.
+/// Outside a task that holds a lock, unless assertions are switched off. A task holds a lock
+/// through the executor or `#[scheduled_lock]`.
 ///
 /// ```
 /// use std::time::Duration;

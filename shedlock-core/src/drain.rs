@@ -1,10 +1,11 @@
-//! The executor's graceful drain: stop new runs, let runs in flight finish within a grace, cancel
-//! the rest, release every lock, and return once every release is done or has failed.
+//! The executor's graceful drain. It stops new runs, lets runs in flight finish within a grace,
+//! and cancels the rest. It releases every lock, and returns once every release is done or has
+//! failed.
 //!
-//! Every lock the executor hands out (a [`LockGuard`](crate::LockGuard), the run of an
-//! `execute`) is registered here from acquisition until its release has finished, including a
-//! release a dropped guard runs in the background. The drain therefore knows every lock it must
-//! release, and waits for the background releases too.
+//! Every lock the executor hands out is registered here from acquisition until its release has
+//! finished. Such locks are a [`LockGuard`](crate::LockGuard) and the run of an `execute`. The
+//! registration also covers a release a dropped guard runs in the background. The drain therefore
+//! knows every lock it must release, and waits for the background releases too.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::keepalive::Lease;
 use crate::provider::LockRecord;
 
-/// One acquisition: lock, owner, `locked_at`, fencing token (none changes while it is held).
+/// One acquisition: lock, owner, `locked_at` and fencing token. None changes while it is held.
 type Acquisition = (String, String, chrono::DateTime<chrono::Utc>, Option<i64>);
 
 fn acquisition(record: &LockRecord) -> Acquisition {
@@ -30,9 +31,9 @@ fn acquisition(record: &LockRecord) -> Acquisition {
     )
 }
 
-/// Every acquisition a guard of this process holds, whichever executor handed it out: a
-/// scheduler must never take one of them for a fire claim of its own whose reply was lost
-/// (docs/guarantees.md, "Lost replies"), as they share the process's owner id.
+/// Every acquisition a guard of this process holds, whichever executor handed it out. They share
+/// the process's owner id. So a scheduler must never take one of them for a fire claim of its own
+/// whose reply was lost (see docs/guarantees.md, "Lost replies").
 fn held_in_process() -> std::sync::MutexGuard<'static, HashMap<Acquisition, usize>> {
     static HELD: std::sync::OnceLock<Mutex<HashMap<Acquisition, usize>>> =
         std::sync::OnceLock::new();
@@ -52,26 +53,26 @@ pub(crate) fn is_held_in_process(record: &LockRecord) -> bool {
 pub(crate) enum DrainPhase {
     /// New runs start.
     Running,
-    /// No new runs; runs in flight are told the drain began
+    /// No new runs. Runs in flight are told the drain began
     /// ([`LockHandle::stopping`](crate::current::LockHandle::stopping)) and get the grace period.
     Draining,
-    /// The grace is over: runs still going are told to stop and their locks are released.
+    /// The grace is over. Runs still going are told to stop, and their locks are released.
     Cancelling,
-    /// Every release has finished (or failed).
+    /// Every release has finished or failed.
     Done,
 }
 
-/// What a drain did; see [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown).
+/// What a drain did. See [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Drained {
     /// Locks whose holders finished and released them within the grace period.
     pub finished: usize,
-    /// Locks still held when the grace ran out: their holders were told to stop
-    /// ([`LockHandle::cancelled`](crate::current::LockHandle::cancelled)) and the drain released
+    /// Locks still held when the grace ran out. Their holders were told to stop
+    /// ([`LockHandle::cancelled`](crate::current::LockHandle::cancelled)), and the drain released
     /// them.
     pub cancelled: usize,
-    /// Releases (by the drain) that failed or timed out: those locks end at their `at_most`.
+    /// Releases by the drain that failed or timed out. Those locks end at their `at_most`.
     pub release_failures: usize,
 }
 
@@ -84,20 +85,20 @@ struct Entry {
 pub(crate) struct DrainState {
     phase: watch::Sender<DrainPhase>,
     live: Mutex<HashMap<u64, Entry>>,
-    /// Acquires (and fire claims) in flight: a lock they win is registered or given back.
+    /// Acquires and fire claims in flight. A lock they win is registered or given back.
     acquiring: std::sync::atomic::AtomicUsize,
-    /// Registered locks plus acquires in flight; the drain waits for zero.
+    /// Registered locks plus acquires in flight. The drain waits for zero.
     count: watch::Sender<usize>,
     next_id: AtomicU64,
-    /// Whether a caller runs the drain (the phase may have left `Running` before, by
-    /// [`begin`](Self::begin)).
+    /// Whether a caller runs the drain. The phase may have left `Running` before, by
+    /// [`begin`](Self::begin).
     driven: std::sync::atomic::AtomicBool,
     /// Locks held when the drain began.
     held_at_start: std::sync::atomic::AtomicUsize,
     outcome: Mutex<Option<Drained>>,
 }
 
-/// An acquire in flight; see [`DrainState::begin_acquire`].
+/// An acquire in flight. See [`DrainState::begin_acquire`].
 pub(crate) struct AcquireTicket(Arc<DrainState>);
 
 impl Drop for AcquireTicket {
@@ -108,7 +109,7 @@ impl Drop for AcquireTicket {
     }
 }
 
-/// One registered lock; [`finish`](Self::finish) when its release has completed.
+/// One registered lock. Call [`finish`](Self::finish) when its release has completed.
 pub(crate) struct InFlight {
     drain: Arc<DrainState>,
     id: u64,
@@ -119,7 +120,7 @@ impl InFlight {
         self.drain.deregister(self.id);
     }
 
-    /// Resolves when the drain cancels runs (the grace is over).
+    /// Resolves when the drain cancels runs, because the grace is over.
     pub(crate) fn cancel_signal(&self) -> watch::Receiver<DrainPhase> {
         self.drain.phase.subscribe()
     }
@@ -156,7 +157,8 @@ impl DrainState {
         Ok(())
     }
 
-    /// Registers a held lock; refused (the caller then releases it) once the drain has begun.
+    /// Registers a held lock. Once the drain has begun, it refuses, and the caller then releases
+    /// the lock.
     pub(crate) fn register(
         self: &Arc<Self>,
         lease: &Lease,
@@ -209,8 +211,8 @@ impl DrainState {
             .send_replace(live.len() + self.acquiring.load(Ordering::SeqCst));
     }
 
-    /// Marks an acquire in flight until the ticket is dropped (after the lock it won was
-    /// registered or given back), so the drain waits for it.
+    /// Marks an acquire in flight until the ticket is dropped, so the drain waits for it. The
+    /// ticket is dropped after the lock it won was registered or given back.
     pub(crate) fn begin_acquire(self: &Arc<Self>) -> AcquireTicket {
         let live = self.live();
         self.acquiring.fetch_add(1, Ordering::SeqCst);
@@ -218,7 +220,7 @@ impl DrainState {
         AcquireTicket(self.clone())
     }
 
-    /// Begins the drain now, without waiting: new runs are refused and runs in flight see
+    /// Begins the drain now, without waiting. New runs are refused, and runs in flight see
     /// [`LockHandle::stopping`](crate::current::LockHandle::stopping) fire. The
     /// [`drain`](Self::drain) that follows gives the grace and releases.
     pub(crate) fn begin(&self) {
@@ -237,7 +239,7 @@ impl DrainState {
         }
     }
 
-    /// The drain itself; every caller (clones of the executor included) waits for the same one.
+    /// The drain itself. Every caller, clones of the executor included, waits for the same one.
     pub(crate) async fn drain(
         self: &Arc<Self>,
         grace: Duration,
@@ -283,9 +285,9 @@ impl DrainState {
         outcome
     }
 
-    /// Tells the runs still going to stop, gives them [`stop_window`] to stop and release
-    /// their own locks (a scheduler's run drops its body and releases; a task that watches
-    /// `current_lock()` returns), then releases what is still held itself. So a cancelled run
+    /// Tells the runs still going to stop, and gives them [`stop_window`] to stop and release
+    /// their own locks. A scheduler's run drops its body and releases. A task that watches
+    /// `current_lock()` returns. Then it releases what is still held itself. So a cancelled run
     /// that stops when told never works on after its lock was given back.
     async fn cancel_and_release(&self, outcome: &mut Drained, call_timeout: Duration) {
         // Counted before the signal: a run that sees the cancel and releases its lock at once
@@ -344,12 +346,12 @@ impl DrainState {
 }
 
 /// How long cancelled runs get to stop and release their own locks before the drain releases
-/// them: a second, or the call timeout if shorter.
+/// them. It is a second, or the call timeout if shorter.
 pub(crate) fn stop_window(call_timeout: Duration) -> Duration {
     call_timeout.min(Duration::from_secs(1))
 }
 
-/// Resolves when `phase` reaches `at_least` (never, if it never does).
+/// Resolves when `phase` reaches `at_least`. Never resolves if it never does.
 pub(crate) async fn reached(mut phase: watch::Receiver<DrainPhase>, at_least: DrainPhase) {
     if phase.wait_for(|p| *p >= at_least).await.is_err() {
         std::future::pending::<()>().await;

@@ -11,9 +11,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in shedlock-rs, as one opaque type.
 ///
-/// A lock held by someone else is **not** an error (it is `Ok(None)`). An `Error` means the
+/// A lock held by someone else is **not** an error. It is `Ok(None)`. An `Error` means the
 /// question could not be answered: bad input, a store that failed, or a call that timed out.
-/// Ask what happened with the `is_*` predicates; the underlying cause, if any, is
+/// Ask what happened with the `is_*` predicates. The underlying cause, if any, is
 /// [`source()`](StdError::source).
 ///
 /// ```
@@ -65,7 +65,8 @@ impl Error {
     }
 
     /// A configuration or input error: what was wrong and how to fix it. Stores use it for input
-    /// they reject before asking the store (a bad table name, a name too long for their column).
+    /// they reject before asking the store, such as a bad table name or a name too long for their
+    /// column.
     ///
     /// ```
     /// let err = shedlock_core::Error::invalid_config("the table name \"a-b\" is not a plain identifier");
@@ -75,8 +76,8 @@ impl Error {
         Self::new(Kind::InvalidConfig(message.into()), None)
     }
 
-    /// A configuration or input error with the error that revealed it (a parser's), kept as the
-    /// [`source`](StdError::source).
+    /// A configuration or input error with the error that revealed it, such as a parser's. That
+    /// error is kept as the [`source`](StdError::source).
     ///
     /// ```
     /// let cause = "12x".parse::<u32>().unwrap_err();
@@ -91,8 +92,8 @@ impl Error {
         Self::new(Kind::InvalidConfig(message.into()), Some(source.into()))
     }
 
-    /// A schedule that cannot be built (a cron expression or zone refused, a bad period); `source`
-    /// is the parser's error, if any.
+    /// A schedule that cannot be built (see [`is_invalid_schedule`](Self::is_invalid_schedule)).
+    /// `source` is the parser's error, if any.
     #[cfg_attr(not(feature = "scheduler"), allow(dead_code))]
     pub(crate) fn invalid_schedule(
         message: impl Into<String>,
@@ -101,8 +102,8 @@ impl Error {
         Self::new(Kind::InvalidSchedule(message.into()), source)
     }
 
-    /// A configuration error turned into a schedule error (the same message), for the checks a
-    /// schedule shares with lock settings (the 365-day maximum).
+    /// A configuration error turned into a schedule error with the same message. It serves the
+    /// checks a schedule shares with lock settings, such as the 365-day maximum.
     #[cfg(feature = "scheduler")]
     pub(crate) fn into_invalid_schedule(self) -> Self {
         let Inner { kind, source } = *self.inner;
@@ -112,15 +113,15 @@ impl Error {
         }
     }
 
-    /// The same error, its message prefixed with the lock it is about (`lock "sync": ...`), for
-    /// an input error met where the message cannot name the lock itself.
+    /// The same error, its message prefixed with the lock it is about (`lock "sync": ...`). It
+    /// serves an input error met where the message cannot name the lock itself.
     pub(crate) fn for_lock(self, name: &str) -> Self {
         self.in_context(&format!("lock {name:?}"))
     }
 
     /// A store failure, for custom [`LockProvider`](crate::provider::LockProvider) implementations.
     ///
-    /// `what` says which operation failed (`"acquire lock \"report\""`); `source` is the
+    /// `what` says which operation failed (`"acquire lock \"report\""`). `source` is the
     /// store's own error.
     ///
     /// ```
@@ -168,9 +169,10 @@ impl Error {
         )
     }
 
-    /// A store call that did not finish within its timeout, with what it was doing: the lock,
-    /// the step it was at (getting a connection, waiting for the answer) and the last error it
-    /// met, so the message tells a database that is down from one that is slow.
+    /// A store call that did not finish within its timeout, with what it was doing. That is the
+    /// lock, the step it was at, and the last error it met. A step is, for example, getting a
+    /// connection or waiting for the answer. So the message tells a database that is down from one
+    /// that is slow.
     ///
     /// ```
     /// use std::time::Duration;
@@ -202,7 +204,7 @@ impl Error {
         )
     }
 
-    /// The lock table does not exist; `fix` says what to run (DDL, migration).
+    /// The lock table does not exist. `fix` says what to run, such as DDL or a migration.
     pub fn missing_table(
         table: impl Into<String>,
         fix: impl Into<String>,
@@ -225,8 +227,8 @@ impl Error {
         Self::new(Kind::Schema(message.into()), source)
     }
 
-    /// The store does not implement an optional operation (e.g.
-    /// [`holder`](crate::provider::LockProvider::holder)).
+    /// The store does not implement an optional operation, such as
+    /// [`holder`](crate::provider::LockProvider::holder).
     #[must_use]
     pub fn unsupported(operation: &'static str) -> Self {
         Self::new(
@@ -238,8 +240,8 @@ impl Error {
         )
     }
 
-    /// The store does not implement an optional operation in its present setup, and `why` says
-    /// what would make it (a column to add, a server feature).
+    /// The store does not implement an optional operation in its present setup. `why` says what
+    /// would make it, such as a column to add or a server feature.
     ///
     /// ```
     /// let err = shedlock_core::Error::unsupported_because("claim_fire", "add the last_fire column");
@@ -260,7 +262,7 @@ impl Error {
         )
     }
 
-    /// The executor (or scheduler) is shutting down: `what` did not start.
+    /// The executor or scheduler is shutting down, so `what` did not start.
     pub(crate) fn shutdown(what: &'static str) -> Self {
         Self::new(Kind::Shutdown(what), None)
     }
@@ -273,8 +275,8 @@ impl Error {
         Self::new(Kind::AlreadyInstalled, None)
     }
 
-    /// An input error said of one thing: `context` (`job "sync"`, `lock "sync"`) before its
-    /// message, the source kept. Errors of other kinds are returned unchanged.
+    /// An input error said of one thing. `context`, such as `job "sync"` or `lock "sync"`, goes
+    /// before its message. The source is kept. Errors of other kinds are returned unchanged.
     pub(crate) fn in_context(mut self, context: &str) -> Self {
         if let Kind::InvalidConfig(message) | Kind::InvalidSchedule(message) = &mut self.inner.kind
         {
@@ -284,7 +286,8 @@ impl Error {
     }
 
     /// Bad input: an invalid lock name, duration, schedule or store configuration. Fix the
-    /// input; retrying will not help. True for [schedule errors](Self::is_invalid_schedule) too.
+    /// input, because retrying will not help. True for
+    /// [schedule errors](Self::is_invalid_schedule) too.
     #[must_use]
     pub fn is_invalid_config(&self) -> bool {
         matches!(
@@ -293,10 +296,10 @@ impl Error {
         )
     }
 
-    /// A schedule that cannot be built: a cron expression or time zone refused (the message
-    /// names the field, its value and what it takes), or a bad fixed-rate period. Its message
-    /// starts with "invalid schedule:", and [`is_invalid_config`](Self::is_invalid_config) is
-    /// true for it too.
+    /// A schedule that cannot be built: a cron expression or time zone refused, or a bad
+    /// fixed-rate period. For a refused expression, the message names the field, its value and
+    /// what it takes. Its message starts with "invalid schedule:".
+    /// [`is_invalid_config`](Self::is_invalid_config) is true for it too.
     ///
     /// ```
     /// # #[cfg(feature = "scheduler")] {
@@ -313,20 +316,21 @@ impl Error {
         matches!(self.inner.kind, Kind::InvalidSchedule(_))
     }
 
-    /// The store failed (connection refused, query error, …). Usually transient.
+    /// The store failed, for example by a refused connection or a query error. Usually
+    /// transient.
     #[must_use]
     pub fn is_backend(&self) -> bool {
         matches!(self.inner.kind, Kind::Backend(_))
     }
 
     /// A store call did not finish within its timeout. An acquire that timed out may still have
-    /// committed: the lock is then held until its `at_most` ends.
+    /// committed. The lock is then held until its `at_most` ends.
     #[must_use]
     pub fn is_timeout(&self) -> bool {
         matches!(self.inner.kind, Kind::Timeout { .. })
     }
 
-    /// The lock table does not exist; the message names the DDL or migration to run.
+    /// The lock table does not exist. The message names the DDL or migration to run.
     #[must_use]
     pub fn is_missing_table(&self) -> bool {
         matches!(self.inner.kind, Kind::MissingTable { .. })
@@ -344,8 +348,8 @@ impl Error {
         matches!(self.inner.kind, Kind::Unsupported { .. })
     }
 
-    /// The executor or scheduler is shutting down (its drain has begun): no new run starts.
-    /// Not transient: stop calling.
+    /// The executor or scheduler is shutting down, because its drain has begun. No new run
+    /// starts. Not transient: stop calling.
     #[must_use]
     pub fn is_shutdown(&self) -> bool {
         matches!(self.inner.kind, Kind::Shutdown(_))
@@ -426,8 +430,9 @@ impl fmt::Display for Error {
     }
 }
 
-/// Reads like the message and its causes, as `main` shows an `Err` it returns: the message, the
-/// kind in brackets, then each cause on its own line. `{:#?}` shows the fields instead.
+/// Reads like the message and its causes, as `main` shows an `Err` it returns. It shows the
+/// message, the kind in brackets, then each cause on its own line. `{:#?}` shows the fields
+/// instead.
 ///
 /// ```
 /// let io = std::io::Error::other("password authentication failed for user \"app\"");
@@ -574,7 +579,7 @@ mod tests {
         );
     }
 
-    /// Each predicate holds for its kind alone (a schedule error is also an input error).
+    /// Each predicate holds for its kind alone. A schedule error is also an input error.
     #[test]
     fn predicates_are_exclusive() {
         let errs = [

@@ -1,7 +1,7 @@
 //! Fire claims: the store operation behind "each fire runs at most once across replicas".
 //!
-//! A scheduled job fires at instants its schedule computes (every replica computes the same
-//! ones). A *fire* is the pair (job, scheduled instant `F`); its window is `[F, next)`, where
+//! A scheduled job fires at instants its schedule computes. Every replica computes the same
+//! ones. A *fire* is the pair (job, scheduled instant `F`). Its window is `[F, next)`, where
 //! `next` is the schedule's following instant. [`LockProvider::claim_fire`] decides, in one
 //! atomic step on the store's clock, whether this replica runs it.
 //!
@@ -17,7 +17,7 @@ use crate::provider::LockRecord;
 /// One fire of a scheduled job: its instant `F` and the start of the next fire, which ends `F`'s
 /// window.
 ///
-/// Both instants come from the schedule, never from a clock reading, so every replica names the
+/// Both instants come from the schedule, never from a clock reading. So every replica names the
 /// same fire the same way.
 ///
 /// ```
@@ -41,7 +41,7 @@ impl Fire {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] if `next` is not after `at` (an empty window).
+    /// [`Error::is_invalid_config`] if `next` is not after `at`, which is an empty window.
     pub fn new(at: DateTime<Utc>, next: DateTime<Utc>) -> Result<Self> {
         if next <= at {
             return Err(Error::invalid_config(format!(
@@ -71,7 +71,7 @@ impl fmt::Display for Fire {
 }
 
 /// What a [`claim_fire`](crate::provider::LockProvider::claim_fire) met. Only
-/// [`Claimed`](Self::Claimed) wrote anything; every other case left the store as it was.
+/// [`Claimed`](Self::Claimed) wrote anything. Every other case left the store as it was.
 ///
 /// The cases are checked in this order, each with the store's own "now":
 /// 1. `now < F`: [`TooEarly`](Self::TooEarly);
@@ -81,14 +81,14 @@ impl fmt::Display for Fire {
 /// 5. otherwise the store records `F` and takes the lock as
 ///    [`acquire`](crate::provider::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
 ///
-/// Every case but `Claimed` carries the store's `now`, from which a scheduler learns how far its
+/// Every case but `Claimed` carries the store's `now`. From it a scheduler learns how far its
 /// own clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and
-/// [`Held`](Self::Held) also carry the lock as the store has it in the same row (`holder`: owner,
-/// `locked_at`, `lock_until`, fencing token), read in the same atomic step: a scheduler tells
-/// from it whether a claim of its own whose reply was lost committed (docs/guarantees.md, "Lost
-/// replies"), and when a held lock frees.
+/// [`Held`](Self::Held) also carry the lock as the store has it in the same row, read in the
+/// same atomic step. That `holder` has the owner, `locked_at`, `lock_until` and fencing token.
+/// From it a scheduler tells whether a claim of its own whose reply was lost committed (see
+/// docs/guarantees.md, "Lost replies"). It also tells when a held lock frees.
 ///
-/// More cases may come (the enum is `#[non_exhaustive]`): match with a `_` arm.
+/// More cases may come, because the enum is `#[non_exhaustive]`. Match with a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FireClaim {
@@ -100,30 +100,30 @@ pub enum FireClaim {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
     },
-    /// The fire's window had ended by the store's clock: it is missed, unless another replica
+    /// The fire's window had ended by the store's clock. It is missed, unless another replica
     /// claimed it.
     WindowPassed {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
     },
-    /// This fire (or a later one) was already claimed: by another replica, or by a claim of
-    /// this one whose reply was lost (`holder` tells).
+    /// This fire or a later one was already claimed. The claimer is another replica, or a claim
+    /// of this one whose reply was lost. `holder` tells which.
     ClaimedElsewhere {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
-        /// The fire recorded for the job (`F` or later).
+        /// The fire recorded for the job: `F` or later.
         recorded: DateTime<Utc>,
-        /// The lock's row as the store had it: whoever claimed the recorded fire last (or took
-        /// the lock since), its `locked_at`, `lock_until` (which may be past: the lock is then
-        /// free) and fencing token.
+        /// The lock's row as the store had it. It names whoever claimed the recorded fire last,
+        /// or took the lock since. It has its `locked_at`, `lock_until` and fencing token. The
+        /// `lock_until` may be past, and the lock is then free.
         holder: LockRecord,
     },
-    /// The fire is not claimed yet, but the lock is held (a previous run is still going, or a
-    /// plain lock user holds it). The fire is counted, never queued.
+    /// The fire is not claimed yet, but the lock is held. A previous run is still going, or a
+    /// plain lock user holds it. The fire is counted, never queued.
     Held {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
-        /// Who holds the lock, since when and until when (`lock_until > now`).
+        /// Who holds the lock, since when and until when. Here `lock_until > now`.
         holder: LockRecord,
     },
 }
@@ -139,8 +139,8 @@ impl FireClaim {
     }
 
     /// The lock's row as the store saw it when it did not claim
-    /// ([`ClaimedElsewhere`](Self::ClaimedElsewhere), [`Held`](Self::Held)); the new record for
-    /// [`Claimed`](Self::Claimed); `None` when the case says nothing about the lock.
+    /// ([`ClaimedElsewhere`](Self::ClaimedElsewhere), [`Held`](Self::Held)). The new record for
+    /// [`Claimed`](Self::Claimed). `None` when the case says nothing about the lock.
     #[must_use]
     pub fn holder(&self) -> Option<&LockRecord> {
         match self {
@@ -151,8 +151,8 @@ impl FireClaim {
         }
     }
 
-    /// The store's clock when it decided: the claim's `locked_at`, or the `now` of any other
-    /// case.
+    /// The store's clock when it decided. It is the claim's `locked_at`, or the `now` of any
+    /// other case.
     #[must_use]
     pub fn store_now(&self) -> DateTime<Utc> {
         match self {
@@ -165,13 +165,13 @@ impl FireClaim {
     }
 }
 
-/// The fire claim's decision without its effects, for stores that read the row, decide in their
-/// own code and then write conditionally (in-memory, compare-and-set stores).
+/// The fire claim's decision without its effects. It serves stores that read the row, decide in
+/// their own code and then write conditionally, such as in-memory and compare-and-set stores.
 ///
-/// `row` is the lock's row as the store has it (owner, `locked_at`, `lock_until`, fencing token;
-/// `None` for no row) and `recorded` the fire recorded in it (a `recorded` without a row is
-/// ignored: the fire lives in the row). Returns `None` when the store should claim (record `F`,
-/// take the lock), or the case to answer.
+/// `row` is the lock's row as the store has it, or `None` for no row. `recorded` is the fire
+/// recorded in it. A `recorded` without a row is ignored, because the fire lives in the row.
+/// Returns `None` when the store should claim, by recording `F` and taking the lock. Otherwise
+/// it returns the case to answer.
 ///
 /// ```
 /// use chrono::{Duration, TimeZone, Utc};

@@ -1,21 +1,25 @@
-//! Job state kept in the store, for operators: how each run ended ([`RunOutcome`], recorded by
-//! the release of its lock as a [`RunReport`]), the state that follows ([`JobState`]), the runs
-//! kept as history ([`RunEntry`], [`HistoryPolicy`]) and the definitions replicas publish
-//! ([`Definition`], [`DefinitionEntry`]).
+//! Job state kept in the store, for operators:
+//!
+//! - how each run ended, a [`RunOutcome`], recorded by the release of its lock as a
+//!   [`RunReport`];
+//! - the state that follows, a [`JobState`];
+//! - the runs kept as history ([`RunEntry`], [`HistoryPolicy`]);
+//! - the definitions replicas publish ([`Definition`], [`DefinitionEntry`]).
 //!
 //! # What a store records, and when
 //!
 //! A scheduler's run hands its [`RunReport`] to the release of its lock
-//! ([`LockProvider::release_run`]). The store writes it in the same guarded step as the release:
-//! only if the row still belongs to this acquisition, so a run whose lock was taken over after its
-//! `at_most` never overwrites the new holder's state. The record shares the release's durability
-//! (on Postgres the release runs with `synchronous_commit = off`: a crash of the database server
-//! may lose the last fraction of a second of releases and their records alike).
+//! ([`LockProvider::release_run`]). The store writes it in the same guarded step as the release.
+//! It writes only if the row still belongs to this acquisition. So a run whose lock was taken over
+//! after its `at_most` never overwrites the new holder's state. The record shares the release's
+//! durability. On Postgres the release runs with `synchronous_commit = off`. A crash of the
+//! database server may then lose the last fraction of a second of releases and their records
+//! alike.
 //!
 //! **Recording never fails or delays the release.** A store without the columns answers
-//! [`Error::is_unsupported`] at once, without asking the server; any other error of a recorded
-//! release (a column dropped after the provider looked) makes the caller run the plain
-//! [`release`](LockProvider::release); both are logged once.
+//! [`Error::is_unsupported`] at once, without asking the server. Any other error of a recorded
+//! release makes the caller run the plain [`release`](LockProvider::release). An example is a
+//! column dropped after the provider looked. Both cases are logged once.
 //!
 //! # Which outcomes count
 //!
@@ -25,13 +29,13 @@
 //! | `failed`, `panicked` | plus one | unchanged |
 //! | `cancelled` (shutdown's grace ran out, the leader term ended) | unchanged | unchanged |
 //!
-//! A cancelled run was stopped from outside: it says nothing about the job, so it neither counts
+//! A cancelled run was stopped from outside. It says nothing about the job. So it neither counts
 //! as a failure nor resets the count. [`JobState::after`] is this table as code, for stores that
 //! decide in their own code.
 //!
-//! Only a scheduler's runs are recorded: a lock taken with
-//! [`execute`](crate::LockingTaskExecutor::execute) has no fire and no job, and its release is
-//! the plain one.
+//! Only a scheduler's runs are recorded. A lock taken with
+//! [`execute`](crate::LockingTaskExecutor::execute) has no fire and no job. Its release is the
+//! plain one.
 //!
 //! [`LockProvider::release_run`]: crate::provider::LockProvider::release_run
 //! [`LockProvider`]: crate::provider::LockProvider
@@ -46,21 +50,21 @@ use crate::error::Error;
 #[cfg(doc)]
 use crate::provider::LockProvider;
 
-/// The longest error text a store keeps, in characters; longer texts are cut to this length
-/// with `…` as their last character ([`RunOutcome::capped`]).
+/// The longest error text a store keeps, in characters. Longer texts are cut to this length
+/// with `…` as their last character (see [`RunOutcome::capped`]).
 pub const MAX_ERROR_LEN: usize = 1000;
 
-/// How one run ended. In JSON: `"outcome"` is `"succeeded"`, `"failed"` (with `"error"`, the
-/// message), `"panicked"` or `"cancelled"`.
+/// How one run ended. In JSON, `"outcome"` is `"succeeded"`, `"failed"`, `"panicked"` or
+/// `"cancelled"`. A failed run also has `"error"`, the message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", content = "error", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RunOutcome {
     /// The body returned `()` or `Ok(())`.
     Succeeded,
-    /// The body returned an `Err` (its `Display`). Logged and counted, not retried.
+    /// The body returned an `Err`, kept as its `Display`. Logged and counted, not retried.
     Failed(String),
-    /// The body panicked (logged and counted as an error; the scheduler goes on).
+    /// The body panicked. Logged and counted as an error. The scheduler goes on.
     Panicked,
     /// The run was stopped: its leader term ended, or shutdown's grace ran out.
     Cancelled,
@@ -87,7 +91,7 @@ impl RunOutcome {
         }
     }
 
-    /// The outcome a store kept as `kind` and `error` (see [`kind`](Self::kind)); `None` for a
+    /// The outcome a store kept as `kind` and `error` (see [`kind`](Self::kind)). `None` for a
     /// kind this version does not know.
     ///
     /// ```
@@ -108,7 +112,7 @@ impl RunOutcome {
         })
     }
 
-    /// Whether it counts as a failure: `failed` and `panicked` (see the module's table).
+    /// Whether it counts as a failure. `failed` and `panicked` do (see the module's table).
     #[must_use]
     pub fn is_failure(&self) -> bool {
         matches!(self, Self::Failed(_) | Self::Panicked)
@@ -138,19 +142,19 @@ impl RunOutcome {
 }
 
 /// What the release of a run's lock records: the fire it ran and how it ended. The runner is the
-/// lock record's owner, the start its `locked_at` (the claim, by the store's clock) and the end
+/// lock record's owner. The start is its `locked_at`, the claim by the store's clock. The end is
 /// the store's now when it releases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunReport {
     /// The scheduled instant of the fire the run ran.
     pub fire: DateTime<Utc>,
-    /// How it ended, its error text already capped ([`RunOutcome::capped`]).
+    /// How it ended. Its error text is already capped (see [`RunOutcome::capped`]).
     pub outcome: RunOutcome,
 }
 
 impl RunReport {
-    /// A report of a run of `fire` that ended with `outcome` (its error text is capped here).
+    /// A report of a run of `fire` that ended with `outcome`. Its error text is capped here.
     #[must_use]
     pub fn new(fire: DateTime<Utc>, outcome: RunOutcome) -> Self {
         Self {
@@ -170,9 +174,9 @@ pub struct RunEntry {
     pub fire: DateTime<Utc>,
     /// The owner id of the replica that ran it.
     pub runner: String,
-    /// When it took the lock (store clock).
+    /// When it took the lock, by the store clock.
     pub started: DateTime<Utc>,
-    /// When it released the lock (store clock).
+    /// When it released the lock, by the store clock.
     pub ended: DateTime<Utc>,
     /// How it ended.
     #[serde(flatten)]
@@ -180,7 +184,7 @@ pub struct RunEntry {
 }
 
 impl RunEntry {
-    /// An entry; `outcome`'s error text is capped ([`RunOutcome::capped`]).
+    /// An entry. `outcome`'s error text is capped (see [`RunOutcome::capped`]).
     #[must_use]
     pub fn new(
         lock_name: impl Into<String>,
@@ -200,7 +204,7 @@ impl RunEntry {
         }
     }
 
-    /// How long the run took (zero if the clock stepped back).
+    /// How long the run took. Zero if the clock stepped back.
     #[must_use]
     pub fn duration(&self) -> Duration {
         (self.ended - self.started).to_std().unwrap_or_default()
@@ -214,9 +218,9 @@ impl RunEntry {
 pub struct JobState {
     /// The last recorded run.
     pub last_run: Option<RunEntry>,
-    /// When the last successful run ended (store clock).
+    /// When the last successful run ended, by the store clock.
     pub last_success: Option<DateTime<Utc>>,
-    /// Runs that failed or panicked since the last success (cancelled runs do not count).
+    /// Runs that failed or panicked since the last success. Cancelled runs do not count.
     pub consecutive_failures: u32,
 }
 
@@ -235,7 +239,8 @@ impl JobState {
         }
     }
 
-    /// The state after `run` (the module's table): for stores that decide in their own code.
+    /// The state after `run`, per the module's table. For stores that decide in their own
+    /// code.
     ///
     /// ```
     /// use chrono::Utc;
@@ -267,15 +272,15 @@ impl JobState {
     }
 }
 
-/// How much history a store keeps: runs are kept per lock name up to `keep` (the newest), and
-/// none older than `max_age` if set. Pruned by the step that writes, so the bound holds by
+/// How much history a store keeps. The newest `keep` runs are kept per lock name. If `max_age`
+/// is set, none older than it are kept. The step that writes also prunes, so the bound holds by
 /// construction. History is off unless a store is given a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HistoryPolicy {
-    /// The most runs kept per lock name (at least 1).
+    /// The most runs kept per lock name. At least 1.
     pub keep: u32,
-    /// Runs older than this (by their end) are removed as new ones are written.
+    /// Runs that ended longer ago than this are removed as new ones are written.
     pub max_age: Option<Duration>,
 }
 
@@ -283,7 +288,7 @@ impl HistoryPolicy {
     /// The default number of runs kept per lock name.
     pub const DEFAULT_KEEP: u32 = 100;
 
-    /// Keeps the newest `keep` runs per lock name (1 if given 0).
+    /// Keeps the newest `keep` runs per lock name. A `keep` of 0 is taken as 1.
     #[must_use]
     pub fn keep(keep: u32) -> Self {
         Self {
@@ -306,8 +311,8 @@ impl Default for HistoryPolicy {
     }
 }
 
-/// A job's definition as one replica publishes it: the job and lock names, the replica's
-/// version, and its [`JobSpec`](crate::JobSpec) as JSON (stores keep the text as it is).
+/// A job's definition as one replica publishes it. It has the job and lock names, the replica's
+/// version, and its [`JobSpec`](crate::JobSpec) as JSON. Stores keep the text as it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Definition {
@@ -335,8 +340,9 @@ impl Definition {
     }
 }
 
-/// A published definition as a store lists it: which replica published it, with which version of
-/// shedlock-core, when it last did, and until when the entry stands unless published again.
+/// A published definition as a store lists it. It says which replica published it, with which
+/// version of shedlock-core, and when it last did. It says until when the entry stands unless
+/// published again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DefinitionEntry {
@@ -347,9 +353,9 @@ pub struct DefinitionEntry {
     pub replica: String,
     /// The shedlock-core version of that replica.
     pub version: String,
-    /// When it last published it (store clock).
+    /// When it last published it, by the store clock.
     pub published: DateTime<Utc>,
-    /// When the entry expires unless published again (store clock).
+    /// When the entry expires unless published again, by the store clock.
     pub expires: DateTime<Utc>,
 }
 

@@ -1,16 +1,16 @@
 //! Lease maintenance, shared by the executor's keep-alive and the leader latch.
 //!
-//! A [`Lease`] is one held acquisition plus a **local monotonic deadline**: the instant (tokio's
-//! clock) until which this process may assume it still holds the lock. The deadline is measured
-//! from when a successful acquire or extend was *sent*, so it never outlives the store's own
-//! `lock_until`. Once the deadline passes with no newer success, the lease is lost, whether or not
-//! any background task got to run: [`Lease::is_lost`] compares against the clock itself, so a
-//! starved task or a hung store call cannot hide the loss.
+//! A [`Lease`] is one held acquisition plus a **local monotonic deadline**. The deadline is the
+//! instant, on tokio's clock, until which this process may assume it still holds the lock. It is
+//! measured from when a successful acquire or extend was *sent*. So it never outlives the store's
+//! own `lock_until`. Once the deadline passes with no newer success, the lease is lost. That holds
+//! whether or not any background task got to run. [`Lease::is_lost`] compares against the clock
+//! itself, so a starved task or a hung store call cannot hide the loss.
 //!
 //! [`Lease::spawn_renewal`] starts the background loop that extends the lease on a schedule.
 //!
-//! A lease can mirror its deadline into a [`DeadlineCell`], a lock-free copy that hot paths (the
-//! leader latch's `is_leader()`) read with one atomic load and a clock read.
+//! A lease can mirror its deadline into a [`DeadlineCell`]. That is a lock-free copy that hot
+//! paths read with one atomic load and a clock read. The leader latch's `is_leader()` is one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,8 +26,8 @@ use crate::jobs::RunReport;
 use crate::observe;
 use crate::provider::{LockProvider, LockRecord};
 
-/// Runs one store call under `timeout`; a call that does not finish in time is an
-/// [`Error::is_timeout`] error (the future is dropped, which cancels it).
+/// Runs one store call under `timeout`. A call that does not finish in time is an
+/// [`Error::is_timeout`] error. Its future is dropped, which cancels it.
 pub(crate) async fn timed<T>(
     operation: &'static str,
     timeout: Duration,
@@ -44,16 +44,16 @@ pub(crate) async fn timed<T>(
 pub(crate) struct State {
     deadline: Instant,
     lost: bool,
-    /// The store refused an extend (someone else holds the lock, or the row was removed).
+    /// The store refused an extend. Someone else holds the lock, or the row was removed.
     refused: bool,
 }
 
-/// A lock-free copy of one lease's local deadline at a time: an [`AtomicU64`] of nanoseconds
-/// since `base` (0 = no live lease).
+/// A lock-free copy of one lease's local deadline at a time. It is an [`AtomicU64`] of
+/// nanoseconds since `base`. The value 0 means no live lease.
 ///
 /// A lease attached with [`Lease::new_mirrored`] writes its deadline here on creation, moves it on
 /// each successful extend and clears it when it is marked lost. Moves and clears are
-/// compare-and-swap against the lease's own last value, so a stale lease can never touch the
+/// compare-and-swap against the lease's own last value. So a stale lease can never touch the
 /// deadline of a newer lease sharing the cell.
 #[derive(Debug)]
 pub(crate) struct DeadlineCell {
@@ -74,7 +74,8 @@ impl DeadlineCell {
         u64::try_from(nanos).unwrap_or(u64::MAX).max(1)
     }
 
-    /// Whether a live deadline is set and not yet reached (one atomic load and a clock read).
+    /// Whether a live deadline is set and not yet reached. Costs one atomic load and a clock
+    /// read.
     pub(crate) fn is_live(&self) -> bool {
         match self.nanos.load(Ordering::Acquire) {
             0 => false,
@@ -102,7 +103,7 @@ impl DeadlineCell {
     }
 }
 
-/// One held acquisition and its local deadline. Cheap to clone (shared state).
+/// One held acquisition and its local deadline. Cheap to clone, because the state is shared.
 #[derive(Clone)]
 pub(crate) struct Lease {
     shared: Arc<Shared>,
@@ -114,18 +115,20 @@ struct Shared {
     record: Mutex<LockRecord>,
     state: watch::Sender<State>,
     mirror: Option<Arc<DeadlineCell>>,
-    /// The `at_most` renewals send: the policy's lease, then that of the last explicit extend.
+    /// The `at_most` renewals send. It is the policy's lease, then that of the last explicit
+    /// extend.
     lease_len: Mutex<Duration>,
-    /// Extends run one at a time, so the last one applied is the last one sent and the local
+    /// Extends run one at a time. So the last one applied is the last one sent, and the local
     /// deadline can follow it exactly, earlier or later.
     extend_gate: tokio::sync::Mutex<()>,
-    /// The outcome of the release that succeeded, if one did: a lease is released once, however
-    /// many callers ask (its guard, a background drop, the executor's drain); a caller that comes
-    /// while another's release is in flight waits for it. A failed release may be tried again.
+    /// The outcome of the release that succeeded, if one did. A lease is released once, however
+    /// many callers ask. Callers are its guard, a background drop and the executor's drain. A
+    /// caller that comes while another's release is in flight waits for it. A failed release may
+    /// be tried again.
     released: tokio::sync::Mutex<Option<bool>>,
-    /// How the run under this lock ended, for a scheduler's run: its release then records it
-    /// ([`LockProvider::release_run`]). Set when the run starts (as cancelled, which a release
-    /// by the drain records) and again when it ends.
+    /// How the run under this lock ended, for a scheduler's run. Its release then records it
+    /// (see [`LockProvider::release_run`]). It is set to cancelled when the run starts, which is
+    /// what a release by the drain records. It is set again when the run ends.
     run: Mutex<Option<(RunReport, Arc<AtomicBool>)>>,
 }
 
@@ -134,17 +137,17 @@ struct Shared {
 pub(crate) struct RenewPolicy {
     /// The `at_most` (lease length) sent with each extend, until an explicit extend changes it.
     pub(crate) lease: Duration,
-    /// Time from a successful extend's send to the next extend (at most half the validity).
+    /// Time from a successful extend's send to the next extend. At most half the validity.
     pub(crate) renew_every: Duration,
     /// After a failed extend, try again this soon.
     pub(crate) retry_every: Duration,
-    /// How long a success keeps the lease valid locally, from its send time (≤ `lease`).
+    /// How long a success keeps the lease valid locally, from its send time. At most `lease`.
     pub(crate) valid_for: Duration,
 }
 
 impl RenewPolicy {
-    /// How much shorter the local validity is than the lease (kept when an explicit extend
-    /// changes the lease's length).
+    /// How much shorter the local validity is than the lease. It is kept when an explicit extend
+    /// changes the lease's length.
     fn margin(self) -> Duration {
         self.lease.saturating_sub(self.valid_for)
     }
@@ -162,7 +165,7 @@ impl Lease {
         Self::build(provider, call_timeout, record, sent_at, valid_for, None)
     }
 
-    /// [`new`](Self::new), mirroring the deadline into `mirror` (which it overwrites now).
+    /// [`new`](Self::new), mirroring the deadline into `mirror`. It overwrites `mirror` now.
     pub(crate) fn new_mirrored(
         provider: Arc<dyn LockProvider>,
         call_timeout: Duration,
@@ -210,7 +213,7 @@ impl Lease {
         }
     }
 
-    /// The current record (its `lock_until` moves with each extend).
+    /// The current record. Its `lock_until` moves with each extend.
     pub(crate) fn record(&self) -> LockRecord {
         self.shared
             .record
@@ -250,19 +253,21 @@ impl Lease {
         state.lost || Instant::now() >= state.deadline
     }
 
-    /// Whether the store refused an extend of this lease (as opposed to a deadline passing or a
-    /// local step-down).
+    /// Whether the store refused an extend of this lease. A deadline passing or a local
+    /// step-down does not count.
     pub(crate) fn was_refused(&self) -> bool {
         self.shared.state.borrow().refused
     }
 
-    /// A receiver that sees every change: each successful extend (the deadline moves) and the
-    /// moment the lease is marked lost. Passing the deadline alone is not a change.
+    /// A receiver that sees every change. A change is each successful extend, which moves the
+    /// deadline, and the moment the lease is marked lost. Passing the deadline alone is not a
+    /// change.
     pub(crate) fn subscribe(&self) -> watch::Receiver<State> {
         self.shared.state.subscribe()
     }
 
-    /// Marks the lease lost now (refused extend, step-down, release). Never waits on I/O.
+    /// Marks the lease lost now, on a refused extend, a step-down or a release. Never waits on
+    /// I/O.
     pub(crate) fn mark_lost(&self) {
         self.mark_lost_with(false);
     }
@@ -282,7 +287,7 @@ impl Lease {
         });
     }
 
-    /// Resolves once the lease is lost; at once if it already is.
+    /// Resolves once the lease is lost. Resolves at once if it already is.
     pub(crate) async fn lost(&self) {
         let mut rx = self.shared.state.subscribe();
         loop {
@@ -302,19 +307,21 @@ impl Lease {
         }
     }
 
-    /// Extends the lock to `now + at_most` (store clock), valid locally until its send time +
-    /// `at_most`; from then on keep-alive renewals send `at_most` too. `Ok(false)` (and the lease
-    /// is lost) when the store refused or the lease had already run out; an error leaves the
-    /// deadline where it was. (Executor locks only: the latch's leases are renewed by its loop.)
+    /// Extends the lock to `now + at_most` by the store clock. It is valid locally until its send
+    /// time + `at_most`. From then on, keep-alive renewals send `at_most` too. Answers `Ok(false)`
+    /// when the store refused or the lease had already run out. The lease is then lost. An error
+    /// leaves the deadline where it was. Only executor locks use it. The latch's leases are
+    /// renewed by its loop.
     pub(crate) async fn extend(&self, at_most: Duration) -> Result<bool> {
         self.extend_once(at_most, at_most).await
     }
 
-    /// One extend, serialised with any other: sends `at_most`; a success makes the lease valid
+    /// One extend, serialised with any other. It sends `at_most`. A success makes the lease valid
     /// until its send time + `valid_for`, whether that is later or earlier than before.
     ///
-    /// The one place extensions are observed, explicit or by renewal: a success is logged at
-    /// DEBUG and counted (`shedlock_extended_total`), a failure counted as an `extend` error.
+    /// This is the one place extensions are observed, explicit or by renewal. A success is logged
+    /// at DEBUG and counted (`shedlock_extended_total`). A failure is counted as an `extend`
+    /// error.
     async fn extend_once(&self, at_most: Duration, valid_for: Duration) -> Result<bool> {
         let _one_at_a_time = self.shared.extend_gate.lock().await;
         if self.is_lost() {
@@ -391,12 +398,12 @@ impl Lease {
         !self.is_lost()
     }
 
-    /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store, and the
-    /// lease is lost locally whatever the outcome. Logs the outcome; a failure is counted.
+    /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store. The
+    /// lease is lost locally whatever the outcome. Logs the outcome. A failure is counted.
     ///
-    /// Once released, later calls answer the same without asking the store again; a call made
-    /// while another is in flight waits for it. No extension is in flight during the release
-    /// (it waits for one to finish), so none can land after it and undo it.
+    /// Once released, later calls answer the same without asking the store again. A call made
+    /// while another is in flight waits for it. No extension is in flight during the release,
+    /// because it waits for one to finish. So none can land after it and undo it.
     pub(crate) async fn release(&self, at_least: Duration) -> Result<bool> {
         let mut released = self.shared.released.lock().await;
         if let Some(outcome) = *released {
@@ -413,8 +420,8 @@ impl Lease {
     }
 
     /// Sets how the run under this lock ended, for the release to record. `failing` is the
-    /// caller's flag of a recording that failed, so a failure is logged once (per scheduler)
-    /// until a record succeeds again.
+    /// caller's flag of a recording that failed. So a failure is logged once per scheduler until
+    /// a record succeeds again.
     #[cfg_attr(
         not(feature = "scheduler"),
         allow(dead_code, reason = "used by the scheduler")
@@ -472,10 +479,10 @@ impl Lease {
         result
     }
 
-    /// The release that records `run` ([`LockProvider::release_run`]); the plain release when the
-    /// store cannot record it (answered at once, without a round trip) or recording failed, so
-    /// recording never fails the release. A failure is logged once until a record succeeds
-    /// again (docs of [`jobs`](crate::jobs)).
+    /// The release that records `run` (see [`LockProvider::release_run`]). It falls back to the
+    /// plain release when the store cannot record it or recording failed. A store that cannot
+    /// record answers at once, without a round trip. So recording never fails the release. A
+    /// failure is logged once until a record succeeds again (see [`jobs`](crate::jobs)).
     async fn release_recorded(
         &self,
         record: &LockRecord,
@@ -520,8 +527,8 @@ impl Lease {
     }
 
     /// Starts the background renewal loop, in the caller's tracing span. It stops when the lease
-    /// is lost (refused, or no success before the deadline) or when the returned handle is
-    /// aborted.
+    /// is lost or when the returned handle is aborted. The lease is lost when refused, or when no
+    /// success comes before the deadline.
     pub(crate) fn spawn_renewal(&self, policy: RenewPolicy) -> JoinHandle<()> {
         self.set_lease_len(policy.lease);
         let lease = self.clone();
@@ -532,8 +539,8 @@ impl Lease {
         )
     }
 
-    /// When the next renewal is due: half the current validity (at most `renew_every`) after
-    /// the last success was sent.
+    /// When the next renewal is due: half the current validity after the last success was sent.
+    /// That half is at most `renew_every`.
     fn next_renewal(&self, policy: RenewPolicy) -> Instant {
         let valid_for = self.lease_len().saturating_sub(policy.margin());
         let sent_at = self
@@ -653,7 +660,7 @@ mod tests {
     }
 
     /// An explicit extend (`LockHandle::extend`) is logged and counted exactly as a background
-    /// renewal is: one path, `extend_once`, observes both.
+    /// renewal is. One path, `extend_once`, observes both.
     #[tokio::test(start_paused = true)]
     async fn explicit_extends_are_logged_and_counted_like_renewals() {
         let logs = crate::test_observe::Logs::default();

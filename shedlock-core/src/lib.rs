@@ -21,14 +21,19 @@
     doc = "[`testkit`]: https://docs.rs/shedlock-core/latest/shedlock_core/testkit/"
 )]
 //! Task locks with Java ShedLock's semantics, and leader election, over the database your replicas
-//! share; stores are separate crates. [Guide](https://github.com/shedlock-rs/shedlock-rs).
+//! share. Stores are separate crates. [Guide](https://github.com/shedlock-rs/shedlock-rs).
 //!
-//! **An application** needs only the root: `#[scheduled_lock]`, or a [`LockingTaskExecutor`]
-//! and [`LockConfig`]; a [`Scheduler`] of [`Job`]s, whose settings a [`JobSpec`] reads from a
-//! configuration file; a [`LeaderLatch`]; [`current_lock`], [`shutdown_signal`] and
-//! [`Shutdown`], [`parse_duration`]; [`InMemoryLockProvider`] for tests. The modules:
+//! **An application** needs only the root:
 //!
-//! - [`provider`]: store authors: the store contract, `LockProvider`, and its helpers.
+//! - `#[scheduled_lock]`, or a [`LockingTaskExecutor`] and [`LockConfig`];
+//! - a [`Scheduler`] of [`Job`]s, whose settings a [`JobSpec`] reads from a configuration file;
+//! - a [`LeaderLatch`];
+//! - [`current_lock`], [`shutdown_signal`], [`Shutdown`] and [`parse_duration`];
+//! - [`InMemoryLockProvider`] for tests.
+//!
+//! The modules:
+//!
+//! - [`provider`]: for store authors. It holds the store contract, `LockProvider`, and its helpers.
 //! - [`admin`]: operator tools, listing and freeing locks.
 //! - [`latch`], [`scheduler`], [`current`]: the rest of the latch, the scheduler, the task's lock.
 //! - [`owner`]: owner ids.
@@ -65,7 +70,8 @@
 //! }
 //! ```
 //!
-//! `Ok(None)` is a skip, a store failure an `Err`. Without a database (tests, one process):
+//! `Ok(None)` is a skip. A store failure is an `Err`. Without a database, in tests or in one
+//! process:
 //!
 //! ```
 //! use std::time::Duration;
@@ -84,7 +90,8 @@
 //!
 //! # Feature flags
 //!
-//! - `macros`, `scheduler` (both default): `#[scheduled_lock]`; [`Scheduler`] (rates, cron).
+//! - `macros` (default): `#[scheduled_lock]`.
+//! - `scheduler` (default): [`Scheduler`], with fixed rates and cron.
 //! - `metrics`: counters and a task-duration histogram through the `metrics` facade, named in
 //!   [`metrics`].
 //! - `testkit`: [`testkit`], the conformance suite a store runs.

@@ -17,18 +17,18 @@ use crate::provider::{LockProvider, LockRecord};
 
 /// A [`LockProvider`] in process memory, for tests and single-process services.
 ///
-/// Its clock is tokio's ([`tokio::time::Instant`]), so tests under
-/// `tokio::time::pause` control expiry exactly. Record times are wall-clock values derived from
-/// that clock (the wall time at creation plus tokio time elapsed). Fencing tokens start at 1 and
-/// strictly increase per name for the provider's lifetime. It records fires
-/// ([`claim_fire`](LockProvider::claim_fire)) on the same clock.
+/// Its clock is tokio's ([`tokio::time::Instant`]). So tests under `tokio::time::pause` control
+/// expiry exactly. Record times are wall-clock values derived from that clock: the wall time at
+/// creation plus tokio time elapsed. Fencing tokens start at 1 and strictly increase per name for
+/// the provider's lifetime. It records fires ([`claim_fire`](LockProvider::claim_fire)) on the
+/// same clock.
 ///
-/// It implements [`LockAdmin`] too (list, unlock, force-unlock), on the same clock, and keeps
-/// job state ([`release_run`](LockProvider::release_run)), published definitions and, given a
-/// [`HistoryPolicy`] ([`with_history`](Self::with_history)), the history of runs.
+/// It implements [`LockAdmin`] too, on the same clock: list, unlock and force-unlock. It keeps
+/// job state ([`release_run`](LockProvider::release_run)) and published definitions. Given a
+/// [`HistoryPolicy`] ([`with_history`](Self::with_history)), it keeps the history of runs.
 ///
-/// It coordinates only the tasks of one process: replicas need a shared store
-/// (`shedlock-sqlx`).
+/// It coordinates only the tasks of one process. Replicas need a shared store, such as
+/// `shedlock-sqlx`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -49,7 +49,7 @@ pub struct InMemoryLockProvider {
     rows: Mutex<HashMap<String, Row>>,
     history_policy: Option<HistoryPolicy>,
     history: Mutex<HashMap<String, VecDeque<RunEntry>>>,
-    /// Published definitions by (job, replica); `expires` is on tokio's clock.
+    /// Published definitions by (job, replica). `expires` is on tokio's clock.
     definitions: Mutex<BTreeMap<(String, String), (DefinitionEntry, Instant)>>,
 }
 
@@ -59,9 +59,9 @@ struct Row {
     locked_at: Instant,
     owner: String,
     token: i64,
-    /// The job's recorded fire (survives release and expiry).
+    /// The job's recorded fire. It survives release and expiry.
     last_fire: Option<DateTime<Utc>>,
-    /// The job's state, recorded by `release_run` (survives every later acquisition).
+    /// The job's state, recorded by `release_run`. It survives every later acquisition.
     state: JobState,
 }
 
@@ -78,9 +78,9 @@ impl InMemoryLockProvider {
         Self::starting_at(Utc::now())
     }
 
-    /// An empty store whose wall clock reads `wall` now and advances with tokio's clock: for
-    /// tests that need known dates (a daylight-saving day) or a store clock that differs from
-    /// the replicas' (a scheduler must follow the store's).
+    /// An empty store whose wall clock reads `wall` now and advances with tokio's clock. It is
+    /// for tests that need known dates, such as a daylight-saving day. It is also for tests that
+    /// need a store clock that differs from the replicas', which a scheduler must follow.
     ///
     /// ```
     /// use chrono::{TimeZone, Utc};
@@ -106,7 +106,7 @@ impl InMemoryLockProvider {
     }
 
     /// Keeps the history of runs that [`release_run`](LockProvider::release_run) records, as
-    /// `policy` bounds it (off by default).
+    /// `policy` bounds it. Off by default.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, jobs::HistoryPolicy};
@@ -339,9 +339,9 @@ impl LockProvider for InMemoryLockProvider {
     }
 }
 
-/// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now and
-/// keeps the row (holder, `locked_at`, token, recorded fire). `ddl` is `None` and `create_table` does nothing:
-/// there is no schema.
+/// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now. It
+/// keeps the row: holder, `locked_at`, token and recorded fire. `ddl` is `None` and
+/// `create_table` does nothing, because there is no schema.
 #[async_trait]
 impl LockAdmin for InMemoryLockProvider {
     async fn list(&self) -> Result<Vec<LockEntry>> {

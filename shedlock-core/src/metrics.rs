@@ -1,6 +1,6 @@
 //! The names of the metrics shedlock-core records (feature `metrics`), through the
-//! [`metrics`](https://docs.rs/metrics) facade: install any recorder (Prometheus, OpenTelemetry,
-//! a `StatsD` exporter) and they appear. Without the feature nothing is recorded.
+//! [`metrics`](https://docs.rs/metrics) facade. Install any recorder and they appear, such as
+//! Prometheus, OpenTelemetry or a `StatsD` exporter. Without the feature nothing is recorded.
 //!
 //! | metric | kind | labels | counts |
 //! |---|---|---|---|
@@ -19,12 +19,12 @@
 //! | `shedlock_job_consecutive_failures` ([`JOB_CONSECUTIVE_FAILURES`]) | gauge | `job` | this replica's runs of a job that failed or panicked since its last success there (cancelled runs count nothing) |
 //! | `shedlock_leader` ([`LEADER`]) | gauge | `election` | 1 while this instance's latch leads the election, 0 otherwise |
 //!
-//! The `lock` label is the full lock name, so a templated name (`"report-{tenant}"`) makes one
-//! series per value: keep templated names to a bounded set, or leave the feature off.
+//! The `lock` label is the full lock name. So a templated name (`"report-{tenant}"`) makes one
+//! series per value. Keep templated names to a bounded set, or leave the feature off.
 //!
-//! The job series are each replica's own view: the cluster's (the last success anywhere, the
-//! failures counted across replicas) is in the store ([`jobs`](crate::jobs)), where operators'
-//! tools read it.
+//! The job series are each replica's own view. The cluster's view is in the store
+//! ([`jobs`](crate::jobs)), where operators' tools read it. It has the last success anywhere and
+//! the failures counted across replicas.
 //!
 //! ```
 //! // Alert on locks that are never released cleanly:
@@ -32,33 +32,33 @@
 //! assert_eq!(query, "rate(shedlock_release_failures_total[5m]) > 0");
 //! ```
 
-/// Counter: calls that tried to take the lock; label `lock`.
+/// Counter: calls that tried to take the lock. Label `lock`.
 pub const ATTEMPTS: &str = "shedlock_attempts_total";
-/// Counter: attempts that took the lock; label `lock`.
+/// Counter: attempts that took the lock. Label `lock`.
 pub const ACQUIRED: &str = "shedlock_acquired_total";
-/// Counter: attempts that found the lock held; label `lock`.
+/// Counter: attempts that found the lock held. Label `lock`.
 pub const SKIPPED: &str = "shedlock_skipped_total";
-/// Counter: extensions of a held lock; label `lock`.
+/// Counter: extensions of a held lock. Label `lock`.
 pub const EXTENDED: &str = "shedlock_extended_total";
-/// Counter: holds that ended before their task; label `lock`.
+/// Counter: holds that ended before their task. Label `lock`.
 pub const LOST: &str = "shedlock_lost_total";
-/// Counter: failed or timed-out store calls; labels `lock`, `operation`.
+/// Counter: failed or timed-out store calls. Labels `lock`, `operation`.
 pub const ERRORS: &str = "shedlock_errors_total";
-/// Counter: releases that failed; label `lock`.
+/// Counter: releases that failed. Label `lock`.
 pub const RELEASE_FAILURES: &str = "shedlock_release_failures_total";
-/// Histogram, in seconds: how long each locked task ran; label `lock`.
+/// Histogram, in seconds: how long each locked task ran. Label `lock`.
 pub const TASK_DURATION: &str = "shedlock_task_duration_seconds";
-/// Counter: fires of a scheduled job; labels `job`, `outcome`.
+/// Counter: fires of a scheduled job. Labels `job`, `outcome`.
 pub const FIRES: &str = "shedlock_fires_total";
-/// Counter: this replica's runs of a job by how they ended; labels `job`, `outcome`.
+/// Counter: this replica's runs of a job by how they ended. Labels `job`, `outcome`.
 pub const JOB_RUNS: &str = "shedlock_job_runs_total";
-/// Histogram, in seconds: how long this replica's runs of a job took; label `job`.
+/// Histogram, in seconds: how long this replica's runs of a job took. Label `job`.
 pub const JOB_RUN_DURATION: &str = "shedlock_job_run_duration_seconds";
-/// Gauge, Unix seconds: the end of this replica's last successful run of a job; label `job`.
+/// Gauge, Unix seconds: the end of this replica's last successful run of a job. Label `job`.
 pub const JOB_LAST_SUCCESS: &str = "shedlock_job_last_success_timestamp_seconds";
-/// Gauge: this replica's failed runs of a job since its last success there; label `job`.
+/// Gauge: this replica's failed runs of a job since its last success there. Label `job`.
 pub const JOB_CONSECUTIVE_FAILURES: &str = "shedlock_job_consecutive_failures";
-/// Gauge: 1 while this instance leads the election, 0 otherwise; label `election`.
+/// Gauge: 1 while this instance leads the election, 0 otherwise. Label `election`.
 pub const LEADER: &str = "shedlock_leader";
 
 /// Every metric name above, in the table's order.
@@ -81,8 +81,8 @@ pub const ALL: [&str; 14] = [
 
 #[cfg(test)]
 mod tests {
-    /// The table in this module's docs lists exactly the names in `ALL`, in order, each beside
-    /// the constant that holds it: the docs cannot drift from what is recorded.
+    /// The table in this module's docs lists exactly the names in `ALL`, in order. Each is beside
+    /// the constant that holds it. So the docs cannot drift from what is recorded.
     #[test]
     fn the_table_lists_every_name_beside_its_constant() {
         let source = include_str!("metrics.rs");

@@ -1,4 +1,5 @@
-//! Records the metrics named in [`crate::metrics`] (feature `metrics`); no-ops without it.
+//! Records the metrics named in [`crate::metrics`] (feature `metrics`). Without it, these are
+//! no-ops.
 
 use std::time::Duration;
 
@@ -60,9 +61,9 @@ pub(crate) fn fire(job: &str, outcome: &'static str) {
     let _ = (job, outcome);
 }
 
-/// A run of a scheduled job ended: counted by outcome, timed, and this replica's last success
-/// and consecutive failures set (`failures` is this replica's count after the run; `ended` the
-/// run's end in Unix seconds, for a success).
+/// A run of a scheduled job ended. It is counted by outcome and timed. This replica's last
+/// success and consecutive failures are set. `failures` is this replica's count after the run.
+/// `ended` is the run's end in Unix seconds, for a success.
 #[cfg(feature = "scheduler")]
 pub(crate) fn run_ended(
     job: &str,
@@ -88,7 +89,7 @@ pub(crate) fn run_ended(
     let _ = (job, outcome, duration, failures, succeeded_at);
 }
 
-/// Whether this instance leads the election `election` (1) or not (0).
+/// Whether this instance leads the election `election`: 1 if so, 0 if not.
 pub(crate) fn leader(election: &str, leading: bool) {
     #[cfg(feature = "metrics")]
     metrics::gauge!(name::LEADER, "election" => election.to_owned()).set(if leading {

@@ -1,6 +1,7 @@
-//! A failing store, logged once per outage: the leader latch and each scheduled job keep an
-//! [`Outage`] of their store calls, log its first failure (and a change of cause) with guidance,
-//! the rest at DEBUG, and its end at INFO with how many calls failed and for how long.
+//! A failing store, logged once per outage. The leader latch and each scheduled job keep an
+//! [`Outage`] of their store calls. They log its first failure, and a change of cause, with
+//! guidance. They log the rest at DEBUG. They log its end at INFO with how many calls failed and
+//! for how long.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 
-/// The cause of a store failure, as an outage groups them: a new cause is logged again.
+/// The cause of a store failure, as an outage groups them. A new cause is logged again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cause {
     /// The lock table does not exist.
@@ -17,9 +18,9 @@ pub(crate) enum Cause {
     Schema,
     /// A call got no answer within its timeout.
     Timeout,
-    /// The store rejected the input (a name or owner id its columns cannot hold).
+    /// The store rejected the input, such as a name or owner id its columns cannot hold.
     InvalidConfig,
-    /// Anything else: the store is down, unreachable, or refused the credentials.
+    /// Anything else. The store is down, unreachable, or refused the credentials.
     Backend,
 }
 
@@ -38,7 +39,7 @@ impl Cause {
         }
     }
 
-    /// Whether retrying cannot help: the store is set up wrong, not unreachable.
+    /// Whether retrying cannot help, because the store is set up wrong, not unreachable.
     #[cfg_attr(
         not(feature = "scheduler"),
         allow(dead_code, reason = "used by the scheduler")
@@ -60,9 +61,9 @@ pub(crate) struct Outage {
 }
 
 impl Outage {
-    /// Counts a failed call. `Some(cause)` when the failure is to be logged in full (the first
-    /// of the outage, or one whose cause differs from the last logged); `None` while the same
-    /// outage goes on, which the caller logs at DEBUG.
+    /// Counts a failed call. Answers `Some(cause)` when the failure is to be logged in full.
+    /// That is the first of the outage, or one whose cause differs from the last logged. Answers
+    /// `None` while the same outage goes on, which the caller logs at DEBUG.
     pub(crate) fn failed(&mut self, error: &Error) -> Option<Cause> {
         self.failures += 1;
         self.since.get_or_insert_with(Instant::now);
@@ -79,8 +80,8 @@ impl Outage {
         self.failures
     }
 
-    /// A call succeeded: ends the outage, and returns how many calls failed in it and how long
-    /// it lasted, if there was one.
+    /// A call succeeded. It ends the outage, if there was one. It then returns how many calls
+    /// failed in it and how long it lasted.
     pub(crate) fn recovered(&mut self) -> Option<(u64, Duration)> {
         let ended = self
             .since

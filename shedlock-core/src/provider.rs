@@ -1,10 +1,10 @@
 //! For store authors: the contract, [`LockProvider`], and what implementing it takes.
 //!
-//! [`LockRecord`] is what a store hands out; [`Fire`], [`FireClaim`] and [`fire_decision`] are
-//! the optional fire claims; the `validate_*` functions and the limits check input the way the
-//! other stores do; [`async_trait`](macro@async_trait) and [`chrono`] are re-exported so a store
+//! [`LockRecord`] is what a store hands out. [`Fire`], [`FireClaim`] and [`fire_decision`] are
+//! the optional fire claims. The `validate_*` functions and the limits check input the way the
+//! other stores do. [`async_trait`](macro@async_trait) and [`chrono`] are re-exported, so a store
 //! needs no more. `InMemoryLockProvider` at the crate root is a complete reference
-//! implementation, and `shedlock_core::testkit` (feature `testkit`) the conformance suite.
+//! implementation. `shedlock_core::testkit` (feature `testkit`) is the conformance suite.
 
 use std::fmt;
 use std::sync::Arc;
@@ -26,10 +26,11 @@ pub use crate::jobs::{Definition, RunReport};
 
 /// One acquisition of a lock, as the store recorded it.
 ///
-/// Times are the **store's** UTC wall clock (for SQL stores, the database server's). The record
-/// identifies this acquisition: [`LockProvider::extend`] and [`LockProvider::release`] act only if
-/// the row still belongs to it (same owner and same fencing token, or same `locked_at` where the
-/// store has no token), so a late release can never free somebody else's lock.
+/// Times are the **store's** UTC wall clock. For SQL stores, that is the database server's clock.
+/// The record identifies this acquisition. [`LockProvider::extend`] and [`LockProvider::release`]
+/// act only if the row still belongs to it. That means the same owner and the same fencing token,
+/// or the same `locked_at` where the store has no token. So a late release can never free
+/// somebody else's lock.
 ///
 /// ```
 /// use chrono::{Duration, Utc};
@@ -50,7 +51,7 @@ pub struct LockRecord {
 }
 
 impl LockRecord {
-    /// A record without a fencing token; add one with [`with_fencing_token`](Self::with_fencing_token).
+    /// A record without a fencing token. Add one with [`with_fencing_token`](Self::with_fencing_token).
     pub fn new(
         name: impl Into<String>,
         owner: impl Into<String>,
@@ -66,7 +67,7 @@ impl LockRecord {
         }
     }
 
-    /// Sets the fencing token (`None` for stores without one).
+    /// Sets the fencing token. Stores without one pass `None`.
     #[must_use]
     pub fn with_fencing_token(mut self, token: Option<i64>) -> Self {
         self.fencing_token = token;
@@ -86,7 +87,7 @@ impl LockRecord {
         &self.name
     }
 
-    /// Who holds it (the executor's or latch's owner id).
+    /// Who holds it: the owner id of the executor or latch.
     #[must_use]
     pub fn owner(&self) -> &str {
         &self.owner
@@ -104,13 +105,13 @@ impl LockRecord {
         self.lock_until
     }
 
-    /// The fencing token: strictly greater than every earlier acquisition's token for this name,
-    /// or `None` when the store has none (for example a Java ShedLock table without the
-    /// `fencing_token` column).
+    /// The fencing token. It is strictly greater than every earlier acquisition's token for this
+    /// name. It is `None` when the store has none, for example a Java ShedLock table without the
+    /// `fencing_token` column.
     ///
-    /// Pass it along with writes to a downstream system that can compare: it rejects a write whose
-    /// token is lower than the highest it has seen, so a holder that paused past its lock's expiry
-    /// cannot overwrite the work of the next holder.
+    /// Pass it along with writes to a downstream system that can compare. That system rejects a
+    /// write whose token is lower than the highest it has seen. So a holder that paused past its
+    /// lock's expiry cannot overwrite the work of the next holder.
     #[must_use]
     pub fn fencing_token(&self) -> Option<i64> {
         self.fencing_token
@@ -133,62 +134,62 @@ impl fmt::Display for LockRecord {
 
 /// A store that keeps locks: one row per lock name, decided by the store's own clock.
 ///
-/// This is the trait to implement for an in-house store; run
-/// `testkit::ConformanceSuite` (feature `testkit`) in its tests
-/// to check it. Built-in implementations: [`InMemoryLockProvider`](crate::InMemoryLockProvider), and
-/// Postgres, MySQL/MariaDB and SQLite in the `shedlock-sqlx` crate.
+/// This is the trait to implement for an in-house store. Run `testkit::ConformanceSuite`
+/// (feature `testkit`) in its tests to check it. The built-in implementations are
+/// [`InMemoryLockProvider`](crate::InMemoryLockProvider), and Postgres, MySQL/MariaDB and SQLite
+/// in the `shedlock-sqlx` crate.
 ///
 /// # What an implementation must guarantee
 ///
 /// 1. **One clock, the store's.** Every method takes durations, never timestamps. "Now" is read by
-///    the store itself, in the same atomic step that decides (for SQL: inside the statement, with
-///    the server's clock in UTC). Callers' clocks never matter.
-/// 2. **[`acquire`](Self::acquire)`(name, at_most, owner)`** is one atomic step that succeeds iff no
-///    row exists for `name` or its `lock_until <= now`; it then sets `lock_until = now + at_most`,
-///    `locked_at = now`, `locked_by = owner`, a new fencing token if the store has tokens, and
-///    returns the record. A lock held by anyone (including the same owner) returns `Ok(None)`,
-///    never an error, and writes nothing. Two concurrent acquires of one free name: exactly one
-///    wins, the other gets `Ok(None)` (no deadlock, no duplicate-key error). A missing row is
-///    created; a row deleted by hand is created again.
+///    the store itself, in the same atomic step that decides. For SQL, that is inside the
+///    statement, with the server's clock in UTC. Callers' clocks never matter.
+/// 2. **[`acquire`](Self::acquire)`(name, at_most, owner)`** is one atomic step. It succeeds iff no
+///    row exists for `name` or its `lock_until <= now`. It then sets `lock_until = now + at_most`,
+///    `locked_at = now` and `locked_by = owner`. It sets a new fencing token if the store has
+///    tokens, and returns the record. A lock held by anyone, the same owner included, returns
+///    `Ok(None)`. That is never an error, and nothing is written. Of two concurrent acquires of one
+///    free name, exactly one wins and the other gets `Ok(None)`. There is no deadlock and no
+///    duplicate-key error. A missing row is created. A row deleted by hand is created again.
 /// 3. **[`extend`](Self::extend)`(record, at_most)`** succeeds iff the row still belongs to this
-///    acquisition (same owner and same token, or same `locked_at` where there is no token) and
-///    `lock_until > now`; it sets `lock_until = now + at_most` and returns the updated record.
-///    Otherwise `Ok(None)` and nothing changes.
+///    acquisition and `lock_until > now`. "Belongs" means the same owner and the same token, or the
+///    same `locked_at` where there is no token. It sets `lock_until = now + at_most` and returns the
+///    updated record. Otherwise it answers `Ok(None)` and nothing changes.
 /// 4. **[`release`](Self::release)`(record, at_least)`** acts iff the row still belongs to this
-///    acquisition: `lock_until = max(now, locked_at + at_least)`. It returns `Ok(true)` if it
-///    acted and `Ok(false)` if the lock had already passed to someone else. A release after
+///    acquisition. It sets `lock_until = max(now, locked_at + at_least)`. It returns `Ok(true)` if
+///    it acted and `Ok(false)` if the lock had already passed to someone else. A release after
 ///    expiry, while nobody else took the lock, still acts. It never touches another acquisition's
 ///    lock.
-/// 5. **Fencing tokens**, where supported, strictly increase per name across acquisitions (they may
-///    skip values). Stores that cannot provide them return `None` everywhere.
-/// 6. **Errors are not skips.** A store failure is an `Err` naming what failed
-///    ([`Error::backend`], [`Error::missing_table`], …); only "held by someone else" is `Ok(None)`.
+/// 5. **Fencing tokens**, where supported, strictly increase per name across acquisitions. They
+///    may skip values. Stores that cannot provide them return `None` everywhere.
+/// 6. **Errors are not skips.** A store failure is an `Err` naming what failed, such as
+///    [`Error::backend`] or [`Error::missing_table`]. Only "held by someone else" is `Ok(None)`.
 ///    Names are always passed to the store as bound values, never spliced into a query. Names
 ///    longer than [`max_name_len`](Self::max_name_len) are rejected with
 ///    [`Error::is_invalid_config`] before the store is asked.
-/// 7. **No caller state.** Each call stands alone: it must not join an ambient transaction nor
-///    keep a connection while the lock is held. It may be cancelled (dropped) at any await point;
-///    a cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
-/// 8. **A lost reply is an error, not a repeat.** Once an `acquire` or a `claim_fire` request may
-///    have reached the store (a connection that broke after it was sent), the call must not send
-///    it again: the repeat would find the lock held, or the fire recorded, by the lost request
-///    itself and answer `Ok(None)` or [`FireClaim::ClaimedElsewhere`] for the caller's own lock.
-///    Return an error instead (a scheduler then recognises its own claim by the holder a later
-///    claim reports: docs/guarantees.md, "Lost replies"). A request that never left (no
-///    connection) may be retried, and so may extend, release and reads, whose repeats have the
-///    same effect and answer.
+/// 7. **No caller state.** Each call stands alone. It must not join an ambient transaction nor
+///    keep a connection while the lock is held. It may be cancelled (dropped) at any await point.
+///    A cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
+/// 8. **A lost reply is an error, not a repeat.** An `acquire` or a `claim_fire` request may have
+///    reached the store, for example over a connection that broke after it was sent. The call must
+///    then not send it again. The repeat would find the lock held, or the fire recorded, by the
+///    lost request itself. It would answer `Ok(None)` or [`FireClaim::ClaimedElsewhere`] for the
+///    caller's own lock. Return an error instead. A scheduler then recognises its own claim by the
+///    holder a later claim reports (see docs/guarantees.md, "Lost replies"). A request that never
+///    left, for lack of a connection, may be retried. So may extend, release and reads, whose
+///    repeats have the same effect and answer.
 ///
-/// The executor wraps every call in a timeout, so an implementation need not add its own, but it
-/// should close (not reuse) a connection whose call was cancelled mid-flight.
+/// The executor wraps every call in a timeout, so an implementation need not add its own. It
+/// should close, not reuse, a connection whose call was cancelled mid-flight.
 ///
 /// # Stores with their own expiry (TTL keys, leases)
 ///
-/// Rules 3 and 4 need the record to outlive its `lock_until`: a release that comes after expiry,
-/// while nobody else took the lock, must still find the record and act, and a release may be
-/// called again for the same record (it then acts again or returns `Ok(false)`, never an error).
-/// So **never delete the record on release or let the store drop it at `lock_until`**: keep it
-/// (expired), and decide expiry by comparing `lock_until` with the store's own now, or keep a
-/// second record without a TTL that holds owner and token. The conformance suite checks both
+/// Rules 3 and 4 need the record to outlive its `lock_until`. A release that comes after expiry,
+/// while nobody else took the lock, must still find the record and act. A release may also be
+/// called again for the same record. It then acts again or returns `Ok(false)`, never an error.
+/// So **never delete the record on release or let the store drop it at `lock_until`**. Keep it,
+/// expired, and decide expiry by comparing `lock_until` with the store's own now. Or keep a second
+/// record without a TTL that holds owner and token. The conformance suite checks both cases
 /// (`release_after_expiry_acts`, `late_release_and_extend_spare_new_holder`).
 ///
 /// # Example: a custom store
@@ -250,11 +251,11 @@ impl fmt::Display for LockRecord {
 /// ```
 #[async_trait]
 pub trait LockProvider: Send + Sync + 'static {
-    /// Takes the lock `name` for `at_most` if it is free; `Ok(None)` if someone holds it.
+    /// Takes the lock `name` for `at_most` if it is free. Answers `Ok(None)` if someone holds it.
     ///
     /// # Errors
     ///
-    /// The store failed or the name is invalid for this store; never because the lock is held.
+    /// The store failed or the name is invalid for this store. Never because the lock is held.
     async fn acquire(
         &self,
         name: &str,
@@ -262,24 +263,24 @@ pub trait LockProvider: Send + Sync + 'static {
         owner: &str,
     ) -> Result<Option<LockRecord>>;
 
-    /// Pushes `lock_until` to `now + at_most` if `record` still holds the lock; `Ok(None)` if it
-    /// does not (expired, released, or taken by someone else).
+    /// Pushes `lock_until` to `now + at_most` if `record` still holds the lock. Answers `Ok(None)`
+    /// if it does not: the lock expired, was released, or was taken by someone else.
     ///
     /// # Errors
     ///
     /// The store failed.
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>>;
 
-    /// Ends `record`'s hold: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the lock
-    /// no longer belonged to this acquisition (nothing was changed).
+    /// Ends `record`'s hold: `lock_until = max(now, locked_at + at_least)`. Answers `Ok(false)`,
+    /// and changes nothing, if the lock no longer belonged to this acquisition.
     ///
     /// # Errors
     ///
-    /// The store failed; the lock then ends at its `lock_until`.
+    /// The store failed. The lock then ends at its `lock_until`.
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool>;
 
-    /// Who holds `name` now, if anyone (read-only). The default body answers
-    /// [`Error::is_unsupported`]; stores that can answer cheaply override it.
+    /// Who holds `name` now, if anyone. It only reads. The default body answers
+    /// [`Error::is_unsupported`]. Stores that can answer cheaply override it.
     ///
     /// # Errors
     ///
@@ -289,17 +290,19 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("holder"))
     }
 
-    /// Claims one fire of a scheduled job, in one atomic step on the store's clock: succeeds iff
-    /// `fire.at() <= now < fire.next()`, the fire recorded for `name` is older than `fire.at()`
-    /// (or absent), and the lock is free; it then records `fire.at()` and takes the lock as
-    /// [`acquire`](Self::acquire) does (`lock_until = now + at_most`, a new fencing token). It
-    /// writes nothing unless it claims, and says which case it met ([`FireClaim`], checked in
-    /// the order listed there, with the lock's row read in the same step as the holder of
-    /// [`FireClaim::ClaimedElsewhere`] and [`FireClaim::Held`];
-    /// [`fire_decision`] is that decision for stores that decide in their own code).
+    /// Claims one fire of a scheduled job, in one atomic step on the store's clock.
+    ///
+    /// It succeeds iff three things hold: `fire.at() <= now < fire.next()`, the fire recorded for
+    /// `name` is absent or older than `fire.at()`, and the lock is free. It then records
+    /// `fire.at()` and takes the lock as [`acquire`](Self::acquire) does. That sets
+    /// `lock_until = now + at_most` and a new fencing token. It writes nothing unless it claims.
+    /// It says which case it met as a [`FireClaim`], checked in the order listed there. The lock's
+    /// row, read in the same step, is the holder of [`FireClaim::ClaimedElsewhere`] and
+    /// [`FireClaim::Held`]. [`fire_decision`] is that decision for stores that decide in their
+    /// own code.
     ///
     /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never
-    /// run twice. The default body answers [`Error::is_unsupported`]; a scheduler then falls
+    /// run twice. The default body answers [`Error::is_unsupported`]. A scheduler then falls
     /// back to [`acquire`](Self::acquire) and `at_least`, with a warning.
     ///
     /// # Errors
@@ -316,20 +319,20 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("claim_fire"))
     }
 
-    /// [`release`](Self::release) that also records how the run ended ([`RunReport`]) in the
-    /// lock's row, in the same guarded step: the job's last run, last success and consecutive
-    /// failures (see [`jobs`](crate::jobs) for which outcomes count), and a history entry where
-    /// the store keeps history. Nothing is recorded when the row no longer belongs to `record`
-    /// (`Ok(false)`, as for `release`), so a run whose lock was taken over never overwrites the
-    /// new holder's state.
+    /// [`release`](Self::release) that also records how the run ended, a [`RunReport`], in the
+    /// lock's row. It does so in the same guarded step. It records the job's last run, last
+    /// success and consecutive failures (see [`jobs`](crate::jobs) for which outcomes count). It
+    /// also writes a history entry where the store keeps history. Nothing is recorded when the row
+    /// no longer belongs to `record`. The answer is then `Ok(false)`, as for `release`. So a run
+    /// whose lock was taken over never overwrites the new holder's state.
     ///
-    /// The default body answers [`Error::is_unsupported`] without touching the store, and so must
-    /// a store that lacks the columns: the caller then runs the plain
+    /// The default body answers [`Error::is_unsupported`] without touching the store. A store that
+    /// lacks the columns must answer the same. The caller then runs the plain
     /// [`release`](Self::release). A history write that fails must not fail the release.
     ///
     /// # Errors
     ///
-    /// As [`release`](Self::release); or unsupported, having changed nothing.
+    /// As [`release`](Self::release). Or unsupported, having changed nothing.
     async fn release_run(
         &self,
         record: &LockRecord,
@@ -340,11 +343,12 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("release_run"))
     }
 
-    /// Publishes the job definitions of the replica `replica` (its owner id): each entry is
-    /// written, or overwritten, with `published = now` and `expires = now + ttl` by the store's
-    /// clock, `version` beside it. Entries that expired (any replica's) are removed in the same
-    /// step, so the dead replicas' entries go away by themselves. A scheduler calls it at start
-    /// and then as a heartbeat.
+    /// Publishes the job definitions of the replica `replica`, which is its owner id.
+    ///
+    /// Each entry is written, or overwritten, with `published = now` and `expires = now + ttl` by
+    /// the store's clock. `version` is stored beside it. Expired entries of any replica are
+    /// removed in the same step. So the dead replicas' entries go away by themselves. A scheduler
+    /// calls it at start and then as a heartbeat.
     ///
     /// The default body answers [`Error::is_unsupported`].
     ///
@@ -362,19 +366,19 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("publish_definitions"))
     }
 
-    /// Whether the store answers and is set up to keep locks, without taking one: the readiness
-    /// check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
+    /// Whether the store answers and is set up to keep locks, without taking one. This is the
+    /// readiness check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
     ///
-    /// The default body reads the holder of the lock [`CHECK_NAME`] (a read; a SQL store checks
-    /// its table's columns on the way), and answers `Ok` for a store whose
+    /// The default body reads the holder of the lock [`CHECK_NAME`]. A SQL store checks its
+    /// table's columns on the way. The default answers `Ok` for a store whose
     /// [`holder`](Self::holder) is unsupported, which it cannot check. Override it where the
     /// store can tell more.
     ///
     /// # Errors
     ///
-    /// What the store answered: [`Error::is_missing_table`] or [`Error::is_schema`] for a store
-    /// that is set up wrong (retrying will not help), [`Error::is_backend`] or
-    /// [`Error::is_timeout`] for one that cannot be reached.
+    /// What the store answered. [`Error::is_missing_table`] or [`Error::is_schema`] means a store
+    /// that is set up wrong, and retrying will not help. [`Error::is_backend`] or
+    /// [`Error::is_timeout`] means one that cannot be reached.
     async fn check(&self) -> Result<()> {
         let name: String = CHECK_NAME.chars().take(self.max_name_len()).collect();
         match self.holder(&name).await {
@@ -384,14 +388,14 @@ pub trait LockProvider: Send + Sync + 'static {
         }
     }
 
-    /// The longest name this store accepts, in characters; defaults to
+    /// The longest name this store accepts, in characters. Defaults to
     /// [`DEFAULT_MAX_NAME_LEN`] (64, ShedLock's `VARCHAR(64)`).
     fn max_name_len(&self) -> usize {
         DEFAULT_MAX_NAME_LEN
     }
 }
 
-/// The lock name whose holder [`LockProvider::check`]'s default body reads (it never takes it).
+/// The lock name whose holder [`LockProvider::check`]'s default body reads. It never takes it.
 pub const CHECK_NAME: &str = "shedlock-check";
 
 /// An `Arc` of a provider is a provider, so `Arc<dyn LockProvider>` can be shared between an

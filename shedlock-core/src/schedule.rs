@@ -1,7 +1,7 @@
 //! When a scheduled job fires: [`Schedule`] (feature `scheduler`).
 //!
-//! Schedule arithmetic is pure: it takes an instant and answers instants, never reading a clock,
-//! so every replica computes the same fires and tests need no waiting.
+//! Schedule arithmetic is pure. It takes an instant and answers instants, never reading a clock.
+//! So every replica computes the same fires, and tests need no waiting.
 
 use std::fmt;
 use std::time::Duration;
@@ -21,29 +21,30 @@ const DST_MARGIN: chrono::Duration = chrono::Duration::hours(3);
 /// When a job fires: a fixed rate aligned to the Unix epoch, or a cron expression with seconds
 /// in an IANA time zone.
 ///
-/// Every replica computes the same instants from the same schedule: a fire's identity is its
+/// Every replica computes the same instants from the same schedule. A fire's identity is its
 /// instant, never a clock reading.
 ///
 /// # Fixed rate
 ///
-/// [`Schedule::every`] fires at every whole multiple of the period since the Unix epoch: `every
-/// 1m` fires at :00 of each minute, `every 1h` on the hour (UTC), on every replica, whenever it
-/// started.
+/// [`Schedule::every`] fires at every whole multiple of the period since the Unix epoch. So
+/// `every 1m` fires at :00 of each minute, and `every 1h` on the hour (UTC). This holds on every
+/// replica, whenever it started.
 ///
 /// # Cron
 ///
-/// [`Schedule::cron`] takes six fields (`sec min hour day-of-month month day-of-week`, an
-/// optional seventh for the year), parsed by the [`croner`] crate (ranges, lists, steps, month
-/// and day names, `L`, `W`, `#`). Daylight saving is handled here, the same way on every
+/// [`Schedule::cron`] takes six fields: `sec min hour day-of-month month day-of-week`. An
+/// optional seventh is the year. The [`croner`] crate parses them. It takes ranges, lists, steps,
+/// month and day names, `L`, `W` and `#`. Daylight saving is handled here, the same way on every
 /// platform:
 ///
-/// - a wall time that does not exist that day (in the gap when clocks go forward) fires at the
-///   first instant after the gap, as cron(8) does: `0 30 2 * * *` in Europe/Berlin fires at
-///   03:00 CEST on the last Sunday of March;
-/// - a wall time that occurs twice (when clocks go back) fires once, at its first occurrence;
-/// - an expression with a wildcard or a step in the hour field (`0 */15 * * * *`, `0 0 * * * *`)
-///   fires by elapsed time through both transitions: every wall time that exists fires, each
-///   occurrence of a repeated one, none in a gap (so `every 15 minutes` stays 15 minutes apart).
+/// - A wall time that does not exist that day fires at the first instant after the gap, as
+///   cron(8) does. Such a time lies in the gap when clocks go forward. For example,
+///   `0 30 2 * * *` in Europe/Berlin fires at 03:00 CEST on the last Sunday of March.
+/// - A wall time that occurs twice, when clocks go back, fires once, at its first occurrence.
+/// - An expression with a wildcard or a step in the hour field fires by elapsed time through both
+///   transitions. Examples are `0 */15 * * * *` and `0 0 * * * *`. Every wall time that exists
+///   fires, and each occurrence of a repeated one. None in a gap fires. So `every 15 minutes`
+///   stays 15 minutes apart.
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
@@ -81,12 +82,12 @@ struct CronSchedule {
 }
 
 impl Schedule {
-    /// A fixed rate: fires at every whole multiple of `period` since the Unix epoch (UTC).
+    /// A fixed rate. It fires at every whole multiple of `period` since the Unix epoch (UTC).
     ///
     /// # Errors
     ///
     /// [`Error::is_invalid_schedule`] for a zero period, one that is not a whole number of
-    /// milliseconds (fire instants are whole milliseconds), or one above 365 days.
+    /// milliseconds, or one above 365 days. Fire instants are whole milliseconds.
     ///
     /// ```
     /// use std::time::Duration;
@@ -128,16 +129,23 @@ impl Schedule {
         Self::cron_in(expression, "UTC")
     }
 
-    /// A cron expression with seconds (`sec min hour day-of-month month day-of-week [year]`), in
-    /// the IANA time zone `zone` (`"Europe/Berlin"`, `"America/New_York"`, `"UTC"`).
+    /// A cron expression with seconds, in the IANA time zone `zone`. The fields are
+    /// `sec min hour day-of-month month day-of-week [year]`. Zones look like `"Europe/Berlin"`,
+    /// `"America/New_York"` or `"UTC"`.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_schedule`] for an expression that does not parse (the message names
-    /// the field, its value and what it takes; the parser's error is the
-    /// [`source`](std::error::Error::source)), one without the seconds field, one that never
-    /// fires, or a zone the tz database does not know. `#[scheduled_lock]` reports a literal
-    /// `cron` or `zone` with the same words at compile time.
+    /// [`Error::is_invalid_schedule`] in these cases:
+    ///
+    /// - an expression that does not parse;
+    /// - one without the seconds field;
+    /// - one that never fires;
+    /// - a zone the tz database does not know.
+    ///
+    /// For an expression that does not parse, the message names the field, its value and what it
+    /// takes. The parser's error is the [`source`](std::error::Error::source).
+    /// `#[scheduled_lock]` reports a literal `cron` or `zone` with the same words at compile
+    /// time.
     ///
     /// ```
     /// use shedlock_core::Schedule;
@@ -221,8 +229,9 @@ impl Schedule {
         Fire::new(at, self.next_after(at)?).ok()
     }
 
-    /// The shortest gap between two consecutive fires: the period of a fixed rate; for cron, the
-    /// shortest among the fires of the two years from `from` (daylight-saving days included).
+    /// The shortest gap between two consecutive fires. For a fixed rate it is the period. For
+    /// cron it is the shortest among the fires of the two years from `from`, daylight-saving days
+    /// included.
     #[must_use]
     pub fn shortest_gap(&self, from: DateTime<Utc>) -> Duration {
         match &self.kind {
@@ -253,10 +262,10 @@ impl Schedule {
     /// last day of every month (UTC)`.
     ///
     /// A fixed rate is its period in the largest whole unit. A cron expression of a common shape
-    /// is worded here; any other is worded by the [`croner`] crate's `describe` (`at minute 0 and
-    /// 30, of hour 8-17 (UTC)`), or shown as the expression itself where that has no words. A
-    /// schedule that names wall times or days carries its zone in parentheses, since its fires
-    /// follow that zone's clock.
+    /// is worded here. Any other is worded by the [`croner`] crate's `describe`, as in
+    /// `at minute 0 and 30, of hour 8-17 (UTC)`. Where that has no words, the expression itself
+    /// is shown. A schedule that names wall times or days carries its zone in parentheses, since
+    /// its fires follow that zone's clock.
     ///
     /// ```
     /// use std::time::Duration;
@@ -318,8 +327,8 @@ impl fmt::Debug for Schedule {
     }
 }
 
-/// Two schedules are equal when they were written the same: the same period, or the same cron
-/// expression (as trimmed) in the same zone.
+/// Two schedules are equal when they were written the same. That means the same period, or the
+/// same trimmed cron expression in the same zone.
 impl PartialEq for Schedule {
     fn eq(&self, other: &Self) -> bool {
         self.period() == other.period() && self.cron_parts() == other.cron_parts()
@@ -329,7 +338,7 @@ impl PartialEq for Schedule {
 impl Eq for Schedule {}
 
 impl Schedule {
-    /// A fixed rate's period; `None` for cron.
+    /// A fixed rate's period. `None` for cron.
     pub(crate) fn period(&self) -> Option<Duration> {
         match &self.kind {
             Kind::Rate { every_ms } => Some(Duration::from_millis(every_ms.unsigned_abs())),
@@ -337,7 +346,7 @@ impl Schedule {
         }
     }
 
-    /// A cron schedule's expression and IANA zone name; `None` for a fixed rate.
+    /// A cron schedule's expression and IANA zone name. `None` for a fixed rate.
     pub(crate) fn cron_parts(&self) -> Option<(&str, &str)> {
         match &self.kind {
             Kind::Rate { .. } => None,
@@ -376,9 +385,9 @@ const WEEKDAYS: [&str; 7] = [
     "Saturday",
 ];
 
-/// A common cron shape in words, and whether the words name wall times or days (then the zone
-/// matters); `None` for any other shape, which the caller words otherwise. The expression has
-/// parsed.
+/// A common cron shape in words, and whether the words name wall times or days. If they do, the
+/// zone matters. `None` for any other shape, which the caller words otherwise. The expression
+/// has parsed.
 fn describe_cron(expression: &str) -> Option<(String, bool)> {
     let expanded = match expression.to_ascii_lowercase().as_str() {
         "@hourly" => "0 0 * * * *",
@@ -454,8 +463,8 @@ fn describe_minutes_hours(sec: u32, min: &str, hour: &str) -> Option<(String, bo
     Some((format!("at {}", and_list(&times)), true))
 }
 
-/// The day part: empty when every day fires; words for days of the week, a day of the month or
-/// the month's last day; `None` for any other shape.
+/// The day part. It is empty when every day fires. It has words for days of the week, a day of
+/// the month or the month's last day. `None` for any other shape.
 fn describe_days(dom: &str, dow: &str) -> Option<String> {
     match (any(dom), any(dow)) {
         (true, true) => Some(String::new()),
@@ -481,8 +490,8 @@ fn describe_days(dom: &str, dow: &str) -> Option<String> {
     }
 }
 
-/// A day-of-week field's value as cron numbers it (0–7, Sunday both 0 and 7), by number or
-/// three-letter name.
+/// A day-of-week field's value as cron numbers it, by number or three-letter name. The numbers
+/// run 0–7, with Sunday both 0 and 7.
 fn weekday(text: &str) -> Option<usize> {
     const NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
     if let Some(n) = number(text) {
@@ -523,9 +532,9 @@ fn step(field: &str) -> Option<u32> {
         .filter(|n| *n > 0)
 }
 
-/// Whether the hour field has a wildcard or a step (`*`, `*/2`, `1-23/2`), from the expression's
-/// text (the parser keeps no trace of how a field was written). `@hourly` counts as open. The
-/// expression has parsed, so it has its six or seven fields.
+/// Whether the hour field has a wildcard or a step (`*`, `*/2`, `1-23/2`). It reads the
+/// expression's text, because the parser keeps no trace of how a field was written. `@hourly`
+/// counts as open. The expression has parsed, so it has its six or seven fields.
 fn hour_field_is_open(expression: &str) -> bool {
     let trimmed = expression.trim();
     if let Some(nickname) = trimmed.strip_prefix('@') {
@@ -584,8 +593,8 @@ impl CronSchedule {
         (self.offset_at(hi) != before).then_some(hi)
     }
 
-    /// The first matching wall time strictly after `m` (cron instants are whole seconds: the
-    /// parser is given `m` without its fraction, which a whole-second match cannot equal).
+    /// The first matching wall time strictly after `m`. Cron instants are whole seconds. So the
+    /// parser is given `m` without its fraction, which a whole-second match cannot equal.
     fn naive_next(&self, m: NaiveDateTime) -> Option<NaiveDateTime> {
         self.cron
             .find_next_occurrence(&whole_second(m).and_utc(), false)
@@ -593,8 +602,8 @@ impl CronSchedule {
             .map(|d| d.naive_utc())
     }
 
-    /// The last matching wall time before `m` (at or before, if `inclusive`; `m` is then taken
-    /// without its fraction, exclusive calls get whole seconds only).
+    /// The last matching wall time before `m`, or at or before it if `inclusive`. An inclusive
+    /// call takes `m` without its fraction. Exclusive calls get whole seconds only.
     fn naive_prev(&self, m: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         self.cron
             .find_previous_occurrence(&whole_second(m).and_utc(), inclusive)
@@ -824,7 +833,7 @@ mod tests {
         );
     }
 
-    /// Berlin, 2026-10-25: 03:00 CEST becomes 02:00 CET (01:00 UTC); 02:xx occurs twice.
+    /// Berlin, 2026-10-25: 03:00 CEST becomes 02:00 CET (01:00 UTC). 02:xx occurs twice.
     #[test]
     fn fall_back_in_berlin() {
         let s = Schedule::cron_in("0 30 2 * * *", "Europe/Berlin").unwrap();
@@ -871,7 +880,7 @@ mod tests {
         }
     }
 
-    /// New York, 2026-03-08 02:00 EST → 03:00 EDT (07:00 UTC); 2026-11-01 02:00 EDT → 01:00 EST.
+    /// New York, 2026-03-08 02:00 EST → 03:00 EDT (07:00 UTC). 2026-11-01 02:00 EDT → 01:00 EST.
     #[test]
     fn both_transitions_in_new_york() {
         let s = Schedule::cron_in("0 30 2 * * *", "America/New_York").unwrap();
@@ -897,7 +906,7 @@ mod tests {
         assert_eq!(gaps, vec![chrono::Duration::hours(1); 5]);
     }
 
-    /// The exact run-time texts; `macro-tests/tests/ui/fail/schedule_errors.stderr` has the
+    /// The exact run-time texts. `macro-tests/tests/ui/fail/schedule_errors.stderr` has the
     /// same words at compile time.
     #[test]
     fn bad_expressions_and_zones_say_what_to_fix() {

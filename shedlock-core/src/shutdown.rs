@@ -1,5 +1,5 @@
-//! [`Shutdown`]: one graceful stop of a process's schedulers, executors and leader latches, in
-//! the order that hands leadership over first.
+//! [`Shutdown`]: one graceful stop of a process's schedulers, executors and leader latches. The
+//! order hands leadership over first.
 
 use std::time::Duration;
 
@@ -12,29 +12,30 @@ use crate::latch::LeaderLatch;
 #[cfg(feature = "scheduler")]
 use crate::scheduler::Scheduler;
 
-/// Shuts down, in one call, the schedulers, executors and leader latches it is given: the
-/// latches step down at once, so that another replica leads while this one lets its runs finish.
+/// Shuts down, in one call, the schedulers, executors and leader latches it is given. The
+/// latches step down at once. So another replica leads while this one lets its runs finish.
 ///
 /// [`run`](Self::run) does, in this order:
 ///
-/// 1. at once, before anything waits: every scheduler stops claiming fires; every executor
+/// 1. At once, before anything waits: every scheduler stops claiming fires. Every executor
 ///    refuses new runs and tells the runs in flight
-///    ([`LockHandle::stopping`](crate::current::LockHandle::stopping)); every latch steps down
-///    (its [`LeaderTerm`](crate::latch::LeaderTerm) ends, [`is_leader`](LeaderLatch::is_leader)
-///    turns false);
-/// 2. then, side by side: each latch closes as [`LeaderLatch::close`] does (its leader-only work
-///    gets the latch's [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace), then the row
-///    is released and a follower takes over at its next attempt); a scheduler's
-///    runs of `leader_only` jobs stop as at any end of a term (a stop window, not the grace);
-///    each executor drains as [`LockingTaskExecutor::shutdown`] does: the other
-///    runs get `grace`, the rest are cancelled and every lock is released;
-/// 3. it returns once every latch has stopped, every release is done or failed, and every
+///    ([`LockHandle::stopping`](crate::current::LockHandle::stopping)). Every latch steps down:
+///    its [`LeaderTerm`](crate::latch::LeaderTerm) ends and [`is_leader`](LeaderLatch::is_leader)
+///    turns false.
+/// 2. Then, side by side:
+///    - each latch closes as [`LeaderLatch::close`] does;
+///    - a scheduler's runs of `leader_only` jobs stop as at any end of a term, with a stop
+///      window, not the grace;
+///    - each executor drains as [`LockingTaskExecutor::shutdown`] does, and the other runs get
+///      `grace`.
+/// 3. It returns once every latch has stopped, every release is done or failed, and every
 ///    scheduler's job tasks have ended.
 ///
-/// A scheduler brings its executor and the latches its leader-only jobs follow: give the others
-/// (an executor of `#[scheduled_lock]` functions, a latch with
-/// [`spawn_leader_work`](LeaderLatch::spawn_leader_work)) with [`executor`](Self::executor) and
-/// [`latch`](Self::latch). A part given twice, or a clone of one, is shut down once.
+/// A scheduler brings its executor and the latches its leader-only jobs follow. Give the others
+/// with [`executor`](Self::executor) and [`latch`](Self::latch). Such others are an executor of
+/// `#[scheduled_lock]` functions, or a latch with
+/// [`spawn_leader_work`](LeaderLatch::spawn_leader_work). A part given twice, or a clone of one,
+/// is shut down once.
 ///
 /// Compared with `Scheduler::shutdown` followed by [`LeaderLatch::close`], leadership moves at
 /// the start of the grace instead of at its end.
@@ -84,13 +85,13 @@ pub struct Shutdown {
 pub struct ShutdownReport {
     /// The executors' drains, added up.
     pub drained: Drained,
-    /// The latches whose row could not be released (each row expires by itself at the end of
-    /// its lease; see [`LeaderLatch::close`]).
+    /// The latches whose row could not be released. Each row expires by itself at the end of
+    /// its lease (see [`LeaderLatch::close`]).
     pub latch_errors: Vec<Error>,
 }
 
 impl Shutdown {
-    /// A shutdown that gives runs in flight `grace` to finish; add the parts to stop.
+    /// A shutdown that gives runs in flight `grace` to finish. Add the parts to stop.
     pub fn new(grace: Duration) -> Self {
         Self {
             grace,
@@ -129,10 +130,10 @@ impl Shutdown {
         self
     }
 
-    /// Shuts everything down (see [`Shutdown`] for the order) and reports what the drains and
-    /// closes did. Returns within `grace` plus the executors' bound (see
-    /// [`LockingTaskExecutor::shutdown`]), or the latches' own bound if longer, plus up to one
-    /// call timeout while the schedulers' job tasks end.
+    /// Shuts everything down (see [`Shutdown`] for the order). Reports what the drains and
+    /// closes did. It returns within `grace` plus the executors' bound (see
+    /// [`LockingTaskExecutor::shutdown`]), or the latches' own bound if longer. Up to one call
+    /// timeout may come on top while the schedulers' job tasks end.
     pub async fn run(self) -> ShutdownReport {
         // Step 1: nothing here waits.
         #[cfg(feature = "scheduler")]
@@ -234,8 +235,8 @@ mod tests {
         cancelled: Option<Instant>,
     }
 
-    /// A run that notes when each signal fires, and returns when cancelled: `stopping` when the
-    /// drain begins, `cancelled` only when the grace is over.
+    /// A run that notes when each signal fires, and returns when cancelled. `stopping` fires when
+    /// the drain begins. `cancelled` fires only when the grace is over.
     #[tokio::test(start_paused = true)]
     async fn stopping_fires_when_the_drain_begins_and_cancelled_when_the_grace_ends() {
         let store = Arc::new(InMemoryLockProvider::new());
@@ -284,8 +285,8 @@ mod tests {
     }
 
     /// Two replicas, one latch election. Replica A leads, runs a leader-only job and a long
-    /// other job, and is shut down: B leads at A's step-down, long before A's drained run ends;
-    /// A's leader-only run stops when its term ends, the other run gets the grace and finishes.
+    /// other job, and is shut down. B leads at A's step-down, long before A's drained run ends.
+    /// A's leader-only run stops when its term ends. The other run gets the grace and finishes.
     #[tokio::test(start_paused = true)]
     async fn the_latch_is_handed_over_before_the_drained_run_ends() {
         let store = Arc::new(InMemoryLockProvider::new());
@@ -368,8 +369,8 @@ mod tests {
         b_latch.close().await.unwrap();
     }
 
-    /// A part given twice (the scheduler's executor, a clone) is drained once: its runs are
-    /// counted once.
+    /// A part given twice, such as the scheduler's executor or a clone, is drained once. Its
+    /// runs are counted once.
     #[tokio::test(start_paused = true)]
     async fn a_part_given_twice_is_shut_down_once() {
         let store = Arc::new(InMemoryLockProvider::new());

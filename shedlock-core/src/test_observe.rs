@@ -3,20 +3,20 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Records every event's level and text (its fields, `name=value` separated by spaces). Install
-/// it for one test with [`Logs::install`].
+/// Records every event's level and text. The text is its fields, `name=value` separated by
+/// spaces. Install it for one test with [`Logs::install`].
 #[derive(Clone, Default)]
 pub(crate) struct Logs(Arc<Mutex<Vec<(tracing::Level, String)>>>);
 
 impl Logs {
     /// Installs the recorder on this thread until the guard drops, then recomputes every
-    /// callsite's interest. Tests run in parallel: a callsite first hit on another test's thread
-    /// while this recorder was being installed can cache "never" and hide its events from this
-    /// test (seen once: a full test run lost an event this way).
+    /// callsite's interest. Tests run in parallel. A callsite first hit on another test's thread
+    /// while this recorder was being installed can cache "never". It then hides its events from
+    /// this test. This was seen once: a full test run lost an event this way.
     ///
-    /// To close that race for good, the first install also sets a process-wide default that
-    /// records nothing but answers "sometimes" for every callsite, so that no callsite
-    /// registered afterwards can cache "never".
+    /// To close that race for good, the first install also sets a process-wide default. It
+    /// records nothing but answers "sometimes" for every callsite. So no callsite registered
+    /// afterwards can cache "never".
     #[must_use]
     pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
         static QUIET: std::sync::Once = std::sync::Once::new();
@@ -99,8 +99,8 @@ impl tracing::Subscriber for Logs {
 }
 
 /// Records counter increments per metric name and `lock` label. Install it for one test with
-/// `metrics::set_default_local_recorder(&counters)` (this thread only: use a current-thread
-/// runtime).
+/// `metrics::set_default_local_recorder(&counters)`. That covers this thread only, so use a
+/// current-thread runtime.
 #[cfg(feature = "metrics")]
 #[derive(Default)]
 pub(crate) struct Counters(Mutex<Vec<(metrics::Key, Arc<std::sync::atomic::AtomicU64>)>>);

@@ -7,13 +7,19 @@
     feature = "scheduler",
     doc = "[`JobStatus`]: crate::scheduler::JobStatus"
 )]
-//! The JSON that operator tools print, as serde types: the `shedlock` CLI's `--json` output
-//! ([`LockView`] for `list` and `show`, [`LeaderView`] for `leader`, [`JobView`] for `jobs`,
-//! [`RunView`] for `history`, [`ForgetView`] for `forget`). A scheduler's `/status` uses
-//! [`JobStatus`], which serialises the same way.
+//! The JSON that operator tools print, as serde types. They are the `shedlock` CLI's `--json`
+//! output:
 //!
-//! This is where the shape is documented: each field below is a key, in this order. Times are
-//! RFC 3339 in UTC with every digit the store keeps (`2026-12-01T21:38:47.748002Z`), so a printed
+//! - [`LockView`] for `list` and `show`;
+//! - [`LeaderView`] for `leader`;
+//! - [`JobView`] for `jobs`;
+//! - [`RunView`] for `history`;
+//! - [`ForgetView`] for `forget`.
+//!
+//! A scheduler's `/status` uses [`JobStatus`], which serialises the same way.
+//!
+//! This is where the shape is documented. Each field below is a key, in this order. Times are
+//! RFC 3339 in UTC with every digit the store keeps (`2026-12-01T21:38:47.748002Z`). So a printed
 //! time passed back to `shedlock unlock --locked-at` matches the stored one exactly. A value
 //! that is unknown or does not apply is `null`.
 //!
@@ -55,8 +61,8 @@ use super::{LockEntry, election_owner_id};
 use crate::jobs::RunOutcome;
 use crate::jobs::{DefinitionEntry, RunEntry};
 
-/// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held election row (a
-/// [`LeaderLatch`](crate::LeaderLatch)'s).
+/// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held election row. An election
+/// row is a [`LeaderLatch`](crate::LeaderLatch)'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -91,8 +97,8 @@ impl LockState {
     }
 }
 
-/// One lock, as `shedlock show NAME --json` prints it (and `list --json`, an array of them):
-/// every field of the table and of `show`.
+/// One lock, as `shedlock show NAME --json` prints it. `list --json` prints an array of them.
+/// It has every field of the table and of `show`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct LockView {
@@ -110,11 +116,11 @@ pub struct LockView {
     pub locked_at: DateTime<Utc>,
     /// Until when it is held unless released or extended.
     pub lock_until: DateTime<Utc>,
-    /// How long it stays held, in milliseconds; `null` when free.
+    /// How long it stays held, in milliseconds. `null` when free.
     pub remaining_ms: Option<u64>,
-    /// The acquisition's fencing token; `null` on a table without tokens.
+    /// The acquisition's fencing token. `null` on a table without tokens.
     pub fencing_token: Option<i64>,
-    /// The last fire a scheduler recorded on the row; `null` if none.
+    /// The last fire a scheduler recorded on the row. `null` if none.
     pub last_fire: Option<DateTime<Utc>>,
     /// The store's clock when the row was read.
     pub store_now: DateTime<Utc>,
@@ -143,21 +149,21 @@ impl From<&LockEntry> for LockView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct LeaderView {
-    /// The election's name (its row's).
+    /// The election's name, which is its row's.
     pub name: String,
-    /// The leader's owner id, without the election mark; `null` when the lease has ended.
+    /// The leader's owner id, without the election mark. `null` when the lease has ended.
     pub leader: Option<String>,
-    /// The row's holder as stored (with the mark), kept after the lease ends.
+    /// The row's holder as stored, with the mark. It is kept after the lease ends.
     pub holder: String,
-    /// Whether a leader latch wrote the row; `false` means it may be a task lock.
+    /// Whether a leader latch wrote the row. `false` means it may be a task lock.
     pub election: bool,
-    /// The term's fencing token; `null` on a table without tokens.
+    /// The term's fencing token. `null` on a table without tokens.
     pub fencing_token: Option<i64>,
     /// When the term began, by the store's clock.
     pub since: DateTime<Utc>,
     /// Until when the lease holds unless renewed.
     pub lease_until: DateTime<Utc>,
-    /// How long the lease has left, in milliseconds; `null` when it has ended.
+    /// How long the lease has left, in milliseconds. `null` when it has ended.
     pub lease_left_ms: Option<u64>,
     /// The store's clock when the row was read.
     pub store_now: DateTime<Utc>,
@@ -182,7 +188,7 @@ impl From<&LockEntry> for LeaderView {
     }
 }
 
-/// One recorded run, as `shedlock history JOB --json` prints them (newest first) and as
+/// One recorded run, as `shedlock history JOB --json` prints them, newest first. It is also
 /// [`JobView::last_run`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -191,15 +197,15 @@ pub struct RunView {
     pub fire: DateTime<Utc>,
     /// The owner id of the replica that ran it.
     pub runner: String,
-    /// When it took the lock (store clock).
+    /// When it took the lock, by the store clock.
     pub started: DateTime<Utc>,
-    /// When it released the lock (store clock).
+    /// When it released the lock, by the store clock.
     pub ended: DateTime<Utc>,
     /// How long it ran, in milliseconds.
     pub duration_ms: u64,
     /// `"succeeded"`, `"failed"`, `"panicked"` or `"cancelled"` ([`RunOutcome::kind`]).
     pub outcome: String,
-    /// The error text of a failed run; `null` otherwise.
+    /// The error text of a failed run. `null` otherwise.
     pub error: Option<String>,
 }
 
@@ -233,9 +239,9 @@ pub struct ReplicaView {
     pub replica: String,
     /// Its shedlock-core version.
     pub version: String,
-    /// When it last published the job (store clock).
+    /// When it last published the job, by the store clock.
     pub published: DateTime<Utc>,
-    /// When its entry expires unless it publishes again (store clock).
+    /// When its entry expires unless it publishes again, by the store clock.
     pub expires: DateTime<Utc>,
 }
 
@@ -243,15 +249,16 @@ pub struct ReplicaView {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ScheduleView {
-    /// As written: the cron expression, or `every` and a fixed rate's period (`"every 5m"`); `null`
+    /// As written: the cron expression, or `every` and a fixed rate's period (`"every 5m"`). `null`
     /// when no definition gives it.
     pub schedule: Option<String>,
-    /// In words ([`Schedule::describe`]); `null` when unknown, or when the spec did not parse
-    /// (its cron or period is then still in `schedule`).
+    /// In words ([`Schedule::describe`]). `null` when unknown, or when the spec did not parse.
+    /// Its cron or period is then still in `schedule`.
     ///
     /// [`Schedule::describe`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.Schedule.html#method.describe
     pub schedule_words: Option<String>,
-    /// The IANA zone of a cron schedule; `null` for a fixed rate (aligned to the Unix epoch).
+    /// The IANA zone of a cron schedule. `null` for a fixed rate, which is aligned to the Unix
+    /// epoch.
     pub zone: Option<String>,
 }
 
@@ -259,7 +266,7 @@ pub struct ScheduleView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct SpecView {
-    /// The spec's JSON as the replicas published it (the `JobSpec`'s serde form).
+    /// The spec's JSON as the replicas published it, in the `JobSpec`'s serde form.
     pub spec: String,
     /// Its schedule.
     #[serde(flatten)]
@@ -268,38 +275,40 @@ pub struct SpecView {
     pub replicas: Vec<String>,
 }
 
-/// One job, as `shedlock jobs --json` prints them (an array, sorted by job name): its schedule
-/// as its replicas publish it, its lock row's recorded state and the replicas running it.
+/// One job, as `shedlock jobs --json` prints them, in an array sorted by job name. It has its
+/// schedule as its replicas publish it, its lock row's recorded state and the replicas running
+/// it.
 ///
 /// Built by [`JobView::collect`] from the store's definitions and lock rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct JobView {
-    /// The job's name (the lock name for a row that records state but has no live definition).
+    /// The job's name. For a row that records state but has no live definition, it is the lock
+    /// name.
     pub job: String,
     /// The lock its fires take.
     pub lock_name: String,
-    /// Its schedule, from the newest publication: as written, in words, its zone; all `null`
-    /// when no replica publishes the job.
+    /// Its schedule, from the newest publication: as written, in words, and its zone. All are
+    /// `null` when no replica publishes the job.
     #[serde(flatten)]
     pub schedule: ScheduleView,
-    /// The next fire after the store's now by that schedule; `null` when unknown.
+    /// The next fire after the store's now by that schedule. `null` when unknown.
     pub next_fire: Option<DateTime<Utc>>,
-    /// The last recorded run; `null` if none was recorded.
+    /// The last recorded run. `null` if none was recorded.
     pub last_run: Option<RunView>,
-    /// When the last successful run ended; `null` if none was recorded.
+    /// When the last successful run ended. `null` if none was recorded.
     pub last_success: Option<DateTime<Utc>>,
     /// Runs that failed or panicked since the last success.
     pub consecutive_failures: u32,
-    /// Whether the lock row records job state (`false`: no row yet, or a table without the
-    /// state columns).
+    /// Whether the lock row records job state. `false` means no row yet, or a table without the
+    /// state columns.
     pub state_recorded: bool,
-    /// Whether the job's lock was held when read (a run in progress).
+    /// Whether the job's lock was held when read, as by a run in progress.
     pub held: bool,
     /// The replicas that publish the job, sorted by owner id.
     pub replicas: Vec<ReplicaView>,
-    /// Whether the replicas publish different specs (a rolling deploy, or a configuration that
-    /// differs between replicas): see `specs`.
+    /// Whether the replicas publish different specs, as in a rolling deploy or a configuration
+    /// that differs between replicas. See `specs`.
     pub disagreeing: bool,
     /// Each distinct spec and the replicas publishing it, newest publication first.
     pub specs: Vec<SpecView>,
@@ -307,7 +316,7 @@ pub struct JobView {
     pub store_now: DateTime<Utc>,
 }
 
-/// The keys of a published spec that say when it fires, read leniently: a spec from a newer
+/// The keys of a published spec that say when it fires, read leniently. A spec from a newer
 /// version with keys this one does not know still shows its schedule.
 #[cfg(feature = "scheduler")]
 #[derive(Deserialize)]
@@ -319,7 +328,7 @@ struct SpecKeys {
 
 #[cfg(feature = "scheduler")]
 type Schedule = crate::Schedule;
-/// Without the `scheduler` feature published specs are not read: their schedules are unknown.
+/// Without the `scheduler` feature, published specs are not read. Their schedules are unknown.
 #[cfg(not(feature = "scheduler"))]
 type Schedule = std::convert::Infallible;
 
@@ -378,7 +387,7 @@ fn next_after(_: Option<&Schedule>, _: DateTime<Utc>) -> Option<DateTime<Utc>> {
     None
 }
 
-/// Whether two published specs say the same (as JSON values: key order and spacing aside).
+/// Whether two published specs say the same as JSON values, key order and spacing aside.
 #[cfg(feature = "scheduler")]
 fn same_spec(a: &str, b: &str) -> bool {
     match (
@@ -390,23 +399,25 @@ fn same_spec(a: &str, b: &str) -> bool {
     }
 }
 
-/// Whether two published specs say the same (as text: without the `scheduler` feature specs are
-/// not read).
+/// Whether two published specs say the same as text. Without the `scheduler` feature, specs are
+/// not read.
 #[cfg(not(feature = "scheduler"))]
 fn same_spec(a: &str, b: &str) -> bool {
     a.trim() == b.trim()
 }
 
 impl JobView {
-    /// The jobs of a store: one per job name its replicas publish ([`LockAdmin::definitions`]),
-    /// joined by lock name with the lock rows ([`LockAdmin::list`]) for the recorded state; and
-    /// one per lock row that recorded a run but has no live definition (its job named by the
-    /// lock, its schedule unknown). Sorted by job name. `store_now` is the store's clock when
-    /// read: the next fire is the first after it.
+    /// The jobs of a store, sorted by job name.
+    ///
+    /// There is one per job name its replicas publish ([`LockAdmin::definitions`]). It is joined
+    /// by lock name with the lock rows ([`LockAdmin::list`]) for the recorded state. There is
+    /// also one per lock row that recorded a run but has no live definition. Its job is named by
+    /// the lock, and its schedule is unknown. `store_now` is the store's clock when read. The
+    /// next fire is the first after it.
     ///
     /// A pure function, so tools and tests build the same views from the same reads. Published
-    /// specs are read with the `scheduler` feature (on by default); without it every schedule is
-    /// unknown.
+    /// specs are read with the `scheduler` feature, which is on by default. Without it every
+    /// schedule is unknown.
     ///
     /// [`LockAdmin::definitions`]: super::LockAdmin::definitions
     /// [`LockAdmin::list`]: super::LockAdmin::list
@@ -506,8 +517,8 @@ impl JobView {
         }
     }
 
-    /// Whether the job is failing: its last counted run failed or panicked
-    /// (`consecutive_failures > 0`).
+    /// Whether the job is failing, because its last counted run failed or panicked. That is
+    /// `consecutive_failures > 0`.
     #[must_use]
     pub fn is_failing(&self) -> bool {
         self.consecutive_failures > 0
@@ -520,7 +531,7 @@ impl JobView {
 pub struct ForgetView {
     /// The job whose definitions were removed.
     pub job: String,
-    /// How many definitions (one per replica) were removed.
+    /// How many definitions were removed, one per replica.
     pub removed: u64,
 }
 

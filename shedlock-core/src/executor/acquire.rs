@@ -1,4 +1,4 @@
-//! The executor's store acquire, which stays safe when its caller is cancelled: the call is
+//! The executor's store acquire, which stays safe when its caller is cancelled. The call is
 //! then finished in a task of its own, and a lock it won is released at once.
 
 use std::future::Future;
@@ -14,10 +14,10 @@ use crate::keepalive::timed;
 use crate::provider::{LockProvider, LockRecord};
 
 impl LockingTaskExecutor {
-    /// The store's acquire, under the call timeout (never longer than `at_most`), polled inline
-    /// in the caller's task. If the caller is cancelled while the call is in flight, the call is
-    /// handed to a task of its own that finishes it and releases what it won at once, instead
-    /// of leaving it held until `at_most`.
+    /// The store's acquire, under the call timeout, polled inline in the caller's task. The
+    /// timeout is never longer than `at_most`. The caller may be cancelled while the call is in
+    /// flight. The call is then handed to a task of its own that finishes it. That task releases
+    /// what it won at once, instead of leaving it held until `at_most`.
     pub(super) async fn acquire(
         &self,
         name: &str,
@@ -40,10 +40,11 @@ impl LockingTaskExecutor {
 /// A store acquire with its own copies of what it needs, so that it can outlive its caller.
 type AcquireCall = Pin<Box<dyn Future<Output = Result<Option<LockRecord>>> + Send>>;
 
-/// An acquire call in flight, polled by its caller. Dropped before it finished (the caller was
-/// cancelled), it moves the call into a spawned task that lets it finish and releases a lock it
-/// won. Dropped outside a runtime, or while the runtime shuts down (which cancels the spawned
-/// task), the call is abandoned: a lock it had already won stays held until `at_most`.
+/// An acquire call in flight, polled by its caller. If dropped before it finished, because the
+/// caller was cancelled, it moves the call into a spawned task. That task lets it finish and
+/// releases a lock it won. If dropped outside a runtime, or while the runtime shuts down, the
+/// call is abandoned. A shutdown cancels the spawned task too. A lock it had already won then
+/// stays held until `at_most`.
 struct InFlightAcquire {
     call: Option<AcquireCall>,
     provider: Arc<dyn LockProvider>,

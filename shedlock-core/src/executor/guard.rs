@@ -1,5 +1,5 @@
-//! [`LockGuard`], a held lock, and how it is released: explicitly, or in the background when
-//! dropped.
+//! [`LockGuard`], a held lock, and how it is released. It is released explicitly, or in the
+//! background when dropped.
 
 use std::fmt;
 use std::ops::Deref;
@@ -14,14 +14,14 @@ use crate::drain::InFlight;
 use crate::error::Result;
 use crate::keepalive::Lease;
 
-/// A held lock. Release it with [`release`](Self::release); dropping it releases it in the
-/// background (honouring `at_least`). Derefs to [`LockHandle`] for the fencing token, the
+/// A held lock. Release it with [`release`](Self::release). Dropping it releases it in the
+/// background, honouring `at_least`. Derefs to [`LockHandle`] for the fencing token, the
 /// lost-lock signal and extension.
 ///
-/// The background release of a dropped guard is a spawned task: if the runtime shuts down before
-/// it runs (a guard dropped as `main` returns), the lock stays held until its `at_most`. Release
-/// explicitly, or call [`LockingTaskExecutor::shutdown`] (which waits for background releases)
-/// before `main` returns.
+/// The background release of a dropped guard is a spawned task. The runtime may shut down before
+/// it runs, as for a guard dropped as `main` returns. The lock then stays held until its
+/// `at_most`. Release explicitly, or call [`LockingTaskExecutor::shutdown`] before `main`
+/// returns. It waits for background releases.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     pub(super) handle: LockHandle,
@@ -51,21 +51,21 @@ impl Deref for LockGuard {
 }
 
 impl LockGuard {
-    /// A handle to this lock that outlives the guard's borrow (clones share state).
+    /// A handle to this lock that outlives the guard's borrow. Clones share state.
     #[must_use]
     pub fn handle(&self) -> LockHandle {
         self.handle.clone()
     }
 
-    /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. `Ok(false)` if the
-    /// lock had already passed to another holder.
+    /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. Answers `Ok(false)`
+    /// if the lock had already passed to another holder.
     ///
     /// If this future is dropped before the release finished, the guard releases in the
     /// background as on drop.
     ///
     /// # Errors
     ///
-    /// A store failure or timeout (logged at ERROR and counted); the lock then ends at its
+    /// A store failure or timeout. It is logged at ERROR and counted. The lock then ends at its
     /// `at_most`.
     pub async fn release(mut self) -> Result<bool> {
         // Inline, for the common case's speed. If this future is dropped before the release
@@ -117,8 +117,8 @@ impl Drop for LockGuard {
     }
 }
 
-/// Stops keep-alive (waiting until no extension can still be in flight, so none lands after the
-/// release), then releases.
+/// Stops keep-alive, then releases. It waits until no extension can still be in flight, so none
+/// lands after the release.
 pub(super) async fn finish(
     lease: Lease,
     keeper: Option<JoinHandle<()>>,

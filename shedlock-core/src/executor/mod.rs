@@ -36,11 +36,11 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 static DEFAULT_EXECUTOR: OnceLock<LockingTaskExecutor> = OnceLock::new();
 
-/// Runs tasks under locks: at most one replica runs a given lock's task at a time; the others
+/// Runs tasks under locks. At most one replica runs a given lock's task at a time. The others
 /// skip it.
 ///
 /// It holds the store (any [`LockProvider`]), this process's owner id and a default `at_most`.
-/// Cheap to clone; clones share everything.
+/// Cheap to clone. Clones share everything.
 ///
 /// ```
 /// use std::time::Duration;
@@ -84,7 +84,7 @@ impl fmt::Debug for LockingTaskExecutor {
     }
 }
 
-/// Builds a [`LockingTaskExecutor`]; see [`LockingTaskExecutor::builder`].
+/// Builds a [`LockingTaskExecutor`]. See [`LockingTaskExecutor::builder`].
 #[must_use]
 pub struct LockingTaskExecutorBuilder {
     provider: Arc<dyn LockProvider>,
@@ -95,9 +95,9 @@ pub struct LockingTaskExecutorBuilder {
 }
 
 impl LockingTaskExecutorBuilder {
-    /// This process's owner id, written to `locked_by`. Defaults to `$SHEDLOCK_OWNER_ID`, else
-    /// `hostname:pid:random` (see [`default_owner_id`](crate::owner::default_owner_id)). It must be
-    /// unique per process: two executors with one id could release each other's locks.
+    /// This process's owner id, written to `locked_by`. Defaults to
+    /// [`default_owner_id`](crate::owner::default_owner_id). It must be unique per process. Two
+    /// executors with one id could release each other's locks.
     pub fn owner_id(mut self, owner_id: impl Into<String>) -> Self {
         self.owner_id = Some(owner_id.into());
         self
@@ -109,10 +109,10 @@ impl LockingTaskExecutorBuilder {
         self
     }
 
-    /// The `at_least` of locks whose config leaves it out (plain runs: `execute`, `try_lock`,
-    /// `#[scheduled_lock]` without `at_least`). Defaults to zero. A `Scheduler`'s jobs keep
-    /// their own `at_least` (zero where the store records fires: the fire claim, not a minimum
-    /// hold, keeps replicas from running a fire twice).
+    /// The `at_least` of locks whose config leaves it out. That covers plain runs: `execute`,
+    /// `try_lock`, and `#[scheduled_lock]` without `at_least`. Defaults to zero. A `Scheduler`'s
+    /// jobs keep their own `at_least`. It is zero where the store records fires, because the fire
+    /// claim, not a minimum hold, keeps replicas from running a fire twice.
     ///
     /// ```
     /// use std::time::Duration;
@@ -130,8 +130,8 @@ impl LockingTaskExecutorBuilder {
         self
     }
 
-    /// How long one store call (acquire, extend, release) may take before it fails with
-    /// [`Error::is_timeout`]. Defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
+    /// How long one store call may take before it fails with [`Error::is_timeout`]. Store calls
+    /// are acquire, extend and release. Defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
@@ -141,10 +141,12 @@ impl LockingTaskExecutorBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for an empty or over-long owner id (also from
-    /// `SHEDLOCK_OWNER_ID`), a zero or oversized `default_at_most`, an oversized
-    /// `default_at_least` or one longer than `default_at_most`, or a zero or oversized call
-    /// timeout.
+    /// [`Error::is_invalid_config`] in these cases:
+    ///
+    /// - an empty or over-long owner id, set in code or in `SHEDLOCK_OWNER_ID`;
+    /// - a zero or oversized `default_at_most`;
+    /// - an oversized `default_at_least`, or one longer than `default_at_most`;
+    /// - a zero or oversized call timeout.
     pub fn build(self) -> Result<LockingTaskExecutor> {
         let owner_id = match self.owner_id {
             Some(id) => {
@@ -190,21 +192,21 @@ pub struct Execution<T> {
     pub output: T,
     /// The fencing token of the acquisition the task ran under.
     pub fencing_token: Option<i64>,
-    /// Whether the lock was lost before the task ended (no extension in time, or taken over):
-    /// another replica may have run the task concurrently.
+    /// Whether the lock was lost before the task ended, by no extension in time or a takeover.
+    /// Another replica may then have run the task concurrently.
     pub lock_lost: bool,
-    /// Whether the task ran inside an outer run of the same lock (re-entrancy); the lock then
+    /// Whether the task ran inside an outer run of the same lock (re-entrancy). The lock then
     /// stays with the outer run and is not released here.
     pub reentrant: bool,
-    /// Why the release failed, if it did (also logged at ERROR and counted). The lock then ends
-    /// at its `at_most`; the output is unaffected.
+    /// Why the release failed, if it did. The failure is also logged at ERROR and counted. The
+    /// lock then ends at its `at_most`. The output is unaffected.
     pub release_error: Option<Error>,
 }
 
 impl LockingTaskExecutor {
-    /// An executor over `provider` with default settings (owner id from
-    /// [`default_owner_id`](crate::owner::default_owner_id), no default `at_most`, 5 s call
-    /// timeout).
+    /// An executor over `provider` with default settings. The owner id comes from
+    /// [`default_owner_id`](crate::owner::default_owner_id). There is no default `at_most`. The
+    /// call timeout is 5 s.
     ///
     /// # Errors
     ///
@@ -249,7 +251,7 @@ impl LockingTaskExecutor {
         self.inner.default_at_most
     }
 
-    /// The default `at_least` (zero unless set).
+    /// The default `at_least`, which is zero unless set.
     #[must_use]
     pub fn default_at_least(&self) -> Duration {
         self.inner.default_at_least
@@ -261,15 +263,15 @@ impl LockingTaskExecutor {
         &self.inner.provider
     }
 
-    /// Whether the store answers and is set up to keep locks, within the call timeout, without
-    /// taking a lock ([`LockProvider::check`]): for a readiness probe, or to fail at start before
-    /// a [`LeaderLatch`](crate::LeaderLatch) starts on a store it can never lead on.
-    /// `Scheduler::start` makes the same check.
+    /// Whether the store answers and is set up to keep locks, without taking a lock (see
+    /// [`LockProvider::check`]). It answers within the call timeout. Use it for a readiness probe.
+    /// Or use it to fail at start before a [`LeaderLatch`](crate::LeaderLatch) starts on a store
+    /// it can never lead on. `Scheduler::start` makes the same check.
     ///
     /// # Errors
     ///
-    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong (fix
-    /// it: retrying will not help); [`Error::is_backend`] or [`Error::is_timeout`] when it
+    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong. Fix
+    /// it, because retrying will not help. [`Error::is_backend`] or [`Error::is_timeout`] when it
     /// cannot be reached now.
     ///
     /// ```
@@ -302,7 +304,7 @@ impl LockingTaskExecutor {
     ///
     /// # Errors
     ///
-    /// [`Error::is_already_installed`] if a default is already installed (it is kept).
+    /// [`Error::is_already_installed`] if a default is already installed. That one is kept.
     ///
     /// ```no_run
     /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor};
@@ -316,16 +318,17 @@ impl LockingTaskExecutor {
             .map_err(|_| Error::already_installed())
     }
 
-    /// Tries to take the lock, without running anything: `Ok(None)` if another holder has it.
+    /// Tries to take the lock, without running anything. Answers `Ok(None)` if another holder
+    /// has it.
     ///
-    /// The lock is released when the guard is released or dropped (honouring `at_least`). With
+    /// The lock is released when the guard is released or dropped, honouring `at_least`. With
     /// `keep_alive`, it is extended in the background until then.
     ///
     /// # Errors
     ///
-    /// Invalid configuration (no `at_most` and no default, a name too long for this store), a
-    /// store failure, or a timed-out call. A timed-out acquire may still have committed: the lock
-    /// is then held, by nobody running, until its `at_most`.
+    /// Invalid configuration, a store failure, or a timed-out call. Invalid configuration means
+    /// no `at_most` and no default, or a name too long for this store. A timed-out acquire may
+    /// still have committed. The lock is then held, by nobody running, until its `at_most`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -344,8 +347,8 @@ impl LockingTaskExecutor {
         self.lock(cfg, true).await
     }
 
-    /// [`try_lock`](Self::try_lock), logging a store failure at WARN if `warn` (a scheduler's
-    /// job logs its own, once per outage).
+    /// [`try_lock`](Self::try_lock), logging a store failure at WARN if `warn`. A scheduler's job
+    /// logs its own, once per outage.
     pub(crate) async fn lock(&self, cfg: &LockConfig, warn: bool) -> Result<Option<LockGuard>> {
         self.inner.drain.check_running("lock")?;
         // Until the lock is registered (or given back), a drain waits for this call.
@@ -376,8 +379,9 @@ impl LockingTaskExecutor {
         self.hold(record, sent_at, at_most, cfg).await.map(Some)
     }
 
-    /// Turns a record this executor's store just granted (by an acquire or a fire claim sent at
-    /// `sent_at`) into a guard: the local deadline, keep-alive, and the drain's registration.
+    /// Turns a record this executor's store just granted into a guard. An acquire or a fire
+    /// claim sent at `sent_at` granted it. The guard brings the local deadline, keep-alive, and
+    /// the drain's registration.
     pub(crate) async fn hold(
         &self,
         record: LockRecord,
@@ -433,10 +437,11 @@ impl LockingTaskExecutor {
         })
     }
 
-    /// One fire claim through this executor's store (its owner id, call timeout and drain): a
-    /// claimed fire comes back as a guard if `take` says the caller runs it (a claim it does not
-    /// take is left as it is: another job loop of this process runs it). With the local instants
-    /// the call was sent and its reply received, from which a scheduler learns the store's clock.
+    /// One fire claim through this executor's store, with its owner id, call timeout and drain.
+    /// A claimed fire comes back as a guard if `take` says the caller runs it. A claim it does not
+    /// take is left as it is, because another job loop of this process runs it. The answer also
+    /// has the local instants the call was sent and its reply received. From them a scheduler
+    /// learns the store's clock.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn claim_fire(
         &self,
@@ -477,10 +482,10 @@ impl LockingTaskExecutor {
         })
     }
 
-    /// Takes over `record`, a claim of this executor whose reply was lost (the scheduler has
-    /// checked that it is one: docs/guarantees.md, "Lost replies"), as a guard whose local
-    /// deadline counts from `since`, when the first uncertain claim was sent (so never later
-    /// than the store's).
+    /// Takes over `record`, a claim of this executor whose reply was lost, as a guard. The
+    /// scheduler has checked that it is one (see docs/guarantees.md, "Lost replies"). The guard's
+    /// local deadline counts from `since`, when the first uncertain claim was sent. So it is never
+    /// later than the store's.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn adopt_claim(
         &self,
@@ -494,7 +499,8 @@ impl LockingTaskExecutor {
         self.hold(record, since, at_most, cfg).await
     }
 
-    /// Who holds `name` now, read within the call timeout (for a claim whose reply was lost).
+    /// Who holds `name` now, read within the call timeout. Used for a claim whose reply was
+    /// lost.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         timed(
@@ -505,8 +511,8 @@ impl LockingTaskExecutor {
         .await
     }
 
-    /// Releases `record` at once (`at_least` 0), within the call timeout: a claim of this
-    /// executor whose reply was lost and whose fire is not run.
+    /// Releases `record` at once, with `at_least` 0, within the call timeout. `record` is a claim
+    /// of this executor whose reply was lost and whose fire is not run.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn release_unrun(&self, record: &LockRecord) -> Result<bool> {
         timed(
@@ -523,33 +529,33 @@ impl LockingTaskExecutor {
         self.inner.call_timeout
     }
 
-    /// Shuts the executor down gracefully (all its clones too) and returns once every lock it
-    /// handed out is released, or its release has failed:
+    /// Shuts the executor down gracefully, all its clones too. It returns once every lock it
+    /// handed out is released, or its release has failed. The steps:
     ///
-    /// 1. at once, new runs are refused: [`execute`](Self::execute) and
-    ///    [`try_lock`](Self::try_lock) return an error with [`Error::is_shutdown`] (never
-    ///    `Ok(None)`, which would read as "held elsewhere"), and runs in flight are told:
-    ///    [`LockHandle::stopping`] resolves and [`LockHandle::is_stopping`] turns true;
-    /// 2. runs and [`LockGuard`]s in flight get up to `grace` to finish and release as usual;
-    /// 3. then the rest are cancelled: [`LockHandle::cancelled`] resolves and
-    ///    [`LockHandle::is_cancelled`] turns true (reach them through
-    ///    [`current_lock`](crate::current_lock) inside a task). A cancelled run gets a stop
-    ///    window (one second, or the call timeout if shorter) to stop and release its own lock,
-    ///    so work that stops when told never goes on after its lock was given back; the executor
-    ///    then releases the locks still held itself, honouring each one's `at_least` (their
-    ///    handles then report the lock lost);
-    /// 4. it waits for those releases and for releases running in the background (a dropped
-    ///    guard's), each bounded by the call timeout.
+    /// 1. At once, new runs are refused. [`execute`](Self::execute) and
+    ///    [`try_lock`](Self::try_lock) return an error with [`Error::is_shutdown`]. They never
+    ///    return `Ok(None)`, which would read as "held elsewhere". Runs in flight are told:
+    ///    [`LockHandle::stopping`] resolves and [`LockHandle::is_stopping`] turns true.
+    /// 2. Runs and [`LockGuard`]s in flight get up to `grace` to finish and release as usual.
+    /// 3. Then the rest are cancelled. [`LockHandle::cancelled`] resolves and
+    ///    [`LockHandle::is_cancelled`] turns true. A task reaches them through
+    ///    [`current_lock`](crate::current_lock). A cancelled run gets a stop window to stop and
+    ///    release its own lock. The window is one second, or the call timeout if shorter. So work
+    ///    that stops when told never goes on after its lock was given back. The executor then
+    ///    releases the locks still held itself, honouring each one's `at_least`. Their handles
+    ///    then report the lock lost.
+    /// 4. It waits for those releases and for releases running in the background, such as a
+    ///    dropped guard's. Each is bounded by the call timeout.
     ///
-    /// So it returns within `grace` plus the stop window plus about two call timeouts (a
-    /// background release that fails is tried once more), even when the store hangs; with a
-    /// store that answers, within `grace` plus one call. A deploy never leaves a lock held to
-    /// its `at_most`. The executor does not stop a task that ignores the signal: it goes
-    /// on, without its lock, until the process exits. Calling it again, or on a clone, waits for
-    /// the same drain.
+    /// So it returns within `grace` plus the stop window plus about two call timeouts, even when
+    /// the store hangs. The second call timeout is there because a background release that fails
+    /// is tried once more. With a store that answers, it returns within `grace` plus one call. A
+    /// deploy never leaves a lock held to its `at_most`. The executor does not stop a task that
+    /// ignores the signal. That task goes on, without its lock, until the process exits. Calling
+    /// it again, or on a clone, waits for the same drain.
     ///
     /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, shut them down together
-    /// with [`Shutdown`](crate::Shutdown): the latch then hands leadership over at once instead
+    /// with [`Shutdown`](crate::Shutdown). The latch then hands leadership over at once instead
     /// of after the drain.
     ///
     /// ```
@@ -573,7 +579,7 @@ impl LockingTaskExecutor {
         self.inner.drain.drain(grace, self.inner.call_timeout).await
     }
 
-    /// Begins the drain without waiting (see [`Shutdown`](crate::Shutdown)): new runs are
+    /// Begins the drain without waiting (see [`Shutdown`](crate::Shutdown)). New runs are
     /// refused and runs in flight see [`LockHandle::stopping`] at once.
     pub(crate) fn begin_shutdown(&self) {
         self.inner.drain.begin();
@@ -584,25 +590,25 @@ impl LockingTaskExecutor {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Whether [`shutdown`](Self::shutdown) has begun (new runs are refused).
+    /// Whether [`shutdown`](Self::shutdown) has begun. New runs are then refused.
     #[must_use]
     pub fn is_shutting_down(&self) -> bool {
         self.inner.drain.is_stopping()
     }
 
-    /// Runs `task` if the lock is free: `Ok(Some(output))` if it ran, `Ok(None)` if another
-    /// holder has the lock (skipped, not queued).
+    /// Runs `task` if the lock is free. Answers `Ok(Some(output))` if it ran. Answers `Ok(None)`
+    /// if another holder has the lock. The task is then skipped, not queued.
     ///
     /// A task's own error comes back inside: `Ok(Some(Err(e)))`. The lock is released when the
-    /// task completes, fails or panics (the panic resumes after the release), or when this future
-    /// is dropped; a failed release is logged and never loses the output. Inside the task,
+    /// task completes, fails or panics, or when this future is dropped. A panic resumes after the
+    /// release. A failed release is logged and never loses the output. Inside the task,
     /// [`current_lock`](crate::current_lock) and [`assert_locked`](crate::current::assert_locked)
-    /// work; a nested run of a lock the task already holds runs directly (re-entrancy). For the
+    /// work. A nested run of a lock the task already holds runs directly (re-entrancy). For the
     /// lost-lock and release details, use [`execute_reported`](Self::execute_reported).
     ///
     /// # Errors
     ///
-    /// As [`try_lock`](Self::try_lock): the task did not run.
+    /// As [`try_lock`](Self::try_lock). The task did not run.
     ///
     /// # Panics
     ///
@@ -703,7 +709,7 @@ pub(crate) struct FireAttempt {
 ///
 /// # Errors
 ///
-/// [`Error::is_no_executor`] when none is installed; the message says how to install one.
+/// [`Error::is_no_executor`] when none is installed. The message says how to install one.
 ///
 /// ```
 /// // Before `install_default`, asking is an error, never a panic:

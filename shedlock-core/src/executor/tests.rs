@@ -3,8 +3,8 @@
 use super::*;
 use crate::InMemoryLockProvider;
 
-/// The only test in this binary that installs a default executor (the slot is process-wide
-/// and cannot be emptied), so no other test can see or disturb it.
+/// The only test in this binary that installs a default executor. The slot is process-wide and
+/// cannot be emptied. So no other test can see or disturb it.
 #[test]
 fn a_second_install_default_is_refused_and_keeps_the_first() {
     let first = LockingTaskExecutor::builder(InMemoryLockProvider::new())

@@ -9,8 +9,8 @@ use crate::config::{DEFAULT_MAX_NAME_LEN, HumanDuration, check_max, validate_nam
 use crate::error::{Error, Result};
 use crate::owner::validate_owner_id;
 
-/// The settings of a [`LeaderLatch`](crate::LeaderLatch): which election, who this replica is,
-/// and the four timings that decide how fast leadership moves.
+/// The settings of a [`LeaderLatch`](crate::LeaderLatch). They say which election, who this
+/// replica is, and the four timings that decide how fast leadership moves.
 ///
 /// | setting | default | meaning |
 /// |---|---|---|
@@ -22,19 +22,23 @@ use crate::owner::validate_owner_id;
 /// | `call_timeout` | `acquire_interval` | the most one store call may take |
 /// | `shutdown_grace` | 5 s | how long [`close`](crate::LeaderLatch::close) and [`resign`](crate::LeaderLatch::resign) let leader-only work finish |
 ///
-/// The rules, checked by [`build`](LeaderLatchConfigBuilder::build) and when deserializing:
-/// `renew_interval < renew_deadline < lease` (a renew is attempted before leadership lapses, and a
-/// leader steps down before its row can be taken), `call_timeout <= acquire_interval` and
-/// `renew_interval + call_timeout < renew_deadline` (a renew sent on time can finish or time out
-/// before the deadline), `acquire_jitter <= acquire_interval`, no zero durations except the
-/// jitter and the grace, nothing above [`MAX_DURATION`](crate::provider::MAX_DURATION).
+/// [`build`](LeaderLatchConfigBuilder::build) checks these rules, and so does deserializing:
+///
+/// - `renew_interval < renew_deadline < lease`. A renew is then attempted before leadership
+///   lapses, and a leader steps down before its row can be taken.
+/// - `call_timeout <= acquire_interval`.
+/// - `renew_interval + call_timeout < renew_deadline`. A renew sent on time can then finish or
+///   time out before the deadline.
+/// - `acquire_jitter <= acquire_interval`.
+/// - No zero durations except the jitter and the grace.
+/// - Nothing above [`MAX_DURATION`](crate::provider::MAX_DURATION).
 ///
 /// It implements [`serde::Deserialize`] with human durations (`"15s"`, `"1m30s"`, `"500ms"`,
-/// `"PT15S"`), so it can come straight from a configuration file; unknown keys are rejected.
+/// `"PT15S"`). So it can come straight from a configuration file. Unknown keys are rejected.
 ///
-/// Unset timings follow the ones that are set: `renew_deadline` defaults to two thirds of the
-/// lease and `renew_interval` to half of `renew_deadline`, so setting only the lease
-/// (`lease(30s)` gives 20 s and 10 s) is valid with the default `acquire_interval` for any lease
+/// Unset timings follow the ones that are set. `renew_deadline` defaults to two thirds of the
+/// lease, and `renew_interval` to half of `renew_deadline`. For example, `lease(30s)` gives 20 s
+/// and 10 s. So setting only the lease is valid with the default `acquire_interval` for any lease
 /// longer than 6 s. An error says which of the values it names were defaults or derived.
 ///
 /// ```
@@ -81,9 +85,9 @@ pub struct LeaderLatchConfig {
 impl LeaderLatchConfig {
     /// The default `lease`: 15 s.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-    /// The default `renew_interval` with the default lease: 5 s (half of `renew_deadline`).
+    /// The default `renew_interval` with the default lease: 5 s, half of `renew_deadline`.
     pub const DEFAULT_RENEW_INTERVAL: Duration = Duration::from_secs(5);
-    /// The default `renew_deadline` with the default lease: 10 s (two thirds of `lease`).
+    /// The default `renew_deadline` with the default lease: 10 s, two thirds of `lease`.
     pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
     /// The default `acquire_interval`: 2 s.
     pub const DEFAULT_ACQUIRE_INTERVAL: Duration = Duration::from_secs(2);
@@ -107,7 +111,7 @@ impl LeaderLatchConfig {
         Self::builder(name).build()
     }
 
-    /// Starts a configuration for the election `name` (one row in the lock table).
+    /// Starts a configuration for the election `name`, which is one row in the lock table.
     pub fn builder(name: impl Into<String>) -> LeaderLatchConfigBuilder {
         LeaderLatchConfigBuilder {
             name: name.into(),
@@ -128,21 +132,22 @@ impl LeaderLatchConfig {
         &self.name
     }
 
-    /// The owner id set in the configuration, if any; otherwise the latch uses
+    /// The owner id set in the configuration, if any. Otherwise the latch uses
     /// [`default_owner_id`](crate::owner::default_owner_id).
     #[must_use]
     pub fn owner_id(&self) -> Option<&str> {
         self.owner_id.as_deref()
     }
 
-    /// How long the row stays held without a renew (the `at_most` of each acquire and renew).
+    /// How long the row stays held without a renew. It is the `at_most` of each acquire and
+    /// renew.
     #[must_use]
     pub fn lease(&self) -> Duration {
         self.lease
     }
 
     /// How long after its last successful renew was sent the leader renews again. The renewal
-    /// loop uses `min(renew_interval, renew_deadline / 2)`, so that a failed renew has time to be
+    /// loop uses `min(renew_interval, renew_deadline / 2)`. So a failed renew has time to be
     /// retried before the deadline.
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
@@ -198,7 +203,7 @@ impl fmt::Debug for LeaderLatchConfig {
     }
 }
 
-/// Builds a [`LeaderLatchConfig`]; [`build`](Self::build) checks the combination.
+/// Builds a [`LeaderLatchConfig`]. [`build`](Self::build) checks the combination.
 #[must_use]
 #[derive(Debug, Clone)]
 pub struct LeaderLatchConfigBuilder {
@@ -214,38 +219,40 @@ pub struct LeaderLatchConfigBuilder {
 }
 
 impl LeaderLatchConfigBuilder {
-    /// This replica's owner id, written to `locked_by`. Defaults to `$SHEDLOCK_OWNER_ID`, else
-    /// `hostname:pid:random` (see [`default_owner_id`](crate::owner::default_owner_id)). Every
-    /// candidate of an election needs its own id.
+    /// This replica's owner id, written to `locked_by`. Defaults to
+    /// [`default_owner_id`](crate::owner::default_owner_id). Every candidate of an election needs
+    /// its own id.
     pub fn owner_id(mut self, owner_id: impl Into<String>) -> Self {
         self.owner_id = Some(owner_id.into());
         self
     }
 
-    /// How long the row stays held without a renew; defaults to 15 s. After a leader dies, the
+    /// How long the row stays held without a renew. Defaults to 15 s. After a leader dies, the
     /// others take over within `lease + acquire_interval + acquire_jitter`.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self
     }
 
-    /// How long after its last successful renew was sent the leader renews again; defaults to
-    /// half of `renew_deadline` (5 s with the default lease). A value above half of `renew_deadline` is accepted but the leader renews at
-    /// `renew_deadline / 2` instead, so that a failed renew has time to be retried.
+    /// How long after its last successful renew was sent the leader renews again. Defaults to
+    /// half of `renew_deadline`, which is 5 s with the default lease. A value above half of
+    /// `renew_deadline` is accepted, but the leader renews at `renew_deadline / 2` instead. So a
+    /// failed renew has time to be retried.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
         self.renew_interval = Some(interval);
         self
     }
 
     /// How long after its last successful acquire or renew was sent the leader steps down
-    /// locally; defaults to two thirds of the lease (10 s with the default lease). Must be shorter than the lease, so the leader has stepped down
-    /// before anyone else can take the row.
+    /// locally. Defaults to two thirds of the lease, which is 10 s with the default lease. Must be
+    /// shorter than the lease, so the leader has stepped down before anyone else can take the
+    /// row.
     pub fn renew_deadline(mut self, deadline: Duration) -> Self {
         self.renew_deadline = Some(deadline);
         self
     }
 
-    /// How often followers try to take the row, and how soon a failed renew is retried; defaults
+    /// How often followers try to take the row, and how soon a failed renew is retried. Defaults
     /// to 2 s. After a graceful [`close`](crate::LeaderLatch::close), another replica leads within
     /// about this long.
     pub fn acquire_interval(mut self, interval: Duration) -> Self {
@@ -254,13 +261,13 @@ impl LeaderLatchConfigBuilder {
     }
 
     /// The most added at random to each follower wait, so candidates started together do not
-    /// query in lockstep; defaults to a quarter of `acquire_interval`. Zero turns it off.
+    /// query in lockstep. Defaults to a quarter of `acquire_interval`. Zero turns it off.
     pub fn acquire_jitter(mut self, jitter: Duration) -> Self {
         self.acquire_jitter = Some(jitter);
         self
     }
 
-    /// The most one store call may take; defaults to `acquire_interval`. A hung call never keeps
+    /// The most one store call may take. Defaults to `acquire_interval`. A hung call never keeps
     /// a leader past its `renew_deadline` either way.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = Some(timeout);
@@ -268,8 +275,8 @@ impl LeaderLatchConfigBuilder {
     }
 
     /// How long leader-only work may take to finish after [`close`](crate::LeaderLatch::close)
-    /// or [`resign`](crate::LeaderLatch::resign) (never past the term's own deadline); defaults
-    /// to 5 s.
+    /// or [`resign`](crate::LeaderLatch::resign). It never runs past the term's own deadline.
+    /// Defaults to 5 s.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self
@@ -279,11 +286,8 @@ impl LeaderLatchConfigBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`], naming the setting and the rule, for: an invalid name or
-    /// owner id; a zero duration (other than jitter and grace) or one above
-    /// [`MAX_DURATION`](crate::provider::MAX_DURATION); `renew_interval >= renew_deadline`;
-    /// `renew_deadline >= lease`; `call_timeout > acquire_interval`;
-    /// `renew_interval + call_timeout >= renew_deadline`; `acquire_jitter > acquire_interval`.
+    /// [`Error::is_invalid_config`], naming the setting and the rule, for an invalid name or
+    /// owner id, or for a broken rule of [`LeaderLatchConfig`].
     pub fn build(self) -> Result<LeaderLatchConfig> {
         let invalid =
             |msg: String| Error::invalid_config(format!("leader latch {:?}: {msg}", self.name));
@@ -378,7 +382,8 @@ impl LeaderLatchConfigBuilder {
     }
 }
 
-/// A timing and where it came from: set in code (or the file), or a default (`origin` says which).
+/// A timing and where it came from. It was set in code or the file, or it is a default, and
+/// `origin` says which.
 struct Timing {
     value: Duration,
     origin: Option<&'static str>,
@@ -419,7 +424,7 @@ fn strip_prefix(error: &Error) -> String {
     }
 }
 
-/// The serde form: human durations, every key but `name` optional.
+/// The serde form: human durations, with every key but `name` optional.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {

@@ -25,15 +25,15 @@ use crate::owner::{MAX_OWNER_ID_LEN, default_owner_id};
 use crate::provider::LockProvider;
 use task::Shared;
 
-/// One candidate in a leader election: at most one candidate per election name leads at a time,
-/// decided through a lock row in the store the replicas already share.
+/// One candidate in a leader election. At most one candidate per election name leads at a time.
+/// A lock row in the store the replicas already share decides which one.
 ///
-/// Each replica starts a latch for the same election name. A background task tries to take the
-/// row every `acquire_interval` (a *follower*); the one that gets it *leads* and renews the row
-/// every `renew_interval`. [`is_leader`](Self::is_leader) answers from memory. Changes are
-/// published on a [`watch`](Self::watch) and, opt-in, as a stream of [`events`](Self::events)
-/// (one per cycle: the "leader selection with a heartbeat" pattern is this latch, with
-/// heartbeat = renew and threshold = lease).
+/// Each replica starts a latch for the same election name. While it is a *follower*, a background
+/// task tries to take the row every `acquire_interval`. The one that gets it *leads* and renews
+/// the row every `renew_interval`. [`is_leader`](Self::is_leader) answers from memory. Changes are
+/// published on a [`watch`](Self::watch). Opt-in, they also come as a stream of
+/// [`events`](Self::events), one per cycle. The "leader selection with a heartbeat" pattern is this
+/// latch, with heartbeat = renew and threshold = lease.
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -58,20 +58,20 @@ use task::Shared;
 ///
 /// # Lease, renew interval, renew deadline
 ///
-/// The leader holds the row for a `lease` (default 15 s) from the store's clock, and renews it
+/// The leader holds the row for a `lease` (default 15 s) from the store's clock. It renews it
 /// every `renew_interval` (5 s). Independently, it keeps a **local deadline** on its own monotonic
-/// clock: the send time of its last successful acquire or renew plus `renew_deadline` (10 s).
-/// At that instant it stops being leader, whatever its background task is doing:
-/// [`is_leader`](Self::is_leader) compares the deadline with the clock on every call, and
-/// [`LeaderTerm::ended`] fires. Because `renew_deadline < lease` and both count from the same send,
-/// the leader has always stepped down (5 s margin by default) before the row can expire and be
-/// taken by another replica — even if its process was paused, its task starved, or a store call
-/// hung.
+/// clock. The deadline is the send time of its last successful acquire or renew plus
+/// `renew_deadline` (10 s). At that instant it stops being leader, whatever its background task is
+/// doing. [`is_leader`](Self::is_leader) compares the deadline with the clock on every call, and
+/// [`LeaderTerm::ended`] fires. `renew_deadline < lease`, and both count from the same send. So
+/// the leader has always stepped down before the row can expire and be taken by another replica.
+/// The margin is 5 s by default. This holds even if its process was paused, its task starved, or
+/// a store call hung.
 ///
-/// A failed renew is retried every `acquire_interval` (2 s), not at the next `renew_interval`; a
-/// renew the store *refuses* (the row is someone else's) ends the term at once. After any
-/// step-down the latch releases its row once its leader-only work has stopped (or, if the row is
-/// gone, leaves it), and every term has a new [fencing token](LeaderTerm::fencing_token).
+/// A failed renew is retried every `acquire_interval` (2 s), not at the next `renew_interval`. A
+/// renew the store *refuses*, because the row is someone else's, ends the term at once. After any
+/// step-down, the latch releases its row once its leader-only work has stopped. If the row is
+/// gone, it leaves it. Every term has a new [fencing token](LeaderTerm::fencing_token).
 ///
 /// # Failover times (defaults)
 ///
@@ -83,49 +83,52 @@ use task::Shared;
 /// | the store is down briefly | nothing changes if a renew succeeds within `renew_deadline` of the last one: with the defaults, any outage up to 4 s, often up to 9 s |
 /// | the store is down longer | the leader steps down at its deadline; every instance stays a follower, logs one ERROR, and keeps trying; a leader is elected at the first attempt after the store is back |
 ///
-/// Make the timings shorter for faster failover at the cost of more store traffic (each follower
-/// sends about one acquire per `acquire_interval`, the leader one renew per `renew_interval`)
-/// and less tolerance for store hiccups.
+/// Make the timings shorter for faster failover. The cost is more store traffic and less
+/// tolerance for store hiccups. Each follower sends about one acquire per `acquire_interval`. The
+/// leader sends one renew per `renew_interval`.
 ///
 /// # Store errors
 ///
-/// A store that fails (down, missing table, timeouts) never makes an instance leader; each
-/// failure streak is logged once at ERROR with what to fix, then at DEBUG until it recovers
-/// (logged at INFO with `failures` and `outage_ms`), and the latch keeps retrying, also on a
-/// store set up wrong: [`start`](Self::start) does not ask the store. To fail at start on a
-/// missing table or wrong columns instead, call
-/// [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check) first (a
-/// `Scheduler` on the same store does it in its `start`). Followers also
-/// read who leads with
-/// [`LockProvider::holder`] when the store supports it (one more
-/// read per attempt); this also finds this latch's own row left over from an earlier term whose
-/// release failed, or from an acquire whose reply was lost, and releases it (see below).
+/// A store that fails never makes an instance leader. It may be down, miss its table, or time
+/// out. Each failure streak is logged once at ERROR with what to fix, then at DEBUG until it
+/// recovers. The recovery is logged at INFO with `failures` and `outage_ms`. The latch keeps
+/// retrying, also on a store set up wrong, because [`start`](Self::start) does not ask the store.
+/// To fail at start on a missing table or wrong columns instead, call
+/// [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check) first. A `Scheduler` on the
+/// same store does it in its `start`.
+///
+/// Followers also read who leads with [`LockProvider::holder`] when the store supports it. That is
+/// one more read per attempt. This read also finds this latch's own row left over from an earlier
+/// term whose release failed, or from an acquire whose reply was lost. The latch then releases it
+/// (see below).
 ///
 /// # Owner ids
 ///
-/// The owner id is written to the row's `locked_by` with [`ELECTION_MARK`] appended
-/// (`host:42:1a2b3c#election`), so that operators' tools (`shedlock list`,
-/// [`LockEntry::is_election`](crate::admin::LockEntry::is_election)) tell election rows from task
-/// locks and ask before freeing one; so an owner id for a latch is at most 246 characters.
-/// [`KnownLeader::owner_id`] is the id without the mark. By default every latch and executor of a
-/// process shares one ([`default_owner_id`]), and an explicit id may be shared too; what tells two
-/// terms apart is the acquisition (its fencing token, or its `locked_at`). So a latch releases a
-/// leftover row only when it can prove it is its own: the acquisition of one of its own terms, or
-/// the product of one of its acquires whose reply was lost, when no other latch of the process runs
-/// the same election with the same owner id. A row that merely carries its owner id — another latch
-/// of this process in the same election, or an earlier run of this process with the same explicit
-/// id that crashed while leading — is followed like anyone else's and frees itself at the end of
-/// its lease. Keep owner ids unique per process (the default is), and do not use an election's name
-/// as a task lock's name.
+/// The owner id is written to the row's `locked_by` with [`ELECTION_MARK`] appended, as in
+/// `host:42:1a2b3c#election`. Operators' tools then tell election rows from task locks and ask
+/// before freeing one (see `shedlock list` and
+/// [`LockEntry::is_election`](crate::admin::LockEntry::is_election)). So an owner id for a latch is
+/// at most 246 characters. [`KnownLeader::owner_id`] is the id without the mark.
 ///
-/// Cheap to clone; clones share the latch. When the last clone is dropped the latch closes in the
-/// background; call [`close`](Self::close) to wait for that.
+/// By default every latch and executor of a process shares one owner id, the
+/// [`default_owner_id`]. An explicit id may be shared too. What tells two terms apart is the
+/// acquisition: its fencing token, or its `locked_at`. So a latch releases a leftover row only when
+/// it can prove it is its own. That is the case for the acquisition of one of its own terms. It is
+/// also the case for the product of one of its acquires whose reply was lost. That second case
+/// holds only when no other latch of the process runs the same election with the same owner id. A row that merely carries its
+/// owner id is followed like anyone else's, and frees itself at the end of its lease. Such a row
+/// may come from another latch of this process in the same election. It may also come from an
+/// earlier run of this process with the same explicit id that crashed while leading. Keep owner ids
+/// unique per process, as the default is. Do not use an election's name as a task lock's name.
+///
+/// Cheap to clone. Clones share the latch. When the last clone is dropped, the latch closes in the
+/// background. Call [`close`](Self::close) to wait for that.
 #[derive(Clone)]
 pub struct LeaderLatch {
     handle: Arc<Handle>,
 }
 
-/// Closes the latch when the last user handle goes (the task and helpers hold only [`Shared`]).
+/// Closes the latch when the last user handle goes. The task and helpers hold only [`Shared`].
 struct Handle {
     shared: Arc<Shared>,
 }
@@ -148,15 +151,14 @@ impl fmt::Debug for LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// Starts a candidate for `config`'s election on `provider` (an `Arc<dyn LockProvider>`
-    /// works too). Its first attempt to lead happens at once, in the background.
+    /// Starts a candidate for `config`'s election on `provider`. An `Arc<dyn LockProvider>` works
+    /// too. Its first attempt to lead happens at once, in the background.
     ///
-    /// The owner id is the one in `config`, else [`default_owner_id`] (`$SHEDLOCK_OWNER_ID` or
-    /// `hostname:pid:random`).
+    /// The owner id is the one in `config`, else the [`default_owner_id`].
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] when the election name is too long for this store, when
+    /// [`Error::is_invalid_config`] when the election name is too long for this store. Also when
     /// `SHEDLOCK_OWNER_ID` is set to an invalid id, or when called outside a tokio runtime.
     ///
     /// ```
@@ -225,9 +227,9 @@ impl LeaderLatch {
         self.shared().config.name()
     }
 
-    /// This instance's owner id, without the mark: while it leads, the row's `locked_by` is
-    /// this id with [`ELECTION_MARK`] appended (`host:42:1a2b3c#election`), which
-    /// [`election_owner_id`](crate::admin::election_owner_id) strips.
+    /// This instance's owner id, without the mark. While it leads, the row's `locked_by` is this
+    /// id with [`ELECTION_MARK`] appended (see [`LeaderLatch`], "Owner ids").
+    /// [`election_owner_id`](crate::admin::election_owner_id) strips the mark.
     ///
     /// ```
     /// use shedlock_core::{
@@ -259,14 +261,15 @@ impl LeaderLatch {
         &self.shared().config
     }
 
-    /// Whether this instance leads now: an atomic read of the current term's local deadline and
-    /// a clock read. No I/O, no lock.
+    /// Whether this instance leads now. It is an atomic read of the current term's local deadline
+    /// and a clock read. No I/O, no lock.
     ///
-    /// It turns false exactly at the deadline (the send time of the last successful renew plus
-    /// `renew_deadline`) even if the latch's background task has not run since, and at once on
-    /// [`resign`](Self::resign) or [`close`](Self::close). Check it right before acting as
-    /// leader, or hold a [`LeaderTerm`] and race the work against [`LeaderTerm::ended`]; pass the
-    /// term's fencing token downstream for the writes that must never come from a stale leader.
+    /// It turns false exactly at the local deadline (see [`LeaderLatch`], "Lease, renew interval,
+    /// renew deadline"). That holds even if the latch's background task has not run since. It
+    /// turns false at once on [`resign`](Self::resign) or [`close`](Self::close). Check it right
+    /// before acting as leader. Or hold a [`LeaderTerm`] and race the work against
+    /// [`LeaderTerm::ended`]. Pass the term's fencing token downstream for the writes that must
+    /// never come from a stale leader.
     #[must_use]
     pub fn is_leader(&self) -> bool {
         self.shared().leader_until.is_live()
@@ -278,39 +281,39 @@ impl LeaderLatch {
         self.shared().current_term()
     }
 
-    /// The last published state (see [`LeaderState`]). It can lag behind: to decide whether to
+    /// The last published state (see [`LeaderState`]). It can lag behind. To decide whether to
     /// act as leader, ask [`is_leader`](Self::is_leader).
     #[must_use]
     pub fn state(&self) -> LeaderState {
         self.shared().state.borrow().clone()
     }
 
-    /// A receiver of the state: it sees each transition (elected, stepped down, a different
-    /// leader seen, stopped), never a routine renew.
+    /// A receiver of the state. It sees each transition: elected, stepped down, a different
+    /// leader seen, stopped. It never sees a routine renew.
     ///
-    /// The latch's background task publishes, in the order the transitions happen; a step-down
+    /// The latch's background task publishes, in the order the transitions happen. A step-down
     /// by [`resign`](Self::resign) or [`close`](Self::close) is published when that task next
-    /// runs ([`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it at once).
+    /// runs. [`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it at once.
     ///
-    /// Do not keep a [`borrow`](watch::Receiver::borrow) across an `.await`: it holds the
-    /// channel's lock and stalls the task's next publish. (Calling the latch while holding one
-    /// is fine, and publishing is never delayed by a consumer that is just slow to read.)
+    /// Do not keep a [`borrow`](watch::Receiver::borrow) across an `.await`. It holds the
+    /// channel's lock and stalls the task's next publish. Calling the latch while holding one is
+    /// fine. Publishing is never delayed by a consumer that is just slow to read.
     #[must_use]
     pub fn watch(&self) -> watch::Receiver<LeaderState> {
         self.shared().state.subscribe()
     }
 
-    /// Waits until this instance leads and returns the term (at once if it leads now); `None`
-    /// once the latch has stopped.
+    /// Waits until this instance leads and returns the term. Returns at once if it leads now.
+    /// Returns `None` once the latch has stopped.
     pub async fn wait_for_leadership(&self) -> Option<LeaderTerm> {
         let mut states = self.watch();
         task::wait_for_leadership(&mut states).await
     }
 
-    /// Subscribes to the event stream: every transition plus one event per completed cycle
-    /// ([`LeaderEvent::Renewed`] for each successful renew of the leader,
-    /// [`LeaderEvent::Following`] for each attempt of a follower). Events sent before the call
-    /// are not seen. A slow consumer misses events; it never slows the latch.
+    /// Subscribes to the event stream: every transition plus one event per completed cycle.
+    /// The leader sends [`LeaderEvent::Renewed`] for each successful renew. A follower sends
+    /// [`LeaderEvent::Following`] for each attempt. Events sent before the call are not seen. A
+    /// slow consumer misses events. It never slows the latch.
     ///
     /// ```
     /// use shedlock_core::{
@@ -334,14 +337,14 @@ impl LeaderLatch {
     /// Runs `work` once for each term this instance leads, in a background task, until the latch
     /// stops.
     ///
-    /// The work is cancelled (its future dropped) as soon as the term ends by losing the lease.
-    /// When the term ends by [`resign`](Self::resign) or [`close`](Self::close), the work gets
-    /// up to [`shutdown_grace`](LeaderLatchConfig::shutdown_grace) (never past the term's own
-    /// deadline) to finish on its own: watch [`LeaderTerm::ended`] in it to stop cleanly. The row
-    /// is released only after the work stopped. Work that returns early is not restarted in the
-    /// same term; work that panics is logged and runs again in the next term.
+    /// The work is cancelled as soon as the term ends by losing the lease. Its future is then
+    /// dropped. When the term ends by [`resign`](Self::resign) or [`close`](Self::close), the work
+    /// gets up to [`shutdown_grace`](LeaderLatchConfig::shutdown_grace) to finish on its own. That
+    /// grace never runs past the term's own deadline. Watch [`LeaderTerm::ended`] in the work to
+    /// stop cleanly. The row is released only after the work stopped. Work that returns early is
+    /// not restarted in the same term. Work that panics is logged and runs again in the next term.
     ///
-    /// The returned handle resolves once the latch has stopped and the work has ended; dropping
+    /// The returned handle resolves once the latch has stopped and the work has ended. Dropping
     /// it does not stop anything.
     ///
     /// ```
@@ -379,15 +382,17 @@ impl LeaderLatch {
         runtime.spawn(task::work_loop(shared, work).instrument(span))
     }
 
-    /// Gives up leadership now, if this instance leads: it steps down at once (no I/O), then waits
-    /// until leader-only work has stopped (it gets
-    /// [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is cancelled) and the row is
-    /// released. The instance stays a candidate but sits out `2 × acquire_interval +
-    /// acquire_jitter` first, so another candidate takes over if there is one. Returns whether it
-    /// was leading.
+    /// Gives up leadership now, if this instance leads. Returns whether it was leading.
     ///
-    /// On a follower it changes nothing and returns `false` at once — except while one of its
-    /// acquires is in flight: should that win, the row is given back and the instance sits out.
+    /// It steps down at once, without I/O. It then waits until leader-only work has stopped and
+    /// the row is released. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace),
+    /// then is cancelled. The instance stays a candidate but sits out
+    /// `2 × acquire_interval + acquire_jitter` first. So another candidate takes over if there is
+    /// one.
+    ///
+    /// On a follower it changes nothing and returns `false` at once. The exception is an acquire of
+    /// its own in flight. Should that acquire win, the row is given back and the instance sits
+    /// out.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -412,20 +417,23 @@ impl LeaderLatch {
         true
     }
 
-    /// Stops the latch: steps down at once (no I/O) if leading, waits until leader-only work has
-    /// stopped (it gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is
-    /// cancelled), releases the row so another replica takes over within one
-    /// `acquire_interval`, and publishes [`LeaderState::Stopped`]. An acquire already in flight
-    /// is let finish (at most `call_timeout`) and its row released. Calling it again, or on a
+    /// Stops the latch.
+    ///
+    /// If leading, it steps down at once, without I/O. It waits until leader-only work has
+    /// stopped. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is
+    /// cancelled. It releases the row, so another replica takes over within one
+    /// `acquire_interval`. It publishes [`LeaderState::Stopped`]. An acquire already in flight is
+    /// let finish, for at most `call_timeout`, and its row released. Calling it again, or on a
     /// clone, waits for the same stop.
     ///
-    /// The row is released only once the work has actually stopped. Should its cancellation not
-    /// complete (a drop that blocks, a starved runtime) before the row would expire by itself,
-    /// `close` stops waiting, logs a warning and leaves the row to expire.
+    /// The row is released only once the work has actually stopped. Its cancellation may not
+    /// complete before the row would expire by itself, for example because a drop blocks or the
+    /// runtime is starved. `close` then stops waiting, logs a warning and leaves the row to
+    /// expire.
     ///
     /// # Errors
     ///
-    /// The release of the row failed (the row then expires by itself within `lease`). The latch
+    /// The release of the row failed. The row then expires by itself within `lease`. The latch
     /// is stopped either way.
     pub async fn close(&self) -> Result<()> {
         self.shared().request_close();

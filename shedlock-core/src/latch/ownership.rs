@@ -1,39 +1,41 @@
 //! Which rows a latch may treat as its own, and release, when its acquire is refused.
 //!
 //! A follower whose acquire is refused reads who holds the row. If the row carries this latch's
-//! owner id it *may* be its own leftover: an earlier term whose release failed, or an acquire
-//! whose reply never arrived. Releasing it then lets the election go on at once instead of
-//! waiting out the lease. But the owner id alone proves nothing: every latch of a process shares
-//! it by default (`SHEDLOCK_OWNER_ID`, or one id set in the configuration), and a second latch for
-//! the same election that released the live leader's row would make two leaders.
+//! owner id, it *may* be its own leftover. It may come from an earlier term whose release failed,
+//! or from an acquire whose reply never arrived. Releasing it then lets the election go on at
+//! once instead of waiting out the lease. But the owner id alone proves nothing. Every latch of a
+//! process shares it by default, and one id set in `SHEDLOCK_OWNER_ID` or the configuration is
+//! shared too. A second latch for the same election that released the live leader's row would
+//! make two leaders.
 //!
 //! # The rule
 //!
 //! A row is released as this latch's own only when one of these holds:
 //!
-//! 1. **It is an acquisition this latch received from the store**: the last term's record (or an
-//!    acquire won while stepping down) whose release did not go through. "Same acquisition" is
-//!    what the store itself compares in `release`: same owner and same fencing token, or, on a
-//!    store without tokens, same `locked_at`. Nobody else can hold that acquisition, so this is
-//!    proof.
-//! 2. **It can only come from an acquire of this latch whose reply was lost** (timed out or
-//!    failed, so it may have committed). All of:
+//! 1. **It is an acquisition this latch received from the store**, whose release did not go
+//!    through. It is the last term's record, or an acquire won while stepping down. "Same
+//!    acquisition" is what the store itself compares in `release` (see [`same_acquisition`]).
+//!    Nobody else can hold that acquisition, so this is proof.
+//! 2. **It can only come from an acquire of this latch whose reply was lost.** Such an acquire
+//!    timed out or failed, so it may have committed. All of these hold:
 //!    - the row carries this latch's owner id;
 //!    - such an acquire was sent recently enough for its row to be alive: within
 //!      `call_timeout + lease` of now;
 //!    - the row is not the one this latch already saw holding the election before it sent that
-//!      acquire (that row predates it);
-//!    - **no other running latch in this process uses the same owner id for the same election**
-//!      (a process-wide registry, [`RunningLatch`]). Otherwise the row could as well be that
-//!      latch's — say, its won acquire while ours was refused and our reply lost — and a lost
-//!      reply cannot tell the two apart. Owner ids are unique per process (docs/guarantees.md), so no
-//!      other process writes this owner id: the row was written by one of this latch's acquires,
-//!      and the only ones it does not know are the lost ones.
+//!      acquire, because that row predates it;
+//!    - **no other running latch in this process uses the same owner id for the same
+//!      election**. A process-wide registry, [`RunningLatch`], tells. Otherwise the row could as
+//!      well be that latch's. For example, it could be that latch's won acquire while ours was
+//!      refused and our reply lost. A lost reply cannot tell the two apart. Owner ids are unique
+//!      per process (see docs/guarantees.md), so no other process writes this owner id. So the
+//!      row was written by one of this latch's acquires. The only ones it does not know are the
+//!      lost ones.
 //!
-//! Any other row with this owner id — another latch of this process with the same id, or an
-//! earlier incarnation of this process that used the same explicit id and crashed — is treated
-//! like anybody else's: followed as the leader, never touched. It frees itself at the end of its
-//! lease, so the price of not proving ownership is a slower takeover, never two leaders.
+//! Any other row with this owner id is treated like anybody else's. It is followed as the
+//! leader, never touched. Such a row may come from another latch of this process with the same
+//! id. It may also come from an earlier incarnation of this process that used the same explicit
+//! id and crashed. It frees itself at the end of its lease. So the price of not proving
+//! ownership is a slower takeover, never two leaders.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,8 +47,9 @@ use tokio::time::Instant;
 use crate::provider::LockRecord;
 
 /// Whether `a` and `b` are the same acquisition of the same row, as a store compares them in
-/// `extend` and `release`: same name and owner, and same fencing token (or, without tokens, same
-/// `locked_at`). `lock_until` is ignored: it moves with every renew.
+/// `extend` and `release`. That means the same name and owner, and the same fencing token. On a
+/// store without tokens, it means the same `locked_at` instead. `lock_until` is ignored, because
+/// it moves with every renew.
 pub(super) fn same_acquisition(a: &LockRecord, b: &LockRecord) -> bool {
     a.name() == b.name()
         && a.owner() == b.owner()
@@ -64,7 +67,8 @@ fn running() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), usize>
     RUNNING.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One running latch in the process-wide registry; counted until [`end`](Self::end) or drop.
+/// One running latch in the process-wide registry. It is counted until [`end`](Self::end) or
+/// drop.
 pub(super) struct RunningLatch {
     key: (String, String),
     active: AtomicBool,
@@ -85,7 +89,7 @@ impl RunningLatch {
         running().get(&self.key).copied().unwrap_or(0) > 1
     }
 
-    /// The latch stopped: it no longer counts (idempotent).
+    /// The latch stopped, so it no longer counts. Idempotent.
     pub(super) fn end(&self) {
         if self.active.swap(false, Ordering::AcqRel) {
             let mut running = running();
@@ -129,20 +133,20 @@ pub(super) struct OwnRows {
     unreleased: Option<LockRecord>,
     /// Its last acquire whose reply was lost.
     lost_reply: Option<LostReply>,
-    /// The last holder it read (`None`: free, or not read yet).
+    /// The last holder it read. `None` means free, or not read yet.
     last_seen: Option<LockRecord>,
 }
 
 impl OwnRows {
-    /// An acquire won and started a term: any earlier row of ours is gone (the row is ours now,
-    /// tracked by the term).
+    /// An acquire won and started a term. Any earlier row of ours is gone. The row is ours now,
+    /// tracked by the term.
     pub(super) fn won(&mut self) {
         self.unreleased = None;
         self.lost_reply = None;
     }
 
-    /// `record` (ours, received from the store) may still hold the row: its release failed or
-    /// was not attempted.
+    /// `record`, ours and received from the store, may still hold the row. Its release failed
+    /// or was not attempted.
     pub(super) fn unreleased(&mut self, record: LockRecord) {
         self.unreleased = Some(record);
     }
@@ -158,7 +162,7 @@ impl OwnRows {
         }
     }
 
-    /// An acquire sent at `sent_at` failed or timed out: it may have taken the row.
+    /// An acquire sent at `sent_at` failed or timed out. It may have taken the row.
     pub(super) fn reply_lost(&mut self, sent_at: Instant) {
         self.lost_reply = Some(LostReply {
             sent_at,
@@ -171,9 +175,10 @@ impl OwnRows {
         self.last_seen = holder.cloned();
     }
 
-    /// Whether `row`, which refused this latch's acquire, is provably its own (module docs).
-    /// `alive_for` is `call_timeout + lease`: how long after its send a lost acquire's row can
-    /// still hold the election. `shared_owner` is [`RunningLatch::is_shared`].
+    /// Whether `row`, which refused this latch's acquire, is provably its own (see the module
+    /// docs). `alive_for` is `call_timeout + lease`. That is how long after its send a lost
+    /// acquire's row can still hold the election. `shared_owner` is
+    /// [`RunningLatch::is_shared`].
     pub(super) fn claim(
         &self,
         row: &LockRecord,
@@ -198,7 +203,7 @@ impl OwnRows {
         (plausible && !shared_owner()).then_some(Claim::LostReply)
     }
 
-    /// A claimed row was released: it no longer needs explaining.
+    /// A claimed row was released. It no longer needs explaining.
     pub(super) fn released(&mut self, claim: Claim, row: &LockRecord) {
         match claim {
             Claim::Known => self.settled(row),

@@ -13,12 +13,11 @@ use crate::provider::LockRecord;
 /// Where a [`LeaderLatch`](crate::LeaderLatch) stands, as published on its
 /// [`watch`](crate::LeaderLatch::watch).
 ///
-/// It changes only on transitions (elected, stepped down, a different leader seen, stopped), never
-/// on a routine renew. It is the last state the latch's background task *published*; the
-/// authoritative answer to "may I act as leader now?" is
-/// [`LeaderLatch::is_leader`](crate::LeaderLatch::is_leader) (or
-/// [`LeaderTerm::is_active`]), which also checks the local deadline, so it turns false on time
-/// even if that task is starved.
+/// It changes only on transitions (see [`LeaderLatch::watch`](crate::LeaderLatch::watch)). It is
+/// the last state the latch's background task *published*. The authoritative answer to "may I act
+/// as leader now?" is [`LeaderLatch::is_leader`](crate::LeaderLatch::is_leader) or
+/// [`LeaderTerm::is_active`]. Both also check the local deadline. So they turn false on time even
+/// if that task is starved.
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, latch::LeaderState};
@@ -37,26 +36,26 @@ use crate::provider::LockRecord;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderState {
-    /// The latch has started and its store has not answered an attempt yet: this instance does
-    /// not lead, and does not know who does. It is the state before the first attempt, and
-    /// stays while every attempt fails (the store is down or its table is missing); the first
-    /// answer makes it [`Leader`](Self::Leader) or [`Follower`](Self::Follower), and it never
-    /// comes back.
+    /// The latch has started and its store has not answered an attempt yet. This instance does
+    /// not lead, and does not know who does. It is the state before the first attempt. It stays
+    /// while every attempt fails, because the store is down or its table is missing. The first
+    /// answer makes it [`Leader`](Self::Leader) or [`Follower`](Self::Follower). It never comes
+    /// back.
     Starting,
     /// This instance leads, in `term`.
     Leader {
         /// The current term: its fencing token, deadline and end signal.
         term: LeaderTerm,
     },
-    /// This instance does not lead: the store answered that another holds the row, or this
+    /// This instance does not lead. The store answered that another holds the row, or this
     /// instance stepped down. `leader` is the last leader seen in the store, when the store can
-    /// tell ([`LockProvider::holder`](crate::provider::LockProvider::holder)); `None` when unknown
-    /// or when nobody holds the row.
+    /// tell (see [`LockProvider::holder`](crate::provider::LockProvider::holder)). It is `None`
+    /// when unknown or when nobody holds the row.
     Follower {
         /// The last known leader.
         leader: Option<KnownLeader>,
     },
-    /// The latch was closed (or its task ended): it will never lead again, and its row was
+    /// The latch was closed, or its task ended. It will never lead again, and its row was
     /// released.
     Stopped,
 }
@@ -65,11 +64,10 @@ impl LeaderState {
     /// Whether this state, as it was published, says this instance leads
     /// ([`LeaderState::Leader`]).
     ///
-    /// It answers for the moment the state was published, not for now: a term can end (its
-    /// deadline passes) before the latch's task publishes the step-down. To decide whether to act
-    /// as leader, ask [`LeaderLatch::is_leader`](crate::LeaderLatch::is_leader) (or hold the
-    /// [`LeaderTerm`] and check [`LeaderTerm::is_active`]); this method is for reacting to
-    /// transitions, e.g. `states.wait_for(LeaderState::was_leader)`.
+    /// It answers for the moment the state was published, not for now. A term can end, when its
+    /// deadline passes, before the latch's task publishes the step-down. To decide whether to act
+    /// as leader, see [`LeaderState`]. This method is for reacting to transitions, as in
+    /// `states.wait_for(LeaderState::was_leader)`.
     #[must_use]
     pub fn was_leader(&self) -> bool {
         matches!(self, Self::Leader { .. })
@@ -128,11 +126,11 @@ impl fmt::Display for KnownLeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StepDownReason {
-    /// No renew succeeded within `renew_deadline` of the last successful one being sent (the
-    /// store was unreachable, too slow, or this process was paused).
+    /// No renew succeeded within `renew_deadline` of the last successful one being sent. The
+    /// store was unreachable or too slow, or this process was paused.
     DeadlineExpired,
-    /// The store refused a renew: the row no longer belongs to this term (it expired and was
-    /// taken, or was deleted or changed by hand).
+    /// The store refused a renew, because the row no longer belongs to this term. It expired and
+    /// was taken, or was deleted or changed by hand.
     Refused,
     /// [`LeaderLatch::resign`](crate::LeaderLatch::resign) was called.
     Resigned,
@@ -141,9 +139,9 @@ pub enum StepDownReason {
 }
 
 impl StepDownReason {
-    /// Whether this instance chose to step down (resign or close), rather than losing the lease.
-    /// Leader-only work then gets [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace)
-    /// to finish.
+    /// Whether this instance chose to step down by resign or close, rather than losing the
+    /// lease. Leader-only work then gets
+    /// [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace) to finish.
     #[must_use]
     pub fn is_voluntary(self) -> bool {
         matches!(self, Self::Resigned | Self::Closed)
@@ -163,13 +161,14 @@ impl fmt::Display for StepDownReason {
 
 /// One term of leadership: from a successful acquire to the step-down.
 ///
-/// Cheap to clone (shared). The term is *active* until its lease is lost: the local deadline
-/// passed without a successful renew, the store refused a renew, or the latch resigned or closed.
-/// [`ended`](Self::ended) is the cancellation signal: race leader-only work against it.
+/// Cheap to clone, because clones share the term. The term is *active* until its lease is lost.
+/// That happens when the local deadline passed without a successful renew, when the store refused
+/// a renew, or when the latch resigned or closed. [`ended`](Self::ended) is the cancellation
+/// signal. Race leader-only work against it.
 ///
-/// Every term has its own fencing token (when the store has tokens), strictly greater than the
-/// previous term's, across all candidates of the election. Send it with writes to systems that
-/// can compare, so a leader that paused past its term cannot overwrite the next leader's work:
+/// Every term has its own fencing token when the store has tokens (see
+/// [`fencing_token`](Self::fencing_token)). Send it with writes to systems that can compare. A
+/// leader that paused past its term then cannot overwrite the next leader's work:
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -209,9 +208,10 @@ struct TermInner {
     owner_id: Arc<str>,
     started_at: Instant,
     lease: Lease,
-    /// Set by whoever ends the term on purpose (resign, close) before the lease is marked lost.
+    /// Set by whoever ends the term on purpose, by resign or close, before the lease is marked
+    /// lost.
     ended_by: OnceLock<StepDownReason>,
-    /// Until when leader-only work may finish after the end (set when the latch ends the term).
+    /// Until when leader-only work may finish after the end. Set when the latch ends the term.
     wind_down_until: OnceLock<Instant>,
 }
 
@@ -242,7 +242,7 @@ impl LeaderTerm {
         self.inner.wind_down_until.get().copied()
     }
 
-    /// Ends the term on purpose, unless it already ended; returns whether this call ended it.
+    /// Ends the term on purpose, unless it already ended. Returns whether this call ended it.
     pub(crate) fn end(&self, reason: StepDownReason) -> bool {
         if self.inner.lease.is_lost() {
             return false;
@@ -252,15 +252,15 @@ impl LeaderTerm {
         true
     }
 
-    /// This latch's term number: 1 for its first term, then 2, … (local to this instance; unlike
-    /// the fencing token it exists on every store).
+    /// This latch's term number: 1 for its first term, then 2, and so on. It is local to this
+    /// instance. Unlike the fencing token, it exists on every store.
     #[must_use]
     pub fn number(&self) -> u64 {
         self.inner.number
     }
 
-    /// The term's fencing token (`None` when the store has none): strictly greater than every
-    /// earlier term's token of this election, whichever candidate held it.
+    /// The term's fencing token, or `None` when the store has none. It is strictly greater than
+    /// every earlier term's token of this election, whichever candidate held it.
     #[must_use]
     pub fn fencing_token(&self) -> Option<i64> {
         self.inner.fencing_token
@@ -272,14 +272,14 @@ impl LeaderTerm {
         &self.inner.owner_id
     }
 
-    /// When the acquire that started the term was sent (tokio's monotonic clock).
+    /// When the acquire that started the term was sent, on tokio's monotonic clock.
     #[must_use]
     pub fn started_at(&self) -> Instant {
         self.inner.started_at
     }
 
-    /// The local deadline: the term ends at this instant unless a renew succeeds first. It moves
-    /// forward with every successful renew (to the renew's send time + `renew_deadline`).
+    /// The local deadline. The term ends at this instant unless a renew succeeds first. Every
+    /// successful renew moves it forward, to the renew's send time + `renew_deadline`.
     #[must_use]
     pub fn deadline(&self) -> Instant {
         self.inner.lease.deadline()
@@ -291,16 +291,16 @@ impl LeaderTerm {
         self.inner.lease.record()
     }
 
-    /// Whether the term is still running: not stepped down and its deadline not reached. Checked
-    /// against the clock on every call, so it turns false on time even if no task runs.
+    /// Whether the term is still running: not stepped down, and its deadline not reached. It is
+    /// checked against the clock on every call. So it turns false on time even if no task runs.
     #[must_use]
     pub fn is_active(&self) -> bool {
         !self.inner.lease.is_lost()
     }
 
-    /// Resolves when the term ends (at once if it has): the cancellation signal for leader-only
-    /// work. It fires exactly at the local deadline if no renew succeeded, even while a renew call
-    /// hangs.
+    /// Resolves when the term ends, or at once if it has. It is the cancellation signal for
+    /// leader-only work. It fires exactly at the local deadline if no renew succeeded, even while
+    /// a renew call hangs.
     pub async fn ended(&self) {
         self.inner.lease.lost().await;
     }
@@ -340,11 +340,11 @@ impl fmt::Debug for LeaderTerm {
     }
 }
 
-/// One event of a latch's opt-in event stream ([`LeaderLatch::events`](crate::LeaderLatch::events)):
-/// the transitions, plus one event per completed cycle (the heartbeat pattern's "leadership
-/// event every cycle").
+/// One event of a latch's opt-in event stream (see
+/// [`LeaderLatch::events`](crate::LeaderLatch::events)). The per-cycle events are the heartbeat
+/// pattern's "leadership event every cycle".
 ///
-/// A cycle that fails (store error) publishes nothing: the state did not change.
+/// A cycle that fails on a store error publishes nothing, because the state did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderEvent {
@@ -353,7 +353,7 @@ pub enum LeaderEvent {
         /// The new term.
         term: LeaderTerm,
     },
-    /// The leader renewed its lease (one event per successful renew).
+    /// The leader renewed its lease. One event per successful renew.
     Renewed {
         /// The current term.
         term: LeaderTerm,
@@ -365,19 +365,19 @@ pub enum LeaderEvent {
         /// Why.
         reason: StepDownReason,
     },
-    /// A follower cycle: the row is held elsewhere (one event per attempt).
+    /// A follower cycle: the row is held elsewhere. One event per attempt.
     Following {
         /// The leader seen, when the store can tell.
         leader: Option<KnownLeader>,
     },
-    /// The latch stopped; no more events follow.
+    /// The latch stopped. No more events follow.
     Stopped,
 }
 
 /// The receiving end of [`LeaderLatch::events`](crate::LeaderLatch::events).
 ///
-/// Events are kept in a bounded buffer: a consumer that falls behind misses the oldest ones
-/// (counted by [`missed`](Self::missed)) and never slows the latch down.
+/// Events are kept in a bounded buffer. A consumer that falls behind misses the oldest ones,
+/// counted by [`missed`](Self::missed). It never slows the latch down.
 #[derive(Debug)]
 pub struct LeaderEvents {
     rx: broadcast::Receiver<LeaderEvent>,
@@ -394,8 +394,8 @@ impl LeaderEvents {
         }
     }
 
-    /// The next event; `None` after [`LeaderEvent::Stopped`] has been received (or once the
-    /// latch is gone). Skips events this consumer was too slow to receive.
+    /// The next event. `None` after [`LeaderEvent::Stopped`] has been received, or once the
+    /// latch is gone. Skips events this consumer was too slow to receive.
     pub async fn recv(&mut self) -> Option<LeaderEvent> {
         while !self.done {
             match self.rx.recv().await {
@@ -413,7 +413,7 @@ impl LeaderEvents {
         None
     }
 
-    /// The next event if one is waiting, without waiting (`None` if there is none now).
+    /// The next event if one is waiting, without waiting. `None` if there is none now.
     pub fn try_recv(&mut self) -> Option<LeaderEvent> {
         while !self.done {
             match self.rx.try_recv() {

@@ -1,17 +1,18 @@
-//! The latch's shared state and its background task: acquire as a follower, renew (through
-//! [`Lease`]) as the leader, step down, release.
+//! The latch's shared state and its background task. The task acquires as a follower, renews
+//! through [`Lease`] as the leader, steps down and releases.
 //!
-//! Every transition of the term happens in [`Shared`] under one short, synchronous lock (`core`),
-//! so a `resign()` or `close()` racing the task, or a renew reply, resolves one way only: a term
-//! that was ended stays ended (its [`Lease`] is marked lost, and a lost lease ignores later
-//! successes).
+//! Every transition of the term happens in [`Shared`] under one short, synchronous lock, `core`.
+//! So a `resign()` or `close()` racing the task, or a renew reply, resolves one way only. A term
+//! that was ended stays ended. Its [`Lease`] is marked lost, and a lost lease ignores later
+//! successes.
 //!
-//! Publishing (the state watch and the event stream) is the task's alone, and never happens
+//! Publishing, to the state watch and the event stream, is the task's alone. It never happens
 //! while `core` is held. `resign()`, `close()` and dropping the last handle only end the term
-//! under `core` (which `is_leader()` and `LeaderTerm::ended` see at once); the task announces the
+//! under `core`. `is_leader()` and `LeaderTerm::ended` see that at once. The task announces the
 //! step-down when it wakes. So user code holding a read guard of the watch while it calls into
-//! the latch (`current_term()`, `resign()`, dropping the latch) cannot deadlock with a publish,
-//! and a single publisher keeps states and events in the order of the transitions.
+//! the latch cannot deadlock with a publish. Such calls are `current_term()`, `resign()` and
+//! dropping the latch. And a single publisher keeps states and events in the order of the
+//! transitions.
 
 use std::future::Future;
 use std::pin::pin;
@@ -40,18 +41,18 @@ pub(super) const EVENT_BUFFER: usize = 64;
 pub(super) struct Shared {
     pub(super) config: LeaderLatchConfig,
     pub(super) owner_id: Arc<str>,
-    /// What the latch writes to `locked_by`: the owner id with [`ELECTION_MARK`], so operators'
-    /// tools can tell its rows from task locks.
+    /// What the latch writes to `locked_by`: the owner id with [`ELECTION_MARK`]. Operators'
+    /// tools can then tell its rows from task locks.
     ///
     /// [`ELECTION_MARK`]: crate::admin::ELECTION_MARK
     pub(super) row_owner: Arc<str>,
     pub(super) provider: Arc<dyn LockProvider>,
-    /// The current term's deadline, lock-free: `is_leader()` reads only this.
+    /// The current term's deadline, lock-free. `is_leader()` reads only this.
     pub(super) leader_until: Arc<DeadlineCell>,
     pub(super) state: watch::Sender<LeaderState>,
     pub(super) events: broadcast::Sender<LeaderEvent>,
-    /// The number of the last term fully wound down (work stopped, row released or given up);
-    /// `u64::MAX` once the task has ended.
+    /// The number of the last term fully wound down: work stopped, and row released or given
+    /// up. `u64::MAX` once the task has ended.
     pub(super) settled: watch::Sender<u64>,
     pub(super) runtime: tokio::runtime::Handle,
     core: Mutex<Core>,
@@ -69,10 +70,10 @@ struct Core {
     announced: Option<LeaderTerm>,
     terms: u64,
     closing: bool,
-    /// `resign()` was called while leading or acquiring: start no term until the task has begun
+    /// `resign()` was called while leading or acquiring. Start no term until the task has begun
     /// the sit-out.
     hold: bool,
-    /// An acquire is in flight (sent, its reply not yet handled).
+    /// An acquire is in flight: sent, and its reply not yet handled.
     acquiring: bool,
     known_leader: Option<KnownLeader>,
 }
@@ -136,8 +137,8 @@ impl Shared {
         self.core().closing
     }
 
-    /// The task is sending an acquire: from now until its reply is handled, `resign()` makes
-    /// the instance sit out (the acquire may win).
+    /// The task is sending an acquire. From now until its reply is handled, `resign()` makes
+    /// the instance sit out, because the acquire may win.
     fn acquire_sent(&self) {
         self.core().acquiring = true;
     }
@@ -147,8 +148,8 @@ impl Shared {
         self.core().acquiring = false;
     }
 
-    /// Starts a term for a won acquire, unless the latch is closing or resigning (then the
-    /// caller releases the row), and announces it.
+    /// Starts a term for a won acquire, and announces it. If the latch is closing or resigning,
+    /// it starts none, and the caller releases the row.
     fn begin_term(&self, record: LockRecord, sent_at: Instant) -> Option<LeaderTerm> {
         let term = {
             let mut core = self.core();
@@ -183,10 +184,10 @@ impl Shared {
         Some(term)
     }
 
-    /// Ends `term` if it is the current one: marks it lost, so `is_leader()` is false and
-    /// [`LeaderTerm::ended`] fires from now on. Never waits on I/O and publishes nothing (the task
-    /// announces the step-down). `reason` is for deliberate ends; `None` records a lost lease
-    /// (refused or past its deadline).
+    /// Ends `term` if it is the current one. It marks it lost, so `is_leader()` is false and
+    /// [`LeaderTerm::ended`] fires from now on. It never waits on I/O and publishes nothing. The
+    /// task announces the step-down. `reason` is for deliberate ends. `None` records a lost
+    /// lease, refused or past its deadline.
     pub(super) fn end_term(&self, term: &LeaderTerm, reason: Option<StepDownReason>) -> bool {
         let mut core = self.core();
         self.end_term_locked(&mut core, term, reason)
@@ -217,8 +218,8 @@ impl Shared {
         true
     }
 
-    /// Announces the end of `term` (log, state, event) if it was announced as elected and not
-    /// yet as ended. The task's; never called with `core` held.
+    /// Announces the end of `term` by log, state and event, if it was announced as elected and
+    /// not yet as ended. Only the task calls it, never with `core` held.
     fn announce_step_down(&self, term: &LeaderTerm) {
         {
             let mut core = self.core();
@@ -262,9 +263,9 @@ impl Shared {
         self.wake.notify_one();
     }
 
-    /// `resign()`: step down now; the task releases the row and sits out before trying again.
-    /// A follower sits out only if an acquire is in flight (it may win; its row is then given
-    /// back); otherwise nothing changes. Returns the term it ended, if any.
+    /// `resign()`: step down now. The task releases the row and sits out before trying again.
+    /// A follower sits out only if an acquire is in flight, because it may win. Its row is then
+    /// given back. Otherwise nothing changes. Returns the term it ended, if any.
     pub(super) fn request_resign(&self) -> Option<LeaderTerm> {
         let ended = {
             let mut core = self.core();
@@ -289,7 +290,7 @@ impl Shared {
         std::mem::take(&mut self.core().hold)
     }
 
-    /// Records the leader seen as a follower; publishes it if it changed.
+    /// Records the leader seen as a follower. Publishes it if it changed.
     fn follow(&self, leader: Option<KnownLeader>) {
         let changed = {
             let mut core = self.core();
@@ -315,7 +316,7 @@ impl Shared {
         self.emit(LeaderEvent::Following { leader });
     }
 
-    /// The task's last act (also when it panics or is cancelled with its runtime).
+    /// The task's last act, also when it panics or is cancelled with its runtime.
     fn finish(&self) {
         let announced = {
             let mut core = self.core();
@@ -353,7 +354,7 @@ impl Shared {
         WorkGuard(self.clone())
     }
 
-    /// Waits until no leader-only work runs, or `until`; whether it is idle.
+    /// Waits until no leader-only work runs, or `until`. Returns whether it is idle.
     async fn wait_work_idle(&self, until: Instant) -> bool {
         let mut active = self.active_work.subscribe();
         timeout_at(until, active.wait_for(|n| *n == 0))
@@ -386,7 +387,7 @@ impl Drop for WorkGuard {
     }
 }
 
-/// Aborts a spawned task when dropped (the renewal loop must not outlive its term's handling).
+/// Aborts a spawned task when dropped. The renewal loop must not outlive its term's handling.
 struct AbortOnDrop(JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -422,8 +423,9 @@ struct Runner {
     shared: Arc<Shared>,
     errors: ErrorStreak,
     holder_supported: bool,
-    /// The last cycle released this instance's own leftover row and retried at once; the next
-    /// one waits its turn whatever it finds (no hot loop on a store that keeps refusing).
+    /// The last cycle released this instance's own leftover row and retried at once. The next
+    /// one waits its turn whatever it finds. So there is no hot loop on a store that keeps
+    /// refusing.
     retried_own_row: bool,
     /// What it knows about rows it may have left behind (see [`super::ownership`]).
     own: OwnRows,
@@ -452,7 +454,7 @@ impl Runner {
         }
     }
 
-    /// One follower attempt (and, if it wins, the whole term). Returns the next attempt's time.
+    /// One follower attempt, and the whole term if it wins. Returns the next attempt's time.
     async fn cycle(&mut self) -> Instant {
         let shared = self.shared.clone();
         let cfg = &shared.config;
@@ -502,8 +504,8 @@ impl Runner {
         Instant::now() + shared.follower_wait()
     }
 
-    /// Leads for one term: renews through the lease until it is lost or ended, then winds down
-    /// (lets leader-only work stop) and releases the row once the work has stopped.
+    /// Leads for one term. It renews through the lease until it is lost or ended. Then it winds
+    /// down, letting leader-only work stop, and releases the row once the work has stopped.
     async fn lead(&mut self, term: LeaderTerm) {
         let shared = self.shared.clone();
         let cfg = &shared.config;
@@ -563,10 +565,10 @@ impl Runner {
         });
     }
 
-    /// Releases the row of `lease` (ours), so another candidate can take over at its next
-    /// attempt; [`Lease::release`] logs the outcome. Whether the store released it. A failure is
-    /// kept for `close()` to return, and the acquisition remembered as possibly still holding
-    /// the row.
+    /// Releases the row of `lease`, which is ours, so another candidate can take over at its next
+    /// attempt. [`Lease::release`] logs the outcome. Returns whether the store released it. A
+    /// failure is kept for `close()` to return. The acquisition is then remembered as possibly
+    /// still holding the row.
     async fn release(&mut self, lease: &Lease, context: &'static str) -> bool {
         let record = lease.record();
         match lease.release(Duration::ZERO).await {
@@ -589,8 +591,8 @@ impl Runner {
         }
     }
 
-    /// [`release`](Self::release) for a row of ours known only by its record (no term holds a
-    /// lease for it).
+    /// [`release`](Self::release) for a row of ours known only by its record. No term holds a
+    /// lease for it.
     async fn release_record(&mut self, record: LockRecord, context: &'static str) -> bool {
         let shared = &self.shared;
         let lease = Lease::new(
@@ -603,11 +605,10 @@ impl Runner {
         self.release(&lease, context).await
     }
 
-    /// After a refused acquire: learns who leads (if the store can say). If the row is provably
-    /// this latch's own (an earlier term whose release failed, or an acquire whose reply was
-    /// lost: the rule is in [`super::ownership`]), releases it and returns `true`, so the
-    /// election proceeds at once with a new term and token. A row that merely carries its owner
-    /// id is followed like anyone else's.
+    /// After a refused acquire, learns who leads, if the store can say. The row may be provably
+    /// this latch's own (the rule is in [`super::ownership`]). It then releases it and returns
+    /// `true`, so the election proceeds at once with a new term and token. A row that merely
+    /// carries its owner id is followed like anyone else's.
     async fn observe_holder(&mut self) -> bool {
         let shared = self.shared.clone();
         if !self.holder_supported {
@@ -676,8 +677,9 @@ impl Runner {
     }
 }
 
-/// Logs store failures once per outage (and cause) at ERROR, with what to fix, then at DEBUG
-/// until the store answers again, which is logged at INFO with the count and the length.
+/// Logs store failures once per outage and cause at ERROR, with what to fix. Then it logs them
+/// at DEBUG until the store answers again. That is logged at INFO with the count and the
+/// length.
 #[derive(Default)]
 struct ErrorStreak(Outage);
 
@@ -725,8 +727,8 @@ impl ErrorStreak {
     }
 }
 
-/// The leader-only work helper: runs `work` once per term, cancelling it when the term ends
-/// (after a grace for resign/close), until the latch stops.
+/// The leader-only work helper. It runs `work` once per term until the latch stops. It cancels
+/// the work when the term ends, after a grace for resign or close.
 pub(super) async fn work_loop<F, Fut>(shared: Arc<Shared>, mut work: F)
 where
     F: FnMut(LeaderTerm) -> Fut,
@@ -784,7 +786,7 @@ where
     }
 }
 
-/// Waits on a state receiver until a live term is published; `None` once the latch stopped.
+/// Waits on a state receiver until a live term is published. `None` once the latch stopped.
 pub(super) async fn wait_for_leadership(
     states: &mut watch::Receiver<LeaderState>,
 ) -> Option<LeaderTerm> {

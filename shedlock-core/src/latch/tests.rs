@@ -1,5 +1,5 @@
-//! Deterministic tests of the leader latch: paused tokio time, the in-memory store, and stores
-//! that fail, hang or hold their replies on demand.
+//! Deterministic tests of the leader latch. They use paused tokio time, the in-memory store, and
+//! stores that fail, hang or hold their replies on demand.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,7 +35,7 @@ impl Drop for Stopped {
     }
 }
 
-/// Default timings, a fixed owner id, and no jitter (so times are exact) unless a test adds it.
+/// Default timings, a fixed owner id, and no jitter unless a test adds it. So times are exact.
 fn config(name: &str, owner: &str) -> LeaderLatchConfigBuilder {
     LeaderLatchConfig::builder(name)
         .owner_id(owner)
@@ -54,7 +54,7 @@ async fn holder(store: &InMemoryLockProvider, name: &str) -> Option<String> {
         .map(|r| crate::admin::election_owner_id(r.owner()).to_owned())
 }
 
-/// The leader a follower reports at its first attempt (within a second).
+/// The leader a follower reports at its first attempt, within a second.
 async fn first_leader_seen(latch: &LeaderLatch) -> KnownLeader {
     let mut states = latch.watch();
     let state = tokio::time::timeout(
@@ -77,7 +77,8 @@ fn leaders(latches: &[LeaderLatch]) -> Vec<usize> {
         .collect()
 }
 
-/// Waits (paused time: instantly) until exactly one of `latches` leads; its index.
+/// Waits until exactly one of `latches` leads, and returns its index. On paused time, the wait
+/// is instant.
 async fn one_leader(latches: &[LeaderLatch]) -> usize {
     let limit = Instant::now() + 60 * SEC;
     loop {
@@ -241,9 +242,9 @@ async fn steady_state_has_no_transitions_over_an_hour() {
     assert_eq!(renewed + events.missed(), 3600 / 5, "since {t0:?}");
 }
 
-/// The leader renews every `min(renew_interval, renew_deadline / 2)` (documented on
-/// `LeaderLatchConfig::renew_interval`): 4 s when asked for 4 s, 5 s when asked for 6 s with a
-/// 10 s deadline.
+/// The leader renews every `min(renew_interval, renew_deadline / 2)`, as
+/// `LeaderLatchConfig::renew_interval` documents. That is 4 s when asked for 4 s. It is 5 s when
+/// asked for 6 s with a 10 s deadline.
 #[tokio::test(start_paused = true)]
 async fn the_renew_interval_is_capped_at_half_the_renew_deadline() {
     for (asked, every) in [(4 * SEC, 4 * SEC), (6 * SEC, 5 * SEC)] {
@@ -337,9 +338,9 @@ async fn followers_publish_who_leads() {
     b.close().await.expect("closed");
 }
 
-/// Before its store has answered, a latch is `Starting`, not a follower of nobody; the first
-/// answer (elected, or another leads) replaces it, and a step-down is `Follower`, never
-/// `Starting` again.
+/// Before its store has answered, a latch is `Starting`, not a follower of nobody. The first
+/// answer replaces it: elected, or another leads. A step-down is `Follower`, never `Starting`
+/// again.
 #[tokio::test(start_paused = true)]
 async fn the_state_is_starting_until_the_store_first_answers() {
     let store = Arc::new(InMemoryLockProvider::new());
@@ -598,8 +599,8 @@ async fn dropping_every_handle_closes_the_latch() {
 // ---------------------------------------------------------------------------------------------
 // Step-down is local and immediate
 
-/// A real-time test (about one second): the runtime's only thread is blocked, so the latch's
-/// tasks cannot run. Nothing in it depends on the machine being fast: an OS stall only makes
+/// A real-time test of about one second. The runtime's only thread is blocked, so the latch's
+/// tasks cannot run. Nothing in it depends on the machine being fast. An OS stall only makes
 /// the first check vacuous.
 #[tokio::test(flavor = "current_thread")]
 async fn a_starved_task_does_not_keep_is_leader_true() {
@@ -691,8 +692,8 @@ async fn a_slow_event_consumer_cannot_delay_step_down() {
 // ---------------------------------------------------------------------------------------------
 // Races with replies held back by the store
 
-/// Applies each call at once but can hold back the reply of acquire or extend until released:
-/// the reply of a call that already took effect arrives late.
+/// Applies each call at once but can hold back the reply of acquire or extend until released.
+/// So the reply of a call that already took effect arrives late.
 struct HeldReplies {
     inner: Arc<InMemoryLockProvider>,
     hold_acquire: AtomicBool,
@@ -850,8 +851,9 @@ async fn resign_racing_an_acquire_does_not_lead_and_releases() {
     latch.close().await.expect("closed");
 }
 
-/// A broken store: the first acquire fails (as if its reply was lost), the row is always this
-/// instance's ("a", marked as an election row), releases "succeed" and change nothing, later acquires are refused.
+/// A broken store. The first acquire fails, as if its reply was lost. The row is always this
+/// instance's: "a", marked as an election row. Releases "succeed" and change nothing. Later
+/// acquires are refused.
 struct StuckOwnRow {
     acquires: AtomicUsize,
     releases: AtomicUsize,
@@ -1545,7 +1547,7 @@ async fn resign_on_a_follower_changes_nothing() {
     b.close().await.expect("closed");
 }
 
-/// Runs `scenario` on its own thread and runtime; fails (instead of hanging) if it deadlocks.
+/// Runs `scenario` on its own thread and runtime. Fails, instead of hanging, if it deadlocks.
 fn without_deadlock(scenario: impl FnOnce() + Send + 'static) {
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -1596,9 +1598,9 @@ fn resigning_and_dropping_while_holding_a_state_borrow_do_not_deadlock() {
 }
 
 /// The latch's task and a resign on another thread step down while this thread holds a read
-/// guard of the state and calls `current_term()`: the step-down is published (the watch's write
-/// lock) only after the guard goes, and nothing that publishes holds the lock `current_term()`
-/// takes. (Everything runs on the watchdog's thread, so a deadlock fails the test cleanly.)
+/// guard of the state and calls `current_term()`. The step-down is published, taking the watch's
+/// write lock, only after the guard goes. Nothing that publishes holds the lock `current_term()`
+/// takes. Everything runs on the watchdog's thread, so a deadlock fails the test cleanly.
 #[test]
 fn current_term_while_holding_a_state_borrow_does_not_deadlock() {
     without_deadlock(|| {

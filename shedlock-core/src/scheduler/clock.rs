@@ -6,20 +6,22 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-/// How fast an estimate is taken to grow less certain: 500 µs a second (500 ppm, the most NTP
-/// slews a clock by), so a fresher reply with a somewhat longer round trip can replace it.
+/// How fast an estimate is taken to grow less certain: 500 µs a second. That is 500 ppm, the
+/// most NTP slews a clock by. So a fresher reply with a somewhat longer round trip can replace
+/// it.
 const DRIFT_PER_SEC: Duration = Duration::from_micros(500);
 
-/// This process's wall clock, derived from tokio's monotonic clock (so paused tests control it),
-/// and the estimated offset of the store's clock from it.
+/// This process's wall clock, and the estimated offset of the store's clock from it. The wall
+/// clock is derived from tokio's monotonic clock, so paused tests control it.
 ///
-/// Each reply carries the store's "now" when it decided; the decision happened somewhere between
-/// the call's send and its reply, so a reply tells the offset to within half its round trip,
-/// taking the midpoint. The estimate keeps the most certain reply: a later one replaces it if its
-/// half round trip is no longer than the kept one's, grown by [`DRIFT_PER_SEC`] since, or if the
-/// two cannot both be right (their ranges do not overlap: the store's clock jumped). So one slow
-/// reply (a claim that waited seconds for a restarting database) does not move the estimate by
-/// half its round trip, and the offset still follows a clock that drifts or jumps.
+/// Each reply carries the store's "now" when it decided. The decision happened somewhere between
+/// the call's send and its reply. So a reply tells the offset to within half its round trip,
+/// taking the midpoint. The estimate keeps the most certain reply. A later one replaces it in two
+/// cases. One is when its half round trip is no longer than the kept one's, grown by
+/// [`DRIFT_PER_SEC`] since. The other is when the two cannot both be right: their ranges do not
+/// overlap, because the store's clock jumped. So one slow reply does not move the estimate by
+/// half its round trip. An example is a claim that waited seconds for a restarting database. And
+/// the offset still follows a clock that drifts or jumps.
 #[derive(Debug)]
 pub(crate) struct StoreClock {
     origin: (Instant, DateTime<Utc>),
@@ -31,7 +33,7 @@ pub(crate) struct StoreClock {
 struct Sample {
     /// The store's clock minus this process's, at the call's midpoint.
     offset: chrono::Duration,
-    /// Half the call's round trip: how far off `offset` may be.
+    /// Half the call's round trip. It is how far off `offset` may be.
     error: Duration,
     /// When the reply came.
     at: Instant,
@@ -69,12 +71,13 @@ impl StoreClock {
             .map_or_else(chrono::Duration::zero, |s| s.offset)
     }
 
-    /// The estimated offset (store minus local), once a reply has told it.
+    /// The estimated offset, store minus local, once a reply has told it.
     pub(crate) fn known_offset(&self) -> Option<chrono::Duration> {
         self.kept().map(|s| s.offset)
     }
 
-    /// The store's clock now, as estimated (this process's clock until a reply told the offset).
+    /// The store's clock now, as estimated. It is this process's clock until a reply told the
+    /// offset.
     pub(crate) fn store_now(&self) -> DateTime<Utc> {
         self.store_at(Instant::now())
     }
@@ -84,14 +87,15 @@ impl StoreClock {
         self.local_at(at) + self.offset()
     }
 
-    /// How far [`store_at`](Self::store_at) may be off now: half the round trip of the reply the
-    /// estimate came from, grown by [`DRIFT_PER_SEC`] since (zero before any reply).
+    /// How far [`store_at`](Self::store_at) may be off now. It is half the round trip of the
+    /// reply the estimate came from, grown by [`DRIFT_PER_SEC`] since. It is zero before any
+    /// reply.
     pub(crate) fn error(&self) -> Duration {
         self.kept()
             .map_or(Duration::ZERO, |s| s.error_at(Instant::now()))
     }
 
-    /// Learns from a reply: the store read `store_now` between `sent` and `received`.
+    /// Learns from a reply. The store read `store_now` between `sent` and `received`.
     pub(crate) fn observe(&self, store_now: DateTime<Utc>, sent: Instant, received: Instant) {
         let trip = received.saturating_duration_since(sent);
         let new = Sample {
@@ -116,7 +120,8 @@ impl StoreClock {
         }
     }
 
-    /// The tokio instant at which the store's clock should read `at` (now, if it already does).
+    /// The tokio instant at which the store's clock should read `at`. It is now, if it already
+    /// does.
     pub(crate) fn instant_for(&self, at: DateTime<Utc>) -> Instant {
         let ahead = (at - self.store_now()).to_std().unwrap_or_default();
         Instant::now() + ahead
@@ -159,9 +164,10 @@ mod tests {
         );
     }
 
-    /// A claim that waited 2.6 s for a restarting database (its reply says nothing better than
-    /// ±1.3 s) leaves a 2 ms estimate alone; a quick reply that disagrees with it beyond both
-    /// errors (the store's clock jumped) replaces it; and the estimate grows less certain with age.
+    /// A claim that waited 2.6 s for a restarting database leaves a 2 ms estimate alone. Its
+    /// reply says nothing better than ±1.3 s. A quick reply that disagrees with the estimate
+    /// beyond both errors replaces it, because the store's clock jumped. And the estimate grows
+    /// less certain with age.
     #[tokio::test(start_paused = true)]
     async fn slow_replies_do_not_move_the_estimate_but_a_jump_does() {
         let clock = StoreClock::new();

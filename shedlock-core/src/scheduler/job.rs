@@ -18,14 +18,14 @@ pub(crate) type BoxedBody = Arc<
 >;
 
 /// What a job body may return: `()`, or `Result<(), E>` with a displayable error. An `Err` is
-/// logged at ERROR and counted in [`JobStatus::errors`](crate::scheduler::JobStatus::errors), never
-/// retried: the next fire runs as scheduled.
+/// logged at ERROR and counted in [`JobStatus::errors`](crate::scheduler::JobStatus::errors). It
+/// is never retried. The next fire runs as scheduled.
 pub trait JobOutput: Send + 'static {
     /// `Err(message)` for a failed run.
     ///
     /// # Errors
     ///
-    /// The run failed; the message is the error's `Display`.
+    /// The run failed. The message is the error's `Display`.
     fn into_result(self) -> Result<(), String>;
 }
 
@@ -41,8 +41,8 @@ impl<E: fmt::Display + Send + 'static> JobOutput for Result<(), E> {
     }
 }
 
-/// What one run of a job is told: which fire it runs, its lock, and (for a leader-only job)
-/// the leader term it runs in.
+/// What one run of a job is told: which fire it runs, and its lock. A leader-only job is also
+/// told the leader term it runs in.
 #[derive(Debug, Clone)]
 pub struct RunContext {
     pub(crate) fire: Fire,
@@ -58,14 +58,14 @@ impl RunContext {
         self.fire
     }
 
-    /// The run's lock: fencing token, lost and cancel signals, extension (also reachable
-    /// through [`current_lock`](crate::current_lock)).
+    /// The run's lock, with its fencing token, lost and cancel signals, and extension. It is
+    /// also reachable through [`current_lock`](crate::current_lock).
     #[must_use]
     pub fn lock(&self) -> &LockHandle {
         &self.lock
     }
 
-    /// The leader term of a [`leader_only`](Job::leader_only) job's run; `None` otherwise.
+    /// The leader term of a [`leader_only`](Job::leader_only) job's run. `None` otherwise.
     #[must_use]
     pub fn term(&self) -> Option<&LeaderTerm> {
         self.term.as_ref()
@@ -78,8 +78,8 @@ impl RunContext {
     }
 }
 
-/// A job: its settings (a [`JobSpec`]: a name, a [`Schedule`], lock settings) and an async body.
-/// Register it with [`Scheduler::add`](crate::Scheduler::add).
+/// A job: its settings and an async body. The settings are a [`JobSpec`]: a name, a
+/// [`Schedule`] and lock settings. Register it with [`Scheduler::add`](crate::Scheduler::add).
 ///
 /// The lock name is the job's name unless set with [`lock_name`](Self::lock_name). Settings read
 /// from a configuration file make a job with [`from_spec`](Self::from_spec).
@@ -125,8 +125,8 @@ impl Job {
         Self::from_spec(JobSpec::new(name, schedule), body)
     }
 
-    /// A job with the settings of `spec` (read from a configuration file, say) that runs `body`.
-    /// The builder methods below change the settings further.
+    /// A job with the settings of `spec` that runs `body`. `spec` may be read from a
+    /// configuration file, say. The builder methods below change the settings further.
     ///
     /// ```
     /// use shedlock_core::{Job, scheduler::JobSpec};
@@ -153,7 +153,8 @@ impl Job {
         }
     }
 
-    /// The job's name (its lock's, unless [`lock_name`](Self::lock_name) is set).
+    /// The job's name. It is its lock's name too, unless [`lock_name`](Self::lock_name) is
+    /// set.
     #[must_use]
     pub fn name(&self) -> &str {
         &self.spec.name
@@ -165,53 +166,52 @@ impl Job {
         &self.spec
     }
 
-    /// A lock name other than the job's name (to share a row with a Java ShedLock job of that
-    /// name, say).
+    /// A lock name other than the job's name. Use it to share a row with a Java ShedLock job of
+    /// that name, say.
     pub fn lock_name(mut self, name: impl Into<String>) -> Self {
         self.spec.lock_name = Some(name.into());
         self
     }
 
-    /// The lock's `at_most`: a run's lock frees itself this long after it was taken if the
-    /// replica dies. Defaults to the executor's `default_at_most`; one of them is required.
+    /// The lock's `at_most`. If the replica dies, a run's lock frees itself this long after it
+    /// was taken. Defaults to the executor's `default_at_most`. One of them is required.
     pub fn at_most(mut self, at_most: Duration) -> Self {
         self.spec.at_most = Some(at_most);
         self
     }
 
-    /// The lock's `at_least`. Defaults to 0 where the store records fires (the fire claim,
-    /// not a minimum hold, keeps replicas from running one fire twice). Without fire claims
-    /// it is what keeps replicas whose clocks differ from each running a fire: set it to more
-    /// than their clock difference. It must be shorter than the schedule's shortest gap.
+    /// The lock's `at_least`. Defaults to 0 where the store records fires, because the fire
+    /// claim, not a minimum hold, keeps replicas from running one fire twice. Without fire
+    /// claims, it is what keeps replicas whose clocks differ from each running a fire. Set it to
+    /// more than their clock difference. It must be shorter than the schedule's shortest gap.
     pub fn at_least(mut self, at_least: Duration) -> Self {
         self.spec.at_least = Some(at_least);
         self
     }
 
-    /// Extend the lock while the body runs (every `at_most / 2`). Defaults to off.
+    /// Extend the lock every `at_most / 2` while the body runs. Defaults to off.
     pub fn keep_alive(mut self, keep_alive: bool) -> Self {
         self.spec.keep_alive = keep_alive;
         self
     }
 
     /// Catch up on start: claim the latest fire at or before the store's now, once, if no
-    /// replica has run it (defaults to off). See the [`Scheduler`](crate::Scheduler) docs for
+    /// replica has run it. Defaults to off. See the [`Scheduler`](crate::Scheduler) docs for
     /// what it can and cannot tell.
     pub fn catch_up(mut self, catch_up: bool) -> Self {
         self.spec.catch_up = catch_up;
         self
     }
 
-    /// What to do with a fire met while the job's lock is held: skip it (the default) or run
-    /// it late when the lock frees inside its window. See [`OnHeld`].
+    /// What to do with a fire met while the job's lock is held. See [`OnHeld`].
     pub fn on_held(mut self, on_held: OnHeld) -> Self {
         self.spec.on_held = on_held;
         self
     }
 
-    /// Run only while this replica leads `latch`: fires are still claimed (so a failover never
-    /// repeats one), a run is stopped (its future dropped, its lock released) when the term
-    /// ends, and the run can read its [`LeaderTerm`] from [`RunContext::term`].
+    /// Run only while this replica leads `latch`. Fires are still claimed, so a failover never
+    /// repeats one. A run is stopped when the term ends: its future is dropped and its lock
+    /// released. The run can read its [`LeaderTerm`] from [`RunContext::term`].
     pub fn leader_only(mut self, latch: LeaderLatch) -> Self {
         self.leader = Some(latch);
         self

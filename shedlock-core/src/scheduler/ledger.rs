@@ -1,20 +1,22 @@
-//! The claims this process runs: one ledger for every scheduler of the process, so that two
-//! job loops sharing an owner id never both run one claim.
+//! The claims this process runs. One ledger serves every scheduler of the process. So two job
+//! loops sharing an owner id never both run one claim.
 //!
-//! An owner id is one per process by default, and may be shared on purpose (a stable pod name in
-//! `SHEDLOCK_OWNER_ID`). Two schedulers of one process with the same job then send claims under
-//! one owner id; when their replies are lost, each may find the same committed claim and take it
-//! for its own (docs/guarantees.md, "Lost replies"). So every claim a loop runs is entered here
-//! (its record: lock, owner, `locked_at`, fencing token; and its fire), and a claim is adopted
-//! (run or released by a loop whose reply was lost) only if it is not entered yet. A loop whose
-//! claim was answered `Claimed` runs it unless another loop adopted it first (its reply came
-//! late): the store says it is its own, and only an adoption can be in the way. Two fresh stores of
-//! one process (tests on paused time, where every claim's `locked_at` is its fire and the first
-//! token is 1) can hand out records that look the same; they only meet here when one of them
-//! was adopted.
+//! An owner id is one per process by default. It may be shared on purpose, as with a stable pod
+//! name in `SHEDLOCK_OWNER_ID`. Two schedulers of one process with the same job then send claims
+//! under one owner id. When their replies are lost, each may find the same committed claim and
+//! take it for its own (see docs/guarantees.md, "Lost replies"). So every claim a loop runs is
+//! entered here, with its record and its fire. A claim is adopted only if it is not entered yet.
+//! To adopt is to run or release a claim as a loop whose reply was lost. A loop whose claim was
+//! answered `Claimed` runs it unless another loop adopted it first, because its reply came late.
+//! The store says it is its own, and only an adoption can be in the way.
+//!
+//! Two fresh stores of one process can hand out records that look the same. That happens in
+//! tests on paused time, where every claim's `locked_at` is its fire and the first token is 1.
+//! Such records only meet here when one of them was adopted.
 //!
 //! Entries are kept until the fire's window has ended, plus a margin, by this process's
-//! monotonic clock (no loop handles a fire after its window), and pruned as new ones come.
+//! monotonic clock. No loop handles a fire after its window. Entries are pruned as new ones
+//! come.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -24,10 +26,11 @@ use chrono::{DateTime, Utc};
 
 use crate::provider::LockRecord;
 
-/// How long an entry outlives its fire's window: more than any clock estimate is off.
+/// How long an entry outlives its fire's window. It is more than any clock estimate is off.
 const MARGIN: Duration = Duration::from_mins(1);
 
-/// One claim: the acquisition (lock, owner, `locked_at`, token) and the fire it recorded.
+/// One claim: the acquisition and the fire it recorded. The acquisition is the lock, owner,
+/// `locked_at` and token.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     lock: String,
@@ -49,7 +52,7 @@ enum Took {
 #[derive(Debug, Default)]
 struct Ledger {
     taken: HashMap<Key, (Took, Instant)>,
-    /// The size after the last pruning; the next prune comes when it has doubled.
+    /// The size after the last pruning. The next prune comes when it has doubled.
     pruned_at: usize,
 }
 
@@ -61,16 +64,16 @@ fn ledger() -> std::sync::MutexGuard<'static, Ledger> {
         .unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Enters the claim `record` of the fire at `fire`, answered `Claimed` to the caller; `false`
-/// if another job loop of this process adopted it first (that loop runs it). `window_left` is how
-/// long the fire's window still lasts.
+/// Enters the claim `record` of the fire at `fire`, answered `Claimed` to the caller. Returns
+/// `false` if another job loop of this process adopted it first. That loop runs it.
+/// `window_left` is how long the fire's window still lasts.
 pub(crate) fn claimed(record: &LockRecord, fire: DateTime<Utc>, window_left: Duration) -> bool {
     let now = Instant::now();
     ledger().take(Took::Claimed, record, fire, now + window_left + MARGIN, now)
 }
 
-/// Enters the claim `record` of the fire at `fire` as adopted by the caller (to run it or to
-/// release it unrun); `false` if any other job loop of this process entered it first.
+/// Enters the claim `record` of the fire at `fire` as adopted by the caller, to run it or to
+/// release it unrun. Returns `false` if any other job loop of this process entered it first.
 pub(crate) fn adopt(record: &LockRecord, fire: DateTime<Utc>, window_left: Duration) -> bool {
     let now = Instant::now();
     ledger().take(Took::Adopted, record, fire, now + window_left + MARGIN, now)

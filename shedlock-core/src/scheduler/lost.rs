@@ -1,14 +1,14 @@
-//! Fire claims whose replies were lost (a timeout, a cut connection): the claim may have
-//! committed, and then this replica holds the fire's lock with nobody running it. What a replica
-//! does about it is told in docs/guarantees.md ("Lost replies"); this is that code.
+//! Fire claims whose replies were lost, by a timeout or a cut connection. The claim may have
+//! committed. This replica then holds the fire's lock with nobody running it. What a replica
+//! does about it is told in docs/guarantees.md ("Lost replies"). This is that code.
 //!
-//! A committed claim is recognised by its row, never by the owner id alone (an owner id may be
-//! shared by a restarted pod or by a second scheduler of this process): its owner is this
-//! executor's, and its `locked_at` falls, on the store's clock, between the send of this job
-//! loop's first lost claim of the fire and the failure of its last. The claim is then run (if the
-//! fire is still claimable by this loop) or, once its window has passed, released unrun when the
-//! next claim's reply names it as the lock's holder (or at shutdown), by exactly one job loop of
-//! the process ([`ledger`](super::ledger)).
+//! A committed claim is recognised by its row, never by the owner id alone. An owner id may be
+//! shared by a restarted pod or by a second scheduler of this process. The row's owner is this
+//! executor's. Its `locked_at` falls, on the store's clock, between the send of this job loop's
+//! first lost claim of the fire and the failure of its last. The claim is then run, if the fire
+//! is still claimable by this loop. Once its window has passed, the claim is released unrun
+//! instead. That happens when the next claim's reply names it as the lock's holder, or at
+//! shutdown. Exactly one job loop of the process does it (see [`ledger`](super::ledger)).
 
 use std::time::Duration;
 
@@ -20,13 +20,13 @@ use crate::executor::LockGuard;
 use crate::fire::Fire;
 use crate::provider::LockRecord;
 
-/// Added to the clock estimate's own error when placing a `locked_at` in the span: stores keep
-/// times to the millisecond (MySQL `TIMESTAMP(3)`, SQLite), so a `locked_at` may read up to a
-/// millisecond off the instant the store decided.
+/// Added to the clock estimate's own error when placing a `locked_at` in the span. Stores keep
+/// times to the millisecond, as MySQL `TIMESTAMP(3)` and SQLite do. So a `locked_at` may read up
+/// to a millisecond off the instant the store decided.
 const STORE_PRECISION: Duration = Duration::from_millis(2);
 
-/// One job loop's claims of one fire whose replies were lost: the local instants from the send
-/// of the first to the failure of the last.
+/// One job loop's claims of one fire whose replies were lost. It keeps the local instants from
+/// the send of the first to the failure of the last.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LostClaims {
     first_sent: Instant,
@@ -47,11 +47,11 @@ impl LostClaims {
         }
     }
 
-    /// Whether `record` may be one of these claims: it is `owner`'s, no guard of this process
-    /// holds it (a plain lock or another loop's run under the same owner id), and its
-    /// `locked_at` falls between the first send and the last failure on the store's clock,
-    /// widened by how far the clock estimate may be off. Never before a reply told the store's
-    /// clock (the span would be on this process's clock alone).
+    /// Whether `record` may be one of these claims. It must be `owner`'s. No guard of this
+    /// process may hold it, such as a plain lock or another loop's run under the same owner id.
+    /// Its `locked_at` must fall between the first send and the last failure on the store's
+    /// clock, widened by how far the clock estimate may be off. It is never so before a reply
+    /// told the store's clock, because the span would be on this process's clock alone.
     pub(super) fn may_be(&self, record: &LockRecord, owner: &str, clock: &StoreClock) -> bool {
         if record.owner() != owner
             || clock.known_offset().is_none()
@@ -68,9 +68,9 @@ impl LostClaims {
     }
 }
 
-/// The fire was found recorded after claims of this loop were lost: if `holder` is one of them,
-/// the fire is this loop's to run, and it takes the lock over. `None` otherwise (another
-/// replica's claim, another loop of this process runs it, or the drain began).
+/// The fire was found recorded after claims of this loop were lost. If `holder` is one of them,
+/// the fire is this loop's to run, and it takes the lock over. `None` otherwise: another
+/// replica's claim, another loop of this process runs it, or the drain began.
 pub(super) async fn adopt(
     shared: &Shared,
     job: &Entry,
@@ -110,8 +110,8 @@ pub(super) async fn adopt(
     }
 }
 
-/// Claims of a fire this loop will not run (its window passed while their replies were lost):
-/// one of them may have committed and hold the job's lock, unrun.
+/// Claims of a fire this loop will not run, because its window passed while their replies were
+/// lost. One of them may have committed and hold the job's lock, unrun.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Unsettled {
     fire: Fire,
@@ -124,10 +124,11 @@ impl Unsettled {
     }
 }
 
-/// A claim of a later fire met the lock held by `holder`: if that is one of the job's unsettled
-/// lost claims, releases it unrun (the store answered again, and its reply named the holder: no
-/// extra read) and answers `true`, so the caller claims again at once. The job's unsettled claims
-/// are dropped either way: a claim of the lock that answered says whether they hold it.
+/// A claim of a later fire met the lock held by `holder`. If that is one of the job's unsettled
+/// lost claims, it releases it unrun and answers `true`, so the caller claims again at once. No
+/// extra read is needed, because the store answered again and its reply named the holder. The
+/// job's unsettled claims are dropped either way. A claim of the lock that answered says whether
+/// they hold it.
 pub(super) async fn release_if_ours(shared: &Shared, job: &Entry, holder: &LockRecord) -> bool {
     let Some(unsettled) = job.take_unsettled() else {
         return false;
@@ -155,8 +156,8 @@ pub(super) async fn release_if_ours(shared: &Shared, job: &Entry, holder: &LockR
     }
 }
 
-/// The job loop ends (shutdown, or the schedule's end) with unsettled lost claims: one read of
-/// the lock's holder and, if it is one of them, its release, so a deploy does not leave it held
+/// The job loop ends, by shutdown or the schedule's end, with unsettled lost claims. It reads the
+/// lock's holder once. If that is one of them, it releases it, so a deploy does not leave it held
 /// to `at_most`. Each call is bounded by the call timeout.
 pub(super) async fn settle_on_exit(shared: &Shared, job: &Entry) {
     let Some(unsettled) = job.take_unsettled() else {

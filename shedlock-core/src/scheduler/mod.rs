@@ -1,6 +1,7 @@
-//! Running jobs on a schedule, each fire at most once across replicas: [`Scheduler`], [`Job`],
-//! [`Schedule`], a job's settings as data ([`JobSpec`]), and what a job reports ([`JobStatus`],
-//! [`RunOutcome`]). Feature `scheduler`.
+//! Running jobs on a schedule, each fire at most once across replicas. Feature `scheduler`.
+//!
+//! It holds [`Scheduler`], [`Job`] and [`Schedule`]. A [`JobSpec`] is a job's settings as data.
+//! [`JobStatus`] and [`RunOutcome`] are what a job reports.
 
 mod clock;
 mod job;
@@ -46,7 +47,7 @@ use job::BoxedBody;
 use job_loop::job_loop;
 use status::Counters;
 
-/// Fire claims not known to work yet (no reply so far).
+/// Fire claims not known to work yet, for lack of a reply so far.
 const MODE_UNKNOWN: u8 = 0;
 /// The store records fires.
 const MODE_CLAIMS: u8 = 1;
@@ -56,55 +57,58 @@ const MODE_PLAIN: u8 = 2;
 /// Runs [`Job`]s on their [`Schedule`]s over a [`LockingTaskExecutor`], each fire at most once
 /// across the replicas that share the executor's store.
 ///
-/// A *fire* is a job's scheduled instant `F`; its window is `[F, next fire)`. At `F`, every
-/// replica asks the store to claim the fire ([`LockProvider::claim_fire`]): in one atomic step
-/// on the **store's** clock the store checks that the window is open, that the fire is not
-/// recorded yet, and that the lock is free, then records it and takes the lock. One replica
-/// wins and runs the body; the others count the fire as claimed elsewhere (or held). Replicas
-/// time their claims by the store's clock, learned from the claims' replies, so a replica whose
-/// clock is behind or ahead still fires on time, and no run starts before `F` by the store's
-/// clock (a claim that arrives early is answered "too early, the store's now is …"; the
-/// replica waits the difference and asks again).
+/// A *fire* is a job's scheduled instant `F`. Its window is `[F, next fire)`. At `F`, every
+/// replica asks the store to claim the fire ([`LockProvider::claim_fire`]). The store decides in
+/// one atomic step on the **store's** clock. It checks that the window is open, that the fire is
+/// not recorded yet, and that the lock is free. It then records the fire and takes the lock. One
+/// replica wins and runs the body. The others count the fire as claimed elsewhere, or as held.
+///
+/// Replicas time their claims by the store's clock, learned from the claims' replies. So a
+/// replica whose clock is behind or ahead still fires on time. No run starts before `F` by the
+/// store's clock. A claim that arrives early is answered "too early, the store's now is …". The
+/// replica waits the difference and asks again.
 ///
 /// # What is guaranteed
 ///
 /// - **At most once per fire**, across replicas, with a store that records fires.
 /// - **Once whenever a replica is up and free** inside the window.
-/// - A fire whose run crashed is **not re-run** (its lock holds until `at_most`, as always);
-///   a fire met while the previous run still holds the lock is **counted** (`held`), never
-///   queued, unless the job runs it late when the lock frees inside its window
-///   ([`Job::on_held`], [`OnHeld::RunLate`]); a fire whose window passes before this replica
-///   could claim it is counted `missed` (by this replica: another may have run it).
-/// - A claim whose reply was lost (a timeout, a cut connection) is run by this replica if it
-///   committed and its window is still open, or released unrun by the job's next claim; never
-///   recognised by the owner id alone (docs/guarantees.md, "Lost replies").
-/// - With fire claims, `at_least` defaults to 0: the claim, not a minimum hold, keeps replicas
+/// - A fire whose run crashed is **not re-run**. Its lock holds until `at_most`, as always.
+/// - A fire met while the previous run still holds the lock is **counted** as `held`, never
+///   queued. The exception is a job that runs it late when the lock frees inside its window
+///   ([`Job::on_held`], [`OnHeld::RunLate`]).
+/// - A fire whose window passes before this replica could claim it is counted `missed`. The count
+///   is this replica's: another may have run the fire.
+/// - A claim's reply may be lost, by a timeout or a cut connection. This replica runs such a
+///   claim if it committed and its window is still open. Otherwise the job's next claim releases
+///   it unrun. It is never recognised by the owner id alone (see docs/guarantees.md, "Lost
+///   replies").
+/// - With fire claims, `at_least` defaults to 0. The claim, not a minimum hold, keeps replicas
 ///   apart.
-/// - On a store without fire claims (a SQL table without `last_fire`; a custom store without
-///   [`claim_fire`](crate::provider::LockProvider::claim_fire)), jobs fall back to plain locks with
-///   their `at_least`, with one warning at start (and one per job whose `at_least` is 0: replicas
-///   whose clocks differ may then each run a fire). Java services never record fires: a job shared
-///   by a Java and a Rust service is not once per fire.
+/// - Some stores have no fire claims: a SQL table without `last_fire`, or a custom store without
+///   [`claim_fire`](crate::provider::LockProvider::claim_fire). On them, jobs fall back to plain
+///   locks with their `at_least`. One warning is logged at start. One more is logged per job
+///   whose `at_least` is 0, because replicas whose clocks differ may then each run a fire.
+/// - Java services never record fires. So a job shared by a Java and a Rust service is not once
+///   per fire.
 ///
 /// # Catch-up
 ///
 /// Off by default, per job ([`Job::catch_up`]). On start, the job claims the latest fire at or
-/// before the store's now, once; it runs iff no replica recorded that fire (or a later one) and
+/// before the store's now, once. It runs iff no replica recorded that fire or a later one, and
 /// the lock is free. The store's reply cannot tell "never recorded" from "recorded an older
-/// fire", so a job that has never run anywhere also runs once at its first start with
-/// catch-up on.
+/// fire". So a job that has never run anywhere also runs once at its first start with catch-up
+/// on.
 ///
 /// # Leader-only jobs
 ///
 /// [`Job::leader_only`] jobs run only while this replica leads the latch. They still claim
-/// their fires, so a failover never repeats one; a run is stopped when its term ends.
+/// their fires, so a failover never repeats one. A run is stopped when its term ends.
 ///
 /// # Shutdown
 ///
-/// [`shutdown`](Self::shutdown) stops claiming at once, then drains the executor
-/// ([`LockingTaskExecutor::shutdown`]): runs get the grace period, the rest are cancelled and
-/// their locks released, and it returns when every release is done. With leader-only jobs, shut
-/// down with [`Shutdown`](crate::Shutdown) instead: it also closes their latch at once.
+/// [`shutdown`](Self::shutdown) stops claiming at once, then drains the executor (see
+/// [`LockingTaskExecutor::shutdown`]). With leader-only jobs, shut down with
+/// [`Shutdown`](crate::Shutdown) instead. It also closes their latch at once.
 ///
 /// ```
 /// use std::time::Duration;
@@ -138,14 +142,14 @@ struct Shared {
     jobs: Mutex<Vec<Arc<Entry>>>,
     mode: AtomicU8,
     started: AtomicBool,
-    /// `start` has checked the store and spawned the jobs: `add` spawns a new job at once. Set
+    /// `start` has checked the store and spawned the jobs, so `add` spawns a new job at once. Set
     /// and read under `jobs`' lock.
     running: AtomicBool,
     /// [`Scheduler::require_store`].
     require_store: AtomicBool,
     stopping: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// A run's release failed to record it: logged once until one succeeds again.
+    /// A run's release failed to record it. Logged once until one succeeds again.
     recording_fails: Arc<AtomicBool>,
 }
 
@@ -187,8 +191,8 @@ impl fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// A scheduler that runs its jobs through `executor` (its store, owner id, call timeout and
-    /// default `at_most`). Add jobs, then [`start`](Self::start) it.
+    /// A scheduler that runs its jobs through `executor`. The executor gives the store, owner id,
+    /// call timeout and default `at_most`. Add jobs, then [`start`](Self::start) it.
     #[must_use]
     pub fn new(executor: LockingTaskExecutor) -> Self {
         Self {
@@ -215,15 +219,20 @@ impl Scheduler {
             .clone()
     }
 
-    /// Registers a job; after [`start`](Self::start), it starts at once.
+    /// Registers a job. After [`start`](Self::start), it starts at once.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] when the job has no `at_most` (and the executor no default),
-    /// its lock settings are invalid, its `at_least` is not shorter than the schedule's
-    /// shortest gap (every other fire would find the lock held), its schedule never fires
-    /// again, or another job has the same name or lock name. [`Error::is_shutdown`] after
-    /// [`shutdown`](Self::shutdown).
+    /// [`Error::is_invalid_config`] in these cases:
+    ///
+    /// - the job has no `at_most`, and the executor no default;
+    /// - its lock settings are invalid;
+    /// - its `at_least` is not shorter than the schedule's shortest gap, so every other fire
+    ///   would find the lock held;
+    /// - its schedule never fires again;
+    /// - another job has the same name or lock name.
+    ///
+    /// [`Error::is_shutdown`] after [`shutdown`](Self::shutdown).
     ///
     /// ```
     /// use std::time::Duration;
@@ -304,9 +313,9 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Whether [`start`](Self::start) fails when the store cannot be reached (`false` by
-    /// default: the jobs start and keep retrying, so that a service starting while its database
-    /// restarts does not crash-loop). A store that is set up wrong fails `start` either way.
+    /// Whether [`start`](Self::start) fails when the store cannot be reached. It is `false` by
+    /// default: the jobs start and keep retrying. So a service starting while its database
+    /// restarts does not crash-loop. A store that is set up wrong fails `start` either way.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor, Scheduler};
@@ -321,32 +330,34 @@ impl Scheduler {
         self
     }
 
-    /// Starts every registered job (and any added later). It first asks the store, with a
-    /// claim of a fire a year ahead (always "too early", it writes nothing), whether it is set
-    /// up, whether it records fires and what its clock reads; a store without fire claims makes
-    /// the jobs run under plain locks, with a warning. Without jobs, or on such a store, it
-    /// checks the store as [`check`](Self::check) does.
+    /// Starts every registered job, and any added later.
+    ///
+    /// It first asks the store whether it is set up, whether it records fires and what its clock
+    /// reads. It asks with a claim of a fire a year ahead. That claim is always "too early" and
+    /// writes nothing. A store without fire claims makes the jobs run under plain locks, with a
+    /// warning. Without jobs, or on such a store, it checks the store as [`check`](Self::check)
+    /// does.
     ///
     /// Once started, it publishes its jobs' definitions ([`JobSpec`]s) to the store under its
-    /// owner id, then every [`DEFINITIONS_HEARTBEAT`], each entry standing for
-    /// [`DEFINITIONS_TTL`] ([`LockProvider::publish_definitions`]): operators' tools
-    /// (`shedlock jobs`) show the schedules without the application. A job added later is
-    /// published at the next heartbeat. A store that keeps no definitions is skipped, and a
-    /// failing publish never stops a job.
+    /// owner id (see [`LockProvider::publish_definitions`]). It publishes them again every
+    /// [`DEFINITIONS_HEARTBEAT`]. Each entry stands for [`DEFINITIONS_TTL`]. So operators' tools
+    /// such as `shedlock jobs` show the schedules without the application. A job added later is
+    /// published at the next heartbeat. A store that keeps no definitions is skipped. A failing
+    /// publish never stops a job.
     ///
     /// [`LockProvider::publish_definitions`]: crate::provider::LockProvider::publish_definitions
     ///
     /// # Errors
     ///
-    /// - A store that is set up wrong: [`Error::is_missing_table`], [`Error::is_schema`], or
-    ///   [`Error::is_invalid_config`] for a setting the store cannot hold (an owner id longer
-    ///   than its column). No job starts; fix the store and call `start` again.
-    /// - A store that cannot be reached ([`Error::is_backend`], [`Error::is_timeout`]) only with
-    ///   [`require_store(true)`](Self::require_store). By default the jobs start, one warning
-    ///   says the store is unreachable, and each job keeps retrying, logging its failures once
-    ///   per outage (docs/guarantees.md, "A failing store").
-    /// - [`Error::is_invalid_config`] if it was already started; [`Error::is_shutdown`] after
-    ///   [`shutdown`](Self::shutdown).
+    /// - A store that is set up wrong: [`Error::is_missing_table`] or [`Error::is_schema`]. Or
+    ///   [`Error::is_invalid_config`] for a setting the store cannot hold, such as an owner id
+    ///   longer than its column. No job starts. Fix the store and call `start` again.
+    /// - A store that cannot be reached ([`Error::is_backend`], [`Error::is_timeout`]), only with
+    ///   [`require_store(true)`](Self::require_store). By default the jobs start and one warning
+    ///   says the store is unreachable. Each job keeps retrying, and logs its failures once per
+    ///   outage (see docs/guarantees.md, "A failing store").
+    /// - [`Error::is_invalid_config`] if it was already started.
+    /// - [`Error::is_shutdown`] after [`shutdown`](Self::shutdown).
     ///
     /// ```
     /// use std::time::Duration;
@@ -418,7 +429,7 @@ impl Scheduler {
             .push(handle);
     }
 
-    /// Whether the store answers and is set up, for a readiness probe: its executor's
+    /// Whether the store answers and is set up, for a readiness probe. See its executor's
     /// [`check`](LockingTaskExecutor::check).
     ///
     /// # Errors
@@ -459,8 +470,8 @@ impl Scheduler {
             .collect()
     }
 
-    /// Whether the store records fires: `Some(true)` once a claim was answered, `Some(false)`
-    /// when the store does not support them (plain locks), `None` before any reply.
+    /// Whether the store records fires. `Some(true)` once a claim was answered. `Some(false)`
+    /// when the store does not support them, so jobs use plain locks. `None` before any reply.
     #[must_use]
     pub fn uses_fire_claims(&self) -> Option<bool> {
         match self.shared.mode.load(Ordering::SeqCst) {
@@ -470,26 +481,22 @@ impl Scheduler {
         }
     }
 
-    /// How far the store's clock is from this process's (store minus local), as learned from
-    /// fire-claim replies; `None` before the first.
+    /// How far the store's clock is from this process's clock, as store minus local. It is
+    /// learned from fire-claim replies. `None` before the first.
     #[must_use]
     pub fn store_clock_offset(&self) -> Option<chrono::Duration> {
         self.shared.clock.known_offset()
     }
 
-    /// Shuts down gracefully: no new fire is claimed from now on, then the executor drains
-    /// ([`LockingTaskExecutor::shutdown`]: runs are told at once
-    /// ([`LockHandle::stopping`](crate::current::LockHandle::stopping)) and get `grace`, the rest
-    /// are cancelled — each body sees the signal and gets a stop window (a second, or the call
-    /// timeout if shorter) to return, is then dropped, and is recorded
-    /// [`RunOutcome::Cancelled`] — and every lock is released, honouring `at_least`). Returns
-    /// once every release is done or failed, and every job's task has ended. The executor is
-    /// shut down too (it refuses new runs for all its users). Calling it again, or on a clone,
-    /// waits for the same drain.
+    /// Shuts down gracefully. No new fire is claimed from now on. Then the executor drains, as
+    /// [`LockingTaskExecutor::shutdown`] describes. A run cancelled by the drain is recorded
+    /// [`RunOutcome::Cancelled`]. This returns once every release is done or failed, and every
+    /// job's task has ended. The executor is shut down too, so it refuses new runs for all its
+    /// users. Calling it again, or on a clone, waits for the same drain.
     ///
-    /// It leaves the [`LeaderLatch`]es of [`leader_only`](Job::leader_only) jobs running: use
-    /// [`Shutdown`](crate::Shutdown), which closes them at once, so that another replica leads
-    /// while this one drains.
+    /// It leaves the [`LeaderLatch`]es of [`leader_only`](Job::leader_only) jobs running. Use
+    /// [`Shutdown`](crate::Shutdown) instead, which closes them at once. Another replica then
+    /// leads while this one drains.
     pub async fn shutdown(&self, grace: Duration) -> Drained {
         self.begin_shutdown();
         let drained = self.shared.executor.shutdown(grace).await;
@@ -497,7 +504,7 @@ impl Scheduler {
         drained
     }
 
-    /// Stops claiming fires, at once (the executor's drain is the caller's).
+    /// Stops claiming fires, at once. The executor's drain is the caller's.
     pub(crate) fn begin_shutdown(&self) {
         self.shared.stopping.send_replace(true);
     }
@@ -507,7 +514,7 @@ impl Scheduler {
         &self.shared.executor
     }
 
-    /// The latches the [`leader_only`](Job::leader_only) jobs follow (each once).
+    /// The latches the [`leader_only`](Job::leader_only) jobs follow, each once.
     pub(crate) fn latches(&self) -> Vec<LeaderLatch> {
         let mut latches: Vec<LeaderLatch> = Vec::new();
         for job in self.jobs() {
@@ -551,7 +558,7 @@ impl Shared {
         *self.stopping.borrow()
     }
 
-    /// Waits `delay`; `false` if shutdown began meanwhile.
+    /// Waits `delay`. Returns `false` if shutdown began meanwhile.
     async fn wait(&self, delay: Duration) -> bool {
         self.wait_until(Instant::now() + delay).await
     }
@@ -564,9 +571,9 @@ impl Shared {
         }
     }
 
-    /// Asks the store whether it is set up, whether it records fires, and what its clock reads
-    /// (with a claim of `cfg`'s lock; without a job, a [`LockingTaskExecutor::check`]). The error
-    /// for which `start` fails (see there).
+    /// Asks the store whether it is set up, whether it records fires, and what its clock reads.
+    /// It asks with a claim of `cfg`'s lock. Without a job, it runs a
+    /// [`LockingTaskExecutor::check`]. Returns the error for which `start` fails (see there).
     async fn probe(&self, cfg: Option<&LockConfig>) -> Result<()> {
         let answer = match cfg {
             Some(cfg) => match self.probe_claims(cfg).await {

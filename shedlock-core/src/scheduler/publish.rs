@@ -1,6 +1,6 @@
-//! Publishing the jobs' definitions to the store, so that operators' tools show each job's
-//! schedule and next fire without the application: at start, then as a heartbeat
-//! ([`LockProvider::publish_definitions`](crate::provider::LockProvider::publish_definitions)).
+//! Publishing the jobs' definitions to the store, at start and then as a heartbeat (see
+//! [`LockProvider::publish_definitions`](crate::provider::LockProvider::publish_definitions)).
+//! Operators' tools then show each job's schedule and next fire without the application.
 
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -11,8 +11,8 @@ use crate::jobs::{Definition, VERSION};
 /// How often a running scheduler publishes its jobs' definitions again.
 pub const DEFINITIONS_HEARTBEAT: Duration = Duration::from_secs(30);
 
-/// How long a published definition stands without a heartbeat: four heartbeats, so a replica
-/// that misses three (a slow store) keeps its entries, and a dead replica's go within two
+/// How long a published definition stands without a heartbeat: four heartbeats. So a replica
+/// that misses three, on a slow store, keeps its entries. A dead replica's entries go within two
 /// minutes.
 pub const DEFINITIONS_TTL: Duration = Duration::from_mins(2);
 
@@ -32,8 +32,8 @@ fn definitions(shared: &Shared) -> Vec<Definition> {
 }
 
 /// Publishes now and then every [`DEFINITIONS_HEARTBEAT`] until the scheduler stops. A store
-/// that keeps no definitions ends the loop (logged at DEBUG); a failure is logged once until a
-/// publish succeeds again, and never stops a job.
+/// that keeps no definitions ends the loop, logged at DEBUG. A failure is logged once until a
+/// publish succeeds again. It never stops a job.
 pub(super) async fn publish_loop(shared: Arc<Shared>) {
     let mut stopping = shared.stopping.subscribe();
     let replica = shared.executor.owner_id().to_owned();

@@ -11,20 +11,20 @@ use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 
 /// A job's settings: its name, [`Schedule`], lock settings, catch-up and what it does with a
-/// fire met held. A [`Job`](crate::Job) is a `JobSpec` and a body
-/// ([`Job::from_spec`](crate::Job::from_spec)); [`Job::spec`](crate::Job::spec) and
+/// fire met held. A [`Job`](crate::Job) is a `JobSpec` and a body (see
+/// [`Job::from_spec`](crate::Job::from_spec)). [`Job::spec`](crate::Job::spec) and
 /// [`JobStatus::spec`](crate::scheduler::JobStatus::spec) give it back.
 ///
-/// The fields are public: set them in code, or read them from a configuration file or the
-/// environment. Either way [`Scheduler::add`](crate::Scheduler::add) checks them, and
-/// deserialising runs the same checks (except the store's longest lock name and the executor's
-/// `default_at_most`, which only the scheduler knows).
+/// The fields are public. Set them in code, or read them from a configuration file or the
+/// environment. Either way [`Scheduler::add`](crate::Scheduler::add) checks them. Deserialising
+/// runs the same checks, except two that only the scheduler knows: the store's longest lock name
+/// and the executor's `default_at_most`.
 ///
 /// # In a configuration file
 ///
-/// It implements [`serde::Deserialize`] and [`serde::Serialize`]; durations are text in the
-/// grammar of [`parse_duration`](crate::parse_duration) (`"10m"`, `"1h30m"`, `"500ms"`,
-/// `"PT10M"`):
+/// It implements [`serde::Deserialize`] and [`serde::Serialize`]. Durations are text in the
+/// grammar of [`parse_duration`](crate::parse_duration), such as `"10m"`, `"1h30m"`, `"500ms"`
+/// or `"PT10M"`. The keys:
 ///
 /// | key | value | default |
 /// |---|---|---|
@@ -61,22 +61,23 @@ use crate::schedule::Schedule;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Serialising writes the same keys back (a key left at its default is left out only where the
-/// value is unset: `lock_name`, `at_most`, `at_least`), with durations in their shortest human
-/// form, to the millisecond.
+/// Serialising writes the same keys back, with durations in their shortest human form, to the
+/// millisecond. A key left at its default is left out only where the value is unset. Those keys
+/// are `lock_name`, `at_most` and `at_least`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawJobSpec", into = "RawJobSpec")]
 #[non_exhaustive]
 pub struct JobSpec {
-    /// The job's name, unique in its scheduler; its lock's name unless `lock_name` is set.
+    /// The job's name, unique in its scheduler. It is its lock's name unless `lock_name` is
+    /// set.
     pub name: String,
-    /// A lock name other than the job's name (to share a row with a Java ShedLock job, say).
+    /// A lock name other than the job's name, to share a row with a Java ShedLock job, say.
     pub lock_name: Option<String>,
     /// When the job fires.
     pub schedule: Schedule,
-    /// The lock's `at_most`; `None` for the executor's `default_at_most`.
+    /// The lock's `at_most`. `None` means the executor's `default_at_most`.
     pub at_most: Option<Duration>,
-    /// The lock's `at_least`; `None` for zero (see [`Job::at_least`](crate::Job::at_least)).
+    /// The lock's `at_least`. `None` means zero (see [`Job::at_least`](crate::Job::at_least)).
     pub at_least: Option<Duration>,
     /// Extend the lock while a run lasts.
     pub keep_alive: bool,
@@ -109,8 +110,8 @@ impl JobSpec {
     }
 
     /// Checks the settings, with the executor's `default_at_most` and the store's longest lock
-    /// name, at `now` by the store's clock; the job's [`LockConfig`], whose `at_most` is `None`
-    /// only when neither the job nor the default sets one. Every error names the job.
+    /// name, at `now` by the store's clock. Returns the job's [`LockConfig`]. Its `at_most` is
+    /// `None` only when neither the job nor the default sets one. Every error names the job.
     pub(crate) fn lock_config(
         &self,
         default_at_most: Option<Duration>,
@@ -146,7 +147,7 @@ impl JobSpec {
     }
 }
 
-/// The serde form of [`JobSpec`]: the schedule as `cron` and `zone`, or `every`; durations as
+/// The serde form of [`JobSpec`]. The schedule is `cron` and `zone`, or `every`. Durations are
 /// text.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,5 +1,5 @@
-//! What a scheduler's runs record in the store (job state), on paused tokio time over the
-//! in-memory store, with `FaultyProvider` for a store whose recording fails.
+//! What a scheduler's runs record in the store as job state. The tests run on paused tokio time
+//! over the in-memory store, with `FaultyProvider` for a store whose recording fails.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,7 +17,7 @@ pub struct LastRun {
     pub fire: DateTime<Utc>,
     /// When it started, by the store's clock as this replica estimates it.
     pub started: DateTime<Utc>,
-    /// When it ended (same clock).
+    /// When it ended, by the same clock.
     pub ended: DateTime<Utc>,
     /// How it ended.
     #[serde(flatten)]
@@ -26,13 +26,13 @@ pub struct LastRun {
 
 /// One job's state on this replica: see [`Scheduler::status`](crate::Scheduler::status).
 ///
-/// The counts are of this replica's fires: across replicas, each fire is run by at most one of
-/// them, and is counted `claimed_elsewhere` (or `held`) by the others.
+/// The counts are of this replica's fires. Across replicas, each fire is run by at most one of
+/// them. The others count it `claimed_elsewhere` or `held`.
 ///
-/// It implements [`serde::Serialize`] (and `Deserialize`), for a `/status` endpoint: the fields
-/// below by these names, times in RFC 3339 (UTC), `spec` as [`JobSpec`] writes it, and
-/// `last_run` with its outcome flattened (see [`RunOutcome`]). `cargo run -p shedlock-examples
-/// --example config_file` serves and prints it.
+/// It implements [`serde::Serialize`] and `Deserialize`, for a `/status` endpoint. The fields
+/// below keep these names. Times are RFC 3339 (UTC). `spec` is as [`JobSpec`] writes it.
+/// `last_run` has its outcome flattened (see [`RunOutcome`]).
+/// `cargo run -p shedlock-examples --example config_file` serves and prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct JobStatus {
@@ -40,26 +40,28 @@ pub struct JobStatus {
     pub name: String,
     /// The job's settings, as registered.
     pub spec: JobSpec,
-    /// The fire this replica decides next (it changes once that fire is decided): set when the
-    /// job starts, so right after [`Scheduler::start`](crate::Scheduler::start) returns; for a
-    /// job that catches up, first its catch-up fire, which is past. `None` before the job
-    /// starts and after its schedule ends or the scheduler shuts down.
+    /// The fire this replica decides next. It changes once that fire is decided. It is set when
+    /// the job starts, so right after [`Scheduler::start`](crate::Scheduler::start) returns. For
+    /// a job that catches up, it is first its catch-up fire, which is past. It is `None` before
+    /// the job starts, and after its schedule ends or the scheduler shuts down.
     pub next_fire: Option<DateTime<Utc>>,
     /// The last run on this replica.
     pub last_run: Option<LastRun>,
     /// Fires this replica ran.
     pub runs: u64,
-    /// Fires another replica had already claimed (with plain locks: the lock was taken).
+    /// Fires another replica had already claimed. With plain locks, these are fires whose lock
+    /// was taken.
     pub claimed_elsewhere: u64,
-    /// Fires met while the lock was held (a previous run still going, this replica's included):
-    /// counted, never queued.
+    /// Fires met while the lock was held by a previous run still going, this replica's
+    /// included. They are counted, never queued.
     pub held: u64,
     /// Fires whose window passed before this replica could claim them, and that no replica had
-    /// claimed by then (this replica was busy, paused, or the store was down).
+    /// claimed by then. This replica was busy or paused, or the store was down.
     pub missed: u64,
     /// Runs that returned an `Err` or panicked.
     pub errors: u64,
-    /// Fire claims or acquires the store failed (logged; retried within the fire's window).
+    /// Fire claims or acquires the store failed. They are logged, and retried within the fire's
+    /// window.
     pub store_errors: u64,
 }
 
@@ -73,7 +75,7 @@ pub(crate) struct Counters {
     pub(crate) store_errors: AtomicU64,
     pub(crate) next_fire: Mutex<Option<DateTime<Utc>>>,
     pub(crate) last_run: Mutex<Option<LastRun>>,
-    /// This replica's failed runs since its last success (for the metric).
+    /// This replica's failed runs since its last success, for the metric.
     pub(crate) consecutive_failures: AtomicU64,
 }
 

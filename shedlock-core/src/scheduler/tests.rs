@@ -1,5 +1,5 @@
-//! Scheduler behaviour on paused tokio time, over the in-memory store (whose clock can be set
-//! apart from the replicas') and `FaultyProvider` for failures. Every wait is virtual time.
+//! Scheduler behaviour on paused tokio time, over the in-memory store and `FaultyProvider` for
+//! failures. The store's clock can be set apart from the replicas'. Every wait is virtual time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,8 +22,8 @@ fn store(skew: chrono::Duration) -> Store {
     )))
 }
 
-/// A store whose clock reads `secs` past the current whole minute (UTC), and that minute (Unix
-/// seconds): a test of a schedule every minute sees the same fires whatever the real time.
+/// A store whose clock reads `secs` past the current whole minute (UTC), and that minute in Unix
+/// seconds. A test of a schedule every minute then sees the same fires whatever the real time.
 fn store_past_a_minute(secs: i64) -> (Store, i64) {
     let minute = Utc::now().timestamp() / 60 * 60;
     let start = DateTime::from_timestamp(minute + secs, 0).unwrap();
@@ -37,7 +37,7 @@ fn scheduler(store: &Store, owner: &str) -> Scheduler {
     scheduler_on(store.clone(), owner)
 }
 
-/// A replica's scheduler on any store (its own faults around a shared store, say).
+/// A replica's scheduler on any store, such as its own faults around a shared store.
 fn scheduler_on(store: impl LockProvider + 'static, owner: &str) -> Scheduler {
     let executor = LockingTaskExecutor::builder(store)
         .owner_id(owner)
@@ -61,7 +61,7 @@ fn recording(name: &str, schedule: Schedule, replica: &str, log: &Log) -> Job {
     recording_for(name, schedule, replica, log, Duration::ZERO)
 }
 
-/// A job that records each run, then works for `work` (holding its lock).
+/// A job that records each run, then works for `work` while holding its lock.
 fn recording_for(name: &str, schedule: Schedule, replica: &str, log: &Log, work: Duration) -> Job {
     let (log, replica) = (log.clone(), replica.to_owned());
     Job::new(name, schedule, move |run| {
@@ -87,8 +87,8 @@ fn runs(log: &Log) -> Vec<(String, Seen)> {
     log.lock().unwrap().clone()
 }
 
-/// Started at F by the store's clock, give or take the clock estimate's sub-millisecond error
-/// (never before: that is `assert_once_each`'s check).
+/// Started at F by the store's clock, give or take the clock estimate's sub-millisecond error.
+/// Never before: that is `assert_once_each`'s check.
 fn on_time(s: &Seen) -> bool {
     s.locked_at >= s.fire && s.locked_at - s.fire < chrono::Duration::milliseconds(1)
 }
@@ -104,7 +104,7 @@ fn assert_no_fire_twice(log: &Log) {
     }
 }
 
-/// No fire ran twice; the fires that ran are consecutive; none started before its F.
+/// No fire ran twice. The fires that ran are consecutive. None started before its F.
 fn assert_once_each(log: &Log, schedule: &Schedule) -> usize {
     let mut seen = runs(log);
     seen.sort_by_key(|(_, s)| s.fire);
@@ -162,8 +162,8 @@ async fn two_replicas_run_each_fire_once_on_the_stores_clock() {
     );
 }
 
-/// The probe fails, so the replica starts on its own clock, 2 s ahead of the store's: its first
-/// claim is too early, it waits the difference, and the run starts exactly at F.
+/// The probe fails, so the replica starts on its own clock, 2 s ahead of the store's. Its first
+/// claim is too early. It waits the difference, and the run starts exactly at F.
 #[tokio::test(start_paused = true)]
 async fn a_replica_ahead_of_the_store_never_fires_early() {
     let store = store(chrono::Duration::seconds(-2));
@@ -187,8 +187,8 @@ async fn a_replica_ahead_of_the_store_never_fires_early() {
     );
 }
 
-/// A replica 2 s behind the store (probe failed): the first fire is claimed late (the window
-/// is still open), and from its reply on the replica is on time.
+/// A replica 2 s behind the store, after a failed probe. The first fire is claimed late, while
+/// the window is still open. From its reply on, the replica is on time.
 #[tokio::test(start_paused = true)]
 async fn a_replica_behind_the_store_learns_its_clock_from_the_first_reply() {
     let store = store(chrono::Duration::seconds(2));
@@ -644,9 +644,9 @@ async fn shutdown_lets_a_run_finish_within_the_grace_and_cancels_a_longer_one() 
     }
 }
 
-/// A claim commits but its reply is lost (a timeout, a cut connection): the retry finds the fire
-/// recorded, held by this very replica. The replica runs it (otherwise it would run nowhere and
-/// its lock would hold to `at_most`), once.
+/// A claim commits but its reply is lost, by a timeout or a cut connection. The retry finds the
+/// fire recorded, held by this very replica. The replica runs it, once. Otherwise it would run
+/// nowhere, and its lock would hold to `at_most`.
 #[tokio::test(start_paused = true)]
 async fn a_claim_whose_reply_was_lost_is_run_by_its_replica() {
     let store = store(chrono::Duration::zero());
@@ -674,7 +674,7 @@ async fn a_claim_whose_reply_was_lost_is_run_by_its_replica() {
     assert!(store.inner().holder("report").await.unwrap().is_none());
 }
 
-/// Another replica's claim is never taken over: only a holder with this replica's owner id is.
+/// Another replica's claim is never taken over. Only a holder with this replica's owner id is.
 #[tokio::test(start_paused = true)]
 async fn a_lost_reply_does_not_take_over_another_replicas_claim() {
     let store = store(chrono::Duration::zero());
@@ -728,9 +728,9 @@ async fn a_lost_reply_does_not_take_over_another_replicas_claim() {
     );
 }
 
-/// A pod restarted under the same owner id (`SHEDLOCK_OWNER_ID` = its stable name) with
-/// catch-up on: the dead pod's claim of the open fire is not this scheduler's, though its owner
-/// id is, so it is neither run nor released, even when the catch-up claim's own reply is lost.
+/// A pod restarted under the same owner id, with `SHEDLOCK_OWNER_ID` set to its stable name, and
+/// catch-up on. The dead pod's claim of the open fire is not this scheduler's, though its owner
+/// id is. So it is neither run nor released, even when the catch-up claim's own reply is lost.
 #[tokio::test(start_paused = true)]
 async fn a_restarted_pod_with_the_same_owner_id_does_not_run_the_dead_ones_fire() {
     let (store, minute) = store_past_a_minute(10);
@@ -773,9 +773,9 @@ async fn a_restarted_pod_with_the_same_owner_id_does_not_run_the_dead_ones_fire(
     assert_eq!(ran, [at(60)]);
 }
 
-/// Two schedulers of one process share an owner id (the default one is per process) and run
-/// the same job. Both claims of a fire lose their replies; the one that committed is then found
-/// by both, inside both loops' spans: one of them runs it, never both.
+/// Two schedulers of one process share an owner id, as the default one is per process. They run
+/// the same job. Both claims of a fire lose their replies. The one that committed is then found
+/// by both, inside both loops' spans. One of them runs it, never both.
 #[tokio::test(start_paused = true)]
 async fn two_schedulers_of_one_process_never_both_run_a_lost_claim() {
     let store = store(chrono::Duration::zero());
@@ -817,11 +817,11 @@ async fn two_schedulers_of_one_process_never_both_run_a_lost_claim() {
     assert!(store.inner().holder("report").await.unwrap().is_none());
 }
 
-/// A claim whose reply is lost (it hangs to the call timeout) never committed; meanwhile another
-/// replica claims and runs the fire, and a plain lock user of this process — same owner id —
+/// A claim whose reply is lost never committed. It hangs to the call timeout. Meanwhile another
+/// replica claims and runs the fire. A plain lock user of this process, with the same owner id,
 /// takes the job's lock inside the lost claim's span. The retry finds the fire recorded and the
-/// lock held under this owner id, inside the span: it must not take that lock for its own claim
-/// (that would run the fire twice, beside the plain user, and release the plain user's lock).
+/// lock held under this owner id, inside the span. It must not take that lock for its own claim.
+/// That would run the fire twice, beside the plain user, and release the plain user's lock.
 #[tokio::test(start_paused = true)]
 async fn a_lock_held_in_this_process_is_never_taken_for_a_lost_claim() {
     let (store, minute) = store_past_a_minute(1);
@@ -870,9 +870,9 @@ async fn a_lock_held_in_this_process_is_never_taken_for_a_lost_claim() {
     a.shutdown(SEC).await;
 }
 
-/// A claim commits, its reply is lost, and the store fails until the fire's window has passed:
-/// the replica does not run the fire late, but reads the holder once the store answers and
-/// releases its own claim, so the next fire is not held to `at_most`.
+/// A claim commits, its reply is lost, and the store fails until the fire's window has passed.
+/// The replica does not run the fire late. It reads the holder once the store answers and
+/// releases its own claim. So the next fire is not held to `at_most`.
 #[tokio::test(start_paused = true)]
 async fn a_lost_claim_whose_window_passed_is_released_unrun() {
     let (store, minute) = store_past_a_minute(1);
@@ -914,9 +914,9 @@ async fn a_lost_claim_whose_window_passed_is_released_unrun() {
     assert!(store.inner().holder("sync").await.unwrap().is_none());
 }
 
-/// A job whose body takes 13 s, every 10 s: the run that ends inside the next fire's window
-/// claims that fire right after its release under `RunLate`; under `Skip` it is counted held.
-/// Either way each fire runs at most once, inside its window.
+/// A job whose body takes 13 s, every 10 s. Under `RunLate`, the run that ends inside the next
+/// fire's window claims that fire right after its release. Under `Skip`, that fire is counted
+/// held. Either way each fire runs at most once, inside its window.
 #[tokio::test(start_paused = true)]
 async fn run_late_claims_the_fire_whose_window_is_open_when_the_previous_run_ends() {
     for policy in [OnHeld::Skip, OnHeld::RunLate] {
@@ -954,9 +954,9 @@ async fn run_late_claims_the_fire_whose_window_is_open_when_the_previous_run_end
     }
 }
 
-/// A fire met while another holder's lock is held: under `RunLate` the replica claims once more
-/// at the holder's `lock_until` when that falls inside the window, and not when it falls after
-/// (never beyond the window); under `Skip` it does not.
+/// A fire met while another holder's lock is held. Under `RunLate`, the replica claims once more
+/// at the holder's `lock_until` when that falls inside the window. It does not when that falls
+/// after, so never beyond the window. Under `Skip`, it does not claim again.
 #[tokio::test(start_paused = true)]
 async fn run_late_claims_again_at_the_holders_lock_until_inside_the_window() {
     for (policy, hold, runs_at) in [
@@ -997,8 +997,8 @@ async fn run_late_claims_again_at_the_holders_lock_until_inside_the_window() {
     }
 }
 
-/// On a store without fire claims `RunLate` is not applied (a late plain lock is the duplicate
-/// `at_least` prevents), and the scheduler says so once.
+/// On a store without fire claims, `RunLate` is not applied, and the scheduler says so once. A
+/// late plain lock is the duplicate `at_least` prevents.
 #[tokio::test(start_paused = true)]
 async fn run_late_is_not_applied_to_plain_locks_and_says_so() {
     let logs = crate::test_observe::Logs::default();
@@ -1063,8 +1063,8 @@ async fn retries_against_a_failing_store_keep_a_floor() {
 /// Whether the lock was lost, and who held it, when a cancelled body had finished its last step.
 type AtCancel = Arc<Mutex<Option<(bool, Option<String>)>>>;
 
-/// A run cancelled by the drain sees the signal with its lock still held, and may finish its
-/// step (here 200 ms) before the lock is released; then it is recorded cancelled.
+/// A run cancelled by the drain sees the signal with its lock still held. It may finish its
+/// step, here 200 ms, before the lock is released. Then it is recorded cancelled.
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_run_sees_the_signal_while_it_still_holds_its_lock() {
     let store = store(chrono::Duration::zero());
@@ -1170,7 +1170,7 @@ async fn a_status_serialises_with_its_spec_and_last_run() {
 // The store at start, and a failing store while running
 
 /// A store that is set up wrong while `broken` holds an error, and otherwise forwards to its
-/// inner store; it counts its calls.
+/// inner store. It counts its calls.
 struct SetUpWrong {
     inner: Store,
     broken: Mutex<Option<fn() -> crate::Error>>,
@@ -1250,9 +1250,9 @@ fn wrong_columns() -> crate::Error {
     crate::Error::schema("shedlock does not have the expected columns", None)
 }
 
-/// A store set up wrong (its table missing, its columns wrong) fails `start` with its own error,
-/// once: no job starts, nothing more is logged, and the store is not asked again. Once the store
-/// is fixed, `start` may be called again.
+/// A store set up wrong fails `start` with its own error, once. Its table is missing, or its
+/// columns are wrong. No job starts, nothing more is logged, and the store is not asked again.
+/// Once the store is fixed, `start` may be called again.
 #[tokio::test(start_paused = true)]
 async fn a_store_set_up_wrong_fails_start_with_one_error_and_no_job_starts() {
     for (error, message) in [
@@ -1296,7 +1296,7 @@ async fn a_store_set_up_wrong_fails_start_with_one_error_and_no_job_starts() {
     }
 }
 
-/// Without fire claims (plain locks) and without jobs, `start` checks the store as `check` does.
+/// Without fire claims and without jobs, `start` checks the store as `check` does.
 #[tokio::test(start_paused = true)]
 async fn start_checks_the_store_without_fire_claims_or_jobs() {
     let store = SetUpWrong::new(store(chrono::Duration::zero()), missing_table);
@@ -1311,8 +1311,8 @@ async fn start_checks_the_store_without_fire_claims_or_jobs() {
     plain.shutdown(SEC).await;
 }
 
-/// An unreachable store at start: by default the jobs start (with one warning) and run once it
-/// answers; with `require_store(true)`, `start` fails with the store's error and no job starts.
+/// An unreachable store at start. By default the jobs start, with one warning, and run once it
+/// answers. With `require_store(true)`, `start` fails with the store's error and no job starts.
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_store_at_start_is_retried_unless_required() {
     let logs = crate::test_observe::Logs::default();
@@ -1353,9 +1353,9 @@ async fn an_unreachable_store_at_start_is_retried_unless_required() {
     }
 }
 
-/// While running, a failing store is logged once per job per outage at WARN, then at DEBUG, and
-/// its end at INFO with how many calls failed and for how long; on plain locks too, without the
-/// executor's own warning per failed acquire.
+/// While running, a failing store is logged once per job per outage at WARN, then at DEBUG. Its
+/// end is logged at INFO with how many calls failed and for how long. This holds on plain locks
+/// too, without the executor's own warning per failed acquire.
 #[tokio::test(start_paused = true)]
 async fn a_failing_store_is_logged_once_per_job_per_outage_with_the_count_on_recovery() {
     for claims in [true, false] {
@@ -1415,7 +1415,7 @@ async fn a_failing_store_is_logged_once_per_job_per_outage_with_the_count_on_rec
     }
 }
 
-/// The held fire's event names the holder and until when it holds; a run cancelled because the
+/// The held fire's event names the holder and until when it holds. A run cancelled because the
 /// leader term ended says so.
 #[tokio::test(start_paused = true)]
 async fn held_and_cancelled_events_say_who_until_when_and_why() {
@@ -1481,7 +1481,7 @@ async fn held_and_cancelled_events_say_who_until_when_and_why() {
     latch.close().await.unwrap();
 }
 
-/// A claim that reaches the store after its window: the missed fire's event gives the store's
+/// A claim that reaches the store after its window. The missed fire's event gives the store's
 /// now and the window's end.
 #[tokio::test(start_paused = true)]
 async fn a_fire_missed_by_the_store_says_when_its_window_ended() {
@@ -1519,7 +1519,7 @@ async fn a_fire_missed_by_the_store_says_when_its_window_ended() {
     );
 }
 
-/// A fire another replica claimed: the event names that replica and the recorded fire.
+/// A fire another replica claimed. The event names that replica and the recorded fire.
 #[tokio::test(start_paused = true)]
 async fn a_fire_claimed_elsewhere_names_the_replica() {
     let logs = crate::test_observe::Logs::default();
@@ -1547,8 +1547,8 @@ async fn a_fire_claimed_elsewhere_names_the_replica() {
     assert_eq!(logs.count(tracing::Level::DEBUG, &event), 1, "{event}");
 }
 
-/// A job added while `start` is still asking the store is spawned once, by `start` or by `add`
-/// but not by both: a second loop of one job would meet its own claims as "claimed elsewhere".
+/// A job added while `start` is still asking the store is spawned once, by `start` or by `add`,
+/// not by both. A second loop of one job would meet its own claims as "claimed elsewhere".
 #[tokio::test(start_paused = true)]
 async fn a_job_added_while_start_asks_the_store_runs_one_loop() {
     let store = store(chrono::Duration::zero());

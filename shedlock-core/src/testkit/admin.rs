@@ -14,19 +14,25 @@ use crate::provider::LockRecord;
 type CaseResult = std::result::Result<(), String>;
 
 /// The admin suite: what [`LockAdmin`] promises, checked against a store. Run it next to
-/// [`ConformanceSuite`](super::ConformanceSuite) in a store's tests; it panics with the list of
+/// [`ConformanceSuite`](super::ConformanceSuite) in a store's tests. It panics with the list of
 /// failed cases.
 ///
-/// Cases: `list` and `entry` show a held and a free lock exactly as acquired (holder,
-/// `locked_at`, `lock_until`, token, held by the store's clock), in name order, and nothing for
-/// an unknown name; `unlock` with the values listed frees the lock and keeps the row (holder,
-/// `locked_at`, token), and the next holder's token is greater; `unlock` refuses, changing
-/// nothing, when the lock was taken again since the listing (also by the same owner id), when
-/// the owner, `locked_at` or token differ, when the lock is free, or when there is no row;
-/// `force_unlock` frees whoever holds it and returns that acquisition, and returns `None` for a
-/// free or unknown lock; freeing keeps the recorded fire, so the fire is not claimed again
-/// (where the store supports [`claim_fire`](crate::provider::LockProvider::claim_fire)); `ddl` and
-/// `create_table` agree (a store with DDL can run its `create_table` again).
+/// The cases:
+///
+/// - `list` and `entry` show a held and a free lock exactly as acquired, in name order: holder,
+///   `locked_at`, `lock_until`, token, and held by the store's clock;
+/// - they show nothing for an unknown name;
+/// - `unlock` with the values listed frees the lock and keeps the row's holder, `locked_at` and
+///   token, and the next holder's token is greater;
+/// - `unlock` refuses, changing nothing, when the lock was taken again since the listing, also
+///   by the same owner id;
+/// - `unlock` refuses when the owner, `locked_at` or token differ, when the lock is free, or when
+///   there is no row;
+/// - `force_unlock` frees whoever holds it and returns that acquisition;
+/// - `force_unlock` returns `None` for a free or unknown lock;
+/// - freeing keeps the recorded fire, so the fire is not claimed again (where the store supports
+///   [`claim_fire`](crate::provider::LockProvider::claim_fire));
+/// - `ddl` and `create_table` agree: a store with DDL can run its `create_table` again.
 ///
 /// ```
 /// use shedlock_core::InMemoryLockProvider;
@@ -38,7 +44,7 @@ type CaseResult = std::result::Result<(), String>;
 /// # }
 /// ```
 ///
-/// The suite needs no waiting: it takes its locks for a minute and frees them itself. Lock names
+/// The suite needs no waiting. It takes its locks for a minute and frees them itself. Lock names
 /// carry a random prefix, so runs can share a table.
 pub struct AdminSuite {
     store: Arc<dyn LockAdmin>,
@@ -46,7 +52,7 @@ pub struct AdminSuite {
 }
 
 impl AdminSuite {
-    /// A suite for `store` (an `Arc` of a store works too).
+    /// A suite for `store`. An `Arc` of a store works too.
     pub fn new(store: impl LockAdmin) -> Self {
         Self {
             store: Arc::new(store),
@@ -67,7 +73,7 @@ impl AdminSuite {
         );
     }
 
-    /// Runs every case and returns the failures as text (empty when all passed).
+    /// Runs every case and returns the failures as text. The text is empty when all passed.
     pub async fn report(&self) -> String {
         let mut failures = String::new();
         macro_rules! case {
@@ -128,7 +134,7 @@ impl AdminSuite {
             .map_err(|e| format!("unlock({expected}) failed: {e}"))
     }
 
-    /// Whether `name` is held, asked the way a replica would: another owner's acquire.
+    /// Whether `name` is held, asked the way a replica would, by another owner's acquire.
     async fn still_held(&self, name: &str, why: &str) -> CaseResult {
         match self
             .store
@@ -141,7 +147,8 @@ impl AdminSuite {
         }
     }
 
-    /// `entry` shows exactly `record`'s acquisition (`lock_until` aside, when `extended`).
+    /// `entry` shows exactly `record`'s acquisition. When `extended`, `lock_until` is not
+    /// compared.
     fn same(entry: &LockEntry, record: &LockRecord) -> CaseResult {
         let row = entry.record();
         if row.name() == record.name()

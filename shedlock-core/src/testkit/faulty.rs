@@ -1,5 +1,6 @@
-//! [`FaultyProvider`], a wrapper around a store that fails, hangs or delays chosen operations
-//! ([`Operation`]) in the way a [`Fault`] says, to test how callers react.
+//! [`FaultyProvider`], a wrapper around a store that fails, hangs or delays chosen operations.
+//! An [`Operation`] names the call, and a [`Fault`] says how it misbehaves. Use it to test how
+//! callers react.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,24 +30,24 @@ pub enum Operation {
     Holder,
     /// [`LockProvider::claim_fire`].
     ClaimFire,
-    /// The recording part of [`LockProvider::release_run`]: a fault here fails it before the
-    /// inner store is asked (its caller then releases plainly). A [`Release`](Self::Release)
+    /// The recording part of [`LockProvider::release_run`]. A fault here fails it before the
+    /// inner store is asked. Its caller then releases plainly. A [`Release`](Self::Release)
     /// fault applies to `release_run` too, as to any release.
     Record,
 }
 
-/// What a [`FaultyProvider`] does instead of (or after) the real call.
+/// What a [`FaultyProvider`] does instead of the real call, or after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
     /// Return a backend error without calling the inner store.
     Fail,
-    /// Never return (a black-holed connection); only a caller's timeout ends the call.
+    /// Never return, like a black-holed connection. Only a caller's timeout ends the call.
     Hang,
-    /// Call the inner store, then return a backend error (a commit whose reply was lost).
+    /// Call the inner store, then return a backend error, like a commit whose reply was lost.
     FailAfterApplying,
-    /// Wait this long, then call the inner store (a slow network or a busy database). Under a
-    /// paused tokio clock the wait is exact.
+    /// Wait this long, then call the inner store, like a slow network or a busy database. Under
+    /// a paused tokio clock the wait is exact.
     Delay(Duration),
 }
 
@@ -72,7 +73,7 @@ pub struct FaultyProvider<P> {
 }
 
 impl<P: LockProvider> FaultyProvider<P> {
-    /// Wraps `inner`; no faults until injected.
+    /// Wraps `inner`. No faults until injected.
     pub fn new(inner: P) -> Self {
         Self {
             inner,
@@ -91,7 +92,7 @@ impl<P: LockProvider> FaultyProvider<P> {
         self.faults().insert(operation, (fault, None));
     }
 
-    /// Makes the next `times` calls of `operation` misbehave (none if `times` is 0).
+    /// Makes the next `times` calls of `operation` misbehave. None do if `times` is 0.
     pub fn inject_times(&self, operation: Operation, fault: Fault, times: usize) {
         if times > 0 {
             self.faults().insert(operation, (fault, Some(times)));
@@ -108,7 +109,7 @@ impl<P: LockProvider> FaultyProvider<P> {
         self.faults().clear();
     }
 
-    /// How many calls of `operation` were made (faulty or not).
+    /// How many calls of `operation` were made, faulty or not.
     pub fn calls(&self, operation: Operation) -> usize {
         self.calls[operation as usize].load(Ordering::SeqCst)
     }

@@ -1,12 +1,13 @@
 //! The conformance suite's fire-claim cases ([`LockProvider::claim_fire`]).
 //!
-//! A store without fire claims (the default body, [`Error::is_unsupported`]) has these cases
-//! reported as skipped, not failed, unless the suite was told to
+//! A store without fire claims answers with the default body, [`Error::is_unsupported`]. It has
+//! these cases reported as skipped, not failed. The exception is a suite told to
 //! [`require_fire_claims`](ConformanceSuite::require_fire_claims).
 //!
-//! The cases never read the suite's own clock for a fire: they learn the store's "now" from a
-//! claim of a fire a year away (always [`FireClaim::TooEarly`], which writes nothing) and build
-//! their fires around it, so they work on a database whose clock differs from this machine's.
+//! The cases never read the suite's own clock for a fire. They learn the store's "now" from a
+//! claim of a fire a year away. That claim is always [`FireClaim::TooEarly`], which writes
+//! nothing. They build their fires around it. So they work on a database whose clock differs
+//! from this machine's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use crate::fire::{Fire, FireClaim};
 use crate::provider::LockRecord;
 
 impl ConformanceSuite {
-    /// Runs the fire-claim cases into `report`, or marks them skipped when the store does not
+    /// Runs the fire-claim cases into `report`. Marks them skipped when the store does not
     /// support fire claims.
     pub(super) async fn fire_cases(&self, report: &mut SuiteReport) {
         let cases: [(&'static str, FireCase); 8] = [
@@ -68,7 +69,8 @@ impl ConformanceSuite {
         }
     }
 
-    /// The store's clock, from a claim of a fire a year ahead (always too early, writes nothing).
+    /// The store's clock, from a claim of a fire a year ahead. That claim is always too early and
+    /// writes nothing.
     async fn store_now(&self, case: &str) -> Result<DateTime<Utc>, Error> {
         let far = whole_ms(Utc::now() + chrono::Duration::days(365));
         let fire = Fire::new(far, far + chrono::Duration::milliseconds(1))?;

@@ -18,17 +18,21 @@ type CaseResult = std::result::Result<(), String>;
 /// [`publish_definitions`](crate::provider::LockProvider::publish_definitions) and the job side
 /// of [`LockAdmin`] promise, checked against a store. Run it next to
 /// [`ConformanceSuite`](super::ConformanceSuite) and [`AdminSuite`](super::AdminSuite) in the
-/// tests of a store that records job state; it panics with the list of failed cases.
+/// tests of a store that records job state. It panics with the list of failed cases.
 ///
-/// Cases: a recorded release frees the lock as a plain one does (honouring `at_least`) and the
-/// row's state then shows the run exactly (fire, runner, start = `locked_at`, end, outcome and
-/// error text, quotes and non-ASCII included); failures and panics count up, a cancelled run
-/// changes no count, a success resets the count and sets the last success, which later failures
-/// leave alone; a release whose lock was taken over answers `false` and records nothing; an error
-/// text cut to [`MAX_ERROR_LEN`] reads back whole; definitions are listed per job and replica in
-/// order, republished in place, forgotten per job, and expire; with
-/// [`with_history`](Self::with_history), the history keeps exactly the newest runs, newest first,
-/// after three times as many.
+/// The cases:
+///
+/// - a recorded release frees the lock as a plain one does, honouring `at_least`;
+/// - the row's state then shows the run exactly: fire, runner, start = `locked_at`, end,
+///   outcome and error text, quotes and non-ASCII included;
+/// - failures and panics count up, and a cancelled run changes no count;
+/// - a success resets the count and sets the last success, which later failures leave alone;
+/// - a release whose lock was taken over answers `false` and records nothing;
+/// - an error text cut to [`MAX_ERROR_LEN`] reads back whole;
+/// - definitions are listed per job and replica in order, republished in place, forgotten per
+///   job, and expire;
+/// - with [`with_history`](Self::with_history), the history keeps exactly the newest runs,
+///   newest first, after three times as many.
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, jobs::HistoryPolicy};
@@ -41,9 +45,9 @@ type CaseResult = std::result::Result<(), String>;
 /// # }
 /// ```
 ///
-/// Its waits (a lock's expiry, a definition's) are a few multiples of
-/// [`time_unit`](Self::time_unit) (default 1 s), polled with a deadline. Names carry a random
-/// prefix, so runs can share a table.
+/// Its waits, for a lock's expiry or a definition's, are a few multiples of
+/// [`time_unit`](Self::time_unit) (default 1 s). They are polled with a deadline. Names carry a
+/// random prefix, so runs can share a table.
 pub struct JobStateSuite {
     store: Arc<dyn LockAdmin>,
     prefix: String,
@@ -52,7 +56,7 @@ pub struct JobStateSuite {
 }
 
 impl JobStateSuite {
-    /// A suite for `store` (an `Arc` of a store works too).
+    /// A suite for `store`. An `Arc` of a store works too.
     pub fn new(store: impl LockAdmin) -> Self {
         Self {
             store: Arc::new(store),
@@ -62,15 +66,15 @@ impl JobStateSuite {
         }
     }
 
-    /// The store was built to keep `keep` runs of history per lock: check that it does.
+    /// The store was built to keep `keep` runs of history per lock. Check that it does.
     #[must_use]
     pub fn with_history(mut self, keep: u32) -> Self {
         self.history = Some(keep);
         self
     }
 
-    /// The suite's unit of waiting: locks and definitions it lets expire last one unit. Use the
-    /// store's resolution or more (etcd leases are whole seconds).
+    /// The suite's unit of waiting. Locks and definitions it lets expire last one unit. Use the
+    /// store's resolution or more. For example, etcd leases are whole seconds.
     #[must_use]
     pub fn time_unit(mut self, unit: Duration) -> Self {
         self.unit = unit;
@@ -87,7 +91,7 @@ impl JobStateSuite {
         assert!(report.is_empty(), "job state conformance failed:\n{report}");
     }
 
-    /// Runs every case and returns the failures as text (empty when all passed).
+    /// Runs every case and returns the failures as text. The text is empty when all passed.
     pub async fn report(&self) -> String {
         let mut failures = String::new();
         macro_rules! case {

@@ -1,11 +1,14 @@
-//! Tools for testing lock stores (feature `testkit`): the provider [`ConformanceSuite`], the
-//! [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin), the [`JobStateSuite`] for the job
-//! state a store records, and [`FaultyProvider`], a wrapper that fails or hangs on demand.
+//! Tools for testing lock stores (feature `testkit`):
+//!
+//! - the provider [`ConformanceSuite`];
+//! - the [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin);
+//! - the [`JobStateSuite`] for the job state a store records;
+//! - [`FaultyProvider`], a wrapper that fails or hangs on demand.
 //!
 //! # Checking a store
 //!
-//! Every store, built-in or your own, should pass the conformance suite. Call it from a test with a
-//! fresh provider; it panics with the list of failed cases.
+//! Every store, built-in or your own, should pass the conformance suite. Call it from a test with
+//! a fresh provider. It panics with the list of failed cases.
 //!
 //! ```
 //! use shedlock_core::InMemoryLockProvider;
@@ -20,9 +23,9 @@
 //! # async fn main() { ConformanceSuite::new(InMemoryLockProvider::new()).run().await; }
 //! ```
 //!
-//! The suite works on real databases, where time is not paused: its waits are a few multiples of
-//! [`ConformanceSuite::time_unit`] (default 300 ms), so a run takes a few seconds. Lock names carry
-//! a random prefix, so runs can share a table.
+//! The suite works on real databases, where time is not paused. Its waits are a few multiples of
+//! [`ConformanceSuite::time_unit`] (default 300 ms), so a run takes a few seconds. Lock names
+//! carry a random prefix, so runs can share a table.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -52,8 +55,9 @@ pub use jobs::JobStateSuite;
 
 type CaseResult = std::result::Result<(), String>;
 
-/// Names the step of a case that failed, so a report says which call went wrong (a case makes
-/// several of the same kind): `second release of the same acquisition: release(…) returned …`.
+/// Names the step of a case that failed, so a report says which call went wrong. A case makes
+/// several calls of the same kind. Example: `second release of the same acquisition: release(…)
+/// returned …`.
 trait Step<T> {
     fn step(self, step: &str) -> Result<T, String>;
 }
@@ -66,25 +70,41 @@ impl<T> Step<T> for Result<T, String> {
 
 /// The provider conformance suite: the contract of [`LockProvider`] as executable checks.
 ///
-/// Cases: lock created; second acquire refused (other owner and same owner); names independent;
-/// relock right after release (10 rounds); expiry after `at_most`; `at_least` holds after an early
-/// release and ends on time; a late release frees at once; a release after expiry, with nobody
-/// else holding the lock, still acts (returns `true`, applies `at_least`); extend once and repeatedly; extend
-/// after release and after expiry refused; a late release or extend after expiry does not touch
-/// the new holder's lock; fencing tokens strictly increase across holders; two owners racing:
-/// exactly one wins each round; a concurrent fuzz (8 tasks, 2 names, 100 runs each, with a
-/// read–yield–write counter inside the lock) ends with exact counts; names over
-/// [`max_name_len`](LockProvider::max_name_len) are rejected; a zero or oversized `at_most`
-/// and an oversized `at_least` are rejected before the store is asked; `holder` reports the
-/// holder (if supported).
+/// The lock cases:
 ///
-/// Fire claims ([`LockProvider::claim_fire`]): each [`FireClaim`] case, and that
-/// none but `Claimed` writes; one winner among concurrent claimers; the recorded fire survives
-/// release and expiry and is untouched by acquire, extend and release; a later fire is
-/// claimable; over-long names are rejected. A store without fire claims has these cases
-/// *skipped*: [`run`](Self::run) prints a notice and returns them in its [`SuiteReport`], and
-/// [`require_fire_claims`](Self::require_fire_claims) turns the skip into a failure for stores
-/// that must have them.
+/// - the lock is created;
+/// - a second acquire is refused, for another owner and for the same owner;
+/// - names are independent;
+/// - a relock right after release works (10 rounds);
+/// - the lock expires after `at_most`;
+/// - `at_least` holds after an early release and ends on time;
+/// - a late release frees at once;
+/// - a release after expiry, with nobody else holding the lock, still acts: it returns `true`
+///   and applies `at_least`;
+/// - extend works once and repeatedly;
+/// - extend after release and after expiry is refused;
+/// - a late release or extend after expiry does not touch the new holder's lock;
+/// - fencing tokens strictly increase across holders;
+/// - of two owners racing, exactly one wins each round;
+/// - a concurrent fuzz ends with exact counts: 8 tasks, 2 names, 100 runs each, with a
+///   read–yield–write counter inside the lock;
+/// - names over [`max_name_len`](LockProvider::max_name_len) are rejected;
+/// - a zero or oversized `at_most` and an oversized `at_least` are rejected before the store is
+///   asked;
+/// - `holder` reports the holder, if supported.
+///
+/// The fire-claim cases ([`LockProvider::claim_fire`]):
+///
+/// - each [`FireClaim`] case, and that none but `Claimed` writes;
+/// - one winner among concurrent claimers;
+/// - the recorded fire survives release and expiry, and is untouched by acquire, extend and
+///   release;
+/// - a later fire is claimable;
+/// - over-long names are rejected.
+///
+/// A store without fire claims has these cases *skipped*. [`run`](Self::run) prints a notice and
+/// returns them in its [`SuiteReport`]. [`require_fire_claims`](Self::require_fire_claims) turns
+/// the skip into a failure for stores that must have them.
 pub struct ConformanceSuite {
     provider: Arc<dyn LockProvider>,
     prefix: String,
@@ -93,7 +113,7 @@ pub struct ConformanceSuite {
     require_fire_claims: bool,
 }
 
-/// What a [`ConformanceSuite`] run found: failed cases (with why) and skipped cases (with why).
+/// What a [`ConformanceSuite`] run found: failed cases and skipped cases, each with why.
 ///
 /// Its `Display` lists both, for a test's output.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -158,7 +178,7 @@ impl std::fmt::Display for SuiteReport {
 }
 
 impl ConformanceSuite {
-    /// A suite for `provider` (an `Arc<dyn LockProvider>` works too).
+    /// A suite for `provider`. An `Arc<dyn LockProvider>` works too.
     pub fn new(provider: impl LockProvider) -> Self {
         Self {
             provider: Arc::new(provider),
@@ -177,15 +197,15 @@ impl ConformanceSuite {
         self
     }
 
-    /// The base duration of the suite's locks and waits; defaults to 300 ms. Raise it for a store
-    /// whose clock has coarse resolution (it must be at least ten of its ticks).
+    /// The base duration of the suite's locks and waits. Defaults to 300 ms. Raise it for a store
+    /// whose clock has coarse resolution. It must be at least ten of its ticks.
     #[must_use]
     pub fn time_unit(mut self, unit: Duration) -> Self {
         self.unit = unit;
         self
     }
 
-    /// Runs per task in the concurrent fuzz case; defaults to 100.
+    /// Runs per task in the concurrent fuzz case. Defaults to 100.
     #[must_use]
     pub fn fuzz_runs(mut self, runs: usize) -> Self {
         self.fuzz_runs = runs;
@@ -193,8 +213,8 @@ impl ConformanceSuite {
     }
 
     /// Runs every case and panics, naming each failed case and why, if any failed. Skipped
-    /// cases (an optional operation the store lacks) are printed to stderr, as a database
-    /// test's skip notice is, and returned.
+    /// cases are printed to stderr, as a database test's skip notice is, and returned. A case is
+    /// skipped for an optional operation the store lacks.
     ///
     /// # Panics
     ///
@@ -220,7 +240,7 @@ impl ConformanceSuite {
         report
     }
 
-    /// Runs every case and returns the failures as text (empty when all passed).
+    /// Runs every case and returns the failures as text. The text is empty when all passed.
     pub async fn report(&self) -> String {
         let mut failures = String::new();
         for (case, why) in self.outcome().await.failed() {
@@ -271,8 +291,8 @@ impl ConformanceSuite {
         }
     }
 
-    /// Like [`must_refuse`](Self::must_refuse) for a lock that holds only until `since + limit`:
-    /// if the machine stalled past that, a success proves nothing and is given back.
+    /// Like [`must_refuse`](Self::must_refuse) for a lock that holds only until `since + limit`.
+    /// If the machine stalled past that, a success proves nothing and is given back.
     async fn must_refuse_before(
         &self,
         name: &str,
