@@ -211,13 +211,19 @@ pub(crate) fn release_run_state<D: Dialect>(
     ] = STATE_COLUMNS.map(|(name, _)| q(name));
     let (by, at, now) = (&cols.locked_by, &cols.locked_at, D::NOW);
     let inc = format!("CASE WHEN {failures} < 2147483647 THEN {failures} + 1 ELSE {failures} END");
+    // This acquisition's run is recorded already (a release sent again after a lost reply):
+    // the counts stay. Read before the last run's columns change: MySQL assigns left to right,
+    // so the counts come first.
+    let again = format!("{run_by} = {by} AND {started} = {at}");
     let [k1, k2, k3] = kind;
     format!(
-        "{run_fire} = {fire}, {run_by} = {by}, {started} = {at}, {ended} = {now}, \
-         {outcome} = {k1}, {run_error} = {error}, \
-         {success} = CASE {k2} WHEN 'succeeded' THEN {now} ELSE {success} END, \
-         {failures} = CASE {k3} WHEN 'succeeded' THEN 0 WHEN 'failed' THEN {inc} \
-         WHEN 'panicked' THEN {inc} ELSE {failures} END"
+        "{success} = CASE WHEN {again} THEN {success} \
+         ELSE CASE {k2} WHEN 'succeeded' THEN {now} ELSE {success} END END, \
+         {failures} = CASE WHEN {again} THEN {failures} \
+         ELSE CASE {k3} WHEN 'succeeded' THEN 0 WHEN 'failed' THEN {inc} \
+         WHEN 'panicked' THEN {inc} ELSE {failures} END END, \
+         {run_fire} = {fire}, {run_by} = {by}, {started} = {at}, {ended} = {now}, \
+         {outcome} = {k1}, {run_error} = {error}"
     )
 }
 

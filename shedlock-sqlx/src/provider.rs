@@ -328,6 +328,8 @@ where
         run: &RunReport,
     ) -> Result<bool> {
         validate_at_least(at_least)?;
+        // Repeated after a lost reply, as a release is: the statement leaves the counts alone
+        // when the row already records this acquisition's run (`release_run_state`).
         let (call, schema) = &self.start("release_run", record.name()).await?;
         if !schema.has_job_state {
             return Err(self.no_job_state());
@@ -345,14 +347,15 @@ where
             .attempts(call, map, *schema, |mut at| async move {
                 let sql = &at.sql.release_run;
                 let query = if D::POSITIONAL {
-                    // In order of appearance: `lock_until`'s duration, the state, the guard.
+                    // In order of appearance: `lock_until`'s duration, the counts' outcome
+                    // kinds, the last run, the guard.
                     let query = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(D::span(at_least))
+                        .bind(kind)
+                        .bind(kind)
                         .bind(fire.clone())
                         .bind(kind)
                         .bind(error)
-                        .bind(kind)
-                        .bind(kind)
                         .bind(record.name())
                         .bind(record.owner());
                     match token {

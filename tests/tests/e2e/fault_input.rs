@@ -801,9 +801,23 @@ async fn check_config<DB: sqlx::Database>(
     }
     let mut listed = columns().await;
     listed.sort();
-    // Our DDL adds the recorded fire's column under its own fixed name.
+    // Our DDL adds the recorded fire's column and the job state's columns under their own fixed
+    // names.
     let mut expected = config.columns.to_vec();
-    expected.push("last_fire".to_owned());
+    expected.extend(
+        [
+            "last_fire",
+            "last_run_fire",
+            "last_run_by",
+            "last_run_started",
+            "last_run_ended",
+            "last_run_outcome",
+            "last_run_error",
+            "last_success",
+            "consecutive_failures",
+        ]
+        .map(str::to_owned),
+    );
     expected.sort();
     if listed != expected {
         return Err(fail(format!("{db}: {config:?} created columns {listed:?}")));
