@@ -130,11 +130,11 @@ sql_lock_provider! {
 /// `UPDATE`, with its guard and `lock_until` unchanged.
 /// It also sets the job state columns:
 ///
-/// - the run's fire;
+/// - the run's fire
 /// - the runner, from `locked_by`;
 /// - the start, from `locked_at`;
-/// - the end, the database's now in the same statement;
-/// - the outcome and the error text, at most 1000 characters;
+/// - the end, the database's now in the same statement
+/// - the outcome and the error text, at most 1000 characters
 /// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome.
 ///
 /// It costs one round trip, as a release does.

@@ -66,13 +66,16 @@ macro_rules! sql_lock_provider {
                 $crate::LockProviderBuilder::new(pool)
             }
 
-            /// Starts configuring a provider with connections of its own to `url` (table,
-            /// columns, call timeout,
-            /// [`max_connections`]($crate::LockProviderBuilder::max_connections));
-            /// finish with [`connect`]($crate::LockProviderBuilder::connect) (opens one
-            /// connection now) or [`build`]($crate::LockProviderBuilder::build) (on first use).
-            /// Each lock call is one round trip per statement: a connection goes back to the
-            /// provider's list without a ping.
+            /// Starts configuring a provider with connections of its own to `url`.
+            ///
+            /// It configures the table, columns, call timeout and
+            /// [`max_connections`]($crate::LockProviderBuilder::max_connections).
+            /// Finish with [`connect`]($crate::LockProviderBuilder::connect), which opens one
+            /// connection now.
+            /// Or finish with [`build`]($crate::LockProviderBuilder::build), which connects on
+            /// first use.
+            /// Each lock call is one round trip per statement.
+            /// A connection goes back to the provider's list without a ping.
             ///
             /// ```no_run
             /// use std::time::Duration;
