@@ -14,10 +14,10 @@
 //! One set is for a table without the fencing-token column, and one for a table with it.
 //! Every dialect binds their parameters in one order:
 //!
-//! 1. the duration, `at_most` or `at_least`;
+//! 1. the duration, `at_most` or `at_least`
 //! 2. the lock name
 //! 3. the owner id
-//! 4. the acquisition's identity: its token, or its `locked_at` on a table without tokens.
+//! 4. the acquisition's identity: its token, or its `locked_at` on a table without tokens
 //!
 //! `holder` takes the name alone.
 //! Statements that return a lock row return these columns:

@@ -131,11 +131,11 @@ sql_lock_provider! {
 /// It also sets the job state columns:
 ///
 /// - the run's fire
-/// - the runner, from `locked_by`;
-/// - the start, from `locked_at`;
+/// - the runner, from `locked_by`
+/// - the start, from `locked_at`
 /// - the end, the database's now in the same statement
 /// - the outcome and the error text, at most 1000 characters
-/// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome.
+/// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
 ///
 /// It costs one round trip, as a release does.
 /// A row that no longer belongs to the run is not written.
