@@ -19,7 +19,7 @@ use crate::failure::Failure;
 use crate::render;
 use crate::store::Store;
 
-/// Where a command writes: its output (stdout) and its warnings (stderr).
+/// Where a command writes: its output to stdout and its warnings to stderr.
 pub(crate) struct Output<'a> {
     pub(crate) out: &'a mut dyn Write,
     pub(crate) err: &'a mut dyn Write,
@@ -45,7 +45,8 @@ impl Output<'_> {
     }
 }
 
-/// Whether the command needs a connection before it starts (`ddl` does not).
+/// Whether the command needs a connection before it starts.
+/// `ddl` does not.
 pub(crate) fn connects(command: &Command) -> bool {
     !matches!(command, Command::Ddl)
 }
@@ -107,8 +108,11 @@ pub(crate) async fn run(
     }
 }
 
-/// A job command's store error: one the store words for job state (a missing table or column
-/// says what to run) as it is, any other as the lock commands word it.
+/// A job command's store error.
+///
+/// An error the store words for job state is kept as it is.
+/// A missing table or column is such an error and says what to run.
+/// Any other error is worded as the lock commands word it.
 fn job_failure(store: &Store, error: &shedlock_core::Error) -> Failure {
     if error.is_unsupported() {
         Failure::usage(format!(
@@ -138,8 +142,9 @@ async fn require_job_state(store: &Store) -> Result<(), Failure> {
     }
 }
 
-/// What the job commands read: the published definitions and the lock rows, and the store's
-/// now (the rows'; the local clock when there are none).
+/// What the job commands read: the published definitions, the lock rows and the store's now.
+///
+/// The store's now is the rows' now. It is the local clock when there are no rows.
 async fn read_jobs(
     store: &Store,
 ) -> Result<(Vec<DefinitionEntry>, Vec<LockEntry>, DateTime<Utc>), Failure> {
@@ -858,15 +863,16 @@ mod tests {
         assert_eq!(exit(&exec(&store, &["create-table"]).await), Exit::Done);
     }
 
-    /// A store that records job state: the in-memory store's rows, with states, definitions and
-    /// history kept here.
+    /// A store that records job state.
+    /// It has the in-memory store's rows, with states, definitions and history kept here.
     struct JobStore {
         mem: InMemoryLockProvider,
         states: Vec<(String, JobState)>,
         definitions: std::sync::Mutex<Vec<DefinitionEntry>>,
         runs: Vec<RunEntry>,
         missing: Option<String>,
-        /// Whether it answers the job-state calls (a store that does not answers unsupported).
+        /// Whether it answers the job-state calls.
+        /// A store that does not answers unsupported.
         supported: bool,
     }
 
@@ -953,8 +959,12 @@ mod tests {
 
     const ODD: &str = "it's a \"job\" – ünïcode";
 
-    /// A store with three jobs: `report` (lock `report-lock`, failing, published by two
-    /// replicas that disagree), `sync` (fine) and ODD (a name with quotes, spaces, unicode).
+    /// A store with three jobs: `report`, `sync` and ODD.
+    ///
+    /// `report` has the lock `report-lock` and is failing.
+    /// Two replicas that disagree publish it.
+    /// `sync` is fine.
+    /// ODD is a name with quotes, spaces and unicode.
     async fn job_store(missing: Option<&str>) -> (Arc<JobStore>, Store) {
         let mem = InMemoryLockProvider::new();
         let now = chrono::Utc::now();

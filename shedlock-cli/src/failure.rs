@@ -9,10 +9,12 @@ use crate::invocation::Invocation;
 /// The documented exit codes (see `shedlock --help`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
-    /// 0: done (also: the reader of our output went away).
+    /// 0: done.
+    /// It is also the code when the reader of our output went away.
     Done,
-    /// 1: refused, nothing changed: the holder changed, the lock is free, an election needs
-    /// `--election`, no such lock.
+    /// 1: refused, nothing changed.
+    /// The holder changed, the lock is free, an election needs `--election`,
+    /// or there is no such lock.
     Refused,
     /// 2: usage or connection error.
     Usage,
@@ -28,7 +30,9 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// A command's failure: its exit code and its message (one line, lowercase, what to fix).
+/// A command's failure: its exit code and its message.
+///
+/// The message is one line, in lowercase, and says what to fix.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
@@ -50,8 +54,9 @@ impl Failure {
         }
     }
 
-    /// A store error, worded for someone at a terminal: what failed, why, and what to do. The
-    /// commands it suggests run on the store `invocation` reaches.
+    /// A store error, worded for someone at a terminal: what failed, why, and what to do.
+    ///
+    /// The commands it suggests run on the store `invocation` reaches.
     pub(crate) fn store(
         error: &shedlock_core::Error,
         table: &str,
@@ -90,7 +95,8 @@ impl Failure {
         Self::usage(message)
     }
 
-    /// Writing our output failed: a closed pipe (`shedlock list | head`) is no error.
+    /// Writing our output failed.
+    /// A closed pipe (`shedlock list | head`) is no error.
     pub(crate) fn output(error: &io::Error) -> Self {
         if error.kind() == io::ErrorKind::BrokenPipe {
             Self {
@@ -109,8 +115,9 @@ impl From<shedlock_core::Error> for Failure {
     }
 }
 
-/// What to do about a TLS failure, recognised in the words of rustls and of the servers (the
-/// same in every store: each speaks TLS through rustls).
+/// What to do about a TLS failure, recognised in the words of rustls and of the servers.
+///
+/// The words are the same in every store, because each speaks TLS through rustls.
 pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
     const HINTS: &[(&[&str], &str)] = &[
         (
@@ -146,8 +153,10 @@ pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
-/// `text` without the library's pointer at a provider's DDL (`; see PgLockProvider::ddl()`,
-/// `; see the DDL of PgLockProvider::ddl()`), which a user of this tool does not have.
+/// `text` without the library's pointer at a provider's DDL.
+///
+/// A user of this tool does not have that DDL.
+/// The pointers are `; see PgLockProvider::ddl()` and `; see the DDL of PgLockProvider::ddl()`.
 fn without_library_ddl_hint(text: &str) -> String {
     const END: &str = "::ddl()";
     let Some(end) = text.find(END) else {
@@ -159,12 +168,14 @@ fn without_library_ddl_hint(text: &str) -> String {
     }
 }
 
-/// What to do about a refused connection (nothing listens on the port).
+/// What to do about a refused connection, where nothing listens on the port.
 pub(crate) const REFUSED_HINT: &str =
     "nothing listens there: is the server running, and on that port?";
 
-/// Whether `error` or one of its causes is a refused connection: an I/O error of that kind, or
-/// a store's words for it (Redis's client keeps only the text).
+/// Whether `error` or one of its causes is a refused connection.
+///
+/// It is either an I/O error of that kind or a store's words for it.
+/// Redis's client keeps only the text.
 pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
     if causes(error).contains("Connection refused") {
         return true;
@@ -181,7 +192,8 @@ pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
     false
 }
 
-/// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.
+/// `error` and its causes on one line (`a: b: c`).
+/// A cause that its parent already said is left out.
 pub(crate) fn causes(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
     let mut last = out.clone();

@@ -1,11 +1,15 @@
-//! The commands the tool prints for the user to run (`show`'s unlock line, "run `shedlock show
-//! NAME` again"): each runs as printed, on the same store as the command that printed it.
+//! The commands the tool prints for the user to run.
 //!
-//! A printed command carries the options that chose the store: `--table` and the column options
-//! that differ from their defaults, `--key-prefix`, the TLS files, `--user` and `--password-file`.
-//! The database URL is printed only when it was given with `--database-url`, and then without its
-//! password; a URL from `DATABASE_URL` is left to the same variable. See the README's
-//! "Operating locks".
+//! Examples are `show`'s unlock line and "run `shedlock show NAME` again".
+//! Each runs as printed, on the same store as the command that printed it.
+//!
+//! A printed command carries the options that chose the store.
+//! These are `--table` and the column options that differ from their defaults.
+//! They are also `--key-prefix`, the TLS files, `--user` and `--password-file`.
+//! The database URL is printed only when it was given with `--database-url`.
+//! It is then printed without its password.
+//! A URL from `DATABASE_URL` is left to the same variable.
+//! See the README's "Operating locks".
 
 use crate::args::{DEFAULT_COLUMNS, DEFAULT_TABLE, StoreArgs};
 
@@ -70,10 +74,13 @@ impl Invocation {
         Self { options }
     }
 
-    /// `shedlock SUBCOMMAND [NAME] OPTIONS… FLAGS…` as one shell line: every word quoted where
-    /// the shell would change it, a value starting with `-` attached with `=`, and a name
-    /// starting with `-` put last, after `--`, so that none is taken for an option. `flags` are
-    /// options with their value, or switches (`None`).
+    /// `shedlock SUBCOMMAND [NAME] OPTIONS… FLAGS…` as one shell line.
+    ///
+    /// Every word is quoted where the shell would change it.
+    /// A value starting with `-` is attached with `=`.
+    /// A name starting with `-` is put last, after `--`.
+    /// So none is taken for an option.
+    /// `flags` are options with their value, or switches (`None`).
     pub(crate) fn command(
         &self,
         subcommand: &str,
@@ -106,7 +113,8 @@ impl Invocation {
     }
 }
 
-/// A shell word: as is when no shell would change it, else in single quotes.
+/// A shell word.
+/// It is as is when no shell would change it, and in single quotes otherwise.
 pub(crate) fn shell_word(s: &str) -> String {
     let plain = !s.is_empty()
         && !s.starts_with(['#', '~', '='])
@@ -119,9 +127,11 @@ pub(crate) fn shell_word(s: &str) -> String {
     }
 }
 
-/// `url` without the password of its user part (`postgres://app:secret@db/app` →
-/// `postgres://app@db/app`) and without the query parameters that carry one (`password`,
-/// `sslpassword`); a URL without either is returned as it is.
+/// `url` without the password of its user part and without the query parameters that carry one.
+///
+/// `postgres://app:secret@db/app` becomes `postgres://app@db/app`.
+/// The query parameters are `password` and `sslpassword`.
+/// A URL without either is returned as it is.
 fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();

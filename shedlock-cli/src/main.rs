@@ -1,4 +1,4 @@
-//! `shedlock`: see, free and create the locks of shedlock-rs (and Java `ShedLock`) in a shared
+//! `shedlock`: see, free and create the locks of shedlock-rs and Java `ShedLock` in a shared
 //! database.
 //!
 //! ```text
@@ -10,11 +10,18 @@
 //! $ shedlock history sync-invoices --failed
 //! ```
 //!
-//! Exit codes: 0 done; 1 refused, nothing changed (the lock changed hands since it was shown,
-//! is not held, is an election, or does not exist; no such job); 2 usage or connection error
-//! (also: a store without job state, for the job commands). Each failure is one line on stderr
-//! saying what to fix, followed by the statements to run where job state needs them. See
-//! `shedlock --help` and the README's "Operating locks".
+//! Exit codes:
+//!
+//! - 0: done.
+//! - 1: refused, nothing changed.
+//!   The lock changed hands since it was shown, is not held, is an election, or does not exist.
+//!   It is also the code for no such job.
+//! - 2: usage or connection error.
+//!   It is also the code for a store without job state, for the job commands.
+//!
+//! Each failure is one line on stderr that says what to fix.
+//! Where job state needs them, the statements to run follow.
+//! See `shedlock --help` and the README's "Operating locks".
 
 mod args;
 mod command;

@@ -1,11 +1,15 @@
-//! The cron expressions and time zones of shedlock-rs schedules, checked the same way by
-//! `shedlock-core` (when a `Schedule` is built, at run time) and `shedlock-macros` (at compile
-//! time), with one message for each mistake.
+//! The cron expressions and time zones of shedlock-rs schedules.
 //!
-//! An expression has six fields, seconds first (`sec min hour day-of-month month day-of-week`),
-//! and an optional seventh for the year, or is a nickname (`@daily`). It is parsed by the
-//! [`croner`] crate. When croner refuses it, each field is parsed alone by croner (the others
-//! set to `*`) to name the field at fault, its value and the values the field takes:
+//! `shedlock-core` checks them at run time, when a `Schedule` is built.
+//! `shedlock-macros` checks them the same way at compile time.
+//! Each mistake has one message.
+//!
+//! An expression has six fields, seconds first: `sec min hour day-of-month month day-of-week`.
+//! An optional seventh field gives the year.
+//! An expression can also be a nickname (`@daily`).
+//! It is parsed by the [`croner`] crate.
+//! When croner refuses it, croner parses each field alone, with the others set to `*`.
+//! This names the field at fault, its value and the values the field takes:
 //!
 //! ```
 //! let err = shedlock_cron::parse("0 0 25 * * *").unwrap_err();
@@ -32,9 +36,10 @@ use croner::Cron;
 use croner::errors::CronError;
 use croner::parser::{CronParser, Seconds};
 
-/// Why a cron expression or a time zone was refused. Its `Display` names what is wrong and what
-/// to write instead; croner's own error, when there is one, is the
-/// [`source`](std::error::Error::source).
+/// Why a cron expression or a time zone was refused.
+///
+/// Its `Display` names what is wrong and what to write instead.
+/// Croner's own error, when there is one, is the [`source`](std::error::Error::source).
 #[derive(Debug)]
 pub struct Invalid {
     message: String,
@@ -73,8 +78,8 @@ impl std::error::Error for Invalid {
     }
 }
 
-/// A field of an expression: its name and the values it takes, as croner's documentation gives
-/// them.
+/// A field of an expression: its name and the values it takes.
+/// The values are those croner's documentation gives.
 struct Field {
     name: &'static str,
     range: &'static str,
@@ -127,9 +132,11 @@ fn parser() -> CronParser {
 ///
 /// # Errors
 ///
-/// [`Invalid`] when the expression does not have six or seven fields, a field is refused by
-/// croner (the message names the field, its value and what it takes), or it never fires (31
-/// February).
+/// Returns [`Invalid`] in three cases:
+///
+/// - The expression does not have six or seven fields.
+/// - Croner refuses a field. The message names the field, its value and what it takes.
+/// - The expression never fires, such as on 31 February.
 ///
 /// ```
 /// assert_eq!(
@@ -176,8 +183,9 @@ pub fn parse(expression: &str) -> Result<Cron, Invalid> {
     Ok(cron)
 }
 
-/// The error for an expression croner refused: the first field croner refuses alone, and within
-/// a list (`1,25`) the first element it refuses alone.
+/// The error for an expression croner refused.
+/// It names the first field that croner refuses alone.
+/// Within a list (`1,25`) it names the first element that croner refuses alone.
 fn field_error(expression: &str, fields: &[&str], error: CronError) -> Invalid {
     let refused = |index: usize, value: &str| {
         let probe: Vec<&str> = (0..fields.len())
@@ -215,9 +223,11 @@ fn field_error(expression: &str, fields: &[&str], error: CronError) -> Invalid {
     )
 }
 
-/// Whether croner refused a value for being outside the field's range (its messages say "out
-/// of bounds"), rather than for its syntax. The `#` of a weekday (`MON#6`) is reported as
-/// syntax: its bound is not the field's range.
+/// Whether croner refused a value for being outside the field's range rather than for its syntax.
+///
+/// Croner's messages for a range say "out of bounds".
+/// The `#` of a weekday (`MON#6`) is reported as syntax.
+/// Its bound is not the field's range.
 fn out_of_bounds(error: &CronError) -> bool {
     matches!(error, CronError::ComponentError(message)
         if message.contains("out of bounds") && !message.contains("Nth"))
@@ -239,7 +249,8 @@ pub fn zone(name: &str) -> Result<Tz, Invalid> {
     })
 }
 
-/// The README's Rust example (what crates.io shows), compiled as a doc test.
+/// The README's Rust example, compiled as a doc test.
+/// The README is what crates.io shows.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;

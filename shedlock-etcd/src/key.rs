@@ -1,12 +1,16 @@
-//! Where a lock lives in etcd's key space: `{prefix}{encoded name}/rec`, `/hold`, `/fire` for a
-//! scheduled job's recorded fire, and `/last-run`, `/failures`, `/last-success` for its job
-//! state; and where published definitions live: `{prefix}!def/{encoded job}/{encoded replica}`
-//! (`!` is never part of an encoded name, so these keys never meet a lock's).
+//! Where a lock and published definitions live in etcd's key space.
 //!
-//! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`, so an
-//! encoded name never holds a `/` (it cannot reach into another name's keys or out of the
-//! prefix), and the encoding is one-to-one (`%` itself is encoded), so two names never share a
-//! key.
+//! A lock's keys are `{prefix}{encoded name}/rec` and `/hold`.
+//! A scheduled job's recorded fire is under `/fire`.
+//! Its job state is under `/last-run`, `/failures` and `/last-success`.
+//! Published definitions live under `{prefix}!def/{encoded job}/{encoded replica}`.
+//! `!` is never part of an encoded name, so these keys never meet a lock's.
+//!
+//! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`.
+//! So an encoded name never holds a `/`.
+//! It cannot reach into another name's keys or out of the prefix.
+//! The encoding is one-to-one, because `%` itself is encoded.
+//! So two names never share a key.
 
 use shedlock_core::{Error, Result};
 
@@ -20,13 +24,15 @@ pub(crate) struct LockKeys {
     pub(crate) rec: Vec<u8>,
     /// Present while the lock is held, attached to the lease that ends the hold.
     pub(crate) hold: Vec<u8>,
-    /// The latest fire claimed for the job of this name, without a lease: written by a fire
-    /// claim only, so no release, expiry or unlock removes it.
+    /// The latest fire claimed for the job of this name, without a lease.
+    /// Only a fire claim writes it, so no release, expiry or unlock removes it.
     pub(crate) fire: Vec<u8>,
     /// The job's last recorded run, without a lease: written by `release_run` only.
     pub(crate) run: Vec<u8>,
-    /// The job's consecutive failures, as the key's version (the puts since it was last
-    /// deleted): a failed run puts it, a success deletes it.
+    /// The job's consecutive failures, as the key's version.
+    ///
+    /// The version counts the puts since the key was last deleted.
+    /// A failed run puts it, and a success deletes it.
     pub(crate) failures: Vec<u8>,
     /// The end of the job's last successful run.
     pub(crate) success: Vec<u8>,
@@ -39,7 +45,8 @@ pub(crate) const RUN: &[u8] = b"/last-run";
 pub(crate) const FAILURES: &[u8] = b"/failures";
 pub(crate) const SUCCESS: &[u8] = b"/last-success";
 
-/// What follows the prefix in every definition key; `!` is outside the encoded names' alphabet.
+/// What follows the prefix in every definition key.
+/// `!` is outside the encoded names' alphabet.
 const DEFINITIONS: &str = "!def/";
 
 pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
@@ -59,7 +66,7 @@ pub(crate) fn definitions_prefix(prefix: &str) -> Vec<u8> {
     format!("{prefix}{DEFINITIONS}").into_bytes()
 }
 
-/// The start of the definition keys of `job` (every replica's).
+/// The start of the definition keys of `job`, those of every replica.
 pub(crate) fn job_definitions_prefix(prefix: &str, job: &str) -> Vec<u8> {
     format!("{prefix}{DEFINITIONS}{}/", encode(job)).into_bytes()
 }
@@ -69,8 +76,9 @@ pub(crate) fn definition_key(prefix: &str, job: &str, replica: &str) -> Vec<u8> 
     format!("{prefix}{DEFINITIONS}{}/{}", encode(job), encode(replica)).into_bytes()
 }
 
-/// The end of the range of every key that starts with `prefix` (etcd's "prefix end": the last
-/// byte below 0xff incremented, the rest cut off).
+/// The end of the range of every key that starts with `prefix`.
+///
+/// This is etcd's "prefix end": the last byte below 0xff incremented, and the rest cut off.
 pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
@@ -82,9 +90,11 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0] // every key
 }
 
-/// Splits a key under `prefix` into the lock name and which of its keys it is (record, hold or
-/// job state); `None` for any other key (a fire record, a definition, a key this provider did
-/// not write).
+/// Splits a key under `prefix` into the lock name and which of its keys it is.
+///
+/// The key is the record, the hold or a job state key.
+/// Any other key gives `None`.
+/// Such a key is a fire record, a definition, or a key this provider did not write.
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;

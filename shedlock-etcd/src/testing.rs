@@ -1,10 +1,14 @@
-//! Helpers for tests that need a real etcd (feature `testing`): where it is, what to do when
-//! there is none, and unique key prefixes so tests can share a cluster.
+//! Helpers for tests that need a real etcd, behind the feature `testing`.
 //!
-//! Tests read the URL from [`ETCD_URL_ENV`] (`SHEDLOCK_ETCD_URL`, e.g.
-//! `etcd://127.0.0.1:2379`). Without it, [`etcd_url`] prints a skip notice and returns `None`,
-//! so the test can return early and pass; with [`REQUIRE_DB_ENV`] set to `1` (as CI does) it
-//! panics instead, so a missing etcd fails the run rather than skipping it silently.
+//! They say where etcd is and what to do when there is none.
+//! They give unique key prefixes, so tests can share a cluster.
+//!
+//! Tests read the URL from [`ETCD_URL_ENV`] (`SHEDLOCK_ETCD_URL`).
+//! An example URL is `etcd://127.0.0.1:2379`.
+//! Without it, [`etcd_url`] prints a skip notice and returns `None`.
+//! The test can then return early and pass.
+//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, it panics instead.
+//! So a missing etcd fails the run rather than skipping it silently.
 //!
 //! ```
 //! use shedlock_etcd::{EtcdLockProvider, testing};
@@ -57,8 +61,10 @@ pub fn etcd_url() -> Option<String> {
     None
 }
 
-/// The etcd binary for tests that start private etcd processes: `SHEDLOCK_ETCD_BIN`, else
-/// `etcd` on the `PATH`; `None` (after a skip notice) when there is none.
+/// The etcd binary for tests that start private etcd processes.
+///
+/// It is `SHEDLOCK_ETCD_BIN`, else `etcd` on the `PATH`.
+/// It is `None` when there is none, after a skip notice.
 ///
 /// # Panics
 ///

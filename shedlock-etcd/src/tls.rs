@@ -11,9 +11,13 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{AlertDescription, CertificateError, ClientConfig, RootCertStore};
 use shedlock_core::{Error, Result};
 
-/// The client configuration: `ca_file`'s certificates as the only trusted roots (else the
-/// system's), and the client certificate when one is given. ring is the crypto provider, named
-/// here: `ClientConfig::builder()` would panic in an application that also enables aws-lc-rs.
+/// The client configuration.
+///
+/// `ca_file`'s certificates are the only trusted roots.
+/// Without `ca_file`, the system's roots are trusted.
+/// The client certificate is included when one is given.
+/// ring is the crypto provider, named here.
+/// `ClientConfig::builder()` would panic in an application that also enables aws-lc-rs.
 pub(crate) fn client_config(
     ca_file: Option<&Path>,
     client_cert: Option<(&Path, &Path)>,
@@ -118,8 +122,10 @@ fn system_roots() -> Result<RootCertStore> {
     Ok(roots)
 }
 
-/// The first `rustls::Error` in an error's chain. `io::Error::source` skips the error it wraps
-/// (it gives that error's source), so wrapped I/O errors are opened with `get_ref`.
+/// The first `rustls::Error` in an error's chain.
+///
+/// `io::Error::source` skips the error it wraps, and gives that error's source.
+/// So wrapped I/O errors are opened with `get_ref`.
 fn rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(error);
     while let Some(error) = next {
@@ -137,14 +143,16 @@ fn rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::E
     None
 }
 
-/// A failed TLS handshake, in words: what is wrong and what to change. `None` when the chain has
-/// no TLS error.
+/// A failed TLS handshake, in words: what is wrong and what to change.
 ///
-/// The second value says whether the member refused the handshake itself: then it never read a
-/// request, even when this client had already written one (in TLS 1.3 a client may send its
-/// request before the server has checked the client's certificate). `client_cert`: whether this
-/// client has a certificate to present (a member that requires one and got none may answer
-/// "bad certificate" as well as "certificate required").
+/// It is `None` when the chain has no TLS error.
+///
+/// The second value says whether the member refused the handshake itself.
+/// The member then never read a request, even when this client had already written one.
+/// In TLS 1.3 a client may send its request before the server has checked the client's
+/// certificate.
+/// `client_cert` says whether this client has a certificate to present.
+/// A member that requires one and got none may answer "bad certificate" or "certificate required".
 pub(crate) fn explain(
     error: &(dyn StdError + 'static),
     client_cert: bool,

@@ -2,7 +2,8 @@
 
 use proc_macro2::{Span, TokenStream};
 
-/// The errors found so far; reported all at once with [`Errors::into_compile_error`].
+/// The errors found so far.
+/// [`Errors::into_compile_error`] reports them all at once.
 #[derive(Default)]
 pub(crate) struct Errors {
     combined: Option<syn::Error>,
@@ -31,7 +32,8 @@ impl Errors {
         self.combined.is_none()
     }
 
-    /// The errors as `compile_error!` invocations (nothing if there are none).
+    /// The errors as `compile_error!` invocations.
+    /// It is empty if there are none.
     pub(crate) fn into_compile_error(self) -> TokenStream {
         self.combined
             .map(syn::Error::into_compile_error)

@@ -10,31 +10,39 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult};
 use shedlock_core::{Error, Result};
 use tokio::time::{Instant, timeout_at};
 
-/// How often a call whose connection turned out to be dead (a server restart, a dropped socket,
-/// a refused reconnection) runs again on a fresh one, within its deadline. A refusal is retried
-/// too: the manager may report the failure of a reconnection made while the server was down,
-/// and the retry makes a new one.
+/// How often a call whose connection turned out to be dead runs again on a fresh one.
+///
+/// It runs again within its deadline.
+/// A server restart, a dropped socket or a refused reconnection leaves the connection dead.
+/// A refusal is retried too.
+/// The manager may report the failure of a reconnection made while the server was down.
+/// The retry then makes a new one.
 const RETRIES_ON_DROPPED: u32 = 2;
 
-/// Whether a call may run again after its connection dropped, which may have happened after
-/// its request was written and the script ran: redis-rs reports a request that never left
-/// and one whose reply was lost alike (a closed-connection error).
+/// Whether a call may run again after its connection dropped.
+///
+/// The drop may have happened after its request was written and the script ran.
+/// Redis-rs reports a request that never left and one whose reply was lost alike.
+/// Both are a closed-connection error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resend {
-    /// Run it again on the reconnected connection: the script's effect and answer are the same
-    /// when repeated (extend, release, reads, admin).
+    /// Run it again on the reconnected connection.
+    /// The script's effect and answer are the same when repeated.
+    /// This holds for extend, release, reads and admin.
     AfterDrop,
-    /// End the call with an error saying that the reply was lost and the script may have run:
-    /// a repeat would answer from the lost script's own effect (an acquire finding its own lock
-    /// held, a fire claim finding its own fire recorded). A refused reconnection (nothing was
-    /// sent) is still retried.
+    /// End the call with an error saying that the reply was lost and the script may have run.
+    ///
+    /// A repeat would answer from the lost script's own effect.
+    /// An acquire would find its own lock held.
+    /// A fire claim would find its own fire recorded.
+    /// A refused reconnection sent nothing, so it is still retried.
     OnlyIfRefused,
 }
 
 /// What a call does after an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum After {
-    /// Run again on the reconnected connection (within the retries and the deadline).
+    /// Run again on the reconnected connection, within the retries and the deadline.
     Retry,
     /// End with the lost-reply error.
     LostReply,
@@ -43,8 +51,11 @@ enum After {
 }
 
 impl Resend {
-    /// What a call of this kind does after `error`: a refused reconnection (nothing was sent)
-    /// is retried; a dropped connection is retried or is a lost reply; anything else fails.
+    /// What a call of this kind does after `error`.
+    ///
+    /// A refused reconnection sent nothing, so it is retried.
+    /// A dropped connection is retried, or is a lost reply.
+    /// Anything else fails.
     fn after(self, error: &RedisError) -> After {
         if error.is_connection_refusal() {
             After::Retry
@@ -58,8 +69,10 @@ impl Resend {
     }
 }
 
-/// The server's address for messages and `Debug`: host and port (or socket path) and database
-/// number, never the user name or password.
+/// The server's address for messages and `Debug`.
+///
+/// It is the host and port, or the socket path, and the database number.
+/// It never has the user name or password.
 pub(crate) fn describe(info: &ConnectionInfo) -> String {
     let addr = match info.addr() {
         ConnectionAddr::Tcp(host, port) => format!("redis://{host}:{port}"),
@@ -70,9 +83,12 @@ pub(crate) fn describe(info: &ConnectionInfo) -> String {
     format!("{addr}/{}", info.redis_settings().db())
 }
 
-/// One multiplexed connection (shared by every call) that reconnects by itself after an I/O
-/// error, and is dropped for a fresh one after a call timed out on it (a black-holed socket
-/// produces no error for many minutes, so it would otherwise time out every later call too).
+/// One multiplexed connection, shared by every call.
+///
+/// It reconnects by itself after an I/O error.
+/// It is dropped for a fresh one after a call timed out on it.
+/// A black-holed socket produces no error for many minutes.
+/// It would otherwise time out every later call too.
 pub(crate) struct Connection {
     client: redis::Client,
     config: ConnectionManagerConfig,
@@ -127,7 +143,7 @@ impl Connection {
             .map_err(|e| Error::backend(format!("set up a connection to Redis at {server}"), e))
     }
 
-    /// The server, for messages (no credentials).
+    /// The server, for messages, without credentials.
     pub(crate) fn server(&self) -> &str {
         &self.server
     }
@@ -137,7 +153,7 @@ impl Connection {
         (current.generation, current.manager.clone())
     }
 
-    /// Replaces the connection of `generation` (unless another call did already).
+    /// Replaces the connection of `generation`, unless another call did already.
     fn replace(&self, generation: u64) {
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         if current.generation != generation {
@@ -153,17 +169,20 @@ impl Connection {
         }
     }
 
-    /// Runs one call: `attempt` on the connection, before the call's deadline. `what` describes
-    /// the call for error messages (`acquire lock "report"`).
+    /// Runs one call: `attempt` on the connection, before the call's deadline.
     ///
-    /// An attempt that fails because the connection was dead (the server restarted or closed
-    /// it) runs again, within the same deadline, on the connection the manager reopens, if
-    /// `resend` allows it ([`Resend::AfterDrop`]): a restart that is over before the deadline
-    /// costs the caller no failed call. A script whose reply was lost may have run, so a call
-    /// whose repeat would answer from its own effect ([`Resend::OnlyIfRefused`]: acquire, fire
-    /// claim) ends at a dropped connection with an error saying so; only a refused
-    /// reconnection, which sent nothing, is retried for it. A call that runs out of time drops
-    /// the connection for a fresh one.
+    /// `what` describes the call for error messages (`acquire lock "report"`).
+    ///
+    /// An attempt may fail because the server restarted or closed the connection.
+    /// It then runs again on the connection the manager reopens, within the same deadline.
+    /// It does so only if `resend` allows it ([`Resend::AfterDrop`]).
+    /// So a restart that is over before the deadline costs the caller no failed call.
+    /// A script whose reply was lost may have run.
+    /// A repeat of some calls would answer from their own effect ([`Resend::OnlyIfRefused`]).
+    /// These are acquire and fire claim.
+    /// Such a call ends at a dropped connection with an error saying so.
+    /// Only a refused reconnection, which sent nothing, is retried for it.
+    /// A call that runs out of time drops the connection for a fresh one.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         op: &'static str,
@@ -197,9 +216,11 @@ impl Connection {
         }
     }
 
-    /// The error of a call that may not run again ([`Resend::OnlyIfRefused`]) whose connection
-    /// dropped: one line naming the call and the lock, the server, and what it means, with
-    /// redis-rs's error as the source.
+    /// The error of a call whose connection dropped and that may not run again
+    /// ([`Resend::OnlyIfRefused`]).
+    ///
+    /// It is one line that names the call, the lock and the server, and says what it means.
+    /// Redis-rs's error is its source.
     fn lost_reply(&self, what: &str, error: RedisError) -> Error {
         Error::backend(
             format!(

@@ -46,7 +46,8 @@ const SCAN_COUNT: usize = 500;
 pub struct RedisLockProvider {
     connection: Connection,
     settings: Settings,
-    /// Whether the last history write failed (logged once until one succeeds again).
+    /// Whether the last history write failed.
+    /// A failure is logged once, until a write succeeds again.
     history_failing: AtomicBool,
 }
 
@@ -59,9 +60,11 @@ impl RedisLockProvider {
         }
     }
 
-    /// A builder for the server at `server` (`redis://[user:password@]host[:port][/db]`,
-    /// `rediss://…` needs a TLS feature of the `redis` crate, `unix:///path`, or a
-    /// [`redis::ConnectionInfo`]).
+    /// A builder for the server at `server`.
+    ///
+    /// `server` is `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path`,
+    /// or a [`redis::ConnectionInfo`].
+    /// `rediss://…` needs a TLS feature of the `redis` crate.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -74,13 +77,15 @@ impl RedisLockProvider {
         RedisLockProviderBuilder::new(server)
     }
 
-    /// Connects to `server` with the default settings (key prefix `shedlock:`, names up to 64
-    /// characters, 5 s per call); see [`RedisLockProviderBuilder::connect`].
+    /// Connects to `server` with the default settings (see [`RedisLockProviderBuilder::connect`]).
+    ///
+    /// The defaults are the key prefix `shedlock:`, names up to 64 characters and 5 s per call.
     ///
     /// # Errors
     ///
-    /// A malformed address ([`Error::is_invalid_config`]), or a server that cannot be reached
-    /// within 5 s ([`Error::is_backend`], [`Error::is_timeout`]).
+    /// [`Error::is_invalid_config`] for a malformed address.
+    /// [`Error::is_backend`] or [`Error::is_timeout`] for a server that cannot be reached within 5
+    /// s.
     pub async fn connect(server: impl redis::IntoConnectionInfo) -> Result<Self> {
         Self::builder(server).connect().await
     }
@@ -91,8 +96,10 @@ impl RedisLockProvider {
         &self.settings.key_prefix
     }
 
-    /// The Redis key of lock `name` (the prefix followed by the name's UTF-8 bytes), for
-    /// operators: `redis-cli HGETALL` shows the record.
+    /// The Redis key of lock `name`, for operators.
+    ///
+    /// The key is the prefix followed by the name's UTF-8 bytes.
+    /// `redis-cli HGETALL` shows the record.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -105,9 +112,12 @@ impl RedisLockProvider {
         lock_key(&self.settings.key_prefix, name)
     }
 
-    /// The Redis key of the run history of lock `name` (a list, newest run first, each run a
-    /// JSON object), for operators: `redis-cli LRANGE` shows it. It is in the same Redis Cluster
-    /// hash slot as [`key`](Self::key), and contains a NUL byte, so it is never a lock's key.
+    /// The Redis key of the run history of lock `name`, for operators.
+    ///
+    /// The history is a list, newest run first, and each run is a JSON object.
+    /// `redis-cli LRANGE` shows it.
+    /// It is in the same Redis Cluster hash slot as [`key`](Self::key).
+    /// It contains a NUL byte, so it is never a lock's key.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -176,8 +186,9 @@ impl RedisLockProvider {
         validate_name(name, self.settings.max_name_len)
     }
 
-    /// Runs `script` on `name`'s key with `name` and `args` as `ARGV`: one `EVALSHA` (plus a
-    /// `SCRIPT LOAD` and a second `EVALSHA` when the server does not know the script yet).
+    /// Runs `script` on `name`'s key with `name` and `args` as `ARGV`, in one `EVALSHA`.
+    ///
+    /// When the server does not know the script yet, a `SCRIPT LOAD` and a second `EVALSHA` follow.
     /// `resend` says whether it runs again after a dropped connection.
     async fn eval(
         &self,
@@ -193,8 +204,8 @@ impl RedisLockProvider {
             .await
     }
 
-    /// Runs `script` with `keys` and `first` then `args` as `ARGV` (one `EVALSHA`, as
-    /// [`eval`](Self::eval)).
+    /// Runs `script` with `keys`, and with `first` then `args` as `ARGV`.
+    /// It is one `EVALSHA`, as in [`eval`](Self::eval).
     #[allow(clippy::too_many_arguments)]
     async fn invoke(
         &self,
@@ -274,8 +285,8 @@ impl RedisLockProvider {
         })
     }
 
-    /// Runs `script` (extend or release) for `record`'s acquisition: `ARGV = name, owner,
-    /// token, duration µs`.
+    /// Runs the extend or release `script` for `record`'s acquisition.
+    /// `ARGV` is `name, owner, token, duration µs`.
     async fn on_record(
         &self,
         op: &'static str,
@@ -321,11 +332,15 @@ struct Read {
 
 #[async_trait]
 impl LockProvider for RedisLockProvider {
-    /// One `EVALSHA`. Not repeated after a dropped connection: redis-rs cannot tell a request
-    /// that never left from one whose reply was lost after the script ran, and a repeat of one
-    /// that ran would find the lock held by this very call and answer `Ok(None)`. The call
-    /// fails instead, with an error saying the reply was lost: the lock may then be held by this
-    /// owner until `at_most`. A refused reconnection (nothing sent) is retried.
+    /// One `EVALSHA`.
+    ///
+    /// It is not repeated after a dropped connection.
+    /// Redis-rs cannot tell a request that never left from one whose reply was lost after the
+    /// script ran.
+    /// A repeat of one that ran would find the lock held by this very call and answer `Ok(None)`.
+    /// The call fails instead, with an error saying the reply was lost.
+    /// The lock may then be held by this owner until `at_most`.
+    /// A refused reconnection sent nothing, so it is retried.
     async fn acquire(
         &self,
         name: &str,
@@ -386,10 +401,13 @@ impl LockProvider for RedisLockProvider {
             .map(|entry| entry.record().clone()))
     }
 
-    /// One `EVALSHA`: decides with the server's `TIME` in `FireClaim`'s order and writes only
-    /// when it claims; a claim that did not win carries the record as the script read it
-    /// (`holder`). The recorded fire lives in the lock's hash (`last_fire`), which no release,
-    /// expiry or unlock removes. Not repeated after a dropped connection (see `acquire`).
+    /// One `EVALSHA` that decides with the server's `TIME`, in `FireClaim`'s order.
+    ///
+    /// It writes only when it claims.
+    /// A claim that did not win carries the record as the script read it, as `holder`.
+    /// The recorded fire lives in the lock's hash, as `last_fire`.
+    /// No release, expiry or unlock removes it.
+    /// It is not repeated after a dropped connection (see `acquire`).
     async fn claim_fire(
         &self,
         name: &str,
@@ -436,14 +454,17 @@ impl LockProvider for RedisLockProvider {
         })
     }
 
-    /// One `EVALSHA`, as [`release`](Self::release) (the same guard; nothing written when the
-    /// lock is no longer this acquisition's), that also sets the job state fields of the lock's
-    /// hash by the server's clock, and with [`history`](RedisLockProviderBuilder::history) on,
-    /// pushes the run onto the lock's history list and prunes it, in the same script. A history
-    /// that cannot be written (the key holds another type, the server is out of memory) never
-    /// fails the release: it is logged once (until a write succeeds again). Sent again after a
-    /// dropped connection: a run already recorded for the acquisition's token is not recorded
-    /// twice.
+    /// One `EVALSHA`, as [`release`](Self::release), with the same guard.
+    ///
+    /// Nothing is written when the lock is no longer this acquisition's.
+    /// The script also sets the job state fields of the lock's hash, by the server's clock.
+    /// With [`history`](RedisLockProviderBuilder::history) on, the same script also pushes the
+    /// run onto the lock's history list and prunes it.
+    /// A history that cannot be written never fails the release.
+    /// That happens when the key holds another type or the server is out of memory.
+    /// The failure is logged once, until a write succeeds again.
+    /// The call is sent again after a dropped connection.
+    /// A run already recorded for the acquisition's token is not recorded twice.
     async fn release_run(
         &self,
         record: &LockRecord,
@@ -498,15 +519,17 @@ impl LockProvider for RedisLockProvider {
         }
     }
 
-    /// One `EVALSHA` on the definitions hash ([`definitions_key`](Self::definitions_key)):
-    /// removes every expired entry (any replica's), then writes one entry per definition under
-    /// the field `<job's length in bytes>:<job>\0<replica>`, a JSON object with `published` and
-    /// `expires` (µs) by the server's clock.
+    /// One `EVALSHA` on the definitions hash (see [`definitions_key`](Self::definitions_key)).
+    ///
+    /// It removes every expired entry, of any replica.
+    /// It then writes one entry per definition under the field
+    /// `<job's length in bytes>:<job>\0<replica>`.
+    /// Each entry is a JSON object with `published` and `expires` in µs, by the server's clock.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for an empty `replica` or a `ttl` of zero or above 365 days;
-    /// the server's errors.
+    /// [`Error::is_invalid_config`] for an empty `replica` or a `ttl` of zero or above 365 days.
+    /// The server's errors are passed on.
     async fn publish_definitions(
         &self,
         replica: &str,
@@ -549,10 +572,13 @@ impl LockProvider for RedisLockProvider {
 
 #[async_trait]
 impl LockAdmin for RedisLockProvider {
-    /// `SCAN`s the key prefix (hashes only, glob characters of the prefix escaped) and reads
-    /// each lock with the server's `TIME` (one pipelined round trip per `SCAN` step); each round
-    /// trip has the call timeout. Keys under the prefix that do not hold a lock record of their
-    /// own name (another program's hash, a provider with an overlapping prefix) are left out.
+    /// `SCAN`s the key prefix and reads each lock with the server's `TIME`.
+    ///
+    /// The scan looks at hashes only, with the glob characters of the prefix escaped.
+    /// Each `SCAN` step costs one pipelined round trip.
+    /// Each round trip has the call timeout.
+    /// Keys under the prefix that do not hold a lock record of their own name are left out.
+    /// Such keys are another program's hash, or a provider's with an overlapping prefix.
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let prefix = &self.settings.key_prefix;
         let pattern = scan_pattern(prefix);
@@ -618,8 +644,10 @@ impl LockAdmin for RedisLockProvider {
         Ok(self.read("entry", name).await?.entry)
     }
 
-    /// One `EVALSHA`: frees iff the record still has `expected`'s owner, `locked_at` and token,
-    /// and is held by the server's clock; sets `lock_until` to now, nothing else.
+    /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else.
+    ///
+    /// It frees it only if the record still has `expected`'s owner, `locked_at` and token.
+    /// The lock must also be held by the server's clock.
     async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
         let name = expected.name();
         self.check_name(name)?;
@@ -704,9 +732,11 @@ impl LockAdmin for RedisLockProvider {
         Ok(entries)
     }
 
-    /// One `LRANGE` of the lock's history list ([`history_key`](RedisLockProvider::history_key)),
-    /// newest first; reads what exists whether or not this provider writes history. An entry
-    /// that is not a run's JSON is left out.
+    /// One `LRANGE` of the lock's history list, newest first
+    /// (see [`history_key`](RedisLockProvider::history_key)).
+    ///
+    /// It reads what exists, whether or not this provider writes history.
+    /// An entry that is not a run's JSON is left out.
     async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
         self.check_name(lock_name)?;
         if limit == 0 {
@@ -816,7 +846,8 @@ fn check_owner(owner: &str) -> Result<()> {
     Ok(())
 }
 
-/// `d` in whole microseconds, rounded up (a lock is never shorter than asked).
+/// `d` in whole microseconds, rounded up.
+/// So a lock is never shorter than asked.
 fn micros_ceil(d: Duration) -> i64 {
     i64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(i64::MAX)
 }

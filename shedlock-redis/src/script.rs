@@ -1,31 +1,49 @@
-//! The Lua scripts: one per operation, each on one key (Redis Cluster routes it by that key;
+//! The Lua scripts, one per operation.
+//!
+//! Each script works on one key, and Redis Cluster routes it by that key.
 //! [`RELEASE_RUN`] with history also writes the lock's history list, which is in the same hash
-//! slot), each reading the server's `TIME` in the same atomic step that decides.
+//! slot.
+//! Each script reads the server's `TIME` in the same atomic step that decides.
 //!
-//! A lock is one hash: `name` (the lock name, so a key reached through another provider's
-//! overlapping prefix is recognised, never shared), `lock_until`, `locked_at`, `token` and
-//! `last_fire` (integers, µs since the Unix epoch by the server's clock, written as decimal
-//! text) and `locked_by`. The key has no TTL: expiry is `lock_until` against `TIME`, so a late
-//! release or extend still finds the record and acts as the contract says, and `last_fire`
-//! outlives every lock. A script that decides not to act writes nothing.
+//! A lock is one hash with these fields:
 //!
-//! The job state is kept in the same hash ([`RELEASE_RUN`] writes it): `last_run_fire`,
-//! `last_run_started`, `last_run_ended`, `last_success` (µs), `last_run_runner`,
-//! `last_run_outcome` (`succeeded`, `failed`, `panicked`, `cancelled`), `last_run_error` (the
-//! failed run's error text, empty after other outcomes), `consecutive_failures` and `last_run_token` (the fencing token of the
-//! acquisition whose run was recorded, so that a release sent again records nothing twice).
+//! - `name`, the lock name. So a key reached through another provider's overlapping prefix is
+//!   recognised, never shared.
+//! - `lock_until`, `locked_at`, `token` and `last_fire`. These are integers in µs since the Unix
+//!   epoch, by the server's clock, written as decimal text.
+//! - `locked_by`.
 //!
-//! Lua numbers are doubles: every value here (µs since 1970, well below 2^53 until the year
-//! 2255) is exact. Values are written with `%.0f`, never with Lua's default number format,
-//! which would switch to exponent notation.
+//! The key has no TTL: expiry is `lock_until` against `TIME`.
+//! So a late release or extend still finds the record and acts as the contract says.
+//! And `last_fire` outlives every lock.
+//! A script that decides not to act writes nothing.
+//!
+//! [`RELEASE_RUN`] keeps the job state in the same hash, in these fields:
+//!
+//! - `last_run_fire`, `last_run_started`, `last_run_ended` and `last_success`, in µs.
+//! - `last_run_runner`.
+//! - `last_run_outcome`: `succeeded`, `failed`, `panicked` or `cancelled`.
+//! - `last_run_error`: the failed run's error text, empty after other outcomes.
+//! - `consecutive_failures`.
+//! - `last_run_token`: the fencing token of the acquisition whose run was recorded.
+//!   So a release sent again records nothing twice.
+//!
+//! Lua numbers are doubles.
+//! Every value here is µs since 1970, well below 2^53 until the year 2255, so it is exact.
+//! Values are written with `%.0f`.
+//! Lua's default number format is never used, because it would switch to exponent notation.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Helpers every script starts with. `fields(...)` reads the record's `name` and the fields
-/// asked for, and returns an error reply beside them for a key that holds another lock's record
-/// (overlapping prefixes) or a hash that is not a lock record; each script returns it at once.
+/// Helpers every script starts with.
+///
+/// `fields(...)` reads the record's `name` and the fields asked for.
+/// Beside them it returns an error reply for a key that holds another lock's record.
+/// That happens with overlapping prefixes.
+/// It also returns one for a hash that is not a lock record.
+/// Each script returns that error at once.
 macro_rules! prelude {
     () => {
         r"
@@ -77,8 +95,8 @@ return {now, lock_until, token}
     ))
 });
 
-/// `ARGV = name, owner, token, at_most µs` → nil (not this acquisition's, or expired) or the
-/// new `lock_until`.
+/// `ARGV = name, owner, token, at_most µs` → the new `lock_until`, or nil.
+/// Nil means the lock is not this acquisition's, or has expired.
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -97,7 +115,8 @@ return lock_until
     ))
 });
 
-/// `ARGV = name, owner, token, at_least µs` → 1 (released) or 0 (not this acquisition's).
+/// `ARGV = name, owner, token, at_least µs` → 1 when released.
+/// 0 when the lock is not this acquisition's.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -112,11 +131,15 @@ return 1
     ))
 });
 
-/// `STATE`: the job state fields of a lock's hash, read by the same `HMGET` as the lock's
-/// fields; `state_at(v, i)`: those values of `v` from index `i` on, as the readers return them
-/// after `last_fire`: `last_run_fire, last_run_runner, last_run_started, last_run_ended,
-/// last_run_outcome, last_run_error, last_success, consecutive_failures`, each `false` (a nil
-/// reply) when missing or not a number where one is expected.
+/// `STATE` and `state_at`.
+///
+/// `STATE` is the job state fields of a lock's hash.
+/// The same `HMGET` reads them as the lock's fields.
+/// `state_at(v, i)` is those values of `v` from index `i` on.
+/// The readers return them after `last_fire`, in this order: `last_run_fire, last_run_runner,
+/// last_run_started, last_run_ended, last_run_outcome, last_run_error, last_success,
+/// consecutive_failures`.
+/// Each is `false`, a nil reply, when missing or not a number where one is expected.
 macro_rules! state {
     () => {
         r"
@@ -148,20 +171,32 @@ return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at
     ))
 });
 
-/// `KEYS = lock key [, history key]`, `ARGV = name, owner, token, at_least µs, fire µs, outcome
-/// kind, error text, keep, max_age µs or -1` → `{0}` (not this acquisition's: nothing written)
-/// or `{1, history}`: released as [`RELEASE`] does, and the run recorded in the same step. The
-/// job state fields are set per `JobState::after` (succeeded: `consecutive_failures` 0 and
-/// `last_success` now; failed or panicked: `consecutive_failures` + 1; cancelled: neither).
-/// A run already recorded for this token (the same release sent again after a lost reply) is
-/// not recorded twice.
+/// `KEYS = lock key [, history key]`,
+/// `ARGV = name, owner, token, at_least µs, fire µs, outcome kind, error text, keep,
+/// max_age µs or -1`.
 ///
-/// With a history key, the run is also pushed at the head of that list (newest first) as JSON
-/// (`fire`, `runner`, `started`, `ended` in µs, `outcome`, and `error` for a failed run), the
-/// list is trimmed to `keep` entries, and entries that ended before `now - max_age` are popped
-/// from its tail (entries there that are not such JSON too). All of that runs under `pcall`:
-/// a history that cannot be written (a key of another type, memory) never fails the release,
-/// and `history` is then the error's text (else `false`).
+/// It answers `{0}` when the lock is not this acquisition's, and then writes nothing.
+/// Otherwise it answers `{1, history}`.
+/// It then released the lock as [`RELEASE`] does and recorded the run in the same step.
+/// The job state fields are set per `JobState::after`:
+///
+/// - succeeded: `consecutive_failures` 0 and `last_success` now.
+/// - failed or panicked: `consecutive_failures` + 1.
+/// - cancelled: neither.
+///
+/// A run already recorded for this token is not recorded twice.
+/// That is the same release sent again after a lost reply.
+///
+/// With a history key, the run is also pushed as JSON at the head of that list, newest first.
+/// The JSON has `fire`, `runner`, `started`, `ended` in µs, `outcome`, and `error` for a failed
+/// run.
+/// The list is trimmed to `keep` entries.
+/// Entries that ended before `now - max_age` are popped from its tail.
+/// Entries there that are not such JSON are popped too.
+/// All of that runs under `pcall`.
+/// So a history that cannot be written never fails the release.
+/// A key of another type or a lack of memory can cause that.
+/// `history` is then the error's text, and `false` otherwise.
 pub(crate) static RELEASE_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -222,11 +257,18 @@ return {1, tostring(err)}
     ))
 });
 
-/// `ARGV = name, F µs, next µs, at_most µs, owner` → `{case, now, …}`: `{0, now, lock_until,
-/// token}` claimed, `{1, now}` too early, `{2, now}` window passed, `{3, now, lock_until,
-/// locked_at, locked_by, token, recorded}` claimed elsewhere, `{4, now, lock_until, locked_at,
-/// locked_by, token}` held: the record as the script read it (a missing field is `false`, a nil
-/// reply). Checked in `FireClaim`'s documented order; only a claim writes.
+/// `ARGV = name, F µs, next µs, at_most µs, owner` → `{case, now, …}`.
+///
+/// - `{0, now, lock_until, token}`: claimed.
+/// - `{1, now}`: too early.
+/// - `{2, now}`: window passed.
+/// - `{3, now, lock_until, locked_at, locked_by, token, recorded}`: claimed elsewhere.
+/// - `{4, now, lock_until, locked_at, locked_by, token}`: held.
+///
+/// The fields are the record as the script read it.
+/// A missing field is `false`, a nil reply.
+/// The cases are checked in `FireClaim`'s documented order.
+/// Only a claim writes.
 pub(crate) static CLAIM_FIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -253,8 +295,8 @@ return {0, now, lock_until, token}
     ))
 });
 
-/// `ARGV = name, owner, locked_at µs, token` → 1 (freed) or 0 (not exactly that acquisition,
-/// or not held).
+/// `ARGV = name, owner, locked_at µs, token` → 1 when freed.
+/// 0 when the lock is not exactly that acquisition, or not held.
 pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -273,7 +315,8 @@ return 1
     ))
 });
 
-/// `ARGV = name` → nil (no record, or not held) or the record it freed, as [`READ`] returns it.
+/// `ARGV = name` → the record it freed, as [`READ`] returns it.
+/// Nil when there is no record, or the lock is not held.
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -291,9 +334,12 @@ return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_a
     ))
 });
 
-/// For listing: `KEYS[1]` only, no name check → `{now}` or `{now, name, lock_until, locked_at,
-/// locked_by, token, last_fire or nil, <the job state: see state!>}` (`name` nil when the hash
-/// has none). Read-only.
+/// For listing: `KEYS[1]` only, with no name check.
+///
+/// It answers `{now}` or `{now, name, lock_until, locked_at, locked_by, token, last_fire or nil,
+/// <the job state: see state!>}`.
+/// `name` is nil when the hash has none.
+/// The script is read-only.
 pub(crate) const LIST_READ: &str = concat!(
     state!(),
     r"
@@ -308,11 +354,15 @@ return {now, v[1], tonumber(v[2]), tonumber(v[3]), v[4], tonumber(v[5]), tonumbe
 "
 );
 
-/// `KEYS[1]` = the definitions hash; `ARGV = ttl µs, replica, version, then per definition:
-/// field, job, lock_name, spec` → the number of expired entries removed. Removes every entry
-/// whose `expires` is not after now (any replica's; a value that is not such JSON too), then
-/// writes each definition as JSON (`job`, `lock_name`, `spec`, `replica`, `version`,
-/// `published` = now and `expires` = now + ttl, in µs) under its field.
+/// `KEYS[1]` = the definitions hash,
+/// `ARGV = ttl µs, replica, version, then per definition: field, job, lock_name, spec`.
+///
+/// It answers the number of expired entries removed.
+/// It removes every entry whose `expires` is not after now, of any replica.
+/// It also removes a value that is not such JSON.
+/// It then writes each definition as JSON under its field.
+/// The JSON has `job`, `lock_name`, `spec`, `replica` and `version`.
+/// It also has `published` = now and `expires` = now + ttl, in µs.
 pub(crate) static PUBLISH_DEFINITIONS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -359,8 +409,8 @@ return out
     )
 });
 
-/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job → how many entries
-/// (fields starting with it) it removed.
+/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job.
+/// It answers how many entries it removed, those whose fields start with the prefix.
 pub(crate) static FORGET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"

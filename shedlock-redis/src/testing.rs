@@ -1,11 +1,14 @@
-//! Helpers for tests that need a real Redis (feature `testing`): where the server is, what to
-//! do when there is none, and key prefixes of their own so tests can share a server.
+//! Helpers for tests that need a real Redis, behind the feature `testing`.
 //!
-//! Tests read the server's URL from [`REDIS_URL_ENV`] (`SHEDLOCK_REDIS_URL`). Without it,
-//! [`redis_url`] prints a skip notice and returns `None`, so the test can return early and
-//! pass; with [`REQUIRE_DB_ENV`] set to `1` (as CI does) it panics instead, so a missing server
-//! fails the run rather than skipping it silently. Tests never flush a shared server: each uses
-//! its own [`unique_prefix`].
+//! They say where the server is and what to do when there is none.
+//! They give tests key prefixes of their own, so tests can share a server.
+//!
+//! Tests read the server's URL from [`REDIS_URL_ENV`] (`SHEDLOCK_REDIS_URL`).
+//! Without it, [`redis_url`] prints a skip notice and returns `None`.
+//! The test can then return early and pass.
+//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, it panics instead.
+//! So a missing server fails the run rather than skipping it silently.
+//! Tests never flush a shared server: each uses its own [`unique_prefix`].
 //!
 //! ```
 //! use shedlock_redis::{RedisLockProvider, testing};

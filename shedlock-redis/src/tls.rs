@@ -1,5 +1,7 @@
-//! TLS settings a `rediss://` URL cannot carry (feature `tls-rustls`): the CA to trust instead of
-//! the system's roots, and a client certificate for servers that require one.
+//! TLS settings a `rediss://` URL cannot carry, behind the feature `tls-rustls`.
+//!
+//! They are the CA to trust instead of the system's roots, and a client certificate for servers
+//! that require one.
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +21,8 @@ impl TlsFiles {
         self.ca.is_some() || self.client.is_some()
     }
 
-    /// The files' contents, each checked to hold what it should, for `redis::Client::build_with_tls`.
+    /// The files' contents, each checked to hold what it should, for
+    /// `redis::Client::build_with_tls`.
     pub(crate) fn certificates(&self) -> Result<redis::TlsCertificates> {
         let root_cert = self
             .ca
@@ -78,10 +81,11 @@ fn private_key(path: &Path) -> Result<Vec<u8>> {
     Ok(pem)
 }
 
-/// The `redis` crate builds its TLS configuration with rustls' process-wide crypto provider,
-/// which rustls picks by itself only when exactly one is compiled in: an application that also
-/// enables aws-lc-rs would make every `rediss://` connection fail. So ring (this crate's) is
-/// installed as that default unless the application installed one.
+/// The `redis` crate builds its TLS configuration with rustls' process-wide crypto provider.
+///
+/// Rustls picks that provider by itself only when exactly one is compiled in.
+/// An application that also enables aws-lc-rs would make every `rediss://` connection fail.
+/// So this crate's ring is installed as that default, unless the application installed one.
 pub(crate) fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race to another installer is fine: a provider is installed either way.

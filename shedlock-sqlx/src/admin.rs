@@ -1,23 +1,30 @@
-//! [`LockAdmin`] for the SQL providers: list every row with the database's now, free one
-//! acquisition in one conditional `UPDATE`, DDL and create-table.
+//! [`LockAdmin`] for the SQL providers.
 //!
-//! Written once over the [`Dialect`]: the statements ([`statements`]) take its spelling (its
-//! now, its session pin and hint, its typed `NULL`s, its parameters), the rows are read with its
-//! time readers, and whether the table has the `last_fire` column comes from the table layout
-//! the provider detected once ([`Schema::has_last_fire`]). The calls themselves
-//! (`Provider::admin_list`, `Provider::admin_unlock`) are in the provider's impl, under the
-//! bounds it already states.
+//! It lists every row with the database's now and frees one acquisition in one conditional
+//! `UPDATE`.
+//! It also has the DDL and create-table.
 //!
-//! Freeing sets `lock_until` to the database's now and nothing else: the holder, `locked_at`,
-//! the token and the recorded fire (`last_fire`) stay, so freeing never re-runs a fire. The
-//! `last_fire` column is read when the table has it and reported absent when it does not (Java
-//! ShedLock's table).
+//! It is written once over the [`Dialect`].
+//! The statements ([`statements`]) take its spelling: its now, its session pin and hint, its
+//! typed `NULL`s and its parameters.
+//! The rows are read with its time readers.
+//! Whether the table has the `last_fire` column comes from the table layout the provider
+//! detected once ([`Schema::has_last_fire`]).
+//! The calls themselves, `Provider::admin_list` and `Provider::admin_unlock`, are in the
+//! provider's impl, under the bounds it already states.
 //!
-//! The job state columns (`last_run_*`, `last_success`, `consecutive_failures`) are read the same
-//! way, where the table has all of them ([`Schema::has_job_state`]), into
-//! [`LockEntry::with_state`]. `missing_ddl` reads the table's columns anew and returns the
-//! `ALTER TABLE` statements for what it lacks ([`missing_columns_ddl`]), or the whole DDL for a
-//! missing table.
+//! Freeing sets `lock_until` to the database's now and nothing else.
+//! The holder, `locked_at`, the token and the recorded fire (`last_fire`) stay.
+//! So freeing never re-runs a fire.
+//! The `last_fire` column is read when the table has it.
+//! It is reported absent when the table does not have it, as in Java ShedLock's table.
+//!
+//! The job state columns are `last_run_*`, `last_success` and `consecutive_failures`.
+//! They are read the same way, where the table has all of them ([`Schema::has_job_state`]).
+//! They are read into [`LockEntry::with_state`].
+//! `missing_ddl` reads the table's columns anew.
+//! It returns the `ALTER TABLE` statements for what the table lacks ([`missing_columns_ddl`]).
+//! For a missing table, it returns the whole DDL.
 
 use shedlock_core::{
     Result,
@@ -34,13 +41,16 @@ use crate::provider::{add_job_state, add_last_fire};
 
 /// The admin statements for one table layout.
 pub(crate) struct Statements {
-    /// Every row: name, `locked_by`, `locked_at`, `lock_until`, token, `last_fire`, the database's
-    /// now, then, where the table has them, the [`STATE_COLUMNS`] (`consecutive_failures` as a
-    /// 64-bit integer).
+    /// Every row: name, `locked_by`, `locked_at`, `lock_until`, token, `last_fire` and the
+    /// database's now.
+    ///
+    /// Where the table has them, the [`STATE_COLUMNS`] follow.
+    /// `consecutive_failures` is read as a 64-bit integer.
     pub(crate) list: String,
     /// The same for one name (parameter 1).
     pub(crate) entry: String,
-    /// Frees (1 name, 2 owner, 3 `locked_at`[, 4 token]) if it is still held.
+    /// Frees the lock if it is still held.
+    /// The parameters are 1 name, 2 owner, 3 `locked_at`[, 4 token].
     pub(crate) unlock: String,
 }
 
@@ -96,8 +106,9 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
     }
 }
 
-/// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire`, now, and the job
-/// state (columns 7 to 14) where `state` says the statement read it.
+/// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire` and now.
+///
+/// Where `state` says the statement read it, the job state follows in columns 7 to 14.
 pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>, state: bool) -> Result<LockEntry>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
@@ -122,9 +133,11 @@ where
     Ok(entry.with_state(job_state::<D>(row, 7, map)?))
 }
 
-/// The job state in a row's columns `first..first + 8` (the [`STATE_COLUMNS`]' order). The last
-/// run is `None` until one was recorded, and for an outcome this version does not know or a run
-/// with a `NULL` among its columns (written by another program).
+/// The job state in a row's columns `first..first + 8`, in the [`STATE_COLUMNS`]' order.
+///
+/// The last run is `None` until one was recorded.
+/// It is also `None` for an outcome this version does not know.
+/// It is also `None` for a run with a `NULL` among its columns, written by another program.
 fn job_state<D: Dialect>(row: &D::Row, first: usize, map: &Map<'_>) -> Result<JobState>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
@@ -151,11 +164,14 @@ where
     Ok(JobState::new(last_run, last_success, failures))
 }
 
-/// The statements that give `settings`' table what the columns `columns` (as the database
-/// describes them) lack: the `last_fire` column and the job state columns, each its own
-/// `ALTER TABLE` (for the default names, the migrations `0002_last_fire.sql` and
-/// `0003_job_state.sql`). Empty when nothing is missing. Other parts (tables of their own)
-/// append theirs to the list.
+/// The statements that give `settings`' table what its columns `columns` lack.
+///
+/// `columns` are as the database describes them.
+/// What may be missing is the `last_fire` column and the job state columns.
+/// Each gets its own `ALTER TABLE`.
+/// For the default names, these are the migrations `0002_last_fire.sql` and `0003_job_state.sql`.
+/// The list is empty when nothing is missing.
+/// Other parts, with tables of their own, append theirs to the list.
 pub(crate) fn missing_columns_ddl<D: Dialect>(
     settings: &Settings,
     columns: &[D::TableColumn],
@@ -217,9 +233,11 @@ macro_rules! admin {
                 self.create_table_if_not_exists().await
             }
 
-            /// The lock table's missing columns (or its whole DDL), then the definitions and
-            /// history tables that are missing (each of those statements on one line), each
-            /// statement ending in `;`.
+            /// The lock table's missing columns, or its whole DDL.
+            ///
+            /// Then come the definitions and history tables that are missing.
+            /// Each of those statements is on one line.
+            /// Each statement ends in `;`.
             async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
                 let lock_table = self.generic().admin_missing_ddl().await?;
                 let job_tables =

@@ -1,13 +1,17 @@
-//! What a URL cannot carry, given to a provider's builder: TLS files (a CA to trust, a client
-//! certificate) and credentials (a user, a password read from a secret), applied to the parsed
-//! connect options by each dialect ([`Dialect::connect_settings`](crate::dialect::Dialect)).
+//! What a URL cannot carry, given to a provider's builder.
+//!
+//! These are TLS files, a CA to trust and a client certificate.
+//! They are also credentials, a user and a password read from a secret.
+//! Each dialect applies them to the parsed connect options
+//! ([`Dialect::connect_settings`](crate::dialect::Dialect)).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use shedlock_core::{Error, Result};
 
-/// The builder's TLS files and credentials; empty by default.
+/// The builder's TLS files and credentials.
+/// They are empty by default.
 #[derive(Clone, Default)]
 pub(crate) struct ConnectSettings {
     pub(crate) ca: Option<PathBuf>,
@@ -35,8 +39,9 @@ impl ConnectSettings {
             && self.password.is_none()
     }
 
-    /// Checks that each TLS file can be read, so that a wrong path is named now (sqlx reads
-    /// them when it connects and reports only the operating system's error).
+    /// Checks that each TLS file can be read, so that a wrong path is named now.
+    ///
+    /// sqlx reads them when it connects and reports only the operating system's error.
     pub(crate) fn check_files(&self) -> Result<()> {
         let files = self
             .ca
@@ -55,7 +60,8 @@ impl ConnectSettings {
     }
 }
 
-/// Whether the file at `path` can be read; the error names it as `what`.
+/// Whether the file at `path` can be read.
+/// The error names it as `what`.
 pub(crate) fn readable(path: &Path, what: &str) -> Result<()> {
     std::fs::File::open(path).map(drop).map_err(|e| {
         Error::invalid_config(format!("cannot read the {what} {}: {e}", path.display()))

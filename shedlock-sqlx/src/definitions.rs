@@ -1,11 +1,15 @@
-//! Job definitions in the `<table>_jobs` table ([`crate::tables`]): publishing a replica's
-//! ([`LockProvider::publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)),
-//! listing the entries that have not expired, forgetting a job.
+//! Job definitions in the `<table>_jobs` table ([`crate::tables`]).
 //!
-//! A publish is one statement on Postgres (the expired entries deleted and every entry upserted
-//! from arrays: one round trip), and one transaction elsewhere: `BEGIN`, the `DELETE` of the
-//! expired entries, one multi-row upsert per 100 entries, `COMMIT` (four round trips for up to
-//! 100 jobs). Times are the database's: `published` is its now, `expires` its now plus the ttl.
+//! This module publishes a replica's definitions
+//! ([`LockProvider::publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)).
+//! It lists the entries that have not expired, and forgets a job.
+//!
+//! A publish is one statement on Postgres, in one round trip.
+//! It deletes the expired entries and upserts every entry from arrays.
+//! Elsewhere a publish is one transaction: `BEGIN`, the `DELETE` of the expired entries, one
+//! multi-row upsert per 100 entries, and `COMMIT`.
+//! That is four round trips for up to 100 jobs.
+//! Times are the database's: `published` is its now, and `expires` its now plus the ttl.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,8 +52,8 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    /// Publishes `definitions` of `replica` and removes the expired entries, in one statement
-    /// or transaction (see the module's docs).
+    /// Publishes `definitions` of `replica` and removes the expired entries.
+    /// It does so in one statement or transaction (see the module's docs).
     pub(crate) async fn publish_definitions(
         &self,
         replica: &str,
@@ -97,8 +101,8 @@ where
         .await
     }
 
-    /// The definitions that have not expired by the database's clock, sorted by job, then
-    /// replica (in code, byte order, whatever the columns' collation).
+    /// The definitions that have not expired by the database's clock, sorted by job, then replica.
+    /// They are sorted in code, in byte order, whatever the columns' collation.
     pub(crate) async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
         let link = self.link();
         let s = &link.settings;
@@ -143,7 +147,7 @@ where
         Ok(entries)
     }
 
-    /// Removes every replica's definition of `job`; how many it removed.
+    /// Removes every replica's definition of `job`, and answers how many it removed.
     pub(crate) async fn forget(&self, job: &str) -> Result<u64> {
         let link = self.link();
         let s = &link.settings;

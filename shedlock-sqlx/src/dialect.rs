@@ -1,26 +1,40 @@
 //! [`Dialect`]: what one database's provider needs beyond the shared machinery of
-//! [`Provider`](crate::provider::Provider) — its SQL, how it reads and writes times and
-//! durations, how it inspects the lock table, which errors mean what, how its sessions are
-//! pinned, and where it needs more than one statement. Each implementation lives in the
-//! database's own file (`postgres.rs`, `mysql.rs`, `sqlite.rs`), next to the comments that
-//! explain its quirks.
+//! [`Provider`](crate::provider::Provider).
+//!
+//! That is its SQL, and how it reads and writes times and durations.
+//! It is also how it inspects the lock table, which errors mean what, and how its sessions are
+//! pinned.
+//! It also says where the database needs more than one statement.
+//! Each implementation lives in the database's own file: `postgres.rs`, `mysql.rs`, `sqlite.rs`.
+//! The comments that explain its quirks are next to it.
 //!
 //! # Statements and their parameters
 //!
-//! Every dialect builds the same four statements twice (for a table without and with the
-//! fencing-token column, see [`Statements`]), and binds their parameters in one order: the
-//! duration (`at_most` or `at_least`), the lock name, the owner id, then the acquisition's
-//! identity (its token, or its `locked_at` on a table without tokens); `holder` takes the name
-//! alone. Statements that return a lock row return `locked_at, lock_until, fencing_token`
-//! (acquire), `lock_until` (extend) or `locked_by, locked_at, lock_until, fencing_token`
-//! (holder), the token `NULL` without a token column.
+//! Every dialect builds the same four statements twice (see [`Statements`]).
+//! One set is for a table without the fencing-token column, and one for a table with it.
+//! Every dialect binds their parameters in one order:
 //!
-//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name, the owner, then the
-//! fire's instant `F` and the next fire's instant (rounded up by [`fire_time`]); its statements
-//! exist for tables with the [`LAST_FIRE`] column only. A claim that does not win answers from
-//! the database's now, the recorded fire and the lock row (`locked_by, locked_at, lock_until,
-//! fencing_token`) as the deciding statement saw them ([`Seen::Row`]): no statement beyond
-//! those the claim runs anyway.
+//! 1. the duration, `at_most` or `at_least`
+//! 2. the lock name
+//! 3. the owner id
+//! 4. the acquisition's identity: its token, or its `locked_at` on a table without tokens
+//!
+//! `holder` takes the name alone.
+//! Statements that return a lock row return these columns:
+//!
+//! - acquire: `locked_at, lock_until, fencing_token`
+//! - extend: `lock_until`
+//! - holder: `locked_by, locked_at, lock_until, fencing_token`
+//!
+//! The token is `NULL` without a token column.
+//!
+//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name and the owner.
+//! Then it binds the fire's instant `F` and the next fire's instant, rounded up by [`fire_time`].
+//! Its statements exist for tables with the [`LAST_FIRE`] column only.
+//! A claim that does not win answers from what the deciding statement saw ([`Seen::Row`]).
+//! That is the database's now, the recorded fire and the lock row
+//! (`locked_by, locked_at, lock_until, fencing_token`).
+//! So it needs no statement beyond those the claim runs anyway.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,16 +49,20 @@ use crate::conns::Options;
 use crate::ident::{Quote, Reserved};
 use crate::link::{Call, Checkout, Link, Schema, check_name_capacity};
 
-/// Turns a statement's error into ours (the call's name is in it).
+/// Turns a statement's error into ours.
+/// The call's name is in it.
 pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
 
-/// The column holding a job's recorded fire (the last claimed `F`), where the table has it.
+/// The column holding a job's recorded fire, the last claimed `F`, where the table has it.
 pub(crate) const LAST_FIRE: &str = "last_fire";
 
-/// The job state columns ([`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)),
-/// fixed names like [`LAST_FIRE`], in the order of our DDL and of the migration
-/// `0003_job_state.sql`: the last run's fire, runner, start, end, outcome and error text, the
-/// last success and the failures since.
+/// The job state columns (see
+/// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)).
+///
+/// Their names are fixed, like [`LAST_FIRE`].
+/// They are in the order of our DDL and of the migration `0003_job_state.sql`.
+/// They hold the last run's fire, runner, start, end, outcome and error text.
+/// Then come the last success and the failures since.
 pub(crate) const STATE_COLUMNS: [(&str, StateKind); 8] = [
     ("last_run_fire", StateKind::Time),
     ("last_run_by", StateKind::Runner),
@@ -72,27 +90,32 @@ pub(crate) enum StateKind {
     Count,
 }
 
-/// Every column name fixed by this crate (not configurable): [`LAST_FIRE`] and the
-/// [`STATE_COLUMNS`].
+/// Every column name that this crate fixes, so that it is not configurable.
+/// These are [`LAST_FIRE`] and the [`STATE_COLUMNS`].
 pub(crate) fn fixed_columns() -> impl Iterator<Item = &'static str> {
     std::iter::once(LAST_FIRE).chain(STATE_COLUMNS.iter().map(|(name, _)| *name))
 }
 
-/// The SQL of one table layout. `acquire` is the statement that decides an acquire (on MySQL
-/// the conditional `UPDATE`, followed by the statements in [`Dialect::Extra`]).
+/// The SQL of one table layout.
+///
+/// `acquire` is the statement that decides an acquire.
+/// On MySQL it is the conditional `UPDATE`, and the statements in [`Dialect::Extra`] follow it.
 pub(crate) struct Statements<X> {
     pub(crate) acquire: std::sync::Arc<str>,
     pub(crate) extend: std::sync::Arc<str>,
     pub(crate) release: std::sync::Arc<str>,
     pub(crate) holder: std::sync::Arc<str>,
-    /// A release that records the run (tables with the [`STATE_COLUMNS`]): the release's guard
-    /// and `lock_until`, and the job state ([`release_run_state`]).
+    /// A release that records the run, on tables with the [`STATE_COLUMNS`].
+    /// It has the release's guard and `lock_until`, and the job state ([`release_run_state`]).
     pub(crate) release_run: std::sync::Arc<str>,
-    /// Claims a fire (tables with [`LAST_FIRE`]): the statement that decides and writes.
+    /// Claims a fire, on tables with [`LAST_FIRE`].
+    /// It is the statement that decides and writes.
     pub(crate) claim: std::sync::Arc<str>,
-    /// The database's now, the recorded fire and the lock row of one name (`locked_by`,
-    /// `locked_at`, `lock_until`, the token or `NULL`; all `NULL` but now without a row), for
-    /// the replies of a claim that did not win.
+    /// The database's now, the recorded fire and the lock row of one name.
+    ///
+    /// The row is `locked_by`, `locked_at`, `lock_until`, and the token or `NULL`.
+    /// Without a row, all are `NULL` but now.
+    /// It is for the replies of a claim that did not win.
     #[cfg_attr(
         not(any(feature = "mysql", feature = "sqlite")),
         allow(dead_code, reason = "used by MySQL and SQLite")
@@ -103,15 +126,18 @@ pub(crate) struct Statements<X> {
     pub(crate) extra: X,
 }
 
-/// One attempt of a call: the statements of the table's layout, a connection (with its call's
-/// deadline) and how its errors are mapped.
+/// One attempt of a call.
+///
+/// It has the statements of the table's layout and a connection with its call's deadline.
+/// It also has how its errors are mapped.
 pub(crate) struct Attempt<'a, D: Dialect> {
     pub(crate) sql: &'a Statements<D::Extra>,
     pub(crate) c: Checkout<'a, D>,
     pub(crate) map: &'a Map<'a>,
 }
 
-/// The arguments of an extend; `token` is [`Schema::record_token`]'s.
+/// The arguments of an extend.
+/// `token` is [`Schema::record_token`]'s.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Extend<'a> {
     pub(crate) record: &'a LockRecord,
@@ -129,8 +155,8 @@ pub(crate) struct Acquire<'a> {
     pub(crate) schema: Schema,
 }
 
-/// The arguments of a fire claim: the fire's instants as the columns hold them (rounded up by
-/// [`fire_time`]).
+/// The arguments of a fire claim: the fire's instants as the columns hold them.
+/// [`fire_time`] rounds them up.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimFire<'a> {
     /// The claim's acquire: the name, `at_most`, the owner and the table's layout.
@@ -144,14 +170,18 @@ pub(crate) struct ClaimFire<'a> {
 pub(crate) enum Seen {
     /// It claimed the fire.
     Won(LockRecord),
-    /// It did not claim; the database's now and the row as it saw it, in the step that
-    /// decided (no row: `None`s).
+    /// It did not claim.
+    ///
+    /// It gives the database's now and the row as it saw it, in the step that decided.
+    /// Without a row, these are `None`s.
     Row {
         now: DateTime<Utc>,
         /// The job's recorded fire.
         recorded: Option<DateTime<Utc>>,
-        /// The lock as the row has it: owner, `locked_at`, `lock_until` (possibly past) and
-        /// fencing token (`None` without a token column).
+        /// The lock as the row has it: owner, `locked_at`, `lock_until` and fencing token.
+        ///
+        /// `lock_until` may be past.
+        /// The token is `None` without a token column.
         holder: Option<LockRecord>,
     },
     /// Its look and its claim disagreed: another call changed the row in between. Look again.
@@ -159,13 +189,15 @@ pub(crate) enum Seen {
     Changed,
 }
 
-/// The lock row a look or a claim statement returned (`locked_by`, `locked_at`, `lock_until`
-/// and the token, each `NULL` without a row), as a record of `name`: `None` without a row.
+/// The lock row a look or a claim statement returned, as a record of `name`.
+///
+/// The row is `locked_by`, `locked_at`, `lock_until` and the token.
+/// Each is `NULL` without a row, and the record is then `None`.
 ///
 /// # Errors
 ///
-/// A row with some of the three lock columns `NULL` and others not (a table whose columns
-/// allow `NULL`, written by another program).
+/// A row with some of the three lock columns `NULL` and others not.
+/// That happens in a table whose columns allow `NULL`, written by another program.
 pub(crate) fn seen_holder(
     name: &str,
     owner: Option<String>,
@@ -185,11 +217,14 @@ pub(crate) fn seen_holder(
     }
 }
 
-/// The `SET` list of a recorded release beyond `lock_until`: the last run (`fire`, the row's
-/// `locked_by` as the runner, its `locked_at` as the start, the database's now as the end, the
-/// outcome's kind and error text) and the counts of [`JobState::after`]: `kind` is the outcome's
-/// kind as a parameter, written three times (where parameters are positional, each is bound
-/// once per use). The failures saturate at `INT`'s maximum.
+/// The `SET` list of a recorded release beyond `lock_until`.
+///
+/// It sets the last run and the counts of [`JobState::after`].
+/// The last run is `fire`, the row's `locked_by` as the runner and its `locked_at` as the start.
+/// It also has the database's now as the end, and the outcome's kind and error text.
+/// `kind` is the outcome's kind as a parameter, written three times.
+/// Where parameters are positional, each is bound once per use.
+/// The failures saturate at `INT`'s maximum.
 ///
 /// [`JobState::after`]: shedlock_core::jobs::JobState::after
 pub(crate) fn release_run_state<D: Dialect>(
@@ -227,8 +262,9 @@ pub(crate) fn release_run_state<D: Dialect>(
     )
 }
 
-/// `t` rounded up to whole `precision_micros` (a fire is stored as its column holds it, and no
-/// claim starts before `F`).
+/// `t` rounded up to whole `precision_micros`.
+///
+/// So a fire is stored as its column holds it, and no claim starts before `F`.
 pub(crate) fn fire_time(t: DateTime<Utc>, precision_micros: i64) -> DateTime<Utc> {
     let step = precision_micros.max(1) * 1_000;
     let nanos = t
@@ -242,7 +278,7 @@ pub(crate) fn fire_time(t: DateTime<Utc>, precision_micros: i64) -> DateTime<Utc
 pub(crate) enum Fault {
     /// The table does not exist.
     MissingTable,
-    /// A column is missing or unusable; the database's words.
+    /// A column is missing or unusable, in the database's words.
     Columns(String),
 }
 
@@ -279,16 +315,19 @@ pub(crate) trait Dialect:
     const URL_FORM: &'static str;
     /// Whether a plain path (no scheme) names a database, as for SQLite files.
     const PLAIN_PATHS: bool = false;
-    /// The URL parameters that name TLS files (`sslrootcert`, …), and what each holds: checked
-    /// to be readable when the URL is parsed, so a wrong path is named there.
+    /// The URL parameters that name TLS files (`sslrootcert`, …), and what each holds.
+    ///
+    /// They are checked to be readable when the URL is parsed, so a wrong path is named there.
     const TLS_FILES: &'static [(&'static str, &'static str)] = &[];
     /// Runs before `create_table_if_not_exists`'s `CREATE TABLE IF NOT EXISTS`, in the same
     /// transaction: Postgres's silences the notice a table that exists meanwhile gets.
     const BEFORE_CREATE: &'static str = "";
 
-    /// The options with the builder's TLS files and credentials applied; a CA file turns on
-    /// verifying the server's certificate and host name unless the options already verify.
-    /// Refused (`Error::is_invalid_config`) where the database has no such thing (SQLite).
+    /// The options with the builder's TLS files and credentials applied.
+    ///
+    /// A CA file turns on verifying the server's certificate and host name.
+    /// It does not change options that already verify.
+    /// Where the database has no such thing, as SQLite, it is refused (`Error::is_invalid_config`).
     fn connect_settings(
         options: Options<Self>,
         settings: &crate::connect::ConnectSettings,
@@ -310,10 +349,11 @@ pub(crate) trait Dialect:
     const TIME_COLUMN: &'static str;
     /// The type and constraints of the token column in our DDL.
     const TOKEN_COLUMN: &'static str;
-    /// The type of the [`LAST_FIRE`] column in our DDL (nullable: no fire recorded yet).
+    /// The type of the [`LAST_FIRE`] column in our DDL.
+    /// It is nullable, for no fire recorded yet.
     const LAST_FIRE_COLUMN: &'static str;
-    /// The type of a nullable text column of at most `len` characters in our DDL (the job
-    /// state's runner, outcome and error text).
+    /// The type of a nullable text column of at most `len` characters in our DDL.
+    /// The job state's runner, outcome and error text have it.
     fn text_column(len: usize) -> String {
         format!("VARCHAR({len}) NULL")
     }
@@ -325,16 +365,19 @@ pub(crate) trait Dialect:
     /// Whether the statements' parameters are positional (`?`, MySQL): bound in the order they
     /// appear, once per use. Otherwise they are numbered (`$1`, `?1`) and bound once.
     const POSITIONAL: bool = false;
-    /// The precision of the time columns, in microseconds (fires are rounded up to it).
+    /// The precision of the time columns, in microseconds.
+    /// Fires are rounded up to it.
     const TIME_PRECISION_MICROS: i64;
     /// What follows the column list of our DDL.
     const TABLE_OPTIONS: &'static str = "";
 
     /// The database's "now" in UTC, as the statements read it.
     const NOW: &'static str;
-    /// What precedes a statement to pin its session (MySQL's time zone); usually nothing.
+    /// What precedes a statement to pin its session, such as MySQL's time zone.
+    /// It is usually nothing.
     const PIN: &'static str = "";
-    /// What follows `SELECT` / `UPDATE` (MySQL's optimizer hint); usually nothing.
+    /// What follows `SELECT` / `UPDATE`, such as MySQL's optimizer hint.
+    /// It is usually nothing.
     const HINT: &'static str = "";
     /// A `NULL` of the token's type.
     const NULL_TOKEN: &'static str;
@@ -364,21 +407,26 @@ pub(crate) trait Dialect:
     fn read_opt_time(row: &Self::Row, index: usize, map: &Map<'_>)
     -> Result<Option<DateTime<Utc>>>;
 
-    /// How many rows a statement changed (or matched, where the database counts so).
+    /// How many rows a statement changed.
+    /// Where the database counts so, it is how many rows it matched.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
     /// Where `options` connect, for messages (`Postgres at db:5432/app`): never the password.
     fn target(options: &Options<Self>) -> String;
 
-    /// Whether the database `options` name lives only while a connection to it is open (an
-    /// in-memory SQLite database), so the provider's own connections keep one open for it.
+    /// Whether the database `options` name lives only while a connection to it is open.
+    ///
+    /// An in-memory SQLite database does.
+    /// The provider's own connections then keep one open for it.
     fn keeps_anchor(options: &Options<Self>) -> bool {
         let _ = options;
         false
     }
 
-    /// The database's own session settings, run on each connection the provider opens and on
-    /// each of a `pool_options()` pool's (nothing by default).
+    /// The database's own session settings.
+    ///
+    /// They run on each connection the provider opens, and on each of a `pool_options()` pool's.
+    /// By default there are none.
     fn setup(
         conn: &mut Self::Connection,
     ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + '_>> {
@@ -389,7 +437,7 @@ pub(crate) trait Dialect:
     /// What `error` says about the lock table, if anything.
     fn classify(error: &sqlx::Error) -> Option<Fault>;
 
-    /// Reads the table's columns and whether the name column is alone in a unique index;
+    /// Reads the table's columns and whether the name column is alone in a unique index.
     /// `None` if the table does not exist.
     fn detect<'a>(
         link: &'a Link<Self>,
@@ -403,7 +451,7 @@ pub(crate) trait Dialect:
     /// The column's length in characters, where the database enforces one.
     fn column_len(column: &Self::TableColumn) -> Option<usize>;
 
-    /// What is wrong with `column` (configured as `name`) for `role`, if anything.
+    /// What is wrong with `column`, configured as `name`, for `role`, if anything.
     fn column_problem(column: &Self::TableColumn, role: Role, name: &str) -> Option<String>;
 
     /// One attempt of an acquire.
@@ -418,15 +466,15 @@ pub(crate) trait Dialect:
         args: Extend<'a>,
     ) -> impl Future<Output = Result<Option<LockRecord>>> + Send + 'a;
 
-    /// One attempt of a fire claim (the table has [`LAST_FIRE`]).
+    /// One attempt of a fire claim, on a table with [`LAST_FIRE`].
     fn claim_fire<'a>(
         at: Attempt<'a, Self>,
         args: ClaimFire<'a>,
     ) -> impl Future<Output = Result<Seen>> + Send + 'a;
 }
 
-/// Checks the columns of the lock table against what the statements need; `unique` says
-/// whether the name column is alone in a unique index.
+/// Checks the columns of the lock table against what the statements need.
+/// `unique` says whether the name column is alone in a unique index.
 pub(crate) fn check_columns<D: Dialect>(
     s: &Settings,
     columns: &[D::TableColumn],
@@ -503,9 +551,10 @@ pub(crate) fn check_columns<D: Dialect>(
     })
 }
 
-/// Whether the table has the job state columns: all of them, each of a fitting type (a column
-/// of the wrong type is a problem, like `last_fire`'s). Some but not all present counts as
-/// none, with a warning naming the missing ones.
+/// Whether the table has all of the job state columns, each of a fitting type.
+///
+/// A column of the wrong type is a problem, like `last_fire`'s.
+/// Some but not all present counts as none, with a warning naming the missing ones.
 fn job_state_columns<D: Dialect>(
     s: &Settings,
     columns: &[D::TableColumn],

@@ -1,13 +1,16 @@
-//! Run history in the `<table>_history` table ([`crate::tables`]): written after a recorded
-//! release ([`after_release_run`]) when the builder was given a
-//! [`HistoryPolicy`](LockProviderBuilder::history), and read newest first
-//! ([`LockAdmin::history`](shedlock_core::admin::LockAdmin::history)) whatever the policy.
+//! Run history in the `<table>_history` table ([`crate::tables`]).
 //!
-//! A write inserts the entry and prunes the lock's entries to the newest `keep` (and, with a
-//! `max_age`, removes those that ended longer ago), in one statement on Postgres (one round
-//! trip) and in one transaction elsewhere (`BEGIN`, `INSERT`, `DELETE`, `COMMIT`: four). It
-//! never fails the release: a failure is logged at `ERROR` once, then at `DEBUG` until a write
-//! succeeds again.
+//! It is written after a recorded release ([`after_release_run`]).
+//! That happens when the builder was given a [`HistoryPolicy`](LockProviderBuilder::history).
+//! [`LockAdmin::history`](shedlock_core::admin::LockAdmin::history) reads it newest first,
+//! whatever the policy.
+//!
+//! A write inserts the entry and prunes the lock's entries to the newest `keep`.
+//! With a `max_age`, it also removes those that ended longer ago.
+//! On Postgres that is one statement, in one round trip.
+//! Elsewhere it is one transaction: `BEGIN`, `INSERT`, `DELETE`, `COMMIT`, in four round trips.
+//! It never fails the release.
+//! A failure is logged at `ERROR` once, then at `DEBUG` until a write succeeds again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,8 +29,10 @@ use crate::link::{AfterLostReply, statement};
 use crate::provider::Provider;
 use crate::tables::{Record, Which, job_table_error, names, run_queries};
 
-/// The builder's history setting, as a provider keeps it: the policy, and whether the last
-/// write failed (so a failing table is logged at `ERROR` once).
+/// The builder's history setting, as a provider keeps it.
+///
+/// It has the policy, and whether the last write failed.
+/// So a failing table is logged at `ERROR` once.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     pub(crate) policy: HistoryPolicy,
@@ -49,11 +54,13 @@ impl History {
     }
 }
 
-/// Writes the history entry of a run whose release (`release_run`) just acted on its row:
-/// lock name, fire, runner (`record.owner()`), start (`record.locked_at()`), end (the
-/// database's now) and outcome; then prunes per the policy. A no-op unless the provider was
-/// built with [`LockProviderBuilder::history`]. Never fails: a failure is logged (see the
-/// module's docs).
+/// Writes the history entry of a run whose release (`release_run`) just acted on its row.
+///
+/// The entry has the lock name, fire, runner (`record.owner()`) and start (`record.locked_at()`).
+/// It also has the end, which is the database's now, and the outcome.
+/// It then prunes per the policy.
+/// It does nothing unless the provider was built with [`LockProviderBuilder::history`].
+/// It never fails: a failure is logged (see the module's docs).
 pub(crate) async fn after_release_run<D: Dialect>(
     provider: &Provider<D>,
     record: &LockRecord,

@@ -1,6 +1,7 @@
-//! The definitions and history tables on real databases (Postgres, MySQL/MariaDB, SQLite): in
-//! the crate, as the history write (`after_release_run`) is the crate's own. The same checks run
-//! on each database ([`every_check`]).
+//! The definitions and history tables on real databases: Postgres, MySQL/MariaDB and SQLite.
+//!
+//! These tests are in the crate, as the history write (`after_release_run`) is the crate's own.
+//! The same checks run on each database ([`every_check`]).
 
 use std::time::Duration;
 
@@ -20,8 +21,8 @@ fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(t.timestamp_millis()).expect("in range")
 }
 
-/// What a check needs of one database: providers on a table (with a history policy or none),
-/// a statement run directly, and a count.
+/// What a check needs of one database: providers on a table, a statement run directly, and a count.
+/// A provider has a history policy or none.
 struct Db<P> {
     /// A provider on `table`, with `history`.
     provider: MakeProvider<P>,
@@ -70,8 +71,8 @@ where
     }
 }
 
-/// Before the tables exist: every call says what to create, and `missing_ddl` lists it;
-/// `create_table_if_not_exists` creates them and nothing is missing after.
+/// Before the tables exist, every call says what to create, and `missing_ddl` lists it.
+/// `create_table_if_not_exists` creates them, and nothing is missing after.
 async fn missing_tables_say_what_to_run<P: LockAdmin>(db: &Db<P>, table: &str) {
     let p = (db.provider)(table, None);
     let lock_ddl = p.ddl().expect("ddl");
@@ -267,8 +268,8 @@ async fn odd_names_round_trip<P: LockAdmin>(p: &P) {
     assert_eq!(p.forget(&job.to_uppercase()).await.expect("forget"), 1);
 }
 
-/// More jobs than one multi-row upsert takes (100 on MySQL and SQLite), republished with one
-/// changed, in one call each.
+/// More jobs than one multi-row upsert takes, 100 on MySQL and SQLite.
+/// They are republished with one changed, in one call each.
 async fn many_definitions_are_published_at_once<P: LockAdmin>(db: &Db<P>, p: &P, table: &str) {
     let mut defs: Vec<_> = (0..250)
         .map(|i| Definition::new(format!("job-{i:03}"), format!("lock-{i}"), "{}"))
@@ -664,7 +665,8 @@ async fn sqlite_keeps_definitions_and_history() {
 }
 
 /// Behind a transaction pooler the statements go unnamed, and a transaction of several is the
-/// pooler's unit: the same checks pass (MySQL's publish and history writes are transactions).
+/// pooler's unit.
+/// The same checks pass. MySQL's publish and history writes are transactions.
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]

@@ -21,24 +21,26 @@ use crate::link::{Call, Link, micros_ceil};
 use crate::provider::{Provider, returning_statements};
 use crate::provider_types::sql_lock_provider;
 
-/// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every
-/// use within one statement agrees (in autocommit it equals ShedLock's
-/// `timezone('utc', CURRENT_TIMESTAMP)`, and it stays right even inside a transaction).
+/// The database's "now" as a UTC wall-clock `timestamp`.
+///
+/// It is the start of the statement, so every use within one statement agrees.
+/// In autocommit it equals ShedLock's `timezone('utc', CURRENT_TIMESTAMP)`.
+/// It stays right even inside a transaction.
 pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 /// The same instant in microseconds since the Unix epoch, which seeds fencing tokens.
 const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table: Java ShedLock's
-/// layout (`shedlock(name, lock_until, locked_at, locked_by)`), plus a `fencing_token` column where
-/// the table has one.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table.
+///
+/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`).
+/// A `fencing_token` column is used where the table has one.
 ///
 /// # Table
 ///
-/// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists), or run the
-/// same DDL from the migrations `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql` and
-/// `0003_job_state.sql`
-/// in this crate (sqlx-cli naming):
+/// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists).
+/// Or run the same DDL from this crate's migrations, named as sqlx-cli names them:
+/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql` and `0003_job_state.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -60,84 +62,114 @@ sql_lock_provider! {
 /// )
 /// ```
 ///
-/// Times are UTC wall-clock values in `TIMESTAMP` (without time zone) columns, as Java ShedLock
-/// writes them, so a Java service using ShedLock's `usingDbTime()` and this provider exclude
-/// each other on one table. A table without the `fencing_token` column (Java's DDL) works as is;
-/// tokens are then `None`. On first use the provider reads the table's columns once (which
-/// columns exist, their types, the name column's length) and fails with
-/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table) or [`Error::is_schema`](shedlock_core::Error::is_schema) if the table is missing or does not fit;
-/// a failed check is retried on the next call. Restart the service after adding the token column
-/// to an existing table.
+/// Times are UTC wall-clock values in `TIMESTAMP` columns, without time zone.
+/// Java ShedLock writes them the same way.
+/// So a Java service using ShedLock's `usingDbTime()` and this provider exclude each other on
+/// one table.
+/// A table without the `fencing_token` column, as Java's DDL makes it, works as is.
+/// Tokens are then `None`.
+/// On first use the provider reads the table's columns once.
+/// It reads which columns exist, their types and the name column's length.
+/// If the table is missing, it fails with
+/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table).
+/// If the table does not fit, it fails with [`Error::is_schema`](shedlock_core::Error::is_schema).
+/// A failed check is retried on the next call.
+/// Restart the service after adding the token column to an existing table.
 ///
 /// # Time
 ///
-/// Every decision compares against the server's clock, read inside the statement that decides
-/// (`timezone('UTC', statement_timestamp())`). The application's clock, its time zone and the
-/// session's `TimeZone` setting play no part.
+/// Every decision compares against the server's clock, read inside the statement that decides.
+/// The statement reads `timezone('UTC', statement_timestamp())`.
+/// The application's clock, its time zone and the session's `TimeZone` setting play no part.
 ///
 /// # Statements
 ///
-/// Each call is one statement in autocommit, on a connection taken for it and given back
-/// at once; no connection is kept while a lock is held, so one connection serves any number of
-/// held locks. An acquire is a single statement: an `INSERT … SELECT … WHERE NOT EXISTS (a held
-/// lock) ON CONFLICT DO UPDATE … WHERE lock_until <= now`. When the lock is held its `SELECT`
-/// yields no row, so it writes nothing and takes no row lock; a missing row is inserted (a
-/// concurrent first acquire makes it a conflict, never a duplicate-key error in the log), and an
-/// expired row is taken by the `DO UPDATE`, which checks expiry again on the row's latest
-/// version. A row deleted by hand is recreated by the next acquire. (Java ShedLock's `INSERT …
-/// ON CONFLICT DO UPDATE … WHERE` lacks the guard and locks the row even when it does not take
-/// it: a transaction id and WAL on every skip, 96 bytes measured, against none here. On a
-/// skip the server runs it at about 0.8 × the rate of Java's plain conditional `UPDATE`, see
-/// BENCHMARKS.md.) Only an acquire that races another for an expired or missing row, and
-/// loses, locks the row on its way (the winner's new version) before it finds it held.
-/// A release does not wait for its WAL flush (`synchronous_commit = off` for that statement
-/// alone): if the server crashes before the flush, the release is lost and the lock simply ends
-/// at its `lock_until`. Acquires and extends are durable.
+/// Each call is one statement in autocommit, on a connection taken for it and given back at once.
+/// No connection is kept while a lock is held.
+/// So one connection serves any number of held locks.
+///
+/// An acquire is a single statement:
+/// `INSERT … SELECT … WHERE NOT EXISTS (a held lock) ON CONFLICT DO UPDATE … WHERE lock_until <= now`.
+/// When the lock is held, its `SELECT` yields no row.
+/// So it writes nothing and takes no row lock.
+/// A missing row is inserted.
+/// A concurrent first acquire makes that a conflict, never a duplicate-key error in the log.
+/// The `DO UPDATE` takes an expired row.
+/// It checks expiry again on the row's latest version.
+/// The next acquire recreates a row deleted by hand.
+///
+/// Java ShedLock's `INSERT … ON CONFLICT DO UPDATE … WHERE` lacks the guard.
+/// It locks the row even when it does not take it.
+/// That costs a transaction id and WAL on every skip, 96 bytes measured, against none here.
+/// On a skip the server runs ours at about 0.8 × the rate of Java's plain conditional `UPDATE`
+/// (see BENCHMARKS.md).
+/// Only an acquire that races another for an expired or missing row, and loses, locks the row.
+/// It locks the winner's new version on its way, before it finds the lock held.
+///
+/// A release does not wait for its WAL flush: `synchronous_commit = off` for that statement alone.
+/// If the server crashes before the flush, the release is lost.
+/// The lock then simply ends at its `lock_until`.
+/// Acquires and extends are durable.
 ///
 /// # Fire claims
 ///
-/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement: an update of
-/// an expired row and an insert of a missing one, with the fire's conditions (`F <= now < next`,
-/// `last_fire` older than `F` or `NULL`, the lock free), which also returns the database's now and
-/// the row as it saw it, so every reply costs one round trip. A fire it does not claim writes
-/// nothing and takes no row lock. `last_fire` is a UTC wall-clock `TIMESTAMP` like `lock_until`; a
-/// table without it (Java's DDL) answers `claim_fire` with
-/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported): add it with
-/// `migrations/postgres/0002_last_fire.sql` and restart the service.
+/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement.
+/// It updates an expired row or inserts a missing one, under the fire's conditions.
+/// The conditions are `F <= now < next`, `last_fire` older than `F` or `NULL`, and the lock free.
+/// The statement also returns the database's now and the row as it saw it.
+/// So every reply costs one round trip.
+/// A fire it does not claim writes nothing and takes no row lock.
+/// `last_fire` is a UTC wall-clock `TIMESTAMP`, like `lock_until`.
+/// A table without it, as Java's DDL makes it, answers `claim_fire` with
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported).
+/// Add it with `migrations/postgres/0002_last_fire.sql` and restart the service.
 ///
 /// # Job state
 ///
 /// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
-/// `UPDATE` (its guard and `lock_until` unchanged) that also sets the job state columns: the
-/// run's fire, runner (`locked_by`), start (`locked_at`), end (the database's now, in the same
-/// statement), outcome and error text (at most 1000 characters), and `last_success` and
-/// `consecutive_failures` as `CASE`s on the outcome. One round trip, as a release; a row that
-/// no longer belongs to the run is not written. The recorded release keeps the plain release's durability: it runs with the same
-/// `synchronous_commit = off`, so a crash of the server before the WAL flush loses the release
-/// and its record alike (the lock then ends at its `lock_until`, and the job state shows the run
-/// before). A table without the columns (Java's
-/// DDL, or one made before `0003_job_state.sql`) answers
-/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
-/// scheduler releases plainly: run `migrations/postgres/0003_job_state.sql` (or what
-/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints) and restart the
-/// service. [`list`](shedlock_core::admin::LockAdmin::list) and
+/// `UPDATE`, with its guard and `lock_until` unchanged.
+/// It also sets the job state columns:
+///
+/// - the run's fire
+/// - the runner, from `locked_by`
+/// - the start, from `locked_at`
+/// - the end, the database's now in the same statement
+/// - the outcome and the error text, at most 1000 characters
+/// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
+///
+/// It costs one round trip, as a release does.
+/// A row that no longer belongs to the run is not written.
+/// The recorded release keeps the plain release's durability.
+/// It runs with the same `synchronous_commit = off`.
+/// So a crash of the server before the WAL flush loses the release and its record alike.
+/// The lock then ends at its `lock_until`, and the job state shows the run before.
+///
+/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`.
+/// Such a table answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without
+/// a statement, and the scheduler releases plainly.
+/// Run `migrations/postgres/0003_job_state.sql`, or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints.
+/// Then restart the service.
+/// [`list`](shedlock_core::admin::LockAdmin::list) and
 /// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
 /// # Fencing tokens
 ///
-/// Each acquisition sets a greater token: see the crate's [Fencing tokens](crate#fencing-tokens).
+/// Each acquisition sets a greater token (see [Fencing tokens](crate#fencing-tokens)).
 ///
 /// # Connections, timeouts and failures
 ///
-/// Built from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)), it opens
-/// connections of its own: one round trip per statement, apart from the application's pool. Over a
-/// sqlx pool of your own ([`new`](Self::new), [`builder`](Self::builder)), start from
-/// [`pool_options`](Self::pool_options). Every call has a deadline,
-/// [`call_timeout`](crate::LockProviderBuilder::call_timeout). After a server restart,
-/// `pg_terminate_backend` or `idle_session_timeout`, a call that meets a dead connection runs again
-/// on another; an acquire whose reply was lost fails instead. The repository's `docs/sql-stores.md`
-/// explains pools, restarts, lost replies and deadlines, and lists the Postgres errors that mark a
-/// connection as lost.
+/// Built from a URL, it opens connections of its own, apart from the application's pool
+/// (see [`connect`](Self::connect) and [`from_url`](Self::from_url)).
+/// It then costs one round trip per statement.
+/// Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options)
+/// (see [`new`](Self::new) and [`builder`](Self::builder)).
+/// Every call has a deadline, [`call_timeout`](crate::LockProviderBuilder::call_timeout).
+/// A server restart, `pg_terminate_backend` or `idle_session_timeout` leaves connections dead.
+/// A call that meets a dead connection runs again on another.
+/// An acquire whose reply was lost fails instead.
+/// The repository's `docs/sql-stores.md` explains pools, restarts, lost replies and deadlines.
+/// It also lists the Postgres errors that mark a connection as lost.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -286,7 +318,8 @@ impl Dialect for Postgres {
     const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP NULL";
     const TIME_PRECISION_MICROS: i64 = 1;
 
-    /// Whole microseconds, rounded up (a lock is never shorter than asked).
+    /// Whole microseconds, rounded up.
+    /// So a lock is never shorter than asked.
     type Span = PgInterval;
     fn span(d: Duration) -> PgInterval {
         PgInterval {
@@ -378,9 +411,11 @@ impl Dialect for Postgres {
 
     /// Name, type, `VARCHAR` length, alone in a unique index.
     type TableColumn = (String, String, Option<usize>, bool);
-    /// One statement: every column with its type, its `VARCHAR` length and whether it is
-    /// alone in a unique, non-partial index. `to_regclass` resolves the quoted name as the
-    /// statements do (search path included) and yields no rows for a missing table.
+    /// One statement that reads every column with its type and its `VARCHAR` length.
+    ///
+    /// It also reads whether the column is alone in a unique, non-partial index.
+    /// `to_regclass` resolves the quoted name as the statements do, search path included.
+    /// It yields no rows for a missing table.
     async fn detect<'a>(
         link: &'a Link<Self>,
         call: &'a Call,

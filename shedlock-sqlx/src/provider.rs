@@ -1,8 +1,11 @@
-//! The lock provider, written once over a [`Dialect`]: validation, per-call deadlines, retries
-//! on dead connections, the lazily checked table, constructors, create-table and the admin calls
-//! (whose statements and row reading are in [`crate::admin`]). The public providers
-//! (`PgLockProvider`, …) are thin types around it, made by
-//! [`sql_lock_provider!`](crate::provider_types::sql_lock_provider).
+//! The lock provider, written once over a [`Dialect`].
+//!
+//! It has validation, per-call deadlines, retries on dead connections and the lazily checked
+//! table.
+//! It also has constructors, create-table and the admin calls.
+//! The admin calls' statements and row reading are in [`crate::admin`].
+//! The public providers (`PgLockProvider`, …) are thin types around it.
+//! [`sql_lock_provider!`](crate::provider_types::sql_lock_provider) makes them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -96,9 +99,12 @@ where
         }
     }
 
-    /// Options for a sqlx pool of the application's own, to pass to `new(pool)`:
-    /// [`DEFAULT_POOL_SIZE`] connections, one kept open, no ping on checkout, the default call timeout to wait for a
-    /// connection, and the dialect's session settings.
+    /// Options for a sqlx pool of the application's own, to pass to `new(pool)`.
+    ///
+    /// The pool has [`DEFAULT_POOL_SIZE`] connections and keeps one open.
+    /// It does no ping on checkout.
+    /// It waits the default call timeout for a connection.
+    /// It applies the dialect's session settings.
     pub(crate) fn pool_options() -> PoolOptions<D> {
         PoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
@@ -108,8 +114,9 @@ where
             .after_connect(|conn, _meta| D::setup(conn))
     }
 
-    /// Opens one connection now (and keeps it for the first call), so that a wrong URL,
-    /// password or database fails here, naming the database and the cause.
+    /// Opens one connection now and keeps it for the first call.
+    ///
+    /// So a wrong URL, password or database fails here, naming the database and the cause.
     pub(crate) async fn warm_up(&self) -> Result<()> {
         let link = &self.inner.link;
         let call = link.call("connect");
@@ -209,10 +216,13 @@ where
     /// Claims `fire` (see
     /// [`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)).
     ///
-    /// Each attempt decides in the database; a claim that did not win answers from the row as
-    /// the database saw it, through [`fire_decision`]. Where that row says the fire was
-    /// claimable after all (another call changed it between the dialect's look and its claim,
-    /// which only racing claimers do), the call looks again, a few times at most.
+    /// Each attempt decides in the database.
+    /// A claim that did not win answers from the row as the database saw it, through
+    /// [`fire_decision`].
+    /// That row may say the fire was claimable after all.
+    /// Then another call changed it between the dialect's look and its claim.
+    /// Only racing claimers do that.
+    /// The call then looks again, a few times at most.
     pub(crate) async fn claim_fire(
         &self,
         name: &str,
@@ -318,9 +328,11 @@ where
     }
 
     /// Releases `record` and records `run` in its row in one statement (see
-    /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)): the
-    /// release's guard and `lock_until`, and the job state. Unsupported, without a statement, on
-    /// a table without the job state columns (found with the table's layout, once).
+    /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)).
+    ///
+    /// The statement has the release's guard and `lock_until`, and the job state.
+    /// A table without the job state columns answers unsupported, without a statement.
+    /// Those columns are found once, with the table's layout.
     pub(crate) async fn release_run(
         &self,
         record: &LockRecord,
@@ -416,8 +428,10 @@ where
         self.inner.link.settings.max_name_len
     }
 
-    /// A statement that finds an acquisition, with its parameters bound: the duration, the
-    /// name, the owner, and the token (or `locked_at` on a table without tokens).
+    /// A statement that finds an acquisition, with its parameters bound.
+    ///
+    /// The parameters are the duration, the name, the owner, and the token.
+    /// On a table without tokens, `locked_at` takes the token's place.
     pub(crate) fn identified<'q>(
         sql: &Arc<str>,
         d: Duration,
@@ -445,8 +459,8 @@ where
             .bind(owner)
     }
 
-    /// Runs `query` on the attempt's connection within the call's deadline; the row it
-    /// returned, if any.
+    /// Runs `query` on the attempt's connection within the call's deadline.
+    /// It answers the row the query returned, if any.
     async fn optional_row(
         at: &mut Attempt<'_, D>,
         query: sqlx::query::Query<'_, D, D::Arguments>,
@@ -484,8 +498,10 @@ where
         Ok(LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(token))
     }
 
-    /// Runs a dialect's fire-claim statement that returns rows (`$1`/`?1` `at_most`, then the name,
-    /// owner, `F`, next); the row it returned, if any.
+    /// Runs a dialect's fire-claim statement that returns rows.
+    ///
+    /// The parameters are `$1`/`?1` `at_most`, then the name, owner, `F` and next.
+    /// It answers the row the statement returned, if any.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn claim_returning(
         at: &mut Attempt<'_, D>,
@@ -498,9 +514,11 @@ where
         Self::optional_row(at, query).await
     }
 
-    /// What a fire claim saw when it did not claim, from a row whose columns are the
-    /// database's now, the recorded fire, then the lock's `lock_until`, `locked_by`, `locked_at`
-    /// and fencing token (Postgres's claim statement, SQLite's look).
+    /// What a fire claim saw when it did not claim.
+    ///
+    /// The row's columns are the database's now and the recorded fire.
+    /// Then come the lock's `lock_until`, `locked_by`, `locked_at` and fencing token.
+    /// Postgres's claim statement and SQLite's look return such rows.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn seen_row(row: &D::Row, name: &str, map: &Map<'_>) -> Result<Seen> {
         Ok(Seen::Row {
@@ -531,9 +549,11 @@ where
         Ok(Some(args.record.clone().with_lock_until(lock_until)))
     }
 
-    /// Runs `attempt` on connections from the pool until it succeeds, fails for a reason other
-    /// than a dead connection (or, for a call that may not repeat a statement whose reply was
-    /// lost, fails at all), or the call's deadline passes (see [`Link::run`]).
+    /// Runs `attempt` on connections from the pool (see [`Link::run`]).
+    ///
+    /// It runs until the attempt succeeds, or fails for a reason other than a dead connection.
+    /// A call that may not repeat a statement whose reply was lost stops at any failure.
+    /// It also stops when the call's deadline passes.
     async fn attempts<'a, T, F, Fut>(
         &'a self,
         call: &'a Call,
@@ -552,13 +572,14 @@ where
             .await
     }
 
-    /// How the errors of one call are mapped; `what` names the call.
+    /// How the errors of one call are mapped.
+    /// `what` names the call.
     fn mapper(&self, what: String) -> impl Fn(sqlx::Error) -> Error + Send + Sync + '_ {
         move |e| self.map_error(e, &what)
     }
 
-    /// Starts the call `op` on the lock `name`: its deadline, and the table's layout (checked
-    /// on first use).
+    /// Starts the call `op` on the lock `name`: its deadline, and the table's layout.
+    /// The layout is checked on first use.
     async fn start(&self, op: &'static str, name: &str) -> Result<(Call, Schema)> {
         let call = self.inner.link.call(op).about(format!("lock {name:?}"));
         let schema = self.schema(&call).await?;
@@ -570,8 +591,8 @@ where
         self.inner.link.schema(|| self.detect(call)).await
     }
 
-    /// The provider's link to its database (connections, settings, call deadlines), for the
-    /// admin statements (`admin.rs`).
+    /// The provider's link to its database, for the admin statements in `admin.rs`.
+    /// The link has the connections, settings and call deadlines.
     pub(crate) fn link(&self) -> &Link<D> {
         &self.inner.link
     }
@@ -624,8 +645,9 @@ where
 
     // The admin calls of `LockAdmin` (admin.rs: their statements, how rows are read, the impls).
 
-    /// Every row (`name` `None`) or one, with the database's now; sorted by name in code (byte
-    /// order), whatever the column's collation.
+    /// Every row when `name` is `None`, or one row, with the database's now.
+    ///
+    /// Rows are sorted by name in code, in byte order, whatever the column's collation.
     pub(crate) async fn admin_list(
         &self,
         op: &'static str,
@@ -664,9 +686,11 @@ where
     }
 
     /// The statements that add what the table lacks for job state (see
-    /// [`LockAdmin::missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl)), each ending
-    /// in `;`, one per line; the whole DDL ([`ddl`](Self::ddl)) for a missing table. It reads
-    /// the table's columns anew, so it sees columns added since the provider looked.
+    /// [`LockAdmin::missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl)).
+    ///
+    /// Each ends in `;`, one per line.
+    /// For a missing table, it is the whole DDL ([`ddl`](Self::ddl)).
+    /// It reads the table's columns anew, so it sees columns added since the provider looked.
     pub(crate) async fn admin_missing_ddl(&self) -> Result<Option<String>> {
         let link = self.link();
         let call = &link
@@ -714,11 +738,14 @@ where
     }
 }
 
-/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`: Java ShedLock's columns plus the
-/// fencing token and, when `full`, the recorded fire and the job state columns. For the default
-/// names, without `full` it is the statement of the migration `0001_shedlock.sql`; with it, the
-/// table that migration, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
-/// ([`add_job_state`]) make.
+/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`.
+///
+/// It has Java ShedLock's columns plus the fencing token.
+/// When `full`, it also has the recorded fire and the job state columns.
+/// For the default names without `full`, it is the statement of the migration `0001_shedlock.sql`.
+/// With `full`, it makes the table that these migrations make together:
+/// `0001_shedlock.sql`, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
+/// ([`add_job_state`]).
 pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     let mut extra = String::new();
     if full {
@@ -758,8 +785,8 @@ pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     )
 }
 
-/// The statement that adds the [`LAST_FIRE`] column to `settings`' table (the migration
-/// `0002_last_fire.sql`, for the default names).
+/// The statement that adds the [`LAST_FIRE`] column to `settings`' table.
+/// For the default names, it is the migration `0002_last_fire.sql`.
 pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
     format!(
         "ALTER TABLE {} ADD COLUMN {} {}",
@@ -769,9 +796,10 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
     )
 }
 
-/// The statements that add the job state columns `columns` to `settings`' table, one
-/// `ALTER TABLE` each (SQLite adds one column per statement); for every column and the default
-/// names, the migration `0003_job_state.sql`.
+/// The statements that add the job state columns `columns` to `settings`' table.
+///
+/// There is one `ALTER TABLE` per column, because SQLite adds one column per statement.
+/// For every column and the default names, they are the migration `0003_job_state.sql`.
 pub(crate) fn add_job_state<D: Dialect>(
     settings: &Settings,
     columns: &[(&str, StateKind)],

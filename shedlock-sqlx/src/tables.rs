@@ -1,12 +1,18 @@
-//! The two tables beside the lock table that job definitions and run history need, named from
-//! it: `<table>_jobs` (the definitions replicas publish, [`crate::definitions`]) and
-//! `<table>_history` (the runs kept, [`crate::history`]). Their names, their DDL (the same as
-//! the migration `0004_jobs_and_history.sql` of each database), what each database spells
-//! differently ([`JobTables`]), creating them, finding which are missing, the error that names
-//! the DDL to run, and the runner of a call's statements in one transaction.
+//! The two tables beside the lock table that job definitions and run history need.
 //!
-//! The lock table works without them: only publishing definitions, listing them, forgetting
-//! them, writing history and reading it use them.
+//! They are named from the lock table.
+//! `<table>_jobs` holds the definitions replicas publish ([`crate::definitions`]).
+//! `<table>_history` holds the runs kept ([`crate::history`]).
+//!
+//! This module has their names and their DDL.
+//! The DDL is the same as the migration `0004_jobs_and_history.sql` of each database.
+//! It also has what each database spells differently ([`JobTables`]).
+//! It creates them, finds which are missing, and gives the error that names the DDL to run.
+//! It also runs a call's statements in one transaction.
+//!
+//! The lock table works without them.
+//! Only publishing definitions, listing them, forgetting them, writing history and reading it
+//! use them.
 
 use std::time::Duration;
 
@@ -23,8 +29,10 @@ use crate::provider::Provider;
 pub(crate) const JOBS_SUFFIX: &str = "_jobs";
 /// The suffix of the history table's name.
 pub(crate) const HISTORY_SUFFIX: &str = "_history";
-/// The suffix of the history table's index name, after the history table's name (Postgres and
-/// SQLite name indexes per schema; MySQL names it `lock_name_id` within the table).
+/// The suffix of the history table's index name, after the history table's name.
+///
+/// Postgres and SQLite name indexes per schema.
+/// MySQL names it `lock_name_id` within the table.
 pub(crate) const INDEX_SUFFIX: &str = "_idx";
 /// The longest job name and replica (owner id) the definitions table holds, in characters.
 pub(crate) const MAX_JOB_LEN: usize = 255;
@@ -41,7 +49,8 @@ pub(crate) trait JobTables: sqlx::Database {
     const IDENT_MAX: Option<usize>;
     /// The history table's id: an integer the database assigns in increasing order.
     const AUTO_ID: &'static str;
-    /// The error text's column (1,000 characters at most, [`shedlock_core::jobs::MAX_ERROR_LEN`]).
+    /// The error text's column, 1,000 characters at most
+    /// ([`shedlock_core::jobs::MAX_ERROR_LEN`]).
     const ERROR_COLUMN: &'static str;
     /// Whether the history table's index is declared inside its `CREATE TABLE` (MySQL) rather
     /// than by a `CREATE INDEX` of its own.
@@ -49,13 +58,15 @@ pub(crate) trait JobTables: sqlx::Database {
     /// What starts a transaction of several statements.
     const BEGIN: &'static str = "BEGIN";
 
-    /// The SQL of `now + param` (a span bound as the dialect binds durations).
+    /// The SQL of `now + param`.
+    /// The span is bound as the dialect binds durations.
     fn plus(param: &str) -> String;
-    /// The SQL of `now - param` (a span bound as the dialect binds durations).
+    /// The SQL of `now - param`.
+    /// The span is bound as the dialect binds durations.
     fn minus(param: &str) -> String;
 
-    /// The statements of a publish ([`crate::definitions`]), with their parameters: each runs
-    /// in one transaction (or is one statement).
+    /// The statements of a publish ([`crate::definitions`]), with their parameters.
+    /// They run in one transaction, or are one statement.
     fn publish(t: &Names, p: &Publish<'_>) -> Vec<Query<Self>>;
 
     /// The statements that write a history entry and prune ([`crate::history`]).
@@ -67,7 +78,8 @@ pub(crate) trait JobTables: sqlx::Database {
 pub(crate) struct Publish<'a> {
     pub(crate) replica: &'a str,
     pub(crate) version: &'a str,
-    /// (job, lock name, spec), each job once (the last given wins).
+    /// (job, lock name, spec), each job once.
+    /// The last given wins.
     pub(crate) entries: Vec<(&'a str, &'a str, &'a str)>,
     pub(crate) ttl: Duration,
 }
@@ -86,7 +98,7 @@ pub(crate) struct Record<'a> {
     pub(crate) max_age: Option<Duration>,
 }
 
-/// The names of the two tables (quoted for the dialect) and of the history table's index.
+/// The names of the two tables, quoted for the dialect, and of the history table's index.
 #[derive(Debug, Clone)]
 pub(crate) struct Names {
     /// `<table>_jobs`, as it appears in messages (`schema.table_jobs`).
@@ -97,15 +109,18 @@ pub(crate) struct Names {
     pub(crate) jobs: String,
     /// `<table>_history`, quoted.
     pub(crate) history: String,
-    /// The `CREATE INDEX`'s index name, quoted (qualified on SQLite, where the index carries
-    /// the schema), and the table it is on as that statement names it.
+    /// The `CREATE INDEX`'s index name, quoted, and the table it is on as that statement names it.
+    ///
+    /// On SQLite the index carries the schema, so its name is qualified.
     pub(crate) index: String,
     pub(crate) index_on: String,
 }
 
-/// `ident` in `quote`'s quotes: for the derived names, which may be longer than the lock table's
-/// limit (each is checked against the database's own limit by [`names`]); plain identifiers
-/// only, so nothing to escape.
+/// `ident` in `quote`'s quotes.
+///
+/// It is for the derived names, which may be longer than the lock table's limit.
+/// [`names`] checks each against the database's own limit.
+/// They are plain identifiers only, so there is nothing to escape.
 fn quoted(quote: Quote, ident: &str) -> String {
     match quote {
         Quote::Double => format!("\"{ident}\""),
@@ -267,8 +282,10 @@ pub(crate) fn assert_migration<D: Dialect>() {
     );
 }
 
-/// The error of a statement on the definitions or history table: a missing table says what to
-/// run; anything else is the database's error on `what`.
+/// The error of a statement on the definitions or history table.
+///
+/// A missing table says what to run.
+/// Anything else is the database's error on `what`.
 pub(crate) fn job_table_error<D: Dialect>(
     s: &Settings,
     target: &str,
@@ -316,9 +333,11 @@ pub(crate) fn missing_table<D: Dialect>(
     )
 }
 
-/// Runs `queries` on the attempt's connection: one alone as any statement, several in one
-/// transaction (the dialect's [`JobTables::BEGIN`] … `COMMIT`, rolled back on an error). Their
-/// rows affected, in order.
+/// Runs `queries` on the attempt's connection, and answers their rows affected, in order.
+///
+/// One query alone runs as any statement.
+/// Several run in one transaction: the dialect's [`JobTables::BEGIN`] … `COMMIT`.
+/// The transaction is rolled back on an error.
 ///
 /// Behind a transaction pooler the transaction is the pooler's unit already: the statements go
 /// unnamed, between this `BEGIN` and `COMMIT`.
@@ -403,9 +422,11 @@ where
         }
     }
 
-    /// The statements that create whichever of the definitions and history tables is missing
-    /// (empty when both exist), for `LockAdmin::missing_ddl`. A lock table whose name is too
-    /// long for the derived names gets none, with a warning (the calls that need them say why).
+    /// The statements that create whichever of the definitions and history tables is missing.
+    ///
+    /// It is for `LockAdmin::missing_ddl`, and is empty when both exist.
+    /// A lock table whose name is too long for the derived names gets none, with a warning.
+    /// The calls that need the tables say why.
     ///
     /// # Errors
     ///
@@ -506,9 +527,10 @@ mod postgres {
             format!("({NOW} - {param})")
         }
 
-        /// One statement: the expired entries go (but those this publish writes again, which
-        /// one statement may not both delete and update) and every entry is upserted from
-        /// arrays.
+        /// One statement: the expired entries go, and every entry is upserted from arrays.
+        ///
+        /// Expired entries that this publish writes again do not go.
+        /// One statement may not both delete and update them.
         fn publish(t: &Names, p: &Publish<'_>) -> Vec<Query<Self>> {
             let sql = format!(
                 "WITH gone AS (DELETE FROM {jobs} WHERE expires <= {NOW} \
@@ -569,16 +591,20 @@ mod postgres {
     }
 }
 
-/// The statements of MySQL and SQLite, which have no arrays and no data-modifying `WITH`: a
-/// transaction of a `DELETE` and one multi-row upsert per chunk (publish), of an `INSERT` and a
-/// `DELETE` (history). `pin` and `hint` are MySQL's time-zone pin, `upsert` the dialect's
-/// conflict clause, `keep_from` the subquery of the first entry to prune.
+/// The statements of MySQL and SQLite, which have no arrays and no data-modifying `WITH`.
+///
+/// A publish is a transaction of a `DELETE` and one multi-row upsert per chunk.
+/// A history write is a transaction of an `INSERT` and a `DELETE`.
+/// `pin` and `hint` are MySQL's time-zone pin.
+/// `upsert` is the dialect's conflict clause.
+/// `keep_from` is the subquery of the first entry to prune.
 #[cfg(any(feature = "mysql", feature = "sqlite"))]
 mod portable {
     use super::{Names, Publish, Query, Record};
     use crate::dialect::Dialect;
 
-    /// Rows per multi-row `INSERT` (6 parameters each, far below every limit).
+    /// Rows per multi-row `INSERT`.
+    /// Each has 6 parameters, far below every limit.
     const CHUNK: usize = 100;
 
     pub(super) fn publish<D: Dialect>(t: &Names, p: &Publish<'_>, upsert: &str) -> Vec<Query<D>>
@@ -612,9 +638,11 @@ mod portable {
         queries
     }
 
-    /// The new row is visible to the `DELETE` (same transaction): it keeps `keep` entries.
-    /// MySQL may not read the table a `DELETE` deletes from but through a derived table, which
-    /// its `LIMIT` keeps from being merged.
+    /// The new row is visible to the `DELETE`, in the same transaction.
+    ///
+    /// The `DELETE` keeps `keep` entries.
+    /// MySQL may read the table a `DELETE` deletes from only through a derived table.
+    /// Its `LIMIT` keeps that derived table from being merged.
     pub(super) fn record<D: Dialect>(t: &Names, r: &Record<'_>) -> Vec<Query<D>>
     where
         for<'q> &'q str: sqlx::Encode<'q, D> + sqlx::Type<D>,

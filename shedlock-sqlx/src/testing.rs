@@ -1,19 +1,25 @@
-//! Helpers for tests that need a real database (feature `testing`): where the database is, what
-//! to do when there is none, and unique names so tests can share a server.
+//! Helpers for tests that need a real database, behind the feature `testing`.
+//!
+//! They say where the database is and what to do when there is none.
+//! They give unique names, so tests can share a server.
 //!
 //! Tests read the database URLs from [`PG_URL_ENV`] (`SHEDLOCK_PG_URL`) and [`MYSQL_URL_ENV`]
-//! (`SHEDLOCK_MYSQL_URL`, MySQL or MariaDB). Without a URL, [`postgres_url`] / [`mysql_url`]
-//! print a skip notice and return `None`, so the test can return early and pass; with
-//! [`REQUIRE_DB_ENV`] set to `1` (as CI does) they panic instead, so a missing database fails the
-//! run rather than skipping it silently.
+//! (`SHEDLOCK_MYSQL_URL`).
+//! The MySQL URL may name MySQL or MariaDB.
+//! Without a URL, [`postgres_url`] and [`mysql_url`] print a skip notice and return `None`.
+//! The test can then return early and pass.
+//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, they panic instead.
+//! So a missing database fails the run rather than skipping it silently.
 //!
-//! With the `testcontainers` feature, a missing URL starts a container instead (Postgres 16,
-//! MariaDB 11) through [testcontainers](https://docs.rs/testcontainers), once per test process.
-//! That needs a Docker engine; it is opt-in for developers who have one, and CI only compiles
-//! it. The containers run until the process ends and are left behind then (testcontainers cannot
-//! remove a container held for the whole process); they carry the label
-//! `org.shedlock-rs.testing`, so `docker rm -f $(docker ps -aq --filter
-//! label=org.shedlock-rs.testing)` removes them.
+//! With the `testcontainers` feature, a missing URL starts a container instead.
+//! It starts Postgres 16 or MariaDB 11 through [testcontainers](https://docs.rs/testcontainers),
+//! once per test process.
+//! That needs a Docker engine.
+//! It is opt-in for developers who have one, and CI only compiles it.
+//! The containers run until the process ends, and are left behind then.
+//! testcontainers cannot remove a container held for the whole process.
+//! The containers carry the label `org.shedlock-rs.testing`.
+//! So `docker rm -f $(docker ps -aq --filter label=org.shedlock-rs.testing)` removes them.
 //!
 //! ```
 //! use shedlock_sqlx::testing;
@@ -42,8 +48,11 @@ pub const MYSQL_URL_ENV: &str = "SHEDLOCK_MYSQL_URL";
 /// Set to `1` to make a missing database fail tests instead of skipping them.
 pub const REQUIRE_DB_ENV: &str = "SHEDLOCK_REQUIRE_DB";
 
-/// The Postgres URL for a test: [`PG_URL_ENV`] if set; else, with the `testcontainers`
-/// feature, a container's; else `None` after printing a skip notice.
+/// The Postgres URL for a test.
+///
+/// It is [`PG_URL_ENV`] if set.
+/// Else, with the `testcontainers` feature, it is a container's.
+/// Else it is `None`, after printing a skip notice.
 ///
 /// # Panics
 ///
@@ -53,8 +62,11 @@ pub fn postgres_url() -> Option<String> {
     url(Db::Postgres)
 }
 
-/// The MySQL/MariaDB URL for a test: [`MYSQL_URL_ENV`] if set; else, with the
-/// `testcontainers` feature, a MariaDB container's; else `None` after printing a skip notice.
+/// The MySQL/MariaDB URL for a test.
+///
+/// It is [`MYSQL_URL_ENV`] if set.
+/// Else, with the `testcontainers` feature, it is a MariaDB container's.
+/// Else it is `None`, after printing a skip notice.
 ///
 /// # Panics
 ///
@@ -70,8 +82,10 @@ pub fn db_required() -> bool {
     std::env::var(REQUIRE_DB_ENV).is_ok_and(|v| v.trim() == "1")
 }
 
-/// A suffix no other call in any process makes (in practice): the process id, a counter and
-/// random bits, as lowercase hex and underscores, 30 characters at most.
+/// A suffix that, in practice, no other call in any process makes.
+///
+/// It is the process id, a counter and random bits, as lowercase hex and underscores.
+/// It has 30 characters at most.
 #[must_use]
 pub fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -92,7 +106,8 @@ pub fn unique_suffix() -> String {
 /// # Panics
 ///
 /// If `prefix` is not 1 to 32 ASCII letters, digits or underscores starting with a letter or
-/// underscore (a test's mistake).
+/// underscore.
+/// That is a test's mistake.
 #[must_use]
 pub fn unique_table_name(prefix: &str) -> String {
     let plain = prefix.len() <= 32
@@ -220,8 +235,9 @@ mod containers {
         .clone()
     }
 
-    /// Starts `image` on a thread of its own (with its own runtime, independent of the tests'
-    /// runtimes) that keeps the container for the rest of the process.
+    /// Starts `image` on a thread of its own that keeps the container for the rest of the process.
+    ///
+    /// The thread has its own runtime, independent of the tests' runtimes.
     fn start(
         image: ContainerRequest<GenericImage>,
         port: u16,

@@ -1,5 +1,8 @@
-//! Parsing a provider's URL: the scheme check (naming the provider another store's URL is for),
-//! our `transaction_pooler` query parameter, and a check that the TLS files it names can be read.
+//! Parsing a provider's URL.
+//!
+//! The scheme check names the provider that another store's URL is for.
+//! The `transaction_pooler` query parameter is ours.
+//! A check makes sure the TLS files the URL names can be read.
 
 use shedlock_core::{Error, Result};
 
@@ -33,12 +36,15 @@ const STORES: &[(&str, &str)] = &[
     ("etcd", "EtcdLockProvider (shedlock-etcd)"),
 ];
 
-/// Parses `url` for `DB`, refusing another store's scheme with the provider that takes it. The
-/// messages never repeat the URL (it may hold a password); a scheme is spelled back only if it
-/// has a scheme's shape. SQLite also takes a plain path (`locks.db`), as sqlx does.
+/// Parses `url` for `DB`, refusing another store's scheme with the provider that takes it.
 ///
-/// On a Postgres URL, the query parameter [`POOLER_PARAM`] (`transaction_pooler=true` or
-/// `false`) is ours: it is taken out before sqlx reads the URL, and returned.
+/// The messages never repeat the URL, because it may hold a password.
+/// A scheme is spelled back only if it has a scheme's shape.
+/// SQLite also takes a plain path (`locks.db`), as sqlx does.
+///
+/// On a Postgres URL, the query parameter [`POOLER_PARAM`] is ours.
+/// It is `transaction_pooler=true` or `false`.
+/// It is taken out before sqlx reads the URL, and returned.
 pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<(Options<DB>, bool)> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
         // RFC 3986's shape; one letter is a Windows drive, not a scheme.
@@ -140,9 +146,11 @@ fn take_pooler_param(url: &str) -> Result<(String, bool)> {
     Ok((url, pooler))
 }
 
-/// Checks that the TLS files a URL names (`sslrootcert=…`, `ssl-ca=…`) can be read, so that a
-/// wrong path is an error naming it (sqlx reads them at connect time and reports only "No
-/// such file or directory"). A percent-encoded path is left to sqlx.
+/// Checks that the TLS files a URL names (`sslrootcert=…`, `ssl-ca=…`) can be read.
+///
+/// So a wrong path is an error naming it.
+/// sqlx reads them at connect time and reports only "No such file or directory".
+/// A percent-encoded path is left to sqlx.
 fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
     let Some((_, query)) = url.split_once('?') else {
         return Ok(());
@@ -164,7 +172,9 @@ fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
 }
 
 /// Providers from URLs: the scheme check, bad URLs and settings, and what a connection that
-/// cannot be opened says. No database needed (a closed port refuses at once).
+/// cannot be opened says.
+///
+/// No database is needed, because a closed port refuses at once.
 #[cfg(all(test, feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod tests {
     use std::time::Duration;
@@ -173,7 +183,7 @@ mod tests {
     use crate::builder::Checked;
     use crate::{MySqlLockProvider, PgLockProvider, SqliteLockProvider};
 
-    /// A loopback port nobody listens on (bound, then closed).
+    /// A loopback port nobody listens on, bound and then closed.
     fn closed_port() -> u16 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         listener.local_addr().expect("its address").port()
@@ -249,8 +259,10 @@ mod tests {
         assert!(err.to_string().contains("PgLockProvider"), "{err}");
     }
 
-    /// `transaction_pooler=true|false` on a Postgres URL is ours: taken out (the other
-    /// parameters kept) before sqlx reads the URL; another value is refused.
+    /// `transaction_pooler=true|false` on a Postgres URL is ours.
+    ///
+    /// It is taken out before sqlx reads the URL, and the other parameters are kept.
+    /// Another value is refused.
     #[test]
     fn the_transaction_pooler_url_parameter_is_taken_out() {
         assert_eq!(
@@ -367,8 +379,10 @@ mod tests {
         assert!(!text.contains("secret"), "{text}");
     }
 
-    /// A server that is not there: `connect()` keeps asking until the call timeout, then says
-    /// where it tried, what it got, and for which call; never the password.
+    /// A server that is not there: `connect()` keeps asking until the call timeout.
+    ///
+    /// It then says where it tried, what it got, and for which call.
+    /// It never says the password.
     #[tokio::test]
     async fn a_refused_connection_names_the_server_and_the_cause() {
         let port = closed_port();
@@ -425,8 +439,9 @@ mod tests {
         );
     }
 
-    /// A connection the database refuses for good (here SQLite's missing file) fails at once,
-    /// naming the database and its reason.
+    /// A connection the database refuses for good fails at once, naming the database and its
+    /// reason.
+    /// Here the refusal is SQLite's missing file.
     #[tokio::test]
     async fn a_database_that_refuses_the_connection_says_why() {
         let dir = tempfile::tempdir().expect("a temporary directory");

@@ -1,6 +1,8 @@
-//! etcd's v3 JSON gateway over HTTP/1.1 (plain or TLS): the few calls the provider makes,
-//! failover across the members of one cluster, authentication, and the JSON shapes (base64 bytes,
-//! int64 as strings).
+//! etcd's v3 JSON gateway over HTTP/1.1, plain or TLS.
+//!
+//! It has the few calls the provider makes, failover across the members of one cluster,
+//! authentication, and the JSON shapes.
+//! The JSON has bytes as base64 and int64 values as strings.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -35,15 +37,15 @@ type Connector = HttpConnector;
 /// another member may answer.
 const UNAVAILABLE: i64 = 14;
 
-/// gRPC's `UNAUTHENTICATED`: etcd's answer to a token it does not know (expired, or issued before
-/// a restart).
+/// gRPC's `UNAUTHENTICATED`: etcd's answer to a token it does not know.
+/// Such a token has expired, or was issued before a restart.
 const UNAUTHENTICATED: i64 = 16;
 
 /// One failed gateway call, the `source()` of the provider's errors.
 #[derive(Debug)]
 pub(crate) enum GatewayError {
-    /// No member answered: each one's transport failure (a failed TLS handshake in words), in
-    /// the order tried.
+    /// No member answered: each one's transport failure, in the order tried.
+    /// A failed TLS handshake is given in words.
     Unreachable(Vec<(String, String)>),
     /// The cluster refused the user and password.
     AuthFailed { member: String, user: String },
@@ -60,9 +62,11 @@ pub(crate) enum GatewayError {
     },
     /// A member's answer could not be read.
     Decode { member: String, why: String },
-    /// The request reached a member (or may have) and its answer was lost or was "unavailable",
-    /// and the request is one whose repeat would answer from its own effect: it may have been
-    /// applied, and it was not sent again ([`Gateway::txn_once`]).
+    /// The request reached a member, or may have, and its answer was lost or was "unavailable".
+    ///
+    /// The request is one whose repeat would answer from its own effect
+    /// (see [`Gateway::txn_once`]).
+    /// It may have been applied, and it was not sent again.
     ReplyLost { member: String, why: String },
     /// The call's deadline passed.
     Timeout,
@@ -126,9 +130,11 @@ impl GatewayError {
         matches!(self, Self::Status { message, .. } if message.contains("lease not found"))
     }
 
-    /// Whether the provider says everything in one line: no member could be reached (each
-    /// one's cause named: refused, TLS, …) or the setup is wrong (authentication), fixed by
-    /// configuration and read in logs.
+    /// Whether the provider says everything in one line.
+    ///
+    /// That is so when no member could be reached, with each one's cause named: refused, TLS, ….
+    /// It is also so when the setup is wrong, as with authentication.
+    /// Both are fixed by configuration and read in logs.
     pub(crate) fn says_all(&self) -> bool {
         matches!(
             self,
@@ -139,8 +145,10 @@ impl GatewayError {
         )
     }
 
-    /// Whether a member refused the request for its token (unknown or expired) or for having
-    /// none: etcd checks the token before it proposes or reads anything.
+    /// Whether a member refused the request for its token or for having none.
+    ///
+    /// A refused token is unknown or expired.
+    /// etcd checks the token before it proposes or reads anything.
     fn wants_token(&self) -> bool {
         matches!(self, Self::Status { code, message, .. }
             if (*code == UNAUTHENTICATED && message.contains("invalid auth token"))
@@ -154,8 +162,11 @@ struct Failed {
     why: String,
 }
 
-/// The token this client sends: `None` until the first authentication; `Some(None)` when the
-/// cluster answered that authentication is not enabled (nothing to send).
+/// The token this client sends.
+///
+/// It is `None` until the first authentication.
+/// It is `Some(None)` when the cluster answered that authentication is not enabled.
+/// There is then nothing to send.
 type Token = Option<Arc<str>>;
 
 /// Authentication: the user, the current token, and one renewal at a time.
@@ -192,8 +203,10 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
-    /// The client of the cluster at `endpoints`; `credentials` (the builder's, else the URL's)
-    /// to authenticate with; `tls`, the rustls configuration (used for `https://` members only).
+    /// The client of the cluster at `endpoints`.
+    ///
+    /// `credentials` are what to authenticate with: the builder's, else the URL's.
+    /// `tls` is the rustls configuration, used for `https://` members only.
     pub(crate) fn new(
         endpoints: Endpoints,
         connect_timeout: Duration,
@@ -241,19 +254,27 @@ impl Gateway {
 
     /// POSTs `body` to `path` on the first member that answers, before `deadline`.
     ///
-    /// A member that cannot be reached, whose connection breaks, or that answers `UNAVAILABLE`
-    /// (no leader) is skipped for the next: reads, lease grants (a spare lease expires by
-    /// itself), revokes and the transactions of extend, release and unlock are safe to send
-    /// twice (their compares fail when their first copy was applied, and their callers read that
-    /// as "no longer held" only where it is true). With `once`, only a member that could not be
-    /// connected to (nothing was sent) is skipped: a broken connection or an `UNAVAILABLE`
-    /// answer (etcd also gives it for a proposal that timed out while the leader changed, which
-    /// may have been applied) ends the call with [`GatewayError::ReplyLost`].
+    /// A member is skipped for the next when it cannot be reached or its connection breaks.
+    /// It is also skipped when it answers `UNAVAILABLE`, because it has no leader.
+    /// Some requests are safe to send twice: reads, lease grants, revokes, and the transactions
+    /// of extend, release and unlock.
+    /// A spare lease expires by itself.
+    /// The compares of a transaction fail when its first copy was applied.
+    /// Its callers read that as "no longer held" only where it is true.
     ///
-    /// With credentials, the request carries the token (authenticating first when there is none
-    /// yet). When a member refuses the token (expired, or unknown after a restart), this
-    /// authenticates again and sends the request once more, also with `once`: etcd checks the
-    /// token before it reads or proposes anything (a refused transaction was never applied).
+    /// With `once`, only a member that could not be connected to is skipped.
+    /// Nothing was sent to such a member.
+    /// A broken connection or an `UNAVAILABLE` answer ends the call with
+    /// [`GatewayError::ReplyLost`].
+    /// etcd also answers `UNAVAILABLE` for a proposal that timed out while the leader changed.
+    /// Such a proposal may have been applied.
+    ///
+    /// With credentials, the request carries the token.
+    /// When there is no token yet, this authenticates first.
+    /// A member may refuse the token because it expired or is unknown after a restart.
+    /// This then authenticates again and sends the request once more, also with `once`.
+    /// etcd checks the token before it reads or proposes anything.
+    /// So a refused transaction was never applied.
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -298,8 +319,10 @@ impl Gateway {
         }
     }
 
-    /// A token for `auth`'s user: a new one, unless another caller renewed `stale` meanwhile
-    /// (callers that find the same stale token wait for one renewal).
+    /// A token for `auth`'s user.
+    ///
+    /// It is a new one, unless another caller renewed `stale` meanwhile.
+    /// Callers that find the same stale token wait for one renewal.
     async fn authenticate(
         &self,
         auth: &Auth,
@@ -454,7 +477,8 @@ impl Gateway {
 
     // ---- the calls ------------------------------------------------------------------------
 
-    /// Every key in `[key, range_end)` (or just `key` when `range_end` is `None`).
+    /// Every key in `[key, range_end)`.
+    /// It is just `key` when `range_end` is `None`.
     pub(crate) async fn range(
         &self,
         key: &[u8],
@@ -468,8 +492,10 @@ impl Gateway {
         self.post("/v3/kv/range", &body, false, deadline).await
     }
 
-    /// Deletes every key in `[key, range_end)`; how many there were. Safe to send again (a
-    /// repeat deletes nothing more, and only its own count is lost).
+    /// Deletes every key in `[key, range_end)`, and answers how many there were.
+    ///
+    /// It is safe to send again.
+    /// A repeat deletes nothing more, and only its own count is lost.
     pub(crate) async fn delete_range(
         &self,
         key: &[u8],
@@ -491,9 +517,12 @@ impl Gateway {
         self.post("/v3/kv/txn", &txn.body(), false, deadline).await
     }
 
-    /// A transaction whose repeat would answer from its own effect (an acquire's or a fire
-    /// claim's: the repeat finds its own hold or fire): sent to one member only, once it may have
-    /// reached it (see [`post`](Self::post)).
+    /// A transaction whose repeat would answer from its own effect.
+    ///
+    /// Such a transaction is an acquire's or a fire claim's.
+    /// Its repeat finds its own hold or fire.
+    /// Once it may have reached a member, it is sent to that member only (see
+    /// [`post`](Self::post)).
     pub(crate) async fn txn_once(
         &self,
         txn: &Txn,
@@ -502,7 +531,8 @@ impl Gateway {
         self.post("/v3/kv/txn", &txn.body(), true, deadline).await
     }
 
-    /// A new lease of `ttl` seconds; etcd may raise the TTL to its minimum.
+    /// A new lease of `ttl` seconds.
+    /// etcd may raise the TTL to its minimum.
     pub(crate) async fn grant(&self, ttl: i64, deadline: Instant) -> Result<Lease, GatewayError> {
         let body = json!({ "TTL": ttl.to_string() });
         let lease: LeaseGrantResponse =
@@ -521,7 +551,8 @@ impl Gateway {
         })
     }
 
-    /// Revokes a lease (and deletes its keys); a lease already gone is fine.
+    /// Revokes a lease, which deletes its keys.
+    /// A lease already gone is fine.
     pub(crate) async fn revoke(&self, id: i64, deadline: Instant) -> Result<(), GatewayError> {
         let body = json!({ "ID": id.to_string() });
         match self

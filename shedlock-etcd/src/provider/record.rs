@@ -1,13 +1,16 @@
-//! The JSON values the provider writes in a lock's keys (record, hold, fire, job state) and in
-//! definition keys, and their encoding.
+//! The JSON values the provider writes, and their encoding.
+//!
+//! It writes them in a lock's keys (record, hold, fire, job state) and in definition keys.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::gateway::{GatewayError, KeyValue};
 
-/// The record key's value: who took the lock, when (the client's estimate), and the
-/// acquisition's first lease, whose remaining TTL measures how long ago that was.
+/// The record key's value: who took the lock, when, and the acquisition's first lease.
+///
+/// When is the client's estimate.
+/// The first lease's remaining TTL measures how long ago that was.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RecValue {
     pub(super) owner: String,
@@ -28,8 +31,10 @@ pub(super) struct FireValue {
     pub(super) at_us: i64,
 }
 
-/// The last-run key's value: the job's last recorded run. Times are the clients' clocks, in
-/// milliseconds (the fire in microseconds, as the fire key keeps it).
+/// The last-run key's value: the job's last recorded run.
+///
+/// Times are the clients' clocks, in milliseconds.
+/// The fire is in microseconds, as the fire key keeps it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RunValue {
     pub(super) fire_us: i64,
@@ -48,8 +53,10 @@ pub(super) struct SuccessValue {
     pub(super) at_ms: i64,
 }
 
-/// A definition key's value: one replica's definition of one job, and when it published it and
-/// until when it stands (the client's clock; etcd ends it with its lease).
+/// A definition key's value: one replica's definition of one job.
+///
+/// It also says when the replica published it and until when it stands, by the client's clock.
+/// etcd ends it with its lease.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct DefinitionValue {
     pub(super) job: String,

@@ -1,6 +1,7 @@
-//! A connection checked out for one attempt of a call: how its statements run (directly, or
-//! each in a transaction of its own behind a transaction pooler) and when it is closed
-//! rather than given back.
+//! A connection checked out for one attempt of a call.
+//!
+//! This module says how its statements run, and when it is closed rather than given back.
+//! Statements run directly, or each in a transaction of its own behind a transaction pooler.
 
 use std::sync::atomic::Ordering;
 
@@ -13,11 +14,15 @@ use super::{AfterLostReply, Link};
 use super::{Call, CallStep};
 use crate::conns::Held;
 
-/// A connection for one attempt of a call. It is given back only if its last statement
-/// finished: a connection dropped mid-statement (a timeout, a cancelled call, an I/O error) or
-/// found dead ([`connection_lost`]) is closed at once, so no connection is handed out with a
-/// half-read reply, a black-holed connection never blocks sqlx's return check, and a dead one is
-/// never offered again.
+/// A connection for one attempt of a call.
+///
+/// It is given back only if its last statement finished.
+/// Some connections are closed at once instead.
+/// These are a connection dropped mid-statement, by a timeout, a cancelled call or an I/O error.
+/// They are also a connection found dead ([`connection_lost`]).
+/// So no connection is handed out with a half-read reply.
+/// A black-holed connection never blocks sqlx's return check.
+/// A dead one is never offered again.
 ///
 /// The attempt owns it, so the connection is closed or given back when the attempt ends, before
 /// a retry takes the next one.
@@ -35,15 +40,18 @@ pub(crate) struct Checkout<'a, DB: Database> {
 enum Mode {
     /// As they are: named statements kept on the connection, autocommit.
     Direct,
-    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler; `committed`
-    /// once a `COMMIT` of this attempt's was sent (a connection lost from then on may have
-    /// committed).
+    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler.
+    ///
+    /// `committed` is set once a `COMMIT` of this attempt's was sent.
+    /// A connection lost from then on may have committed.
     Pooler { committed: bool },
 }
 
-/// Runs one statement of a provider's on a [`Checkout`] within its call's deadline, through
-/// [`Checkout::begin`] and [`Checkout::end`]: `statement!(c, query, map, fetch_all)` runs
-/// `query.fetch_all(…)` and evaluates to its `Result` (errors mapped by `map`).
+/// Runs one statement of a provider's on a [`Checkout`] within its call's deadline.
+///
+/// It goes through [`Checkout::begin`] and [`Checkout::end`].
+/// `statement!(c, query, map, fetch_all)` runs `query.fetch_all(…)` and evaluates to its `Result`.
+/// `map` maps the errors.
 macro_rules! statement {
     ($c:expr, $query:expr, $map:expr, $run:ident) => {{
         let c = &mut $c;
@@ -63,7 +71,8 @@ pub(crate) use statement;
 /// A query whose prepared statement may be kept on the connection or not (sqlx's
 /// `persistent`): a named statement cached per connection, or the unnamed one.
 pub(crate) trait Persistent {
-    /// The query, with its statement kept (`true`, sqlx's default) or not.
+    /// The query, with its statement kept or not.
+    /// Kept (`true`) is sqlx's default.
     #[must_use]
     fn persistent(self, value: bool) -> Self;
 }
@@ -101,8 +110,9 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         }
     }
 
-    /// Starts one statement of the provider's; every statement a provider runs goes through
-    /// here and [`end`](Self::end):
+    /// Starts one statement of the provider's.
+    ///
+    /// Every statement a provider runs goes through here and [`end`](Self::end):
     ///
     /// ```text
     /// let query = c.begin(query, map).await?;
@@ -110,21 +120,27 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// let rows = c.end(outcome, map).await?;
     /// ```
     ///
-    /// By default `begin` hands the query back as it is and `end` is [`settle`](Self::settle):
-    /// the statement is prepared once per connection and kept (sqlx's named statements), one
-    /// round trip. Behind a transaction-mode pooler (the `transaction_pooler` setting) a server
-    /// connection is the client's only for a transaction, and a statement outside one may meet
-    /// another server connection at each `Sync`: a named statement cached for this connection
-    /// would be missing there (or exist already), and even the unnamed one is parsed in one
-    /// exchange and bound in the next. So `begin` sends `BEGIN` and hands back the query
-    /// unnamed (not kept), and `end` sends `COMMIT` (or `ROLLBACK` after the database refused
-    /// the statement): the pooler keeps one server connection for the whole of it. Four round
-    /// trips instead of one.
+    /// By default `begin` hands the query back as it is, and `end` is [`settle`](Self::settle).
+    /// The statement is then prepared once per connection and kept, as sqlx's named statements.
+    /// That is one round trip.
     ///
-    /// Lost replies stay as [`Link::run`] describes, counted from the `COMMIT`: a connection
-    /// lost before it was sent rolled back, so the attempt runs again even for a call that may
-    /// not repeat a lost reply (unless an earlier `COMMIT` of the same attempt was sent); one
-    /// lost after it was sent may have committed, as a lost statement does by default.
+    /// Behind a transaction-mode pooler, a server connection is the client's only for a
+    /// transaction.
+    /// The `transaction_pooler` setting says there is such a pooler.
+    /// A statement outside a transaction may meet another server connection at each `Sync`.
+    /// A named statement cached for this connection would be missing there, or exist already.
+    /// Even the unnamed one is parsed in one exchange and bound in the next.
+    /// So `begin` sends `BEGIN` and hands back the query unnamed, not kept.
+    /// `end` sends `COMMIT`, or `ROLLBACK` after the database refused the statement.
+    /// The pooler keeps one server connection for the whole of it.
+    /// That is four round trips instead of one.
+    ///
+    /// Lost replies stay as [`Link::run`] describes, counted from the `COMMIT`.
+    /// A connection lost before the `COMMIT` was sent rolled back.
+    /// So the attempt runs again, even for a call that may not repeat a lost reply.
+    /// That is not so if an earlier `COMMIT` of the same attempt was sent.
+    /// A connection lost after the `COMMIT` was sent may have committed.
+    /// A lost statement may have committed by default, too.
     pub(crate) async fn begin<Q: Persistent>(
         &mut self,
         query: Q,
@@ -144,8 +160,8 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         Ok(query.persistent(false))
     }
 
-    /// Ends a statement started with [`begin`](Self::begin): settles its outcome and, behind a
-    /// transaction pooler, commits (or rolls back) its transaction.
+    /// Ends a statement started with [`begin`](Self::begin), and settles its outcome.
+    /// Behind a transaction pooler, it also commits or rolls back its transaction.
     pub(crate) async fn end<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -187,7 +203,8 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         self.call
     }
 
-    /// The connection, for one statement; [`settle`](Self::settle) its outcome before the next.
+    /// The connection, for one statement.
+    /// [`settle`](Self::settle) its outcome before the next.
     pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         self.in_flight = true;
         self.call.set_phase(CallStep::Statement);
@@ -195,12 +212,15 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         self.conn.as_mut().unwrap_or_else(|| unreachable!()).conn()
     }
 
-    /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
-    /// statement's error mapped by `map`. The connection stays usable only when the statement
-    /// finished (successfully or with an error from the database itself); an error that says the
-    /// connection is gone marks it lost, which lets [`Link::run`] retry the call on another —
-    /// unless the call may not run again after a lost reply ([`AfterLostReply::Fail`]): that
-    /// error is then [`Call::lost_reply`]'s, not `map`'s.
+    /// The outcome of a statement run with [`Call::timed`].
+    ///
+    /// It is the value, a timeout, or the statement's error mapped by `map`.
+    /// The connection stays usable only when the statement finished.
+    /// It finished when it succeeded or failed with an error from the database itself.
+    /// An error that says the connection is gone marks it lost.
+    /// That lets [`Link::run`] retry the call on another.
+    /// A call may not run again after a lost reply ([`AfterLostReply::Fail`]).
+    /// Its error is then [`Call::lost_reply`]'s, not `map`'s.
     pub(crate) fn settle<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -209,10 +229,14 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         self.settle_as(outcome, map, true)
     }
 
-    /// [`settle`](Self::settle), where `may_have_committed` says whether a statement sent on a
-    /// connection that then died may have committed: `false` inside a transaction of
-    /// [`begin`](Self::begin)'s before its `COMMIT` was sent (unless an earlier one of
-    /// this attempt was), which lets [`Link::run`] run the attempt again.
+    /// [`settle`](Self::settle), where `may_have_committed` says whether a statement may have
+    /// committed.
+    ///
+    /// The statement was sent on a connection that then died.
+    /// `may_have_committed` is `false` inside a transaction of [`begin`](Self::begin)'s before
+    /// its `COMMIT` was sent.
+    /// It is not `false` if an earlier `COMMIT` of this attempt was sent.
+    /// `false` lets [`Link::run`] run the attempt again.
     fn settle_as<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -261,27 +285,36 @@ fn statement_finished(error: &sqlx::Error) -> bool {
     )
 }
 
-/// Whether `error` says that the connection is gone rather than that the statement failed: the
-/// server closed it (a restart, an administrator, an idle timeout) or the socket broke.
+/// Whether `error` says that the connection is gone rather than that the statement failed.
 ///
-/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`] (a closed
-/// socket as `UnexpectedEof`), and a server's farewell message (sent to idle connections before
-/// it closes them, read by the next statement) as [`sqlx::Error::Database`]:
+/// The server closed it, or the socket broke.
+/// A server closes it on a restart, by an administrator, or at an idle timeout.
 ///
-/// - Postgres: SQLSTATE class `08` (connection exception), `57P01` admin shutdown (also what an
-///   immediate shutdown sends), `57P02` crash shutdown, `57P03` cannot connect now, `57P05`
-///   idle session timeout;
-/// - MySQL/MariaDB: SQLSTATE class `08` (among them 1053 server shutdown, 1152/1184 aborted
-///   connection, 1158–1161 network errors) and MariaDB's 1927 connection killed (`70100`, which
-///   it shares with 1317 "query execution was interrupted": the number decides). The client codes
-///   2006 and 2013 ("server has gone away", "lost connection") never reach sqlx's native driver
-///   from the server: those cases are I/O errors here. MySQL 8's 4031 (disconnected for
-///   inactivity) is not recognised, as MariaDB uses that number for a statement error; sqlx's
-///   pool closes idle connections long before `wait_timeout` by default.
+/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`].
+/// A closed socket is `UnexpectedEof`.
+/// It reports a server's farewell message as [`sqlx::Error::Database`].
+/// A server sends it to idle connections before it closes them, and the next statement reads it.
+/// These count:
+///
+/// - Postgres: SQLSTATE class `08`, connection exception.
+///   Also `57P01` admin shutdown, which an immediate shutdown sends too.
+///   Also `57P02` crash shutdown, `57P03` cannot connect now and `57P05` idle session timeout.
+/// - MySQL/MariaDB: SQLSTATE class `08`.
+///   Among them are 1053 server shutdown, 1152/1184 aborted connection and 1158–1161 network
+///   errors.
+///   Also MariaDB's 1927 connection killed (`70100`).
+///   It shares `70100` with 1317 "query execution was interrupted", so the number decides.
+///   The client codes 2006 and 2013 ("server has gone away", "lost connection") never reach
+///   sqlx's native driver from the server.
+///   Those cases are I/O errors here.
+///   MySQL 8's 4031, disconnected for inactivity, is not recognised.
+///   MariaDB uses that number for a statement error.
+///   sqlx's pool closes idle connections long before `wait_timeout` by default.
 ///
 /// [`sqlx::Error::Protocol`] (bytes that make no sense) and [`sqlx::Error::Tls`] (handshake) are
-/// not counted: a dead connection does not produce them, and they would fail again. Everything
-/// else is the statement's own failure.
+/// not counted.
+/// A dead connection does not produce them, and they would fail again.
+/// Everything else is the statement's own failure.
 pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) => true,
@@ -290,10 +323,12 @@ pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
     }
 }
 
-/// [`connection_lost`] for a failed checkout, where the pool may have been opening a connection:
-/// only I/O errors of a connection that broke count (a server going down reset it), not those of
-/// a connection that could not be made (an unknown host, a bad SQLite path) — those would fail
-/// again. (sqlx itself retries refused connections until the pool's acquire timeout.)
+/// [`connection_lost`] for a failed checkout, where the pool may have been opening a connection.
+///
+/// Only I/O errors of a connection that broke count, as when a server going down reset it.
+/// Those of a connection that could not be made do not count, because they would fail again.
+/// An unknown host or a bad SQLite path is such a case.
+/// sqlx itself retries refused connections until the pool's acquire timeout.
 pub(crate) fn checkout_lost(error: &sqlx::Error) -> bool {
     use std::io::ErrorKind;
     match error {

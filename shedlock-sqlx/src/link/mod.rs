@@ -1,6 +1,8 @@
-//! What the three providers share: the link to the database ([`Link`]: connections, checked
-//! settings and the lazily detected table layout) and time and duration conversions. The call loop is in [`call`], the
-//! connection checkout in [`checkout`].
+//! What the three providers share: the link to the database, and time and duration conversions.
+//!
+//! The link ([`Link`]) has the connections, the checked settings and the lazily detected table
+//! layout.
+//! The call loop is in [`call`], and the connection checkout in [`checkout`].
 
 mod call;
 mod checkout;
@@ -22,13 +24,15 @@ use crate::conns::{ConnectionStats, Connections};
 pub(crate) use call::{AfterLostReply, Call, CallStep, Target};
 pub(crate) use checkout::{Checkout, checkout_lost, statement};
 
-/// How many connections a provider opens at most, 4, unless
-/// [`max_connections`](crate::LockProviderBuilder::max_connections) says otherwise; also the
-/// size of the pools the providers' `pool_options()` describe.
+/// How many connections a provider opens at most, 4.
 ///
-/// A lock call holds a connection only for its statement, so 4 connections serve thousands of
-/// lock calls per second and any number of held locks. Raise it only for many locks taken at the
-/// very same instant; the repository's `docs/sql-stores.md` explains sizing.
+/// [`max_connections`](crate::LockProviderBuilder::max_connections) may say otherwise.
+/// It is also the size of the pools the providers' `pool_options()` describe.
+///
+/// A lock call holds a connection only for its statement.
+/// So 4 connections serve thousands of lock calls per second and any number of held locks.
+/// Raise it only for many locks taken at the very same instant.
+/// The repository's `docs/sql-stores.md` explains sizing.
 pub const DEFAULT_POOL_SIZE: u32 = 4;
 
 /// What the provider learned about its table on first use.
@@ -36,16 +40,16 @@ pub const DEFAULT_POOL_SIZE: u32 = 4;
 pub(crate) struct Schema {
     /// The table has the fencing-token column.
     pub(crate) has_token: bool,
-    /// The table has the `last_fire` column (it records fires).
+    /// The table has the `last_fire` column, so it records fires.
     pub(crate) has_last_fire: bool,
-    /// The table has every job state column (it records runs, `release_run`).
+    /// The table has every job state column, so it records runs (`release_run`).
     pub(crate) has_job_state: bool,
     /// The `locked_by` column's length in characters, if limited.
     pub(crate) owner_max: Option<usize>,
 }
 
-/// A provider's link to its database: the connections, the checked settings and the table layout
-/// (detected once).
+/// A provider's link to its database: the connections, the checked settings and the table layout.
+/// The table layout is detected once.
 pub(crate) struct Link<DB: Database> {
     pub(crate) conns: Connections<DB>,
     pub(crate) settings: Settings,
@@ -85,9 +89,12 @@ impl<DB: Database> Link<DB> {
         self.conns.stats()
     }
 
-    /// The error of a call that got no connection: sqlx's pool running out of time to hand one
-    /// out is as much a timeout as the call's own deadline; anything else could not be opened,
-    /// and the error names the database and why.
+    /// The error of a call that got no connection.
+    ///
+    /// sqlx's pool may run out of time to hand one out.
+    /// That is as much a timeout as the call's own deadline.
+    /// Anything else is a connection that could not be opened.
+    /// The error then names the database and why.
     pub(crate) fn checkout_error(&self, call: &Call, error: sqlx::Error) -> Error {
         match error {
             sqlx::Error::PoolTimedOut => call.timeout_error(),
@@ -102,8 +109,10 @@ impl<DB: Database> Link<DB> {
         }
     }
 
-    /// The table layout, detected by `detect` on the first call that needs it. A failed
-    /// detection (table missing, database down) is not cached: the next call tries again.
+    /// The table layout, detected by `detect` on the first call that needs it.
+    ///
+    /// A failed detection is not cached, and the next call tries again.
+    /// A detection fails when the table is missing or the database is down.
     pub(crate) async fn schema<F, Fut>(&self, detect: F) -> Result<Schema>
     where
         F: FnOnce() -> Fut,
@@ -119,14 +128,16 @@ impl<DB: Database> Link<DB> {
 }
 
 impl Schema {
-    /// How extend and release recognise `record`'s acquisition: `Some(token)` where the table has
-    /// the token column, `None` where they match on `locked_at` instead. Checked before any
-    /// connection is taken.
+    /// How extend and release recognise `record`'s acquisition.
+    ///
+    /// It is `Some(token)` where the table has the token column.
+    /// It is `None` where they match on `locked_at` instead.
+    /// It is checked before any connection is taken.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] if the table has tokens but the record has none (it was not
-    /// acquired through this provider).
+    /// [`Error::is_invalid_config`] if the table has tokens but the record has none.
+    /// Such a record was not acquired through this provider.
     pub(crate) fn record_token(self, record: &LockRecord) -> Result<Option<i64>> {
         if !self.has_token {
             return Ok(None);
@@ -140,8 +151,10 @@ impl Schema {
         })
     }
 
-    /// Rejects an owner id longer than the `locked_by` column (rather than letting a non-strict
-    /// MySQL truncate it, which would make the lock impossible to release).
+    /// Rejects an owner id longer than the `locked_by` column.
+    ///
+    /// A non-strict MySQL would truncate it otherwise.
+    /// That would make the lock impossible to release.
     pub(crate) fn check_owner(&self, owner: &str) -> Result<()> {
         let len = owner.chars().count();
         if owner.is_empty() {
@@ -171,7 +184,8 @@ pub(crate) fn check_name_capacity(settings: &Settings, name_max: Option<usize>) 
     }
 }
 
-/// `d` in whole microseconds, rounded up (a lock is never shorter than asked).
+/// `d` in whole microseconds, rounded up.
+/// So a lock is never shorter than asked.
 #[cfg_attr(
     not(feature = "postgres"),
     allow(dead_code, reason = "used by Postgres")

@@ -167,9 +167,11 @@ mod retries {
         sqlx::Error::Io(std::io::ErrorKind::UnexpectedEof.into())
     }
 
-    /// Runs a call whose first `dead` attempts find their connection dead (as after a
-    /// restart: the statement is sent, the server is gone) and whose next ones run
-    /// `SELECT 7`; returns the outcome and the number of attempts.
+    /// Runs a call whose first `dead` attempts find their connection dead.
+    ///
+    /// That is as after a restart: the statement is sent, and the server is gone.
+    /// The next attempts run `SELECT 7`.
+    /// It returns the outcome and the number of attempts.
     async fn call_with_dead_connections(link: &Link<Sqlite>, dead: u32) -> (Result<i64>, u32) {
         let tries = &AtomicU32::new(0);
         let call = &link.call("extend");
@@ -222,8 +224,10 @@ mod retries {
         }
     }
 
-    /// An acquire or a fire claim is not repeated once its statement was sent: the first
-    /// lost connection ends it with an error that says so, and that connection is closed.
+    /// An acquire or a fire claim is not repeated once its statement was sent.
+    ///
+    /// The first lost connection ends it with an error that says so.
+    /// That connection is closed.
     #[tokio::test]
     async fn a_call_that_may_not_repeat_fails_at_its_first_lost_reply() {
         for own in [false, true] {
@@ -273,9 +277,10 @@ mod retries {
         }
     }
 
-    /// Behind a transaction pooler a statement runs inside `BEGIN` … `COMMIT`: a connection
-    /// lost before the `COMMIT` was sent rolled back, so even an acquire runs again; one
-    /// lost after it may have committed, and the acquire fails saying so.
+    /// Behind a transaction pooler a statement runs inside `BEGIN` … `COMMIT`.
+    ///
+    /// A connection lost before the `COMMIT` was sent rolled back, so even an acquire runs again.
+    /// One lost after it may have committed, and the acquire fails saying so.
     #[tokio::test]
     async fn behind_a_pooler_only_a_connection_lost_after_commit_loses_the_reply() {
         let mut settings = Settings::defaults();
@@ -381,8 +386,10 @@ mod retries {
         }
     }
 
-    /// An in-memory database outlives the provider's connections: one more stays open
-    /// for it, so closing every connection (all found dead) loses no table.
+    /// An in-memory database outlives the provider's connections.
+    ///
+    /// One more connection stays open for it.
+    /// So closing every connection, all found dead, loses no table.
     #[tokio::test]
     async fn an_in_memory_database_survives_its_connections() {
         let link = link(true).await;
