@@ -118,7 +118,8 @@ impl RunOutcome {
         matches!(self, Self::Failed(_) | Self::Panicked)
     }
 
-    /// The same outcome with its error text cut to [`MAX_ERROR_LEN`] characters.
+    /// The same outcome with its error text cut to [`MAX_ERROR_LEN`] characters. A NUL character
+    /// becomes U+FFFD, since Postgres text cannot hold it.
     ///
     /// ```
     /// use shedlock_core::jobs::{MAX_ERROR_LEN, RunOutcome};
@@ -127,14 +128,25 @@ impl RunOutcome {
     /// let text = long.error().unwrap();
     /// assert_eq!(text.chars().count(), MAX_ERROR_LEN);
     /// assert!(text.ends_with('…'));
+    /// let nul = RunOutcome::Failed("a\0b".into()).capped();
+    /// assert_eq!(nul.error(), Some("a\u{FFFD}b"));
     /// ```
     #[must_use]
     pub fn capped(self) -> Self {
         match self {
-            Self::Failed(error) if error.chars().count() > MAX_ERROR_LEN => {
-                let mut cut: String = error.chars().take(MAX_ERROR_LEN - 1).collect();
-                cut.push('…');
-                Self::Failed(cut)
+            Self::Failed(error) => {
+                let error = if error.contains('\0') {
+                    error.replace('\0', "\u{FFFD}")
+                } else {
+                    error
+                };
+                if error.chars().count() > MAX_ERROR_LEN {
+                    let mut cut: String = error.chars().take(MAX_ERROR_LEN - 1).collect();
+                    cut.push('…');
+                    Self::Failed(cut)
+                } else {
+                    Self::Failed(error)
+                }
             }
             other => other,
         }

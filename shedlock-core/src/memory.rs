@@ -142,8 +142,13 @@ impl InMemoryLockProvider {
         runs.push_front(run.clone());
         runs.truncate(usize::try_from(policy.keep).unwrap_or(usize::MAX));
         if let Some(max_age) = policy.max_age {
-            let oldest = now - chrono::Duration::from_std(max_age).unwrap_or(chrono::Duration::MAX);
-            runs.retain(|r| r.ended >= oldest);
+            // An age beyond chrono's range keeps everything.
+            if let Some(oldest) = chrono::Duration::from_std(max_age)
+                .ok()
+                .and_then(|age| now.checked_sub_signed(age))
+            {
+                runs.retain(|r| r.ended >= oldest);
+            }
         }
     }
 
@@ -296,6 +301,16 @@ impl LockProvider for InMemoryLockProvider {
                 return Ok(false);
             };
             row.lock_until = now.max(row.locked_at + at_least);
+            // The same runner, start and fire: this acquisition's run, recorded already.
+            let recorded = row.state.last_run.as_ref().is_some_and(|last| {
+                last.runner == record.owner()
+                    && last.started == self.wall(row.locked_at)
+                    && last.fire == run.fire
+            });
+            if recorded {
+                // Sent again for the same acquisition: released again, recorded once.
+                return Ok(true);
+            }
             let entry = RunEntry::new(
                 record.name(),
                 run.fire,
@@ -318,6 +333,8 @@ impl LockProvider for InMemoryLockProvider {
         definitions: &[Definition],
         ttl: Duration,
     ) -> Result<()> {
+        // A time to live is a duration like `at_most`: above zero, at most `MAX_DURATION`.
+        validate_at_most(ttl)?;
         let now = Instant::now();
         let expires = now + ttl;
         let mut entries = self.definitions();

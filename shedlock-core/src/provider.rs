@@ -326,6 +326,9 @@ pub trait LockProvider: Send + Sync + 'static {
     /// no longer belongs to `record`. The answer is then `Ok(false)`, as for `release`. So a run
     /// whose lock was taken over never overwrites the new holder's state.
     ///
+    /// Like a release, it may be sent again for the same acquisition, after a lost reply. It then
+    /// releases again and records the run once: the counts do not move a second time.
+    ///
     /// The default body answers [`Error::is_unsupported`] without touching the store. A store that
     /// lacks the columns must answer the same. The caller then runs the plain
     /// [`release`](Self::release). A history write that fails must not fail the release.

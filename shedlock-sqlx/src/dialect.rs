@@ -246,11 +246,14 @@ pub(crate) fn release_run_state<D: Dialect>(
     ] = STATE_COLUMNS.map(|(name, _)| q(name));
     let (by, at, now) = (&cols.locked_by, &cols.locked_at, D::NOW);
     let inc = format!("CASE WHEN {failures} < 2147483647 THEN {failures} + 1 ELSE {failures} END");
-    // This acquisition's run is recorded already (a release sent again after a lost reply):
-    // the counts stay. Read before the last run's columns change: MySQL assigns left to right,
-    // so the counts come first.
-    let again = format!("{run_by} = {by} AND {started} = {at}");
+    // This acquisition's run is recorded already (a release sent again after a lost reply): the
+    // same runner, start and fire. The counts then stay. They read the last run's columns
+    // before those change: MySQL assigns left to right, so the counts come first.
     let [k1, k2, k3] = kind;
+    let again = format!(
+        "{run_by} = {by} AND {started} = {at} AND {run_fire} = {k0}",
+        k0 = fire
+    );
     format!(
         "{success} = CASE WHEN {again} THEN {success} \
          ELSE CASE {k2} WHEN 'succeeded' THEN {now} ELSE {success} END END, \

@@ -303,8 +303,8 @@ impl Dialect for MySql {
                  WHERE {name} = ? AND {by} = ? AND {same}"
             )
             .into(),
-            // ? at_least µs, ? kind, ? kind, ? fire, ? outcome kind, ? error text, ? name,
-            // ? owner, ? token (or locked_at): the release with the job state in the same
+            // ? at_least µs, ? fire, ? kind, ? fire, ? kind, ? fire, ? outcome kind, ? error
+            // text, ? name, ? owner, ? token (or locked_at): the release with the job state in the same
             // statement. The counts read the last run's columns before they are set (MySQL
             // assigns left to right; MariaDB's SIMULTANEOUS_ASSIGNMENT mode reads the old values
             // anyway), so the result is the same in both modes.

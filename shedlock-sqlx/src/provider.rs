@@ -359,11 +359,14 @@ where
             .attempts(call, map, *schema, |mut at| async move {
                 let sql = &at.sql.release_run;
                 let query = if D::POSITIONAL {
-                    // In order of appearance: `lock_until`'s duration, the counts' outcome
-                    // kinds, the last run, the guard.
+                    // In order of appearance: `lock_until`'s duration; for each count the fire
+                    // (is this run recorded already?) and the outcome kind; the last run; the
+                    // guard.
                     let query = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(D::span(at_least))
+                        .bind(fire.clone())
                         .bind(kind)
+                        .bind(fire.clone())
                         .bind(kind)
                         .bind(fire.clone())
                         .bind(kind)

@@ -560,7 +560,8 @@ mod postgres {
 
         /// One statement: the insert, and the prune of the lock's older entries. The new row
         /// is not visible to the `DELETE` of the same statement, so it keeps `keep - 1` of the
-        /// others.
+        /// others. It shares the release's durability: `synchronous_commit = off` for this
+        /// statement's transaction, set once by the insert's `WHERE`.
         fn record(t: &Names, r: &Record<'_>) -> Vec<Query<Self>> {
             let too_old = if r.max_age.is_some() {
                 format!(" OR ended < {}", Self::minus("$8"))
@@ -569,7 +570,8 @@ mod postgres {
             };
             let sql = format!(
                 "WITH ins AS (INSERT INTO {h} (lock_name, fire, runner, started, ended, outcome, \
-                 error) VALUES ($1, $2, $3, $4, {NOW}, $5, $6)) \
+                 error) SELECT $1, $2, $3, $4, {NOW}, $5, $6 \
+                 WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL) \
                  DELETE FROM {h} WHERE lock_name = $1 AND (id <= (SELECT id FROM {h} \
                  WHERE lock_name = $1 ORDER BY id DESC LIMIT 1 OFFSET $7){too_old})",
                 h = t.history,

@@ -24,10 +24,11 @@ type CaseResult = std::result::Result<(), String>;
 ///
 /// - a recorded release frees the lock as a plain one does, honouring `at_least`;
 /// - the row's state then shows the run exactly: fire, runner, start = `locked_at`, end,
-///   outcome and error text, quotes and non-ASCII included;
+///   outcome and error text, quotes, non-ASCII and a NUL (stored as U+FFFD) included;
 /// - failures and panics count up, and a cancelled run changes no count;
 /// - a success resets the count and sets the last success, which later failures leave alone;
 /// - a release whose lock was taken over answers `false` and records nothing;
+/// - a recorded release sent again for the same acquisition releases again and counts once;
 /// - an error text cut to [`MAX_ERROR_LEN`] reads back whole;
 /// - definitions are listed per job and replica in order, republished in place, forgotten per
 ///   job, and expire;
@@ -105,6 +106,7 @@ impl JobStateSuite {
         case!(outcomes_count_as_documented);
         case!(a_recorded_release_honours_at_least);
         case!(a_lost_lock_records_nothing);
+        case!(a_release_sent_again_counts_once);
         case!(a_capped_error_reads_back_whole);
         case!(definitions_are_listed_replaced_and_forgotten);
         case!(definitions_expire);
@@ -182,7 +184,7 @@ impl JobStateSuite {
     async fn a_recorded_release_frees_and_records_the_run(&self) -> CaseResult {
         let name = self.name("record");
         let fire = Self::fire(5);
-        let error = "it's \"broken\": ünïcödé {x} \\ 100%";
+        let error = "it's \"broken\": ünïcödé {x} \\ 100% \0 nul";
         let (record, last) = self
             .run_once(&name, "owner-a", fire, RunOutcome::Failed(error.into()))
             .await?;
@@ -344,6 +346,36 @@ impl JobStateSuite {
             ));
         }
         let _ = self.store.release(&second, Duration::ZERO).await;
+        Ok(())
+    }
+
+    /// A recorded release sent again for the same acquisition (after a lost reply) releases
+    /// again and counts the run once.
+    async fn a_release_sent_again_counts_once(&self) -> CaseResult {
+        let name = self.name("again");
+        let record = self
+            .acquire(&name, "owner-a", Duration::from_mins(1))
+            .await?;
+        let report = RunReport::new(Self::fire(4), RunOutcome::Failed("once".into()));
+        for attempt in ["first", "second"] {
+            match self
+                .store
+                .release_run(&record, Duration::ZERO, &report)
+                .await
+            {
+                Ok(true) => {}
+                other => {
+                    return Err(format!("the {attempt} release_run answered {other:?}"));
+                }
+            }
+        }
+        let state = self.state(&name).await?;
+        if state.consecutive_failures != 1 {
+            return Err(format!(
+                "one run released twice counted {} failures",
+                state.consecutive_failures
+            ));
+        }
         Ok(())
     }
 
