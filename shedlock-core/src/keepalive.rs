@@ -103,6 +103,14 @@ impl DeadlineCell {
     }
 }
 
+/// What a scheduler has said about recording its runs, so each thing is said once: a store
+/// that does not record them, and a recording that fails (until one succeeds again).
+#[derive(Debug, Default)]
+pub(crate) struct RecordingLog {
+    failing: AtomicBool,
+    unsupported: AtomicBool,
+}
+
 /// One held acquisition and its local deadline. Cheap to clone, because the state is shared.
 #[derive(Clone)]
 pub(crate) struct Lease {
@@ -129,7 +137,7 @@ struct Shared {
     /// How the run under this lock ended, for a scheduler's run. Its release then records it
     /// (see [`LockProvider::release_run`]). It is set to cancelled when the run starts, which is
     /// what a release by the drain records. It is set again when the run ends.
-    run: Mutex<Option<(RunReport, Arc<AtomicBool>)>>,
+    run: Mutex<Option<(RunReport, Arc<RecordingLog>)>>,
 }
 
 /// How a [`Lease`] is renewed in the background.
@@ -426,12 +434,12 @@ impl Lease {
         not(feature = "scheduler"),
         allow(dead_code, reason = "used by the scheduler")
     )]
-    pub(crate) fn set_run(&self, report: RunReport, failing: &Arc<AtomicBool>) {
+    pub(crate) fn set_run(&self, report: RunReport, log: &Arc<RecordingLog>) {
         *self
             .shared
             .run
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((report, failing.clone()));
+            .unwrap_or_else(PoisonError::into_inner) = Some((report, log.clone()));
     }
 
     async fn release_once(&self, at_least: Duration) -> Result<bool> {
@@ -444,10 +452,7 @@ impl Lease {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let result = match run {
-            Some((run, failing)) => {
-                self.release_recorded(&record, at_least, &run, &failing)
-                    .await
-            }
+            Some((run, log)) => self.release_recorded(&record, at_least, &run, &log).await,
             None => {
                 timed(
                     "release",
@@ -488,7 +493,7 @@ impl Lease {
         record: &LockRecord,
         at_least: Duration,
         run: &RunReport,
-        failing: &AtomicBool,
+        log: &RecordingLog,
     ) -> Result<bool> {
         let timeout = self.shared.call_timeout;
         let recorded = timed(
@@ -499,14 +504,23 @@ impl Lease {
         .await;
         match recorded {
             Ok(acted) => {
-                if failing.swap(false, Ordering::Relaxed) {
+                if log.failing.swap(false, Ordering::Relaxed) {
                     tracing::info!(lock = record.name(), "runs are recorded again");
                 }
                 return Ok(acted);
             }
-            Err(error) if error.is_unsupported() => {}
+            Err(error) if error.is_unsupported() => {
+                if !log.unsupported.swap(true, Ordering::Relaxed) {
+                    tracing::info!(
+                        lock = record.name(),
+                        %error,
+                        "the store does not record how runs end; operators' tools will not \
+                         show this job's last run (said once)"
+                    );
+                }
+            }
             Err(error) => {
-                if failing.swap(true, Ordering::Relaxed) {
+                if log.failing.swap(true, Ordering::Relaxed) {
                     tracing::debug!(lock = record.name(), %error, "run not recorded; releasing without it");
                 } else {
                     tracing::error!(

@@ -400,9 +400,13 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// With `policy.max_age`, it also removes those that ended longer ago.
     /// History is off by default, and then it costs nothing.
     ///
-    /// A write is one statement on Postgres, after the release's own.
-    /// On MySQL/MariaDB and SQLite it is a transaction of two statements.
+    /// A write is one statement on Postgres, after the release's own: one more round trip.
+    /// On MySQL/MariaDB and SQLite it is a transaction of two statements: four more round trips
+    /// (`BEGIN`, `INSERT`, `DELETE`, `COMMIT`).
+    /// It gets what is left of the release's call timeout, and gives up when that runs out.
     /// A write never fails the release.
+    /// History needs the job state columns too (migration `0003_job_state.sql`): without them a
+    /// release records nothing, history included, and the scheduler says so once.
     /// A failed write is logged at `ERROR` once, then at `DEBUG` until one succeeds again.
     /// `build()` refuses a `keep` of 0.
     /// It also refuses a lock table name too long for the history table's name.

@@ -61,10 +61,15 @@ impl History {
 /// It then prunes per the policy.
 /// It does nothing unless the provider was built with [`LockProviderBuilder::history`].
 /// It never fails: a failure is logged (see the module's docs).
+///
+/// It gets `budget`, what is left of the release's call timeout, so that the caller's timeout
+/// around the whole release never fires because of the history: a write that takes longer is
+/// given up and counts as a failure.
 pub(crate) async fn after_release_run<D: Dialect>(
     provider: &Provider<D>,
     record: &LockRecord,
     run: &RunReport,
+    budget: std::time::Duration,
 ) where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
@@ -77,7 +82,19 @@ pub(crate) async fn after_release_run<D: Dialect>(
     let Some(history) = &provider.link().settings.history else {
         return;
     };
-    match provider.write_history(history.policy, record, run).await {
+    let written = tokio::time::timeout(budget, provider.write_history(history.policy, record, run))
+        .await
+        .unwrap_or_else(|_| {
+            Err(shedlock_core::Error::timeout_with(
+                "write run history",
+                budget,
+                format!(
+                    "lock {:?}: the release's call timeout left no more time",
+                    record.name()
+                ),
+            ))
+        });
+    match written {
         Ok(()) => {
             if history.failing.swap(false, Ordering::Relaxed) {
                 tracing::info!(lock = record.name(), "run history is written again");

@@ -16,6 +16,9 @@ use crate::history::after_release_run;
 use crate::provider::Provider;
 use crate::testing;
 
+/// The time a history write gets in these tests (a release's whole call timeout).
+const BUDGET: Duration = Duration::from_secs(5);
+
 /// A time of whole milliseconds, as every database keeps it.
 fn ms(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(t.timestamp_millis()).expect("in range")
@@ -371,15 +374,22 @@ async fn history_keeps_the_newest<D: Dialect, P: LockAdmin>(
         .collect();
     for (rec, i) in &records {
         let fire = base + chrono::Duration::seconds(i64::try_from(*i).expect("small"));
-        after_release_run(generic(&p), rec, &RunReport::new(fire, outcome(*i))).await;
+        after_release_run(generic(&p), rec, &RunReport::new(fire, outcome(*i)), BUDGET).await;
         // A provider without a policy writes nothing.
-        after_release_run(generic(&off), rec, &RunReport::new(fire, outcome(*i))).await;
+        after_release_run(
+            generic(&off),
+            rec,
+            &RunReport::new(fire, outcome(*i)),
+            BUDGET,
+        )
+        .await;
     }
     let other_rec = record(other, "pod-x");
     after_release_run(
         generic(&p),
         &other_rec,
         &RunReport::new(base, RunOutcome::Succeeded),
+        BUDGET,
     )
     .await;
     let kept = off.history(lock, 100).await.expect("read with history off");
@@ -456,6 +466,7 @@ async fn history_prunes_by_age<D: Dialect, P: LockAdmin>(
         generic(&p),
         &rec,
         &RunReport::new(fire, RunOutcome::Failed("x".repeat(5000))),
+        BUDGET,
     )
     .await;
     let kept = p.history(lock, 10).await.expect("read");
@@ -496,9 +507,9 @@ async fn a_history_write_that_fails_fails_nothing<D: Dialect, P: LockAdmin>(
         .expect("free");
     (db.exec)(format!("DROP TABLE {table}_history")).await;
     let report = RunReport::new(ms(Utc::now()), RunOutcome::Succeeded);
-    after_release_run(generic(&p), &rec, &report).await;
+    after_release_run(generic(&p), &rec, &report, BUDGET).await;
     assert!(failing(), "the failure is noted (logged once)");
-    after_release_run(generic(&p), &rec, &report).await;
+    after_release_run(generic(&p), &rec, &report, BUDGET).await;
     assert!(failing());
     // The lock is untouched by it and releases as ever.
     assert!(
@@ -508,7 +519,7 @@ async fn a_history_write_that_fails_fails_nothing<D: Dialect, P: LockAdmin>(
     let e = p.history("dropped", 5).await.expect_err("no table");
     assert!(e.is_missing_table(), "{e}");
     p.create_table().await.expect("recreate");
-    after_release_run(generic(&p), &rec, &report).await;
+    after_release_run(generic(&p), &rec, &report, BUDGET).await;
     assert!(!failing(), "works again");
     assert_eq!(p.history("dropped", 5).await.expect("read").len(), 1);
 }

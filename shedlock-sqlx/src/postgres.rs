@@ -137,7 +137,8 @@ sql_lock_provider! {
 /// - the outcome and the error text, at most 1000 characters
 /// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
 ///
-/// It costs one round trip, as a release does.
+/// It costs one round trip, as a release does; history, where it is on, costs more (see
+/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)).
 /// A row that no longer belongs to the run is not written.
 /// The recorded release keeps the plain release's durability.
 /// It runs with the same `synchronous_commit = off`.

@@ -340,6 +340,7 @@ where
         run: &RunReport,
     ) -> Result<bool> {
         validate_at_least(at_least)?;
+        let began = tokio::time::Instant::now();
         // Repeated after a lost reply, as a release is: the statement leaves the counts alone
         // when the row already records this acquisition's run (`release_run_state`).
         let (call, schema) = &self.start("release_run", record.name()).await?;
@@ -388,7 +389,10 @@ where
             .await?;
         let released = D::rows_affected(&done) > 0;
         if released {
-            crate::history::after_release_run(self, record, run).await;
+            // What is left of the call timeout, less a tenth for the caller's own margin.
+            let timeout = self.inner.link.settings.call_timeout;
+            let budget = timeout.saturating_sub(began.elapsed()).mul_f64(0.9);
+            crate::history::after_release_run(self, record, run, budget).await;
         }
         Ok(released)
     }

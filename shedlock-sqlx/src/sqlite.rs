@@ -124,7 +124,8 @@ sql_lock_provider! {
 /// - the outcome and the error text, at most 1000 characters
 /// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
 ///
-/// It costs one round trip, as a release does.
+/// It costs one round trip, as a release does; history, where it is on, costs more (see
+/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)).
 /// A row that no longer belongs to the run is not written.
 ///
 /// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`.

@@ -459,7 +459,7 @@ async fn run(
     // Until the body ends, a release (the drain's) records the run as cancelled.
     handle.lease().set_run(
         RunReport::new(fire.at(), RunOutcome::Cancelled),
-        &shared.recording_fails,
+        &shared.recording,
     );
     Counters::bump(&job.counters.runs);
     observe::fire(&job.name, "run");
@@ -498,7 +498,7 @@ async fn run(
     observe::task_duration(handle.name(), took);
     handle.lease().set_run(
         RunReport::new(fire.at(), outcome.clone()),
-        &shared.recording_fails,
+        &shared.recording,
     );
     let _ = guard.release().await;
     let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);

@@ -40,6 +40,7 @@ use crate::drain::Drained;
 use crate::error::{Error, Result};
 use crate::executor::LockingTaskExecutor;
 use crate::fire::Fire;
+use crate::keepalive::RecordingLog;
 use crate::latch::LeaderLatch;
 use crate::outage::{Cause, Outage};
 use clock::StoreClock;
@@ -149,8 +150,8 @@ struct Shared {
     require_store: AtomicBool,
     stopping: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// A run's release failed to record it. Logged once until one succeeds again.
-    recording_fails: Arc<AtomicBool>,
+    /// What was said about recording the runs, each thing once.
+    recording: Arc<RecordingLog>,
 }
 
 struct Entry {
@@ -206,7 +207,7 @@ impl Scheduler {
                 require_store: AtomicBool::new(false),
                 stopping: watch::channel(false).0,
                 tasks: Mutex::new(Vec::new()),
-                recording_fails: Arc::new(AtomicBool::new(false)),
+                recording: Arc::new(RecordingLog::default()),
             }),
         }
     }

@@ -16,6 +16,10 @@ pub const DEFINITIONS_HEARTBEAT: Duration = Duration::from_secs(30);
 /// minutes.
 pub const DEFINITIONS_TTL: Duration = Duration::from_mins(2);
 
+/// How long a scheduler waits before publishing again to a store that is not set up for
+/// definitions (its definitions table is missing).
+const NOT_SET_UP_RETRY: Duration = Duration::from_mins(10);
+
 /// The definitions of the scheduler's jobs, as published.
 fn definitions(shared: &Shared) -> Vec<Definition> {
     shared
@@ -38,7 +42,9 @@ pub(super) async fn publish_loop(shared: Arc<Shared>) {
     let mut stopping = shared.stopping.subscribe();
     let replica = shared.executor.owner_id().to_owned();
     let mut failing = false;
+    let mut not_set_up = false;
     loop {
+        let mut wait = DEFINITIONS_HEARTBEAT;
         let definitions = definitions(&shared);
         let published = tokio::time::timeout(
             shared.executor.call_timeout(),
@@ -52,6 +58,7 @@ pub(super) async fn publish_loop(shared: Arc<Shared>) {
         .await;
         match published {
             Ok(Ok(())) => {
+                not_set_up = false;
                 if std::mem::take(&mut failing) {
                     tracing::info!("job definitions published again");
                 }
@@ -59,6 +66,22 @@ pub(super) async fn publish_loop(shared: Arc<Shared>) {
             Ok(Err(error)) if error.is_unsupported() => {
                 tracing::debug!("the store keeps no job definitions; not publishing them");
                 return;
+            }
+            Ok(Err(error))
+                if error.is_missing_table() || error.is_schema() || error.is_invalid_config() =>
+            {
+                // Set up without the definitions table (a Java ShedLock table, one made before
+                // it existed): asked again rarely, so that a migration run later is noticed
+                // without a restart and without a failing statement every heartbeat.
+                if !std::mem::replace(&mut not_set_up, true) {
+                    tracing::info!(
+                        %error,
+                        "the store is not set up for job definitions (operators' tools will not \
+                         show this replica's schedules); asking again every {}",
+                        shedlock_duration::format(NOT_SET_UP_RETRY)
+                    );
+                }
+                wait = NOT_SET_UP_RETRY;
             }
             Ok(Err(error)) => {
                 if !std::mem::replace(&mut failing, true) {
@@ -78,7 +101,7 @@ pub(super) async fn publish_loop(shared: Arc<Shared>) {
             }
         }
         tokio::select! {
-            () = tokio::time::sleep(DEFINITIONS_HEARTBEAT) => {}
+            () = tokio::time::sleep(wait) => {}
             _ = stopping.wait_for(|stop| *stop) => return,
         }
     }

@@ -263,3 +263,158 @@ async fn the_leader_gauge_follows_the_latch() {
         Some(0.0)
     );
 }
+
+/// A store without the definitions table is asked again every ten minutes, not at every
+/// heartbeat, and said so once.
+#[tokio::test(start_paused = true)]
+async fn a_store_without_the_definitions_table_is_asked_rarely() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::jobs::Definition;
+    use crate::provider::{Fire, FireClaim, LockRecord};
+
+    struct NoDefinitions {
+        inner: InMemoryLockProvider,
+        publishes: AtomicUsize,
+    }
+    #[async_trait::async_trait]
+    impl LockProvider for NoDefinitions {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> crate::Result<Option<LockRecord>> {
+            self.inner.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> crate::Result<Option<LockRecord>> {
+            self.inner.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> crate::Result<bool> {
+            self.inner.release(record, at_least).await
+        }
+        async fn claim_fire(
+            &self,
+            name: &str,
+            fire: &Fire,
+            at_most: Duration,
+            owner: &str,
+        ) -> crate::Result<FireClaim> {
+            self.inner.claim_fire(name, fire, at_most, owner).await
+        }
+        async fn publish_definitions(
+            &self,
+            _: &str,
+            _: &str,
+            _: &[Definition],
+            _: Duration,
+        ) -> crate::Result<()> {
+            self.publishes.fetch_add(1, Ordering::SeqCst);
+            Err(crate::Error::missing_table(
+                "shedlock_jobs",
+                "create it with migration 0004",
+                "relation \"shedlock_jobs\" does not exist",
+            ))
+        }
+    }
+
+    let logs = Logs::default();
+    let _guard = logs.install();
+    let store = Arc::new(NoDefinitions {
+        inner: InMemoryLockProvider::new(),
+        publishes: AtomicUsize::new(0),
+    });
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id("replica-a")
+        .default_at_most(30 * SEC)
+        .build()
+        .unwrap();
+    let a = Scheduler::new(executor);
+    a.add(Job::new(
+        "report",
+        Schedule::every(SEC).unwrap(),
+        |_| async {},
+    ))
+    .unwrap();
+    a.start().await.unwrap();
+    // Twenty-five minutes: at start, after ten and after twenty.
+    tokio::time::sleep(Duration::from_mins(25)).await;
+    assert_eq!(store.publishes.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        logs.count(tracing::Level::INFO, "not set up for job definitions"),
+        1
+    );
+    assert_eq!(logs.count(tracing::Level::WARN, "could not publish"), 0);
+    // The jobs ran all along.
+    assert!(a.status("report").unwrap().runs > 1_000);
+    Shutdown::new(SEC).scheduler(&a).run().await;
+}
+
+/// A store that does not record runs gets the plain release, and one line saying so.
+#[tokio::test(start_paused = true)]
+async fn a_store_that_does_not_record_runs_is_said_once_and_released_plainly() {
+    use crate::provider::{Fire, FireClaim, LockRecord};
+
+    struct Plain(InMemoryLockProvider);
+    #[async_trait::async_trait]
+    impl LockProvider for Plain {
+        async fn acquire(
+            &self,
+            name: &str,
+            at_most: Duration,
+            owner: &str,
+        ) -> crate::Result<Option<LockRecord>> {
+            self.0.acquire(name, at_most, owner).await
+        }
+        async fn extend(
+            &self,
+            record: &LockRecord,
+            at_most: Duration,
+        ) -> crate::Result<Option<LockRecord>> {
+            self.0.extend(record, at_most).await
+        }
+        async fn release(&self, record: &LockRecord, at_least: Duration) -> crate::Result<bool> {
+            self.0.release(record, at_least).await
+        }
+        async fn claim_fire(
+            &self,
+            name: &str,
+            fire: &Fire,
+            at_most: Duration,
+            owner: &str,
+        ) -> crate::Result<FireClaim> {
+            self.0.claim_fire(name, fire, at_most, owner).await
+        }
+    }
+
+    let logs = Logs::default();
+    let _guard = logs.install();
+    let store = Arc::new(Plain(InMemoryLockProvider::new()));
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id("replica-a")
+        .default_at_most(30 * SEC)
+        .build()
+        .unwrap();
+    let a = Scheduler::new(executor);
+    a.add(Job::new(
+        "report",
+        Schedule::every(SEC).unwrap(),
+        |_| async {},
+    ))
+    .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    Shutdown::new(SEC).scheduler(&a).run().await;
+    let status = a.status("report").unwrap();
+    assert!(status.runs >= 5 && status.held == 0, "{status:?}");
+    assert_eq!(
+        logs.count(tracing::Level::INFO, "does not record how runs end"),
+        1
+    );
+    let entry = store.0.entry("report").await.unwrap().expect("a row");
+    assert_eq!(entry.state().and_then(|s| s.last_run.clone()), None);
+}
