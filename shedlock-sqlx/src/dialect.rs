@@ -250,10 +250,7 @@ pub(crate) fn release_run_state<D: Dialect>(
     // same runner, start and fire. The counts then stay. They read the last run's columns
     // before those change: MySQL assigns left to right, so the counts come first.
     let [k1, k2, k3] = kind;
-    let again = format!(
-        "{run_by} = {by} AND {started} = {at} AND {run_fire} = {k0}",
-        k0 = fire
-    );
+    let again = format!("{run_by} = {by} AND {started} = {at} AND {run_fire} = {fire}");
     format!(
         "{success} = CASE WHEN {again} THEN {success} \
          ELSE CASE {k2} WHEN 'succeeded' THEN {now} ELSE {success} END END, \
