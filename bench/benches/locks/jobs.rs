@@ -18,13 +18,15 @@
 //! SQLite has. A recorded release is one statement like the plain release (target: no extra
 //! round trip); history on costs what the store's history write costs, reported as it is.
 //!
-//! A store whose `release_run` answers unsupported (etcd, a table without the job state
-//! columns) has no rows here; the run says so on stderr.
+//! etcd keeps no run history, so it has no history variant. A store whose `release_run`
+//! answers unsupported (a table without the job state columns) has no rows here; the run says
+//! so on stderr.
 
 use std::time::{Duration, Instant};
 
 use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::{median, median_ratio, rotation};
+use shedlock_core::admin::LockAdmin;
 use shedlock_core::jobs::{RunOutcome, RunReport};
 use shedlock_core::provider::chrono::{DateTime, Utc};
 use shedlock_core::provider::{LockProvider, LockRecord};
@@ -66,10 +68,11 @@ impl Kind {
     }
 }
 
-/// The providers of one store: `off` as the README sets it up, `on` the same with history.
+/// The providers of one store: `off` as the README sets it up, `on` the same with history
+/// (`None`: the store keeps no history).
 pub(crate) struct Providers<'a, P> {
     pub(crate) off: &'a P,
-    pub(crate) on: &'a P,
+    pub(crate) on: Option<&'a P>,
 }
 
 /// One measured way to release.
@@ -110,7 +113,7 @@ pub(crate) fn error_text() -> String {
 /// The four variants, in the order of the rows.
 fn releasers<'a, P>(providers: &Providers<'a, P>, fire: DateTime<Utc>) -> Vec<Releaser<'a, P>> {
     let succeeded = || Some(RunOutcome::Succeeded);
-    [
+    let mut all = vec![
         (FLOOR, providers.off, "bench-jobs-plain", None),
         (SUCCEEDED, providers.off, "bench-jobs-run", succeeded()),
         (
@@ -119,16 +122,18 @@ fn releasers<'a, P>(providers: &Providers<'a, P>, fire: DateTime<Utc>) -> Vec<Re
             "bench-jobs-failed",
             Some(RunOutcome::Failed(error_text())),
         ),
-        (HISTORY, providers.on, "bench-jobs-history", succeeded()),
-    ]
-    .into_iter()
-    .map(|(metric, provider, name, outcome)| Releaser {
-        metric,
-        provider,
-        name,
-        kind: Kind::of(outcome, fire),
-    })
-    .collect()
+    ];
+    if let Some(on) = providers.on {
+        all.push((HISTORY, on, "bench-jobs-history", succeeded()));
+    }
+    all.into_iter()
+        .map(|(metric, provider, name, outcome)| Releaser {
+            metric,
+            provider,
+            name,
+            kind: Kind::of(outcome, fire),
+        })
+        .collect()
 }
 
 /// Whether the store records runs; prints why not when it does not.
@@ -152,7 +157,7 @@ pub(crate) async fn supported<P: LockProvider>(db: &str, provider: &P) -> Result
 
 /// The part's rows for one store: the timed variants on `providers`, then the counts on
 /// `wired` (the same providers behind `proxy`; without a proxy, the statements on `providers`).
-pub(crate) async fn run<P: LockProvider>(
+pub(crate) async fn run<P: LockProvider + LockAdmin>(
     db: &str,
     providers: &Providers<'_, P>,
     wired: Option<(&Providers<'_, P>, &Proxy)>,
@@ -164,6 +169,7 @@ pub(crate) async fn run<P: LockProvider>(
     let fire = Utc::now();
     let variants = releasers(providers, fire);
     let values = alternate(&variants, plan).await?;
+    check_history(providers).await?;
     let metrics: Vec<&str> = variants.iter().map(|v| v.metric).collect();
     let of = |metric: &str| {
         metrics
@@ -172,7 +178,7 @@ pub(crate) async fn run<P: LockProvider>(
             .map_or(&[][..], |i| &values[i][..])
     };
     let mut rows = Vec::new();
-    for metric in [FLOOR, SUCCEEDED, FAILED, HISTORY] {
+    for &metric in &metrics {
         rows.push(
             Row::new(db, metric, median(of(metric)).unwrap_or(f64::NAN), "us/op")
                 .ratio(median_ratio(of(metric), of(FLOOR)), FLOOR),
@@ -189,20 +195,47 @@ pub(crate) async fn run<P: LockProvider>(
         FAILED,
         "release_run (failed, 200-char error) ÷ release",
     ));
-    rows.push(
-        Row::new(
-            db,
-            "history on ÷ off per run",
-            median_ratio(of(HISTORY), of(SUCCEEDED)).unwrap_or(f64::NAN),
-            "x",
-        )
-        .ratio(median_ratio(of(HISTORY), of(FLOOR)), FLOOR),
-    );
+    if providers.on.is_some() {
+        rows.push(
+            Row::new(
+                db,
+                "history on ÷ off per run",
+                median_ratio(of(HISTORY), of(SUCCEEDED)).unwrap_or(f64::NAN),
+                "x",
+            )
+            .ratio(median_ratio(of(HISTORY), of(FLOOR)), FLOOR),
+        );
+    }
     rows.extend(match wired {
         Some((wired, proxy)) => counts(db, wired, Some(proxy), fire).await?,
         None => counts(db, providers, None, fire).await?,
     });
     Ok(rows)
+}
+
+/// Checks that the history-on variant's lock kept exactly its newest [`KEEP`] runs (it ran more)
+/// and that the recorded releases with history off wrote none: the figures are of what they
+/// say.
+async fn check_history<P: LockAdmin>(providers: &Providers<'_, P>) -> Result<()> {
+    let limit = usize::try_from(KEEP).unwrap_or(usize::MAX) + 1;
+    if let Some(on) = providers.on {
+        let kept = on.history("bench-jobs-history", limit).await?.len();
+        if kept != limit - 1 {
+            return Err(format!("jobs: history on kept {kept} runs, not {KEEP}").into());
+        }
+    }
+    for name in ["bench-jobs-run", "bench-jobs-failed"] {
+        let written = match providers.off.history(name, limit).await {
+            Ok(runs) => runs.len(),
+            // A store that keeps no history (etcd) has none to read.
+            Err(e) if e.is_unsupported() => 0,
+            Err(e) => return Err(e.into()),
+        };
+        if written != 0 {
+            return Err(format!("jobs: history off wrote {written} runs of {name}").into());
+        }
+    }
+    Ok(())
 }
 
 /// Runs the variants' samples alternating ([`rotation`]) for `plan.jobs_rounds` rounds of
@@ -253,13 +286,15 @@ async fn counts<P: LockProvider>(
     fire: DateTime<Utc>,
 ) -> Result<Vec<Row>> {
     let report = RunReport::new(fire, RunOutcome::Succeeded);
-    let kinds = [
+    let mut kinds = vec![
         ("release", providers.off, Kind::Plain),
         ("release_run", providers.off, Kind::Run(report.clone())),
-        ("release_run, history on", providers.on, Kind::Run(report)),
     ];
+    if let Some(on) = providers.on {
+        kinds.push(("release_run, history on", on, Kind::Run(report)));
+    }
     // Per kind: round trips, statements, bytes both ways.
-    let mut per = [(0.0, 0.0, 0.0); 3];
+    let mut per = vec![(0.0, 0.0, 0.0); kinds.len()];
     let n = f64::from(WIRE_CALLS);
     for ((what, provider, kind), per) in kinds.iter().zip(&mut per) {
         let name = format!("bench-jobs-wire-{}", what.replace([',', ' '], ""));
@@ -293,7 +328,7 @@ async fn counts<P: LockProvider>(
     }
     let mut rows = Vec::new();
     let sql = per[0].1 > 0.0;
-    for ((what, _, _), (trips, statements, bytes)) in kinds.iter().zip(per) {
+    for ((what, _, _), (trips, statements, bytes)) in kinds.iter().zip(per.iter().copied()) {
         if proxy.is_some() {
             rows.push(Row::new(db, format!("round trips per {what}"), trips, "rt"));
             rows.push(Row::new(db, format!("bytes per {what}"), bytes, "B"));
@@ -308,6 +343,7 @@ async fn counts<P: LockProvider>(
         }
     }
     let extra = |what: &str, unit: &str, value: f64| Row::new(db, what, value, unit);
+    let history = per.get(2).copied();
     if proxy.is_some() {
         rows.push(
             extra(
@@ -317,11 +353,13 @@ async fn counts<P: LockProvider>(
             )
             .target(Target::ValueAtMost(0.0)),
         );
-        rows.push(extra(
-            "extra round trips per run, history on (vs off)",
-            "rt",
-            per[2].0 - per[1].0,
-        ));
+        if let Some(on) = history {
+            rows.push(extra(
+                "extra round trips per run, history on (vs off)",
+                "rt",
+                on.0 - per[1].0,
+            ));
+        }
     }
     if sql {
         rows.push(
@@ -332,11 +370,13 @@ async fn counts<P: LockProvider>(
             )
             .target(Target::ValueAtMost(0.0)),
         );
-        rows.push(extra(
-            "extra statements per run, history on (vs off)",
-            "stmt",
-            per[2].1 - per[1].1,
-        ));
+        if let Some(on) = history {
+            rows.push(extra(
+                "extra statements per run, history on (vs off)",
+                "stmt",
+                on.1 - per[1].1,
+            ));
+        }
     }
     Ok(rows)
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shedlock_bench::java::{Placeholder, Section, Statement};
+use shedlock_core::admin::LockAdmin;
 use shedlock_core::jobs::HistoryPolicy;
 use shedlock_core::provider::LockProvider;
 use shedlock_sqlx::sqlx::pool::PoolOptions;
@@ -52,7 +53,7 @@ pub(crate) trait SqlDb: Database + Sized {
     const JAVA_TRANSACTIONS: bool = false;
 
     /// The public provider type.
-    type Provider: LockProvider + Clone;
+    type Provider: LockProvider + LockAdmin + Clone;
     /// A duration as the statements take it.
     type Span: Send + Sync + Clone + 'static;
 

@@ -99,11 +99,11 @@ async fn redis_jobs(
     let wired_on = with_history(wired_url).await?;
     let providers = Providers {
         off: provider,
-        on: &on,
+        on: Some(&on),
     };
     let wired = Providers {
         off: wired,
-        on: &wired_on,
+        on: Some(&wired_on),
     };
     crate::jobs::run("redis", &providers, Some((&wired, proxy)), plan).await
 }
@@ -129,25 +129,35 @@ pub(crate) async fn etcd(url: &str, plan: &Plan) -> Result<Vec<Row>> {
     let provider = Arc::new(EtcdLockProvider::builder(url).prefix(&prefix).build()?);
     let target = target(url)?;
     let proxy = Proxy::start(target.clone()).await?;
-    let wired = EtcdLockProvider::builder(through(url, proxy.port())?)
-        .prefix(&prefix)
-        .build()?;
+    let wired = Arc::new(
+        EtcdLockProvider::builder(through(url, proxy.port())?)
+            .prefix(&prefix)
+            .build()?,
+    );
     let range = Range::new(&target, format!("{prefix}floor"));
-    let rows = run(
-        "etcd",
-        &provider,
-        Box::new(range),
-        (&Arc::new(wired), &proxy),
-        plan,
-    )
-    .await;
-    // The store has no `release_run` (it answers unsupported): the part says so and no more.
-    if plan.runs("jobs") {
-        match crate::jobs::supported("etcd", &provider).await {
-            Ok(false) => {}
-            Ok(true) => eprintln!("etcd: release_run is supported now: add etcd to the jobs part"),
-            Err(e) => eprintln!("etcd: jobs: {e}"),
-        }
+    let mut rows = run("etcd", &provider, Box::new(range), (&wired, &proxy), plan).await;
+    // etcd keeps no run history: the recorded release against the plain one only.
+    if plan.runs("jobs") && rows.is_ok() {
+        let jobs = crate::jobs::run(
+            "etcd",
+            &Providers {
+                off: &provider,
+                on: None,
+            },
+            Some((
+                &Providers {
+                    off: &wired,
+                    on: None,
+                },
+                &proxy,
+            )),
+            plan,
+        )
+        .await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(jobs?);
+            Ok(rows)
+        });
     }
     // The records without a lease stay: remove this run's keys.
     let end = prefix_end(prefix.as_bytes());

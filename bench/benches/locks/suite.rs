@@ -263,7 +263,10 @@ async fn jobs<D: SqlDb>(backend: &Sql<D>, table: &str, plan: &Plan) -> Result<Ve
     let on = backend
         .provider_with_history(&backend.url, table, policy)
         .await?;
-    let providers = crate::jobs::Providers { off: &off, on: &on };
+    let providers = crate::jobs::Providers {
+        off: &off,
+        on: Some(&on),
+    };
     let rows = match target(&backend.url) {
         Ok(server) => {
             let proxy = Proxy::start(server).await?;
@@ -272,7 +275,7 @@ async fn jobs<D: SqlDb>(backend: &Sql<D>, table: &str, plan: &Plan) -> Result<Ve
             let wired_on = backend.provider_with_history(&url, table, policy).await?;
             let wired = crate::jobs::Providers {
                 off: &wired_off,
-                on: &wired_on,
+                on: Some(&wired_on),
             };
             let rows = crate::jobs::run(D::DB, &providers, Some((&wired, &proxy)), plan).await;
             closer::<D>(&wired_off).await;
