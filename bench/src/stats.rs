@@ -59,6 +59,22 @@ pub fn median_ratio(numerator: &[f64], denominator: &[f64]) -> Option<f64> {
     median(&ratios)
 }
 
+/// The order in which `n` variants take their sample number `k` when samples alternate: the
+/// variants rotated by `k`, so over `n` samples each takes every place once (with two: A B,
+/// B A, A B, …): a cost that depends on the place (a connection warmer after the previous
+/// call, a timer due) falls on every variant alike.
+///
+/// ```
+/// use shedlock_bench::stats::rotation;
+/// assert_eq!(rotation(0, 3), [0, 1, 2]);
+/// assert_eq!(rotation(4, 3), [1, 2, 0]);
+/// assert_eq!(rotation(1, 2), [1, 0]);
+/// ```
+#[must_use]
+pub fn rotation(k: usize, n: usize) -> Vec<usize> {
+    (0..n).map(|j| (k + j) % n).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +95,27 @@ mod tests {
         assert_eq!(median_ratio(&[2.0, 9.0, 3.0], &[1.0, 0.0, 1.0]), Some(2.5));
         assert_eq!(median_ratio(&[2.0, 4.0, 6.0], &[1.0, 2.0]), Some(2.0));
         assert_eq!(median_ratio(&[1.0], &[0.0]), None);
+    }
+
+    #[test]
+    fn rotations_put_every_variant_first_equally_often() {
+        let n = 4;
+        let mut first = vec![0; n];
+        for k in 0..(n * 10) {
+            let order = rotation(k, n);
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(
+                sorted,
+                (0..n).collect::<Vec<_>>(),
+                "each variant once per sample"
+            );
+            first[order[0]] += 1;
+        }
+        assert!(first.iter().all(|&c| c == 10), "{first:?}");
+        assert_eq!(rotation(0, 0), Vec::<usize>::new());
+        assert_eq!(rotation(7, 1), [0]);
+        let two: Vec<Vec<usize>> = (0..3).map(|k| rotation(k, 2)).collect();
+        assert_eq!(two, [vec![0, 1], vec![1, 0], vec![0, 1]], "two alternate");
     }
 }

@@ -51,7 +51,13 @@ pub(crate) struct Plan {
     /// Rounds and seconds per run of the server-side skip comparison (`pgbench`).
     pub(crate) server_rounds: usize,
     pub(crate) server_seconds: u64,
-    /// The parts to run (`uncontended`, `contention`, `pressure`, `latch`, `fires`); empty: all.
+    /// Rounds and the slice of each variant per round of the recorded-release comparison
+    /// (`jobs`): more than the uncontended part's in a quick run, as its target is 5 % and the
+    /// part is short.
+    pub(crate) jobs_rounds: usize,
+    pub(crate) jobs_slice: Duration,
+    /// The parts to run (`uncontended`, `server`, `contention`, `pressure`, `latch`, `fires`,
+    /// `jobs`); empty: all.
     pub(crate) only: Vec<String>,
 }
 
@@ -74,6 +80,8 @@ impl Plan {
                 fire_window: Duration::from_secs(1),
                 server_rounds: 3,
                 server_seconds: 2,
+                jobs_rounds: 9,
+                jobs_slice: Duration::from_millis(150),
                 only: Vec::new(),
             }
         } else {
@@ -93,6 +101,8 @@ impl Plan {
                 fire_window: Duration::from_secs(3),
                 server_rounds: 5,
                 server_seconds: 5,
+                jobs_rounds: 15,
+                jobs_slice: Duration::from_millis(300),
                 only: Vec::new(),
             }
         }
@@ -107,13 +117,14 @@ impl Plan {
 }
 
 /// The parts of a run, for `--only`.
-pub(crate) const PARTS: [&str; 6] = [
+pub(crate) const PARTS: [&str; 7] = [
     "uncontended",
     "server",
     "contention",
     "pressure",
     "latch",
     "fires",
+    "jobs",
 ];
 
 /// One measured operation, run over and over.

@@ -7,7 +7,7 @@
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
 //! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd, tls
-//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, contention, pressure, latch, fires
+//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, server, contention, pressure, latch, fires, jobs
 //! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
 //!
@@ -20,6 +20,7 @@
 
 mod fires;
 mod harness;
+mod jobs;
 mod mysql;
 mod pg;
 mod pgbench;
@@ -244,6 +245,8 @@ async fn run(settings: &Settings) -> bool {
                     Some(url) => timed(db, stores::etcd(&url, &plan)).await,
                 }
             }
+            // Skip and cycle, plain and over TLS: uncontended figures.
+            "tls" if !plan.runs("uncontended") => (Vec::new(), true),
             "tls" => timed(db, Box::pin(tls::run(&plan))).await,
             "memory" => timed(db, suite::in_memory(&plan)).await,
             _ => match sqlite::temporary().await {

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shedlock_bench::java::{Placeholder, Section, Statement};
+use shedlock_core::admin::LockAdmin;
+use shedlock_core::jobs::HistoryPolicy;
 use shedlock_core::provider::LockProvider;
 use shedlock_sqlx::sqlx::pool::PoolOptions;
 use shedlock_sqlx::sqlx::{Connection as _, Database, Pool};
@@ -51,7 +53,7 @@ pub(crate) trait SqlDb: Database + Sized {
     const JAVA_TRANSACTIONS: bool = false;
 
     /// The public provider type.
-    type Provider: LockProvider + Clone;
+    type Provider: LockProvider + LockAdmin + Clone;
     /// A duration as the statements take it.
     type Span: Send + Sync + Clone + 'static;
 
@@ -98,6 +100,12 @@ pub(crate) trait SqlDb: Database + Sized {
     /// The provider with connections of its own to `url` (`from_url(url)`, as the README sets
     /// it up), at most `max` of them (the provider's default without).
     fn from_url<'a>(url: &'a str, table: &'a str, max: Option<u32>) -> Fut<'a, Self::Provider>;
+    /// The same with run history on (`from_url(url).history(policy)`).
+    fn with_history<'a>(
+        url: &'a str,
+        table: &'a str,
+        policy: HistoryPolicy,
+    ) -> Fut<'a, Self::Provider>;
     /// The pool a provider runs on, if it was given one.
     fn pool(provider: &Self::Provider) -> Option<&Pool<Self>>;
     /// Open and idle connections of the provider.
@@ -166,6 +174,20 @@ macro_rules! sql_glue {
                     builder = builder.max_connections(max);
                 }
                 Ok(builder.connect().await?)
+            })
+        }
+
+        fn with_history<'a>(
+            url: &'a str,
+            table: &'a str,
+            policy: ::shedlock_core::jobs::HistoryPolicy,
+        ) -> $crate::sql::Fut<'a, $provider> {
+            Box::pin(async move {
+                Ok(<$provider>::from_url(url)
+                    .table(table)
+                    .history(policy)
+                    .connect()
+                    .await?)
             })
         }
 
@@ -355,10 +377,28 @@ impl<D: SqlDb> Sql<D> {
         D::create_table(provider).await
     }
 
+    /// The provider with run history on (see [`provider`](Self::provider)).
+    pub(crate) async fn provider_with_history(
+        &self,
+        url: &str,
+        table: &str,
+        policy: HistoryPolicy,
+    ) -> Result<D::Provider> {
+        D::with_history(url, table, policy).await
+    }
+
+    /// Drops the lock table and the two tables `create_table_if_not_exists()` makes beside it
+    /// (`<table>_jobs`, `<table>_history`).
     pub(crate) async fn drop_table(&self, table: &str) -> Result<()> {
         let mut conn = self.connect().await?;
         let q = D::QUOTE;
-        D::raw_sql(&mut conn, format!("DROP TABLE IF EXISTS {q}{table}{q}")).await?;
+        for name in [
+            format!("{table}_history"),
+            format!("{table}_jobs"),
+            table.to_owned(),
+        ] {
+            D::raw_sql(&mut conn, format!("DROP TABLE IF EXISTS {q}{name}{q}")).await?;
+        }
         conn.close().await?;
         Ok(())
     }

@@ -14,6 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use shedlock_bench::report::Row;
 use shedlock_bench::stats::{median, median_ratio};
+use shedlock_core::jobs::HistoryPolicy;
 use shedlock_core::provider::chrono::{self, Utc};
 use shedlock_core::provider::{Fire, FireClaim, LockProvider};
 use shedlock_etcd::EtcdLockProvider;
@@ -22,6 +23,7 @@ use shedlock_redis::redis;
 
 use crate::fires::cpu_per_fire;
 use crate::harness::{AT_MOST, HELD, Op, Plan, Result, executor, hold_elsewhere, interleave};
+use crate::jobs::Providers;
 use crate::sink::capture;
 use crate::suite::{Samples, core_variants, versus_rows};
 use crate::wire::{Proxy, target, through};
@@ -49,11 +51,21 @@ pub(crate) async fn redis(url: &str, plan: &Plan) -> Result<Vec<Row>> {
     let mut conn = redis::Client::open(url)?.get_connection_manager().await?;
     let floor = Box::new(Ping(conn.clone()));
     let proxy = Proxy::start(target(url)?).await?;
-    let wired = RedisLockProvider::builder(through(url, proxy.port())?.as_str())
-        .key_prefix(&prefix)
-        .connect()
-        .await?;
-    let rows = run("redis", &provider, floor, (&Arc::new(wired), &proxy), plan).await;
+    let wired_url = through(url, proxy.port())?;
+    let wired = Arc::new(
+        RedisLockProvider::builder(wired_url.as_str())
+            .key_prefix(&prefix)
+            .connect()
+            .await?,
+    );
+    let mut rows = run("redis", &provider, floor, (&wired, &proxy), plan).await;
+    if plan.runs("jobs") && rows.is_ok() {
+        let jobs = redis_jobs(url, &prefix, &provider, (&wired_url, &wired, &proxy), plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(jobs?);
+            Ok(rows)
+        });
+    }
     // Lock keys carry no TTL (by design): remove this run's.
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}*"))
@@ -63,6 +75,37 @@ pub(crate) async fn redis(url: &str, plan: &Plan) -> Result<Vec<Row>> {
         let _: () = redis::cmd("DEL").arg(keys).query_async(&mut conn).await?;
     }
     rows
+}
+
+/// The `jobs` part on Redis: history off (`provider`) and on (`.history(keep 100)`), counted
+/// on the wired providers behind `proxy`.
+async fn redis_jobs(
+    url: &str,
+    prefix: &str,
+    provider: &Arc<RedisLockProvider>,
+    (wired_url, wired, proxy): (&str, &Arc<RedisLockProvider>, &Proxy),
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let with_history = async |url: &str| -> Result<Arc<RedisLockProvider>> {
+        Ok(Arc::new(
+            RedisLockProvider::builder(url)
+                .key_prefix(prefix)
+                .history(HistoryPolicy::keep(crate::jobs::KEEP))
+                .connect()
+                .await?,
+        ))
+    };
+    let on = with_history(url).await?;
+    let wired_on = with_history(wired_url).await?;
+    let providers = Providers {
+        off: provider,
+        on: Some(&on),
+    };
+    let wired = Providers {
+        off: wired,
+        on: Some(&wired_on),
+    };
+    crate::jobs::run("redis", &providers, Some((&wired, proxy)), plan).await
 }
 
 struct Ping(redis::aio::ConnectionManager);
@@ -86,18 +129,36 @@ pub(crate) async fn etcd(url: &str, plan: &Plan) -> Result<Vec<Row>> {
     let provider = Arc::new(EtcdLockProvider::builder(url).prefix(&prefix).build()?);
     let target = target(url)?;
     let proxy = Proxy::start(target.clone()).await?;
-    let wired = EtcdLockProvider::builder(through(url, proxy.port())?)
-        .prefix(&prefix)
-        .build()?;
+    let wired = Arc::new(
+        EtcdLockProvider::builder(through(url, proxy.port())?)
+            .prefix(&prefix)
+            .build()?,
+    );
     let range = Range::new(&target, format!("{prefix}floor"));
-    let rows = run(
-        "etcd",
-        &provider,
-        Box::new(range),
-        (&Arc::new(wired), &proxy),
-        plan,
-    )
-    .await;
+    let mut rows = run("etcd", &provider, Box::new(range), (&wired, &proxy), plan).await;
+    // etcd keeps no run history: the recorded release against the plain one only.
+    if plan.runs("jobs") && rows.is_ok() {
+        let jobs = crate::jobs::run(
+            "etcd",
+            &Providers {
+                off: &provider,
+                on: None,
+            },
+            Some((
+                &Providers {
+                    off: &wired,
+                    on: None,
+                },
+                &proxy,
+            )),
+            plan,
+        )
+        .await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(jobs?);
+            Ok(rows)
+        });
+    }
     // The records without a lease stay: remove this run's keys.
     let end = prefix_end(prefix.as_bytes());
     let cleanup = Range::new(&target, prefix.clone());
@@ -173,8 +234,27 @@ impl Op for Range {
     }
 }
 
-/// One store's run: the interleaved variants against the floor, then the round trips.
+/// One store's run: the interleaved variants against the floor and the round trips
+/// (`uncontended`), then the scheduler's CPU per fire (`fires`).
 async fn run<P: LockProvider + Clone>(
+    db: &'static str,
+    provider: &P,
+    floor: Box<dyn Op>,
+    (wired, proxy): (&P, &Proxy),
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if plan.runs("uncontended") {
+        rows = uncontended(db, provider, floor, (wired, proxy), plan).await?;
+    }
+    if plan.runs("fires") {
+        rows.extend(cpu_per_fire(db, provider, plan.fire_rounds, plan.fire_window).await?);
+    }
+    Ok(rows)
+}
+
+/// The variants against the floor, then the round trips per operation.
+async fn uncontended<P: LockProvider + Clone>(
     db: &'static str,
     provider: &P,
     floor: Box<dyn Op>,
@@ -206,9 +286,6 @@ async fn run<P: LockProvider + Clone>(
     }
     rows.extend(versus_rows(db, &s));
     rows.extend(round_trips(db, wired, proxy, None).await?);
-    if plan.runs("fires") {
-        rows.extend(cpu_per_fire(db, provider, plan.fire_rounds, plan.fire_window).await?);
-    }
     Ok(rows)
 }
 

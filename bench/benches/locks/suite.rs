@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use shedlock_bench::report::{Row, Target};
 use shedlock_bench::stats::{median, median_ratio};
+use shedlock_core::jobs::HistoryPolicy;
 use shedlock_core::{LockConfig, provider::LockProvider};
 
 use crate::fires::cpu_per_fire;
@@ -167,25 +168,7 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
     }
     if plan.runs("latch") {
         let t = Instant::now();
-        let per_call = captured.per_call();
-        let part = latch_load(
-            provider.clone(),
-            "bench-election",
-            plan.latch_window,
-            &per_call,
-        )
-        .await
-        .map(|load| {
-            vec![
-                Row::new(db, "latch: leader (default timings)", load.leader, "stmt/s"),
-                Row::new(
-                    db,
-                    "latch: follower (default timings)",
-                    load.follower,
-                    "stmt/s",
-                ),
-            ]
-        });
+        let part = latch(db, &provider, &captured, plan).await;
         stage("latch", part, t).await;
     }
     if plan.runs("fires") {
@@ -193,11 +176,41 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         let part = fires(backend, &table, &provider, plan).await;
         stage("fires", part, t).await;
     }
+    if plan.runs("jobs") {
+        let t = Instant::now();
+        let part = jobs(backend, &table, plan).await;
+        stage("jobs", part, t).await;
+    }
     closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
     }
     (rows, ok)
+}
+
+/// Statements per second of a leader and a follower latch at the default timings.
+async fn latch<P: LockProvider + Clone>(
+    db: &str,
+    provider: &P,
+    captured: &Captured,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let load = latch_load(
+        provider.clone(),
+        "bench-election",
+        plan.latch_window,
+        &captured.per_call(),
+    )
+    .await?;
+    Ok(vec![
+        Row::new(db, "latch: leader (default timings)", load.leader, "stmt/s"),
+        Row::new(
+            db,
+            "latch: follower (default timings)",
+            load.follower,
+            "stmt/s",
+        ),
+    ])
 }
 
 /// The server's side of a skip, under `pgbench` (Postgres).
@@ -240,6 +253,40 @@ async fn fires<D: SqlDb>(
     closer::<D>(&wired).await;
     rows.extend(counted?);
     Ok(rows)
+}
+
+/// The recorded release against the plain one, and history on against off, on providers of
+/// their own ([`crate::jobs`]); counted behind a proxy where the database has a wire.
+async fn jobs<D: SqlDb>(backend: &Sql<D>, table: &str, plan: &Plan) -> Result<Vec<Row>> {
+    let policy = HistoryPolicy::keep(crate::jobs::KEEP);
+    let off = backend.provider(table).await?;
+    let on = backend
+        .provider_with_history(&backend.url, table, policy)
+        .await?;
+    let providers = crate::jobs::Providers {
+        off: &off,
+        on: Some(&on),
+    };
+    let rows = match target(&backend.url) {
+        Ok(server) => {
+            let proxy = Proxy::start(server).await?;
+            let url = through(&backend.url, proxy.port())?;
+            let wired_off = backend.provider_at(&url, table).await?;
+            let wired_on = backend.provider_with_history(&url, table, policy).await?;
+            let wired = crate::jobs::Providers {
+                off: &wired_off,
+                on: Some(&wired_on),
+            };
+            let rows = crate::jobs::run(D::DB, &providers, Some((&wired, &proxy)), plan).await;
+            closer::<D>(&wired_off).await;
+            closer::<D>(&wired_on).await;
+            rows
+        }
+        Err(_) => crate::jobs::run(D::DB, &providers, None, plan).await,
+    };
+    closer::<D>(&off).await;
+    closer::<D>(&on).await;
+    rows
 }
 
 /// Warms the provider up (table check, pool), then captures the statements of each call.
@@ -1020,9 +1067,25 @@ fn versus_java(db: &str, races: &[Race], n: usize) -> Vec<Row> {
 pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
     let db = "memory";
     let provider = std::sync::Arc::new(shedlock_core::InMemoryLockProvider::new());
-    hold_elsewhere(&provider).await?;
+    let mut rows = Vec::new();
+    if plan.runs("uncontended") {
+        rows = in_memory_uncontended(db, &provider, plan).await?;
+    }
+    if plan.runs("fires") {
+        rows.extend(cpu_per_fire(db, &provider, plan.fire_rounds, plan.fire_window).await?);
+    }
+    Ok(rows)
+}
+
+/// The in-memory store's skip and cycle through the provider, the executor and the macro.
+async fn in_memory_uncontended(
+    db: &str,
+    provider: &std::sync::Arc<shedlock_core::InMemoryLockProvider>,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    hold_elsewhere(provider).await?;
     let executor = executor(provider.clone(), "bench-executor")?;
-    let mut variants = core_variants(&provider, &executor)?
+    let mut variants = core_variants(provider, &executor)?
         .into_iter()
         .map(Variant::back_to_back)
         .collect::<Vec<_>>();
@@ -1053,16 +1116,12 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
             "us/op",
         )
     };
-    let mut rows = vec![
+    Ok(vec![
         us(SKIP_PROVIDER),
         extra(SKIP_EXECUTOR, SKIP_PROVIDER),
         extra(SKIP_MACRO, SKIP_PROVIDER),
         us(CYCLE_PROVIDER),
         extra(CYCLE_EXECUTOR, CYCLE_PROVIDER),
         extra(CYCLE_MACRO, CYCLE_PROVIDER),
-    ];
-    if plan.runs("fires") {
-        rows.extend(cpu_per_fire(db, &provider, plan.fire_rounds, plan.fire_window).await?);
-    }
-    Ok(rows)
+    ])
 }
