@@ -19,8 +19,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock_core::admin::LockAdmin;
 use shedlock_core::admin::model::JobView;
+use shedlock_core::admin::{LockAdmin, LockEntry};
 use shedlock_demo::event::Event;
 use shedlock_demo::replica::failure_text;
 
@@ -106,9 +106,10 @@ fn done(events: &[Stamped], job: &str) -> usize {
 async fn jobs(admin: &dyn LockAdmin) -> Vec<JobView> {
     let definitions = admin.definitions().await.expect("definitions");
     let entries = admin.list().await.expect("list");
-    let now = entries
-        .first()
-        .map_or_else(shedlock_core::provider::chrono::Utc::now, |e| e.store_now());
+    let now = entries.first().map_or_else(
+        shedlock_core::provider::chrono::Utc::now,
+        LockEntry::store_now,
+    );
     JobView::collect(&definitions, &entries, now)
 }
 
@@ -120,6 +121,10 @@ fn job<'a>(jobs: &'a [JobView], name: &str) -> &'a JobView {
 
 /// What the store tells about the two jobs, as facts every store must agree on.
 #[derive(Debug, PartialEq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one yes-or-no fact per field, compared whole across stores"
+)]
 struct Told {
     flaky_failures_match_the_runs: bool,
     flaky_last_error_is_its_last_runs: bool,
@@ -146,7 +151,7 @@ async fn scenario(store: Store) -> Option<Told> {
         .events
         .wait_for(
             &format!("{enough} runs of flaky"),
-            Duration::from_secs(60),
+            Duration::from_mins(1),
             |all| done(all, "flaky") >= enough,
         )
         .await;
