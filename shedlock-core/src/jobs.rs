@@ -324,7 +324,14 @@ impl Default for HistoryPolicy {
 }
 
 /// A job's definition as one replica publishes it. It has the job and lock names, the replica's
-/// version, and its [`JobSpec`](crate::JobSpec) as JSON. Stores keep the text as it is.
+/// version, and its [`JobSpec`] as JSON. Stores keep the text as it is.
+///
+// Without the `scheduler` feature the link goes to docs.rs, where every feature is on.
+#[cfg_attr(feature = "scheduler", doc = "[`JobSpec`]: crate::JobSpec")]
+#[cfg_attr(
+    not(feature = "scheduler"),
+    doc = "[`JobSpec`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.JobSpec.html"
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Definition {
