@@ -48,8 +48,8 @@ pub(crate) struct Cli {
 
 /// The table unless `--table` says otherwise.
 pub(crate) const DEFAULT_TABLE: &str = "shedlock";
-/// The column names unless their options say otherwise.
-/// They are in this order: name, `lock_until`, `locked_at`, `locked_by`, fencing token.
+/// The column names unless their options say otherwise. They are in this order: name, `lock_until`,
+/// `locked_at`, `locked_by`, fencing token.
 pub(crate) const DEFAULT_COLUMNS: [&str; 5] = [
     "name",
     "lock_until",
@@ -109,44 +109,41 @@ pub(crate) struct StoreArgs {
         value_name = "COLUMN"
     )]
     pub(crate) fencing_token_column: String,
-    /// Redis and etcd: the prefix of the lock keys.
-    /// Left out, it is the store's own default: `shedlock:` on Redis, `/shedlock/` on etcd.
-    /// `--table` and the column options are for SQL.
+    /// Redis and etcd: the prefix of the lock keys. Left out, it is the store's own default:
+    /// `shedlock:` on Redis, `/shedlock/` on etcd. `--table` and the column options are for SQL.
     #[arg(long, global = true, value_name = "PREFIX")]
     pub(crate) key_prefix: Option<String>,
     /// TLS: trust the CA certificates in this PEM file, and verify the server's certificate and
     /// host name. It is the URL's `sslrootcert=` or `ssl-ca=`.
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) cacert: Option<PathBuf>,
-    /// TLS: present this client certificate (PEM) to a server that requires one.
-    /// Give it with --key.
+    /// TLS: present this client certificate (PEM) to a server that requires one. Give it with
+    /// --key.
     #[arg(long, global = true, value_name = "FILE", requires = "key")]
     pub(crate) cert: Option<PathBuf>,
     /// TLS: the private key (PEM) of --cert.
     #[arg(long, global = true, value_name = "FILE", requires = "cert")]
     pub(crate) key: Option<PathBuf>,
-    /// Log in as this user instead of the URL's.
-    /// On etcd it is the authentication user.
+    /// Log in as this user instead of the URL's. On etcd it is the authentication user.
     #[arg(long, global = true, value_name = "USER")]
     pub(crate) user: Option<String>,
-    /// Read the password from the first line of this file.
-    /// It is used instead of the URL or `SHEDLOCK_PASSWORD`.
+    /// Read the password from the first line of this file. It is used instead of the URL or
+    /// `SHEDLOCK_PASSWORD`.
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) password_file: Option<PathBuf>,
-    /// How long each database call may take, connecting included.
-    /// Examples: "5s", "500ms", "PT2S".
+    /// How long each database call may take, connecting included. Examples: "5s", "500ms", "PT2S".
     #[arg(long, global = true, default_value = "5s", value_parser = duration, value_name = "DURATION")]
     pub(crate) timeout: Duration,
-    /// Whether the URL was given with `--database-url` rather than from `DATABASE_URL`.
-    /// A printed command then repeats it, without its password (see [`crate::invocation`]).
+    /// Whether the URL was given with `--database-url` rather than from `DATABASE_URL`. A printed
+    /// command then repeats it, without its password (see [`crate::invocation`]).
     #[arg(skip)]
     pub(crate) url_on_command_line: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Lists every lock by the database's clock: NAME STATE HOLDER LOCKED REMAINING TOKEN.
-    /// A LAST FIRE column is added where jobs record fires.
+    /// Lists every lock by the database's clock: NAME STATE HOLDER LOCKED REMAINING TOKEN. A LAST
+    /// FIRE column is added where jobs record fires.
     #[command(override_usage = "shedlock list [--held] [--json] [OPTIONS]")]
     List {
         /// Only locks held now.
@@ -165,10 +162,9 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Frees a lock.
-    /// Safely, it frees it only if it is still the acquisition `show` printed.
-    /// Give `--owner`, `--locked-at`, and `--token` where the table has tokens.
-    /// With `--force`, it frees it whoever holds it.
+    /// Frees a lock. Safely, it frees it only if it is still the acquisition `show` printed. Give
+    /// `--owner`, `--locked-at`, and `--token` where the table has tokens. With `--force`, it frees
+    /// it whoever holds it.
     #[command(
         group = clap::ArgGroup::new("how").required(true).multiple(true).args(["owner", "force"]),
         override_usage = "shedlock unlock <NAME> --owner <OWNER> --locked-at <TIME> [--token <N>] \
@@ -176,8 +172,8 @@ pub(crate) enum Command {
                           shedlock unlock <NAME> --force [--election] [OPTIONS]"
     )]
     Unlock(UnlockArgs),
-    /// Who leads an election, from a leader latch's row.
-    /// It shows the leader, its term token and the lease left.
+    /// Who leads an election, from a leader latch's row. It shows the leader, its term token and
+    /// the lease left.
     #[command(override_usage = "shedlock leader <NAME> [--json] [OPTIONS]")]
     Leader {
         /// The election's name.
@@ -186,8 +182,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Refreshes `list` every second until Ctrl-C.
-    /// `--interval` sets another period.
+    /// Refreshes `list` every second until Ctrl-C. `--interval` sets another period.
     #[command(
         override_usage = "shedlock watch [--held] [--interval <DURATION>] [--count <N>] [OPTIONS]"
     )]
@@ -202,17 +197,15 @@ pub(crate) enum Command {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
-    /// Prints the `CREATE TABLE` statement for the table and columns given.
-    /// It needs no connection.
+    /// Prints the `CREATE TABLE` statement for the table and columns given. It needs no connection.
     #[command(override_usage = "shedlock ddl [OPTIONS]")]
     Ddl,
     /// Creates the lock table unless it exists.
     #[command(override_usage = "shedlock create-table [OPTIONS]")]
     CreateTable,
-    /// Lists the jobs the replicas publish and the jobs whose lock rows recorded runs.
-    /// The columns are JOB SCHEDULE NEXT LAST RUN OUTCOME FAILURES LAST SUCCESS HELD REPLICAS.
-    /// Times are by the database's clock.
-    /// Replicas publishing different specs of a job are named below the table.
+    /// Lists the jobs the replicas publish and the jobs whose lock rows recorded runs. The columns
+    /// are JOB SCHEDULE NEXT LAST RUN OUTCOME FAILURES LAST SUCCESS HELD REPLICAS. Times are by the
+    /// database's clock. Replicas publishing different specs of a job are named below the table.
     #[command(override_usage = "shedlock jobs [--failing] [--json] [OPTIONS]")]
     Jobs {
         /// Only failing jobs: the last counted run failed or panicked.
@@ -222,29 +215,27 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The recorded runs of a job, newest first: FIRE RUNNER STARTED DURATION OUTCOME ERROR.
-    /// Runs are kept where the replicas turn history on.
+    /// The recorded runs of a job, newest first: FIRE RUNNER STARTED DURATION OUTCOME ERROR. Runs
+    /// are kept where the replicas turn history on.
     #[command(
         override_usage = "shedlock history <JOB> [--limit <N>] [--failed] [--json] [OPTIONS]"
     )]
     History {
-        /// The job's name.
-        /// For a job no replica publishes now, its lock's name.
+        /// The job's name. For a job no replica publishes now, its lock's name.
         job: String,
         /// At most this many runs.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
         limit: u32,
-        /// Only runs that failed or panicked.
-        /// They are looked for among the newest 1000 runs, or among --limit runs if more.
+        /// Only runs that failed or panicked. They are looked for among the newest 1000 runs, or
+        /// among --limit runs if more.
         #[arg(long)]
         failed: bool,
         /// JSON for scripts: an array of runs.
         #[arg(long)]
         json: bool,
     },
-    /// Removes a job's published definitions, those of every replica.
-    /// It is for a job that no replica runs any more.
-    /// A replica still running it publishes it again at its next heartbeat.
+    /// Removes a job's published definitions, those of every replica. It is for a job that no
+    /// replica runs any more. A replica still running it publishes it again at its next heartbeat.
     /// Its lock row and history stay.
     #[command(override_usage = "shedlock forget <JOB> [--json] [OPTIONS]")]
     Forget {
@@ -266,23 +257,20 @@ pub(crate) struct UnlockArgs {
     /// The `locked at` time `show` printed, in RFC 3339 with all its digits.
     #[arg(long, value_parser = rfc3339, requires = "owner", value_name = "TIME")]
     pub(crate) locked_at: Option<DateTime<Utc>>,
-    /// The token `show` printed.
-    /// It is required where the table has tokens.
+    /// The token `show` printed. It is required where the table has tokens.
     #[arg(long, requires = "owner", value_name = "N")]
     pub(crate) token: Option<i64>,
     /// Free the lock whoever holds it, and print what was freed.
     #[arg(long)]
     pub(crate) force: bool,
-    /// Allow freeing a leader election's row.
-    /// The old leader may go on acting as leader next to the new one.
-    /// It does so until its renew deadline passes, 10 s by default.
+    /// Allow freeing a leader election's row. The old leader may go on acting as leader next to the
+    /// new one. It does so until its renew deadline passes, 10 s by default.
     #[arg(long)]
     pub(crate) election: bool,
 }
 
 impl Cli {
-    /// Parses `args`, the program's name first.
-    /// It notes where the database URL came from.
+    /// Parses `args`, the program's name first. It notes where the database URL came from.
     pub(crate) fn parse_from_args(
         args: impl IntoIterator<Item = std::ffi::OsString>,
     ) -> Result<Self, clap::Error> {

@@ -45,8 +45,7 @@ impl Output<'_> {
     }
 }
 
-/// Whether the command needs a connection before it starts.
-/// `ddl` does not.
+/// Whether the command needs a connection before it starts. `ddl` does not.
 pub(crate) fn connects(command: &Command) -> bool {
     !matches!(command, Command::Ddl)
 }
@@ -110,9 +109,8 @@ pub(crate) async fn run(
 
 /// A job command's store error.
 ///
-/// An error the store words for job state is kept as it is.
-/// A missing table or column is such an error and says what to run.
-/// Any other error is worded as the lock commands word it.
+/// An error the store words for job state is kept as it is. A missing table or column is such an
+/// error and says what to run. Any other error is worded as the lock commands word it.
 fn job_failure(store: &Store, error: &shedlock_core::Error) -> Failure {
     if error.is_unsupported() {
         Failure::usage(format!(
@@ -863,16 +861,15 @@ mod tests {
         assert_eq!(exit(&exec(&store, &["create-table"]).await), Exit::Done);
     }
 
-    /// A store that records job state.
-    /// It has the in-memory store's rows, with states, definitions and history kept here.
+    /// A store that records job state. It has the in-memory store's rows, with states, definitions
+    /// and history kept here.
     struct JobStore {
         mem: InMemoryLockProvider,
         states: Vec<(String, JobState)>,
         definitions: std::sync::Mutex<Vec<DefinitionEntry>>,
         runs: Vec<RunEntry>,
         missing: Option<String>,
-        /// Whether it answers the job-state calls.
-        /// A store that does not answers unsupported.
+        /// Whether it answers the job-state calls. A store that does not answers unsupported.
         supported: bool,
     }
 
@@ -961,10 +958,8 @@ mod tests {
 
     /// A store with three jobs: `report`, `sync` and ODD.
     ///
-    /// `report` has the lock `report-lock` and is failing.
-    /// Two replicas that disagree publish it.
-    /// `sync` is fine.
-    /// ODD is a name with quotes, spaces and unicode.
+    /// `report` has the lock `report-lock` and is failing. Two replicas that disagree publish it.
+    /// `sync` is fine. ODD is a name with quotes, spaces and unicode.
     async fn job_store(missing: Option<&str>) -> (Arc<JobStore>, Store) {
         let mem = InMemoryLockProvider::new();
         let now = chrono::Utc::now();

@@ -9,12 +9,10 @@ use crate::invocation::Invocation;
 /// The documented exit codes (see `shedlock --help`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
-    /// 0: done.
-    /// It is also the code when the reader of our output went away.
+    /// 0: done. It is also the code when the reader of our output went away.
     Done,
-    /// 1: refused, nothing changed.
-    /// The holder changed, the lock is free, an election needs `--election`,
-    /// or there is no such lock.
+    /// 1: refused, nothing changed. The holder changed, the lock is free, an election needs
+    /// `--election`, or there is no such lock.
     Refused,
     /// 2: usage or connection error.
     Usage,
@@ -95,8 +93,7 @@ impl Failure {
         Self::usage(message)
     }
 
-    /// Writing our output failed.
-    /// A closed pipe (`shedlock list | head`) is no error.
+    /// Writing our output failed. A closed pipe (`shedlock list | head`) is no error.
     pub(crate) fn output(error: &io::Error) -> Self {
         if error.kind() == io::ErrorKind::BrokenPipe {
             Self {
@@ -155,8 +152,8 @@ pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
 
 /// `text` without the library's pointer at a provider's DDL.
 ///
-/// A user of this tool does not have that DDL.
-/// The pointers are `; see PgLockProvider::ddl()` and `; see the DDL of PgLockProvider::ddl()`.
+/// A user of this tool does not have that DDL. The pointers are `; see PgLockProvider::ddl()` and
+/// `; see the DDL of PgLockProvider::ddl()`.
 fn without_library_ddl_hint(text: &str) -> String {
     const END: &str = "::ddl()";
     let Some(end) = text.find(END) else {
@@ -174,8 +171,8 @@ pub(crate) const REFUSED_HINT: &str =
 
 /// Whether `error` or one of its causes is a refused connection.
 ///
-/// It is either an I/O error of that kind or a store's words for it.
-/// Redis's client keeps only the text.
+/// It is either an I/O error of that kind or a store's words for it. Redis's client keeps only the
+/// text.
 pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
     if causes(error).contains("Connection refused") {
         return true;
@@ -192,8 +189,8 @@ pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
     false
 }
 
-/// `error` and its causes on one line (`a: b: c`).
-/// A cause that its parent already said is left out.
+/// `error` and its causes on one line (`a: b: c`). A cause that its parent already said is left
+/// out.
 pub(crate) fn causes(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
     let mut last = out.clone();

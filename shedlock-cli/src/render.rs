@@ -1,7 +1,6 @@
 //! What a person reads and what a script reads, from [`LockEntry`]s.
 //!
-//! A person reads aligned tables, `key: value` blocks and human durations.
-//! A script reads `--json`.
+//! A person reads aligned tables, `key: value` blocks and human durations. A script reads `--json`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -131,8 +130,7 @@ fn aligned(rows: &[Vec<String>]) -> String {
 
 /// A value for one table cell, with control characters escaped.
 ///
-/// A line break in a name or an error is such a character.
-/// Escaping keeps each row on one line.
+/// A line break in a name or an error is such a character. Escaping keeps each row on one line.
 fn cell(text: &str) -> String {
     if text.chars().any(char::is_control) {
         text.chars()
@@ -172,8 +170,7 @@ fn job_name(job: &JobView) -> String {
     }
 }
 
-/// A schedule in words, or as written.
-/// It is `unknown` when no replica publishes the job.
+/// A schedule in words, or as written. It is `unknown` when no replica publishes the job.
 fn schedule(view: &ScheduleView) -> String {
     view.schedule_words
         .clone()

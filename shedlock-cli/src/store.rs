@@ -18,8 +18,8 @@ use crate::args::StoreArgs;
 use crate::failure::Failure;
 use crate::invocation::Invocation;
 
-/// `$builder` with `--cacert` and `--cert`/`--key`.
-/// Every store's builder has `ca_file` and `client_cert`.
+/// `$builder` with `--cacert` and `--cert`/`--key`. Every store's builder has `ca_file` and
+/// `client_cert`.
 macro_rules! with_tls {
     ($builder:expr, $args:expr) => {{
         let mut builder = $builder;
@@ -35,8 +35,8 @@ macro_rules! with_tls {
 
 /// `$builder` with `--user` and the password.
 ///
-/// The SQL and Redis builders take them in `username` and `password`.
-/// Etcd takes both at once, in `credentials`.
+/// The SQL and Redis builders take them in `username` and `password`. Etcd takes both at once, in
+/// `credentials`.
 macro_rules! with_login {
     ($builder:expr, $args:expr, $password:expr) => {{
         let mut builder = $builder;
@@ -60,8 +60,8 @@ pub(crate) enum Kind {
     Etcd,
 }
 
-/// URL schemes (`scheme:` prefixes) and their stores.
-/// `Err` names a store that this build does not include yet.
+/// URL schemes (`scheme:` prefixes) and their stores. `Err` names a store that this build does not
+/// include yet.
 const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
     ("postgres", Ok(Kind::Postgres)),
     ("postgresql", Ok(Kind::Postgres)),
@@ -77,8 +77,7 @@ const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
     ("http", Ok(Kind::Etcd)),
 ];
 
-/// An opened store and how to name it in messages.
-/// The name never has the URL's credentials.
+/// An opened store and how to name it in messages. The name never has the URL's credentials.
 pub(crate) struct Store {
     pub(crate) admin: Arc<dyn LockAdmin>,
     pub(crate) table: String,
@@ -119,10 +118,8 @@ pub(crate) fn kind(url: &str) -> Result<Kind, Failure> {
 
 /// Opens the store `args` names.
 ///
-/// With `connect`, one connection is opened now.
-/// So a wrong URL, a closed port or a bad password fails here.
-/// Without `connect`, nothing is opened until first use.
-/// `ddl` needs no database.
+/// With `connect`, one connection is opened now. So a wrong URL, a closed port or a bad password
+/// fails here. Without `connect`, nothing is opened until first use. `ddl` needs no database.
 pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failure> {
     let url = args.database_url.as_deref().ok_or_else(|| {
         Failure::usage("no database given: pass --database-url URL or set DATABASE_URL")
@@ -196,10 +193,9 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
 
 /// Why a store could not be opened.
 ///
-/// Bad settings are reported as they are.
-/// Anything else is a connection problem, in the store's own words and with what to do.
-/// The store's words name the server and the cause.
-/// `other_protocol` is set when the server speaks another protocol than the URL's.
+/// Bad settings are reported as they are. Anything else is a connection problem, in the store's own
+/// words and with what to do. The store's words name the server and the cause. `other_protocol` is
+/// set when the server speaks another protocol than the URL's.
 fn connect_failure(error: shedlock_core::Error, other_protocol: Option<String>) -> Failure {
     if error.is_invalid_config() {
         return Failure::from(error);
@@ -219,9 +215,9 @@ fn connect_failure(error: shedlock_core::Error, other_protocol: Option<String>) 
 ///
 /// In that case connecting fails in a way that does not say so:
 /// - A Postgres client gets an answer it cannot read, because a MySQL server greets first.
-/// - A MySQL client waits for the greeting until its deadline.
-///   A server that accepts the connection but says nothing within `wait` is no MySQL server.
-///   A Postgres server says nothing, because it waits for its client.
+/// - A MySQL client waits for the greeting until its deadline. A server that accepts the connection
+///   but says nothing within `wait` is no MySQL server. A Postgres server says nothing, because it
+///   waits for its client.
 ///
 /// This is asked on a connection of its own, after the timeout.
 async fn other_protocol(
@@ -267,12 +263,12 @@ async fn other_protocol(
     }
 }
 
-/// The environment variable a password can come from.
-/// It is never a command-line option, which `ps` shows.
+/// The environment variable a password can come from. It is never a command-line option, which `ps`
+/// shows.
 pub(crate) const PASSWORD_ENV: &str = "SHEDLOCK_PASSWORD";
 
-/// The password from the first line of `--password-file` or from [`PASSWORD_ENV`].
-/// It is `None` if neither is given.
+/// The password from the first line of `--password-file` or from [`PASSWORD_ENV`]. It is `None` if
+/// neither is given.
 fn password(args: &StoreArgs) -> Result<Option<String>, Failure> {
     let from_env = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
     let Some(path) = &args.password_file else {

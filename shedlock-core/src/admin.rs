@@ -51,17 +51,17 @@ impl LockEntry {
         }
     }
 
-    /// The same entry with the job state its row keeps (see [`LockProvider::release_run`]). A
-    /// store whose row has no job state leaves it unset.
+    /// The same entry with the job state its row keeps (see [`LockProvider::release_run`]). A store
+    /// whose row has no job state leaves it unset.
     #[must_use]
     pub fn with_state(mut self, state: JobState) -> Self {
         self.state = Some(state);
         self
     }
 
-    /// The job state the row keeps: the last recorded run, last success and consecutive
-    /// failures. `None` where the store does not record job state, such as a Java ShedLock table
-    /// without the columns. A default state where it does but no run was recorded yet.
+    /// The job state the row keeps: the last recorded run, last success and consecutive failures.
+    /// `None` where the store does not record job state, such as a Java ShedLock table without the
+    /// columns. A default state where it does but no run was recorded yet.
     #[must_use]
     pub fn state(&self) -> Option<&JobState> {
         self.state.as_ref()
@@ -114,8 +114,8 @@ impl LockEntry {
         self.record.owner().ends_with(ELECTION_MARK)
     }
 
-    /// The scheduled instant of the last fire claimed for this job, where the store records
-    /// fires (see [`LockProvider::claim_fire`]).
+    /// The scheduled instant of the last fire claimed for this job, where the store records fires
+    /// (see [`LockProvider::claim_fire`]).
     #[must_use]
     pub fn last_fire(&self) -> Option<DateTime<Utc>> {
         self.last_fire
@@ -133,13 +133,13 @@ impl fmt::Display for LockEntry {
 /// hands between its read and its conditional unlock.
 const FORCE_UNLOCK_ATTEMPTS: usize = 5;
 
-/// The mark a [`LeaderLatch`](crate::LeaderLatch) appends to its owner id in the rows it writes,
-/// as in `locked_by = "host:42:1a2b3c#election"`. Operators' tools can then tell an election row
-/// from a task lock. Freeing a row a leader holds makes two leaders possible until the old
-/// leader's renew deadline passes. [`LockEntry::is_election`] tests for the mark.
+/// The mark a [`LeaderLatch`](crate::LeaderLatch) appends to its owner id in the rows it writes, as
+/// in `locked_by = "host:42:1a2b3c#election"`. Operators' tools can then tell an election row from
+/// a task lock. Freeing a row a leader holds makes two leaders possible until the old leader's
+/// renew deadline passes. [`LockEntry::is_election`] tests for the mark.
 ///
-/// Task locks never carry it, unless an owner id set by hand ends with it. Rows written by a
-/// latch of shedlock-core 0.1 are not marked.
+/// Task locks never carry it, unless an owner id set by hand ends with it. Rows written by a latch
+/// of shedlock-core 0.1 are not marked.
 pub const ELECTION_MARK: &str = "#election";
 
 /// The owner id a latch with `owner_id` writes to its rows.
@@ -147,8 +147,8 @@ pub(crate) fn election_owner(owner_id: &str) -> String {
     format!("{owner_id}{ELECTION_MARK}")
 }
 
-/// The latch's owner id behind a row's `locked_by`. It is the id without [`ELECTION_MARK`]. A
-/// row without the mark gives its owner as it is.
+/// The latch's owner id behind a row's `locked_by`. It is the id without [`ELECTION_MARK`]. A row
+/// without the mark gives its owner as it is.
 #[must_use]
 pub fn election_owner_id(locked_by: &str) -> &str {
     locked_by.strip_suffix(ELECTION_MARK).unwrap_or(locked_by)
@@ -186,10 +186,10 @@ pub trait LockAdmin: LockProvider {
     }
 
     /// Frees the lock iff its row is still exactly `expected`, as a listing showed it, and still
-    /// held. "Exactly" means the same holder, the same `locked_at` and, where the store has
-    /// tokens, the same fencing token. Answers `Ok(true)` if it freed it. Answers `Ok(false)`,
-    /// having changed nothing, if it refused. It refuses when the lock was taken again since,
-    /// even by the same owner id, or is already free.
+    /// held. "Exactly" means the same holder, the same `locked_at` and, where the store has tokens,
+    /// the same fencing token. Answers `Ok(true)` if it freed it. Answers `Ok(false)`, having
+    /// changed nothing, if it refused. It refuses when the lock was taken again since, even by the
+    /// same owner id, or is already free.
     ///
     /// # Errors
     ///
@@ -199,13 +199,13 @@ pub trait LockAdmin: LockProvider {
         Err(Error::unsupported("unlock"))
     }
 
-    /// Frees `name` whoever holds it, and returns the entry it freed. `None` means no row, or
-    /// the lock was not held.
+    /// Frees `name` whoever holds it, and returns the entry it freed. `None` means no row, or the
+    /// lock was not held.
     ///
     /// The default body reads the [`entry`](Self::entry) and frees exactly that acquisition with
-    /// [`unlock`](Self::unlock). If the lock changed hands in between, it reads again, at most
-    /// 5 times. So the entry it returns is the acquisition it freed. A store needs only `entry`
-    /// and `unlock`.
+    /// [`unlock`](Self::unlock). If the lock changed hands in between, it reads again, at most 5
+    /// times. So the entry it returns is the acquisition it freed. A store needs only `entry` and
+    /// `unlock`.
     ///
     /// # Errors
     ///
@@ -227,8 +227,8 @@ pub trait LockAdmin: LockProvider {
         )))
     }
 
-    /// The statements that create this store's lock table with its configured names, if the
-    /// store has a schema.
+    /// The statements that create this store's lock table with its configured names, if the store
+    /// has a schema.
     fn ddl(&self) -> Option<String> {
         None
     }
@@ -242,11 +242,11 @@ pub trait LockAdmin: LockProvider {
         Err(Error::unsupported("create_table"))
     }
 
-    /// The statements that would give this store's schema what job state, definitions and
-    /// history need and it lacks, for an operator to run. They add the columns of the lock table,
-    /// the definitions table and the history table. Answers `Ok(None)` when nothing is missing or
-    /// the store has no schema. A Java ShedLock table works without them. Only the job commands
-    /// need them.
+    /// The statements that would give this store's schema what job state, definitions and history
+    /// need and it lacks, for an operator to run. They add the columns of the lock table, the
+    /// definitions table and the history table. Answers `Ok(None)` when nothing is missing or the
+    /// store has no schema. A Java ShedLock table works without them. Only the job commands need
+    /// them.
     ///
     /// # Errors
     ///
@@ -260,8 +260,8 @@ pub trait LockAdmin: LockProvider {
     ///
     /// # Errors
     ///
-    /// The store failed, is not set up for definitions, or does not support them. For a store
-    /// not set up, the error says what to create.
+    /// The store failed, is not set up for definitions, or does not support them. For a store not
+    /// set up, the error says what to create.
     async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
         Err(Error::unsupported("definitions"))
     }
@@ -270,15 +270,15 @@ pub trait LockAdmin: LockProvider {
     ///
     /// # Errors
     ///
-    /// The store failed, has no history table, or does not keep history. For a missing table,
-    /// the error says what to create.
+    /// The store failed, has no history table, or does not keep history. For a missing table, the
+    /// error says what to create.
     async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
         let _ = (lock_name, limit);
         Err(Error::unsupported("history"))
     }
 
-    /// Removes the definitions of `job` that every replica published. Returns how many it
-    /// removed. A replica that still runs the job publishes it again at its next heartbeat.
+    /// Removes the definitions of `job` that every replica published. Returns how many it removed.
+    /// A replica that still runs the job publishes it again at its next heartbeat.
     ///
     /// # Errors
     ///

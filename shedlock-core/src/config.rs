@@ -7,8 +7,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
-/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`). It is the default
-/// limit.
+/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`). It is the default limit.
 ///
 /// Stores re-check names against their own column through
 /// [`LockProvider::max_name_len`](crate::provider::LockProvider::max_name_len).
@@ -25,13 +24,11 @@ pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 /// - `at_most` is the safety net. If the holder dies, the lock frees itself after it. Set it well
 ///   above the task's normal run time. It may be left out when the executor has a default (see
 ///   [`LockingTaskExecutorBuilder::default_at_most`](crate::LockingTaskExecutorBuilder::default_at_most)).
-/// - `at_least` is the minimum hold. A run that ends early keeps the lock until
-///   `locked_at + at_least`. So replicas whose timers fire a little apart do not each run the
-///   task. Unset, it is the executor's
-///   [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least).
+/// - `at_least` is the minimum hold. A run that ends early keeps the lock until `locked_at +
+///   at_least`. So replicas whose timers fire a little apart do not each run the task. Unset, it is
+///   the executor's [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least).
 /// - `keep_alive` extends the lock every `at_most / 2` while the task runs. It is off by default.
-///   With it, a task may outlive `at_most` as long as its process is alive and reaches the
-///   store.
+///   With it, a task may outlive `at_most` as long as its process is alive and reaches the store.
 ///
 /// ```
 /// use std::time::Duration;
@@ -55,9 +52,9 @@ pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// It implements [`serde::Deserialize`]. `name` is required. `at_most`, `at_least`,
-/// `keep_alive` and `max_name_len` are optional. Durations are text such as `"10m"`, `"1h30m"`,
-/// `"500ms"` or `"PT10M"`. Unknown keys are rejected. The result is validated as
+/// It implements [`serde::Deserialize`]. `name` is required. `at_most`, `at_least`, `keep_alive`
+/// and `max_name_len` are optional. Durations are text such as `"10m"`, `"1h30m"`, `"500ms"` or
+/// `"PT10M"`. Unknown keys are rejected. The result is validated as
 /// [`build`](LockConfigBuilder::build) does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(try_from = "RawLockConfig")]
@@ -126,8 +123,8 @@ impl LockConfig {
         self.keep_alive
     }
 
-    /// `at_most` and `at_least`, each from the executor's default when unset, checked together.
-    /// An error names the lock and the values that were defaults.
+    /// `at_most` and `at_least`, each from the executor's default when unset, checked together. An
+    /// error names the lock and the values that were defaults.
     pub(crate) fn effective(
         &self,
         default_at_most: Option<Duration>,
@@ -215,8 +212,8 @@ impl LockConfigBuilder {
     ///
     /// # Errors
     ///
-    /// An [`Error::is_invalid_config`] error that says what to fix. The causes are a bad name
-    /// (see [`validate_name`]), a zero `at_most`, `at_least > at_most`, or a duration above
+    /// An [`Error::is_invalid_config`] error that says what to fix. The causes are a bad name (see
+    /// [`validate_name`]), a zero `at_most`, `at_least > at_most`, or a duration above
     /// [`MAX_DURATION`].
     pub fn build(self) -> Result<LockConfig> {
         validate_name(&self.name, self.max_name_len)?;
@@ -269,8 +266,7 @@ impl TryFrom<RawLockConfig> for LockConfig {
     }
 }
 
-/// A duration written as text in the shared grammar (`"15s"`, `"PT15S"`), for configuration
-/// files.
+/// A duration written as text in the shared grammar (`"15s"`, `"PT15S"`), for configuration files.
 pub(crate) struct HumanDuration(pub(crate) Duration);
 
 impl<'de> Deserialize<'de> for HumanDuration {
@@ -295,8 +291,8 @@ impl<'de> Deserialize<'de> for HumanDuration {
 
 /// Checks a lock name. It must not be empty, and must have at most `max_len` characters. It must
 /// have no leading or trailing white space, because MySQL/MariaDB compare `'a'` and `'a '` as
-/// equal. It must have no NUL character, which Postgres cannot store. Store implementations call
-/// it with their own column's limit.
+/// equal. It must have no NUL character, which Postgres cannot store. Store implementations call it
+/// with their own column's limit.
 ///
 /// # Errors
 ///
@@ -345,8 +341,8 @@ fn truncate_for_message(name: &str) -> String {
 
 /// Checks the `at_most` a store is asked to hold or extend a lock for. It must not be zero, and
 /// must be at most [`MAX_DURATION`]. Stores call it before any query. The executor has checked
-/// already, but the trait is public. A duration past a `TIMESTAMP` column's range must never
-/// reach SQL.
+/// already, but the trait is public. A duration past a `TIMESTAMP` column's range must never reach
+/// SQL.
 ///
 /// # Errors
 ///

@@ -2,8 +2,8 @@
 //! assertions that code runs under one ([`assert_locked`]).
 //!
 //! Everything here is **task-local** (tokio's `task_local!`), not thread-local. It follows the
-//! locked future across `.await`s and worker threads. It does not leak into tasks the locked
-//! task spawns.
+//! locked future across `.await`s and worker threads. It does not leak into tasks the locked task
+//! spawns.
 
 use std::fmt;
 use std::future::Future;
@@ -35,9 +35,9 @@ struct Frame {
 
 /// A held lock: its fencing token, whether it was lost, and a way to extend it.
 ///
-/// You get one from a [`LockGuard`](crate::LockGuard), which derefs to it. Inside a locked task,
-/// a `#[scheduled_lock]` body included, you get one from [`current_lock`]. Clones share state.
-/// This is ShedLock's `LockExtender` plus the lost-lock and shutdown signals.
+/// You get one from a [`LockGuard`](crate::LockGuard), which derefs to it. Inside a locked task, a
+/// `#[scheduled_lock]` body included, you get one from [`current_lock`]. Clones share state. This
+/// is ShedLock's `LockExtender` plus the lost-lock and shutdown signals.
 ///
 /// # Stop signals
 ///
@@ -114,10 +114,10 @@ impl LockHandle {
             .is_some_and(|rx| *rx.borrow() >= DrainPhase::Draining)
     }
 
-    /// Resolves when the executor's shutdown begins, at the start of the grace period (see
-    /// [Stop signals](Self#stop-signals)). Never resolves for a lock that no executor handed out.
-    /// A long run can checkpoint and return. It then releases its lock early instead of being
-    /// cancelled when the grace is over:
+    /// Resolves when the executor's shutdown begins, at the start of the grace period (see [Stop
+    /// signals](Self#stop-signals)). Never resolves for a lock that no executor handed out. A long
+    /// run can checkpoint and return. It then releases its lock early instead of being cancelled
+    /// when the grace is over:
     ///
     /// ```
     /// use std::time::Duration;
@@ -153,9 +153,9 @@ impl LockHandle {
         }
     }
 
-    /// Whether the executor's shutdown has cancelled this run. Its grace period ran out while
-    /// the lock was held. The executor releases the lock right after, so
-    /// [`is_lost`](Self::is_lost) follows. Stop the work.
+    /// Whether the executor's shutdown has cancelled this run. Its grace period ran out while the
+    /// lock was held. The executor releases the lock right after, so [`is_lost`](Self::is_lost)
+    /// follows. Stop the work.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.cancel
@@ -163,9 +163,9 @@ impl LockHandle {
             .is_some_and(|rx| *rx.borrow() >= DrainPhase::Cancelling)
     }
 
-    /// Resolves when the executor's shutdown cancels this run, at the end of the grace period
-    /// (see [Stop signals](Self#stop-signals)). Never resolves for a lock that no executor handed
-    /// out, such as a leader latch's. Race it against the work, as [`lost`](Self::lost):
+    /// Resolves when the executor's shutdown cancels this run, at the end of the grace period (see
+    /// [Stop signals](Self#stop-signals)). Never resolves for a lock that no executor handed out,
+    /// such as a leader latch's. Race it against the work, as [`lost`](Self::lost):
     ///
     /// ```
     /// use std::time::Duration;
@@ -221,17 +221,16 @@ impl LockHandle {
         self.lease.record()
     }
 
-    /// Whether the lock is lost. It is lost once it was released or the store refused an
-    /// extension. It is also lost when no acquisition or extension succeeded within `at_most` of
-    /// being sent, by this process's monotonic clock. Once lost, another replica may hold the
-    /// lock.
+    /// Whether the lock is lost. It is lost once it was released or the store refused an extension.
+    /// It is also lost when no acquisition or extension succeeded within `at_most` of being sent,
+    /// by this process's monotonic clock. Once lost, another replica may hold the lock.
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lease.is_lost()
     }
 
-    /// Resolves when the lock is lost, or at once if it already is. Race it against your work
-    /// with `tokio::select!` to stop when another replica may have taken over.
+    /// Resolves when the lock is lost, or at once if it already is. Race it against your work with
+    /// `tokio::select!` to stop when another replica may have taken over.
     pub async fn lost(&self) {
         self.lease.lost().await;
     }
@@ -291,9 +290,9 @@ fn same_store(a: &Arc<dyn LockProvider>, b: &Arc<dyn LockProvider>) -> bool {
 /// The innermost lock held by the running task, or `None` outside a locked task.
 ///
 /// The lock context belongs to the **task**, as the [`current`](crate::current) module says. It
-/// does **not follow into `tokio::spawn`**. A task spawned from inside a locked run starts with
-/// no current lock. Pass it the [`LockHandle`], which is `Clone`, if it needs the token, the
-/// lost-lock signal or `extend`.
+/// does **not follow into `tokio::spawn`**. A task spawned from inside a locked run starts with no
+/// current lock. Pass it the [`LockHandle`], which is `Clone`, if it needs the token, the lost-lock
+/// signal or `extend`.
 ///
 /// ```
 /// use std::time::Duration;

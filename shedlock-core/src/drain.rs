@@ -1,6 +1,5 @@
-//! The executor's graceful drain. It stops new runs, lets runs in flight finish within a grace,
-//! and cancels the rest. It releases every lock, and returns once every release is done or has
-//! failed.
+//! The executor's graceful drain. It stops new runs, lets runs in flight finish within a grace, and
+//! cancels the rest. It releases every lock, and returns once every release is done or has failed.
 //!
 //! Every lock the executor hands out is registered here from acquisition until its release has
 //! finished. Such locks are a [`LockGuard`](crate::LockGuard) and the run of an `execute`. The
@@ -285,8 +284,8 @@ impl DrainState {
         outcome
     }
 
-    /// Tells the runs still going to stop, and gives them [`stop_window`] to stop and release
-    /// their own locks. A scheduler's run drops its body and releases. A task that watches
+    /// Tells the runs still going to stop, and gives them [`stop_window`] to stop and release their
+    /// own locks. A scheduler's run drops its body and releases. A task that watches
     /// `current_lock()` returns. Then it releases what is still held itself. So a cancelled run
     /// that stops when told never works on after its lock was given back.
     async fn cancel_and_release(&self, outcome: &mut Drained, call_timeout: Duration) {
@@ -345,8 +344,8 @@ impl DrainState {
     }
 }
 
-/// How long cancelled runs get to stop and release their own locks before the drain releases
-/// them. It is a second, or the call timeout if shorter.
+/// How long cancelled runs get to stop and release their own locks before the drain releases them.
+/// It is a second, or the call timeout if shorter.
 pub(crate) fn stop_window(call_timeout: Duration) -> Duration {
     call_timeout.min(Duration::from_secs(1))
 }

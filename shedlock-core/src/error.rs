@@ -11,9 +11,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in shedlock-rs, as one opaque type.
 ///
-/// A lock held by someone else is **not** an error. It is `Ok(None)`. An `Error` means the
-/// question could not be answered: bad input, a store that failed, or a call that timed out.
-/// Ask what happened with the `is_*` predicates. The underlying cause, if any, is
+/// A lock held by someone else is **not** an error. It is `Ok(None)`. An `Error` means the question
+/// could not be answered: bad input, a store that failed, or a call that timed out. Ask what
+/// happened with the `is_*` predicates. The underlying cause, if any, is
 /// [`source()`](StdError::source).
 ///
 /// ```
@@ -121,8 +121,8 @@ impl Error {
 
     /// A store failure, for custom [`LockProvider`](crate::provider::LockProvider) implementations.
     ///
-    /// `what` says which operation failed (`"acquire lock \"report\""`). `source` is the
-    /// store's own error.
+    /// `what` says which operation failed (`"acquire lock \"report\""`). `source` is the store's
+    /// own error.
     ///
     /// ```
     /// use shedlock_core::Error;
@@ -285,9 +285,8 @@ impl Error {
         self
     }
 
-    /// Bad input: an invalid lock name, duration, schedule or store configuration. Fix the
-    /// input, because retrying will not help. True for
-    /// [schedule errors](Self::is_invalid_schedule) too.
+    /// Bad input: an invalid lock name, duration, schedule or store configuration. Fix the input,
+    /// because retrying will not help. True for [schedule errors](Self::is_invalid_schedule) too.
     #[must_use]
     pub fn is_invalid_config(&self) -> bool {
         matches!(
@@ -296,10 +295,10 @@ impl Error {
         )
     }
 
-    /// A schedule that cannot be built: a cron expression or time zone refused, or a bad
-    /// fixed-rate period. For a refused expression, the message names the field, its value and
-    /// what it takes. Its message starts with "invalid schedule:".
-    /// [`is_invalid_config`](Self::is_invalid_config) is true for it too.
+    /// A schedule that cannot be built: a cron expression or time zone refused, or a bad fixed-rate
+    /// period. For a refused expression, the message names the field, its value and what it takes.
+    /// Its message starts with "invalid schedule:". [`is_invalid_config`](Self::is_invalid_config)
+    /// is true for it too.
     ///
     /// ```
     /// # #[cfg(feature = "scheduler")] {
@@ -316,8 +315,7 @@ impl Error {
         matches!(self.inner.kind, Kind::InvalidSchedule(_))
     }
 
-    /// The store failed, for example by a refused connection or a query error. Usually
-    /// transient.
+    /// The store failed, for example by a refused connection or a query error. Usually transient.
     #[must_use]
     pub fn is_backend(&self) -> bool {
         matches!(self.inner.kind, Kind::Backend(_))
@@ -348,8 +346,8 @@ impl Error {
         matches!(self.inner.kind, Kind::Unsupported { .. })
     }
 
-    /// The executor or scheduler is shutting down, because its drain has begun. No new run
-    /// starts. Not transient: stop calling.
+    /// The executor or scheduler is shutting down, because its drain has begun. No new run starts.
+    /// Not transient: stop calling.
     #[must_use]
     pub fn is_shutdown(&self) -> bool {
         matches!(self.inner.kind, Kind::Shutdown(_))

@@ -1,9 +1,9 @@
 //! Fire claims: the store operation behind "each fire runs at most once across replicas".
 //!
-//! A scheduled job fires at instants its schedule computes. Every replica computes the same
-//! ones. A *fire* is the pair (job, scheduled instant `F`). Its window is `[F, next)`, where
-//! `next` is the schedule's following instant. [`LockProvider::claim_fire`] decides, in one
-//! atomic step on the store's clock, whether this replica runs it.
+//! A scheduled job fires at instants its schedule computes. Every replica computes the same ones. A
+//! *fire* is the pair (job, scheduled instant `F`). Its window is `[F, next)`, where `next` is the
+//! schedule's following instant. [`LockProvider::claim_fire`] decides, in one atomic step on the
+//! store's clock, whether this replica runs it.
 //!
 //! [`LockProvider::claim_fire`]: crate::provider::LockProvider::claim_fire
 
@@ -81,19 +81,19 @@ impl fmt::Display for Fire {
 /// 5. otherwise the store records `F` and takes the lock as
 ///    [`acquire`](crate::provider::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
 ///
-/// Every case but `Claimed` carries the store's `now`. From it a scheduler learns how far its
-/// own clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and
-/// [`Held`](Self::Held) also carry the lock as the store has it in the same row, read in the
-/// same atomic step. That `holder` has the owner, `locked_at`, `lock_until` and fencing token.
-/// From it a scheduler tells whether a claim of its own whose reply was lost committed (see
-/// docs/guarantees.md, "Lost replies"). It also tells when a held lock frees.
+/// Every case but `Claimed` carries the store's `now`. From it a scheduler learns how far its own
+/// clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and [`Held`](Self::Held)
+/// also carry the lock as the store has it in the same row, read in the same atomic step. That
+/// `holder` has the owner, `locked_at`, `lock_until` and fencing token. From it a scheduler tells
+/// whether a claim of its own whose reply was lost committed (see docs/guarantees.md, "Lost
+/// replies"). It also tells when a held lock frees.
 ///
 /// More cases may come, because the enum is `#[non_exhaustive]`. Match with a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FireClaim {
-    /// This replica runs the fire: `F` is recorded and the lock is taken. The record's
-    /// `locked_at` is the store's "now" of the claim.
+    /// This replica runs the fire: `F` is recorded and the lock is taken. The record's `locked_at`
+    /// is the store's "now" of the claim.
     Claimed(LockRecord),
     /// The fire's instant has not come yet by the store's clock.
     TooEarly {
@@ -106,20 +106,20 @@ pub enum FireClaim {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
     },
-    /// This fire or a later one was already claimed. The claimer is another replica, or a claim
-    /// of this one whose reply was lost. `holder` tells which.
+    /// This fire or a later one was already claimed. The claimer is another replica, or a claim of
+    /// this one whose reply was lost. `holder` tells which.
     ClaimedElsewhere {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
         /// The fire recorded for the job: `F` or later.
         recorded: DateTime<Utc>,
-        /// The lock's row as the store had it. It names whoever claimed the recorded fire last,
-        /// or took the lock since. It has its `locked_at`, `lock_until` and fencing token. The
+        /// The lock's row as the store had it. It names whoever claimed the recorded fire last, or
+        /// took the lock since. It has its `locked_at`, `lock_until` and fencing token. The
         /// `lock_until` may be past, and the lock is then free.
         holder: LockRecord,
     },
-    /// The fire is not claimed yet, but the lock is held. A previous run is still going, or a
-    /// plain lock user holds it. The fire is counted, never queued.
+    /// The fire is not claimed yet, but the lock is held. A previous run is still going, or a plain
+    /// lock user holds it. The fire is counted, never queued.
     Held {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
@@ -151,8 +151,8 @@ impl FireClaim {
         }
     }
 
-    /// The store's clock when it decided. It is the claim's `locked_at`, or the `now` of any
-    /// other case.
+    /// The store's clock when it decided. It is the claim's `locked_at`, or the `now` of any other
+    /// case.
     #[must_use]
     pub fn store_now(&self) -> DateTime<Utc> {
         match self {
@@ -170,8 +170,8 @@ impl FireClaim {
 ///
 /// `row` is the lock's row as the store has it, or `None` for no row. `recorded` is the fire
 /// recorded in it. A `recorded` without a row is ignored, because the fire lives in the row.
-/// Returns `None` when the store should claim, by recording `F` and taking the lock. Otherwise
-/// it returns the case to answer.
+/// Returns `None` when the store should claim, by recording `F` and taking the lock. Otherwise it
+/// returns the case to answer.
 ///
 /// ```
 /// use chrono::{Duration, TimeZone, Utc};

@@ -1,7 +1,6 @@
 //! Job state kept in the store, for operators:
 //!
-//! - how each run ended, a [`RunOutcome`], recorded by the release of its lock as a
-//!   [`RunReport`];
+//! - how each run ended, a [`RunOutcome`], recorded by the release of its lock as a [`RunReport`];
 //! - the state that follows, a [`JobState`];
 //! - the runs kept as history ([`RunEntry`], [`HistoryPolicy`]);
 //! - the definitions replicas publish ([`Definition`], [`DefinitionEntry`]).
@@ -9,12 +8,11 @@
 //! # What a store records, and when
 //!
 //! A scheduler's run hands its [`RunReport`] to the release of its lock
-//! ([`LockProvider::release_run`]). The store writes it in the same guarded step as the release.
-//! It writes only if the row still belongs to this acquisition. So a run whose lock was taken over
+//! ([`LockProvider::release_run`]). The store writes it in the same guarded step as the release. It
+//! writes only if the row still belongs to this acquisition. So a run whose lock was taken over
 //! after its `at_most` never overwrites the new holder's state. The record shares the release's
 //! durability. On Postgres the release runs with `synchronous_commit = off`. A crash of the
-//! database server may then lose the last fraction of a second of releases and their records
-//! alike.
+//! database server may then lose the last fraction of a second of releases and their records alike.
 //!
 //! **Recording never fails or delays the release.** A store without the columns answers
 //! [`Error::is_unsupported`] at once, without asking the server. Any other error of a recorded
@@ -29,8 +27,8 @@
 //! | `failed`, `panicked` | plus one | unchanged |
 //! | `cancelled` (shutdown's grace ran out, the leader term ended) | unchanged | unchanged |
 //!
-//! A cancelled run was stopped from outside. It says nothing about the job. So it neither counts
-//! as a failure nor resets the count. [`JobState::after`] is this table as code, for stores that
+//! A cancelled run was stopped from outside. It says nothing about the job. So it neither counts as
+//! a failure nor resets the count. [`JobState::after`] is this table as code, for stores that
 //! decide in their own code.
 //!
 //! Only a scheduler's runs are recorded. A lock taken with
@@ -50,8 +48,8 @@ use crate::error::Error;
 #[cfg(doc)]
 use crate::provider::LockProvider;
 
-/// The longest error text a store keeps, in characters. Longer texts are cut to this length
-/// with `…` as their last character (see [`RunOutcome::capped`]).
+/// The longest error text a store keeps, in characters. Longer texts are cut to this length with
+/// `…` as their last character (see [`RunOutcome::capped`]).
 pub const MAX_ERROR_LEN: usize = 1000;
 
 /// How one run ended. In JSON, `"outcome"` is `"succeeded"`, `"failed"`, `"panicked"` or
@@ -91,8 +89,8 @@ impl RunOutcome {
         }
     }
 
-    /// The outcome a store kept as `kind` and `error` (see [`kind`](Self::kind)). `None` for a
-    /// kind this version does not know.
+    /// The outcome a store kept as `kind` and `error` (see [`kind`](Self::kind)). `None` for a kind
+    /// this version does not know.
     ///
     /// ```
     /// use shedlock_core::jobs::RunOutcome;
@@ -223,8 +221,7 @@ impl RunEntry {
     }
 }
 
-/// A job's state as its lock's row keeps it: the last run, the last success and the failures
-/// since.
+/// A job's state as its lock's row keeps it: the last run, the last success and the failures since.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct JobState {
@@ -251,8 +248,7 @@ impl JobState {
         }
     }
 
-    /// The state after `run`, per the module's table. For stores that decide in their own
-    /// code.
+    /// The state after `run`, per the module's table. For stores that decide in their own code.
     ///
     /// ```
     /// use chrono::Utc;
@@ -284,8 +280,8 @@ impl JobState {
     }
 }
 
-/// How much history a store keeps. The newest `keep` runs are kept per lock name. If `max_age`
-/// is set, none older than it are kept. The step that writes also prunes, so the bound holds by
+/// How much history a store keeps. The newest `keep` runs are kept per lock name. If `max_age` is
+/// set, none older than it are kept. The step that writes also prunes, so the bound holds by
 /// construction. History is off unless a store is given a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -9,8 +9,8 @@
 //!
 //! [`Lease::spawn_renewal`] starts the background loop that extends the lease on a schedule.
 //!
-//! A lease can mirror its deadline into a [`DeadlineCell`]. That is a lock-free copy that hot
-//! paths read with one atomic load and a clock read. The leader latch's `is_leader()` is one.
+//! A lease can mirror its deadline into a [`DeadlineCell`]. That is a lock-free copy that hot paths
+//! read with one atomic load and a clock read. The leader latch's `is_leader()` is one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,8 +48,8 @@ pub(crate) struct State {
     refused: bool,
 }
 
-/// A lock-free copy of one lease's local deadline at a time. It is an [`AtomicU64`] of
-/// nanoseconds since `base`. The value 0 means no live lease.
+/// A lock-free copy of one lease's local deadline at a time. It is an [`AtomicU64`] of nanoseconds
+/// since `base`. The value 0 means no live lease.
 ///
 /// A lease attached with [`Lease::new_mirrored`] writes its deadline here on creation, moves it on
 /// each successful extend and clears it when it is marked lost. Moves and clears are
@@ -74,8 +74,7 @@ impl DeadlineCell {
         u64::try_from(nanos).unwrap_or(u64::MAX).max(1)
     }
 
-    /// Whether a live deadline is set and not yet reached. Costs one atomic load and a clock
-    /// read.
+    /// Whether a live deadline is set and not yet reached. Costs one atomic load and a clock read.
     pub(crate) fn is_live(&self) -> bool {
         match self.nanos.load(Ordering::Acquire) {
             0 => false,
@@ -103,8 +102,8 @@ impl DeadlineCell {
     }
 }
 
-/// What a scheduler has said about recording its runs, so each thing is said once: a store
-/// that does not record them, and a recording that fails (until one succeeds again).
+/// What a scheduler has said about recording its runs, so each thing is said once: a store that
+/// does not record them, and a recording that fails (until one succeeds again).
 #[derive(Debug, Default)]
 pub(crate) struct RecordingLog {
     failing: AtomicBool,
@@ -131,12 +130,12 @@ struct Shared {
     extend_gate: tokio::sync::Mutex<()>,
     /// The outcome of the release that succeeded, if one did. A lease is released once, however
     /// many callers ask. Callers are its guard, a background drop and the executor's drain. A
-    /// caller that comes while another's release is in flight waits for it. A failed release may
-    /// be tried again.
+    /// caller that comes while another's release is in flight waits for it. A failed release may be
+    /// tried again.
     released: tokio::sync::Mutex<Option<bool>>,
-    /// How the run under this lock ended, for a scheduler's run. Its release then records it
-    /// (see [`LockProvider::release_run`]). It is set to cancelled when the run starts, which is
-    /// what a release by the drain records. It is set again when the run ends.
+    /// How the run under this lock ended, for a scheduler's run. Its release then records it (see
+    /// [`LockProvider::release_run`]). It is set to cancelled when the run starts, which is what a
+    /// release by the drain records. It is set again when the run ends.
     run: Mutex<Option<(RunReport, Arc<RecordingLog>)>>,
 }
 
@@ -261,8 +260,8 @@ impl Lease {
         state.lost || Instant::now() >= state.deadline
     }
 
-    /// Whether the store refused an extend of this lease. A deadline passing or a local
-    /// step-down does not count.
+    /// Whether the store refused an extend of this lease. A deadline passing or a local step-down
+    /// does not count.
     pub(crate) fn was_refused(&self) -> bool {
         self.shared.state.borrow().refused
     }
@@ -274,8 +273,7 @@ impl Lease {
         self.shared.state.subscribe()
     }
 
-    /// Marks the lease lost now, on a refused extend, a step-down or a release. Never waits on
-    /// I/O.
+    /// Marks the lease lost now, on a refused extend, a step-down or a release. Never waits on I/O.
     pub(crate) fn mark_lost(&self) {
         self.mark_lost_with(false);
     }
@@ -318,8 +316,8 @@ impl Lease {
     /// Extends the lock to `now + at_most` by the store clock. It is valid locally until its send
     /// time + `at_most`. From then on, keep-alive renewals send `at_most` too. Answers `Ok(false)`
     /// when the store refused or the lease had already run out. The lease is then lost. An error
-    /// leaves the deadline where it was. Only executor locks use it. The latch's leases are
-    /// renewed by its loop.
+    /// leaves the deadline where it was. Only executor locks use it. The latch's leases are renewed
+    /// by its loop.
     pub(crate) async fn extend(&self, at_most: Duration) -> Result<bool> {
         self.extend_once(at_most, at_most).await
     }
@@ -328,8 +326,7 @@ impl Lease {
     /// until its send time + `valid_for`, whether that is later or earlier than before.
     ///
     /// This is the one place extensions are observed, explicit or by renewal. A success is logged
-    /// at DEBUG and counted (`shedlock_extended_total`). A failure is counted as an `extend`
-    /// error.
+    /// at DEBUG and counted (`shedlock_extended_total`). A failure is counted as an `extend` error.
     async fn extend_once(&self, at_most: Duration, valid_for: Duration) -> Result<bool> {
         let _one_at_a_time = self.shared.extend_gate.lock().await;
         if self.is_lost() {
@@ -406,12 +403,12 @@ impl Lease {
         !self.is_lost()
     }
 
-    /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store. The
-    /// lease is lost locally whatever the outcome. Logs the outcome. A failure is counted.
+    /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store. The lease
+    /// is lost locally whatever the outcome. Logs the outcome. A failure is counted.
     ///
-    /// Once released, later calls answer the same without asking the store again. A call made
-    /// while another is in flight waits for it. No extension is in flight during the release,
-    /// because it waits for one to finish. So none can land after it and undo it.
+    /// Once released, later calls answer the same without asking the store again. A call made while
+    /// another is in flight waits for it. No extension is in flight during the release, because it
+    /// waits for one to finish. So none can land after it and undo it.
     pub(crate) async fn release(&self, at_least: Duration) -> Result<bool> {
         let mut released = self.shared.released.lock().await;
         if let Some(outcome) = *released {
@@ -427,9 +424,9 @@ impl Lease {
         result
     }
 
-    /// Sets how the run under this lock ended, for the release to record. `failing` is the
-    /// caller's flag of a recording that failed. So a failure is logged once per scheduler until
-    /// a record succeeds again.
+    /// Sets how the run under this lock ended, for the release to record. `failing` is the caller's
+    /// flag of a recording that failed. So a failure is logged once per scheduler until a record
+    /// succeeds again.
     #[cfg_attr(
         not(feature = "scheduler"),
         allow(dead_code, reason = "used by the scheduler")
@@ -540,8 +537,8 @@ impl Lease {
         .await
     }
 
-    /// Starts the background renewal loop, in the caller's tracing span. It stops when the lease
-    /// is lost or when the returned handle is aborted. The lease is lost when refused, or when no
+    /// Starts the background renewal loop, in the caller's tracing span. It stops when the lease is
+    /// lost or when the returned handle is aborted. The lease is lost when refused, or when no
     /// success comes before the deadline.
     pub(crate) fn spawn_renewal(&self, policy: RenewPolicy) -> JoinHandle<()> {
         self.set_lease_len(policy.lease);

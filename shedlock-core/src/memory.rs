@@ -20,11 +20,11 @@ use crate::provider::{LockProvider, LockRecord};
 /// Its clock is tokio's ([`tokio::time::Instant`]). So tests under `tokio::time::pause` control
 /// expiry exactly. Record times are wall-clock values derived from that clock: the wall time at
 /// creation plus tokio time elapsed. Fencing tokens start at 1 and strictly increase per name for
-/// the provider's lifetime. It records fires ([`claim_fire`](LockProvider::claim_fire)) on the
-/// same clock.
+/// the provider's lifetime. It records fires ([`claim_fire`](LockProvider::claim_fire)) on the same
+/// clock.
 ///
-/// It implements [`LockAdmin`] too, on the same clock: list, unlock and force-unlock. It keeps
-/// job state ([`release_run`](LockProvider::release_run)) and published definitions. Given a
+/// It implements [`LockAdmin`] too, on the same clock: list, unlock and force-unlock. It keeps job
+/// state ([`release_run`](LockProvider::release_run)) and published definitions. Given a
 /// [`HistoryPolicy`] ([`with_history`](Self::with_history)), it keeps the history of runs.
 ///
 /// It coordinates only the tasks of one process. Replicas need a shared store, such as
@@ -78,9 +78,9 @@ impl InMemoryLockProvider {
         Self::starting_at(Utc::now())
     }
 
-    /// An empty store whose wall clock reads `wall` now and advances with tokio's clock. It is
-    /// for tests that need known dates, such as a daylight-saving day. It is also for tests that
-    /// need a store clock that differs from the replicas', which a scheduler must follow.
+    /// An empty store whose wall clock reads `wall` now and advances with tokio's clock. It is for
+    /// tests that need known dates, such as a daylight-saving day. It is also for tests that need a
+    /// store clock that differs from the replicas', which a scheduler must follow.
     ///
     /// ```
     /// use chrono::{TimeZone, Utc};
@@ -356,9 +356,9 @@ impl LockProvider for InMemoryLockProvider {
     }
 }
 
-/// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now. It
-/// keeps the row: holder, `locked_at`, token and recorded fire. `ddl` is `None` and
-/// `create_table` does nothing, because there is no schema.
+/// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now. It keeps
+/// the row: holder, `locked_at`, token and recorded fire. `ddl` is `None` and `create_table` does
+/// nothing, because there is no schema.
 #[async_trait]
 impl LockAdmin for InMemoryLockProvider {
     async fn list(&self) -> Result<Vec<LockEntry>> {

@@ -61,9 +61,9 @@ pub(crate) fn fire(job: &str, outcome: &'static str) {
     let _ = (job, outcome);
 }
 
-/// A run of a scheduled job ended. It is counted by outcome and timed. This replica's last
-/// success and consecutive failures are set. `failures` is this replica's count after the run.
-/// `ended` is the run's end in Unix seconds, for a success.
+/// A run of a scheduled job ended. It is counted by outcome and timed. This replica's last success
+/// and consecutive failures are set. `failures` is this replica's count after the run. `ended` is
+/// the run's end in Unix seconds, for a success.
 #[cfg(feature = "scheduler")]
 pub(crate) fn run_ended(
     job: &str,

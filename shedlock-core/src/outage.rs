@@ -61,9 +61,9 @@ pub(crate) struct Outage {
 }
 
 impl Outage {
-    /// Counts a failed call. Answers `Some(cause)` when the failure is to be logged in full.
-    /// That is the first of the outage, or one whose cause differs from the last logged. Answers
-    /// `None` while the same outage goes on, which the caller logs at DEBUG.
+    /// Counts a failed call. Answers `Some(cause)` when the failure is to be logged in full. That
+    /// is the first of the outage, or one whose cause differs from the last logged. Answers `None`
+    /// while the same outage goes on, which the caller logs at DEBUG.
     pub(crate) fn failed(&mut self, error: &Error) -> Option<Cause> {
         self.failures += 1;
         self.since.get_or_insert_with(Instant::now);

@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
-/// The environment variable that overrides the default owner id of every executor and latch in
-/// the process. An id set in code wins over it.
+/// The environment variable that overrides the default owner id of every executor and latch in the
+/// process. An id set in code wins over it.
 pub const OWNER_ID_ENV: &str = "SHEDLOCK_OWNER_ID";
 
 /// The longest owner id: Java ShedLock's `locked_by VARCHAR(255)`.
@@ -16,15 +16,14 @@ pub const MAX_OWNER_ID_LEN: usize = 255;
 /// The owner id an executor or latch uses when none is set in code: `$SHEDLOCK_OWNER_ID` if set,
 /// else `hostname:pid:random`.
 ///
-/// It is unique per process, so two processes on one host never release each other's locks. It
-/// is readable in the `locked_by` column. It is **one per process**: the random part is drawn
-/// once. So every executor and latch of a process that take the default show the same
-/// `locked_by`. Each acquisition is still told apart by its fencing token or `locked_at`.
+/// It is unique per process, so two processes on one host never release each other's locks. It is
+/// readable in the `locked_by` column. It is **one per process**: the random part is drawn once. So
+/// every executor and latch of a process that take the default show the same `locked_by`. Each
+/// acquisition is still told apart by its fencing token or `locked_at`.
 ///
 /// # Errors
 ///
-/// [`Error::is_invalid_config`] when `SHEDLOCK_OWNER_ID` is set but empty, too long or not
-/// Unicode.
+/// [`Error::is_invalid_config`] when `SHEDLOCK_OWNER_ID` is set but empty, too long or not Unicode.
 ///
 /// ```
 /// let id = shedlock_core::owner::default_owner_id()?;

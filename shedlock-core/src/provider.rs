@@ -1,10 +1,10 @@
 //! For store authors: the contract, [`LockProvider`], and what implementing it takes.
 //!
-//! [`LockRecord`] is what a store hands out. [`Fire`], [`FireClaim`] and [`fire_decision`] are
-//! the optional fire claims. The `validate_*` functions and the limits check input the way the
-//! other stores do. [`async_trait`](macro@async_trait) and [`chrono`] are re-exported, so a store
-//! needs no more. `InMemoryLockProvider` at the crate root is a complete reference
-//! implementation. `shedlock_core::testkit` (feature `testkit`) is the conformance suite.
+//! [`LockRecord`] is what a store hands out. [`Fire`], [`FireClaim`] and [`fire_decision`] are the
+//! optional fire claims. The `validate_*` functions and the limits check input the way the other
+//! stores do. [`async_trait`](macro@async_trait) and [`chrono`] are re-exported, so a store needs
+//! no more. `InMemoryLockProvider` at the crate root is a complete reference implementation.
+//! `shedlock_core::testkit` (feature `testkit`) is the conformance suite.
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,8 +29,8 @@ pub use crate::jobs::{Definition, RunReport};
 /// Times are the **store's** UTC wall clock. For SQL stores, that is the database server's clock.
 /// The record identifies this acquisition. [`LockProvider::extend`] and [`LockProvider::release`]
 /// act only if the row still belongs to it. That means the same owner and the same fencing token,
-/// or the same `locked_at` where the store has no token. So a late release can never free
-/// somebody else's lock.
+/// or the same `locked_at` where the store has no token. So a late release can never free somebody
+/// else's lock.
 ///
 /// ```
 /// use chrono::{Duration, Utc};
@@ -51,7 +51,8 @@ pub struct LockRecord {
 }
 
 impl LockRecord {
-    /// A record without a fencing token. Add one with [`with_fencing_token`](Self::with_fencing_token).
+    /// A record without a fencing token. Add one with
+    /// [`with_fencing_token`](Self::with_fencing_token).
     pub fn new(
         name: impl Into<String>,
         owner: impl Into<String>,
@@ -74,7 +75,8 @@ impl LockRecord {
         self
     }
 
-    /// The same acquisition with a new `lock_until`, as an [`extend`](LockProvider::extend) returns.
+    /// The same acquisition with a new `lock_until`, as an [`extend`](LockProvider::extend)
+    /// returns.
     #[must_use]
     pub fn with_lock_until(mut self, lock_until: DateTime<Utc>) -> Self {
         self.lock_until = lock_until;
@@ -134,10 +136,10 @@ impl fmt::Display for LockRecord {
 
 /// A store that keeps locks: one row per lock name, decided by the store's own clock.
 ///
-/// This is the trait to implement for an in-house store. Run `testkit::ConformanceSuite`
-/// (feature `testkit`) in its tests to check it. The built-in implementations are
-/// [`InMemoryLockProvider`](crate::InMemoryLockProvider), and Postgres, MySQL/MariaDB and SQLite
-/// in the `shedlock-sqlx` crate.
+/// This is the trait to implement for an in-house store. Run `testkit::ConformanceSuite` (feature
+/// `testkit`) in its tests to check it. The built-in implementations are
+/// [`InMemoryLockProvider`](crate::InMemoryLockProvider), and Postgres, MySQL/MariaDB and SQLite in
+/// the `shedlock-sqlx` crate.
 ///
 /// # What an implementation must guarantee
 ///
@@ -153,23 +155,23 @@ impl fmt::Display for LockRecord {
 ///    duplicate-key error. A missing row is created. A row deleted by hand is created again.
 /// 3. **[`extend`](Self::extend)`(record, at_most)`** succeeds iff the row still belongs to this
 ///    acquisition and `lock_until > now`. "Belongs" means the same owner and the same token, or the
-///    same `locked_at` where there is no token. It sets `lock_until = now + at_most` and returns the
-///    updated record. Otherwise it answers `Ok(None)` and nothing changes.
+///    same `locked_at` where there is no token. It sets `lock_until = now + at_most` and returns
+///    the updated record. Otherwise it answers `Ok(None)` and nothing changes.
 /// 4. **[`release`](Self::release)`(record, at_least)`** acts iff the row still belongs to this
 ///    acquisition. It sets `lock_until = max(now, locked_at + at_least)`. It returns `Ok(true)` if
 ///    it acted and `Ok(false)` if the lock had already passed to someone else. A release after
 ///    expiry, while nobody else took the lock, still acts. It never touches another acquisition's
 ///    lock.
-/// 5. **Fencing tokens**, where supported, strictly increase per name across acquisitions. They
-///    may skip values. Stores that cannot provide them return `None` everywhere.
+/// 5. **Fencing tokens**, where supported, strictly increase per name across acquisitions. They may
+///    skip values. Stores that cannot provide them return `None` everywhere.
 /// 6. **Errors are not skips.** A store failure is an `Err` naming what failed, such as
 ///    [`Error::backend`] or [`Error::missing_table`]. Only "held by someone else" is `Ok(None)`.
 ///    Names are always passed to the store as bound values, never spliced into a query. Names
 ///    longer than [`max_name_len`](Self::max_name_len) are rejected with
 ///    [`Error::is_invalid_config`] before the store is asked.
-/// 7. **No caller state.** Each call stands alone. It must not join an ambient transaction nor
-///    keep a connection while the lock is held. It may be cancelled (dropped) at any await point.
-///    A cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
+/// 7. **No caller state.** Each call stands alone. It must not join an ambient transaction nor keep
+///    a connection while the lock is held. It may be cancelled (dropped) at any await point. A
+///    cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
 /// 8. **A lost reply is an error, not a repeat.** An `acquire` or a `claim_fire` request may have
 ///    reached the store, for example over a connection that broke after it was sent. The call must
 ///    then not send it again. The repeat would find the lock held, or the fire recorded, by the
@@ -179,15 +181,15 @@ impl fmt::Display for LockRecord {
 ///    left, for lack of a connection, may be retried. So may extend, release and reads, whose
 ///    repeats have the same effect and answer.
 ///
-/// The executor wraps every call in a timeout, so an implementation need not add its own. It
-/// should close, not reuse, a connection whose call was cancelled mid-flight.
+/// The executor wraps every call in a timeout, so an implementation need not add its own. It should
+/// close, not reuse, a connection whose call was cancelled mid-flight.
 ///
 /// # Stores with their own expiry (TTL keys, leases)
 ///
 /// Rules 3 and 4 need the record to outlive its `lock_until`. A release that comes after expiry,
 /// while nobody else took the lock, must still find the record and act. A release may also be
-/// called again for the same record. It then acts again or returns `Ok(false)`, never an error.
-/// So **never delete the record on release or let the store drop it at `lock_until`**. Keep it,
+/// called again for the same record. It then acts again or returns `Ok(false)`, never an error. So
+/// **never delete the record on release or let the store drop it at `lock_until`**. Keep it,
 /// expired, and decide expiry by comparing `lock_until` with the store's own now. Or keep a second
 /// record without a TTL that holds owner and token. The conformance suite checks both cases
 /// (`release_after_expiry_acts`, `late_release_and_extend_spare_new_holder`).
@@ -294,16 +296,15 @@ pub trait LockProvider: Send + Sync + 'static {
     ///
     /// It succeeds iff three things hold: `fire.at() <= now < fire.next()`, the fire recorded for
     /// `name` is absent or older than `fire.at()`, and the lock is free. It then records
-    /// `fire.at()` and takes the lock as [`acquire`](Self::acquire) does. That sets
-    /// `lock_until = now + at_most` and a new fencing token. It writes nothing unless it claims.
-    /// It says which case it met as a [`FireClaim`], checked in the order listed there. The lock's
-    /// row, read in the same step, is the holder of [`FireClaim::ClaimedElsewhere`] and
-    /// [`FireClaim::Held`]. [`fire_decision`] is that decision for stores that decide in their
-    /// own code.
+    /// `fire.at()` and takes the lock as [`acquire`](Self::acquire) does. That sets `lock_until =
+    /// now + at_most` and a new fencing token. It writes nothing unless it claims. It says which
+    /// case it met as a [`FireClaim`], checked in the order listed there. The lock's row, read in
+    /// the same step, is the holder of [`FireClaim::ClaimedElsewhere`] and [`FireClaim::Held`].
+    /// [`fire_decision`] is that decision for stores that decide in their own code.
     ///
-    /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never
-    /// run twice. The default body answers [`Error::is_unsupported`]. A scheduler then falls
-    /// back to [`acquire`](Self::acquire) and `at_least`, with a warning.
+    /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never run
+    /// twice. The default body answers [`Error::is_unsupported`]. A scheduler then falls back to
+    /// [`acquire`](Self::acquire) and `at_least`, with a warning.
     ///
     /// # Errors
     ///
@@ -320,11 +321,11 @@ pub trait LockProvider: Send + Sync + 'static {
     }
 
     /// [`release`](Self::release) that also records how the run ended, a [`RunReport`], in the
-    /// lock's row. It does so in the same guarded step. It records the job's last run, last
-    /// success and consecutive failures (see [`jobs`](crate::jobs) for which outcomes count). It
-    /// also writes a history entry where the store keeps history. Nothing is recorded when the row
-    /// no longer belongs to `record`. The answer is then `Ok(false)`, as for `release`. So a run
-    /// whose lock was taken over never overwrites the new holder's state.
+    /// lock's row. It does so in the same guarded step. It records the job's last run, last success
+    /// and consecutive failures (see [`jobs`](crate::jobs) for which outcomes count). It also
+    /// writes a history entry where the store keeps history. Nothing is recorded when the row no
+    /// longer belongs to `record`. The answer is then `Ok(false)`, as for `release`. So a run whose
+    /// lock was taken over never overwrites the new holder's state.
     ///
     /// Like a release, it may be sent again for the same acquisition, after a lost reply. It then
     /// releases again and records the run once: the counts do not move a second time.
@@ -349,9 +350,9 @@ pub trait LockProvider: Send + Sync + 'static {
     /// Publishes the job definitions of the replica `replica`, which is its owner id.
     ///
     /// Each entry is written, or overwritten, with `published = now` and `expires = now + ttl` by
-    /// the store's clock. `version` is stored beside it. Expired entries of any replica are
-    /// removed in the same step. So the dead replicas' entries go away by themselves. A scheduler
-    /// calls it at start and then as a heartbeat.
+    /// the store's clock. `version` is stored beside it. Expired entries of any replica are removed
+    /// in the same step. So the dead replicas' entries go away by themselves. A scheduler calls it
+    /// at start and then as a heartbeat.
     ///
     /// The default body answers [`Error::is_unsupported`].
     ///
@@ -372,10 +373,9 @@ pub trait LockProvider: Send + Sync + 'static {
     /// Whether the store answers and is set up to keep locks, without taking one. This is the
     /// readiness check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
     ///
-    /// The default body reads the holder of the lock [`CHECK_NAME`]. A SQL store checks its
-    /// table's columns on the way. The default answers `Ok` for a store whose
-    /// [`holder`](Self::holder) is unsupported, which it cannot check. Override it where the
-    /// store can tell more.
+    /// The default body reads the holder of the lock [`CHECK_NAME`]. A SQL store checks its table's
+    /// columns on the way. The default answers `Ok` for a store whose [`holder`](Self::holder) is
+    /// unsupported, which it cannot check. Override it where the store can tell more.
     ///
     /// # Errors
     ///
@@ -391,8 +391,8 @@ pub trait LockProvider: Send + Sync + 'static {
         }
     }
 
-    /// The longest name this store accepts, in characters. Defaults to
-    /// [`DEFAULT_MAX_NAME_LEN`] (64, ShedLock's `VARCHAR(64)`).
+    /// The longest name this store accepts, in characters. Defaults to [`DEFAULT_MAX_NAME_LEN`]
+    /// (64, ShedLock's `VARCHAR(64)`).
     fn max_name_len(&self) -> usize {
         DEFAULT_MAX_NAME_LEN
     }

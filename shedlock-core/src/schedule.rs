@@ -1,7 +1,7 @@
 //! When a scheduled job fires: [`Schedule`] (feature `scheduler`).
 //!
-//! Schedule arithmetic is pure. It takes an instant and answers instants, never reading a clock.
-//! So every replica computes the same fires, and tests need no waiting.
+//! Schedule arithmetic is pure. It takes an instant and answers instants, never reading a clock. So
+//! every replica computes the same fires, and tests need no waiting.
 
 use std::fmt;
 use std::time::Duration;
@@ -18,33 +18,32 @@ use crate::fire::Fire;
 /// database shifts by more than this, and no two transitions of a zone are this close.
 const DST_MARGIN: chrono::Duration = chrono::Duration::hours(3);
 
-/// When a job fires: a fixed rate aligned to the Unix epoch, or a cron expression with seconds
-/// in an IANA time zone.
+/// When a job fires: a fixed rate aligned to the Unix epoch, or a cron expression with seconds in
+/// an IANA time zone.
 ///
 /// Every replica computes the same instants from the same schedule. A fire's identity is its
 /// instant, never a clock reading.
 ///
 /// # Fixed rate
 ///
-/// [`Schedule::every`] fires at every whole multiple of the period since the Unix epoch. So
-/// `every 1m` fires at :00 of each minute, and `every 1h` on the hour (UTC). This holds on every
-/// replica, whenever it started.
+/// [`Schedule::every`] fires at every whole multiple of the period since the Unix epoch. So `every
+/// 1m` fires at :00 of each minute, and `every 1h` on the hour (UTC). This holds on every replica,
+/// whenever it started.
 ///
 /// # Cron
 ///
-/// [`Schedule::cron`] takes six fields: `sec min hour day-of-month month day-of-week`. An
-/// optional seventh is the year. The [`croner`] crate parses them. It takes ranges, lists, steps,
-/// month and day names, `L`, `W` and `#`. Daylight saving is handled here, the same way on every
-/// platform:
+/// [`Schedule::cron`] takes six fields: `sec min hour day-of-month month day-of-week`. An optional
+/// seventh is the year. The [`croner`] crate parses them. It takes ranges, lists, steps, month and
+/// day names, `L`, `W` and `#`. Daylight saving is handled here, the same way on every platform:
 ///
-/// - A wall time that does not exist that day fires at the first instant after the gap, as
-///   cron(8) does. Such a time lies in the gap when clocks go forward. For example,
-///   `0 30 2 * * *` in Europe/Berlin fires at 03:00 CEST on the last Sunday of March.
+/// - A wall time that does not exist that day fires at the first instant after the gap, as cron(8)
+///   does. Such a time lies in the gap when clocks go forward. For example, `0 30 2 * * *` in
+///   Europe/Berlin fires at 03:00 CEST on the last Sunday of March.
 /// - A wall time that occurs twice, when clocks go back, fires once, at its first occurrence.
 /// - An expression with a wildcard or a step in the hour field fires by elapsed time through both
 ///   transitions. Examples are `0 */15 * * * *` and `0 0 * * * *`. Every wall time that exists
-///   fires, and each occurrence of a repeated one. None in a gap fires. So `every 15 minutes`
-///   stays 15 minutes apart.
+///   fires, and each occurrence of a repeated one. None in a gap fires. So `every 15 minutes` stays
+///   15 minutes apart.
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
@@ -129,8 +128,8 @@ impl Schedule {
         Self::cron_in(expression, "UTC")
     }
 
-    /// A cron expression with seconds, in the IANA time zone `zone`. The fields are
-    /// `sec min hour day-of-month month day-of-week [year]`. Zones look like `"Europe/Berlin"`,
+    /// A cron expression with seconds, in the IANA time zone `zone`. The fields are `sec min hour
+    /// day-of-month month day-of-week [year]`. Zones look like `"Europe/Berlin"`,
     /// `"America/New_York"` or `"UTC"`.
     ///
     /// # Errors
@@ -143,9 +142,8 @@ impl Schedule {
     /// - a zone the tz database does not know.
     ///
     /// For an expression that does not parse, the message names the field, its value and what it
-    /// takes. The parser's error is the [`source`](std::error::Error::source).
-    /// `#[scheduled_lock]` reports a literal `cron` or `zone` with the same words at compile
-    /// time.
+    /// takes. The parser's error is the [`source`](std::error::Error::source). `#[scheduled_lock]`
+    /// reports a literal `cron` or `zone` with the same words at compile time.
     ///
     /// ```
     /// use shedlock_core::Schedule;
@@ -229,8 +227,8 @@ impl Schedule {
         Fire::new(at, self.next_after(at)?).ok()
     }
 
-    /// The shortest gap between two consecutive fires. For a fixed rate it is the period. For
-    /// cron it is the shortest among the fires of the two years from `from`, daylight-saving days
+    /// The shortest gap between two consecutive fires. For a fixed rate it is the period. For cron
+    /// it is the shortest among the fires of the two years from `from`, daylight-saving days
     /// included.
     #[must_use]
     pub fn shortest_gap(&self, from: DateTime<Utc>) -> Duration {
@@ -257,15 +255,15 @@ impl Schedule {
             }
         }
     }
-    /// The schedule in words, for operators' tools: `every 5 minutes`, `every hour at :15`,
-    /// `at 03:00 every day (Europe/Berlin)`, `at 09:30 Monday to Friday (UTC)`, `at 00:00 on the
-    /// last day of every month (UTC)`.
+    /// The schedule in words, for operators' tools: `every 5 minutes`, `every hour at :15`, `at
+    /// 03:00 every day (Europe/Berlin)`, `at 09:30 Monday to Friday (UTC)`, `at 00:00 on the last
+    /// day of every month (UTC)`.
     ///
-    /// A fixed rate is its period in the largest whole unit. A cron expression of a common shape
-    /// is worded here. Any other is worded by the [`croner`] crate's `describe`, as in
-    /// `at minute 0 and 30, of hour 8-17 (UTC)`. Where that has no words, the expression itself
-    /// is shown. A schedule that names wall times or days carries its zone in parentheses, since
-    /// its fires follow that zone's clock.
+    /// A fixed rate is its period in the largest whole unit. A cron expression of a common shape is
+    /// worded here. Any other is worded by the [`croner`] crate's `describe`, as in `at minute 0
+    /// and 30, of hour 8-17 (UTC)`. Where that has no words, the expression itself is shown. A
+    /// schedule that names wall times or days carries its zone in parentheses, since its fires
+    /// follow that zone's clock.
     ///
     /// ```
     /// use std::time::Duration;
@@ -327,8 +325,8 @@ impl fmt::Debug for Schedule {
     }
 }
 
-/// Two schedules are equal when they were written the same. That means the same period, or the
-/// same trimmed cron expression in the same zone.
+/// Two schedules are equal when they were written the same. That means the same period, or the same
+/// trimmed cron expression in the same zone.
 impl PartialEq for Schedule {
     fn eq(&self, other: &Self) -> bool {
         self.period() == other.period() && self.cron_parts() == other.cron_parts()
@@ -386,8 +384,8 @@ const WEEKDAYS: [&str; 7] = [
 ];
 
 /// A common cron shape in words, and whether the words name wall times or days. If they do, the
-/// zone matters. `None` for any other shape, which the caller words otherwise. The expression
-/// has parsed.
+/// zone matters. `None` for any other shape, which the caller words otherwise. The expression has
+/// parsed.
 fn describe_cron(expression: &str) -> Option<(String, bool)> {
     let expanded = match expression.to_ascii_lowercase().as_str() {
         "@hourly" => "0 0 * * * *",
@@ -423,8 +421,8 @@ fn describe_cron(expression: &str) -> Option<(String, bool)> {
     })
 }
 
-/// The time part of a cron expression whose seconds field is the number `sec`, and whether it
-/// names wall times.
+/// The time part of a cron expression whose seconds field is the number `sec`, and whether it names
+/// wall times.
 fn describe_minutes_hours(sec: u32, min: &str, hour: &str) -> Option<(String, bool)> {
     let at_second = |text: String| match sec {
         0 => Some(text),
@@ -463,8 +461,8 @@ fn describe_minutes_hours(sec: u32, min: &str, hour: &str) -> Option<(String, bo
     Some((format!("at {}", and_list(&times)), true))
 }
 
-/// The day part. It is empty when every day fires. It has words for days of the week, a day of
-/// the month or the month's last day. `None` for any other shape.
+/// The day part. It is empty when every day fires. It has words for days of the week, a day of the
+/// month or the month's last day. `None` for any other shape.
 fn describe_days(dom: &str, dow: &str) -> Option<String> {
     match (any(dom), any(dow)) {
         (true, true) => Some(String::new()),
@@ -490,8 +488,8 @@ fn describe_days(dom: &str, dow: &str) -> Option<String> {
     }
 }
 
-/// A day-of-week field's value as cron numbers it, by number or three-letter name. The numbers
-/// run 0–7, with Sunday both 0 and 7.
+/// A day-of-week field's value as cron numbers it, by number or three-letter name. The numbers run
+/// 0–7, with Sunday both 0 and 7.
 fn weekday(text: &str) -> Option<usize> {
     const NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
     if let Some(n) = number(text) {
@@ -602,8 +600,8 @@ impl CronSchedule {
             .map(|d| d.naive_utc())
     }
 
-    /// The last matching wall time before `m`, or at or before it if `inclusive`. An inclusive
-    /// call takes `m` without its fraction. Exclusive calls get whole seconds only.
+    /// The last matching wall time before `m`, or at or before it if `inclusive`. An inclusive call
+    /// takes `m` without its fraction. Exclusive calls get whole seconds only.
     fn naive_prev(&self, m: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         self.cron
             .find_previous_occurrence(&whole_second(m).and_utc(), inclusive)
@@ -906,8 +904,8 @@ mod tests {
         assert_eq!(gaps, vec![chrono::Duration::hours(1); 5]);
     }
 
-    /// The exact run-time texts. `macro-tests/tests/ui/fail/schedule_errors.stderr` has the
-    /// same words at compile time.
+    /// The exact run-time texts. `macro-tests/tests/ui/fail/schedule_errors.stderr` has the same
+    /// words at compile time.
     #[test]
     fn bad_expressions_and_zones_say_what_to_fix() {
         let message = |expression: &str, zone: &str| {

@@ -12,16 +12,16 @@ use crate::latch::LeaderLatch;
 #[cfg(feature = "scheduler")]
 use crate::scheduler::Scheduler;
 
-/// Shuts down, in one call, the schedulers, executors and leader latches it is given. The
-/// latches step down at once. So another replica leads while this one lets its runs finish.
+/// Shuts down, in one call, the schedulers, executors and leader latches it is given. The latches
+/// step down at once. So another replica leads while this one lets its runs finish.
 ///
 /// [`run`](Self::run) does, in this order:
 ///
-/// 1. At once, before anything waits: every scheduler stops claiming fires. Every executor
-///    refuses new runs and tells the runs in flight
-///    ([`LockHandle::stopping`](crate::current::LockHandle::stopping)). Every latch steps down:
-///    its [`LeaderTerm`](crate::latch::LeaderTerm) ends and [`is_leader`](LeaderLatch::is_leader)
-///    turns false.
+/// 1. At once, before anything waits: every scheduler stops claiming fires. Every executor refuses
+///    new runs and tells the runs in flight
+///    ([`LockHandle::stopping`](crate::current::LockHandle::stopping)). Every latch steps down: its
+///    [`LeaderTerm`](crate::latch::LeaderTerm) ends and [`is_leader`](LeaderLatch::is_leader) turns
+///    false.
 /// 2. Then, side by side:
 ///    - each latch closes as [`LeaderLatch::close`] does;
 ///    - a scheduler's runs of `leader_only` jobs stop as at any end of a term, with a stop
@@ -34,11 +34,11 @@ use crate::scheduler::Scheduler;
 /// A scheduler brings its executor and the latches its leader-only jobs follow. Give the others
 /// with [`executor`](Self::executor) and [`latch`](Self::latch). Such others are an executor of
 /// `#[scheduled_lock]` functions, or a latch with
-/// [`spawn_leader_work`](LeaderLatch::spawn_leader_work). A part given twice, or a clone of one,
-/// is shut down once.
+/// [`spawn_leader_work`](LeaderLatch::spawn_leader_work). A part given twice, or a clone of one, is
+/// shut down once.
 ///
-/// Compared with `Scheduler::shutdown` followed by [`LeaderLatch::close`], leadership moves at
-/// the start of the grace instead of at its end.
+/// Compared with `Scheduler::shutdown` followed by [`LeaderLatch::close`], leadership moves at the
+/// start of the grace instead of at its end.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -85,8 +85,8 @@ pub struct Shutdown {
 pub struct ShutdownReport {
     /// The executors' drains, added up.
     pub drained: Drained,
-    /// The latches whose row could not be released. Each row expires by itself at the end of
-    /// its lease (see [`LeaderLatch::close`]).
+    /// The latches whose row could not be released. Each row expires by itself at the end of its
+    /// lease (see [`LeaderLatch::close`]).
     pub latch_errors: Vec<Error>,
 }
 
@@ -102,8 +102,7 @@ impl Shutdown {
         }
     }
 
-    /// Stops `scheduler`, drains its executor and closes the latches its leader-only jobs
-    /// follow.
+    /// Stops `scheduler`, drains its executor and closes the latches its leader-only jobs follow.
     #[cfg(feature = "scheduler")]
     pub fn scheduler(mut self, scheduler: &Scheduler) -> Self {
         self = self.executor(scheduler.executor());
@@ -130,8 +129,8 @@ impl Shutdown {
         self
     }
 
-    /// Shuts everything down (see [`Shutdown`] for the order). Reports what the drains and
-    /// closes did. It returns within `grace` plus the executors' bound (see
+    /// Shuts everything down (see [`Shutdown`] for the order). Reports what the drains and closes
+    /// did. It returns within `grace` plus the executors' bound (see
     /// [`LockingTaskExecutor::shutdown`]), or the latches' own bound if longer. Up to one call
     /// timeout may come on top while the schedulers' job tasks end.
     pub async fn run(self) -> ShutdownReport {
@@ -284,9 +283,9 @@ mod tests {
         assert_eq!((report.drained.finished, report.drained.cancelled), (0, 1));
     }
 
-    /// Two replicas, one latch election. Replica A leads, runs a leader-only job and a long
-    /// other job, and is shut down. B leads at A's step-down, long before A's drained run ends.
-    /// A's leader-only run stops when its term ends. The other run gets the grace and finishes.
+    /// Two replicas, one latch election. Replica A leads, runs a leader-only job and a long other
+    /// job, and is shut down. B leads at A's step-down, long before A's drained run ends. A's
+    /// leader-only run stops when its term ends. The other run gets the grace and finishes.
     #[tokio::test(start_paused = true)]
     async fn the_latch_is_handed_over_before_the_drained_run_ends() {
         let store = Arc::new(InMemoryLockProvider::new());
@@ -369,8 +368,8 @@ mod tests {
         b_latch.close().await.unwrap();
     }
 
-    /// A part given twice, such as the scheduler's executor or a clone, is drained once. Its
-    /// runs are counted once.
+    /// A part given twice, such as the scheduler's executor or a clone, is drained once. Its runs
+    /// are counted once.
     #[tokio::test(start_paused = true)]
     async fn a_part_given_twice_is_shut_down_once() {
         let store = Arc::new(InMemoryLockProvider::new());

@@ -5,16 +5,15 @@
 /// before it exits.
 ///
 /// On Unix, called on a tokio runtime, it installs its handlers at once. A signal that arrives
-/// before the returned future is first awaited is kept for it. Call it early in `main`, before
-/// the slow part of startup, and await it when ready to wait. From that call on, SIGINT and
-/// SIGTERM no longer end the process by themselves, because tokio keeps its handlers for the
-/// process's life. During a long startup step, `select!` on the future, so that Ctrl-C still
-/// stops it. Elsewhere the handlers are installed when the future is first polled.
+/// before the returned future is first awaited is kept for it. Call it early in `main`, before the
+/// slow part of startup, and await it when ready to wait. From that call on, SIGINT and SIGTERM no
+/// longer end the process by themselves, because tokio keeps its handlers for the process's life.
+/// During a long startup step, `select!` on the future, so that Ctrl-C still stops it. Elsewhere
+/// the handlers are installed when the future is first polled.
 ///
 /// # Errors
 ///
-/// The signal handlers could not be installed. That is an I/O error from the operating
-/// system.
+/// The signal handlers could not be installed. That is an I/O error from the operating system.
 ///
 /// ```no_run
 /// use std::time::Duration;

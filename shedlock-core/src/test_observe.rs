@@ -1,22 +1,22 @@
-//! What the crate logs and counts, recorded for its unit tests: [`Logs`] (tracing events) and,
-//! with the `metrics` feature, [`Counters`].
+//! What the crate logs and counts, recorded for its unit tests: [`Logs`] (tracing events) and, with
+//! the `metrics` feature, [`Counters`].
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Records every event's level and text. The text is its fields, `name=value` separated by
-/// spaces. Install it for one test with [`Logs::install`].
+/// Records every event's level and text. The text is its fields, `name=value` separated by spaces.
+/// Install it for one test with [`Logs::install`].
 #[derive(Clone, Default)]
 pub(crate) struct Logs(Arc<Mutex<Vec<(tracing::Level, String)>>>);
 
 impl Logs {
-    /// Installs the recorder on this thread until the guard drops, then recomputes every
-    /// callsite's interest. Tests run in parallel. A callsite first hit on another test's thread
-    /// while this recorder was being installed can cache "never". It then hides its events from
-    /// this test. This was seen once: a full test run lost an event this way.
+    /// Installs the recorder on this thread until the guard drops, then recomputes every callsite's
+    /// interest. Tests run in parallel. A callsite first hit on another test's thread while this
+    /// recorder was being installed can cache "never". It then hides its events from this test.
+    /// This was seen once: a full test run lost an event this way.
     ///
-    /// To close that race for good, the first install also sets a process-wide default. It
-    /// records nothing but answers "sometimes" for every callsite. So no callsite registered
-    /// afterwards can cache "never".
+    /// To close that race for good, the first install also sets a process-wide default. It records
+    /// nothing but answers "sometimes" for every callsite. So no callsite registered afterwards can
+    /// cache "never".
     #[must_use]
     pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
         static QUIET: std::sync::Once = std::sync::Once::new();

@@ -1,15 +1,12 @@
 //! The cron expressions and time zones of shedlock-rs schedules.
 //!
-//! `shedlock-core` checks them at run time, when a `Schedule` is built.
-//! `shedlock-macros` checks them the same way at compile time.
-//! Each mistake has one message.
+//! `shedlock-core` checks them at run time, when a `Schedule` is built. `shedlock-macros` checks
+//! them the same way at compile time. Each mistake has one message.
 //!
-//! An expression has six fields, seconds first: `sec min hour day-of-month month day-of-week`.
-//! An optional seventh field gives the year.
-//! An expression can also be a nickname (`@daily`).
-//! It is parsed by the [`croner`] crate.
-//! When croner refuses it, croner parses each field alone, with the others set to `*`.
-//! This names the field at fault, its value and the values the field takes:
+//! An expression has six fields, seconds first: `sec min hour day-of-month month day-of-week`. An
+//! optional seventh field gives the year. An expression can also be a nickname (`@daily`). It is
+//! parsed by the [`croner`] crate. When croner refuses it, croner parses each field alone, with the
+//! others set to `*`. This names the field at fault, its value and the values the field takes:
 //!
 //! ```
 //! let err = shedlock_cron::parse("0 0 25 * * *").unwrap_err();
@@ -38,8 +35,8 @@ use croner::parser::{CronParser, Seconds};
 
 /// Why a cron expression or a time zone was refused.
 ///
-/// Its `Display` names what is wrong and what to write instead.
-/// Croner's own error, when there is one, is the [`source`](std::error::Error::source).
+/// Its `Display` names what is wrong and what to write instead. Croner's own error, when there is
+/// one, is the [`source`](std::error::Error::source).
 #[derive(Debug)]
 pub struct Invalid {
     message: String,
@@ -78,8 +75,8 @@ impl std::error::Error for Invalid {
     }
 }
 
-/// A field of an expression: its name and the values it takes.
-/// The values are those croner's documentation gives.
+/// A field of an expression: its name and the values it takes. The values are those croner's
+/// documentation gives.
 struct Field {
     name: &'static str,
     range: &'static str,
@@ -183,8 +180,7 @@ pub fn parse(expression: &str) -> Result<Cron, Invalid> {
     Ok(cron)
 }
 
-/// The error for an expression croner refused.
-/// It names the first field that croner refuses alone.
+/// The error for an expression croner refused. It names the first field that croner refuses alone.
 /// Within a list (`1,25`) it names the first element that croner refuses alone.
 fn field_error(expression: &str, fields: &[&str], error: CronError) -> Invalid {
     let refused = |index: usize, value: &str| {
@@ -225,9 +221,8 @@ fn field_error(expression: &str, fields: &[&str], error: CronError) -> Invalid {
 
 /// Whether croner refused a value for being outside the field's range rather than for its syntax.
 ///
-/// Croner's messages for a range say "out of bounds".
-/// The `#` of a weekday (`MON#6`) is reported as syntax.
-/// Its bound is not the field's range.
+/// Croner's messages for a range say "out of bounds". The `#` of a weekday (`MON#6`) is reported as
+/// syntax. Its bound is not the field's range.
 fn out_of_bounds(error: &CronError) -> bool {
     matches!(error, CronError::ComponentError(message)
         if message.contains("out of bounds") && !message.contains("Nth"))
@@ -249,8 +244,7 @@ pub fn zone(name: &str) -> Result<Tz, Invalid> {
     })
 }
 
-/// The README's Rust example, compiled as a doc test.
-/// The README is what crates.io shows.
+/// The README's Rust example, compiled as a doc test. The README is what crates.io shows.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;

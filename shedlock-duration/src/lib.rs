@@ -1,15 +1,15 @@
 //! The duration grammar of shedlock-rs, so that `"1h30m"` means the same everywhere.
 //!
-//! `shedlock-core` reads it in configuration files, through serde.
-//! `shedlock-macros` checks it at compile time.
+//! `shedlock-core` reads it in configuration files, through serde. `shedlock-macros` checks it at
+//! compile time.
 //!
 //! Two forms are accepted:
 //!
-//! - **Human**: one or more `<integer><unit>` parts with units `d`, `h`, `m`, `s`, `ms`.
-//!   Each unit appears at most once, from the largest to the smallest.
-//!   Examples: `"10m"`, `"1h30m"`, `"500ms"`, `"2s"`, `"1d12h"`.
-//! - **ISO-8601**: `P[nD][T[nH][nM][n[.fff]S]]`, case-insensitive.
-//!   Examples: `"PT10M"`, `"PT1H30M"`, `"PT0.5S"`, `"P1DT2H"`.
+//! - **Human**: one or more `<integer><unit>` parts with units `d`, `h`, `m`, `s`, `ms`. Each unit
+//!   appears at most once, from the largest to the smallest. Examples: `"10m"`, `"1h30m"`,
+//!   `"500ms"`, `"2s"`, `"1d12h"`.
+//! - **ISO-8601**: `P[nD][T[nH][nM][n[.fff]S]]`, case-insensitive. Examples: `"PT10M"`,
+//!   `"PT1H30M"`, `"PT0.5S"`, `"P1DT2H"`.
 //!
 //! ```
 //! use std::time::Duration;
@@ -63,10 +63,9 @@ impl std::error::Error for ParseError {}
 ///
 /// # Errors
 ///
-/// Returns a [`ParseError`] that names the problem.
-/// The text is refused when it is empty, has an unknown or repeated unit, or has units out of
-/// order.
-/// It is also refused for a number without a unit, or for a value that overflows.
+/// Returns a [`ParseError`] that names the problem. The text is refused when it is empty, has an
+/// unknown or repeated unit, or has units out of order. It is also refused for a number without a
+/// unit, or for a value that overflows.
 pub fn parse(input: &str) -> Result<Duration, ParseError> {
     if input.is_empty() {
         return Err(ParseError::new(input, "it is empty"));
@@ -155,8 +154,7 @@ fn parse_iso(input: &str) -> Result<Duration, ParseError> {
     Ok(total)
 }
 
-/// Adds the `<number><designator>` parts of one ISO-8601 section.
-/// Only seconds take a fraction.
+/// Adds the `<number><designator>` parts of one ISO-8601 section. Only seconds take a fraction.
 fn add_iso_parts(
     input: &str,
     section: &str,
@@ -274,8 +272,7 @@ pub fn format(duration: Duration) -> String {
     out
 }
 
-/// The README's Rust example, compiled as a doc test.
-/// The README is what crates.io shows.
+/// The README's Rust example, compiled as a doc test. The README is what crates.io shows.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;

@@ -10,23 +10,20 @@ pub const DEFAULT_PORT: u16 = 2379;
 
 /// The members of one etcd cluster, as an etcd URL lists them.
 ///
-/// It keeps them in the order to try them.
-/// It also says whether to speak TLS to them, and the etcd user to authenticate as.
+/// It keeps them in the order to try them. It also says whether to speak TLS to them, and the etcd
+/// user to authenticate as.
 ///
-/// The form is `scheme://[user:password@]host[:port][,host[:port]…][/]`.
-/// It lists one or more members of one cluster, separated by commas.
-/// The port is 2379 when omitted.
-/// IPv6 hosts are in brackets (`etcd://[::1]:2379`).
+/// The form is `scheme://[user:password@]host[:port][,host[:port]…][/]`. It lists one or more
+/// members of one cluster, separated by commas. The port is 2379 when omitted. IPv6 hosts are in
+/// brackets (`etcd://[::1]:2379`).
 ///
 /// - `etcd://` or `http://`, as `etcdctl --endpoints` takes them: plain HTTP to every member.
-/// - `https://` or `etcds://`: TLS to every member.
-///   The provider needs the crate's `tls-rustls` feature for it.
-///   Building one without it is an error saying so.
-///   See `EtcdLockProviderBuilder::ca_file` and `EtcdLockProviderBuilder::client_cert`.
-/// - `user:password@`: the etcd user to authenticate as.
-///   It is percent-decoded, so write `%40` for an `@` in a password.
-///   [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides it.
-///   The password is never shown: `Display` and `Debug` write `user:***@`, and errors `***@`.
+/// - `https://` or `etcds://`: TLS to every member. The provider needs the crate's `tls-rustls`
+///   feature for it. Building one without it is an error saying so. See
+///   `EtcdLockProviderBuilder::ca_file` and `EtcdLockProviderBuilder::client_cert`.
+/// - `user:password@`: the etcd user to authenticate as. It is percent-decoded, so write `%40` for
+///   an `@` in a password. [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides
+///   it. The password is never shown: `Display` and `Debug` write `user:***@`, and errors `***@`.
 ///
 /// These are not accepted, each with an error saying so: a path other than `/`, a query, a user
 /// without a password, and a bad percent escape.
@@ -51,8 +48,7 @@ pub struct Endpoints {
     credentials: Option<Credentials>,
 }
 
-/// An etcd user and password.
-/// `Debug` never shows the password.
+/// An etcd user and password. `Debug` never shows the password.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Credentials {
     pub(crate) user: String,
@@ -154,8 +150,7 @@ impl std::str::FromStr for Endpoints {
     }
 }
 
-/// `user:password`, percent-encoded → the credentials, checked.
-/// Errors never show them.
+/// `user:password`, percent-encoded → the credentials, checked. Errors never show them.
 fn credentials(userinfo: &str, url: &str) -> Result<Credentials> {
     let bad = |why: &str| {
         Error::invalid_config(format!(
@@ -177,8 +172,7 @@ fn credentials(userinfo: &str, url: &str) -> Result<Credentials> {
     Ok(Credentials { user, password })
 }
 
-/// `%XX` escapes decoded.
-/// `None` for a bad escape or bytes that are not UTF-8.
+/// `%XX` escapes decoded. `None` for a bad escape or bytes that are not UTF-8.
 fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

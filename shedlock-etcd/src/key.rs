@@ -1,16 +1,13 @@
 //! Where a lock and published definitions live in etcd's key space.
 //!
-//! A lock's keys are `{prefix}{encoded name}/rec` and `/hold`.
-//! A scheduled job's recorded fire is under `/fire`.
-//! Its job state is under `/last-run`, `/failures` and `/last-success`.
-//! Published definitions live under `{prefix}!def/{encoded job}/{encoded replica}`.
-//! `!` is never part of an encoded name, so these keys never meet a lock's.
+//! A lock's keys are `{prefix}{encoded name}/rec` and `/hold`. A scheduled job's recorded fire is
+//! under `/fire`. Its job state is under `/last-run`, `/failures` and `/last-success`. Published
+//! definitions live under `{prefix}!def/{encoded job}/{encoded replica}`. `!` is never part of an
+//! encoded name, so these keys never meet a lock's.
 //!
-//! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`.
-//! So an encoded name never holds a `/`.
-//! It cannot reach into another name's keys or out of the prefix.
-//! The encoding is one-to-one, because `%` itself is encoded.
-//! So two names never share a key.
+//! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`. So an encoded
+//! name never holds a `/`. It cannot reach into another name's keys or out of the prefix. The
+//! encoding is one-to-one, because `%` itself is encoded. So two names never share a key.
 
 use shedlock_core::{Error, Result};
 
@@ -24,15 +21,15 @@ pub(crate) struct LockKeys {
     pub(crate) rec: Vec<u8>,
     /// Present while the lock is held, attached to the lease that ends the hold.
     pub(crate) hold: Vec<u8>,
-    /// The latest fire claimed for the job of this name, without a lease.
-    /// Only a fire claim writes it, so no release, expiry or unlock removes it.
+    /// The latest fire claimed for the job of this name, without a lease. Only a fire claim writes
+    /// it, so no release, expiry or unlock removes it.
     pub(crate) fire: Vec<u8>,
     /// The job's last recorded run, without a lease: written by `release_run` only.
     pub(crate) run: Vec<u8>,
     /// The job's consecutive failures, as the key's version.
     ///
-    /// The version counts the puts since the key was last deleted.
-    /// A failed run puts it, and a success deletes it.
+    /// The version counts the puts since the key was last deleted. A failed run puts it, and a
+    /// success deletes it.
     pub(crate) failures: Vec<u8>,
     /// The end of the job's last successful run.
     pub(crate) success: Vec<u8>,
@@ -45,8 +42,7 @@ pub(crate) const RUN: &[u8] = b"/last-run";
 pub(crate) const FAILURES: &[u8] = b"/failures";
 pub(crate) const SUCCESS: &[u8] = b"/last-success";
 
-/// What follows the prefix in every definition key.
-/// `!` is outside the encoded names' alphabet.
+/// What follows the prefix in every definition key. `!` is outside the encoded names' alphabet.
 const DEFINITIONS: &str = "!def/";
 
 pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
@@ -92,9 +88,8 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 
 /// Splits a key under `prefix` into the lock name and which of its keys it is.
 ///
-/// The key is the record, the hold or a job state key.
-/// Any other key gives `None`.
-/// Such a key is a fire record, a definition, or a key this provider did not write.
+/// The key is the record, the hold or a job state key. Any other key gives `None`. Such a key is a
+/// fire record, a definition, or a key this provider did not write.
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;

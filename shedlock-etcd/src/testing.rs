@@ -1,14 +1,12 @@
 //! Helpers for tests that need a real etcd, behind the feature `testing`.
 //!
-//! They say where etcd is and what to do when there is none.
-//! They give unique key prefixes, so tests can share a cluster.
+//! They say where etcd is and what to do when there is none. They give unique key prefixes, so
+//! tests can share a cluster.
 //!
-//! Tests read the URL from [`ETCD_URL_ENV`] (`SHEDLOCK_ETCD_URL`).
-//! An example URL is `etcd://127.0.0.1:2379`.
-//! Without it, [`etcd_url`] prints a skip notice and returns `None`.
-//! The test can then return early and pass.
-//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, it panics instead.
-//! So a missing etcd fails the run rather than skipping it silently.
+//! Tests read the URL from [`ETCD_URL_ENV`] (`SHEDLOCK_ETCD_URL`). An example URL is
+//! `etcd://127.0.0.1:2379`. Without it, [`etcd_url`] prints a skip notice and returns `None`. The
+//! test can then return early and pass. With [`REQUIRE_DB_ENV`] set to `1`, as CI does, it panics
+//! instead. So a missing etcd fails the run rather than skipping it silently.
 //!
 //! ```
 //! use shedlock_etcd::{EtcdLockProvider, testing};
@@ -63,8 +61,8 @@ pub fn etcd_url() -> Option<String> {
 
 /// The etcd binary for tests that start private etcd processes.
 ///
-/// It is `SHEDLOCK_ETCD_BIN`, else `etcd` on the `PATH`.
-/// It is `None` when there is none, after a skip notice.
+/// It is `SHEDLOCK_ETCD_BIN`, else `etcd` on the `PATH`. It is `None` when there is none, after a
+/// skip notice.
 ///
 /// # Panics
 ///
@@ -100,8 +98,8 @@ pub fn db_required() -> bool {
     std::env::var(REQUIRE_DB_ENV).is_ok_and(|v| v.trim() == "1")
 }
 
-/// A key prefix no other call in any process makes (in practice): `shedlock-test/`, the
-/// process id, a counter and random bits, then `/`.
+/// A key prefix no other call in any process makes (in practice): `shedlock-test/`, the process id,
+/// a counter and random bits, then `/`.
 ///
 /// ```
 /// let (a, b) = (shedlock_etcd::testing::unique_prefix(), shedlock_etcd::testing::unique_prefix());

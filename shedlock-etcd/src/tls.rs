@@ -13,11 +13,9 @@ use shedlock_core::{Error, Result};
 
 /// The client configuration.
 ///
-/// `ca_file`'s certificates are the only trusted roots.
-/// Without `ca_file`, the system's roots are trusted.
-/// The client certificate is included when one is given.
-/// ring is the crypto provider, named here.
-/// `ClientConfig::builder()` would panic in an application that also enables aws-lc-rs.
+/// `ca_file`'s certificates are the only trusted roots. Without `ca_file`, the system's roots are
+/// trusted. The client certificate is included when one is given. ring is the crypto provider,
+/// named here. `ClientConfig::builder()` would panic in an application that also enables aws-lc-rs.
 pub(crate) fn client_config(
     ca_file: Option<&Path>,
     client_cert: Option<(&Path, &Path)>,
@@ -124,8 +122,8 @@ fn system_roots() -> Result<RootCertStore> {
 
 /// The first `rustls::Error` in an error's chain.
 ///
-/// `io::Error::source` skips the error it wraps, and gives that error's source.
-/// So wrapped I/O errors are opened with `get_ref`.
+/// `io::Error::source` skips the error it wraps, and gives that error's source. So wrapped I/O
+/// errors are opened with `get_ref`.
 fn rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(error);
     while let Some(error) = next {
@@ -147,12 +145,11 @@ fn rustls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::E
 ///
 /// It is `None` when the chain has no TLS error.
 ///
-/// The second value says whether the member refused the handshake itself.
-/// The member then never read a request, even when this client had already written one.
-/// In TLS 1.3 a client may send its request before the server has checked the client's
-/// certificate.
-/// `client_cert` says whether this client has a certificate to present.
-/// A member that requires one and got none may answer "bad certificate" or "certificate required".
+/// The second value says whether the member refused the handshake itself. The member then never
+/// read a request, even when this client had already written one. In TLS 1.3 a client may send its
+/// request before the server has checked the client's certificate. `client_cert` says whether this
+/// client has a certificate to present. A member that requires one and got none may answer "bad
+/// certificate" or "certificate required".
 pub(crate) fn explain(
     error: &(dyn StdError + 'static),
     client_cert: bool,

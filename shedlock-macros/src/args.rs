@@ -24,8 +24,8 @@ pub(crate) const KEYS: [&str; 8] = [
 
 /// `shedlock_core::provider::MAX_DURATION` (365 days).
 ///
-/// This crate cannot depend on `shedlock-core`, because `shedlock-core` re-exports it.
-/// The test `compile_time_limits_match_the_core` keeps the two in step.
+/// This crate cannot depend on `shedlock-core`, because `shedlock-core` re-exports it. The test
+/// `compile_time_limits_match_the_core` keeps the two in step.
 pub(crate) const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 
 /// A duration argument, parsed at compile time.
@@ -46,39 +46,37 @@ pub(crate) struct Args {
     pub(crate) name: Option<LitStr>,
     pub(crate) at_most: Option<DurationArg>,
     pub(crate) at_least: Option<DurationArg>,
-    /// `at_most = <expr>` or `at_least = <expr>` other than a literal: a `Duration`.
-    /// The compiler's types check it, and `LockConfig` checks it when the function is first called.
+    /// `at_most = <expr>` or `at_least = <expr>` other than a literal: a `Duration`. The compiler's
+    /// types check it, and `LockConfig` checks it when the function is first called.
     pub(crate) at_most_expr: Option<Expr>,
     pub(crate) at_least_expr: Option<Expr>,
     pub(crate) executor: Option<Expr>,
     pub(crate) keep_alive: bool,
-    /// `every`, or `cron` with `zone`.
-    /// Literals are checked here, expressions when the job is made.
+    /// `every`, or `cron` with `zone`. Literals are checked here, expressions when the job is made.
     pub(crate) schedule: Option<ScheduleArg>,
-    /// Where the schedule was given, for errors about the function.
-    /// The span is that of `every` or `cron`.
+    /// Where the schedule was given, for errors about the function. The span is that of `every` or
+    /// `cron`.
     pub(crate) schedule_span: Option<proc_macro2::Span>,
 }
 
 /// A schedule argument.
 ///
-/// A literal is checked at compile time.
-/// An expression is checked by `Schedule` when the job is made.
+/// A literal is checked at compile time. An expression is checked by `Schedule` when the job is
+/// made.
 pub(crate) enum ScheduleArg {
     /// A fixed rate.
     Every(Duration),
     /// A fixed rate given as a `Duration` expression.
     EveryExpr(Expr),
-    /// A cron expression with seconds, and its IANA zone.
-    /// The zone is UTC when not given.
+    /// A cron expression with seconds, and its IANA zone. The zone is UTC when not given.
     Cron {
         expression: Value,
         zone: Option<Value>,
     },
 }
 
-/// A string argument, given as a literal or as an expression.
-/// A literal is checked. An expression is a `&str` or a `String`.
+/// A string argument, given as a literal or as an expression. A literal is checked. An expression
+/// is a `&str` or a `String`.
 pub(crate) enum Value {
     Lit(String),
     Expr(Expr),
@@ -92,9 +90,9 @@ pub(crate) struct NameScope<'a> {
 
 /// Parses `args`, the attribute's tokens.
 ///
-/// `scope` checks the name template. It is `None` when the item is not a function.
-/// Every problem found is recorded in `errors`, in source order.
-/// The returned `Args` holds what could be understood, so the caller can still expand the function.
+/// `scope` checks the name template. It is `None` when the item is not a function. Every problem
+/// found is recorded in `errors`, in source order. The returned `Args` holds what could be
+/// understood, so the caller can still expand the function.
 pub(crate) fn parse(args: TokenStream, scope: Option<&NameScope<'_>>, errors: &mut Errors) -> Args {
     let mut parsed = Parsed {
         scope,
@@ -112,8 +110,8 @@ pub(crate) fn parse(args: TokenStream, scope: Option<&NameScope<'_>>, errors: &m
 struct Parsed<'s> {
     scope: Option<&'s NameScope<'s>>,
     position: usize,
-    /// Whether `name` was given, even with a bad value, or suggested for an unknown key.
-    /// A missing name is then not reported on top.
+    /// Whether `name` was given, even with a bad value, or suggested for an unknown key. A missing
+    /// name is then not reported on top.
     name_mentioned: bool,
     name: Option<LitStr>,
     at_most: Option<DurationArg>,
@@ -134,8 +132,8 @@ struct Parsed<'s> {
 impl Parsed<'_> {
     /// One `key`, `key = value` or `key(...)`.
     ///
-    /// An `Err` stops parsing. It is a syntax error that the rest cannot be recovered from.
-    /// A wrong value is recorded and parsing goes on.
+    /// An `Err` stops parsing. It is a syntax error that the rest cannot be recovered from. A wrong
+    /// value is recorded and parsing goes on.
     fn argument(
         &mut self,
         path: &syn::Path,
@@ -424,8 +422,8 @@ fn string(key: &Ident, value: &Expr, what: &str, errors: &mut Errors) -> Option<
 
 /// Checks a cron expression as `shedlock_core::Schedule::cron_in` will, with the same words.
 ///
-/// The check and its message are `shedlock-cron`'s.
-/// The prefix is the one of shedlock-core's schedule errors.
+/// The check and its message are `shedlock-cron`'s. The prefix is the one of shedlock-core's
+/// schedule errors.
 fn check_cron(lit: &LitStr, errors: &mut Errors) -> bool {
     schedule_check(lit, shedlock_cron::parse(&lit.value()), errors)
 }

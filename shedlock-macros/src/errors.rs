@@ -2,8 +2,7 @@
 
 use proc_macro2::{Span, TokenStream};
 
-/// The errors found so far.
-/// [`Errors::into_compile_error`] reports them all at once.
+/// The errors found so far. [`Errors::into_compile_error`] reports them all at once.
 #[derive(Default)]
 pub(crate) struct Errors {
     combined: Option<syn::Error>,
@@ -32,8 +31,7 @@ impl Errors {
         self.combined.is_none()
     }
 
-    /// The errors as `compile_error!` invocations.
-    /// It is empty if there are none.
+    /// The errors as `compile_error!` invocations. It is empty if there are none.
     pub(crate) fn into_compile_error(self) -> TokenStream {
         self.combined
             .map(syn::Error::into_compile_error)

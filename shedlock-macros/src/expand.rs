@@ -65,8 +65,8 @@ fn with_errors(mut tokens: TokenStream, errors: Errors) -> TokenStream {
 
 /// The function, with its body kept as tokens.
 ///
-/// The body is not parsed, which is faster.
-/// A syntax error in the body is then reported by rustc where it is, rather than by us.
+/// The body is not parsed, which is faster. A syntax error in the body is then reported by rustc
+/// where it is, rather than by us.
 struct LockedFn {
     outer_attrs: Vec<Attribute>,
     vis: Visibility,
@@ -142,8 +142,8 @@ fn check_signature(sig: &Signature, errors: &mut Errors) {
 
 /// Whether the job function can be generated.
 ///
-/// A function with a schedule is registered as a job, which a scheduler calls with nothing.
-/// So it takes no arguments and names no `self`.
+/// A function with a schedule is registered as a job, which a scheduler calls with nothing. So it
+/// takes no arguments and names no `self`.
 fn check_scheduled(sig: &Signature, args: &Args, errors: &mut Errors) -> bool {
     if args.schedule_span.is_none() {
         return false;
@@ -339,9 +339,8 @@ fn job_fn(
 
 /// `at_most`, a scheduled job's `at_least` and a plain run's `at_least`.
 ///
-/// `at_most` is an `Option<Duration>`.
-/// A scheduled job's `at_least` is a `Duration`, zero when unset.
-/// A plain run's is an `Option<Duration>`, where unset means the executor's default.
+/// `at_most` is an `Option<Duration>`. A scheduled job's `at_least` is a `Duration`, zero when
+/// unset. A plain run's is an `Option<Duration>`, where unset means the executor's default.
 fn durations(args: &Args) -> (TokenStream, TokenStream, TokenStream) {
     let at_most = match (&args.at_most, &args.at_most_expr) {
         (_, Some(expr)) => duration_expr(expr),
@@ -371,16 +370,15 @@ fn durations(args: &Args) -> (TokenStream, TokenStream, TokenStream) {
 
 /// `Some(expr)` for a duration given as an expression, such as `Duration::from_secs(..)`.
 ///
-/// It is spanned on the expression, so a value of the wrong type is reported there.
-/// `LockConfig` checks its range when the function is called.
+/// It is spanned on the expression, so a value of the wrong type is reported there. `LockConfig`
+/// checks its range when the function is called.
 fn duration_expr(expr: &syn::Expr) -> TokenStream {
     quote_spanned! {expr.span()=>
         ::core::option::Option::Some::<::core::time::Duration>(#expr)
     }
 }
 
-/// The duration expression itself, typed as a `Duration`.
-/// A scheduled job's `at_least` uses it.
+/// The duration expression itself, typed as a `Duration`. A scheduled job's `at_least` uses it.
 fn duration_value(expr: &syn::Expr) -> TokenStream {
     quote_spanned! {expr.span()=>
         {
@@ -392,8 +390,8 @@ fn duration_value(expr: &syn::Expr) -> TokenStream {
 
 /// A string argument: the literal, or the expression as a `&str`.
 ///
-/// The expression may be a `&str`, a `String` or a `Cow<str>`.
-/// It is spanned on the expression, so a value of the wrong type is reported there.
+/// The expression may be a `&str`, a `String` or a `Cow<str>`. It is spanned on the expression, so
+/// a value of the wrong type is reported there.
 fn string_value(value: &args::Value) -> TokenStream {
     match value {
         args::Value::Lit(text) => quote!(#text),
@@ -415,8 +413,8 @@ fn duration(value: Duration) -> TokenStream {
     }
 }
 
-/// `ty` with every `impl Trait` replaced by `_`, for a `let` type annotation.
-/// A `let` type annotation does not allow `impl Trait`.
+/// `ty` with every `impl Trait` replaced by `_`, for a `let` type annotation. A `let` type
+/// annotation does not allow `impl Trait`.
 fn erase_impl_trait(ty: &Type) -> Type {
     let mut ty = ty.clone();
     erase_in(&mut ty);

@@ -4,9 +4,8 @@ use syn::{Ident, LitStr};
 
 use crate::errors::Errors;
 
-/// `shedlock_core::provider::DEFAULT_MAX_NAME_LEN`.
-/// It is the longest lock name that Java ShedLock's table holds.
-/// The test `compile_time_limits_match_the_core` keeps the two in step.
+/// `shedlock_core::provider::DEFAULT_MAX_NAME_LEN`. It is the longest lock name that Java
+/// ShedLock's table holds. The test `compile_time_limits_match_the_core` keeps the two in step.
 pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// A piece of a name template.
@@ -20,13 +19,11 @@ enum Segment {
 
 /// Checks the name template `lit` against `params`, the arguments the function can format.
 ///
-/// Every problem is recorded in `errors`, on the literal.
-/// Returns whether the template is valid.
+/// Every problem is recorded in `errors`, on the literal. Returns whether the template is valid.
 ///
-/// A valid template is also a valid `format_args!` string.
-/// Its placeholders are all implicit captures of `params`.
-/// So the expansion passes the literal itself to `format_args!`.
-/// Rustc then reports a non-`Display` argument inside the literal.
+/// A valid template is also a valid `format_args!` string. Its placeholders are all implicit
+/// captures of `params`. So the expansion passes the literal itself to `format_args!`. Rustc then
+/// reports a non-`Display` argument inside the literal.
 pub(crate) fn check(lit: &LitStr, fn_name: &Ident, params: &[Ident], errors: &mut Errors) -> bool {
     let span = lit.span();
     let before = errors.len();

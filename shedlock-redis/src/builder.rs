@@ -22,8 +22,7 @@ use crate::provider::RedisLockProvider;
 /// The key prefix of every lock key unless configured: `shedlock:`.
 ///
 /// Java ShedLock's Redis provider uses `job-lock:`, with plain string values that are not our
-/// hashes.
-/// So the two never meet.
+/// hashes. So the two never meet.
 pub const DEFAULT_KEY_PREFIX: &str = "shedlock:";
 
 /// The longest key prefix accepted, in bytes.
@@ -34,9 +33,9 @@ const MAX_NAME_LEN_LIMIT: usize = 1024;
 
 /// Configures a [`RedisLockProvider`].
 ///
-/// Start from [`RedisLockProvider::builder`].
-/// Finish with [`connect`](Self::connect), which connects and checks the server.
-/// Or finish with [`build`](Self::build), which does no I/O: the first call connects.
+/// Start from [`RedisLockProvider::builder`]. Finish with [`connect`](Self::connect), which
+/// connects and checks the server. Or finish with [`build`](Self::build), which does no I/O: the
+/// first call connects.
 ///
 /// ```no_run
 /// # async fn example() -> shedlock_core::Result<()> {
@@ -86,18 +85,16 @@ impl RedisLockProviderBuilder {
 
     /// The prefix of every lock key. It defaults to [`DEFAULT_KEY_PREFIX`].
     ///
-    /// The key is the prefix followed by the lock name's UTF-8 bytes.
-    /// The prefix has 1 to 256 bytes, any bytes but NUL.
-    /// The history and definitions keys contain a NUL, so that no lock key is ever one of them.
+    /// The key is the prefix followed by the lock name's UTF-8 bytes. The prefix has 1 to 256
+    /// bytes, any bytes but NUL. The history and definitions keys contain a NUL, so that no lock
+    /// key is ever one of them.
     ///
-    /// Some providers share a Redis database with prefixes that are not prefixes of each other.
-    /// An example is `a:` and `b:`, but not `a:` and `a:b:`.
-    /// Such providers never see each other's locks.
-    /// Overlapping prefixes cannot mix up two locks either, because each record keeps its lock
-    /// name.
-    /// A provider that meets a key holding another name's record fails with
-    /// [`Error::is_invalid_config`].
-    /// It also leaves that key out of [`list`](shedlock_core::admin::LockAdmin::list).
+    /// Some providers share a Redis database with prefixes that are not prefixes of each other. An
+    /// example is `a:` and `b:`, but not `a:` and `a:b:`. Such providers never see each other's
+    /// locks. Overlapping prefixes cannot mix up two locks either, because each record keeps its
+    /// lock name. A provider that meets a key holding another name's record fails with
+    /// [`Error::is_invalid_config`]. It also leaves that key out of
+    /// [`list`](shedlock_core::admin::LockAdmin::list).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
@@ -106,9 +103,7 @@ impl RedisLockProviderBuilder {
     /// The longest lock name accepted, in characters, at most 1024.
     ///
     /// It defaults to [`DEFAULT_MAX_NAME_LEN`], 64, as in the SQL stores, so names move between
-    /// stores.
-    /// Redis itself would take much longer keys.
-    /// The limit keeps keys and listings sane.
+    /// stores. Redis itself would take much longer keys. The limit keeps keys and listings sane.
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
@@ -117,12 +112,10 @@ impl RedisLockProviderBuilder {
     /// How long one provider call may take, connecting included, before it fails with
     /// [`Error::is_timeout`].
     ///
-    /// It defaults to [`DEFAULT_CALL_TIMEOUT`], 5 s.
-    /// A call that timed out drops its connection, and the next call connects afresh.
-    /// So a black-holed connection never keeps failing calls.
-    /// A timed-out acquire may still have taken the lock.
-    /// The lock is then held until its `at_most` ends.
-    /// [`LockAdmin::list`](shedlock_core::admin::LockAdmin::list) makes several round trips.
+    /// It defaults to [`DEFAULT_CALL_TIMEOUT`], 5 s. A call that timed out drops its connection,
+    /// and the next call connects afresh. So a black-holed connection never keeps failing calls. A
+    /// timed-out acquire may still have taken the lock. The lock is then held until its `at_most`
+    /// ends. [`LockAdmin::list`](shedlock_core::admin::LockAdmin::list) makes several round trips.
     /// Each has this timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
@@ -132,10 +125,9 @@ impl RedisLockProviderBuilder {
     /// Keeps the history of runs.
     ///
     /// Each [`release_run`] also pushes the run onto a list per lock name (see [`history_key`]).
-    /// The same script trims the list to the newest `policy.keep` runs.
-    /// It also drops the runs that ended more than `policy.max_age` ago.
-    /// History is off by default.
-    /// Without it, `release_run` writes only the job state of the lock's hash and no history key.
+    /// The same script trims the list to the newest `policy.keep` runs. It also drops the runs that
+    /// ended more than `policy.max_age` ago. History is off by default. Without it, `release_run`
+    /// writes only the job state of the lock's hash and no history key.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -155,9 +147,8 @@ impl RedisLockProviderBuilder {
         self
     }
 
-    /// Trusts the CA certificates in this PEM file instead of the system's root certificates,
-    /// for a `rediss://` server whose certificate a private CA signed. Read by
-    /// [`build`](Self::build).
+    /// Trusts the CA certificates in this PEM file instead of the system's root certificates, for a
+    /// `rediss://` server whose certificate a private CA signed. Read by [`build`](Self::build).
     #[cfg(feature = "tls-rustls")]
     pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.tls.ca = Some(path.into());
@@ -184,8 +175,7 @@ impl RedisLockProviderBuilder {
     /// Logs in with this password, instead of the address's.
     ///
     /// Read it from a secret file or the environment, so that it appears in no URL, log or process
-    /// list.
-    /// `Debug` never shows it.
+    /// list. `Debug` never shows it.
     pub fn password(mut self, password: impl AsRef<str>) -> Self {
         self.server = self.server.map(|info| {
             let settings = info.redis_settings().clone().set_password(password);
@@ -275,8 +265,8 @@ impl RedisLockProviderBuilder {
 
     /// Checks the settings and returns the provider without talking to Redis.
     ///
-    /// The first call connects, within its `call_timeout`.
-    /// It skips [`connect`](Self::connect)'s eviction check.
+    /// The first call connects, within its `call_timeout`. It skips [`connect`](Self::connect)'s
+    /// eviction check.
     ///
     /// # Errors
     ///
@@ -296,18 +286,15 @@ impl RedisLockProviderBuilder {
 
     /// Checks the settings, connects and looks at the server's `maxmemory-policy`.
     ///
-    /// It connects with `PING`, within `call_timeout`.
-    /// An `allkeys-*` policy may evict lock keys under memory pressure.
-    /// That frees held locks and forgets recorded fires.
-    /// So it logs a `tracing` warning, with the target `shedlock_redis`.
-    /// A server may refuse `CONFIG GET`, as a managed Redis or an ACL does.
-    /// Such a server is not warned about, and a debug line says so.
+    /// It connects with `PING`, within `call_timeout`. An `allkeys-*` policy may evict lock keys
+    /// under memory pressure. That frees held locks and forgets recorded fires. So it logs a
+    /// `tracing` warning, with the target `shedlock_redis`. A server may refuse `CONFIG GET`, as a
+    /// managed Redis or an ACL does. Such a server is not warned about, and a debug line says so.
     ///
     /// # Errors
     ///
-    /// What [`build`](Self::build) refuses.
-    /// [`Error::is_backend`] or [`Error::is_timeout`] when the server cannot be reached or
-    /// refuses the connection, as with a wrong password.
+    /// What [`build`](Self::build) refuses. [`Error::is_backend`] or [`Error::is_timeout`] when the
+    /// server cannot be reached or refuses the connection, as with a wrong password.
     pub async fn connect(self) -> Result<RedisLockProvider> {
         let provider = self.build()?;
         provider.check_server().await?;

@@ -1,24 +1,20 @@
-//! Keys: a lock's key, its history key, the definitions key, and the `SCAN` pattern that finds
-//! lock keys.
+//! Keys: a lock's key, its history key, the definitions key, and the `SCAN` pattern that finds lock
+//! keys.
 //!
-//! A lock's key is the configured prefix followed by the lock name's UTF-8 bytes.
-//! Its history key is in the same Redis Cluster hash slot.
+//! A lock's key is the configured prefix followed by the lock name's UTF-8 bytes. Its history key
+//! is in the same Redis Cluster hash slot.
 //!
 //! Lock names never contain NUL, because [`validate_name`](shedlock_core::provider::validate_name)
-//! refuses it.
-//! Key prefixes never contain NUL either, because the builder refuses it.
-//! So no lock key contains a NUL byte.
-//! The history and definitions keys all do.
-//! So none of them is ever the key of a lock, whatever the prefixes of the providers sharing the
-//! database.
-//! Listing keeps only valid names, so it never takes one for a lock.
+//! refuses it. Key prefixes never contain NUL either, because the builder refuses it. So no lock
+//! key contains a NUL byte. The history and definitions keys all do. So none of them is ever the
+//! key of a lock, whatever the prefixes of the providers sharing the database. Listing keeps only
+//! valid names, so it never takes one for a lock.
 
 /// The key of lock `name` under `prefix`.
 ///
-/// Keys are binary-safe.
-/// So any name that [`validate_name`](shedlock_core::provider::validate_name) accepts is its own
-/// key, byte for byte.
-/// Such names may have unicode, new lines and glob characters.
+/// Keys are binary-safe. So any name that [`validate_name`](shedlock_core::provider::validate_name)
+/// accepts is its own key, byte for byte. Such names may have unicode, new lines and glob
+/// characters.
 pub(crate) fn lock_key(prefix: &str, name: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(prefix.len() + name.len());
     key.extend_from_slice(prefix.as_bytes());
@@ -43,11 +39,10 @@ const HISTORY_SUFFIX: &[u8] = b"\0history";
 ///
 /// - A lock key with a hash tag (`{…}`, as in a prefix `{jobs}:`): the lock key followed by
 ///   `\0history`, which keeps the tag.
-/// - A lock key without braces, as most are: `<lock key>\0history{<lock key>}`.
-///   Its tag is the whole lock key.
-/// - Any other lock key, with braces that form no tag: `<lock key>\0history{<t>}`.
-///   `t` has 2 or 3 bytes and no braces.
-///   It is found so that the key hashes to the lock key's slot.
+/// - A lock key without braces, as most are: `<lock key>\0history{<lock key>}`. Its tag is the
+///   whole lock key.
+/// - Any other lock key, with braces that form no tag: `<lock key>\0history{<t>}`. `t` has 2 or 3
+///   bytes and no braces. It is found so that the key hashes to the lock key's slot.
 pub(crate) fn history_key(lock_key: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 * lock_key.len() + HISTORY_SUFFIX.len() + 2);
     key.extend_from_slice(lock_key);
@@ -84,16 +79,15 @@ pub(crate) fn history_key(lock_key: &[u8]) -> Vec<u8> {
     key
 }
 
-/// The key of the published definitions under `prefix`: one hash for every provider of that
-/// prefix.
+/// The key of the published definitions under `prefix`: one hash for every provider of that prefix.
 pub(crate) fn definitions_key(prefix: &str) -> Vec<u8> {
     let mut key = prefix.as_bytes().to_vec();
     key.extend_from_slice(b"\0definitions");
     key
 }
 
-/// The hash tag of `key` as Redis Cluster reads it.
-/// It is the bytes between its first `{` and the first `}` after it, if there are any.
+/// The hash tag of `key` as Redis Cluster reads it. It is the bytes between its first `{` and the
+/// first `}` after it, if there are any.
 fn hash_tag(key: &[u8]) -> Option<&[u8]> {
     let open = key.iter().position(|&b| b == b'{')?;
     let rest = &key[open + 1..];
@@ -107,8 +101,8 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
     crc16(0, hash_tag(key).unwrap_or(key)) & 0x3fff
 }
 
-/// CRC16-CCITT of `bytes`, continuing from `crc`.
-/// It is the XMODEM variant: polynomial 0x1021, no reflection.
+/// CRC16-CCITT of `bytes`, continuing from `crc`. It is the XMODEM variant: polynomial 0x1021, no
+/// reflection.
 fn crc16(crc: u16, bytes: &[u8]) -> u16 {
     bytes.iter().fold(crc, |crc, &byte| {
         let mut crc = crc ^ (u16::from(byte) << 8);
@@ -123,8 +117,8 @@ fn crc16(crc: u16, bytes: &[u8]) -> u16 {
     })
 }
 
-/// The `SCAN MATCH` pattern of every key under `prefix`.
-/// It is the prefix with Redis's glob characters (`*`, `?`, `[`, `]`, `\`) escaped, then `*`.
+/// The `SCAN MATCH` pattern of every key under `prefix`. It is the prefix with Redis's glob
+/// characters (`*`, `?`, `[`, `]`, `\`) escaped, then `*`.
 pub(crate) fn scan_pattern(prefix: &str) -> Vec<u8> {
     let mut pattern = Vec::with_capacity(prefix.len() + 8);
     for &byte in prefix.as_bytes() {

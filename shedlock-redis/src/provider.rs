@@ -27,8 +27,8 @@ use crate::script;
 const SCAN_COUNT: usize = 500;
 
 /// A [`LockProvider`] (and [`LockAdmin`]) on Redis: one hash per lock, decided by one Lua script
-/// per operation with the server's clock (`TIME`). See the [crate docs](crate) for the
-/// guarantees and what a Redis without persistence, or a failover, means for them.
+/// per operation with the server's clock (`TIME`). See the [crate docs](crate) for the guarantees
+/// and what a Redis without persistence, or a failover, means for them.
 ///
 /// ```no_run
 /// # async fn example() -> shedlock_core::Result<()> {
@@ -46,8 +46,8 @@ const SCAN_COUNT: usize = 500;
 pub struct RedisLockProvider {
     connection: Connection,
     settings: Settings,
-    /// Whether the last history write failed.
-    /// A failure is logged once, until a write succeeds again.
+    /// Whether the last history write failed. A failure is logged once, until a write succeeds
+    /// again.
     history_failing: AtomicBool,
 }
 
@@ -62,9 +62,8 @@ impl RedisLockProvider {
 
     /// A builder for the server at `server`.
     ///
-    /// `server` is `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path`,
-    /// or a [`redis::ConnectionInfo`].
-    /// `rediss://…` needs a TLS feature of the `redis` crate.
+    /// `server` is `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path`, or a
+    /// [`redis::ConnectionInfo`]. `rediss://…` needs a TLS feature of the `redis` crate.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -83,9 +82,8 @@ impl RedisLockProvider {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for a malformed address.
-    /// [`Error::is_backend`] or [`Error::is_timeout`] for a server that cannot be reached within 5
-    /// s.
+    /// [`Error::is_invalid_config`] for a malformed address. [`Error::is_backend`] or
+    /// [`Error::is_timeout`] for a server that cannot be reached within 5 s.
     pub async fn connect(server: impl redis::IntoConnectionInfo) -> Result<Self> {
         Self::builder(server).connect().await
     }
@@ -98,8 +96,8 @@ impl RedisLockProvider {
 
     /// The Redis key of lock `name`, for operators.
     ///
-    /// The key is the prefix followed by the name's UTF-8 bytes.
-    /// `redis-cli HGETALL` shows the record.
+    /// The key is the prefix followed by the name's UTF-8 bytes. `redis-cli HGETALL` shows the
+    /// record.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -114,10 +112,9 @@ impl RedisLockProvider {
 
     /// The Redis key of the run history of lock `name`, for operators.
     ///
-    /// The history is a list, newest run first, and each run is a JSON object.
-    /// `redis-cli LRANGE` shows it.
-    /// It is in the same Redis Cluster hash slot as [`key`](Self::key).
-    /// It contains a NUL byte, so it is never a lock's key.
+    /// The history is a list, newest run first, and each run is a JSON object. `redis-cli LRANGE`
+    /// shows it. It is in the same Redis Cluster hash slot as [`key`](Self::key). It contains a NUL
+    /// byte, so it is never a lock's key.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -130,8 +127,8 @@ impl RedisLockProvider {
         history_key(&self.key(name))
     }
 
-    /// The Redis key of the job definitions replicas published: one hash per key prefix, the
-    /// prefix followed by `\0definitions`.
+    /// The Redis key of the job definitions replicas published: one hash per key prefix, the prefix
+    /// followed by `\0definitions`.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -204,8 +201,8 @@ impl RedisLockProvider {
             .await
     }
 
-    /// Runs `script` with `keys`, and with `first` then `args` as `ARGV`.
-    /// It is one `EVALSHA`, as in [`eval`](Self::eval).
+    /// Runs `script` with `keys`, and with `first` then `args` as `ARGV`. It is one `EVALSHA`, as
+    /// in [`eval`](Self::eval).
     #[allow(clippy::too_many_arguments)]
     async fn invoke(
         &self,
@@ -285,8 +282,8 @@ impl RedisLockProvider {
         })
     }
 
-    /// Runs the extend or release `script` for `record`'s acquisition.
-    /// `ARGV` is `name, owner, token, duration µs`.
+    /// Runs the extend or release `script` for `record`'s acquisition. `ARGV` is `name, owner,
+    /// token, duration µs`.
     async fn on_record(
         &self,
         op: &'static str,
@@ -334,13 +331,11 @@ struct Read {
 impl LockProvider for RedisLockProvider {
     /// One `EVALSHA`.
     ///
-    /// It is not repeated after a dropped connection.
-    /// Redis-rs cannot tell a request that never left from one whose reply was lost after the
-    /// script ran.
-    /// A repeat of one that ran would find the lock held by this very call and answer `Ok(None)`.
-    /// The call fails instead, with an error saying the reply was lost.
-    /// The lock may then be held by this owner until `at_most`.
-    /// A refused reconnection sent nothing, so it is retried.
+    /// It is not repeated after a dropped connection. Redis-rs cannot tell a request that never
+    /// left from one whose reply was lost after the script ran. A repeat of one that ran would find
+    /// the lock held by this very call and answer `Ok(None)`. The call fails instead, with an error
+    /// saying the reply was lost. The lock may then be held by this owner until `at_most`. A
+    /// refused reconnection sent nothing, so it is retried.
     async fn acquire(
         &self,
         name: &str,
@@ -403,11 +398,10 @@ impl LockProvider for RedisLockProvider {
 
     /// One `EVALSHA` that decides with the server's `TIME`, in `FireClaim`'s order.
     ///
-    /// It writes only when it claims.
-    /// A claim that did not win carries the record as the script read it, as `holder`.
-    /// The recorded fire lives in the lock's hash, as `last_fire`.
-    /// No release, expiry or unlock removes it.
-    /// It is not repeated after a dropped connection (see `acquire`).
+    /// It writes only when it claims. A claim that did not win carries the record as the script
+    /// read it, as `holder`. The recorded fire lives in the lock's hash, as `last_fire`. No
+    /// release, expiry or unlock removes it. It is not repeated after a dropped connection (see
+    /// `acquire`).
     async fn claim_fire(
         &self,
         name: &str,
@@ -456,15 +450,13 @@ impl LockProvider for RedisLockProvider {
 
     /// One `EVALSHA`, as [`release`](Self::release), with the same guard.
     ///
-    /// Nothing is written when the lock is no longer this acquisition's.
-    /// The script also sets the job state fields of the lock's hash, by the server's clock.
-    /// With [`history`](RedisLockProviderBuilder::history) on, the same script also pushes the
-    /// run onto the lock's history list and prunes it.
-    /// A history that cannot be written never fails the release.
-    /// That happens when the key holds another type or the server is out of memory.
-    /// The failure is logged once, until a write succeeds again.
-    /// The call is sent again after a dropped connection.
-    /// A run already recorded for the acquisition's token is not recorded twice.
+    /// Nothing is written when the lock is no longer this acquisition's. The script also sets the
+    /// job state fields of the lock's hash, by the server's clock. With
+    /// [`history`](RedisLockProviderBuilder::history) on, the same script also pushes the run onto
+    /// the lock's history list and prunes it. A history that cannot be written never fails the
+    /// release. That happens when the key holds another type or the server is out of memory. The
+    /// failure is logged once, until a write succeeds again. The call is sent again after a dropped
+    /// connection. A run already recorded for the acquisition's token is not recorded twice.
     async fn release_run(
         &self,
         record: &LockRecord,
@@ -521,10 +513,9 @@ impl LockProvider for RedisLockProvider {
 
     /// One `EVALSHA` on the definitions hash (see [`definitions_key`](Self::definitions_key)).
     ///
-    /// It removes every expired entry, of any replica.
-    /// It then writes one entry per definition under the field
-    /// `<job's length in bytes>:<job>\0<replica>`.
-    /// Each entry is a JSON object with `published` and `expires` in µs, by the server's clock.
+    /// It removes every expired entry, of any replica. It then writes one entry per definition
+    /// under the field `<job's length in bytes>:<job>\0<replica>`. Each entry is a JSON object with
+    /// `published` and `expires` in µs, by the server's clock.
     ///
     /// # Errors
     ///
@@ -574,11 +565,10 @@ impl LockProvider for RedisLockProvider {
 impl LockAdmin for RedisLockProvider {
     /// `SCAN`s the key prefix and reads each lock with the server's `TIME`.
     ///
-    /// The scan looks at hashes only, with the glob characters of the prefix escaped.
-    /// Each `SCAN` step costs one pipelined round trip.
-    /// Each round trip has the call timeout.
-    /// Keys under the prefix that do not hold a lock record of their own name are left out.
-    /// Such keys are another program's hash, or a provider's with an overlapping prefix.
+    /// The scan looks at hashes only, with the glob characters of the prefix escaped. Each `SCAN`
+    /// step costs one pipelined round trip. Each round trip has the call timeout. Keys under the
+    /// prefix that do not hold a lock record of their own name are left out. Such keys are another
+    /// program's hash, or a provider's with an overlapping prefix.
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let prefix = &self.settings.key_prefix;
         let pattern = scan_pattern(prefix);
@@ -646,8 +636,8 @@ impl LockAdmin for RedisLockProvider {
 
     /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else.
     ///
-    /// It frees it only if the record still has `expected`'s owner, `locked_at` and token.
-    /// The lock must also be held by the server's clock.
+    /// It frees it only if the record still has `expected`'s owner, `locked_at` and token. The lock
+    /// must also be held by the server's clock.
     async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
         let name = expected.name();
         self.check_name(name)?;
@@ -702,9 +692,8 @@ impl LockAdmin for RedisLockProvider {
         Ok(None)
     }
 
-    /// One `EVALSHA`, read-only: the entries of the definitions hash whose `expires` is after
-    /// the server's now, sorted by job, then replica. An entry that is not such JSON is left
-    /// out.
+    /// One `EVALSHA`, read-only: the entries of the definitions hash whose `expires` is after the
+    /// server's now, sorted by job, then replica. An entry that is not such JSON is left out.
     async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
         let op = "definitions";
         let reply = self
@@ -732,11 +721,11 @@ impl LockAdmin for RedisLockProvider {
         Ok(entries)
     }
 
-    /// One `LRANGE` of the lock's history list, newest first
-    /// (see [`history_key`](RedisLockProvider::history_key)).
+    /// One `LRANGE` of the lock's history list, newest first (see
+    /// [`history_key`](RedisLockProvider::history_key)).
     ///
-    /// It reads what exists, whether or not this provider writes history.
-    /// An entry that is not a run's JSON is left out.
+    /// It reads what exists, whether or not this provider writes history. An entry that is not a
+    /// run's JSON is left out.
     async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
         self.check_name(lock_name)?;
         if limit == 0 {
@@ -809,9 +798,9 @@ impl fmt::Debug for RedisLockProvider {
     }
 }
 
-/// The field of `job`'s definition by `replica` in the definitions hash: the job's length in
-/// bytes, `:`, the job, NUL, the replica. The length makes the job part unambiguous, so the
-/// fields of one job are exactly those starting with `<length>:<job>\0`.
+/// The field of `job`'s definition by `replica` in the definitions hash: the job's length in bytes,
+/// `:`, the job, NUL, the replica. The length makes the job part unambiguous, so the fields of one
+/// job are exactly those starting with `<length>:<job>\0`.
 fn definition_field(job: &str, replica: &str) -> Vec<u8> {
     format!("{}:{job}\0{replica}", job.len()).into_bytes()
 }
@@ -846,8 +835,7 @@ fn check_owner(owner: &str) -> Result<()> {
     Ok(())
 }
 
-/// `d` in whole microseconds, rounded up.
-/// So a lock is never shorter than asked.
+/// `d` in whole microseconds, rounded up. So a lock is never shorter than asked.
 fn micros_ceil(d: Duration) -> i64 {
     i64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(i64::MAX)
 }
@@ -931,8 +919,8 @@ impl<'a> Reply<'a> {
         }
     }
 
-    /// The record in a fire claim's reply that did not claim: `{case, now, lock_until,
-    /// locked_at, locked_by, token, …}`.
+    /// The record in a fire claim's reply that did not claim: `{case, now, lock_until, locked_at,
+    /// locked_by, token, …}`.
     fn holder(&self, name: &str) -> Result<LockRecord> {
         Ok(
             LockRecord::new(name, self.text(4)?, self.time(3)?, self.time(2)?)
@@ -940,8 +928,8 @@ impl<'a> Reply<'a> {
         )
     }
 
-    /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire}` with `skip` extra
-    /// items after `now`.
+    /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire}` with `skip` extra items
+    /// after `now`.
     fn entry(&self, name: &str, skip: usize) -> Result<LockEntry> {
         let at = |i: usize| 1 + skip + i;
         let record = LockRecord::new(

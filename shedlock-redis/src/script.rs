@@ -1,9 +1,8 @@
 //! The Lua scripts, one per operation.
 //!
-//! Each script works on one key, and Redis Cluster routes it by that key.
-//! [`RELEASE_RUN`] with history also writes the lock's history list, which is in the same hash
-//! slot.
-//! Each script reads the server's `TIME` in the same atomic step that decides.
+//! Each script works on one key, and Redis Cluster routes it by that key. [`RELEASE_RUN`] with
+//! history also writes the lock's history list, which is in the same hash slot. Each script reads
+//! the server's `TIME` in the same atomic step that decides.
 //!
 //! A lock is one hash with these fields:
 //!
@@ -13,10 +12,9 @@
 //!   epoch, by the server's clock, written as decimal text.
 //! - `locked_by`.
 //!
-//! The key has no TTL: expiry is `lock_until` against `TIME`.
-//! So a late release or extend still finds the record and acts as the contract says.
-//! And `last_fire` outlives every lock.
-//! A script that decides not to act writes nothing.
+//! The key has no TTL: expiry is `lock_until` against `TIME`. So a late release or extend still
+//! finds the record and acts as the contract says. And `last_fire` outlives every lock. A script
+//! that decides not to act writes nothing.
 //!
 //! [`RELEASE_RUN`] keeps the job state in the same hash, in these fields:
 //!
@@ -25,13 +23,12 @@
 //! - `last_run_outcome`: `succeeded`, `failed`, `panicked` or `cancelled`.
 //! - `last_run_error`: the failed run's error text, empty after other outcomes.
 //! - `consecutive_failures`.
-//! - `last_run_token`: the fencing token of the acquisition whose run was recorded.
-//!   So a release sent again records nothing twice.
+//! - `last_run_token`: the fencing token of the acquisition whose run was recorded. So a release
+//!   sent again records nothing twice.
 //!
-//! Lua numbers are doubles.
-//! Every value here is µs since 1970, well below 2^53 until the year 2255, so it is exact.
-//! Values are written with `%.0f`.
-//! Lua's default number format is never used, because it would switch to exponent notation.
+//! Lua numbers are doubles. Every value here is µs since 1970, well below 2^53 until the year 2255,
+//! so it is exact. Values are written with `%.0f`. Lua's default number format is never used,
+//! because it would switch to exponent notation.
 
 use std::sync::LazyLock;
 
@@ -39,11 +36,10 @@ use redis::Script;
 
 /// Helpers every script starts with.
 ///
-/// `fields(...)` reads the record's `name` and the fields asked for.
-/// Beside them it returns an error reply for a key that holds another lock's record.
-/// That happens with overlapping prefixes.
-/// It also returns one for a hash that is not a lock record.
-/// Each script returns that error at once.
+/// `fields(...)` reads the record's `name` and the fields asked for. Beside them it returns an
+/// error reply for a key that holds another lock's record. That happens with overlapping prefixes.
+/// It also returns one for a hash that is not a lock record. Each script returns that error at
+/// once.
 macro_rules! prelude {
     () => {
         r"
@@ -95,8 +91,8 @@ return {now, lock_until, token}
     ))
 });
 
-/// `ARGV = name, owner, token, at_most µs` → the new `lock_until`, or nil.
-/// Nil means the lock is not this acquisition's, or has expired.
+/// `ARGV = name, owner, token, at_most µs` → the new `lock_until`, or nil. Nil means the lock is
+/// not this acquisition's, or has expired.
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -115,8 +111,8 @@ return lock_until
     ))
 });
 
-/// `ARGV = name, owner, token, at_least µs` → 1 when released.
-/// 0 when the lock is not this acquisition's.
+/// `ARGV = name, owner, token, at_least µs` → 1 when released. 0 when the lock is not this
+/// acquisition's.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -133,13 +129,11 @@ return 1
 
 /// `STATE` and `state_at`.
 ///
-/// `STATE` is the job state fields of a lock's hash.
-/// The same `HMGET` reads them as the lock's fields.
-/// `state_at(v, i)` is those values of `v` from index `i` on.
-/// The readers return them after `last_fire`, in this order: `last_run_fire, last_run_runner,
-/// last_run_started, last_run_ended, last_run_outcome, last_run_error, last_success,
-/// consecutive_failures`.
-/// Each is `false`, a nil reply, when missing or not a number where one is expected.
+/// `STATE` is the job state fields of a lock's hash. The same `HMGET` reads them as the lock's
+/// fields. `state_at(v, i)` is those values of `v` from index `i` on. The readers return them after
+/// `last_fire`, in this order: `last_run_fire, last_run_runner, last_run_started, last_run_ended,
+/// last_run_outcome, last_run_error, last_success, consecutive_failures`. Each is `false`, a nil
+/// reply, when missing or not a number where one is expected.
 macro_rules! state {
     () => {
         r"
@@ -154,8 +148,8 @@ end
     };
 }
 
-/// `ARGV = name` → `{now}` (no record) or `{now, lock_until, locked_at, locked_by, token,
-/// last_fire or nil, <the job state: see state!>}`. Read-only.
+/// `ARGV = name` → `{now}` (no record) or `{now, lock_until, locked_at, locked_by, token, last_fire
+/// or nil, <the job state: see state!>}`. Read-only.
 pub(crate) static READ: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -171,32 +165,26 @@ return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at
     ))
 });
 
-/// `KEYS = lock key [, history key]`,
-/// `ARGV = name, owner, token, at_least µs, fire µs, outcome kind, error text, keep,
-/// max_age µs or -1`.
+/// `KEYS = lock key [, history key]`, `ARGV = name, owner, token, at_least µs, fire µs, outcome
+/// kind, error text, keep, max_age µs or -1`.
 ///
-/// It answers `{0}` when the lock is not this acquisition's, and then writes nothing.
-/// Otherwise it answers `{1, history}`.
-/// It then released the lock as [`RELEASE`] does and recorded the run in the same step.
-/// The job state fields are set per `JobState::after`:
+/// It answers `{0}` when the lock is not this acquisition's, and then writes nothing. Otherwise it
+/// answers `{1, history}`. It then released the lock as [`RELEASE`] does and recorded the run in
+/// the same step. The job state fields are set per `JobState::after`:
 ///
 /// - succeeded: `consecutive_failures` 0 and `last_success` now.
 /// - failed or panicked: `consecutive_failures` + 1.
 /// - cancelled: neither.
 ///
-/// A run already recorded for this token is not recorded twice.
-/// That is the same release sent again after a lost reply.
+/// A run already recorded for this token is not recorded twice. That is the same release sent again
+/// after a lost reply.
 ///
-/// With a history key, the run is also pushed as JSON at the head of that list, newest first.
-/// The JSON has `fire`, `runner`, `started`, `ended` in µs, `outcome`, and `error` for a failed
-/// run.
-/// The list is trimmed to `keep` entries.
-/// Entries that ended before `now - max_age` are popped from its tail.
-/// Entries there that are not such JSON are popped too.
-/// All of that runs under `pcall`.
-/// So a history that cannot be written never fails the release.
-/// A key of another type or a lack of memory can cause that.
-/// `history` is then the error's text, and `false` otherwise.
+/// With a history key, the run is also pushed as JSON at the head of that list, newest first. The
+/// JSON has `fire`, `runner`, `started`, `ended` in µs, `outcome`, and `error` for a failed run.
+/// The list is trimmed to `keep` entries. Entries that ended before `now - max_age` are popped from
+/// its tail. Entries there that are not such JSON are popped too. All of that runs under `pcall`.
+/// So a history that cannot be written never fails the release. A key of another type or a lack of
+/// memory can cause that. `history` is then the error's text, and `false` otherwise.
 pub(crate) static RELEASE_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -265,10 +253,8 @@ return {1, tostring(err)}
 /// - `{3, now, lock_until, locked_at, locked_by, token, recorded}`: claimed elsewhere.
 /// - `{4, now, lock_until, locked_at, locked_by, token}`: held.
 ///
-/// The fields are the record as the script read it.
-/// A missing field is `false`, a nil reply.
-/// The cases are checked in `FireClaim`'s documented order.
-/// Only a claim writes.
+/// The fields are the record as the script read it. A missing field is `false`, a nil reply. The
+/// cases are checked in `FireClaim`'s documented order. Only a claim writes.
 pub(crate) static CLAIM_FIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -295,8 +281,8 @@ return {0, now, lock_until, token}
     ))
 });
 
-/// `ARGV = name, owner, locked_at µs, token` → 1 when freed.
-/// 0 when the lock is not exactly that acquisition, or not held.
+/// `ARGV = name, owner, locked_at µs, token` → 1 when freed. 0 when the lock is not exactly that
+/// acquisition, or not held.
 pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -315,8 +301,8 @@ return 1
     ))
 });
 
-/// `ARGV = name` → the record it freed, as [`READ`] returns it.
-/// Nil when there is no record, or the lock is not held.
+/// `ARGV = name` → the record it freed, as [`READ`] returns it. Nil when there is no record, or the
+/// lock is not held.
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -338,8 +324,7 @@ return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_a
 ///
 /// It answers `{now}` or `{now, name, lock_until, locked_at, locked_by, token, last_fire or nil,
 /// <the job state: see state!>}`.
-/// `name` is nil when the hash has none.
-/// The script is read-only.
+/// `name` is nil when the hash has none. The script is read-only.
 pub(crate) const LIST_READ: &str = concat!(
     state!(),
     r"
@@ -354,15 +339,13 @@ return {now, v[1], tonumber(v[2]), tonumber(v[3]), v[4], tonumber(v[5]), tonumbe
 "
 );
 
-/// `KEYS[1]` = the definitions hash,
-/// `ARGV = ttl µs, replica, version, then per definition: field, job, lock_name, spec`.
+/// `KEYS[1]` = the definitions hash, `ARGV = ttl µs, replica, version, then per definition: field,
+/// job, lock_name, spec`.
 ///
-/// It answers the number of expired entries removed.
-/// It removes every entry whose `expires` is not after now, of any replica.
-/// It also removes a value that is not such JSON.
-/// It then writes each definition as JSON under its field.
-/// The JSON has `job`, `lock_name`, `spec`, `replica` and `version`.
-/// It also has `published` = now and `expires` = now + ttl, in µs.
+/// It answers the number of expired entries removed. It removes every entry whose `expires` is not
+/// after now, of any replica. It also removes a value that is not such JSON. It then writes each
+/// definition as JSON under its field. The JSON has `job`, `lock_name`, `spec`, `replica` and
+/// `version`. It also has `published` = now and `expires` = now + ttl, in µs.
 pub(crate) static PUBLISH_DEFINITIONS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -409,8 +392,8 @@ return out
     )
 });
 
-/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job.
-/// It answers how many entries it removed, those whose fields start with the prefix.
+/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job. It answers how many
+/// entries it removed, those whose fields start with the prefix.
 pub(crate) static FORGET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"

@@ -1,14 +1,13 @@
 //! Helpers for tests that need a real Redis, behind the feature `testing`.
 //!
-//! They say where the server is and what to do when there is none.
-//! They give tests key prefixes of their own, so tests can share a server.
+//! They say where the server is and what to do when there is none. They give tests key prefixes of
+//! their own, so tests can share a server.
 //!
-//! Tests read the server's URL from [`REDIS_URL_ENV`] (`SHEDLOCK_REDIS_URL`).
-//! Without it, [`redis_url`] prints a skip notice and returns `None`.
-//! The test can then return early and pass.
-//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, it panics instead.
-//! So a missing server fails the run rather than skipping it silently.
-//! Tests never flush a shared server: each uses its own [`unique_prefix`].
+//! Tests read the server's URL from [`REDIS_URL_ENV`] (`SHEDLOCK_REDIS_URL`). Without it,
+//! [`redis_url`] prints a skip notice and returns `None`. The test can then return early and pass.
+//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, it panics instead. So a missing server fails the
+//! run rather than skipping it silently. Tests never flush a shared server: each uses its own
+//! [`unique_prefix`].
 //!
 //! ```
 //! use shedlock_redis::{RedisLockProvider, testing};
@@ -36,8 +35,7 @@ pub const REQUIRE_DB_ENV: &str = "SHEDLOCK_REQUIRE_DB";
 
 const EXAMPLE: &str = "redis://127.0.0.1:6379";
 
-/// The Redis URL for a test: [`REDIS_URL_ENV`] if set, else `None` after printing a skip
-/// notice.
+/// The Redis URL for a test: [`REDIS_URL_ENV`] if set, else `None` after printing a skip notice.
 ///
 /// # Panics
 ///
@@ -72,8 +70,8 @@ pub fn db_required() -> bool {
     std::env::var(REQUIRE_DB_ENV).is_ok_and(|v| v.trim() == "1")
 }
 
-/// A key prefix of its own for one test: `shedlock-test:{label}:` plus the process id, a
-/// counter and random bits, ending in `:`.
+/// A key prefix of its own for one test: `shedlock-test:{label}:` plus the process id, a counter
+/// and random bits, ending in `:`.
 ///
 /// ```
 /// let a = shedlock_redis::testing::unique_prefix("t");

@@ -83,9 +83,9 @@ fn private_key(path: &Path) -> Result<Vec<u8>> {
 
 /// The `redis` crate builds its TLS configuration with rustls' process-wide crypto provider.
 ///
-/// Rustls picks that provider by itself only when exactly one is compiled in.
-/// An application that also enables aws-lc-rs would make every `rediss://` connection fail.
-/// So this crate's ring is installed as that default, unless the application installed one.
+/// Rustls picks that provider by itself only when exactly one is compiled in. An application that
+/// also enables aws-lc-rs would make every `rediss://` connection fail. So this crate's ring is
+/// installed as that default, unless the application installed one.
 pub(crate) fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race to another installer is fine: a provider is installed either way.

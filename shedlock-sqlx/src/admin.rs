@@ -1,30 +1,24 @@
 //! [`LockAdmin`] for the SQL providers.
 //!
 //! It lists every row with the database's now and frees one acquisition in one conditional
-//! `UPDATE`.
-//! It also has the DDL and create-table.
+//! `UPDATE`. It also has the DDL and create-table.
 //!
-//! It is written once over the [`Dialect`].
-//! The statements ([`statements`]) take its spelling: its now, its session pin and hint, its
-//! typed `NULL`s and its parameters.
-//! The rows are read with its time readers.
-//! Whether the table has the `last_fire` column comes from the table layout the provider
-//! detected once ([`Schema::has_last_fire`]).
-//! The calls themselves, `Provider::admin_list` and `Provider::admin_unlock`, are in the
-//! provider's impl, under the bounds it already states.
+//! It is written once over the [`Dialect`]. The statements ([`statements`]) take its spelling: its
+//! now, its session pin and hint, its typed `NULL`s and its parameters. The rows are read with its
+//! time readers. Whether the table has the `last_fire` column comes from the table layout the
+//! provider detected once ([`Schema::has_last_fire`]). The calls themselves, `Provider::admin_list`
+//! and `Provider::admin_unlock`, are in the provider's impl, under the bounds it already states.
 //!
-//! Freeing sets `lock_until` to the database's now and nothing else.
-//! The holder, `locked_at`, the token and the recorded fire (`last_fire`) stay.
-//! So freeing never re-runs a fire.
-//! The `last_fire` column is read when the table has it.
-//! It is reported absent when the table does not have it, as in Java ShedLock's table.
+//! Freeing sets `lock_until` to the database's now and nothing else. The holder, `locked_at`, the
+//! token and the recorded fire (`last_fire`) stay. So freeing never re-runs a fire. The `last_fire`
+//! column is read when the table has it. It is reported absent when the table does not have it, as
+//! in Java ShedLock's table.
 //!
-//! The job state columns are `last_run_*`, `last_success` and `consecutive_failures`.
-//! They are read the same way, where the table has all of them ([`Schema::has_job_state`]).
-//! They are read into [`LockEntry::with_state`].
-//! `missing_ddl` reads the table's columns anew.
-//! It returns the `ALTER TABLE` statements for what the table lacks ([`missing_columns_ddl`]).
-//! For a missing table, it returns the whole DDL.
+//! The job state columns are `last_run_*`, `last_success` and `consecutive_failures`. They are read
+//! the same way, where the table has all of them ([`Schema::has_job_state`]). They are read into
+//! [`LockEntry::with_state`]. `missing_ddl` reads the table's columns anew. It returns the `ALTER
+//! TABLE` statements for what the table lacks ([`missing_columns_ddl`]). For a missing table, it
+//! returns the whole DDL.
 
 use shedlock_core::{
     Result,
@@ -44,13 +38,13 @@ pub(crate) struct Statements {
     /// Every row: name, `locked_by`, `locked_at`, `lock_until`, token, `last_fire` and the
     /// database's now.
     ///
-    /// Where the table has them, the [`STATE_COLUMNS`] follow.
-    /// `consecutive_failures` is read as a 64-bit integer.
+    /// Where the table has them, the [`STATE_COLUMNS`] follow. `consecutive_failures` is read as a
+    /// 64-bit integer.
     pub(crate) list: String,
     /// The same for one name (parameter 1).
     pub(crate) entry: String,
-    /// Frees the lock if it is still held.
-    /// The parameters are 1 name, 2 owner, 3 `locked_at`[, 4 token].
+    /// Frees the lock if it is still held. The parameters are 1 name, 2 owner, 3 `locked_at`[, 4
+    /// token].
     pub(crate) unlock: String,
 }
 
@@ -135,9 +129,9 @@ where
 
 /// The job state in a row's columns `first..first + 8`, in the [`STATE_COLUMNS`]' order.
 ///
-/// The last run is `None` until one was recorded.
-/// It is also `None` for an outcome this version does not know.
-/// It is also `None` for a run with a `NULL` among its columns, written by another program.
+/// The last run is `None` until one was recorded. It is also `None` for an outcome this version
+/// does not know. It is also `None` for a run with a `NULL` among its columns, written by another
+/// program.
 fn job_state<D: Dialect>(row: &D::Row, first: usize, map: &Map<'_>) -> Result<JobState>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
@@ -166,12 +160,10 @@ where
 
 /// The statements that give `settings`' table what its columns `columns` lack.
 ///
-/// `columns` are as the database describes them.
-/// What may be missing is the `last_fire` column and the job state columns.
-/// Each gets its own `ALTER TABLE`.
-/// For the default names, these are the migrations `0002_last_fire.sql` and `0003_job_state.sql`.
-/// The list is empty when nothing is missing.
-/// Other parts, with tables of their own, append theirs to the list.
+/// `columns` are as the database describes them. What may be missing is the `last_fire` column and
+/// the job state columns. Each gets its own `ALTER TABLE`. For the default names, these are the
+/// migrations `0002_last_fire.sql` and `0003_job_state.sql`. The list is empty when nothing is
+/// missing. Other parts, with tables of their own, append theirs to the list.
 pub(crate) fn missing_columns_ddl<D: Dialect>(
     settings: &Settings,
     columns: &[D::TableColumn],
@@ -235,9 +227,8 @@ macro_rules! admin {
 
             /// The lock table's missing columns, or its whole DDL.
             ///
-            /// Then come the definitions and history tables that are missing.
-            /// Each of those statements is on one line.
-            /// Each statement ends in `;`.
+            /// Then come the definitions and history tables that are missing. Each of those
+            /// statements is on one line. Each statement ends in `;`.
             async fn missing_ddl(&self) -> shedlock_core::Result<Option<String>> {
                 let lock_table = self.generic().admin_missing_ddl().await?;
                 let job_tables =

@@ -1,8 +1,8 @@
 //! sqlx's errors as the causes of ours.
 //!
-//! A Postgres server error's text, as sqlx writes it, ends in ` at line 948`.
-//! That is the line of the server's own source that raised it, which tells a user nothing.
-//! Our messages and our errors' sources leave it out.
+//! A Postgres server error's text, as sqlx writes it, ends in ` at line 948`. That is the line of
+//! the server's own source that raised it, which tells a user nothing. Our messages and our errors'
+//! sources leave it out.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -17,9 +17,8 @@ pub(crate) fn text(error: &sqlx::Error) -> String {
 
 /// `error` as the source of one of our errors.
 ///
-/// It is sqlx's error itself.
-/// For a Postgres server error, it is a [`ServerError`] that reads like it without the server's
-/// source line.
+/// It is sqlx's error itself. For a Postgres server error, it is a [`ServerError`] that reads like
+/// it without the server's source line.
 pub(crate) fn source(error: sqlx::Error) -> Box<dyn StdError + Send + Sync> {
     match server_message(&error) {
         Some(message) => Box::new(ServerError {
@@ -48,8 +47,8 @@ fn server_message(error: &sqlx::Error) -> Option<String> {
 
 /// A Postgres server error: sqlx's, written without the server's source line.
 ///
-/// It has no source of its own, because sqlx's would repeat the message with the line.
-/// `Debug` shows sqlx's error.
+/// It has no source of its own, because sqlx's would repeat the message with the line. `Debug`
+/// shows sqlx's error.
 struct ServerError {
     text: String,
     error: sqlx::Error,

@@ -1,8 +1,7 @@
 //! What a URL cannot carry, given to a provider's builder.
 //!
-//! These are TLS files, a CA to trust and a client certificate.
-//! They are also credentials, a user and a password read from a secret.
-//! Each dialect applies them to the parsed connect options
+//! These are TLS files, a CA to trust and a client certificate. They are also credentials, a user
+//! and a password read from a secret. Each dialect applies them to the parsed connect options
 //! ([`Dialect::connect_settings`](crate::dialect::Dialect)).
 
 use std::fmt;
@@ -10,8 +9,7 @@ use std::path::{Path, PathBuf};
 
 use shedlock_core::{Error, Result};
 
-/// The builder's TLS files and credentials.
-/// They are empty by default.
+/// The builder's TLS files and credentials. They are empty by default.
 #[derive(Clone, Default)]
 pub(crate) struct ConnectSettings {
     pub(crate) ca: Option<PathBuf>,
@@ -60,8 +58,7 @@ impl ConnectSettings {
     }
 }
 
-/// Whether the file at `path` can be read.
-/// The error names it as `what`.
+/// Whether the file at `path` can be read. The error names it as `what`.
 pub(crate) fn readable(path: &Path, what: &str) -> Result<()> {
     std::fs::File::open(path).map(drop).map_err(|e| {
         Error::invalid_config(format!("cannot read the {what} {}: {e}", path.display()))

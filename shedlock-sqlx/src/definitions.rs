@@ -4,12 +4,11 @@
 //! ([`LockProvider::publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)).
 //! It lists the entries that have not expired, and forgets a job.
 //!
-//! A publish is one statement on Postgres, in one round trip.
-//! It deletes the expired entries and upserts every entry from arrays.
-//! Elsewhere a publish is one transaction: `BEGIN`, the `DELETE` of the expired entries, one
-//! multi-row upsert per 100 entries, and `COMMIT`.
-//! That is four round trips for up to 100 jobs.
-//! Times are the database's: `published` is its now, and `expires` its now plus the ttl.
+//! A publish is one statement on Postgres, in one round trip. It deletes the expired entries and
+//! upserts every entry from arrays. Elsewhere a publish is one transaction: `BEGIN`, the `DELETE`
+//! of the expired entries, one multi-row upsert per 100 entries, and `COMMIT`. That is four round
+//! trips for up to 100 jobs. Times are the database's: `published` is its now, and `expires` its
+//! now plus the ttl.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,8 +51,8 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    /// Publishes `definitions` of `replica` and removes the expired entries.
-    /// It does so in one statement or transaction (see the module's docs).
+    /// Publishes `definitions` of `replica` and removes the expired entries. It does so in one
+    /// statement or transaction (see the module's docs).
     pub(crate) async fn publish_definitions(
         &self,
         replica: &str,

@@ -1,26 +1,23 @@
 //! [`Dialect`]: what one database's provider needs beyond the shared machinery of
 //! [`Provider`](crate::provider::Provider).
 //!
-//! That is its SQL, and how it reads and writes times and durations.
-//! It is also how it inspects the lock table, which errors mean what, and how its sessions are
-//! pinned.
-//! It also says where the database needs more than one statement.
-//! Each implementation lives in the database's own file: `postgres.rs`, `mysql.rs`, `sqlite.rs`.
-//! The comments that explain its quirks are next to it.
+//! That is its SQL, and how it reads and writes times and durations. It is also how it inspects the
+//! lock table, which errors mean what, and how its sessions are pinned. It also says where the
+//! database needs more than one statement. Each implementation lives in the database's own file:
+//! `postgres.rs`, `mysql.rs`, `sqlite.rs`. The comments that explain its quirks are next to it.
 //!
 //! # Statements and their parameters
 //!
-//! Every dialect builds the same four statements twice (see [`Statements`]).
-//! One set is for a table without the fencing-token column, and one for a table with it.
-//! Every dialect binds their parameters in one order:
+//! Every dialect builds the same four statements twice (see [`Statements`]). One set is for a table
+//! without the fencing-token column, and one for a table with it. Every dialect binds their
+//! parameters in one order:
 //!
 //! 1. the duration, `at_most` or `at_least`
 //! 2. the lock name
 //! 3. the owner id
 //! 4. the acquisition's identity: its token, or its `locked_at` on a table without tokens
 //!
-//! `holder` takes the name alone.
-//! Statements that return a lock row return these columns:
+//! `holder` takes the name alone. Statements that return a lock row return these columns:
 //!
 //! - acquire: `locked_at, lock_until, fencing_token`
 //! - extend: `lock_until`
@@ -28,13 +25,12 @@
 //!
 //! The token is `NULL` without a token column.
 //!
-//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name and the owner.
-//! Then it binds the fire's instant `F` and the next fire's instant, rounded up by [`fire_time`].
-//! Its statements exist for tables with the [`LAST_FIRE`] column only.
-//! A claim that does not win answers from what the deciding statement saw ([`Seen::Row`]).
-//! That is the database's now, the recorded fire and the lock row
-//! (`locked_by, locked_at, lock_until, fencing_token`).
-//! So it needs no statement beyond those the claim runs anyway.
+//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name and the owner. Then it binds
+//! the fire's instant `F` and the next fire's instant, rounded up by [`fire_time`]. Its statements
+//! exist for tables with the [`LAST_FIRE`] column only. A claim that does not win answers from what
+//! the deciding statement saw ([`Seen::Row`]). That is the database's now, the recorded fire and
+//! the lock row (`locked_by, locked_at, lock_until, fencing_token`). So it needs no statement
+//! beyond those the claim runs anyway.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,8 +45,7 @@ use crate::conns::Options;
 use crate::ident::{Quote, Reserved};
 use crate::link::{Call, Checkout, Link, Schema, check_name_capacity};
 
-/// Turns a statement's error into ours.
-/// The call's name is in it.
+/// Turns a statement's error into ours. The call's name is in it.
 pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
 
 /// The column holding a job's recorded fire, the last claimed `F`, where the table has it.
@@ -59,9 +54,8 @@ pub(crate) const LAST_FIRE: &str = "last_fire";
 /// The job state columns (see
 /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)).
 ///
-/// Their names are fixed, like [`LAST_FIRE`].
-/// They are in the order of our DDL and of the migration `0003_job_state.sql`.
-/// They hold the last run's fire, runner, start, end, outcome and error text.
+/// Their names are fixed, like [`LAST_FIRE`]. They are in the order of our DDL and of the migration
+/// `0003_job_state.sql`. They hold the last run's fire, runner, start, end, outcome and error text.
 /// Then come the last success and the failures since.
 pub(crate) const STATE_COLUMNS: [(&str, StateKind); 8] = [
     ("last_run_fire", StateKind::Time),
@@ -90,32 +84,30 @@ pub(crate) enum StateKind {
     Count,
 }
 
-/// Every column name that this crate fixes, so that it is not configurable.
-/// These are [`LAST_FIRE`] and the [`STATE_COLUMNS`].
+/// Every column name that this crate fixes, so that it is not configurable. These are [`LAST_FIRE`]
+/// and the [`STATE_COLUMNS`].
 pub(crate) fn fixed_columns() -> impl Iterator<Item = &'static str> {
     std::iter::once(LAST_FIRE).chain(STATE_COLUMNS.iter().map(|(name, _)| *name))
 }
 
 /// The SQL of one table layout.
 ///
-/// `acquire` is the statement that decides an acquire.
-/// On MySQL it is the conditional `UPDATE`, and the statements in [`Dialect::Extra`] follow it.
+/// `acquire` is the statement that decides an acquire. On MySQL it is the conditional `UPDATE`, and
+/// the statements in [`Dialect::Extra`] follow it.
 pub(crate) struct Statements<X> {
     pub(crate) acquire: std::sync::Arc<str>,
     pub(crate) extend: std::sync::Arc<str>,
     pub(crate) release: std::sync::Arc<str>,
     pub(crate) holder: std::sync::Arc<str>,
-    /// A release that records the run, on tables with the [`STATE_COLUMNS`].
-    /// It has the release's guard and `lock_until`, and the job state ([`release_run_state`]).
+    /// A release that records the run, on tables with the [`STATE_COLUMNS`]. It has the release's
+    /// guard and `lock_until`, and the job state ([`release_run_state`]).
     pub(crate) release_run: std::sync::Arc<str>,
-    /// Claims a fire, on tables with [`LAST_FIRE`].
-    /// It is the statement that decides and writes.
+    /// Claims a fire, on tables with [`LAST_FIRE`]. It is the statement that decides and writes.
     pub(crate) claim: std::sync::Arc<str>,
     /// The database's now, the recorded fire and the lock row of one name.
     ///
-    /// The row is `locked_by`, `locked_at`, `lock_until`, and the token or `NULL`.
-    /// Without a row, all are `NULL` but now.
-    /// It is for the replies of a claim that did not win.
+    /// The row is `locked_by`, `locked_at`, `lock_until`, and the token or `NULL`. Without a row,
+    /// all are `NULL` but now. It is for the replies of a claim that did not win.
     #[cfg_attr(
         not(any(feature = "mysql", feature = "sqlite")),
         allow(dead_code, reason = "used by MySQL and SQLite")
@@ -128,16 +120,15 @@ pub(crate) struct Statements<X> {
 
 /// One attempt of a call.
 ///
-/// It has the statements of the table's layout and a connection with its call's deadline.
-/// It also has how its errors are mapped.
+/// It has the statements of the table's layout and a connection with its call's deadline. It also
+/// has how its errors are mapped.
 pub(crate) struct Attempt<'a, D: Dialect> {
     pub(crate) sql: &'a Statements<D::Extra>,
     pub(crate) c: Checkout<'a, D>,
     pub(crate) map: &'a Map<'a>,
 }
 
-/// The arguments of an extend.
-/// `token` is [`Schema::record_token`]'s.
+/// The arguments of an extend. `token` is [`Schema::record_token`]'s.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Extend<'a> {
     pub(crate) record: &'a LockRecord,
@@ -155,8 +146,8 @@ pub(crate) struct Acquire<'a> {
     pub(crate) schema: Schema,
 }
 
-/// The arguments of a fire claim: the fire's instants as the columns hold them.
-/// [`fire_time`] rounds them up.
+/// The arguments of a fire claim: the fire's instants as the columns hold them. [`fire_time`]
+/// rounds them up.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimFire<'a> {
     /// The claim's acquire: the name, `at_most`, the owner and the table's layout.
@@ -172,16 +163,15 @@ pub(crate) enum Seen {
     Won(LockRecord),
     /// It did not claim.
     ///
-    /// It gives the database's now and the row as it saw it, in the step that decided.
-    /// Without a row, these are `None`s.
+    /// It gives the database's now and the row as it saw it, in the step that decided. Without a
+    /// row, these are `None`s.
     Row {
         now: DateTime<Utc>,
         /// The job's recorded fire.
         recorded: Option<DateTime<Utc>>,
         /// The lock as the row has it: owner, `locked_at`, `lock_until` and fencing token.
         ///
-        /// `lock_until` may be past.
-        /// The token is `None` without a token column.
+        /// `lock_until` may be past. The token is `None` without a token column.
         holder: Option<LockRecord>,
     },
     /// Its look and its claim disagreed: another call changed the row in between. Look again.
@@ -191,13 +181,13 @@ pub(crate) enum Seen {
 
 /// The lock row a look or a claim statement returned, as a record of `name`.
 ///
-/// The row is `locked_by`, `locked_at`, `lock_until` and the token.
-/// Each is `NULL` without a row, and the record is then `None`.
+/// The row is `locked_by`, `locked_at`, `lock_until` and the token. Each is `NULL` without a row,
+/// and the record is then `None`.
 ///
 /// # Errors
 ///
-/// A row with some of the three lock columns `NULL` and others not.
-/// That happens in a table whose columns allow `NULL`, written by another program.
+/// A row with some of the three lock columns `NULL` and others not. That happens in a table whose
+/// columns allow `NULL`, written by another program.
 pub(crate) fn seen_holder(
     name: &str,
     owner: Option<String>,
@@ -219,12 +209,11 @@ pub(crate) fn seen_holder(
 
 /// The `SET` list of a recorded release beyond `lock_until`.
 ///
-/// It sets the last run and the counts of [`JobState::after`].
-/// The last run is `fire`, the row's `locked_by` as the runner and its `locked_at` as the start.
-/// It also has the database's now as the end, and the outcome's kind and error text.
-/// `kind` is the outcome's kind as a parameter, written three times.
-/// Where parameters are positional, each is bound once per use.
-/// The failures saturate at `INT`'s maximum.
+/// It sets the last run and the counts of [`JobState::after`]. The last run is `fire`, the row's
+/// `locked_by` as the runner and its `locked_at` as the start. It also has the database's now as
+/// the end, and the outcome's kind and error text. `kind` is the outcome's kind as a parameter,
+/// written three times. Where parameters are positional, each is bound once per use. The failures
+/// saturate at `INT`'s maximum.
 ///
 /// [`JobState::after`]: shedlock_core::jobs::JobState::after
 pub(crate) fn release_run_state<D: Dialect>(
@@ -325,9 +314,9 @@ pub(crate) trait Dialect:
 
     /// The options with the builder's TLS files and credentials applied.
     ///
-    /// A CA file turns on verifying the server's certificate and host name.
-    /// It does not change options that already verify.
-    /// Where the database has no such thing, as SQLite, it is refused (`Error::is_invalid_config`).
+    /// A CA file turns on verifying the server's certificate and host name. It does not change
+    /// options that already verify. Where the database has no such thing, as SQLite, it is refused
+    /// (`Error::is_invalid_config`).
     fn connect_settings(
         options: Options<Self>,
         settings: &crate::connect::ConnectSettings,
@@ -349,35 +338,32 @@ pub(crate) trait Dialect:
     const TIME_COLUMN: &'static str;
     /// The type and constraints of the token column in our DDL.
     const TOKEN_COLUMN: &'static str;
-    /// The type of the [`LAST_FIRE`] column in our DDL.
-    /// It is nullable, for no fire recorded yet.
+    /// The type of the [`LAST_FIRE`] column in our DDL. It is nullable, for no fire recorded yet.
     const LAST_FIRE_COLUMN: &'static str;
-    /// The type of a nullable text column of at most `len` characters in our DDL.
-    /// The job state's runner, outcome and error text have it.
+    /// The type of a nullable text column of at most `len` characters in our DDL. The job state's
+    /// runner, outcome and error text have it.
     fn text_column(len: usize) -> String {
         format!("VARCHAR({len}) NULL")
     }
     /// The type of the `consecutive_failures` column in our DDL.
     const COUNT_COLUMN: &'static str = "INT NOT NULL DEFAULT 0";
-    /// The integer type `CAST(… AS …)` takes for a 64-bit integer, to read any integer column
-    /// as `i64`.
+    /// The integer type `CAST(… AS …)` takes for a 64-bit integer, to read any integer column as
+    /// `i64`.
     const BIGINT: &'static str = "BIGINT";
     /// Whether the statements' parameters are positional (`?`, MySQL): bound in the order they
     /// appear, once per use. Otherwise they are numbered (`$1`, `?1`) and bound once.
     const POSITIONAL: bool = false;
-    /// The precision of the time columns, in microseconds.
-    /// Fires are rounded up to it.
+    /// The precision of the time columns, in microseconds. Fires are rounded up to it.
     const TIME_PRECISION_MICROS: i64;
     /// What follows the column list of our DDL.
     const TABLE_OPTIONS: &'static str = "";
 
     /// The database's "now" in UTC, as the statements read it.
     const NOW: &'static str;
-    /// What precedes a statement to pin its session, such as MySQL's time zone.
-    /// It is usually nothing.
+    /// What precedes a statement to pin its session, such as MySQL's time zone. It is usually
+    /// nothing.
     const PIN: &'static str = "";
-    /// What follows `SELECT` / `UPDATE`, such as MySQL's optimizer hint.
-    /// It is usually nothing.
+    /// What follows `SELECT` / `UPDATE`, such as MySQL's optimizer hint. It is usually nothing.
     const HINT: &'static str = "";
     /// A `NULL` of the token's type.
     const NULL_TOKEN: &'static str;
@@ -407,8 +393,8 @@ pub(crate) trait Dialect:
     fn read_opt_time(row: &Self::Row, index: usize, map: &Map<'_>)
     -> Result<Option<DateTime<Utc>>>;
 
-    /// How many rows a statement changed.
-    /// Where the database counts so, it is how many rows it matched.
+    /// How many rows a statement changed. Where the database counts so, it is how many rows it
+    /// matched.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
     /// Where `options` connect, for messages (`Postgres at db:5432/app`): never the password.
@@ -416,8 +402,7 @@ pub(crate) trait Dialect:
 
     /// Whether the database `options` name lives only while a connection to it is open.
     ///
-    /// An in-memory SQLite database does.
-    /// The provider's own connections then keep one open for it.
+    /// An in-memory SQLite database does. The provider's own connections then keep one open for it.
     fn keeps_anchor(options: &Options<Self>) -> bool {
         let _ = options;
         false
@@ -425,8 +410,8 @@ pub(crate) trait Dialect:
 
     /// The database's own session settings.
     ///
-    /// They run on each connection the provider opens, and on each of a `pool_options()` pool's.
-    /// By default there are none.
+    /// They run on each connection the provider opens, and on each of a `pool_options()` pool's. By
+    /// default there are none.
     fn setup(
         conn: &mut Self::Connection,
     ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + '_>> {
@@ -437,8 +422,8 @@ pub(crate) trait Dialect:
     /// What `error` says about the lock table, if anything.
     fn classify(error: &sqlx::Error) -> Option<Fault>;
 
-    /// Reads the table's columns and whether the name column is alone in a unique index.
-    /// `None` if the table does not exist.
+    /// Reads the table's columns and whether the name column is alone in a unique index. `None` if
+    /// the table does not exist.
     fn detect<'a>(
         link: &'a Link<Self>,
         call: &'a Call,
@@ -473,8 +458,8 @@ pub(crate) trait Dialect:
     ) -> impl Future<Output = Result<Seen>> + Send + 'a;
 }
 
-/// Checks the columns of the lock table against what the statements need.
-/// `unique` says whether the name column is alone in a unique index.
+/// Checks the columns of the lock table against what the statements need. `unique` says whether the
+/// name column is alone in a unique index.
 pub(crate) fn check_columns<D: Dialect>(
     s: &Settings,
     columns: &[D::TableColumn],
@@ -553,8 +538,8 @@ pub(crate) fn check_columns<D: Dialect>(
 
 /// Whether the table has all of the job state columns, each of a fitting type.
 ///
-/// A column of the wrong type is a problem, like `last_fire`'s.
-/// Some but not all present counts as none, with a warning naming the missing ones.
+/// A column of the wrong type is a problem, like `last_fire`'s. Some but not all present counts as
+/// none, with a warning naming the missing ones.
 fn job_state_columns<D: Dialect>(
     s: &Settings,
     columns: &[D::TableColumn],

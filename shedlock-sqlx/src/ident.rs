@@ -46,8 +46,7 @@ fn is_plain_ident(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Checks one identifier.
-/// `what` names it in the error ("the table name").
+/// Checks one identifier. `what` names it in the error ("the table name").
 pub(crate) fn check_ident(what: &str, ident: &str) -> Result<()> {
     if is_plain_ident(ident) {
         Ok(())
@@ -61,14 +60,14 @@ pub(crate) fn check_ident(what: &str, ident: &str) -> Result<()> {
 
 /// The names one database keeps for itself.
 ///
-/// They are plain identifiers that pass [`check_ident`].
-/// No table of that database can use them: `CREATE TABLE`, or any use, would fail.
+/// They are plain identifiers that pass [`check_ident`]. No table of that database can use them:
+/// `CREATE TABLE`, or any use, would fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reserved {
     /// Postgres: the system column names `tableoid`, `xmin`, `cmin`, `xmax`, `cmax` and `ctid`.
     ///
-    /// They are reserved exactly so: the names are quoted, so `XMIN` is an ordinary column.
-    /// `oid` is an ordinary name since Postgres 12.
+    /// They are reserved exactly so: the names are quoted, so `XMIN` is an ordinary column. `oid`
+    /// is an ordinary name since Postgres 12.
     #[cfg(feature = "postgres")]
     Postgres,
     /// MySQL and MariaDB: the hidden columns of `InnoDB` tables, `DB_ROW_ID`, `DB_TRX_ID` and
@@ -87,8 +86,8 @@ const PG_SYSTEM_COLUMNS: [&str; 6] = ["tableoid", "xmin", "cmin", "xmax", "cmax"
 const INNODB_COLUMNS: [&str; 3] = ["DB_ROW_ID", "DB_TRX_ID", "DB_ROLL_PTR"];
 
 impl Reserved {
-    /// Checks a table name against the database's reserved names.
-    /// The name is already a valid [`TableName`].
+    /// Checks a table name against the database's reserved names. The name is already a valid
+    /// [`TableName`].
     #[cfg_attr(
         not(feature = "sqlite"),
         allow(
@@ -117,8 +116,8 @@ impl Reserved {
         }
     }
 
-    /// Checks one column name, which is already a plain identifier.
-    /// `what` names it in the error, as in `the locked_at column name`.
+    /// Checks one column name, which is already a plain identifier. `what` names it in the error,
+    /// as in `the locked_at column name`.
     #[cfg_attr(
         not(any(feature = "postgres", feature = "mysql")),
         allow(
@@ -154,8 +153,8 @@ impl Reserved {
     }
 }
 
-/// A table name, optionally schema-qualified (`schema.table`).
-/// For SQLite the schema is the name of an attached database such as `main`.
+/// A table name, optionally schema-qualified (`schema.table`). For SQLite the schema is the name of
+/// an attached database such as `main`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TableName {
     pub(crate) schema: Option<String>,

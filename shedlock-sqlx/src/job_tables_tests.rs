@@ -1,7 +1,7 @@
 //! The definitions and history tables on real databases: Postgres, MySQL/MariaDB and SQLite.
 //!
-//! These tests are in the crate, as the history write (`after_release_run`) is the crate's own.
-//! The same checks run on each database ([`every_check`]).
+//! These tests are in the crate, as the history write (`after_release_run`) is the crate's own. The
+//! same checks run on each database ([`every_check`]).
 
 use std::time::Duration;
 
@@ -271,8 +271,8 @@ async fn odd_names_round_trip<P: LockAdmin>(p: &P) {
     assert_eq!(p.forget(&job.to_uppercase()).await.expect("forget"), 1);
 }
 
-/// More jobs than one multi-row upsert takes, 100 on MySQL and SQLite.
-/// They are republished with one changed, in one call each.
+/// More jobs than one multi-row upsert takes, 100 on MySQL and SQLite. They are republished with
+/// one changed, in one call each.
 async fn many_definitions_are_published_at_once<P: LockAdmin>(db: &Db<P>, p: &P, table: &str) {
     let mut defs: Vec<_> = (0..250)
         .map(|i| Definition::new(format!("job-{i:03}"), format!("lock-{i}"), "{}"))
@@ -676,8 +676,7 @@ async fn sqlite_keeps_definitions_and_history() {
 }
 
 /// Behind a transaction pooler the statements go unnamed, and a transaction of several is the
-/// pooler's unit.
-/// The same checks pass. MySQL's publish and history writes are transactions.
+/// pooler's unit. The same checks pass. MySQL's publish and history writes are transactions.
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]

@@ -29,16 +29,16 @@ use crate::provider_types::sql_lock_provider;
 
 /// Runs the statement with `time_zone = '+00:00'`, whatever the session's zone.
 ///
-/// MariaDB reads the executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2).
-/// MySQL ignores it.
+/// MariaDB reads the executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2). MySQL ignores
+/// it.
 pub(crate) const PIN: &str = "/*M!100102 SET STATEMENT time_zone = '+00:00' FOR */ ";
-/// The same for MySQL ≥ 8.0, as an optimizer hint after the statement's first keyword.
-/// MariaDB treats it as a comment.
+/// The same for MySQL ≥ 8.0, as an optimizer hint after the statement's first keyword. MariaDB
+/// treats it as a comment.
 pub(crate) const HINT: &str = "/*+ SET_VAR(time_zone = '+00:00') */";
 /// The database's "now" in UTC, with the millisecond precision of ShedLock's `TIMESTAMP(3)`.
 pub(crate) const NOW: &str = "UTC_TIMESTAMP(3)";
-/// [`NOW`] in microseconds since the Unix epoch.
-/// It is pure date arithmetic, with no time-zone conversion.
+/// [`NOW`] in microseconds since the Unix epoch. It is pure date arithmetic, with no time-zone
+/// conversion.
 const NOW_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3))";
 /// The statement's start in microseconds since the Unix epoch, which seeds fencing tokens.
 const SEED_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
@@ -48,13 +48,13 @@ const SET_UTC: &str = "SET time_zone = '+00:00'";
 sql_lock_provider! {
 /// A [`LockProvider`](shedlock_core::provider::LockProvider) on a MySQL or MariaDB table.
 ///
-/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`).
-/// A `fencing_token` column is used where the table has one.
+/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`). A
+/// `fencing_token` column is used where the table has one.
 ///
 /// # Table
 ///
-/// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists).
-/// Or run the same DDL from this crate's migrations, named as sqlx-cli names them:
+/// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
+/// DDL from this crate's migrations, named as sqlx-cli names them:
 /// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql` and `0003_job_state.sql`.
 ///
 /// ```sql
@@ -78,82 +78,65 @@ sql_lock_provider! {
 /// ```
 ///
 /// The binary collation makes lock names compare exactly: `Report` and `report` are two locks.
-/// `utf8mb4` stores any Unicode name.
-/// Java ShedLock's own DDL works too.
-/// Without the token column, tokens are `None`.
-/// With a case-insensitive collation, the provider logs a warning once.
+/// `utf8mb4` stores any Unicode name. Java ShedLock's own DDL works too. Without the token column,
+/// tokens are `None`. With a case-insensitive collation, the provider logs a warning once.
 ///
-/// On first use the provider reads the table's columns once.
-/// If the table is missing, it fails with
-/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table).
-/// If the table does not fit, it fails with [`Error::is_schema`](shedlock_core::Error::is_schema).
-/// Time columns must be `TIMESTAMP(3)` or `DATETIME(3)` or finer.
-/// `locked_at` must not have `ON UPDATE`.
-/// A failed check is retried on the next call.
+/// On first use the provider reads the table's columns once. If the table is missing, it fails with
+/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table). If the table does not fit,
+/// it fails with [`Error::is_schema`](shedlock_core::Error::is_schema). Time columns must be
+/// `TIMESTAMP(3)` or `DATETIME(3)` or finer. `locked_at` must not have `ON UPDATE`. A failed check
+/// is retried on the next call.
 ///
-/// `TIMESTAMP` columns cannot hold a time after 2038-01-19 03:14:07 UTC.
-/// That holds on MySQL, and on MariaDB before 11.5.
-/// So a `lock_until` beyond it cannot be stored.
-/// `DATETIME(3)` columns have no such limit and work the same.
-/// The provider reads and writes UTC either way.
+/// `TIMESTAMP` columns cannot hold a time after 2038-01-19 03:14:07 UTC. That holds on MySQL, and
+/// on MariaDB before 11.5. So a `lock_until` beyond it cannot be stored. `DATETIME(3)` columns have
+/// no such limit and work the same. The provider reads and writes UTC either way.
 ///
 /// # Time
 ///
 /// Every decision compares against the server's clock, `UTC_TIMESTAMP(3)`, inside the statement
-/// that decides.
-/// `TIMESTAMP` columns convert through the session's `time_zone`.
-/// So the provider runs each of its statements with `time_zone = '+00:00'`.
-/// This holds whatever the server's default or the session's setting.
-/// MariaDB gets it through `SET STATEMENT time_zone = '+00:00' FOR …`.
-/// MySQL 8 gets it through the `SET_VAR` hint.
-/// The provider's own connections ([`connect`](Self::connect)) also set it on every new connection.
-/// So does a [`pool_options`](Self::pool_options) pool.
-/// That covers servers that know neither, such as MySQL 5.7.
-/// Give those a pool whose sessions are in UTC, as sqlx's default `timezone` option does.
+/// that decides. `TIMESTAMP` columns convert through the session's `time_zone`. So the provider
+/// runs each of its statements with `time_zone = '+00:00'`. This holds whatever the server's
+/// default or the session's setting. MariaDB gets it through `SET STATEMENT time_zone = '+00:00'
+/// FOR …`. MySQL 8 gets it through the `SET_VAR` hint. The provider's own connections
+/// ([`connect`](Self::connect)) also set it on every new connection. So does a
+/// [`pool_options`](Self::pool_options) pool. That covers servers that know neither, such as MySQL
+/// 5.7. Give those a pool whose sessions are in UTC, as sqlx's default `timezone` option does.
 ///
 /// Values are therefore UTC wall-clock times, as Java ShedLock writes them with `usingDbTime()`.
-/// **Java services sharing the table must pin their sessions to UTC too.**
-/// With Connector/J, use `connectionTimeZone=UTC&forceConnectionTimeZoneToSession=true`.
-/// Or set `default-time-zone='+00:00'` on the server.
-/// Durations are rounded up to whole milliseconds.
+/// **Java services sharing the table must pin their sessions to UTC too.** With Connector/J, use
+/// `connectionTimeZone=UTC&forceConnectionTimeZoneToSession=true`. Or set
+/// `default-time-zone='+00:00'` on the server. Durations are rounded up to whole milliseconds.
 ///
 /// # Statements
 ///
-/// Each call runs in autocommit on a connection taken from the pool and given back at once.
-/// No connection is kept while a lock is held.
+/// Each call runs in autocommit on a connection taken from the pool and given back at once. No
+/// connection is kept while a lock is held.
 ///
 /// An acquire is one `UPDATE … WHERE name = ?` that takes the row only if the lock has expired.
-/// Otherwise it sets each column to itself, so a held lock writes nothing.
-/// It reports through `LAST_INSERT_ID(…)` whether it took the row.
-/// Only if the row is missing does a second statement insert it.
-/// That statement is an `INSERT … ON DUPLICATE KEY UPDATE` that changes nothing on a duplicate.
-/// It is no `INSERT IGNORE`, so errors such as "data too long" stay visible.
-/// It gives no duplicate-key error either.
-/// So the next acquire recreates a row deleted by hand.
-/// A won acquire on a table with tokens reads the row back, because MySQL has no `RETURNING`.
-/// That is one more statement: two on an existing row, three on a missing one.
+/// Otherwise it sets each column to itself, so a held lock writes nothing. It reports through
+/// `LAST_INSERT_ID(…)` whether it took the row. Only if the row is missing does a second statement
+/// insert it. That statement is an `INSERT … ON DUPLICATE KEY UPDATE` that changes nothing on a
+/// duplicate. It is no `INSERT IGNORE`, so errors such as "data too long" stay visible. It gives no
+/// duplicate-key error either. So the next acquire recreates a row deleted by hand. A won acquire
+/// on a table with tokens reads the row back, because MySQL has no `RETURNING`. That is one more
+/// statement: two on an existing row, three on a missing one.
 ///
 /// # Fire claims
 ///
-/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) first reads the database's
-/// now and the row.
-/// That is a consistent read, with no row lock.
-/// It answers every fire it cannot claim in one statement.
-/// A conditional `UPDATE` then takes a claimable fire.
-/// For a missing row, an `INSERT` inside the window takes it.
-/// Either checks everything again on the row's latest version.
-/// So of racing replicas, exactly one claims.
-/// A won claim on a table with tokens reads the row back.
-/// `last_fire` is `TIMESTAMP(3)`, so fires are kept and compared exactly, in whole milliseconds.
-/// A table without it, as Java's DDL makes it, answers `claim_fire` with
-/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported).
-/// Add it with `migrations/mysql/0002_last_fire.sql` and restart the service.
+/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) first reads the database's now
+/// and the row. That is a consistent read, with no row lock. It answers every fire it cannot claim
+/// in one statement. A conditional `UPDATE` then takes a claimable fire. For a missing row, an
+/// `INSERT` inside the window takes it. Either checks everything again on the row's latest version.
+/// So of racing replicas, exactly one claims. A won claim on a table with tokens reads the row
+/// back. `last_fire` is `TIMESTAMP(3)`, so fires are kept and compared exactly, in whole
+/// milliseconds. A table without it, as Java's DDL makes it, answers `claim_fire` with
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
+/// `migrations/mysql/0002_last_fire.sql` and restart the service.
 ///
 /// # Job state
 ///
 /// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
-/// `UPDATE`, with its guard and `lock_until` unchanged.
-/// It also sets the job state columns:
+/// `UPDATE`, with its guard and `lock_until` unchanged. It also sets the job state columns:
 ///
 /// - the run's fire
 /// - the runner, from `locked_by`
@@ -163,15 +146,13 @@ sql_lock_provider! {
 /// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
 ///
 /// It costs one round trip, as a release does; history, where it is on, costs more (see
-/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)).
-/// A row that no longer belongs to the run is not written.
+/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)). A row that no longer
+/// belongs to the run is not written.
 ///
-/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`.
-/// Such a table answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without
-/// a statement, and the scheduler releases plainly.
-/// Run `migrations/mysql/0003_job_state.sql`, or what
-/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints.
-/// Then restart the service.
+/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`. Such a table
+/// answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and
+/// the scheduler releases plainly. Run `migrations/mysql/0003_job_state.sql`, or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints. Then restart the service.
 /// [`list`](shedlock_core::admin::LockAdmin::list) and
 /// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
@@ -181,17 +162,15 @@ sql_lock_provider! {
 ///
 /// # Connections, timeouts and failures
 ///
-/// Built from a URL, it opens connections of its own, apart from the application's pool
-/// (see [`connect`](Self::connect) and [`from_url`](Self::from_url)).
-/// It then costs one round trip per statement.
-/// Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options)
-/// (see [`new`](Self::new) and [`builder`](Self::builder)).
-/// Every call has a deadline, [`call_timeout`](crate::LockProviderBuilder::call_timeout).
-/// A server restart or a `KILL` leaves connections dead.
-/// A call that meets a dead connection runs again on another.
-/// An acquire whose reply was lost fails instead.
-/// The repository's `docs/sql-stores.md` explains pools, restarts, lost replies and deadlines.
-/// It also lists the MySQL and MariaDB errors that mark a connection as lost.
+/// Built from a URL, it opens connections of its own, apart from the application's pool (see
+/// [`connect`](Self::connect) and [`from_url`](Self::from_url)). It then costs one round trip per
+/// statement. Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options) (see
+/// [`new`](Self::new) and [`builder`](Self::builder)). Every call has a deadline,
+/// [`call_timeout`](crate::LockProviderBuilder::call_timeout). A server restart or a `KILL` leaves
+/// connections dead. A call that meets a dead connection runs again on another. An acquire whose
+/// reply was lost fails instead. The repository's `docs/sql-stores.md` explains pools, restarts,
+/// lost replies and deadlines. It also lists the MySQL and MariaDB errors that mark a connection as
+/// lost.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -217,8 +196,8 @@ sql_lock_provider! {
 
 /// MySQL has no `RETURNING`: an acquire's statements report a win through `LAST_INSERT_ID`.
 pub(crate) struct Extra {
-    /// Inserts a missing row.
-    /// If inserted, `LAST_INSERT_ID` is the token, or `locked_at` in µs without tokens.
+    /// Inserts a missing row. If inserted, `LAST_INSERT_ID` is the token, or `locked_at` in µs
+    /// without tokens.
     insert: std::sync::Arc<str>,
     /// Reads a won row back by its token, on tables with tokens only.
     read_back: std::sync::Arc<str>,
@@ -380,26 +359,22 @@ impl Dialect for MySql {
         "?".to_owned()
     }
 
-    /// ShedLock's millisecond precision.
-    /// The explicit default stops MySQL's implicit
-    /// `DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on a first `TIMESTAMP` column.
+    /// ShedLock's millisecond precision. The explicit default stops MySQL's implicit `DEFAULT
+    /// CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on a first `TIMESTAMP` column.
     const TIME_COLUMN: &'static str = "TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)";
     const TOKEN_COLUMN: &'static str = "BIGINT NOT NULL DEFAULT 0";
-    /// Milliseconds, compared exactly.
-    /// The explicit `NULL DEFAULT NULL` keeps MySQL from giving a `TIMESTAMP` column an implicit
-    /// default.
+    /// Milliseconds, compared exactly. The explicit `NULL DEFAULT NULL` keeps MySQL from giving a
+    /// `TIMESTAMP` column an implicit default.
     const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP(3) NULL DEFAULT NULL";
     const TIME_PRECISION_MICROS: i64 = 1_000;
-    /// `utf8mb4` with the binary collation, whatever the table's default.
-    /// A Java ShedLock table may be `latin1`.
-    /// So any error text and owner id fits.
+    /// `utf8mb4` with the binary collation, whatever the table's default. A Java ShedLock table may
+    /// be `latin1`. So any error text and owner id fits.
     fn text_column(len: usize) -> String {
         format!("VARCHAR({len}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL")
     }
     const BIGINT: &'static str = "SIGNED";
     const POSITIONAL: bool = true;
-    /// `utf8mb4` stores any name.
-    /// The binary collation makes names compare exactly.
+    /// `utf8mb4` stores any name. The binary collation makes names compare exactly.
     const TABLE_OPTIONS: &'static str =
         " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
 
@@ -471,8 +446,8 @@ impl Dialect for MySql {
         result.rows_affected()
     }
 
-    /// Pins each new connection's session to UTC.
-    /// This covers servers that understand neither [`PIN`] nor [`HINT`], such as MySQL 5.7.
+    /// Pins each new connection's session to UTC. This covers servers that understand neither
+    /// [`PIN`] nor [`HINT`], such as MySQL 5.7.
     fn setup(
         conn: &mut MySqlConnection,
     ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + '_>> {
@@ -498,8 +473,8 @@ impl Dialect for MySql {
     }
 
     type TableColumn = Column;
-    /// Two statements: the columns from `information_schema.columns`, then whether the name
-    /// column is alone in a unique index (`information_schema.statistics`).
+    /// Two statements: the columns from `information_schema.columns`, then whether the name column
+    /// is alone in a unique index (`information_schema.statistics`).
     async fn detect<'a>(
         link: &'a Link<Self>,
         call: &'a Call,
@@ -638,13 +613,11 @@ impl Dialect for MySql {
 
     /// There is no `RETURNING`, so a look comes first.
     ///
-    /// The look is a consistent read, with no row lock.
-    /// It answers every fire it cannot claim.
-    /// Then comes the conditional `UPDATE`, or the `INSERT` for a missing row.
-    /// It re-checks everything on the row's latest version and reports a win through
-    /// `LAST_INSERT_ID`.
-    /// A win on a table with tokens reads the row back, as acquire does.
-    /// A fire it does not claim costs one statement, and a claim two or three.
+    /// The look is a consistent read, with no row lock. It answers every fire it cannot claim. Then
+    /// comes the conditional `UPDATE`, or the `INSERT` for a missing row. It re-checks everything
+    /// on the row's latest version and reports a win through `LAST_INSERT_ID`. A win on a table
+    /// with tokens reads the row back, as acquire does. A fire it does not claim costs one
+    /// statement, and a claim two or three.
     async fn claim_fire<'a>(at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
         let Attempt { sql, c, map } = at;
         let mut c = c;
@@ -702,8 +675,8 @@ impl Dialect for MySql {
             .map_or(Seen::Changed, Seen::Won))
     }
 
-    /// The statement reports the server's now through `LAST_INSERT_ID`.
-    /// The new `lock_until` is now + `at_most`, in whole milliseconds, as stored.
+    /// The statement reports the server's now through `LAST_INSERT_ID`. The new `lock_until` is now
+    /// + `at_most`, in whole milliseconds, as stored.
     async fn extend<'a>(at: Attempt<'a, Self>, args: Extend<'a>) -> Result<Option<LockRecord>> {
         let (record, at_most) = (args.record, args.at_most);
         let query = Provider::identified(&at.sql.extend, at_most, record, args.token);
@@ -726,10 +699,9 @@ impl Dialect for MySql {
 /// The record of a won acquire or fire claim whose statement reported `reported` through
 /// `LAST_INSERT_ID`.
 ///
-/// On a table with tokens, `reported` is the new token, and the row is read back.
-/// That is because there is no `RETURNING`.
-/// The record is `None` if the lock, of at most `at_most`, already passed to someone else.
-/// Without tokens, `reported` is the claim's `locked_at` in microseconds.
+/// On a table with tokens, `reported` is the new token, and the row is read back. That is because
+/// there is no `RETURNING`. The record is `None` if the lock, of at most `at_most`, already passed
+/// to someone else. Without tokens, `reported` is the claim's `locked_at` in microseconds.
 async fn won_record(
     mut c: Checkout<'_, MySql>,
     map: &Map<'_>,

@@ -23,9 +23,9 @@ use crate::provider_types::sql_lock_provider;
 
 /// The database's "now" as a UTC wall-clock `timestamp`.
 ///
-/// It is the start of the statement, so every use within one statement agrees.
-/// In autocommit it equals ShedLock's `timezone('utc', CURRENT_TIMESTAMP)`.
-/// It stays right even inside a transaction.
+/// It is the start of the statement, so every use within one statement agrees. In autocommit it
+/// equals ShedLock's `timezone('utc', CURRENT_TIMESTAMP)`. It stays right even inside a
+/// transaction.
 pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 /// The same instant in microseconds since the Unix epoch, which seeds fencing tokens.
 const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
@@ -33,13 +33,13 @@ const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000):
 sql_lock_provider! {
 /// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table.
 ///
-/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`).
-/// A `fencing_token` column is used where the table has one.
+/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`). A
+/// `fencing_token` column is used where the table has one.
 ///
 /// # Table
 ///
-/// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists).
-/// Or run the same DDL from this crate's migrations, named as sqlx-cli names them:
+/// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
+/// DDL from this crate's migrations, named as sqlx-cli names them:
 /// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql` and `0003_job_state.sql`.
 ///
 /// ```sql
@@ -62,73 +62,60 @@ sql_lock_provider! {
 /// )
 /// ```
 ///
-/// Times are UTC wall-clock values in `TIMESTAMP` columns, without time zone.
-/// Java ShedLock writes them the same way.
-/// So a Java service using ShedLock's `usingDbTime()` and this provider exclude each other on
-/// one table.
-/// A table without the `fencing_token` column, as Java's DDL makes it, works as is.
-/// Tokens are then `None`.
-/// On first use the provider reads the table's columns once.
-/// It reads which columns exist, their types and the name column's length.
-/// If the table is missing, it fails with
-/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table).
-/// If the table does not fit, it fails with [`Error::is_schema`](shedlock_core::Error::is_schema).
-/// A failed check is retried on the next call.
-/// Restart the service after adding the token column to an existing table.
+/// Times are UTC wall-clock values in `TIMESTAMP` columns, without time zone. Java ShedLock writes
+/// them the same way. So a Java service using ShedLock's `usingDbTime()` and this provider exclude
+/// each other on one table. A table without the `fencing_token` column, as Java's DDL makes it,
+/// works as is. Tokens are then `None`. On first use the provider reads the table's columns once.
+/// It reads which columns exist, their types and the name column's length. If the table is missing,
+/// it fails with [`Error::is_missing_table`](shedlock_core::Error::is_missing_table). If the table
+/// does not fit, it fails with [`Error::is_schema`](shedlock_core::Error::is_schema). A failed
+/// check is retried on the next call. Restart the service after adding the token column to an
+/// existing table.
 ///
 /// # Time
 ///
-/// Every decision compares against the server's clock, read inside the statement that decides.
-/// The statement reads `timezone('UTC', statement_timestamp())`.
-/// The application's clock, its time zone and the session's `TimeZone` setting play no part.
+/// Every decision compares against the server's clock, read inside the statement that decides. The
+/// statement reads `timezone('UTC', statement_timestamp())`. The application's clock, its time zone
+/// and the session's `TimeZone` setting play no part.
 ///
 /// # Statements
 ///
 /// Each call is one statement in autocommit, on a connection taken for it and given back at once.
-/// No connection is kept while a lock is held.
-/// So one connection serves any number of held locks.
+/// No connection is kept while a lock is held. So one connection serves any number of held locks.
 ///
-/// An acquire is a single statement:
-/// `INSERT … SELECT … WHERE NOT EXISTS (a held lock) ON CONFLICT DO UPDATE … WHERE lock_until <= now`.
-/// When the lock is held, its `SELECT` yields no row.
-/// So it writes nothing and takes no row lock.
-/// A missing row is inserted.
-/// A concurrent first acquire makes that a conflict, never a duplicate-key error in the log.
-/// The `DO UPDATE` takes an expired row.
-/// It checks expiry again on the row's latest version.
-/// The next acquire recreates a row deleted by hand.
+/// An acquire is a single statement: `INSERT … SELECT … WHERE NOT EXISTS (a held lock) ON CONFLICT
+/// DO UPDATE … WHERE lock_until <= now`. When the lock is held, its `SELECT` yields no row. So it
+/// writes nothing and takes no row lock. A missing row is inserted. A concurrent first acquire
+/// makes that a conflict, never a duplicate-key error in the log. The `DO UPDATE` takes an expired
+/// row. It checks expiry again on the row's latest version. The next acquire recreates a row
+/// deleted by hand.
 ///
-/// Java ShedLock's `INSERT … ON CONFLICT DO UPDATE … WHERE` lacks the guard.
-/// It locks the row even when it does not take it.
-/// That costs a transaction id and WAL on every skip, 96 bytes measured, against none here.
-/// On a skip the server runs ours at about 0.8 × the rate of Java's plain conditional `UPDATE`
-/// (see BENCHMARKS.md).
-/// Only an acquire that races another for an expired or missing row, and loses, locks the row.
-/// It locks the winner's new version on its way, before it finds the lock held.
+/// Java ShedLock's `INSERT … ON CONFLICT DO UPDATE … WHERE` lacks the guard. It locks the row even
+/// when it does not take it. That costs a transaction id and WAL on every skip, 96 bytes measured,
+/// against none here. On a skip the server runs ours at about 0.8 × the rate of Java's plain
+/// conditional `UPDATE` (see BENCHMARKS.md). Only an acquire that races another for an expired or
+/// missing row, and loses, locks the row. It locks the winner's new version on its way, before it
+/// finds the lock held.
 ///
 /// A release does not wait for its WAL flush: `synchronous_commit = off` for that statement alone.
-/// If the server crashes before the flush, the release is lost.
-/// The lock then simply ends at its `lock_until`.
-/// Acquires and extends are durable.
+/// If the server crashes before the flush, the release is lost. The lock then simply ends at its
+/// `lock_until`. Acquires and extends are durable.
 ///
 /// # Fire claims
 ///
-/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement.
-/// It updates an expired row or inserts a missing one, under the fire's conditions.
-/// The conditions are `F <= now < next`, `last_fire` older than `F` or `NULL`, and the lock free.
-/// The statement also returns the database's now and the row as it saw it.
-/// So every reply costs one round trip.
-/// A fire it does not claim writes nothing and takes no row lock.
-/// `last_fire` is a UTC wall-clock `TIMESTAMP`, like `lock_until`.
-/// A table without it, as Java's DDL makes it, answers `claim_fire` with
-/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported).
-/// Add it with `migrations/postgres/0002_last_fire.sql` and restart the service.
+/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement. It updates
+/// an expired row or inserts a missing one, under the fire's conditions. The conditions are `F <=
+/// now < next`, `last_fire` older than `F` or `NULL`, and the lock free. The statement also returns
+/// the database's now and the row as it saw it. So every reply costs one round trip. A fire it does
+/// not claim writes nothing and takes no row lock. `last_fire` is a UTC wall-clock `TIMESTAMP`,
+/// like `lock_until`. A table without it, as Java's DDL makes it, answers `claim_fire` with
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
+/// `migrations/postgres/0002_last_fire.sql` and restart the service.
 ///
 /// # Job state
 ///
 /// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
-/// `UPDATE`, with its guard and `lock_until` unchanged.
-/// It also sets the job state columns:
+/// `UPDATE`, with its guard and `lock_until` unchanged. It also sets the job state columns:
 ///
 /// - the run's fire
 /// - the runner, from `locked_by`
@@ -138,19 +125,16 @@ sql_lock_provider! {
 /// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
 ///
 /// It costs one round trip, as a release does; history, where it is on, costs more (see
-/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)).
-/// A row that no longer belongs to the run is not written.
-/// The recorded release keeps the plain release's durability.
-/// It runs with the same `synchronous_commit = off`.
-/// So a crash of the server before the WAL flush loses the release and its record alike.
-/// The lock then ends at its `lock_until`, and the job state shows the run before.
+/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)). A row that no longer
+/// belongs to the run is not written. The recorded release keeps the plain release's durability. It
+/// runs with the same `synchronous_commit = off`. So a crash of the server before the WAL flush
+/// loses the release and its record alike. The lock then ends at its `lock_until`, and the job
+/// state shows the run before.
 ///
-/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`.
-/// Such a table answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without
-/// a statement, and the scheduler releases plainly.
-/// Run `migrations/postgres/0003_job_state.sql`, or what
-/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints.
-/// Then restart the service.
+/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`. Such a table
+/// answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and
+/// the scheduler releases plainly. Run `migrations/postgres/0003_job_state.sql`, or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints. Then restart the service.
 /// [`list`](shedlock_core::admin::LockAdmin::list) and
 /// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
 ///
@@ -160,17 +144,15 @@ sql_lock_provider! {
 ///
 /// # Connections, timeouts and failures
 ///
-/// Built from a URL, it opens connections of its own, apart from the application's pool
-/// (see [`connect`](Self::connect) and [`from_url`](Self::from_url)).
-/// It then costs one round trip per statement.
-/// Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options)
-/// (see [`new`](Self::new) and [`builder`](Self::builder)).
-/// Every call has a deadline, [`call_timeout`](crate::LockProviderBuilder::call_timeout).
-/// A server restart, `pg_terminate_backend` or `idle_session_timeout` leaves connections dead.
-/// A call that meets a dead connection runs again on another.
-/// An acquire whose reply was lost fails instead.
-/// The repository's `docs/sql-stores.md` explains pools, restarts, lost replies and deadlines.
-/// It also lists the Postgres errors that mark a connection as lost.
+/// Built from a URL, it opens connections of its own, apart from the application's pool (see
+/// [`connect`](Self::connect) and [`from_url`](Self::from_url)). It then costs one round trip per
+/// statement. Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options) (see
+/// [`new`](Self::new) and [`builder`](Self::builder)). Every call has a deadline,
+/// [`call_timeout`](crate::LockProviderBuilder::call_timeout). A server restart,
+/// `pg_terminate_backend` or `idle_session_timeout` leaves connections dead. A call that meets a
+/// dead connection runs again on another. An acquire whose reply was lost fails instead. The
+/// repository's `docs/sql-stores.md` explains pools, restarts, lost replies and deadlines. It also
+/// lists the Postgres errors that mark a connection as lost.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -194,8 +176,8 @@ sql_lock_provider! {
 
 impl Dialect for Postgres {
     const PROVIDER: &'static str = "PgLockProvider";
-    /// `relation "…" already exists, skipping` is a notice, which sqlx logs at INFO. The
-    /// setting lasts until the end of the statement's (implicit) transaction.
+    /// `relation "…" already exists, skipping` is a notice, which sqlx logs at INFO. The setting
+    /// lasts until the end of the statement's (implicit) transaction.
     const BEFORE_CREATE: &'static str = "SET LOCAL client_min_messages = warning; ";
     type Extra = ();
 
@@ -319,8 +301,7 @@ impl Dialect for Postgres {
     const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP NULL";
     const TIME_PRECISION_MICROS: i64 = 1;
 
-    /// Whole microseconds, rounded up.
-    /// So a lock is never shorter than asked.
+    /// Whole microseconds, rounded up. So a lock is never shorter than asked.
     type Span = PgInterval;
     fn span(d: Duration) -> PgInterval {
         PgInterval {
@@ -414,9 +395,9 @@ impl Dialect for Postgres {
     type TableColumn = (String, String, Option<usize>, bool);
     /// One statement that reads every column with its type and its `VARCHAR` length.
     ///
-    /// It also reads whether the column is alone in a unique, non-partial index.
-    /// `to_regclass` resolves the quoted name as the statements do, search path included.
-    /// It yields no rows for a missing table.
+    /// It also reads whether the column is alone in a unique, non-partial index. `to_regclass`
+    /// resolves the quoted name as the statements do, search path included. It yields no rows for a
+    /// missing table.
     async fn detect<'a>(
         link: &'a Link<Self>,
         call: &'a Call,

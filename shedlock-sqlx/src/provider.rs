@@ -1,11 +1,9 @@
 //! The lock provider, written once over a [`Dialect`].
 //!
-//! It has validation, per-call deadlines, retries on dead connections and the lazily checked
-//! table.
-//! It also has constructors, create-table and the admin calls.
-//! The admin calls' statements and row reading are in [`crate::admin`].
-//! The public providers (`PgLockProvider`, …) are thin types around it.
-//! [`sql_lock_provider!`](crate::provider_types::sql_lock_provider) makes them.
+//! It has validation, per-call deadlines, retries on dead connections and the lazily checked table.
+//! It also has constructors, create-table and the admin calls. The admin calls' statements and row
+//! reading are in [`crate::admin`]. The public providers (`PgLockProvider`, …) are thin types
+//! around it. [`sql_lock_provider!`](crate::provider_types::sql_lock_provider) makes them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -101,10 +99,9 @@ where
 
     /// Options for a sqlx pool of the application's own, to pass to `new(pool)`.
     ///
-    /// The pool has [`DEFAULT_POOL_SIZE`] connections and keeps one open.
-    /// It does no ping on checkout.
-    /// It waits the default call timeout for a connection.
-    /// It applies the dialect's session settings.
+    /// The pool has [`DEFAULT_POOL_SIZE`] connections and keeps one open. It does no ping on
+    /// checkout. It waits the default call timeout for a connection. It applies the dialect's
+    /// session settings.
     pub(crate) fn pool_options() -> PoolOptions<D> {
         PoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
@@ -216,13 +213,10 @@ where
     /// Claims `fire` (see
     /// [`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)).
     ///
-    /// Each attempt decides in the database.
-    /// A claim that did not win answers from the row as the database saw it, through
-    /// [`fire_decision`].
-    /// That row may say the fire was claimable after all.
-    /// Then another call changed it between the dialect's look and its claim.
-    /// Only racing claimers do that.
-    /// The call then looks again, a few times at most.
+    /// Each attempt decides in the database. A claim that did not win answers from the row as the
+    /// database saw it, through [`fire_decision`]. That row may say the fire was claimable after
+    /// all. Then another call changed it between the dialect's look and its claim. Only racing
+    /// claimers do that. The call then looks again, a few times at most.
     pub(crate) async fn claim_fire(
         &self,
         name: &str,
@@ -330,9 +324,9 @@ where
     /// Releases `record` and records `run` in its row in one statement (see
     /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)).
     ///
-    /// The statement has the release's guard and `lock_until`, and the job state.
-    /// A table without the job state columns answers unsupported, without a statement.
-    /// Those columns are found once, with the table's layout.
+    /// The statement has the release's guard and `lock_until`, and the job state. A table without
+    /// the job state columns answers unsupported, without a statement. Those columns are found
+    /// once, with the table's layout.
     pub(crate) async fn release_run(
         &self,
         record: &LockRecord,
@@ -437,8 +431,8 @@ where
 
     /// A statement that finds an acquisition, with its parameters bound.
     ///
-    /// The parameters are the duration, the name, the owner, and the token.
-    /// On a table without tokens, `locked_at` takes the token's place.
+    /// The parameters are the duration, the name, the owner, and the token. On a table without
+    /// tokens, `locked_at` takes the token's place.
     pub(crate) fn identified<'q>(
         sql: &Arc<str>,
         d: Duration,
@@ -452,8 +446,8 @@ where
         }
     }
 
-    /// A statement on the lock `name`, with its first parameters bound: the duration, the name,
-    /// the owner.
+    /// A statement on the lock `name`, with its first parameters bound: the duration, the name, the
+    /// owner.
     pub(crate) fn named<'q>(
         sql: &Arc<str>,
         d: Duration,
@@ -466,8 +460,8 @@ where
             .bind(owner)
     }
 
-    /// Runs `query` on the attempt's connection within the call's deadline.
-    /// It answers the row the query returned, if any.
+    /// Runs `query` on the attempt's connection within the call's deadline. It answers the row the
+    /// query returned, if any.
     async fn optional_row(
         at: &mut Attempt<'_, D>,
         query: sqlx::query::Query<'_, D, D::Arguments>,
@@ -475,8 +469,8 @@ where
         statement!(at.c, query, at.map, fetch_optional)
     }
 
-    /// One attempt of an acquire where a single statement decides and returns the row
-    /// (`RETURNING locked_at, lock_until, fencing_token`), or nothing if the lock is held.
+    /// One attempt of an acquire where a single statement decides and returns the row (`RETURNING
+    /// locked_at, lock_until, fencing_token`), or nothing if the lock is held.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn acquire_returning(
         mut at: Attempt<'_, D>,
@@ -507,8 +501,8 @@ where
 
     /// Runs a dialect's fire-claim statement that returns rows.
     ///
-    /// The parameters are `$1`/`?1` `at_most`, then the name, owner, `F` and next.
-    /// It answers the row the statement returned, if any.
+    /// The parameters are `$1`/`?1` `at_most`, then the name, owner, `F` and next. It answers the
+    /// row the statement returned, if any.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn claim_returning(
         at: &mut Attempt<'_, D>,
@@ -523,9 +517,9 @@ where
 
     /// What a fire claim saw when it did not claim.
     ///
-    /// The row's columns are the database's now and the recorded fire.
-    /// Then come the lock's `lock_until`, `locked_by`, `locked_at` and fencing token.
-    /// Postgres's claim statement and SQLite's look return such rows.
+    /// The row's columns are the database's now and the recorded fire. Then come the lock's
+    /// `lock_until`, `locked_by`, `locked_at` and fencing token. Postgres's claim statement and
+    /// SQLite's look return such rows.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn seen_row(row: &D::Row, name: &str, map: &Map<'_>) -> Result<Seen> {
         Ok(Seen::Row {
@@ -541,8 +535,8 @@ where
         })
     }
 
-    /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if
-    /// this acquisition no longer holds the lock.
+    /// One attempt of an extend whose statement returns the new `lock_until`, or nothing if this
+    /// acquisition no longer holds the lock.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn extend_returning(
         mut at: Attempt<'_, D>,
@@ -558,9 +552,9 @@ where
 
     /// Runs `attempt` on connections from the pool (see [`Link::run`]).
     ///
-    /// It runs until the attempt succeeds, or fails for a reason other than a dead connection.
-    /// A call that may not repeat a statement whose reply was lost stops at any failure.
-    /// It also stops when the call's deadline passes.
+    /// It runs until the attempt succeeds, or fails for a reason other than a dead connection. A
+    /// call that may not repeat a statement whose reply was lost stops at any failure. It also
+    /// stops when the call's deadline passes.
     async fn attempts<'a, T, F, Fut>(
         &'a self,
         call: &'a Call,
@@ -579,14 +573,13 @@ where
             .await
     }
 
-    /// How the errors of one call are mapped.
-    /// `what` names the call.
+    /// How the errors of one call are mapped. `what` names the call.
     fn mapper(&self, what: String) -> impl Fn(sqlx::Error) -> Error + Send + Sync + '_ {
         move |e| self.map_error(e, &what)
     }
 
-    /// Starts the call `op` on the lock `name`: its deadline, and the table's layout.
-    /// The layout is checked on first use.
+    /// Starts the call `op` on the lock `name`: its deadline, and the table's layout. The layout is
+    /// checked on first use.
     async fn start(&self, op: &'static str, name: &str) -> Result<(Call, Schema)> {
         let call = self.inner.link.call(op).about(format!("lock {name:?}"));
         let schema = self.schema(&call).await?;
@@ -598,8 +591,8 @@ where
         self.inner.link.schema(|| self.detect(call)).await
     }
 
-    /// The provider's link to its database, for the admin statements in `admin.rs`.
-    /// The link has the connections, settings and call deadlines.
+    /// The provider's link to its database, for the admin statements in `admin.rs`. The link has
+    /// the connections, settings and call deadlines.
     pub(crate) fn link(&self) -> &Link<D> {
         &self.inner.link
     }
@@ -695,9 +688,9 @@ where
     /// The statements that add what the table lacks for job state (see
     /// [`LockAdmin::missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl)).
     ///
-    /// Each ends in `;`, one per line.
-    /// For a missing table, it is the whole DDL ([`ddl`](Self::ddl)).
-    /// It reads the table's columns anew, so it sees columns added since the provider looked.
+    /// Each ends in `;`, one per line. For a missing table, it is the whole DDL
+    /// ([`ddl`](Self::ddl)). It reads the table's columns anew, so it sees columns added since the
+    /// provider looked.
     pub(crate) async fn admin_missing_ddl(&self) -> Result<Option<String>> {
         let link = self.link();
         let call = &link
@@ -747,11 +740,10 @@ where
 
 /// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`.
 ///
-/// It has Java ShedLock's columns plus the fencing token.
-/// When `full`, it also has the recorded fire and the job state columns.
-/// For the default names without `full`, it is the statement of the migration `0001_shedlock.sql`.
-/// With `full`, it makes the table that these migrations make together:
-/// `0001_shedlock.sql`, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
+/// It has Java ShedLock's columns plus the fencing token. When `full`, it also has the recorded
+/// fire and the job state columns. For the default names without `full`, it is the statement of the
+/// migration `0001_shedlock.sql`. With `full`, it makes the table that these migrations make
+/// together: `0001_shedlock.sql`, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
 /// ([`add_job_state`]).
 pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     let mut extra = String::new();
@@ -792,8 +784,8 @@ pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     )
 }
 
-/// The statement that adds the [`LAST_FIRE`] column to `settings`' table.
-/// For the default names, it is the migration `0002_last_fire.sql`.
+/// The statement that adds the [`LAST_FIRE`] column to `settings`' table. For the default names, it
+/// is the migration `0002_last_fire.sql`.
 pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
     format!(
         "ALTER TABLE {} ADD COLUMN {} {}",
@@ -805,8 +797,8 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
 
 /// The statements that add the job state columns `columns` to `settings`' table.
 ///
-/// There is one `ALTER TABLE` per column, because SQLite adds one column per statement.
-/// For every column and the default names, they are the migration `0003_job_state.sql`.
+/// There is one `ALTER TABLE` per column, because SQLite adds one column per statement. For every
+/// column and the default names, they are the migration `0003_job_state.sql`.
 pub(crate) fn add_job_state<D: Dialect>(
     settings: &Settings,
     columns: &[(&str, StateKind)],
@@ -825,8 +817,8 @@ pub(crate) fn add_job_state<D: Dialect>(
 }
 
 /// The dialect's migration files hold its built-in DDL: `0001_shedlock.sql` the table without
-/// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it, `0003_job_state.sql` those
-/// adding the job state columns.
+/// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it, `0003_job_state.sql` those adding
+/// the job state columns.
 #[cfg(test)]
 pub(crate) fn assert_migrations<D: Dialect>() {
     let settings = Settings::defaults();
@@ -845,8 +837,8 @@ pub(crate) fn assert_migrations<D: Dialect>() {
     );
 }
 
-/// The `acquire` and `extend` of a [`Dialect`] whose statements decide and return the row in
-/// one statement (`RETURNING`).
+/// The `acquire` and `extend` of a [`Dialect`] whose statements decide and return the row in one
+/// statement (`RETURNING`).
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 macro_rules! returning_statements {
     () => {

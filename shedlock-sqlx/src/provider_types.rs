@@ -1,14 +1,14 @@
 //! The `sql_lock_provider!` macro.
 //!
 //! It declares each public provider type (`PgLockProvider`, …) as a thin type around the generic
-//! [`Provider`](crate::provider::Provider).
-//! The type gets constructors, `build()`, the `LockProvider` implementation and `Debug`.
+//! [`Provider`](crate::provider::Provider). The type gets constructors, `build()`, the
+//! `LockProvider` implementation and `Debug`.
 
 /// Declares a public provider type around [`Provider`](crate::provider::Provider) for one dialect.
 ///
 /// The type gets its constructors, its builder's `build()`, the
-/// [`LockProvider`](shedlock_core::provider::LockProvider) implementation and `Debug`.
-/// The type's own documentation is the dialect's.
+/// [`LockProvider`](shedlock_core::provider::LockProvider) implementation and `Debug`. The type's
+/// own documentation is the dialect's.
 macro_rules! sql_lock_provider {
     (
         $(#[$doc:meta])*
@@ -34,13 +34,12 @@ macro_rules! sql_lock_provider {
             /// A provider over the application's sqlx `pool`.
             ///
             /// It uses Java ShedLock's table `shedlock` and the call timeout
-            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT).
-            /// See [`builder`](Self::builder) for the settings.
-            /// sqlx's pool pings every connection given back to it.
-            /// With no spare idle connection, the next lock call waits for that ping.
-            /// That is a second round trip.
-            /// A provider built from a URL opens connections of its own and never pings them.
-            /// See [`connect`](Self::connect) and [`from_url`](Self::from_url).
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT). See
+            /// [`builder`](Self::builder) for the settings. sqlx's pool pings every connection
+            /// given back to it. With no spare idle connection, the next lock call waits for that
+            /// ping. That is a second round trip. A provider built from a URL opens connections of
+            /// its own and never pings them. See [`connect`](Self::connect) and
+            /// [`from_url`](Self::from_url).
             ///
             /// ```no_run
             #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
@@ -60,8 +59,8 @@ macro_rules! sql_lock_provider {
 
             /// Starts configuring a provider over the application's sqlx `pool`.
             ///
-            /// See [`new`](Self::new) for what that costs.
-            /// Finish with [`build`]($crate::LockProviderBuilder::build).
+            /// See [`new`](Self::new) for what that costs. Finish with
+            /// [`build`]($crate::LockProviderBuilder::build).
             pub fn builder(pool: ::sqlx::Pool<$db>) -> $crate::LockProviderBuilder<$db> {
                 $crate::LockProviderBuilder::new(pool)
             }
@@ -69,13 +68,11 @@ macro_rules! sql_lock_provider {
             /// Starts configuring a provider with connections of its own to `url`.
             ///
             /// It configures the table, columns, call timeout and
-            /// [`max_connections`]($crate::LockProviderBuilder::max_connections).
-            /// Finish with [`connect`]($crate::LockProviderBuilder::connect), which opens one
-            /// connection now.
+            /// [`max_connections`]($crate::LockProviderBuilder::max_connections). Finish with
+            /// [`connect`]($crate::LockProviderBuilder::connect), which opens one connection now.
             /// Or finish with [`build`]($crate::LockProviderBuilder::build), which connects on
-            /// first use.
-            /// Each lock call is one round trip per statement.
-            /// A connection goes back to the provider's list without a ping.
+            /// first use. Each lock call is one round trip per statement. A connection goes back to
+            /// the provider's list without a ping.
             ///
             /// ```no_run
             /// use std::time::Duration;
@@ -115,12 +112,10 @@ macro_rules! sql_lock_provider {
             /// [`builder`](Self::builder).
             ///
             /// The pool has at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE) connections,
-            /// and keeps one open.
-            /// It does no ping on checkout (`test_before_acquire(false)`).
-            /// It waits [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT)
-            /// for a connection.
-            /// It applies the database's session settings.
-            /// A provider built from a URL does not need it.
+            /// and keeps one open. It does no ping on checkout (`test_before_acquire(false)`). It
+            /// waits [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT) for a
+            /// connection. It applies the database's session settings. A provider built from a URL
+            /// does not need it.
             $(#[$pool_doc])*
             ///
             /// ```no_run
@@ -141,22 +136,20 @@ macro_rules! sql_lock_provider {
 
             /// A provider with connections of its own to `url`, and the default settings.
             ///
-            /// It opens at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE) connections.
-            /// It is the same as `from_url(url).connect()`.
-            /// It opens one connection now, so a wrong URL, password or database fails here.
-            /// A server may refuse connections because it is down or restarting.
-            /// It is then asked again until the call timeout,
+            /// It opens at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE) connections. It is
+            /// the same as `from_url(url).connect()`. It opens one connection now, so a wrong URL,
+            /// password or database fails here. A server may refuse connections because it is down
+            /// or restarting. It is then asked again until the call timeout,
             /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT).
             ///
             /// # Errors
             ///
-            /// - [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the
-            ///   URL does not parse or is another database's.
-            ///   The message names the provider to use.
+            /// - [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the URL
+            ///   does not parse or is another database's. The message names the provider to use.
             /// - [`Error::is_backend`](shedlock_core::Error::is_backend) if the database refused
             ///   the connection.
-            /// - [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be
-            ///   reached in time.
+            /// - [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be reached
+            ///   in time.
             ///
             /// Each error names the database's host and port and the cause.
             pub async fn connect(url: &str) -> ::shedlock_core::Result<Self> {
@@ -165,21 +158,20 @@ macro_rules! sql_lock_provider {
 
             /// Like [`connect`](Self::connect), but connects on first use.
             ///
-            /// So startup does not need the database.
-            /// It is the same as `from_url(url).build()`.
+            /// So startup does not need the database. It is the same as `from_url(url).build()`.
             ///
             /// # Errors
             ///
-            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the
-            /// URL does not parse or is another database's.
+            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the URL
+            /// does not parse or is another database's.
             pub fn connect_lazy(url: &str) -> ::shedlock_core::Result<Self> {
                 Self::from_url(url).build()
             }
 
             /// The application's pool this provider runs on, if it was given one.
             ///
-            /// A pool is given with [`new`](Self::new) or [`builder`](Self::builder).
-            /// It is `None` for a provider with connections of its own.
+            /// A pool is given with [`new`](Self::new) or [`builder`](Self::builder). It is `None`
+            /// for a provider with connections of its own.
             #[must_use]
             pub fn pool(&self) -> Option<&::sqlx::Pool<$db>> {
                 self.0.pool()
@@ -210,15 +202,13 @@ macro_rules! sql_lock_provider {
 
             /// Creates the lock table, with the fencing-token column, unless it exists.
             ///
-            /// It then creates the job definitions and run history tables unless they exist.
-            /// These are `<table>_jobs` and `<table>_history`
-            /// (see [Job definitions and run history](crate#job-definitions-and-run-history)).
-            /// A lock table whose name is too long for theirs does not get them.
-            /// A warning then says so.
-            /// It looks first, so on existing tables it runs no `CREATE`.
-            /// So Postgres sends no "already exists" notice.
-            /// It needs the privilege to create tables.
-            /// The schema of a schema-qualified table must exist.
+            /// It then creates the job definitions and run history tables unless they exist. These
+            /// are `<table>_jobs` and `<table>_history` (see [Job definitions and run
+            /// history](crate#job-definitions-and-run-history)). A lock table whose name is too
+            /// long for theirs does not get them. A warning then says so. It looks first, so on
+            /// existing tables it runs no `CREATE`. So Postgres sends no "already exists" notice.
+            /// It needs the privilege to create tables. The schema of a schema-qualified table must
+            /// exist.
             ///
             /// # Errors
             ///
@@ -233,8 +223,7 @@ macro_rules! sql_lock_provider {
         impl $crate::LockProviderBuilder<$db> {
             /// Checks the settings and builds the provider.
             ///
-            /// There is no database access yet.
-            /// A provider built from a URL connects on first use.
+            /// There is no database access yet. A provider built from a URL connects on first use.
             ///
             /// # Errors
             ///
@@ -256,18 +245,17 @@ macro_rules! sql_lock_provider {
 
             /// Checks the settings, builds the provider and opens one connection now.
             ///
-            /// The connection is kept for the first call.
-            /// So a wrong URL, password or database fails here.
-            /// A server that refuses connections because it is down or restarting is asked
-            /// again until the call timeout.
+            /// The connection is kept for the first call. So a wrong URL, password or database
+            /// fails here. A server that refuses connections because it is down or restarting is
+            /// asked again until the call timeout.
             ///
             /// # Errors
             ///
             /// - Those of [`build`](Self::build).
             /// - [`Error::is_backend`](shedlock_core::Error::is_backend) if the database refused
             ///   the connection.
-            /// - [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be
-            ///   reached within the call timeout.
+            /// - [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be reached
+            ///   within the call timeout.
             ///
             /// Each error names the database's host and port and the cause.
             pub async fn connect(self) -> ::shedlock_core::Result<$name> {

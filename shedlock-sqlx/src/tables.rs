@@ -1,18 +1,15 @@
 //! The two tables beside the lock table that job definitions and run history need.
 //!
-//! They are named from the lock table.
-//! `<table>_jobs` holds the definitions replicas publish ([`crate::definitions`]).
-//! `<table>_history` holds the runs kept ([`crate::history`]).
+//! They are named from the lock table. `<table>_jobs` holds the definitions replicas publish
+//! ([`crate::definitions`]). `<table>_history` holds the runs kept ([`crate::history`]).
 //!
-//! This module has their names and their DDL.
-//! The DDL is the same as the migration `0004_jobs_and_history.sql` of each database.
-//! It also has what each database spells differently ([`JobTables`]).
-//! It creates them, finds which are missing, and gives the error that names the DDL to run.
-//! It also runs a call's statements in one transaction.
+//! This module has their names and their DDL. The DDL is the same as the migration
+//! `0004_jobs_and_history.sql` of each database. It also has what each database spells differently
+//! ([`JobTables`]). It creates them, finds which are missing, and gives the error that names the
+//! DDL to run. It also runs a call's statements in one transaction.
 //!
-//! The lock table works without them.
-//! Only publishing definitions, listing them, forgetting them, writing history and reading it
-//! use them.
+//! The lock table works without them. Only publishing definitions, listing them, forgetting them,
+//! writing history and reading it use them.
 
 use std::time::Duration;
 
@@ -31,8 +28,7 @@ pub(crate) const JOBS_SUFFIX: &str = "_jobs";
 pub(crate) const HISTORY_SUFFIX: &str = "_history";
 /// The suffix of the history table's index name, after the history table's name.
 ///
-/// Postgres and SQLite name indexes per schema.
-/// MySQL names it `lock_name_id` within the table.
+/// Postgres and SQLite name indexes per schema. MySQL names it `lock_name_id` within the table.
 pub(crate) const INDEX_SUFFIX: &str = "_idx";
 /// The longest job name and replica (owner id) the definitions table holds, in characters.
 pub(crate) const MAX_JOB_LEN: usize = 255;
@@ -42,31 +38,28 @@ pub(crate) const MAX_VERSION_LEN: usize = 32;
 /// A query of the crate's, with its parameters bound.
 pub(crate) type Query<D> = sqlx::query::Query<'static, D, <D as sqlx::Database>::Arguments>;
 
-/// What one database spells differently for the definitions and history tables. Each
-/// implementation is in this file, next to the others, so the three can be read side by side.
+/// What one database spells differently for the definitions and history tables. Each implementation
+/// is in this file, next to the others, so the three can be read side by side.
 pub(crate) trait JobTables: sqlx::Database {
     /// The longest table or index name the database keeps, in bytes (`None`: no limit).
     const IDENT_MAX: Option<usize>;
     /// The history table's id: an integer the database assigns in increasing order.
     const AUTO_ID: &'static str;
-    /// The error text's column, 1,000 characters at most
-    /// ([`shedlock_core::jobs::MAX_ERROR_LEN`]).
+    /// The error text's column, 1,000 characters at most ([`shedlock_core::jobs::MAX_ERROR_LEN`]).
     const ERROR_COLUMN: &'static str;
-    /// Whether the history table's index is declared inside its `CREATE TABLE` (MySQL) rather
-    /// than by a `CREATE INDEX` of its own.
+    /// Whether the history table's index is declared inside its `CREATE TABLE` (MySQL) rather than
+    /// by a `CREATE INDEX` of its own.
     const INLINE_INDEX: bool;
     /// What starts a transaction of several statements.
     const BEGIN: &'static str = "BEGIN";
 
-    /// The SQL of `now + param`.
-    /// The span is bound as the dialect binds durations.
+    /// The SQL of `now + param`. The span is bound as the dialect binds durations.
     fn plus(param: &str) -> String;
-    /// The SQL of `now - param`.
-    /// The span is bound as the dialect binds durations.
+    /// The SQL of `now - param`. The span is bound as the dialect binds durations.
     fn minus(param: &str) -> String;
 
-    /// The statements of a publish ([`crate::definitions`]), with their parameters.
-    /// They run in one transaction, or are one statement.
+    /// The statements of a publish ([`crate::definitions`]), with their parameters. They run in one
+    /// transaction, or are one statement.
     fn publish(t: &Names, p: &Publish<'_>) -> Vec<Query<Self>>;
 
     /// The statements that write a history entry and prune ([`crate::history`]).
@@ -78,8 +71,7 @@ pub(crate) trait JobTables: sqlx::Database {
 pub(crate) struct Publish<'a> {
     pub(crate) replica: &'a str,
     pub(crate) version: &'a str,
-    /// (job, lock name, spec), each job once.
-    /// The last given wins.
+    /// (job, lock name, spec), each job once. The last given wins.
     pub(crate) entries: Vec<(&'a str, &'a str, &'a str)>,
     pub(crate) ttl: Duration,
 }
@@ -118,9 +110,9 @@ pub(crate) struct Names {
 
 /// `ident` in `quote`'s quotes.
 ///
-/// It is for the derived names, which may be longer than the lock table's limit.
-/// [`names`] checks each against the database's own limit.
-/// They are plain identifiers only, so there is nothing to escape.
+/// It is for the derived names, which may be longer than the lock table's limit. [`names`] checks
+/// each against the database's own limit. They are plain identifiers only, so there is nothing to
+/// escape.
 fn quoted(quote: Quote, ident: &str) -> String {
     match quote {
         Quote::Double => format!("\"{ident}\""),
@@ -132,8 +124,8 @@ fn quoted(quote: Quote, ident: &str) -> String {
 ///
 /// # Errors
 ///
-/// [`Error::is_invalid_config`] when a derived name is longer than the database keeps, saying
-/// how long the lock table's name may be.
+/// [`Error::is_invalid_config`] when a derived name is longer than the database keeps, saying how
+/// long the lock table's name may be.
 pub(crate) fn names<D: Dialect>(settings: &Settings) -> Result<Names> {
     let TableName { schema, table } = &settings.table;
     let jobs = format!("{table}{JOBS_SUFFIX}");
@@ -212,8 +204,8 @@ pub(crate) fn jobs_ddl<D: Dialect>(s: &Settings, t: &Names) -> String {
     )
 }
 
-/// The statements that create the history table: its `CREATE TABLE IF NOT EXISTS` and, where
-/// the index is not declared inside it, the index's `CREATE INDEX IF NOT EXISTS`.
+/// The statements that create the history table: its `CREATE TABLE IF NOT EXISTS` and, where the
+/// index is not declared inside it, the index's `CREATE INDEX IF NOT EXISTS`.
 pub(crate) fn history_ddl<D: Dialect>(s: &Settings, t: &Names) -> Vec<String> {
     let q = |c: &str| quoted(D::QUOTE, c);
     let inline = if D::INLINE_INDEX {
@@ -284,8 +276,7 @@ pub(crate) fn assert_migration<D: Dialect>() {
 
 /// The error of a statement on the definitions or history table.
 ///
-/// A missing table says what to run.
-/// Anything else is the database's error on `what`.
+/// A missing table says what to run. Anything else is the database's error on `what`.
 pub(crate) fn job_table_error<D: Dialect>(
     s: &Settings,
     target: &str,
@@ -335,9 +326,8 @@ pub(crate) fn missing_table<D: Dialect>(
 
 /// Runs `queries` on the attempt's connection, and answers their rows affected, in order.
 ///
-/// One query alone runs as any statement.
-/// Several run in one transaction: the dialect's [`JobTables::BEGIN`] … `COMMIT`.
-/// The transaction is rolled back on an error.
+/// One query alone runs as any statement. Several run in one transaction: the dialect's
+/// [`JobTables::BEGIN`] … `COMMIT`. The transaction is rolled back on an error.
 ///
 /// Behind a transaction pooler the transaction is the pooler's unit already: the statements go
 /// unnamed, between this `BEGIN` and `COMMIT`.
@@ -424,9 +414,9 @@ where
 
     /// The statements that create whichever of the definitions and history tables is missing.
     ///
-    /// It is for `LockAdmin::missing_ddl`, and is empty when both exist.
-    /// A lock table whose name is too long for the derived names gets none, with a warning.
-    /// The calls that need the tables say why.
+    /// It is for `LockAdmin::missing_ddl`, and is empty when both exist. A lock table whose name is
+    /// too long for the derived names gets none, with a warning. The calls that need the tables say
+    /// why.
     ///
     /// # Errors
     ///
@@ -529,8 +519,8 @@ mod postgres {
 
         /// One statement: the expired entries go, and every entry is upserted from arrays.
         ///
-        /// Expired entries that this publish writes again do not go.
-        /// One statement may not both delete and update them.
+        /// Expired entries that this publish writes again do not go. One statement may not both
+        /// delete and update them.
         fn publish(t: &Names, p: &Publish<'_>) -> Vec<Query<Self>> {
             let sql = format!(
                 "WITH gone AS (DELETE FROM {jobs} WHERE expires <= {NOW} \
@@ -558,10 +548,10 @@ mod postgres {
             ]
         }
 
-        /// One statement: the insert, and the prune of the lock's older entries. The new row
-        /// is not visible to the `DELETE` of the same statement, so it keeps `keep - 1` of the
-        /// others. It shares the release's durability: `synchronous_commit = off` for this
-        /// statement's transaction, set once by the insert's `WHERE`.
+        /// One statement: the insert, and the prune of the lock's older entries. The new row is not
+        /// visible to the `DELETE` of the same statement, so it keeps `keep - 1` of the others. It
+        /// shares the release's durability: `synchronous_commit = off` for this statement's
+        /// transaction, set once by the insert's `WHERE`.
         fn record(t: &Names, r: &Record<'_>) -> Vec<Query<Self>> {
             let too_old = if r.max_age.is_some() {
                 format!(" OR ended < {}", Self::minus("$8"))
@@ -595,18 +585,16 @@ mod postgres {
 
 /// The statements of MySQL and SQLite, which have no arrays and no data-modifying `WITH`.
 ///
-/// A publish is a transaction of a `DELETE` and one multi-row upsert per chunk.
-/// A history write is a transaction of an `INSERT` and a `DELETE`.
-/// `pin` and `hint` are MySQL's time-zone pin.
-/// `upsert` is the dialect's conflict clause.
-/// `keep_from` is the subquery of the first entry to prune.
+/// A publish is a transaction of a `DELETE` and one multi-row upsert per chunk. A history write is
+/// a transaction of an `INSERT` and a `DELETE`. `pin` and `hint` are MySQL's time-zone pin.
+/// `upsert` is the dialect's conflict clause. `keep_from` is the subquery of the first entry to
+/// prune.
 #[cfg(any(feature = "mysql", feature = "sqlite"))]
 mod portable {
     use super::{Names, Publish, Query, Record};
     use crate::dialect::Dialect;
 
-    /// Rows per multi-row `INSERT`.
-    /// Each has 6 parameters, far below every limit.
+    /// Rows per multi-row `INSERT`. Each has 6 parameters, far below every limit.
     const CHUNK: usize = 100;
 
     pub(super) fn publish<D: Dialect>(t: &Names, p: &Publish<'_>, upsert: &str) -> Vec<Query<D>>
@@ -642,9 +630,8 @@ mod portable {
 
     /// The new row is visible to the `DELETE`, in the same transaction.
     ///
-    /// The `DELETE` keeps `keep` entries.
-    /// MySQL may read the table a `DELETE` deletes from only through a derived table.
-    /// Its `LIMIT` keeps that derived table from being merged.
+    /// The `DELETE` keeps `keep` entries. MySQL may read the table a `DELETE` deletes from only
+    /// through a derived table. Its `LIMIT` keeps that derived table from being merged.
     pub(super) fn record<D: Dialect>(t: &Names, r: &Record<'_>) -> Vec<Query<D>>
     where
         for<'q> &'q str: sqlx::Encode<'q, D> + sqlx::Type<D>,
@@ -737,8 +724,8 @@ mod sqlite {
         const AUTO_ID: &'static str = "INTEGER PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "TEXT NULL";
         const INLINE_INDEX: bool = false;
-        /// Takes the write lock at once: a deferred transaction that reads first may fail
-        /// to take it later without waiting.
+        /// Takes the write lock at once: a deferred transaction that reads first may fail to take
+        /// it later without waiting.
         const BEGIN: &'static str = "BEGIN IMMEDIATE";
 
         /// The span is a date modifier (`+600.000 seconds`).

@@ -1,25 +1,21 @@
 //! Helpers for tests that need a real database, behind the feature `testing`.
 //!
-//! They say where the database is and what to do when there is none.
-//! They give unique names, so tests can share a server.
+//! They say where the database is and what to do when there is none. They give unique names, so
+//! tests can share a server.
 //!
 //! Tests read the database URLs from [`PG_URL_ENV`] (`SHEDLOCK_PG_URL`) and [`MYSQL_URL_ENV`]
-//! (`SHEDLOCK_MYSQL_URL`).
-//! The MySQL URL may name MySQL or MariaDB.
-//! Without a URL, [`postgres_url`] and [`mysql_url`] print a skip notice and return `None`.
-//! The test can then return early and pass.
-//! With [`REQUIRE_DB_ENV`] set to `1`, as CI does, they panic instead.
-//! So a missing database fails the run rather than skipping it silently.
+//! (`SHEDLOCK_MYSQL_URL`). The MySQL URL may name MySQL or MariaDB. Without a URL, [`postgres_url`]
+//! and [`mysql_url`] print a skip notice and return `None`. The test can then return early and
+//! pass. With [`REQUIRE_DB_ENV`] set to `1`, as CI does, they panic instead. So a missing database
+//! fails the run rather than skipping it silently.
 //!
-//! With the `testcontainers` feature, a missing URL starts a container instead.
-//! It starts Postgres 16 or MariaDB 11 through [testcontainers](https://docs.rs/testcontainers),
-//! once per test process.
-//! That needs a Docker engine.
-//! It is opt-in for developers who have one, and CI only compiles it.
-//! The containers run until the process ends, and are left behind then.
-//! testcontainers cannot remove a container held for the whole process.
-//! The containers carry the label `org.shedlock-rs.testing`.
-//! So `docker rm -f $(docker ps -aq --filter label=org.shedlock-rs.testing)` removes them.
+//! With the `testcontainers` feature, a missing URL starts a container instead. It starts Postgres
+//! 16 or MariaDB 11 through [testcontainers](https://docs.rs/testcontainers), once per test
+//! process. That needs a Docker engine. It is opt-in for developers who have one, and CI only
+//! compiles it. The containers run until the process ends, and are left behind then. testcontainers
+//! cannot remove a container held for the whole process. The containers carry the label
+//! `org.shedlock-rs.testing`. So `docker rm -f $(docker ps -aq --filter
+//! label=org.shedlock-rs.testing)` removes them.
 //!
 //! ```
 //! use shedlock_sqlx::testing;
@@ -50,9 +46,8 @@ pub const REQUIRE_DB_ENV: &str = "SHEDLOCK_REQUIRE_DB";
 
 /// The Postgres URL for a test.
 ///
-/// It is [`PG_URL_ENV`] if set.
-/// Else, with the `testcontainers` feature, it is a container's.
-/// Else it is `None`, after printing a skip notice.
+/// It is [`PG_URL_ENV`] if set. Else, with the `testcontainers` feature, it is a container's. Else
+/// it is `None`, after printing a skip notice.
 ///
 /// # Panics
 ///
@@ -64,9 +59,8 @@ pub fn postgres_url() -> Option<String> {
 
 /// The MySQL/MariaDB URL for a test.
 ///
-/// It is [`MYSQL_URL_ENV`] if set.
-/// Else, with the `testcontainers` feature, it is a MariaDB container's.
-/// Else it is `None`, after printing a skip notice.
+/// It is [`MYSQL_URL_ENV`] if set. Else, with the `testcontainers` feature, it is a MariaDB
+/// container's. Else it is `None`, after printing a skip notice.
 ///
 /// # Panics
 ///
@@ -84,8 +78,8 @@ pub fn db_required() -> bool {
 
 /// A suffix that, in practice, no other call in any process makes.
 ///
-/// It is the process id, a counter and random bits, as lowercase hex and underscores.
-/// It has 30 characters at most.
+/// It is the process id, a counter and random bits, as lowercase hex and underscores. It has 30
+/// characters at most.
 #[must_use]
 pub fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -106,8 +100,7 @@ pub fn unique_suffix() -> String {
 /// # Panics
 ///
 /// If `prefix` is not 1 to 32 ASCII letters, digits or underscores starting with a letter or
-/// underscore.
-/// That is a test's mistake.
+/// underscore. That is a test's mistake.
 #[must_use]
 pub fn unique_table_name(prefix: &str) -> String {
     let plain = prefix.len() <= 32

@@ -1,8 +1,7 @@
 //! Parsing a provider's URL.
 //!
-//! The scheme check names the provider that another store's URL is for.
-//! The `transaction_pooler` query parameter is ours.
-//! A check makes sure the TLS files the URL names can be read.
+//! The scheme check names the provider that another store's URL is for. The `transaction_pooler`
+//! query parameter is ours. A check makes sure the TLS files the URL names can be read.
 
 use shedlock_core::{Error, Result};
 
@@ -38,13 +37,11 @@ const STORES: &[(&str, &str)] = &[
 
 /// Parses `url` for `DB`, refusing another store's scheme with the provider that takes it.
 ///
-/// The messages never repeat the URL, because it may hold a password.
-/// A scheme is spelled back only if it has a scheme's shape.
-/// SQLite also takes a plain path (`locks.db`), as sqlx does.
+/// The messages never repeat the URL, because it may hold a password. A scheme is spelled back only
+/// if it has a scheme's shape. SQLite also takes a plain path (`locks.db`), as sqlx does.
 ///
-/// On a Postgres URL, the query parameter [`POOLER_PARAM`] is ours.
-/// It is `transaction_pooler=true` or `false`.
-/// It is taken out before sqlx reads the URL, and returned.
+/// On a Postgres URL, the query parameter [`POOLER_PARAM`] is ours. It is `transaction_pooler=true`
+/// or `false`. It is taken out before sqlx reads the URL, and returned.
 pub(crate) fn parse_url<DB: Dialect>(url: &str) -> Result<(Options<DB>, bool)> {
     let scheme = url.split_once(':').map(|(scheme, _)| scheme).filter(|s| {
         // RFC 3986's shape; one letter is a Windows drive, not a scheme.
@@ -148,9 +145,8 @@ fn take_pooler_param(url: &str) -> Result<(String, bool)> {
 
 /// Checks that the TLS files a URL names (`sslrootcert=…`, `ssl-ca=…`) can be read.
 ///
-/// So a wrong path is an error naming it.
-/// sqlx reads them at connect time and reports only "No such file or directory".
-/// A percent-encoded path is left to sqlx.
+/// So a wrong path is an error naming it. sqlx reads them at connect time and reports only "No such
+/// file or directory". A percent-encoded path is left to sqlx.
 fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
     let Some((_, query)) = url.split_once('?') else {
         return Ok(());
@@ -171,8 +167,8 @@ fn check_tls_files<DB: Dialect>(url: &str) -> Result<()> {
     Ok(())
 }
 
-/// Providers from URLs: the scheme check, bad URLs and settings, and what a connection that
-/// cannot be opened says.
+/// Providers from URLs: the scheme check, bad URLs and settings, and what a connection that cannot
+/// be opened says.
 ///
 /// No database is needed, because a closed port refuses at once.
 #[cfg(all(test, feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -261,8 +257,8 @@ mod tests {
 
     /// `transaction_pooler=true|false` on a Postgres URL is ours.
     ///
-    /// It is taken out before sqlx reads the URL, and the other parameters are kept.
-    /// Another value is refused.
+    /// It is taken out before sqlx reads the URL, and the other parameters are kept. Another value
+    /// is refused.
     #[test]
     fn the_transaction_pooler_url_parameter_is_taken_out() {
         assert_eq!(
@@ -355,8 +351,8 @@ mod tests {
         );
     }
 
-    /// With `retry_refused_connections(false)` a refusal is the answer: `connect()` fails at
-    /// the first one, long before the call timeout, naming the server and the refusal.
+    /// With `retry_refused_connections(false)` a refusal is the answer: `connect()` fails at the
+    /// first one, long before the call timeout, naming the server and the refusal.
     #[tokio::test]
     async fn a_refused_connection_is_the_answer_when_not_retried() {
         let port = closed_port();
@@ -381,8 +377,7 @@ mod tests {
 
     /// A server that is not there: `connect()` keeps asking until the call timeout.
     ///
-    /// It then says where it tried, what it got, and for which call.
-    /// It never says the password.
+    /// It then says where it tried, what it got, and for which call. It never says the password.
     #[tokio::test]
     async fn a_refused_connection_names_the_server_and_the_cause() {
         let port = closed_port();
@@ -440,8 +435,7 @@ mod tests {
     }
 
     /// A connection the database refuses for good fails at once, naming the database and its
-    /// reason.
-    /// Here the refusal is SQLite's missing file.
+    /// reason. Here the refusal is SQLite's missing file.
     #[tokio::test]
     async fn a_database_that_refuses_the_connection_says_why() {
         let dir = tempfile::tempdir().expect("a temporary directory");

@@ -18,10 +18,10 @@
 //!
 //! A scheduler's `/status` uses [`JobStatus`], which serialises the same way.
 //!
-//! This is where the shape is documented. Each field below is a key, in this order. Times are
-//! RFC 3339 in UTC with every digit the store keeps (`2026-12-01T21:38:47.748002Z`). So a printed
-//! time passed back to `shedlock unlock --locked-at` matches the stored one exactly. A value
-//! that is unknown or does not apply is `null`.
+//! This is where the shape is documented. Each field below is a key, in this order. Times are RFC
+//! 3339 in UTC with every digit the store keeps (`2026-12-01T21:38:47.748002Z`). So a printed time
+//! passed back to `shedlock unlock --locked-at` matches the stored one exactly. A value that is
+//! unknown or does not apply is `null`.
 //!
 //! ```
 //! use chrono::{TimeZone, Utc};
@@ -61,8 +61,8 @@ use super::{LockEntry, election_owner_id};
 use crate::jobs::RunOutcome;
 use crate::jobs::{DefinitionEntry, RunEntry};
 
-/// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held election row. An election
-/// row is a [`LeaderLatch`](crate::LeaderLatch)'s.
+/// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held election row. An election row
+/// is a [`LeaderLatch`](crate::LeaderLatch)'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -97,8 +97,8 @@ impl LockState {
     }
 }
 
-/// One lock, as `shedlock show NAME --json` prints it. `list --json` prints an array of them.
-/// It has every field of the table and of `show`.
+/// One lock, as `shedlock show NAME --json` prints it. `list --json` prints an array of them. It
+/// has every field of the table and of `show`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct LockView {
@@ -252,8 +252,8 @@ pub struct ScheduleView {
     /// As written: the cron expression, or `every` and a fixed rate's period (`"every 5m"`). `null`
     /// when no definition gives it.
     pub schedule: Option<String>,
-    /// In words ([`Schedule::describe`]). `null` when unknown, or when the spec did not parse.
-    /// Its cron or period is then still in `schedule`.
+    /// In words ([`Schedule::describe`]). `null` when unknown, or when the spec did not parse. Its
+    /// cron or period is then still in `schedule`.
     ///
     /// [`Schedule::describe`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.Schedule.html#method.describe
     pub schedule_words: Option<String>,
@@ -276,8 +276,7 @@ pub struct SpecView {
 }
 
 /// One job, as `shedlock jobs --json` prints them, in an array sorted by job name. It has its
-/// schedule as its replicas publish it, its lock row's recorded state and the replicas running
-/// it.
+/// schedule as its replicas publish it, its lock row's recorded state and the replicas running it.
 ///
 /// Built by [`JobView::collect`] from the store's definitions and lock rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -307,8 +306,8 @@ pub struct JobView {
     pub held: bool,
     /// The replicas that publish the job, sorted by owner id.
     pub replicas: Vec<ReplicaView>,
-    /// Whether the replicas publish different specs, as in a rolling deploy or a configuration
-    /// that differs between replicas. See `specs`.
+    /// Whether the replicas publish different specs, as in a rolling deploy or a configuration that
+    /// differs between replicas. See `specs`.
     pub disagreeing: bool,
     /// Each distinct spec and the replicas publishing it, newest publication first.
     pub specs: Vec<SpecView>,
@@ -316,8 +315,8 @@ pub struct JobView {
     pub store_now: DateTime<Utc>,
 }
 
-/// The keys of a published spec that say when it fires, read leniently. A spec from a newer
-/// version with keys this one does not know still shows its schedule.
+/// The keys of a published spec that say when it fires, read leniently. A spec from a newer version
+/// with keys this one does not know still shows its schedule.
 #[cfg(feature = "scheduler")]
 #[derive(Deserialize)]
 struct SpecKeys {
@@ -399,8 +398,8 @@ fn same_spec(a: &str, b: &str) -> bool {
     }
 }
 
-/// Whether two published specs say the same as text. Without the `scheduler` feature, specs are
-/// not read.
+/// Whether two published specs say the same as text. Without the `scheduler` feature, specs are not
+/// read.
 #[cfg(not(feature = "scheduler"))]
 fn same_spec(a: &str, b: &str) -> bool {
     a.trim() == b.trim()
@@ -409,11 +408,11 @@ fn same_spec(a: &str, b: &str) -> bool {
 impl JobView {
     /// The jobs of a store, sorted by job name.
     ///
-    /// There is one per job name its replicas publish ([`LockAdmin::definitions`]). It is joined
-    /// by lock name with the lock rows ([`LockAdmin::list`]) for the recorded state. There is
-    /// also one per lock row that recorded a run but has no live definition. Its job is named by
-    /// the lock, and its schedule is unknown. `store_now` is the store's clock when read. The
-    /// next fire is the first after it.
+    /// There is one per job name its replicas publish ([`LockAdmin::definitions`]). It is joined by
+    /// lock name with the lock rows ([`LockAdmin::list`]) for the recorded state. There is also one
+    /// per lock row that recorded a run but has no live definition. Its job is named by the lock,
+    /// and its schedule is unknown. `store_now` is the store's clock when read. The next fire is
+    /// the first after it.
     ///
     /// A pure function, so tools and tests build the same views from the same reads. Published
     /// specs are read with the `scheduler` feature, which is on by default. Without it every

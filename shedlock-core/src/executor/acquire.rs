@@ -1,5 +1,5 @@
-//! The executor's store acquire, which stays safe when its caller is cancelled. The call is
-//! then finished in a task of its own, and a lock it won is released at once.
+//! The executor's store acquire, which stays safe when its caller is cancelled. The call is then
+//! finished in a task of its own, and a lock it won is released at once.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -14,10 +14,10 @@ use crate::keepalive::timed;
 use crate::provider::{LockProvider, LockRecord};
 
 impl LockingTaskExecutor {
-    /// The store's acquire, under the call timeout, polled inline in the caller's task. The
-    /// timeout is never longer than `at_most`. The caller may be cancelled while the call is in
-    /// flight. The call is then handed to a task of its own that finishes it. That task releases
-    /// what it won at once, instead of leaving it held until `at_most`.
+    /// The store's acquire, under the call timeout, polled inline in the caller's task. The timeout
+    /// is never longer than `at_most`. The caller may be cancelled while the call is in flight. The
+    /// call is then handed to a task of its own that finishes it. That task releases what it won at
+    /// once, instead of leaving it held until `at_most`.
     pub(super) async fn acquire(
         &self,
         name: &str,
@@ -42,9 +42,9 @@ type AcquireCall = Pin<Box<dyn Future<Output = Result<Option<LockRecord>>> + Sen
 
 /// An acquire call in flight, polled by its caller. If dropped before it finished, because the
 /// caller was cancelled, it moves the call into a spawned task. That task lets it finish and
-/// releases a lock it won. If dropped outside a runtime, or while the runtime shuts down, the
-/// call is abandoned. A shutdown cancels the spawned task too. A lock it had already won then
-/// stays held until `at_most`.
+/// releases a lock it won. If dropped outside a runtime, or while the runtime shuts down, the call
+/// is abandoned. A shutdown cancels the spawned task too. A lock it had already won then stays held
+/// until `at_most`.
 struct InFlightAcquire {
     call: Option<AcquireCall>,
     provider: Arc<dyn LockProvider>,

@@ -15,13 +15,13 @@ use crate::error::Result;
 use crate::keepalive::Lease;
 
 /// A held lock. Release it with [`release`](Self::release). Dropping it releases it in the
-/// background, honouring `at_least`. Derefs to [`LockHandle`] for the fencing token, the
-/// lost-lock signal and extension.
+/// background, honouring `at_least`. Derefs to [`LockHandle`] for the fencing token, the lost-lock
+/// signal and extension.
 ///
-/// The background release of a dropped guard is a spawned task. The runtime may shut down before
-/// it runs, as for a guard dropped as `main` returns. The lock then stays held until its
-/// `at_most`. Release explicitly, or call [`LockingTaskExecutor::shutdown`] before `main`
-/// returns. It waits for background releases.
+/// The background release of a dropped guard is a spawned task. The runtime may shut down before it
+/// runs, as for a guard dropped as `main` returns. The lock then stays held until its `at_most`.
+/// Release explicitly, or call [`LockingTaskExecutor::shutdown`] before `main` returns. It waits
+/// for background releases.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
     pub(super) handle: LockHandle,
@@ -57,11 +57,11 @@ impl LockGuard {
         self.handle.clone()
     }
 
-    /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. Answers `Ok(false)`
-    /// if the lock had already passed to another holder.
+    /// Releases the lock now: `lock_until = max(now, locked_at + at_least)`. Answers `Ok(false)` if
+    /// the lock had already passed to another holder.
     ///
-    /// If this future is dropped before the release finished, the guard releases in the
-    /// background as on drop.
+    /// If this future is dropped before the release finished, the guard releases in the background
+    /// as on drop.
     ///
     /// # Errors
     ///

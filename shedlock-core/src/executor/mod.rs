@@ -36,8 +36,8 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 static DEFAULT_EXECUTOR: OnceLock<LockingTaskExecutor> = OnceLock::new();
 
-/// Runs tasks under locks. At most one replica runs a given lock's task at a time. The others
-/// skip it.
+/// Runs tasks under locks. At most one replica runs a given lock's task at a time. The others skip
+/// it.
 ///
 /// It holds the store (any [`LockProvider`]), this process's owner id and a default `at_most`.
 /// Cheap to clone. Clones share everything.
@@ -130,8 +130,8 @@ impl LockingTaskExecutorBuilder {
         self
     }
 
-    /// How long one store call may take before it fails with [`Error::is_timeout`]. Store calls
-    /// are acquire, extend and release. Defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
+    /// How long one store call may take before it fails with [`Error::is_timeout`]. Store calls are
+    /// acquire, extend and release. Defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
@@ -195,11 +195,11 @@ pub struct Execution<T> {
     /// Whether the lock was lost before the task ended, by no extension in time or a takeover.
     /// Another replica may then have run the task concurrently.
     pub lock_lost: bool,
-    /// Whether the task ran inside an outer run of the same lock (re-entrancy). The lock then
-    /// stays with the outer run and is not released here.
+    /// Whether the task ran inside an outer run of the same lock (re-entrancy). The lock then stays
+    /// with the outer run and is not released here.
     pub reentrant: bool,
-    /// Why the release failed, if it did. The failure is also logged at ERROR and counted. The
-    /// lock then ends at its `at_most`. The output is unaffected.
+    /// Why the release failed, if it did. The failure is also logged at ERROR and counted. The lock
+    /// then ends at its `at_most`. The output is unaffected.
     pub release_error: Option<Error>,
 }
 
@@ -265,13 +265,13 @@ impl LockingTaskExecutor {
 
     /// Whether the store answers and is set up to keep locks, without taking a lock (see
     /// [`LockProvider::check`]). It answers within the call timeout. Use it for a readiness probe.
-    /// Or use it to fail at start before a [`LeaderLatch`](crate::LeaderLatch) starts on a store
-    /// it can never lead on. `Scheduler::start` makes the same check.
+    /// Or use it to fail at start before a [`LeaderLatch`](crate::LeaderLatch) starts on a store it
+    /// can never lead on. `Scheduler::start` makes the same check.
     ///
     /// # Errors
     ///
-    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong. Fix
-    /// it, because retrying will not help. [`Error::is_backend`] or [`Error::is_timeout`] when it
+    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong. Fix it,
+    /// because retrying will not help. [`Error::is_backend`] or [`Error::is_timeout`] when it
     /// cannot be reached now.
     ///
     /// ```
@@ -318,17 +318,17 @@ impl LockingTaskExecutor {
             .map_err(|_| Error::already_installed())
     }
 
-    /// Tries to take the lock, without running anything. Answers `Ok(None)` if another holder
-    /// has it.
+    /// Tries to take the lock, without running anything. Answers `Ok(None)` if another holder has
+    /// it.
     ///
     /// The lock is released when the guard is released or dropped, honouring `at_least`. With
     /// `keep_alive`, it is extended in the background until then.
     ///
     /// # Errors
     ///
-    /// Invalid configuration, a store failure, or a timed-out call. Invalid configuration means
-    /// no `at_most` and no default, or a name too long for this store. A timed-out acquire may
-    /// still have committed. The lock is then held, by nobody running, until its `at_most`.
+    /// Invalid configuration, a store failure, or a timed-out call. Invalid configuration means no
+    /// `at_most` and no default, or a name too long for this store. A timed-out acquire may still
+    /// have committed. The lock is then held, by nobody running, until its `at_most`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -379,9 +379,9 @@ impl LockingTaskExecutor {
         self.hold(record, sent_at, at_most, cfg).await.map(Some)
     }
 
-    /// Turns a record this executor's store just granted into a guard. An acquire or a fire
-    /// claim sent at `sent_at` granted it. The guard brings the local deadline, keep-alive, and
-    /// the drain's registration.
+    /// Turns a record this executor's store just granted into a guard. An acquire or a fire claim
+    /// sent at `sent_at` granted it. The guard brings the local deadline, keep-alive, and the
+    /// drain's registration.
     pub(crate) async fn hold(
         &self,
         record: LockRecord,
@@ -437,11 +437,11 @@ impl LockingTaskExecutor {
         })
     }
 
-    /// One fire claim through this executor's store, with its owner id, call timeout and drain.
-    /// A claimed fire comes back as a guard if `take` says the caller runs it. A claim it does not
-    /// take is left as it is, because another job loop of this process runs it. The answer also
-    /// has the local instants the call was sent and its reply received. From them a scheduler
-    /// learns the store's clock.
+    /// One fire claim through this executor's store, with its owner id, call timeout and drain. A
+    /// claimed fire comes back as a guard if `take` says the caller runs it. A claim it does not
+    /// take is left as it is, because another job loop of this process runs it. The answer also has
+    /// the local instants the call was sent and its reply received. From them a scheduler learns
+    /// the store's clock.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn claim_fire(
         &self,
@@ -499,8 +499,7 @@ impl LockingTaskExecutor {
         self.hold(record, since, at_most, cfg).await
     }
 
-    /// Who holds `name` now, read within the call timeout. Used for a claim whose reply was
-    /// lost.
+    /// Who holds `name` now, read within the call timeout. Used for a claim whose reply was lost.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn holder(&self, name: &str) -> Result<Option<LockRecord>> {
         timed(
@@ -529,8 +528,8 @@ impl LockingTaskExecutor {
         self.inner.call_timeout
     }
 
-    /// Shuts the executor down gracefully, all its clones too. It returns once every lock it
-    /// handed out is released, or its release has failed. The steps:
+    /// Shuts the executor down gracefully, all its clones too. It returns once every lock it handed
+    /// out is released, or its release has failed. The steps:
     ///
     /// 1. At once, new runs are refused. [`execute`](Self::execute) and
     ///    [`try_lock`](Self::try_lock) return an error with [`Error::is_shutdown`]. They never
@@ -542,21 +541,21 @@ impl LockingTaskExecutor {
     ///    [`current_lock`](crate::current_lock). A cancelled run gets a stop window to stop and
     ///    release its own lock. The window is one second, or the call timeout if shorter. So work
     ///    that stops when told never goes on after its lock was given back. The executor then
-    ///    releases the locks still held itself, honouring each one's `at_least`. Their handles
-    ///    then report the lock lost.
-    /// 4. It waits for those releases and for releases running in the background, such as a
-    ///    dropped guard's. Each is bounded by the call timeout.
+    ///    releases the locks still held itself, honouring each one's `at_least`. Their handles then
+    ///    report the lock lost.
+    /// 4. It waits for those releases and for releases running in the background, such as a dropped
+    ///    guard's. Each is bounded by the call timeout.
     ///
     /// So it returns within `grace` plus the stop window plus about two call timeouts, even when
-    /// the store hangs. The second call timeout is there because a background release that fails
-    /// is tried once more. With a store that answers, it returns within `grace` plus one call. A
+    /// the store hangs. The second call timeout is there because a background release that fails is
+    /// tried once more. With a store that answers, it returns within `grace` plus one call. A
     /// deploy never leaves a lock held to its `at_most`. The executor does not stop a task that
-    /// ignores the signal. That task goes on, without its lock, until the process exits. Calling
-    /// it again, or on a clone, waits for the same drain.
+    /// ignores the signal. That task goes on, without its lock, until the process exits. Calling it
+    /// again, or on a clone, waits for the same drain.
     ///
-    /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, shut them down together
-    /// with [`Shutdown`](crate::Shutdown). The latch then hands leadership over at once instead
-    /// of after the drain.
+    /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, shut them down together with
+    /// [`Shutdown`](crate::Shutdown). The latch then hands leadership over at once instead of after
+    /// the drain.
     ///
     /// ```
     /// use std::time::Duration;
@@ -579,8 +578,8 @@ impl LockingTaskExecutor {
         self.inner.drain.drain(grace, self.inner.call_timeout).await
     }
 
-    /// Begins the drain without waiting (see [`Shutdown`](crate::Shutdown)). New runs are
-    /// refused and runs in flight see [`LockHandle::stopping`] at once.
+    /// Begins the drain without waiting (see [`Shutdown`](crate::Shutdown)). New runs are refused
+    /// and runs in flight see [`LockHandle::stopping`] at once.
     pub(crate) fn begin_shutdown(&self) {
         self.inner.drain.begin();
     }
@@ -596,11 +595,11 @@ impl LockingTaskExecutor {
         self.inner.drain.is_stopping()
     }
 
-    /// Runs `task` if the lock is free. Answers `Ok(Some(output))` if it ran. Answers `Ok(None)`
-    /// if another holder has the lock. The task is then skipped, not queued.
+    /// Runs `task` if the lock is free. Answers `Ok(Some(output))` if it ran. Answers `Ok(None)` if
+    /// another holder has the lock. The task is then skipped, not queued.
     ///
-    /// A task's own error comes back inside: `Ok(Some(Err(e)))`. The lock is released when the
-    /// task completes, fails or panics, or when this future is dropped. A panic resumes after the
+    /// A task's own error comes back inside: `Ok(Some(Err(e)))`. The lock is released when the task
+    /// completes, fails or panics, or when this future is dropped. A panic resumes after the
     /// release. A failed release is logged and never loses the output. Inside the task,
     /// [`current_lock`](crate::current_lock) and [`assert_locked`](crate::current::assert_locked)
     /// work. A nested run of a lock the task already holds runs directly (re-entrancy). For the
@@ -704,8 +703,7 @@ pub(crate) struct FireAttempt {
     pub(crate) received: Instant,
 }
 
-/// The process-wide default executor installed with
-/// [`LockingTaskExecutor::install_default`].
+/// The process-wide default executor installed with [`LockingTaskExecutor::install_default`].
 ///
 /// # Errors
 ///

@@ -9,8 +9,8 @@ use crate::config::{DEFAULT_MAX_NAME_LEN, HumanDuration, check_max, validate_nam
 use crate::error::{Error, Result};
 use crate::owner::validate_owner_id;
 
-/// The settings of a [`LeaderLatch`](crate::LeaderLatch). They say which election, who this
-/// replica is, and the four timings that decide how fast leadership moves.
+/// The settings of a [`LeaderLatch`](crate::LeaderLatch). They say which election, who this replica
+/// is, and the four timings that decide how fast leadership moves.
 ///
 /// | setting | default | meaning |
 /// |---|---|---|
@@ -24,11 +24,11 @@ use crate::owner::validate_owner_id;
 ///
 /// [`build`](LeaderLatchConfigBuilder::build) checks these rules, and so does deserializing:
 ///
-/// - `renew_interval < renew_deadline < lease`. A renew is then attempted before leadership
-///   lapses, and a leader steps down before its row can be taken.
+/// - `renew_interval < renew_deadline < lease`. A renew is then attempted before leadership lapses,
+///   and a leader steps down before its row can be taken.
 /// - `call_timeout <= acquire_interval`.
-/// - `renew_interval + call_timeout < renew_deadline`. A renew sent on time can then finish or
-///   time out before the deadline.
+/// - `renew_interval + call_timeout < renew_deadline`. A renew sent on time can then finish or time
+///   out before the deadline.
 /// - `acquire_jitter <= acquire_interval`.
 /// - No zero durations except the jitter and the grace.
 /// - Nothing above [`MAX_DURATION`](crate::provider::MAX_DURATION).
@@ -98,9 +98,8 @@ impl LeaderLatchConfig {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] when the name is empty, longer than
-    /// [`DEFAULT_MAX_NAME_LEN`] characters, padded with white space
-    /// or contains NUL.
+    /// [`Error::is_invalid_config`] when the name is empty, longer than [`DEFAULT_MAX_NAME_LEN`]
+    /// characters, padded with white space or contains NUL.
     ///
     /// ```
     /// let cfg = shedlock_core::LeaderLatchConfig::new("scheduler")?;
@@ -139,16 +138,15 @@ impl LeaderLatchConfig {
         self.owner_id.as_deref()
     }
 
-    /// How long the row stays held without a renew. It is the `at_most` of each acquire and
-    /// renew.
+    /// How long the row stays held without a renew. It is the `at_most` of each acquire and renew.
     #[must_use]
     pub fn lease(&self) -> Duration {
         self.lease
     }
 
-    /// How long after its last successful renew was sent the leader renews again. The renewal
-    /// loop uses `min(renew_interval, renew_deadline / 2)`. So a failed renew has time to be
-    /// retried before the deadline.
+    /// How long after its last successful renew was sent the leader renews again. The renewal loop
+    /// uses `min(renew_interval, renew_deadline / 2)`. So a failed renew has time to be retried
+    /// before the deadline.
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
@@ -178,8 +176,8 @@ impl LeaderLatchConfig {
         self.call_timeout
     }
 
-    /// How long leader-only work may take to finish after [`close`](crate::LeaderLatch::close)
-    /// or [`resign`](crate::LeaderLatch::resign), before it is cancelled.
+    /// How long leader-only work may take to finish after [`close`](crate::LeaderLatch::close) or
+    /// [`resign`](crate::LeaderLatch::resign), before it is cancelled.
     #[must_use]
     pub fn shutdown_grace(&self) -> Duration {
         self.shutdown_grace
@@ -234,8 +232,8 @@ impl LeaderLatchConfigBuilder {
         self
     }
 
-    /// How long after its last successful renew was sent the leader renews again. Defaults to
-    /// half of `renew_deadline`, which is 5 s with the default lease. A value above half of
+    /// How long after its last successful renew was sent the leader renews again. Defaults to half
+    /// of `renew_deadline`, which is 5 s with the default lease. A value above half of
     /// `renew_deadline` is accepted, but the leader renews at `renew_deadline / 2` instead. So a
     /// failed renew has time to be retried.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
@@ -243,40 +241,39 @@ impl LeaderLatchConfigBuilder {
         self
     }
 
-    /// How long after its last successful acquire or renew was sent the leader steps down
-    /// locally. Defaults to two thirds of the lease, which is 10 s with the default lease. Must be
-    /// shorter than the lease, so the leader has stepped down before anyone else can take the
-    /// row.
+    /// How long after its last successful acquire or renew was sent the leader steps down locally.
+    /// Defaults to two thirds of the lease, which is 10 s with the default lease. Must be shorter
+    /// than the lease, so the leader has stepped down before anyone else can take the row.
     pub fn renew_deadline(mut self, deadline: Duration) -> Self {
         self.renew_deadline = Some(deadline);
         self
     }
 
-    /// How often followers try to take the row, and how soon a failed renew is retried. Defaults
-    /// to 2 s. After a graceful [`close`](crate::LeaderLatch::close), another replica leads within
+    /// How often followers try to take the row, and how soon a failed renew is retried. Defaults to
+    /// 2 s. After a graceful [`close`](crate::LeaderLatch::close), another replica leads within
     /// about this long.
     pub fn acquire_interval(mut self, interval: Duration) -> Self {
         self.acquire_interval = Some(interval);
         self
     }
 
-    /// The most added at random to each follower wait, so candidates started together do not
-    /// query in lockstep. Defaults to a quarter of `acquire_interval`. Zero turns it off.
+    /// The most added at random to each follower wait, so candidates started together do not query
+    /// in lockstep. Defaults to a quarter of `acquire_interval`. Zero turns it off.
     pub fn acquire_jitter(mut self, jitter: Duration) -> Self {
         self.acquire_jitter = Some(jitter);
         self
     }
 
-    /// The most one store call may take. Defaults to `acquire_interval`. A hung call never keeps
-    /// a leader past its `renew_deadline` either way.
+    /// The most one store call may take. Defaults to `acquire_interval`. A hung call never keeps a
+    /// leader past its `renew_deadline` either way.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = Some(timeout);
         self
     }
 
-    /// How long leader-only work may take to finish after [`close`](crate::LeaderLatch::close)
-    /// or [`resign`](crate::LeaderLatch::resign). It never runs past the term's own deadline.
-    /// Defaults to 5 s.
+    /// How long leader-only work may take to finish after [`close`](crate::LeaderLatch::close) or
+    /// [`resign`](crate::LeaderLatch::resign). It never runs past the term's own deadline. Defaults
+    /// to 5 s.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self
@@ -286,8 +283,8 @@ impl LeaderLatchConfigBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`], naming the setting and the rule, for an invalid name or
-    /// owner id, or for a broken rule of [`LeaderLatchConfig`].
+    /// [`Error::is_invalid_config`], naming the setting and the rule, for an invalid name or owner
+    /// id, or for a broken rule of [`LeaderLatchConfig`].
     pub fn build(self) -> Result<LeaderLatchConfig> {
         let invalid =
             |msg: String| Error::invalid_config(format!("leader latch {:?}: {msg}", self.name));

@@ -25,12 +25,12 @@ use crate::owner::{MAX_OWNER_ID_LEN, default_owner_id};
 use crate::provider::LockProvider;
 use task::Shared;
 
-/// One candidate in a leader election. At most one candidate per election name leads at a time.
-/// A lock row in the store the replicas already share decides which one.
+/// One candidate in a leader election. At most one candidate per election name leads at a time. A
+/// lock row in the store the replicas already share decides which one.
 ///
 /// Each replica starts a latch for the same election name. While it is a *follower*, a background
-/// task tries to take the row every `acquire_interval`. The one that gets it *leads* and renews
-/// the row every `renew_interval`. [`is_leader`](Self::is_leader) answers from memory. Changes are
+/// task tries to take the row every `acquire_interval`. The one that gets it *leads* and renews the
+/// row every `renew_interval`. [`is_leader`](Self::is_leader) answers from memory. Changes are
 /// published on a [`watch`](Self::watch). Opt-in, they also come as a stream of
 /// [`events`](Self::events), one per cycle. The "leader selection with a heartbeat" pattern is this
 /// latch, with heartbeat = renew and threshold = lease.
@@ -58,20 +58,20 @@ use task::Shared;
 ///
 /// # Lease, renew interval, renew deadline
 ///
-/// The leader holds the row for a `lease` (default 15 s) from the store's clock. It renews it
-/// every `renew_interval` (5 s). Independently, it keeps a **local deadline** on its own monotonic
-/// clock. The deadline is the send time of its last successful acquire or renew plus
-/// `renew_deadline` (10 s). At that instant it stops being leader, whatever its background task is
-/// doing. [`is_leader`](Self::is_leader) compares the deadline with the clock on every call, and
-/// [`LeaderTerm::ended`] fires. `renew_deadline < lease`, and both count from the same send. So
-/// the leader has always stepped down before the row can expire and be taken by another replica.
-/// The margin is 5 s by default. This holds even if its process was paused, its task starved, or
-/// a store call hung.
+/// The leader holds the row for a `lease` (default 15 s) from the store's clock. It renews it every
+/// `renew_interval` (5 s). Independently, it keeps a **local deadline** on its own monotonic clock.
+/// The deadline is the send time of its last successful acquire or renew plus `renew_deadline` (10
+/// s). At that instant it stops being leader, whatever its background task is doing.
+/// [`is_leader`](Self::is_leader) compares the deadline with the clock on every call, and
+/// [`LeaderTerm::ended`] fires. `renew_deadline < lease`, and both count from the same send. So the
+/// leader has always stepped down before the row can expire and be taken by another replica. The
+/// margin is 5 s by default. This holds even if its process was paused, its task starved, or a
+/// store call hung.
 ///
 /// A failed renew is retried every `acquire_interval` (2 s), not at the next `renew_interval`. A
 /// renew the store *refuses*, because the row is someone else's, ends the term at once. After any
-/// step-down, the latch releases its row once its leader-only work has stopped. If the row is
-/// gone, it leaves it. Every term has a new [fencing token](LeaderTerm::fencing_token).
+/// step-down, the latch releases its row once its leader-only work has stopped. If the row is gone,
+/// it leaves it. Every term has a new [fencing token](LeaderTerm::fencing_token).
 ///
 /// # Failover times (defaults)
 ///
@@ -83,17 +83,17 @@ use task::Shared;
 /// | the store is down briefly | nothing changes if a renew succeeds within `renew_deadline` of the last one: with the defaults, any outage up to 4 s, often up to 9 s |
 /// | the store is down longer | the leader steps down at its deadline; every instance stays a follower, logs one ERROR, and keeps trying; a leader is elected at the first attempt after the store is back |
 ///
-/// Make the timings shorter for faster failover. The cost is more store traffic and less
-/// tolerance for store hiccups. Each follower sends about one acquire per `acquire_interval`. The
-/// leader sends one renew per `renew_interval`.
+/// Make the timings shorter for faster failover. The cost is more store traffic and less tolerance
+/// for store hiccups. Each follower sends about one acquire per `acquire_interval`. The leader
+/// sends one renew per `renew_interval`.
 ///
 /// # Store errors
 ///
-/// A store that fails never makes an instance leader. It may be down, miss its table, or time
-/// out. Each failure streak is logged once at ERROR with what to fix, then at DEBUG until it
-/// recovers. The recovery is logged at INFO with `failures` and `outage_ms`. The latch keeps
-/// retrying, also on a store set up wrong, because [`start`](Self::start) does not ask the store.
-/// To fail at start on a missing table or wrong columns instead, call
+/// A store that fails never makes an instance leader. It may be down, miss its table, or time out.
+/// Each failure streak is logged once at ERROR with what to fix, then at DEBUG until it recovers.
+/// The recovery is logged at INFO with `failures` and `outage_ms`. The latch keeps retrying, also
+/// on a store set up wrong, because [`start`](Self::start) does not ask the store. To fail at start
+/// on a missing table or wrong columns instead, call
 /// [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check) first. A `Scheduler` on the
 /// same store does it in its `start`.
 ///
@@ -110,14 +110,14 @@ use task::Shared;
 /// [`LockEntry::is_election`](crate::admin::LockEntry::is_election)). So an owner id for a latch is
 /// at most 246 characters. [`KnownLeader::owner_id`] is the id without the mark.
 ///
-/// By default every latch and executor of a process shares one owner id, the
-/// [`default_owner_id`]. An explicit id may be shared too. What tells two terms apart is the
-/// acquisition: its fencing token, or its `locked_at`. So a latch releases a leftover row only when
-/// it can prove it is its own. That is the case for the acquisition of one of its own terms. It is
-/// also the case for the product of one of its acquires whose reply was lost. That second case
-/// holds only when no other latch of the process runs the same election with the same owner id. A row that merely carries its
-/// owner id is followed like anyone else's, and frees itself at the end of its lease. Such a row
-/// may come from another latch of this process in the same election. It may also come from an
+/// By default every latch and executor of a process shares one owner id, the [`default_owner_id`].
+/// An explicit id may be shared too. What tells two terms apart is the acquisition: its fencing
+/// token, or its `locked_at`. So a latch releases a leftover row only when it can prove it is its
+/// own. That is the case for the acquisition of one of its own terms. It is also the case for the
+/// product of one of its acquires whose reply was lost. That second case holds only when no other
+/// latch of the process runs the same election with the same owner id. A row that merely carries
+/// its owner id is followed like anyone else's, and frees itself at the end of its lease. Such a
+/// row may come from another latch of this process in the same election. It may also come from an
 /// earlier run of this process with the same explicit id that crashed while leading. Keep owner ids
 /// unique per process, as the default is. Do not use an election's name as a task lock's name.
 ///
@@ -227,8 +227,8 @@ impl LeaderLatch {
         self.shared().config.name()
     }
 
-    /// This instance's owner id, without the mark. While it leads, the row's `locked_by` is this
-    /// id with [`ELECTION_MARK`] appended (see [`LeaderLatch`], "Owner ids").
+    /// This instance's owner id, without the mark. While it leads, the row's `locked_by` is this id
+    /// with [`ELECTION_MARK`] appended (see [`LeaderLatch`], "Owner ids").
     /// [`election_owner_id`](crate::admin::election_owner_id) strips the mark.
     ///
     /// ```
@@ -265,11 +265,11 @@ impl LeaderLatch {
     /// and a clock read. No I/O, no lock.
     ///
     /// It turns false exactly at the local deadline (see [`LeaderLatch`], "Lease, renew interval,
-    /// renew deadline"). That holds even if the latch's background task has not run since. It
-    /// turns false at once on [`resign`](Self::resign) or [`close`](Self::close). Check it right
-    /// before acting as leader. Or hold a [`LeaderTerm`] and race the work against
-    /// [`LeaderTerm::ended`]. Pass the term's fencing token downstream for the writes that must
-    /// never come from a stale leader.
+    /// renew deadline"). That holds even if the latch's background task has not run since. It turns
+    /// false at once on [`resign`](Self::resign) or [`close`](Self::close). Check it right before
+    /// acting as leader. Or hold a [`LeaderTerm`] and race the work against [`LeaderTerm::ended`].
+    /// Pass the term's fencing token downstream for the writes that must never come from a stale
+    /// leader.
     #[must_use]
     pub fn is_leader(&self) -> bool {
         self.shared().leader_until.is_live()
@@ -281,23 +281,23 @@ impl LeaderLatch {
         self.shared().current_term()
     }
 
-    /// The last published state (see [`LeaderState`]). It can lag behind. To decide whether to
-    /// act as leader, ask [`is_leader`](Self::is_leader).
+    /// The last published state (see [`LeaderState`]). It can lag behind. To decide whether to act
+    /// as leader, ask [`is_leader`](Self::is_leader).
     #[must_use]
     pub fn state(&self) -> LeaderState {
         self.shared().state.borrow().clone()
     }
 
-    /// A receiver of the state. It sees each transition: elected, stepped down, a different
-    /// leader seen, stopped. It never sees a routine renew.
+    /// A receiver of the state. It sees each transition: elected, stepped down, a different leader
+    /// seen, stopped. It never sees a routine renew.
     ///
-    /// The latch's background task publishes, in the order the transitions happen. A step-down
-    /// by [`resign`](Self::resign) or [`close`](Self::close) is published when that task next
-    /// runs. [`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it at once.
+    /// The latch's background task publishes, in the order the transitions happen. A step-down by
+    /// [`resign`](Self::resign) or [`close`](Self::close) is published when that task next runs.
+    /// [`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it at once.
     ///
-    /// Do not keep a [`borrow`](watch::Receiver::borrow) across an `.await`. It holds the
-    /// channel's lock and stalls the task's next publish. Calling the latch while holding one is
-    /// fine. Publishing is never delayed by a consumer that is just slow to read.
+    /// Do not keep a [`borrow`](watch::Receiver::borrow) across an `.await`. It holds the channel's
+    /// lock and stalls the task's next publish. Calling the latch while holding one is fine.
+    /// Publishing is never delayed by a consumer that is just slow to read.
     #[must_use]
     pub fn watch(&self) -> watch::Receiver<LeaderState> {
         self.shared().state.subscribe()
@@ -310,8 +310,8 @@ impl LeaderLatch {
         task::wait_for_leadership(&mut states).await
     }
 
-    /// Subscribes to the event stream: every transition plus one event per completed cycle.
-    /// The leader sends [`LeaderEvent::Renewed`] for each successful renew. A follower sends
+    /// Subscribes to the event stream: every transition plus one event per completed cycle. The
+    /// leader sends [`LeaderEvent::Renewed`] for each successful renew. A follower sends
     /// [`LeaderEvent::Following`] for each attempt. Events sent before the call are not seen. A
     /// slow consumer misses events. It never slows the latch.
     ///
@@ -344,8 +344,8 @@ impl LeaderLatch {
     /// stop cleanly. The row is released only after the work stopped. Work that returns early is
     /// not restarted in the same term. Work that panics is logged and runs again in the next term.
     ///
-    /// The returned handle resolves once the latch has stopped and the work has ended. Dropping
-    /// it does not stop anything.
+    /// The returned handle resolves once the latch has stopped and the work has ended. Dropping it
+    /// does not stop anything.
     ///
     /// ```
     /// use std::time::Duration;
@@ -384,15 +384,13 @@ impl LeaderLatch {
 
     /// Gives up leadership now, if this instance leads. Returns whether it was leading.
     ///
-    /// It steps down at once, without I/O. It then waits until leader-only work has stopped and
-    /// the row is released. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace),
-    /// then is cancelled. The instance stays a candidate but sits out
-    /// `2 × acquire_interval + acquire_jitter` first. So another candidate takes over if there is
-    /// one.
+    /// It steps down at once, without I/O. It then waits until leader-only work has stopped and the
+    /// row is released. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then
+    /// is cancelled. The instance stays a candidate but sits out `2 × acquire_interval +
+    /// acquire_jitter` first. So another candidate takes over if there is one.
     ///
     /// On a follower it changes nothing and returns `false` at once. The exception is an acquire of
-    /// its own in flight. Should that acquire win, the row is given back and the instance sits
-    /// out.
+    /// its own in flight. Should that acquire win, the row is given back and the instance sits out.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -419,22 +417,21 @@ impl LeaderLatch {
 
     /// Stops the latch.
     ///
-    /// If leading, it steps down at once, without I/O. It waits until leader-only work has
-    /// stopped. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is
-    /// cancelled. It releases the row, so another replica takes over within one
-    /// `acquire_interval`. It publishes [`LeaderState::Stopped`]. An acquire already in flight is
-    /// let finish, for at most `call_timeout`, and its row released. Calling it again, or on a
-    /// clone, waits for the same stop.
+    /// If leading, it steps down at once, without I/O. It waits until leader-only work has stopped.
+    /// The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is cancelled. It
+    /// releases the row, so another replica takes over within one `acquire_interval`. It publishes
+    /// [`LeaderState::Stopped`]. An acquire already in flight is let finish, for at most
+    /// `call_timeout`, and its row released. Calling it again, or on a clone, waits for the same
+    /// stop.
     ///
     /// The row is released only once the work has actually stopped. Its cancellation may not
     /// complete before the row would expire by itself, for example because a drop blocks or the
-    /// runtime is starved. `close` then stops waiting, logs a warning and leaves the row to
-    /// expire.
+    /// runtime is starved. `close` then stops waiting, logs a warning and leaves the row to expire.
     ///
     /// # Errors
     ///
-    /// The release of the row failed. The row then expires by itself within `lease`. The latch
-    /// is stopped either way.
+    /// The release of the row failed. The row then expires by itself within `lease`. The latch is
+    /// stopped either way.
     pub async fn close(&self) -> Result<()> {
         self.shared().request_close();
         let mut states = self.watch();

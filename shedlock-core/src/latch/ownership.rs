@@ -2,11 +2,11 @@
 //!
 //! A follower whose acquire is refused reads who holds the row. If the row carries this latch's
 //! owner id, it *may* be its own leftover. It may come from an earlier term whose release failed,
-//! or from an acquire whose reply never arrived. Releasing it then lets the election go on at
-//! once instead of waiting out the lease. But the owner id alone proves nothing. Every latch of a
+//! or from an acquire whose reply never arrived. Releasing it then lets the election go on at once
+//! instead of waiting out the lease. But the owner id alone proves nothing. Every latch of a
 //! process shares it by default, and one id set in `SHEDLOCK_OWNER_ID` or the configuration is
-//! shared too. A second latch for the same election that released the live leader's row would
-//! make two leaders.
+//! shared too. A second latch for the same election that released the live leader's row would make
+//! two leaders.
 //!
 //! # The rule
 //!
@@ -31,11 +31,11 @@
 //!      row was written by one of this latch's acquires. The only ones it does not know are the
 //!      lost ones.
 //!
-//! Any other row with this owner id is treated like anybody else's. It is followed as the
-//! leader, never touched. Such a row may come from another latch of this process with the same
-//! id. It may also come from an earlier incarnation of this process that used the same explicit
-//! id and crashed. It frees itself at the end of its lease. So the price of not proving
-//! ownership is a slower takeover, never two leaders.
+//! Any other row with this owner id is treated like anybody else's. It is followed as the leader,
+//! never touched. Such a row may come from another latch of this process with the same id. It may
+//! also come from an earlier incarnation of this process that used the same explicit id and
+//! crashed. It frees itself at the end of its lease. So the price of not proving ownership is a
+//! slower takeover, never two leaders.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,8 +48,8 @@ use crate::provider::LockRecord;
 
 /// Whether `a` and `b` are the same acquisition of the same row, as a store compares them in
 /// `extend` and `release`. That means the same name and owner, and the same fencing token. On a
-/// store without tokens, it means the same `locked_at` instead. `lock_until` is ignored, because
-/// it moves with every renew.
+/// store without tokens, it means the same `locked_at` instead. `lock_until` is ignored, because it
+/// moves with every renew.
 pub(super) fn same_acquisition(a: &LockRecord, b: &LockRecord) -> bool {
     a.name() == b.name()
         && a.owner() == b.owner()
@@ -67,8 +67,7 @@ fn running() -> std::sync::MutexGuard<'static, BTreeMap<(String, String), usize>
     RUNNING.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One running latch in the process-wide registry. It is counted until [`end`](Self::end) or
-/// drop.
+/// One running latch in the process-wide registry. It is counted until [`end`](Self::end) or drop.
 pub(super) struct RunningLatch {
     key: (String, String),
     active: AtomicBool,
@@ -145,8 +144,8 @@ impl OwnRows {
         self.lost_reply = None;
     }
 
-    /// `record`, ours and received from the store, may still hold the row. Its release failed
-    /// or was not attempted.
+    /// `record`, ours and received from the store, may still hold the row. Its release failed or
+    /// was not attempted.
     pub(super) fn unreleased(&mut self, record: LockRecord) {
         self.unreleased = Some(record);
     }
@@ -177,8 +176,7 @@ impl OwnRows {
 
     /// Whether `row`, which refused this latch's acquire, is provably its own (see the module
     /// docs). `alive_for` is `call_timeout + lease`. That is how long after its send a lost
-    /// acquire's row can still hold the election. `shared_owner` is
-    /// [`RunningLatch::is_shared`].
+    /// acquire's row can still hold the election. `shared_owner` is [`RunningLatch::is_shared`].
     pub(super) fn claim(
         &self,
         row: &LockRecord,

@@ -36,33 +36,30 @@ use crate::provider::LockRecord;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderState {
-    /// The latch has started and its store has not answered an attempt yet. This instance does
-    /// not lead, and does not know who does. It is the state before the first attempt. It stays
-    /// while every attempt fails, because the store is down or its table is missing. The first
-    /// answer makes it [`Leader`](Self::Leader) or [`Follower`](Self::Follower). It never comes
-    /// back.
+    /// The latch has started and its store has not answered an attempt yet. This instance does not
+    /// lead, and does not know who does. It is the state before the first attempt. It stays while
+    /// every attempt fails, because the store is down or its table is missing. The first answer
+    /// makes it [`Leader`](Self::Leader) or [`Follower`](Self::Follower). It never comes back.
     Starting,
     /// This instance leads, in `term`.
     Leader {
         /// The current term: its fencing token, deadline and end signal.
         term: LeaderTerm,
     },
-    /// This instance does not lead. The store answered that another holds the row, or this
-    /// instance stepped down. `leader` is the last leader seen in the store, when the store can
-    /// tell (see [`LockProvider::holder`](crate::provider::LockProvider::holder)). It is `None`
-    /// when unknown or when nobody holds the row.
+    /// This instance does not lead. The store answered that another holds the row, or this instance
+    /// stepped down. `leader` is the last leader seen in the store, when the store can tell (see
+    /// [`LockProvider::holder`](crate::provider::LockProvider::holder)). It is `None` when unknown
+    /// or when nobody holds the row.
     Follower {
         /// The last known leader.
         leader: Option<KnownLeader>,
     },
-    /// The latch was closed, or its task ended. It will never lead again, and its row was
-    /// released.
+    /// The latch was closed, or its task ended. It will never lead again, and its row was released.
     Stopped,
 }
 
 impl LeaderState {
-    /// Whether this state, as it was published, says this instance leads
-    /// ([`LeaderState::Leader`]).
+    /// Whether this state, as it was published, says this instance leads ([`LeaderState::Leader`]).
     ///
     /// It answers for the moment the state was published, not for now. A term can end, when its
     /// deadline passes, before the latch's task publishes the step-down. To decide whether to act
@@ -126,8 +123,8 @@ impl fmt::Display for KnownLeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StepDownReason {
-    /// No renew succeeded within `renew_deadline` of the last successful one being sent. The
-    /// store was unreachable or too slow, or this process was paused.
+    /// No renew succeeded within `renew_deadline` of the last successful one being sent. The store
+    /// was unreachable or too slow, or this process was paused.
     DeadlineExpired,
     /// The store refused a renew, because the row no longer belongs to this term. It expired and
     /// was taken, or was deleted or changed by hand.
@@ -139,9 +136,9 @@ pub enum StepDownReason {
 }
 
 impl StepDownReason {
-    /// Whether this instance chose to step down by resign or close, rather than losing the
-    /// lease. Leader-only work then gets
-    /// [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace) to finish.
+    /// Whether this instance chose to step down by resign or close, rather than losing the lease.
+    /// Leader-only work then gets [`shutdown_grace`](crate::LeaderLatchConfig::shutdown_grace) to
+    /// finish.
     #[must_use]
     pub fn is_voluntary(self) -> bool {
         matches!(self, Self::Resigned | Self::Closed)
@@ -162,9 +159,9 @@ impl fmt::Display for StepDownReason {
 /// One term of leadership: from a successful acquire to the step-down.
 ///
 /// Cheap to clone, because clones share the term. The term is *active* until its lease is lost.
-/// That happens when the local deadline passed without a successful renew, when the store refused
-/// a renew, or when the latch resigned or closed. [`ended`](Self::ended) is the cancellation
-/// signal. Race leader-only work against it.
+/// That happens when the local deadline passed without a successful renew, when the store refused a
+/// renew, or when the latch resigned or closed. [`ended`](Self::ended) is the cancellation signal.
+/// Race leader-only work against it.
 ///
 /// Every term has its own fencing token when the store has tokens (see
 /// [`fencing_token`](Self::fencing_token)). Send it with writes to systems that can compare. A
@@ -299,8 +296,8 @@ impl LeaderTerm {
     }
 
     /// Resolves when the term ends, or at once if it has. It is the cancellation signal for
-    /// leader-only work. It fires exactly at the local deadline if no renew succeeded, even while
-    /// a renew call hangs.
+    /// leader-only work. It fires exactly at the local deadline if no renew succeeded, even while a
+    /// renew call hangs.
     pub async fn ended(&self) {
         self.inner.lease.lost().await;
     }
@@ -394,8 +391,8 @@ impl LeaderEvents {
         }
     }
 
-    /// The next event. `None` after [`LeaderEvent::Stopped`] has been received, or once the
-    /// latch is gone. Skips events this consumer was too slow to receive.
+    /// The next event. `None` after [`LeaderEvent::Stopped`] has been received, or once the latch
+    /// is gone. Skips events this consumer was too slow to receive.
     pub async fn recv(&mut self) -> Option<LeaderEvent> {
         while !self.done {
             match self.rx.recv().await {

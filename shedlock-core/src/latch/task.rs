@@ -1,18 +1,16 @@
 //! The latch's shared state and its background task. The task acquires as a follower, renews
 //! through [`Lease`] as the leader, steps down and releases.
 //!
-//! Every transition of the term happens in [`Shared`] under one short, synchronous lock, `core`.
-//! So a `resign()` or `close()` racing the task, or a renew reply, resolves one way only. A term
-//! that was ended stays ended. Its [`Lease`] is marked lost, and a lost lease ignores later
-//! successes.
+//! Every transition of the term happens in [`Shared`] under one short, synchronous lock, `core`. So
+//! a `resign()` or `close()` racing the task, or a renew reply, resolves one way only. A term that
+//! was ended stays ended. Its [`Lease`] is marked lost, and a lost lease ignores later successes.
 //!
-//! Publishing, to the state watch and the event stream, is the task's alone. It never happens
-//! while `core` is held. `resign()`, `close()` and dropping the last handle only end the term
-//! under `core`. `is_leader()` and `LeaderTerm::ended` see that at once. The task announces the
-//! step-down when it wakes. So user code holding a read guard of the watch while it calls into
-//! the latch cannot deadlock with a publish. Such calls are `current_term()`, `resign()` and
-//! dropping the latch. And a single publisher keeps states and events in the order of the
-//! transitions.
+//! Publishing, to the state watch and the event stream, is the task's alone. It never happens while
+//! `core` is held. `resign()`, `close()` and dropping the last handle only end the term under
+//! `core`. `is_leader()` and `LeaderTerm::ended` see that at once. The task announces the step-down
+//! when it wakes. So user code holding a read guard of the watch while it calls into the latch
+//! cannot deadlock with a publish. Such calls are `current_term()`, `resign()` and dropping the
+//! latch. And a single publisher keeps states and events in the order of the transitions.
 
 use std::future::Future;
 use std::pin::pin;
@@ -41,8 +39,8 @@ pub(super) const EVENT_BUFFER: usize = 64;
 pub(super) struct Shared {
     pub(super) config: LeaderLatchConfig,
     pub(super) owner_id: Arc<str>,
-    /// What the latch writes to `locked_by`: the owner id with [`ELECTION_MARK`]. Operators'
-    /// tools can then tell its rows from task locks.
+    /// What the latch writes to `locked_by`: the owner id with [`ELECTION_MARK`]. Operators' tools
+    /// can then tell its rows from task locks.
     ///
     /// [`ELECTION_MARK`]: crate::admin::ELECTION_MARK
     pub(super) row_owner: Arc<str>,
@@ -51,8 +49,8 @@ pub(super) struct Shared {
     pub(super) leader_until: Arc<DeadlineCell>,
     pub(super) state: watch::Sender<LeaderState>,
     pub(super) events: broadcast::Sender<LeaderEvent>,
-    /// The number of the last term fully wound down: work stopped, and row released or given
-    /// up. `u64::MAX` once the task has ended.
+    /// The number of the last term fully wound down: work stopped, and row released or given up.
+    /// `u64::MAX` once the task has ended.
     pub(super) settled: watch::Sender<u64>,
     pub(super) runtime: tokio::runtime::Handle,
     core: Mutex<Core>,
@@ -70,8 +68,8 @@ struct Core {
     announced: Option<LeaderTerm>,
     terms: u64,
     closing: bool,
-    /// `resign()` was called while leading or acquiring. Start no term until the task has begun
-    /// the sit-out.
+    /// `resign()` was called while leading or acquiring. Start no term until the task has begun the
+    /// sit-out.
     hold: bool,
     /// An acquire is in flight: sent, and its reply not yet handled.
     acquiring: bool,
@@ -137,8 +135,8 @@ impl Shared {
         self.core().closing
     }
 
-    /// The task is sending an acquire. From now until its reply is handled, `resign()` makes
-    /// the instance sit out, because the acquire may win.
+    /// The task is sending an acquire. From now until its reply is handled, `resign()` makes the
+    /// instance sit out, because the acquire may win.
     fn acquire_sent(&self) {
         self.core().acquiring = true;
     }
@@ -148,8 +146,8 @@ impl Shared {
         self.core().acquiring = false;
     }
 
-    /// Starts a term for a won acquire, and announces it. If the latch is closing or resigning,
-    /// it starts none, and the caller releases the row.
+    /// Starts a term for a won acquire, and announces it. If the latch is closing or resigning, it
+    /// starts none, and the caller releases the row.
     fn begin_term(&self, record: LockRecord, sent_at: Instant) -> Option<LeaderTerm> {
         let term = {
             let mut core = self.core();
@@ -186,8 +184,8 @@ impl Shared {
 
     /// Ends `term` if it is the current one. It marks it lost, so `is_leader()` is false and
     /// [`LeaderTerm::ended`] fires from now on. It never waits on I/O and publishes nothing. The
-    /// task announces the step-down. `reason` is for deliberate ends. `None` records a lost
-    /// lease, refused or past its deadline.
+    /// task announces the step-down. `reason` is for deliberate ends. `None` records a lost lease,
+    /// refused or past its deadline.
     pub(super) fn end_term(&self, term: &LeaderTerm, reason: Option<StepDownReason>) -> bool {
         let mut core = self.core();
         self.end_term_locked(&mut core, term, reason)
@@ -218,8 +216,8 @@ impl Shared {
         true
     }
 
-    /// Announces the end of `term` by log, state and event, if it was announced as elected and
-    /// not yet as ended. Only the task calls it, never with `core` held.
+    /// Announces the end of `term` by log, state and event, if it was announced as elected and not
+    /// yet as ended. Only the task calls it, never with `core` held.
     fn announce_step_down(&self, term: &LeaderTerm) {
         {
             let mut core = self.core();
@@ -263,9 +261,9 @@ impl Shared {
         self.wake.notify_one();
     }
 
-    /// `resign()`: step down now. The task releases the row and sits out before trying again.
-    /// A follower sits out only if an acquire is in flight, because it may win. Its row is then
-    /// given back. Otherwise nothing changes. Returns the term it ended, if any.
+    /// `resign()`: step down now. The task releases the row and sits out before trying again. A
+    /// follower sits out only if an acquire is in flight, because it may win. Its row is then given
+    /// back. Otherwise nothing changes. Returns the term it ended, if any.
     pub(super) fn request_resign(&self) -> Option<LeaderTerm> {
         let ended = {
             let mut core = self.core();
@@ -423,9 +421,8 @@ struct Runner {
     shared: Arc<Shared>,
     errors: ErrorStreak,
     holder_supported: bool,
-    /// The last cycle released this instance's own leftover row and retried at once. The next
-    /// one waits its turn whatever it finds. So there is no hot loop on a store that keeps
-    /// refusing.
+    /// The last cycle released this instance's own leftover row and retried at once. The next one
+    /// waits its turn whatever it finds. So there is no hot loop on a store that keeps refusing.
     retried_own_row: bool,
     /// What it knows about rows it may have left behind (see [`super::ownership`]).
     own: OwnRows,
@@ -591,8 +588,8 @@ impl Runner {
         }
     }
 
-    /// [`release`](Self::release) for a row of ours known only by its record. No term holds a
-    /// lease for it.
+    /// [`release`](Self::release) for a row of ours known only by its record. No term holds a lease
+    /// for it.
     async fn release_record(&mut self, record: LockRecord, context: &'static str) -> bool {
         let shared = &self.shared;
         let lease = Lease::new(
@@ -677,9 +674,8 @@ impl Runner {
     }
 }
 
-/// Logs store failures once per outage and cause at ERROR, with what to fix. Then it logs them
-/// at DEBUG until the store answers again. That is logged at INFO with the count and the
-/// length.
+/// Logs store failures once per outage and cause at ERROR, with what to fix. Then it logs them at
+/// DEBUG until the store answers again. That is logged at INFO with the count and the length.
 #[derive(Default)]
 struct ErrorStreak(Outage);
 
@@ -727,8 +723,8 @@ impl ErrorStreak {
     }
 }
 
-/// The leader-only work helper. It runs `work` once per term until the latch stops. It cancels
-/// the work when the term ends, after a grace for resign or close.
+/// The leader-only work helper. It runs `work` once per term until the latch stops. It cancels the
+/// work when the term ends, after a grace for resign or close.
 pub(super) async fn work_loop<F, Fut>(shared: Arc<Shared>, mut work: F)
 where
     F: FnMut(LeaderTerm) -> Fut,

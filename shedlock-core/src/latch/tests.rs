@@ -77,8 +77,8 @@ fn leaders(latches: &[LeaderLatch]) -> Vec<usize> {
         .collect()
 }
 
-/// Waits until exactly one of `latches` leads, and returns its index. On paused time, the wait
-/// is instant.
+/// Waits until exactly one of `latches` leads, and returns its index. On paused time, the wait is
+/// instant.
 async fn one_leader(latches: &[LeaderLatch]) -> usize {
     let limit = Instant::now() + 60 * SEC;
     loop {
@@ -338,9 +338,8 @@ async fn followers_publish_who_leads() {
     b.close().await.expect("closed");
 }
 
-/// Before its store has answered, a latch is `Starting`, not a follower of nobody. The first
-/// answer replaces it: elected, or another leads. A step-down is `Follower`, never `Starting`
-/// again.
+/// Before its store has answered, a latch is `Starting`, not a follower of nobody. The first answer
+/// replaces it: elected, or another leads. A step-down is `Follower`, never `Starting` again.
 #[tokio::test(start_paused = true)]
 async fn the_state_is_starting_until_the_store_first_answers() {
     let store = Arc::new(InMemoryLockProvider::new());
@@ -599,9 +598,9 @@ async fn dropping_every_handle_closes_the_latch() {
 // ---------------------------------------------------------------------------------------------
 // Step-down is local and immediate
 
-/// A real-time test of about one second. The runtime's only thread is blocked, so the latch's
-/// tasks cannot run. Nothing in it depends on the machine being fast. An OS stall only makes
-/// the first check vacuous.
+/// A real-time test of about one second. The runtime's only thread is blocked, so the latch's tasks
+/// cannot run. Nothing in it depends on the machine being fast. An OS stall only makes the first
+/// check vacuous.
 #[tokio::test(flavor = "current_thread")]
 async fn a_starved_task_does_not_keep_is_leader_true() {
     let store = Arc::new(InMemoryLockProvider::new());
@@ -692,8 +691,8 @@ async fn a_slow_event_consumer_cannot_delay_step_down() {
 // ---------------------------------------------------------------------------------------------
 // Races with replies held back by the store
 
-/// Applies each call at once but can hold back the reply of acquire or extend until released.
-/// So the reply of a call that already took effect arrives late.
+/// Applies each call at once but can hold back the reply of acquire or extend until released. So
+/// the reply of a call that already took effect arrives late.
 struct HeldReplies {
     inner: Arc<InMemoryLockProvider>,
     hold_acquire: AtomicBool,
@@ -1295,8 +1294,8 @@ mod faulty {
         b.close().await.expect("closed");
     }
 
-    /// Leader-only work that ignores the end of its term and records, when it is finally
-    /// dropped, how many releases the store had seen.
+    /// Leader-only work that ignores the end of its term and records, when it is finally dropped,
+    /// how many releases the store had seen.
     fn spawn_stubborn_work(latch: &LeaderLatch, db: &Faulty) -> Arc<Mutex<Vec<(u64, usize)>>> {
         let drops: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
         let log = drops.clone();
@@ -1597,10 +1596,10 @@ fn resigning_and_dropping_while_holding_a_state_borrow_do_not_deadlock() {
     });
 }
 
-/// The latch's task and a resign on another thread step down while this thread holds a read
-/// guard of the state and calls `current_term()`. The step-down is published, taking the watch's
-/// write lock, only after the guard goes. Nothing that publishes holds the lock `current_term()`
-/// takes. Everything runs on the watchdog's thread, so a deadlock fails the test cleanly.
+/// The latch's task and a resign on another thread step down while this thread holds a read guard
+/// of the state and calls `current_term()`. The step-down is published, taking the watch's write
+/// lock, only after the guard goes. Nothing that publishes holds the lock `current_term()` takes.
+/// Everything runs on the watchdog's thread, so a deadlock fails the test cleanly.
 #[test]
 fn current_term_while_holding_a_state_borrow_does_not_deadlock() {
     without_deadlock(|| {

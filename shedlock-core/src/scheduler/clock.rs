@@ -6,22 +6,21 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-/// How fast an estimate is taken to grow less certain: 500 µs a second. That is 500 ppm, the
-/// most NTP slews a clock by. So a fresher reply with a somewhat longer round trip can replace
-/// it.
+/// How fast an estimate is taken to grow less certain: 500 µs a second. That is 500 ppm, the most
+/// NTP slews a clock by. So a fresher reply with a somewhat longer round trip can replace it.
 const DRIFT_PER_SEC: Duration = Duration::from_micros(500);
 
-/// This process's wall clock, and the estimated offset of the store's clock from it. The wall
-/// clock is derived from tokio's monotonic clock, so paused tests control it.
+/// This process's wall clock, and the estimated offset of the store's clock from it. The wall clock
+/// is derived from tokio's monotonic clock, so paused tests control it.
 ///
 /// Each reply carries the store's "now" when it decided. The decision happened somewhere between
-/// the call's send and its reply. So a reply tells the offset to within half its round trip,
-/// taking the midpoint. The estimate keeps the most certain reply. A later one replaces it in two
-/// cases. One is when its half round trip is no longer than the kept one's, grown by
-/// [`DRIFT_PER_SEC`] since. The other is when the two cannot both be right: their ranges do not
-/// overlap, because the store's clock jumped. So one slow reply does not move the estimate by
-/// half its round trip. An example is a claim that waited seconds for a restarting database. And
-/// the offset still follows a clock that drifts or jumps.
+/// the call's send and its reply. So a reply tells the offset to within half its round trip, taking
+/// the midpoint. The estimate keeps the most certain reply. A later one replaces it in two cases.
+/// One is when its half round trip is no longer than the kept one's, grown by [`DRIFT_PER_SEC`]
+/// since. The other is when the two cannot both be right: their ranges do not overlap, because the
+/// store's clock jumped. So one slow reply does not move the estimate by half its round trip. An
+/// example is a claim that waited seconds for a restarting database. And the offset still follows a
+/// clock that drifts or jumps.
 #[derive(Debug)]
 pub(crate) struct StoreClock {
     origin: (Instant, DateTime<Utc>),
@@ -87,9 +86,8 @@ impl StoreClock {
         self.local_at(at) + self.offset()
     }
 
-    /// How far [`store_at`](Self::store_at) may be off now. It is half the round trip of the
-    /// reply the estimate came from, grown by [`DRIFT_PER_SEC`] since. It is zero before any
-    /// reply.
+    /// How far [`store_at`](Self::store_at) may be off now. It is half the round trip of the reply
+    /// the estimate came from, grown by [`DRIFT_PER_SEC`] since. It is zero before any reply.
     pub(crate) fn error(&self) -> Duration {
         self.kept()
             .map_or(Duration::ZERO, |s| s.error_at(Instant::now()))
@@ -164,10 +162,10 @@ mod tests {
         );
     }
 
-    /// A claim that waited 2.6 s for a restarting database leaves a 2 ms estimate alone. Its
-    /// reply says nothing better than ±1.3 s. A quick reply that disagrees with the estimate
-    /// beyond both errors replaces it, because the store's clock jumped. And the estimate grows
-    /// less certain with age.
+    /// A claim that waited 2.6 s for a restarting database leaves a 2 ms estimate alone. Its reply
+    /// says nothing better than ±1.3 s. A quick reply that disagrees with the estimate beyond both
+    /// errors replaces it, because the store's clock jumped. And the estimate grows less certain
+    /// with age.
     #[tokio::test(start_paused = true)]
     async fn slow_replies_do_not_move_the_estimate_but_a_jump_does() {
         let clock = StoreClock::new();

@@ -18,8 +18,8 @@ pub(crate) type BoxedBody = Arc<
 >;
 
 /// What a job body may return: `()`, or `Result<(), E>` with a displayable error. An `Err` is
-/// logged at ERROR and counted in [`JobStatus::errors`](crate::scheduler::JobStatus::errors). It
-/// is never retried. The next fire runs as scheduled.
+/// logged at ERROR and counted in [`JobStatus::errors`](crate::scheduler::JobStatus::errors). It is
+/// never retried. The next fire runs as scheduled.
 pub trait JobOutput: Send + 'static {
     /// `Err(message)` for a failed run.
     ///
@@ -41,8 +41,8 @@ impl<E: fmt::Display + Send + 'static> JobOutput for Result<(), E> {
     }
 }
 
-/// What one run of a job is told: which fire it runs, and its lock. A leader-only job is also
-/// told the leader term it runs in.
+/// What one run of a job is told: which fire it runs, and its lock. A leader-only job is also told
+/// the leader term it runs in.
 #[derive(Debug, Clone)]
 pub struct RunContext {
     pub(crate) fire: Fire,
@@ -58,8 +58,8 @@ impl RunContext {
         self.fire
     }
 
-    /// The run's lock, with its fencing token, lost and cancel signals, and extension. It is
-    /// also reachable through [`current_lock`](crate::current_lock).
+    /// The run's lock, with its fencing token, lost and cancel signals, and extension. It is also
+    /// reachable through [`current_lock`](crate::current_lock).
     #[must_use]
     pub fn lock(&self) -> &LockHandle {
         &self.lock
@@ -78,8 +78,8 @@ impl RunContext {
     }
 }
 
-/// A job: its settings and an async body. The settings are a [`JobSpec`]: a name, a
-/// [`Schedule`] and lock settings. Register it with [`Scheduler::add`](crate::Scheduler::add).
+/// A job: its settings and an async body. The settings are a [`JobSpec`]: a name, a [`Schedule`]
+/// and lock settings. Register it with [`Scheduler::add`](crate::Scheduler::add).
 ///
 /// The lock name is the job's name unless set with [`lock_name`](Self::lock_name). Settings read
 /// from a configuration file make a job with [`from_spec`](Self::from_spec).
@@ -114,8 +114,8 @@ impl fmt::Debug for Job {
 }
 
 impl Job {
-    /// A job named `name` that runs `body` at each fire of `schedule` that this replica claims.
-    /// The body gets a [`RunContext`] and returns `()` or `Result<(), E: Display>`.
+    /// A job named `name` that runs `body` at each fire of `schedule` that this replica claims. The
+    /// body gets a [`RunContext`] and returns `()` or `Result<(), E: Display>`.
     pub fn new<F, Fut>(name: impl Into<String>, schedule: Schedule, body: F) -> Self
     where
         F: Fn(RunContext) -> Fut + Send + Sync + 'static,
@@ -125,8 +125,8 @@ impl Job {
         Self::from_spec(JobSpec::new(name, schedule), body)
     }
 
-    /// A job with the settings of `spec` that runs `body`. `spec` may be read from a
-    /// configuration file, say. The builder methods below change the settings further.
+    /// A job with the settings of `spec` that runs `body`. `spec` may be read from a configuration
+    /// file, say. The builder methods below change the settings further.
     ///
     /// ```
     /// use shedlock_core::{Job, scheduler::JobSpec};
@@ -153,8 +153,7 @@ impl Job {
         }
     }
 
-    /// The job's name. It is its lock's name too, unless [`lock_name`](Self::lock_name) is
-    /// set.
+    /// The job's name. It is its lock's name too, unless [`lock_name`](Self::lock_name) is set.
     #[must_use]
     pub fn name(&self) -> &str {
         &self.spec.name
@@ -173,17 +172,17 @@ impl Job {
         self
     }
 
-    /// The lock's `at_most`. If the replica dies, a run's lock frees itself this long after it
-    /// was taken. Defaults to the executor's `default_at_most`. One of them is required.
+    /// The lock's `at_most`. If the replica dies, a run's lock frees itself this long after it was
+    /// taken. Defaults to the executor's `default_at_most`. One of them is required.
     pub fn at_most(mut self, at_most: Duration) -> Self {
         self.spec.at_most = Some(at_most);
         self
     }
 
-    /// The lock's `at_least`. Defaults to 0 where the store records fires, because the fire
-    /// claim, not a minimum hold, keeps replicas from running one fire twice. Without fire
-    /// claims, it is what keeps replicas whose clocks differ from each running a fire. Set it to
-    /// more than their clock difference. It must be shorter than the schedule's shortest gap.
+    /// The lock's `at_least`. Defaults to 0 where the store records fires, because the fire claim,
+    /// not a minimum hold, keeps replicas from running one fire twice. Without fire claims, it is
+    /// what keeps replicas whose clocks differ from each running a fire. Set it to more than their
+    /// clock difference. It must be shorter than the schedule's shortest gap.
     pub fn at_least(mut self, at_least: Duration) -> Self {
         self.spec.at_least = Some(at_least);
         self
@@ -195,9 +194,9 @@ impl Job {
         self
     }
 
-    /// Catch up on start: claim the latest fire at or before the store's now, once, if no
-    /// replica has run it. Defaults to off. See the [`Scheduler`](crate::Scheduler) docs for
-    /// what it can and cannot tell.
+    /// Catch up on start: claim the latest fire at or before the store's now, once, if no replica
+    /// has run it. Defaults to off. See the [`Scheduler`](crate::Scheduler) docs for what it can
+    /// and cannot tell.
     pub fn catch_up(mut self, catch_up: bool) -> Self {
         self.spec.catch_up = catch_up;
         self

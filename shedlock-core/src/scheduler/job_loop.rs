@@ -75,10 +75,10 @@ pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
     lost::settle_on_exit(&shared, &job).await;
 }
 
-/// Handles `fire`. If it ran, it deals with the fires met while it held the lock. Each is
-/// counted held. Under [`OnHeld::RunLate`] with fire claims, the latest one, whose window is
-/// still open, is claimed at once instead. The same goes after that run. Returns the last fire
-/// dealt with, from which the next fire follows. `None` if `fire` did not run.
+/// Handles `fire`. If it ran, it deals with the fires met while it held the lock. Each is counted
+/// held. Under [`OnHeld::RunLate`] with fire claims, the latest one, whose window is still open, is
+/// claimed at once instead. The same goes after that run. Returns the last fire dealt with, from
+/// which the next fire follows. `None` if `fire` did not run.
 async fn fire_and_after(
     shared: &Shared,
     job: &Entry,
@@ -109,8 +109,8 @@ async fn fire_and_after(
     }
 }
 
-/// The fire a job that catches up claims first when it starts at `start`, by the store's clock.
-/// It is the latest one before `start`, if the job catches up and the store records fires.
+/// The fire a job that catches up claims first when it starts at `start`, by the store's clock. It
+/// is the latest one before `start`, if the job catches up and the store records fires.
 fn catch_up_fire(shared: &Shared, job: &Entry, start: DateTime<Utc>) -> Option<Fire> {
     if !job.catch_up || shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
         return None;
@@ -120,9 +120,9 @@ fn catch_up_fire(shared: &Shared, job: &Entry, start: DateTime<Utc>) -> Option<F
         .filter(|fire| fire.at() < start)
 }
 
-/// The first fire a job's loop decides when it starts at `start`: its catch-up fire, or else
-/// its next fire. [`JobStatus::next_fire`](super::JobStatus::next_fire) shows it from the moment
-/// the job is started.
+/// The first fire a job's loop decides when it starts at `start`: its catch-up fire, or else its
+/// next fire. [`JobStatus::next_fire`](super::JobStatus::next_fire) shows it from the moment the
+/// job is started.
 pub(super) fn first_fire(
     shared: &Shared,
     job: &Entry,
@@ -137,10 +137,10 @@ fn set_next_fire(job: &Entry, at: Option<DateTime<Utc>>) {
     job.counters.set_next_fire(at);
 }
 
-/// After a run that started at `fire`, the fires met while it held the lock are counted held.
-/// They are never queued. Returns the last of them, from which the next fire follows. With
-/// `open_one`, the last of them is not counted if its window is still open. It is then returned
-/// with its window too, to be claimed late.
+/// After a run that started at `fire`, the fires met while it held the lock are counted held. They
+/// are never queued. Returns the last of them, from which the next fire follows. With `open_one`,
+/// the last of them is not counted if its window is still open. It is then returned with its window
+/// too, to be claimed late.
 fn count_held_during_run(
     shared: &Shared,
     job: &Entry,
@@ -191,8 +191,8 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
     .await
 }
 
-/// [`handle_fire`]'s loop. Claims whose replies were lost are noted in `lost`. They are left
-/// there when the fire is not run for them, and the caller then settles them.
+/// [`handle_fire`]'s loop. Claims whose replies were lost are noted in `lost`. They are left there
+/// when the fire is not run for them, and the caller then settles them.
 async fn claim_and_run(
     shared: &Shared,
     job: &Entry,
@@ -305,8 +305,8 @@ async fn claim_and_run(
     }
 }
 
-/// A claim of `fire` reached the store after the window. The store's clock read `now`. The fire
-/// is counted missed.
+/// A claim of `fire` reached the store after the window. The store's clock read `now`. The fire is
+/// counted missed.
 fn missed_at_the_store(job: &Entry, fire: &Fire, now: DateTime<Utc>) {
     tracing::info!(
         store_now = %now,
@@ -318,9 +318,9 @@ fn missed_at_the_store(job: &Entry, fire: &Fire, now: DateTime<Utc>) {
 }
 
 /// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
-/// (`first`), the lock may free inside the window. It then waits until then and answers `true`,
-/// to claim once more. The wait adds how far the estimate of the store's clock may be off, so
-/// the store sees the lock free. Otherwise the fire is counted held, and it answers `false`.
+/// (`first`), the lock may free inside the window. It then waits until then and answers `true`, to
+/// claim once more. The wait adds how far the estimate of the store's clock may be off, so the
+/// store sees the lock free. Otherwise the fire is counted held, and it answers `false`.
 async fn met_held(
     shared: &Shared,
     job: &Entry,
@@ -345,8 +345,8 @@ async fn met_held(
     false
 }
 
-/// A store call of `job` failed. The first failure of an outage, or of a new cause, is logged
-/// at WARN. The rest are logged at DEBUG until [`store_answered`].
+/// A store call of `job` failed. The first failure of an outage, or of a new cause, is logged at
+/// WARN. The rest are logged at DEBUG until [`store_answered`].
 fn store_failed(job: &Entry, operation: &'static str, error: &Error) {
     let mut outage = job.outage.lock().unwrap_or_else(PoisonError::into_inner);
     if outage.failed(error).is_some() {
@@ -361,8 +361,8 @@ fn store_failed(job: &Entry, operation: &'static str, error: &Error) {
     }
 }
 
-/// A store call of `job` was answered. It ends an outage, logging how many calls failed and for
-/// how long.
+/// A store call of `job` was answered. It ends an outage, logging how many calls failed and for how
+/// long.
 fn store_answered(job: &Entry) {
     let ended = job
         .outage
@@ -378,9 +378,9 @@ fn store_answered(job: &Entry) {
     }
 }
 
-/// After a failed claim of `fire`, counts it and waits before the next try. It does not wait
-/// once the window has passed, and the fire is then counted missed. It does not wait once
-/// shutdown began. Returns whether to try again.
+/// After a failed claim of `fire`, counts it and waits before the next try. It does not wait once
+/// the window has passed, and the fire is then counted missed. It does not wait once shutdown
+/// began. Returns whether to try again.
 async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Error) -> bool {
     Counters::bump(&job.counters.store_errors);
     observe::fire(&job.name, "error");
@@ -399,8 +399,8 @@ async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Er
     shared.wait(wait).await
 }
 
-/// A fire on a store without fire claims. It takes a plain lock, whose `at_least` keeps
-/// replicas apart.
+/// A fire on a store without fire claims. It takes a plain lock, whose `at_least` keeps replicas
+/// apart.
 async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> bool {
     let locked = shared.executor.lock(&job.cfg, false).await;
     if locked.is_ok() {
@@ -437,8 +437,7 @@ fn outcome_of(
     }
 }
 
-/// Runs the body under `guard`. It is stopped when the leader term ends or shutdown cancels
-/// it.
+/// Runs the body under `guard`. It is stopped when the leader term ends or shutdown cancels it.
 async fn run(
     shared: &Shared,
     job: &Entry,

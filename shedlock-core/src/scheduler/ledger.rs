@@ -1,22 +1,21 @@
-//! The claims this process runs. One ledger serves every scheduler of the process. So two job
-//! loops sharing an owner id never both run one claim.
+//! The claims this process runs. One ledger serves every scheduler of the process. So two job loops
+//! sharing an owner id never both run one claim.
 //!
 //! An owner id is one per process by default. It may be shared on purpose, as with a stable pod
 //! name in `SHEDLOCK_OWNER_ID`. Two schedulers of one process with the same job then send claims
-//! under one owner id. When their replies are lost, each may find the same committed claim and
-//! take it for its own (see docs/guarantees.md, "Lost replies"). So every claim a loop runs is
-//! entered here, with its record and its fire. A claim is adopted only if it is not entered yet.
-//! To adopt is to run or release a claim as a loop whose reply was lost. A loop whose claim was
-//! answered `Claimed` runs it unless another loop adopted it first, because its reply came late.
-//! The store says it is its own, and only an adoption can be in the way.
+//! under one owner id. When their replies are lost, each may find the same committed claim and take
+//! it for its own (see docs/guarantees.md, "Lost replies"). So every claim a loop runs is entered
+//! here, with its record and its fire. A claim is adopted only if it is not entered yet. To adopt
+//! is to run or release a claim as a loop whose reply was lost. A loop whose claim was answered
+//! `Claimed` runs it unless another loop adopted it first, because its reply came late. The store
+//! says it is its own, and only an adoption can be in the way.
 //!
-//! Two fresh stores of one process can hand out records that look the same. That happens in
-//! tests on paused time, where every claim's `locked_at` is its fire and the first token is 1.
-//! Such records only meet here when one of them was adopted.
+//! Two fresh stores of one process can hand out records that look the same. That happens in tests
+//! on paused time, where every claim's `locked_at` is its fire and the first token is 1. Such
+//! records only meet here when one of them was adopted.
 //!
-//! Entries are kept until the fire's window has ended, plus a margin, by this process's
-//! monotonic clock. No loop handles a fire after its window. Entries are pruned as new ones
-//! come.
+//! Entries are kept until the fire's window has ended, plus a margin, by this process's monotonic
+//! clock. No loop handles a fire after its window. Entries are pruned as new ones come.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -65,8 +64,8 @@ fn ledger() -> std::sync::MutexGuard<'static, Ledger> {
 }
 
 /// Enters the claim `record` of the fire at `fire`, answered `Claimed` to the caller. Returns
-/// `false` if another job loop of this process adopted it first. That loop runs it.
-/// `window_left` is how long the fire's window still lasts.
+/// `false` if another job loop of this process adopted it first. That loop runs it. `window_left`
+/// is how long the fire's window still lasts.
 pub(crate) fn claimed(record: &LockRecord, fire: DateTime<Utc>, window_left: Duration) -> bool {
     let now = Instant::now();
     ledger().take(Took::Claimed, record, fire, now + window_left + MARGIN, now)

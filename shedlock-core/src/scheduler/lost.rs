@@ -1,14 +1,14 @@
 //! Fire claims whose replies were lost, by a timeout or a cut connection. The claim may have
-//! committed. This replica then holds the fire's lock with nobody running it. What a replica
-//! does about it is told in docs/guarantees.md ("Lost replies"). This is that code.
+//! committed. This replica then holds the fire's lock with nobody running it. What a replica does
+//! about it is told in docs/guarantees.md ("Lost replies"). This is that code.
 //!
 //! A committed claim is recognised by its row, never by the owner id alone. An owner id may be
 //! shared by a restarted pod or by a second scheduler of this process. The row's owner is this
 //! executor's. Its `locked_at` falls, on the store's clock, between the send of this job loop's
-//! first lost claim of the fire and the failure of its last. The claim is then run, if the fire
-//! is still claimable by this loop. Once its window has passed, the claim is released unrun
-//! instead. That happens when the next claim's reply names it as the lock's holder, or at
-//! shutdown. Exactly one job loop of the process does it (see [`ledger`](super::ledger)).
+//! first lost claim of the fire and the failure of its last. The claim is then run, if the fire is
+//! still claimable by this loop. Once its window has passed, the claim is released unrun instead.
+//! That happens when the next claim's reply names it as the lock's holder, or at shutdown. Exactly
+//! one job loop of the process does it (see [`ledger`](super::ledger)).
 
 use std::time::Duration;
 
@@ -21,12 +21,12 @@ use crate::fire::Fire;
 use crate::provider::LockRecord;
 
 /// Added to the clock estimate's own error when placing a `locked_at` in the span. Stores keep
-/// times to the millisecond, as MySQL `TIMESTAMP(3)` and SQLite do. So a `locked_at` may read up
-/// to a millisecond off the instant the store decided.
+/// times to the millisecond, as MySQL `TIMESTAMP(3)` and SQLite do. So a `locked_at` may read up to
+/// a millisecond off the instant the store decided.
 const STORE_PRECISION: Duration = Duration::from_millis(2);
 
-/// One job loop's claims of one fire whose replies were lost. It keeps the local instants from
-/// the send of the first to the failure of the last.
+/// One job loop's claims of one fire whose replies were lost. It keeps the local instants from the
+/// send of the first to the failure of the last.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LostClaims {
     first_sent: Instant,
@@ -47,11 +47,11 @@ impl LostClaims {
         }
     }
 
-    /// Whether `record` may be one of these claims. It must be `owner`'s. No guard of this
-    /// process may hold it, such as a plain lock or another loop's run under the same owner id.
-    /// Its `locked_at` must fall between the first send and the last failure on the store's
-    /// clock, widened by how far the clock estimate may be off. It is never so before a reply
-    /// told the store's clock, because the span would be on this process's clock alone.
+    /// Whether `record` may be one of these claims. It must be `owner`'s. No guard of this process
+    /// may hold it, such as a plain lock or another loop's run under the same owner id. Its
+    /// `locked_at` must fall between the first send and the last failure on the store's clock,
+    /// widened by how far the clock estimate may be off. It is never so before a reply told the
+    /// store's clock, because the span would be on this process's clock alone.
     pub(super) fn may_be(&self, record: &LockRecord, owner: &str, clock: &StoreClock) -> bool {
         if record.owner() != owner
             || clock.known_offset().is_none()
@@ -68,9 +68,9 @@ impl LostClaims {
     }
 }
 
-/// The fire was found recorded after claims of this loop were lost. If `holder` is one of them,
-/// the fire is this loop's to run, and it takes the lock over. `None` otherwise: another
-/// replica's claim, another loop of this process runs it, or the drain began.
+/// The fire was found recorded after claims of this loop were lost. If `holder` is one of them, the
+/// fire is this loop's to run, and it takes the lock over. `None` otherwise: another replica's
+/// claim, another loop of this process runs it, or the drain began.
 pub(super) async fn adopt(
     shared: &Shared,
     job: &Entry,
@@ -126,9 +126,9 @@ impl Unsettled {
 
 /// A claim of a later fire met the lock held by `holder`. If that is one of the job's unsettled
 /// lost claims, it releases it unrun and answers `true`, so the caller claims again at once. No
-/// extra read is needed, because the store answered again and its reply named the holder. The
-/// job's unsettled claims are dropped either way. A claim of the lock that answered says whether
-/// they hold it.
+/// extra read is needed, because the store answered again and its reply named the holder. The job's
+/// unsettled claims are dropped either way. A claim of the lock that answered says whether they
+/// hold it.
 pub(super) async fn release_if_ours(shared: &Shared, job: &Entry, holder: &LockRecord) -> bool {
     let Some(unsettled) = job.take_unsettled() else {
         return false;

@@ -58,52 +58,50 @@ const MODE_PLAIN: u8 = 2;
 /// Runs [`Job`]s on their [`Schedule`]s over a [`LockingTaskExecutor`], each fire at most once
 /// across the replicas that share the executor's store.
 ///
-/// A *fire* is a job's scheduled instant `F`. Its window is `[F, next fire)`. At `F`, every
-/// replica asks the store to claim the fire ([`LockProvider::claim_fire`]). The store decides in
-/// one atomic step on the **store's** clock. It checks that the window is open, that the fire is
-/// not recorded yet, and that the lock is free. It then records the fire and takes the lock. One
-/// replica wins and runs the body. The others count the fire as claimed elsewhere, or as held.
+/// A *fire* is a job's scheduled instant `F`. Its window is `[F, next fire)`. At `F`, every replica
+/// asks the store to claim the fire ([`LockProvider::claim_fire`]). The store decides in one atomic
+/// step on the **store's** clock. It checks that the window is open, that the fire is not recorded
+/// yet, and that the lock is free. It then records the fire and takes the lock. One replica wins
+/// and runs the body. The others count the fire as claimed elsewhere, or as held.
 ///
-/// Replicas time their claims by the store's clock, learned from the claims' replies. So a
-/// replica whose clock is behind or ahead still fires on time. No run starts before `F` by the
-/// store's clock. A claim that arrives early is answered "too early, the store's now is …". The
-/// replica waits the difference and asks again.
+/// Replicas time their claims by the store's clock, learned from the claims' replies. So a replica
+/// whose clock is behind or ahead still fires on time. No run starts before `F` by the store's
+/// clock. A claim that arrives early is answered "too early, the store's now is …". The replica
+/// waits the difference and asks again.
 ///
 /// # What is guaranteed
 ///
 /// - **At most once per fire**, across replicas, with a store that records fires.
 /// - **Once whenever a replica is up and free** inside the window.
 /// - A fire whose run crashed is **not re-run**. Its lock holds until `at_most`, as always.
-/// - A fire met while the previous run still holds the lock is **counted** as `held`, never
-///   queued. The exception is a job that runs it late when the lock frees inside its window
+/// - A fire met while the previous run still holds the lock is **counted** as `held`, never queued.
+///   The exception is a job that runs it late when the lock frees inside its window
 ///   ([`Job::on_held`], [`OnHeld::RunLate`]).
 /// - A fire whose window passes before this replica could claim it is counted `missed`. The count
 ///   is this replica's: another may have run the fire.
-/// - A claim's reply may be lost, by a timeout or a cut connection. This replica runs such a
-///   claim if it committed and its window is still open. Otherwise the job's next claim releases
-///   it unrun. It is never recognised by the owner id alone (see docs/guarantees.md, "Lost
-///   replies").
+/// - A claim's reply may be lost, by a timeout or a cut connection. This replica runs such a claim
+///   if it committed and its window is still open. Otherwise the job's next claim releases it
+///   unrun. It is never recognised by the owner id alone (see docs/guarantees.md, "Lost replies").
 /// - With fire claims, `at_least` defaults to 0. The claim, not a minimum hold, keeps replicas
 ///   apart.
 /// - Some stores have no fire claims: a SQL table without `last_fire`, or a custom store without
 ///   [`claim_fire`](crate::provider::LockProvider::claim_fire). On them, jobs fall back to plain
-///   locks with their `at_least`. One warning is logged at start. One more is logged per job
-///   whose `at_least` is 0, because replicas whose clocks differ may then each run a fire.
-/// - Java services never record fires. So a job shared by a Java and a Rust service is not once
-///   per fire.
+///   locks with their `at_least`. One warning is logged at start. One more is logged per job whose
+///   `at_least` is 0, because replicas whose clocks differ may then each run a fire.
+/// - Java services never record fires. So a job shared by a Java and a Rust service is not once per
+///   fire.
 ///
 /// # Catch-up
 ///
 /// Off by default, per job ([`Job::catch_up`]). On start, the job claims the latest fire at or
-/// before the store's now, once. It runs iff no replica recorded that fire or a later one, and
-/// the lock is free. The store's reply cannot tell "never recorded" from "recorded an older
-/// fire". So a job that has never run anywhere also runs once at its first start with catch-up
-/// on.
+/// before the store's now, once. It runs iff no replica recorded that fire or a later one, and the
+/// lock is free. The store's reply cannot tell "never recorded" from "recorded an older fire". So a
+/// job that has never run anywhere also runs once at its first start with catch-up on.
 ///
 /// # Leader-only jobs
 ///
-/// [`Job::leader_only`] jobs run only while this replica leads the latch. They still claim
-/// their fires, so a failover never repeats one. A run is stopped when its term ends.
+/// [`Job::leader_only`] jobs run only while this replica leads the latch. They still claim their
+/// fires, so a failover never repeats one. A run is stopped when its term ends.
 ///
 /// # Shutdown
 ///
@@ -228,8 +226,8 @@ impl Scheduler {
     ///
     /// - the job has no `at_most`, and the executor no default;
     /// - its lock settings are invalid;
-    /// - its `at_least` is not shorter than the schedule's shortest gap, so every other fire
-    ///   would find the lock held;
+    /// - its `at_least` is not shorter than the schedule's shortest gap, so every other fire would
+    ///   find the lock held;
     /// - its schedule never fires again;
     /// - another job has the same name or lock name.
     ///
@@ -315,8 +313,8 @@ impl Scheduler {
     }
 
     /// Whether [`start`](Self::start) fails when the store cannot be reached. It is `false` by
-    /// default: the jobs start and keep retrying. So a service starting while its database
-    /// restarts does not crash-loop. A store that is set up wrong fails `start` either way.
+    /// default: the jobs start and keep retrying. So a service starting while its database restarts
+    /// does not crash-loop. A store that is set up wrong fails `start` either way.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor, Scheduler};
@@ -339,8 +337,8 @@ impl Scheduler {
     /// warning. Without jobs, or on such a store, it checks the store as [`check`](Self::check)
     /// does.
     ///
-    /// Once started, it publishes its jobs' definitions ([`JobSpec`]s) to the store under its
-    /// owner id (see [`LockProvider::publish_definitions`]). It publishes them again every
+    /// Once started, it publishes its jobs' definitions ([`JobSpec`]s) to the store under its owner
+    /// id (see [`LockProvider::publish_definitions`]). It publishes them again every
     /// [`DEFINITIONS_HEARTBEAT`]. Each entry stands for [`DEFINITIONS_TTL`]. So operators' tools
     /// such as `shedlock jobs` show the schedules without the application. A job added later is
     /// published at the next heartbeat. A store that keeps no definitions is skipped. A failing
@@ -471,8 +469,8 @@ impl Scheduler {
             .collect()
     }
 
-    /// Whether the store records fires. `Some(true)` once a claim was answered. `Some(false)`
-    /// when the store does not support them, so jobs use plain locks. `None` before any reply.
+    /// Whether the store records fires. `Some(true)` once a claim was answered. `Some(false)` when
+    /// the store does not support them, so jobs use plain locks. `None` before any reply.
     #[must_use]
     pub fn uses_fire_claims(&self) -> Option<bool> {
         match self.shared.mode.load(Ordering::SeqCst) {
@@ -482,8 +480,8 @@ impl Scheduler {
         }
     }
 
-    /// How far the store's clock is from this process's clock, as store minus local. It is
-    /// learned from fire-claim replies. `None` before the first.
+    /// How far the store's clock is from this process's clock, as store minus local. It is learned
+    /// from fire-claim replies. `None` before the first.
     #[must_use]
     pub fn store_clock_offset(&self) -> Option<chrono::Duration> {
         self.shared.clock.known_offset()
@@ -496,8 +494,8 @@ impl Scheduler {
     /// users. Calling it again, or on a clone, waits for the same drain.
     ///
     /// It leaves the [`LeaderLatch`]es of [`leader_only`](Job::leader_only) jobs running. Use
-    /// [`Shutdown`](crate::Shutdown) instead, which closes them at once. Another replica then
-    /// leads while this one drains.
+    /// [`Shutdown`](crate::Shutdown) instead, which closes them at once. Another replica then leads
+    /// while this one drains.
     pub async fn shutdown(&self, grace: Duration) -> Drained {
         self.begin_shutdown();
         let drained = self.shared.executor.shutdown(grace).await;
@@ -572,9 +570,9 @@ impl Shared {
         }
     }
 
-    /// Asks the store whether it is set up, whether it records fires, and what its clock reads.
-    /// It asks with a claim of `cfg`'s lock. Without a job, it runs a
-    /// [`LockingTaskExecutor::check`]. Returns the error for which `start` fails (see there).
+    /// Asks the store whether it is set up, whether it records fires, and what its clock reads. It
+    /// asks with a claim of `cfg`'s lock. Without a job, it runs a [`LockingTaskExecutor::check`].
+    /// Returns the error for which `start` fails (see there).
     async fn probe(&self, cfg: Option<&LockConfig>) -> Result<()> {
         let answer = match cfg {
             Some(cfg) => match self.probe_claims(cfg).await {

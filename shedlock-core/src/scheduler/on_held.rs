@@ -1,13 +1,13 @@
 //! [`OnHeld`]: what a job does with a fire met while its lock is held.
 
 /// What a job does with a fire met while its lock is held. The holder may be a previous run, of
-/// this replica or another, that is still going. It may also be a plain-lock user holding the
-/// job's lock. Set it with [`Job::on_held`](crate::Job::on_held). In a configuration file, it is
-/// `"skip"` or `"run_late"` (see [`JobSpec`](crate::scheduler::JobSpec)).
+/// this replica or another, that is still going. It may also be a plain-lock user holding the job's
+/// lock. Set it with [`Job::on_held`](crate::Job::on_held). In a configuration file, it is `"skip"`
+/// or `"run_late"` (see [`JobSpec`](crate::scheduler::JobSpec)).
 ///
-/// Either way a fire runs at most once. It never runs before its instant `F` by the store's
-/// clock, and never after its window `[F, next)` ends. A late run is a claim like any other,
-/// answered by the store in one atomic step (see docs/guarantees.md, "Scheduled jobs").
+/// Either way a fire runs at most once. It never runs before its instant `F` by the store's clock,
+/// and never after its window `[F, next)` ends. A late run is a claim like any other, answered by
+/// the store in one atomic step (see docs/guarantees.md, "Scheduled jobs").
 ///
 /// ```
 /// use std::time::Duration;
@@ -34,7 +34,7 @@ pub enum OnHeld {
     /// Fires whose windows ended while the lock was held are counted `held`, never queued.
     ///
     /// This works with fire claims only. A store without them uses plain locks and `at_least`.
-    /// There a late acquire is exactly the duplicate `at_least` exists to prevent. So there the
-    /// job skips as with [`Skip`](Self::Skip), with a warning at start.
+    /// There a late acquire is exactly the duplicate `at_least` exists to prevent. So there the job
+    /// skips as with [`Skip`](Self::Skip), with a warning at start.
     RunLate,
 }

@@ -11,13 +11,13 @@ use crate::jobs::{Definition, VERSION};
 /// How often a running scheduler publishes its jobs' definitions again.
 pub const DEFINITIONS_HEARTBEAT: Duration = Duration::from_secs(30);
 
-/// How long a published definition stands without a heartbeat: four heartbeats. So a replica
-/// that misses three, on a slow store, keeps its entries. A dead replica's entries go within two
+/// How long a published definition stands without a heartbeat: four heartbeats. So a replica that
+/// misses three, on a slow store, keeps its entries. A dead replica's entries go within two
 /// minutes.
 pub const DEFINITIONS_TTL: Duration = Duration::from_mins(2);
 
-/// How long a scheduler waits before publishing again to a store that is not set up for
-/// definitions (its definitions table is missing).
+/// How long a scheduler waits before publishing again to a store that is not set up for definitions
+/// (its definitions table is missing).
 const NOT_SET_UP_RETRY: Duration = Duration::from_mins(10);
 
 /// The definitions of the scheduler's jobs, as published.
@@ -35,9 +35,9 @@ fn definitions(shared: &Shared) -> Vec<Definition> {
         .collect()
 }
 
-/// Publishes now and then every [`DEFINITIONS_HEARTBEAT`] until the scheduler stops. A store
-/// that keeps no definitions ends the loop, logged at DEBUG. A failure is logged once until a
-/// publish succeeds again. It never stops a job.
+/// Publishes now and then every [`DEFINITIONS_HEARTBEAT`] until the scheduler stops. A store that
+/// keeps no definitions ends the loop, logged at DEBUG. A failure is logged once until a publish
+/// succeeds again. It never stops a job.
 pub(super) async fn publish_loop(shared: Arc<Shared>) {
     let mut stopping = shared.stopping.subscribe();
     let replica = shared.executor.owner_id().to_owned();

@@ -10,8 +10,8 @@ use crate::config::LockConfig;
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 
-/// A job's settings: its name, [`Schedule`], lock settings, catch-up and what it does with a
-/// fire met held. A [`Job`](crate::Job) is a `JobSpec` and a body (see
+/// A job's settings: its name, [`Schedule`], lock settings, catch-up and what it does with a fire
+/// met held. A [`Job`](crate::Job) is a `JobSpec` and a body (see
 /// [`Job::from_spec`](crate::Job::from_spec)). [`Job::spec`](crate::Job::spec) and
 /// [`JobStatus::spec`](crate::scheduler::JobStatus::spec) give it back.
 ///
@@ -22,9 +22,9 @@ use crate::schedule::Schedule;
 ///
 /// # In a configuration file
 ///
-/// It implements [`serde::Deserialize`] and [`serde::Serialize`]. Durations are text in the
-/// grammar of [`parse_duration`](crate::parse_duration), such as `"10m"`, `"1h30m"`, `"500ms"`
-/// or `"PT10M"`. The keys:
+/// It implements [`serde::Deserialize`] and [`serde::Serialize`]. Durations are text in the grammar
+/// of [`parse_duration`](crate::parse_duration), such as `"10m"`, `"1h30m"`, `"500ms"` or
+/// `"PT10M"`. The keys:
 ///
 /// | key | value | default |
 /// |---|---|---|
@@ -62,14 +62,13 @@ use crate::schedule::Schedule;
 /// ```
 ///
 /// Serialising writes the same keys back, with durations in their shortest human form, to the
-/// millisecond. A key left at its default is left out only where the value is unset. Those keys
-/// are `lock_name`, `at_most` and `at_least`.
+/// millisecond. A key left at its default is left out only where the value is unset. Those keys are
+/// `lock_name`, `at_most` and `at_least`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawJobSpec", into = "RawJobSpec")]
 #[non_exhaustive]
 pub struct JobSpec {
-    /// The job's name, unique in its scheduler. It is its lock's name unless `lock_name` is
-    /// set.
+    /// The job's name, unique in its scheduler. It is its lock's name unless `lock_name` is set.
     pub name: String,
     /// A lock name other than the job's name, to share a row with a Java ShedLock job, say.
     pub lock_name: Option<String>,

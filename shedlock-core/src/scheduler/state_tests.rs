@@ -264,8 +264,8 @@ async fn the_leader_gauge_follows_the_latch() {
     );
 }
 
-/// A store without the definitions table is asked again every ten minutes, not at every
-/// heartbeat, and said so once.
+/// A store without the definitions table is asked again every ten minutes, not at every heartbeat,
+/// and said so once.
 #[tokio::test(start_paused = true)]
 async fn a_store_without_the_definitions_table_is_asked_rarely() {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -29,10 +29,10 @@ pub struct LastRun {
 /// The counts are of this replica's fires. Across replicas, each fire is run by at most one of
 /// them. The others count it `claimed_elsewhere` or `held`.
 ///
-/// It implements [`serde::Serialize`] and `Deserialize`, for a `/status` endpoint. The fields
-/// below keep these names. Times are RFC 3339 (UTC). `spec` is as [`JobSpec`] writes it.
-/// `last_run` has its outcome flattened (see [`RunOutcome`]).
-/// `cargo run -p shedlock-examples --example config_file` serves and prints it.
+/// It implements [`serde::Serialize`] and `Deserialize`, for a `/status` endpoint. The fields below
+/// keep these names. Times are RFC 3339 (UTC). `spec` is as [`JobSpec`] writes it. `last_run` has
+/// its outcome flattened (see [`RunOutcome`]). `cargo run -p shedlock-examples --example
+/// config_file` serves and prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct JobStatus {
@@ -40,20 +40,20 @@ pub struct JobStatus {
     pub name: String,
     /// The job's settings, as registered.
     pub spec: JobSpec,
-    /// The fire this replica decides next. It changes once that fire is decided. It is set when
-    /// the job starts, so right after [`Scheduler::start`](crate::Scheduler::start) returns. For
-    /// a job that catches up, it is first its catch-up fire, which is past. It is `None` before
-    /// the job starts, and after its schedule ends or the scheduler shuts down.
+    /// The fire this replica decides next. It changes once that fire is decided. It is set when the
+    /// job starts, so right after [`Scheduler::start`](crate::Scheduler::start) returns. For a job
+    /// that catches up, it is first its catch-up fire, which is past. It is `None` before the job
+    /// starts, and after its schedule ends or the scheduler shuts down.
     pub next_fire: Option<DateTime<Utc>>,
     /// The last run on this replica.
     pub last_run: Option<LastRun>,
     /// Fires this replica ran.
     pub runs: u64,
-    /// Fires another replica had already claimed. With plain locks, these are fires whose lock
-    /// was taken.
+    /// Fires another replica had already claimed. With plain locks, these are fires whose lock was
+    /// taken.
     pub claimed_elsewhere: u64,
-    /// Fires met while the lock was held by a previous run still going, this replica's
-    /// included. They are counted, never queued.
+    /// Fires met while the lock was held by a previous run still going, this replica's included.
+    /// They are counted, never queued.
     pub held: u64,
     /// Fires whose window passed before this replica could claim them, and that no replica had
     /// claimed by then. This replica was busy or paused, or the store was down.

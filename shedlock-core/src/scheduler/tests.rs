@@ -187,8 +187,8 @@ async fn a_replica_ahead_of_the_store_never_fires_early() {
     );
 }
 
-/// A replica 2 s behind the store, after a failed probe. The first fire is claimed late, while
-/// the window is still open. From its reply on, the replica is on time.
+/// A replica 2 s behind the store, after a failed probe. The first fire is claimed late, while the
+/// window is still open. From its reply on, the replica is on time.
 #[tokio::test(start_paused = true)]
 async fn a_replica_behind_the_store_learns_its_clock_from_the_first_reply() {
     let store = store(chrono::Duration::seconds(2));
@@ -729,8 +729,8 @@ async fn a_lost_reply_does_not_take_over_another_replicas_claim() {
 }
 
 /// A pod restarted under the same owner id, with `SHEDLOCK_OWNER_ID` set to its stable name, and
-/// catch-up on. The dead pod's claim of the open fire is not this scheduler's, though its owner
-/// id is. So it is neither run nor released, even when the catch-up claim's own reply is lost.
+/// catch-up on. The dead pod's claim of the open fire is not this scheduler's, though its owner id
+/// is. So it is neither run nor released, even when the catch-up claim's own reply is lost.
 #[tokio::test(start_paused = true)]
 async fn a_restarted_pod_with_the_same_owner_id_does_not_run_the_dead_ones_fire() {
     let (store, minute) = store_past_a_minute(10);
@@ -773,9 +773,9 @@ async fn a_restarted_pod_with_the_same_owner_id_does_not_run_the_dead_ones_fire(
     assert_eq!(ran, [at(60)]);
 }
 
-/// Two schedulers of one process share an owner id, as the default one is per process. They run
-/// the same job. Both claims of a fire lose their replies. The one that committed is then found
-/// by both, inside both loops' spans. One of them runs it, never both.
+/// Two schedulers of one process share an owner id, as the default one is per process. They run the
+/// same job. Both claims of a fire lose their replies. The one that committed is then found by
+/// both, inside both loops' spans. One of them runs it, never both.
 #[tokio::test(start_paused = true)]
 async fn two_schedulers_of_one_process_never_both_run_a_lost_claim() {
     let store = store(chrono::Duration::zero());
@@ -870,9 +870,9 @@ async fn a_lock_held_in_this_process_is_never_taken_for_a_lost_claim() {
     a.shutdown(SEC).await;
 }
 
-/// A claim commits, its reply is lost, and the store fails until the fire's window has passed.
-/// The replica does not run the fire late. It reads the holder once the store answers and
-/// releases its own claim. So the next fire is not held to `at_most`.
+/// A claim commits, its reply is lost, and the store fails until the fire's window has passed. The
+/// replica does not run the fire late. It reads the holder once the store answers and releases its
+/// own claim. So the next fire is not held to `at_most`.
 #[tokio::test(start_paused = true)]
 async fn a_lost_claim_whose_window_passed_is_released_unrun() {
     let (store, minute) = store_past_a_minute(1);
@@ -915,8 +915,8 @@ async fn a_lost_claim_whose_window_passed_is_released_unrun() {
 }
 
 /// A job whose body takes 13 s, every 10 s. Under `RunLate`, the run that ends inside the next
-/// fire's window claims that fire right after its release. Under `Skip`, that fire is counted
-/// held. Either way each fire runs at most once, inside its window.
+/// fire's window claims that fire right after its release. Under `Skip`, that fire is counted held.
+/// Either way each fire runs at most once, inside its window.
 #[tokio::test(start_paused = true)]
 async fn run_late_claims_the_fire_whose_window_is_open_when_the_previous_run_ends() {
     for policy in [OnHeld::Skip, OnHeld::RunLate] {
@@ -954,9 +954,9 @@ async fn run_late_claims_the_fire_whose_window_is_open_when_the_previous_run_end
     }
 }
 
-/// A fire met while another holder's lock is held. Under `RunLate`, the replica claims once more
-/// at the holder's `lock_until` when that falls inside the window. It does not when that falls
-/// after, so never beyond the window. Under `Skip`, it does not claim again.
+/// A fire met while another holder's lock is held. Under `RunLate`, the replica claims once more at
+/// the holder's `lock_until` when that falls inside the window. It does not when that falls after,
+/// so never beyond the window. Under `Skip`, it does not claim again.
 #[tokio::test(start_paused = true)]
 async fn run_late_claims_again_at_the_holders_lock_until_inside_the_window() {
     for (policy, hold, runs_at) in [
@@ -997,8 +997,8 @@ async fn run_late_claims_again_at_the_holders_lock_until_inside_the_window() {
     }
 }
 
-/// On a store without fire claims, `RunLate` is not applied, and the scheduler says so once. A
-/// late plain lock is the duplicate `at_least` prevents.
+/// On a store without fire claims, `RunLate` is not applied, and the scheduler says so once. A late
+/// plain lock is the duplicate `at_least` prevents.
 #[tokio::test(start_paused = true)]
 async fn run_late_is_not_applied_to_plain_locks_and_says_so() {
     let logs = crate::test_observe::Logs::default();
@@ -1063,8 +1063,8 @@ async fn retries_against_a_failing_store_keep_a_floor() {
 /// Whether the lock was lost, and who held it, when a cancelled body had finished its last step.
 type AtCancel = Arc<Mutex<Option<(bool, Option<String>)>>>;
 
-/// A run cancelled by the drain sees the signal with its lock still held. It may finish its
-/// step, here 200 ms, before the lock is released. Then it is recorded cancelled.
+/// A run cancelled by the drain sees the signal with its lock still held. It may finish its step,
+/// here 200 ms, before the lock is released. Then it is recorded cancelled.
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_run_sees_the_signal_while_it_still_holds_its_lock() {
     let store = store(chrono::Duration::zero());
@@ -1169,8 +1169,8 @@ async fn a_status_serialises_with_its_spec_and_last_run() {
 // ---------------------------------------------------------------------------------------------
 // The store at start, and a failing store while running
 
-/// A store that is set up wrong while `broken` holds an error, and otherwise forwards to its
-/// inner store. It counts its calls.
+/// A store that is set up wrong while `broken` holds an error, and otherwise forwards to its inner
+/// store. It counts its calls.
 struct SetUpWrong {
     inner: Store,
     broken: Mutex<Option<fn() -> crate::Error>>,
@@ -1251,8 +1251,8 @@ fn wrong_columns() -> crate::Error {
 }
 
 /// A store set up wrong fails `start` with its own error, once. Its table is missing, or its
-/// columns are wrong. No job starts, nothing more is logged, and the store is not asked again.
-/// Once the store is fixed, `start` may be called again.
+/// columns are wrong. No job starts, nothing more is logged, and the store is not asked again. Once
+/// the store is fixed, `start` may be called again.
 #[tokio::test(start_paused = true)]
 async fn a_store_set_up_wrong_fails_start_with_one_error_and_no_job_starts() {
     for (error, message) in [
@@ -1353,9 +1353,9 @@ async fn an_unreachable_store_at_start_is_retried_unless_required() {
     }
 }
 
-/// While running, a failing store is logged once per job per outage at WARN, then at DEBUG. Its
-/// end is logged at INFO with how many calls failed and for how long. This holds on plain locks
-/// too, without the executor's own warning per failed acquire.
+/// While running, a failing store is logged once per job per outage at WARN, then at DEBUG. Its end
+/// is logged at INFO with how many calls failed and for how long. This holds on plain locks too,
+/// without the executor's own warning per failed acquire.
 #[tokio::test(start_paused = true)]
 async fn a_failing_store_is_logged_once_per_job_per_outage_with_the_count_on_recovery() {
     for claims in [true, false] {
@@ -1481,8 +1481,8 @@ async fn held_and_cancelled_events_say_who_until_when_and_why() {
     latch.close().await.unwrap();
 }
 
-/// A claim that reaches the store after its window. The missed fire's event gives the store's
-/// now and the window's end.
+/// A claim that reaches the store after its window. The missed fire's event gives the store's now
+/// and the window's end.
 #[tokio::test(start_paused = true)]
 async fn a_fire_missed_by_the_store_says_when_its_window_ended() {
     let logs = crate::test_observe::Logs::default();
@@ -1547,8 +1547,8 @@ async fn a_fire_claimed_elsewhere_names_the_replica() {
     assert_eq!(logs.count(tracing::Level::DEBUG, &event), 1, "{event}");
 }
 
-/// A job added while `start` is still asking the store is spawned once, by `start` or by `add`,
-/// not by both. A second loop of one job would meet its own claims as "claimed elsewhere".
+/// A job added while `start` is still asking the store is spawned once, by `start` or by `add`, not
+/// by both. A second loop of one job would meet its own claims as "claimed elsewhere".
 #[tokio::test(start_paused = true)]
 async fn a_job_added_while_start_asks_the_store_runs_one_loop() {
     let store = store(chrono::Duration::zero());

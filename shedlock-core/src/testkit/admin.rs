@@ -24,8 +24,8 @@ type CaseResult = std::result::Result<(), String>;
 /// - they show nothing for an unknown name;
 /// - `unlock` with the values listed frees the lock and keeps the row's holder, `locked_at` and
 ///   token, and the next holder's token is greater;
-/// - `unlock` refuses, changing nothing, when the lock was taken again since the listing, also
-///   by the same owner id;
+/// - `unlock` refuses, changing nothing, when the lock was taken again since the listing, also by
+///   the same owner id;
 /// - `unlock` refuses when the owner, `locked_at` or token differ, when the lock is free, or when
 ///   there is no row;
 /// - `force_unlock` frees whoever holds it and returns that acquisition;
@@ -147,8 +147,7 @@ impl AdminSuite {
         }
     }
 
-    /// `entry` shows exactly `record`'s acquisition. When `extended`, `lock_until` is not
-    /// compared.
+    /// `entry` shows exactly `record`'s acquisition. When `extended`, `lock_until` is not compared.
     fn same(entry: &LockEntry, record: &LockRecord) -> CaseResult {
         let row = entry.record();
         if row.name() == record.name()

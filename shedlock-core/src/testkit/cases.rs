@@ -1,7 +1,6 @@
-//! The conformance suite's lock cases, one method per case. They cover
-//! [`LockProvider::acquire`], [`extend`](LockProvider::extend),
-//! [`release`](LockProvider::release) and [`holder`](LockProvider::holder). The fire-claim cases
-//! are in `fire.rs`.
+//! The conformance suite's lock cases, one method per case. They cover [`LockProvider::acquire`],
+//! [`extend`](LockProvider::extend), [`release`](LockProvider::release) and
+//! [`holder`](LockProvider::holder). The fire-claim cases are in `fire.rs`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -181,8 +180,7 @@ impl ConformanceSuite {
 
     /// The contract's "a release after expiry, while nobody else took the lock, still acts". It
     /// returns `true` and sets `lock_until = max(now, locked_at + at_least)`. With a long
-    /// `at_least`, that holds the lock again. That is how the store shows that it wrote the
-    /// row.
+    /// `at_least`, that holds the lock again. That is how the store shows that it wrote the row.
     async fn release_after_expiry_acts(&self) -> CaseResult {
         let (zero, long) = (
             self.name("expired-release"),

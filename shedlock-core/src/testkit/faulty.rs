@@ -1,6 +1,6 @@
-//! [`FaultyProvider`], a wrapper around a store that fails, hangs or delays chosen operations.
-//! An [`Operation`] names the call, and a [`Fault`] says how it misbehaves. Use it to test how
-//! callers react.
+//! [`FaultyProvider`], a wrapper around a store that fails, hangs or delays chosen operations. An
+//! [`Operation`] names the call, and a [`Fault`] says how it misbehaves. Use it to test how callers
+//! react.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,9 +30,9 @@ pub enum Operation {
     Holder,
     /// [`LockProvider::claim_fire`].
     ClaimFire,
-    /// The recording part of [`LockProvider::release_run`]. A fault here fails it before the
-    /// inner store is asked. Its caller then releases plainly. A [`Release`](Self::Release)
-    /// fault applies to `release_run` too, as to any release.
+    /// The recording part of [`LockProvider::release_run`]. A fault here fails it before the inner
+    /// store is asked. Its caller then releases plainly. A [`Release`](Self::Release) fault applies
+    /// to `release_run` too, as to any release.
     Record,
 }
 
@@ -46,8 +46,8 @@ pub enum Fault {
     Hang,
     /// Call the inner store, then return a backend error, like a commit whose reply was lost.
     FailAfterApplying,
-    /// Wait this long, then call the inner store, like a slow network or a busy database. Under
-    /// a paused tokio clock the wait is exact.
+    /// Wait this long, then call the inner store, like a slow network or a busy database. Under a
+    /// paused tokio clock the wait is exact.
     Delay(Duration),
 }
 

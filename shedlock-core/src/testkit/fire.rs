@@ -4,10 +4,9 @@
 //! these cases reported as skipped, not failed. The exception is a suite told to
 //! [`require_fire_claims`](ConformanceSuite::require_fire_claims).
 //!
-//! The cases never read the suite's own clock for a fire. They learn the store's "now" from a
-//! claim of a fire a year away. That claim is always [`FireClaim::TooEarly`], which writes
-//! nothing. They build their fires around it. So they work on a database whose clock differs
-//! from this machine's.
+//! The cases never read the suite's own clock for a fire. They learn the store's "now" from a claim
+//! of a fire a year away. That claim is always [`FireClaim::TooEarly`], which writes nothing. They
+//! build their fires around it. So they work on a database whose clock differs from this machine's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +19,8 @@ use crate::fire::{Fire, FireClaim};
 use crate::provider::LockRecord;
 
 impl ConformanceSuite {
-    /// Runs the fire-claim cases into `report`. Marks them skipped when the store does not
-    /// support fire claims.
+    /// Runs the fire-claim cases into `report`. Marks them skipped when the store does not support
+    /// fire claims.
     pub(super) async fn fire_cases(&self, report: &mut SuiteReport) {
         let cases: [(&'static str, FireCase); 8] = [
             ("fire_claimed_once", |s| Box::pin(s.fire_claimed_once())),

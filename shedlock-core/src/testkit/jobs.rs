@@ -15,25 +15,25 @@ use crate::provider::LockRecord;
 type CaseResult = std::result::Result<(), String>;
 
 /// The job state suite: what [`release_run`](crate::provider::LockProvider::release_run),
-/// [`publish_definitions`](crate::provider::LockProvider::publish_definitions) and the job side
-/// of [`LockAdmin`] promise, checked against a store. Run it next to
-/// [`ConformanceSuite`](super::ConformanceSuite) and [`AdminSuite`](super::AdminSuite) in the
-/// tests of a store that records job state. It panics with the list of failed cases.
+/// [`publish_definitions`](crate::provider::LockProvider::publish_definitions) and the job side of
+/// [`LockAdmin`] promise, checked against a store. Run it next to
+/// [`ConformanceSuite`](super::ConformanceSuite) and [`AdminSuite`](super::AdminSuite) in the tests
+/// of a store that records job state. It panics with the list of failed cases.
 ///
 /// The cases:
 ///
 /// - a recorded release frees the lock as a plain one does, honouring `at_least`;
-/// - the row's state then shows the run exactly: fire, runner, start = `locked_at`, end,
-///   outcome and error text, quotes, non-ASCII and a NUL (stored as U+FFFD) included;
+/// - the row's state then shows the run exactly: fire, runner, start = `locked_at`, end, outcome
+///   and error text, quotes, non-ASCII and a NUL (stored as U+FFFD) included;
 /// - failures and panics count up, and a cancelled run changes no count;
 /// - a success resets the count and sets the last success, which later failures leave alone;
 /// - a release whose lock was taken over answers `false` and records nothing;
 /// - a recorded release sent again for the same acquisition releases again and counts once;
 /// - an error text cut to [`MAX_ERROR_LEN`] reads back whole;
-/// - definitions are listed per job and replica in order, republished in place, forgotten per
-///   job, and expire;
-/// - with [`with_history`](Self::with_history), the history keeps exactly the newest runs,
-///   newest first, after three times as many.
+/// - definitions are listed per job and replica in order, republished in place, forgotten per job,
+///   and expire;
+/// - with [`with_history`](Self::with_history), the history keeps exactly the newest runs, newest
+///   first, after three times as many.
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, jobs::HistoryPolicy};
@@ -349,8 +349,8 @@ impl JobStateSuite {
         Ok(())
     }
 
-    /// A recorded release sent again for the same acquisition (after a lost reply) releases
-    /// again and counts the run once.
+    /// A recorded release sent again for the same acquisition (after a lost reply) releases again
+    /// and counts the run once.
     async fn a_release_sent_again_counts_once(&self) -> CaseResult {
         let name = self.name("again");
         let record = self

@@ -7,8 +7,8 @@
 //!
 //! # Checking a store
 //!
-//! Every store, built-in or your own, should pass the conformance suite. Call it from a test with
-//! a fresh provider. It panics with the list of failed cases.
+//! Every store, built-in or your own, should pass the conformance suite. Call it from a test with a
+//! fresh provider. It panics with the list of failed cases.
 //!
 //! ```
 //! use shedlock_core::InMemoryLockProvider;
@@ -24,8 +24,8 @@
 //! ```
 //!
 //! The suite works on real databases, where time is not paused. Its waits are a few multiples of
-//! [`ConformanceSuite::time_unit`] (default 300 ms), so a run takes a few seconds. Lock names
-//! carry a random prefix, so runs can share a table.
+//! [`ConformanceSuite::time_unit`] (default 300 ms), so a run takes a few seconds. Lock names carry
+//! a random prefix, so runs can share a table.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -79,8 +79,8 @@ impl<T> Step<T> for Result<T, String> {
 /// - the lock expires after `at_most`;
 /// - `at_least` holds after an early release and ends on time;
 /// - a late release frees at once;
-/// - a release after expiry, with nobody else holding the lock, still acts: it returns `true`
-///   and applies `at_least`;
+/// - a release after expiry, with nobody else holding the lock, still acts: it returns `true` and
+///   applies `at_least`;
 /// - extend works once and repeatedly;
 /// - extend after release and after expiry is refused;
 /// - a late release or extend after expiry does not touch the new holder's lock;
@@ -212,9 +212,9 @@ impl ConformanceSuite {
         self
     }
 
-    /// Runs every case and panics, naming each failed case and why, if any failed. Skipped
-    /// cases are printed to stderr, as a database test's skip notice is, and returned. A case is
-    /// skipped for an optional operation the store lacks.
+    /// Runs every case and panics, naming each failed case and why, if any failed. Skipped cases
+    /// are printed to stderr, as a database test's skip notice is, and returned. A case is skipped
+    /// for an optional operation the store lacks.
     ///
     /// # Panics
     ///
@@ -291,8 +291,8 @@ impl ConformanceSuite {
         }
     }
 
-    /// Like [`must_refuse`](Self::must_refuse) for a lock that holds only until `since + limit`.
-    /// If the machine stalled past that, a success proves nothing and is given back.
+    /// Like [`must_refuse`](Self::must_refuse) for a lock that holds only until `since + limit`. If
+    /// the machine stalled past that, a success proves nothing and is given back.
     async fn must_refuse_before(
         &self,
         name: &str,

@@ -31,8 +31,7 @@ impl Txn {
         })
     }
 
-    /// `mod_revision(key) == revision`.
-    /// A revision of 0 means the key does not exist.
+    /// `mod_revision(key) == revision`. A revision of 0 means the key does not exist.
     pub(crate) fn mod_is(mut self, key: &[u8], revision: i64) -> Self {
         self.compare.push(json!({
             "key": b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": revision.to_string()
@@ -40,8 +39,8 @@ impl Txn {
         self
     }
 
-    /// `mod_revision(key) < revision`: not written since `revision`.
-    /// A missing key's `mod_revision` is 0.
+    /// `mod_revision(key) < revision`: not written since `revision`. A missing key's `mod_revision`
+    /// is 0.
     pub(crate) fn mod_below(mut self, key: &[u8], revision: i64) -> Self {
         self.compare.push(json!({
             "key": b64(key), "target": "MOD", "result": "LESS", "mod_revision": revision.to_string()
@@ -93,15 +92,15 @@ impl Txn {
 
     /// A nested transaction, from etcd 3.3 on.
     ///
-    /// It is applied in the same revision as this one's other operations.
-    /// Its own compares decide only its own operations.
+    /// It is applied in the same revision as this one's other operations. Its own compares decide
+    /// only its own operations.
     pub(crate) fn then_txn(mut self, nested: &Self) -> Self {
         self.success.push(json!({ "request_txn": nested.body() }));
         self
     }
 
-    /// How many operations its success branch holds.
-    /// etcd's `--max-txn-ops` bounds it, 128 by default.
+    /// How many operations its success branch holds. etcd's `--max-txn-ops` bounds it, 128 by
+    /// default.
     pub(crate) fn ops(&self) -> usize {
         self.success.len()
     }
@@ -121,8 +120,7 @@ impl Txn {
 
 // ---- answers ------------------------------------------------------------------------------
 
-/// etcd's int64, which the gateway writes as a JSON string.
-/// The gateway omits it when it is 0.
+/// etcd's int64, which the gateway writes as a JSON string. The gateway omits it when it is 0.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Int(pub(crate) i64);
 
@@ -168,8 +166,7 @@ pub(crate) struct KeyValue {
     pub(crate) key: Blob,
     pub(crate) value: Blob,
     pub(crate) mod_revision: Int,
-    /// How many times the key was put since it was created.
-    /// 0 means it does not exist.
+    /// How many times the key was put since it was created. 0 means it does not exist.
     pub(crate) version: Int,
     pub(crate) lease: Int,
 }

@@ -1,8 +1,7 @@
 //! etcd's v3 JSON gateway over HTTP/1.1, plain or TLS.
 //!
 //! It has the few calls the provider makes, failover across the members of one cluster,
-//! authentication, and the JSON shapes.
-//! The JSON has bytes as base64 and int64 values as strings.
+//! authentication, and the JSON shapes. The JSON has bytes as base64 and int64 values as strings.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -37,15 +36,15 @@ type Connector = HttpConnector;
 /// another member may answer.
 const UNAVAILABLE: i64 = 14;
 
-/// gRPC's `UNAUTHENTICATED`: etcd's answer to a token it does not know.
-/// Such a token has expired, or was issued before a restart.
+/// gRPC's `UNAUTHENTICATED`: etcd's answer to a token it does not know. Such a token has expired,
+/// or was issued before a restart.
 const UNAUTHENTICATED: i64 = 16;
 
 /// One failed gateway call, the `source()` of the provider's errors.
 #[derive(Debug)]
 pub(crate) enum GatewayError {
-    /// No member answered: each one's transport failure, in the order tried.
-    /// A failed TLS handshake is given in words.
+    /// No member answered: each one's transport failure, in the order tried. A failed TLS handshake
+    /// is given in words.
     Unreachable(Vec<(String, String)>),
     /// The cluster refused the user and password.
     AuthFailed { member: String, user: String },
@@ -64,9 +63,8 @@ pub(crate) enum GatewayError {
     Decode { member: String, why: String },
     /// The request reached a member, or may have, and its answer was lost or was "unavailable".
     ///
-    /// The request is one whose repeat would answer from its own effect
-    /// (see [`Gateway::txn_once`]).
-    /// It may have been applied, and it was not sent again.
+    /// The request is one whose repeat would answer from its own effect (see
+    /// [`Gateway::txn_once`]). It may have been applied, and it was not sent again.
     ReplyLost { member: String, why: String },
     /// The call's deadline passed.
     Timeout,
@@ -132,9 +130,9 @@ impl GatewayError {
 
     /// Whether the provider says everything in one line.
     ///
-    /// That is so when no member could be reached, with each one's cause named: refused, TLS, ….
-    /// It is also so when the setup is wrong, as with authentication.
-    /// Both are fixed by configuration and read in logs.
+    /// That is so when no member could be reached, with each one's cause named: refused, TLS, …. It
+    /// is also so when the setup is wrong, as with authentication. Both are fixed by configuration
+    /// and read in logs.
     pub(crate) fn says_all(&self) -> bool {
         matches!(
             self,
@@ -147,8 +145,8 @@ impl GatewayError {
 
     /// Whether a member refused the request for its token or for having none.
     ///
-    /// A refused token is unknown or expired.
-    /// etcd checks the token before it proposes or reads anything.
+    /// A refused token is unknown or expired. etcd checks the token before it proposes or reads
+    /// anything.
     fn wants_token(&self) -> bool {
         matches!(self, Self::Status { code, message, .. }
             if (*code == UNAUTHENTICATED && message.contains("invalid auth token"))
@@ -164,9 +162,8 @@ struct Failed {
 
 /// The token this client sends.
 ///
-/// It is `None` until the first authentication.
-/// It is `Some(None)` when the cluster answered that authentication is not enabled.
-/// There is then nothing to send.
+/// It is `None` until the first authentication. It is `Some(None)` when the cluster answered that
+/// authentication is not enabled. There is then nothing to send.
 type Token = Option<Arc<str>>;
 
 /// Authentication: the user, the current token, and one renewal at a time.
@@ -190,8 +187,8 @@ struct AuthenticateResponse {
     token: String,
 }
 
-/// The HTTP client of one cluster: tries the member that answered last first, then the others
-/// in URL order.
+/// The HTTP client of one cluster: tries the member that answered last first, then the others in
+/// URL order.
 pub(crate) struct Gateway {
     endpoints: Endpoints,
     preferred: AtomicUsize,
@@ -205,8 +202,8 @@ pub(crate) struct Gateway {
 impl Gateway {
     /// The client of the cluster at `endpoints`.
     ///
-    /// `credentials` are what to authenticate with: the builder's, else the URL's.
-    /// `tls` is the rustls configuration, used for `https://` members only.
+    /// `credentials` are what to authenticate with: the builder's, else the URL's. `tls` is the
+    /// rustls configuration, used for `https://` members only.
     pub(crate) fn new(
         endpoints: Endpoints,
         connect_timeout: Duration,
@@ -254,27 +251,22 @@ impl Gateway {
 
     /// POSTs `body` to `path` on the first member that answers, before `deadline`.
     ///
-    /// A member is skipped for the next when it cannot be reached or its connection breaks.
-    /// It is also skipped when it answers `UNAVAILABLE`, because it has no leader.
-    /// Some requests are safe to send twice: reads, lease grants, revokes, and the transactions
-    /// of extend, release and unlock.
-    /// A spare lease expires by itself.
-    /// The compares of a transaction fail when its first copy was applied.
-    /// Its callers read that as "no longer held" only where it is true.
+    /// A member is skipped for the next when it cannot be reached or its connection breaks. It is
+    /// also skipped when it answers `UNAVAILABLE`, because it has no leader. Some requests are safe
+    /// to send twice: reads, lease grants, revokes, and the transactions of extend, release and
+    /// unlock. A spare lease expires by itself. The compares of a transaction fail when its first
+    /// copy was applied. Its callers read that as "no longer held" only where it is true.
     ///
-    /// With `once`, only a member that could not be connected to is skipped.
-    /// Nothing was sent to such a member.
-    /// A broken connection or an `UNAVAILABLE` answer ends the call with
-    /// [`GatewayError::ReplyLost`].
-    /// etcd also answers `UNAVAILABLE` for a proposal that timed out while the leader changed.
-    /// Such a proposal may have been applied.
+    /// With `once`, only a member that could not be connected to is skipped. Nothing was sent to
+    /// such a member. A broken connection or an `UNAVAILABLE` answer ends the call with
+    /// [`GatewayError::ReplyLost`]. etcd also answers `UNAVAILABLE` for a proposal that timed out
+    /// while the leader changed. Such a proposal may have been applied.
     ///
-    /// With credentials, the request carries the token.
-    /// When there is no token yet, this authenticates first.
-    /// A member may refuse the token because it expired or is unknown after a restart.
-    /// This then authenticates again and sends the request once more, also with `once`.
-    /// etcd checks the token before it reads or proposes anything.
-    /// So a refused transaction was never applied.
+    /// With credentials, the request carries the token. When there is no token yet, this
+    /// authenticates first. A member may refuse the token because it expired or is unknown after a
+    /// restart. This then authenticates again and sends the request once more, also with `once`.
+    /// etcd checks the token before it reads or proposes anything. So a refused transaction was
+    /// never applied.
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -321,8 +313,8 @@ impl Gateway {
 
     /// A token for `auth`'s user.
     ///
-    /// It is a new one, unless another caller renewed `stale` meanwhile.
-    /// Callers that find the same stale token wait for one renewal.
+    /// It is a new one, unless another caller renewed `stale` meanwhile. Callers that find the same
+    /// stale token wait for one renewal.
     async fn authenticate(
         &self,
         auth: &Auth,
@@ -477,8 +469,7 @@ impl Gateway {
 
     // ---- the calls ------------------------------------------------------------------------
 
-    /// Every key in `[key, range_end)`.
-    /// It is just `key` when `range_end` is `None`.
+    /// Every key in `[key, range_end)`. It is just `key` when `range_end` is `None`.
     pub(crate) async fn range(
         &self,
         key: &[u8],
@@ -494,8 +485,7 @@ impl Gateway {
 
     /// Deletes every key in `[key, range_end)`, and answers how many there were.
     ///
-    /// It is safe to send again.
-    /// A repeat deletes nothing more, and only its own count is lost.
+    /// It is safe to send again. A repeat deletes nothing more, and only its own count is lost.
     pub(crate) async fn delete_range(
         &self,
         key: &[u8],
@@ -519,8 +509,7 @@ impl Gateway {
 
     /// A transaction whose repeat would answer from its own effect.
     ///
-    /// Such a transaction is an acquire's or a fire claim's.
-    /// Its repeat finds its own hold or fire.
+    /// Such a transaction is an acquire's or a fire claim's. Its repeat finds its own hold or fire.
     /// Once it may have reached a member, it is sent to that member only (see
     /// [`post`](Self::post)).
     pub(crate) async fn txn_once(
@@ -531,8 +520,7 @@ impl Gateway {
         self.post("/v3/kv/txn", &txn.body(), true, deadline).await
     }
 
-    /// A new lease of `ttl` seconds.
-    /// etcd may raise the TTL to its minimum.
+    /// A new lease of `ttl` seconds. etcd may raise the TTL to its minimum.
     pub(crate) async fn grant(&self, ttl: i64, deadline: Instant) -> Result<Lease, GatewayError> {
         let body = json!({ "TTL": ttl.to_string() });
         let lease: LeaseGrantResponse =
@@ -551,8 +539,7 @@ impl Gateway {
         })
     }
 
-    /// Revokes a lease, which deletes its keys.
-    /// A lease already gone is fine.
+    /// Revokes a lease, which deletes its keys. A lease already gone is fine.
     pub(crate) async fn revoke(&self, id: i64, deadline: Instant) -> Result<(), GatewayError> {
         let body = json!({ "ID": id.to_string() });
         match self
@@ -578,8 +565,8 @@ impl Gateway {
     }
 }
 
-/// What a failed request to one member means, and whether the member may have read it.
-/// A "permission denied" answer as [`GatewayError::PermissionDenied`], naming the user.
+/// What a failed request to one member means, and whether the member may have read it. A
+/// "permission denied" answer as [`GatewayError::PermissionDenied`], naming the user.
 fn denied(auth: &Auth, e: GatewayError) -> GatewayError {
     match e {
         GatewayError::Status {

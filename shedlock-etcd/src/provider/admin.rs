@@ -1,7 +1,7 @@
 //! The provider's [`LockAdmin`] operations.
 //!
-//! They list the locks, read one, and unlock or force-unlock one.
-//! They also list and forget published job definitions.
+//! They list the locks, read one, and unlock or force-unlock one. They also list and forget
+//! published job definitions.
 
 use async_trait::async_trait;
 use shedlock_core::{
@@ -21,10 +21,9 @@ use crate::key::{self, HOLD, REC};
 impl LockAdmin for EtcdLockProvider {
     /// One range read over the prefix.
     ///
-    /// Times are the writers' clock estimates, because etcd has no wall clock.
-    /// Whether a lock is held is etcd's own answer.
-    /// Each entry carries its job state.
-    /// That is a default one when no run was recorded.
+    /// Times are the writers' clock estimates, because etcd has no wall clock. Whether a lock is
+    /// held is etcd's own answer. Each entry carries its job state. That is a default one when no
+    /// run was recorded.
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let deadline = self.deadline();
         let prefix = self.prefix.as_bytes();
@@ -70,9 +69,8 @@ impl LockAdmin for EtcdLockProvider {
 
     /// A read, then one transaction.
     ///
-    /// The read's owner and `locked_at` must match `expected`.
-    /// The transaction is `if the record is still that acquisition's and the hold present then
-    /// delete the hold`.
+    /// The read's owner and `locked_at` must match `expected`. The transaction is `if the record is
+    /// still that acquisition's and the hold present then delete the hold`.
     async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
         let name = expected.name();
         let keys = self.lock_keys(name)?;
@@ -103,8 +101,8 @@ impl LockAdmin for EtcdLockProvider {
         run.await.map_err(|e| self.failed("unlock", name, e))
     }
 
-    /// A read, then one transaction that deletes the hold if neither key changed since.
-    /// It is repeated while the lock keeps changing under it, at most five times.
+    /// A read, then one transaction that deletes the hold if neither key changed since. It is
+    /// repeated while the lock keeps changing under it, at most five times.
     async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
         let keys = self.lock_keys(name)?;
         let deadline = self.deadline();
@@ -134,9 +132,8 @@ impl LockAdmin for EtcdLockProvider {
 
     /// The definitions replicas published that their leases still hold, in one range read.
     ///
-    /// They are sorted by job, then replica.
-    /// `published` and `expires` are the publishing replica's clock estimates.
-    /// The entry ends with its lease, on the etcd leader's clock.
+    /// They are sorted by job, then replica. `published` and `expires` are the publishing replica's
+    /// clock estimates. The entry ends with its lease, on the etcd leader's clock.
     async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
         let start = key::definitions_prefix(&self.prefix);
         let answer = self
@@ -165,9 +162,8 @@ impl LockAdmin for EtcdLockProvider {
 
     /// One delete of the range of `job`'s definition keys, those of every replica.
     ///
-    /// The count is etcd's.
-    /// A delete whose reply was lost is sent again to another member.
-    /// It then counts only what was left.
+    /// The count is etcd's. A delete whose reply was lost is sent again to another member. It then
+    /// counts only what was left.
     async fn forget(&self, job: &str) -> Result<u64> {
         let start = key::job_definitions_prefix(&self.prefix, job);
         let deleted = self

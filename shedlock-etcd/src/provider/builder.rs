@@ -87,8 +87,8 @@ impl fmt::Debug for EtcdLockProviderBuilder {
 impl EtcdLockProviderBuilder {
     /// The key prefix every lock's keys start with.
     ///
-    /// It defaults to [`DEFAULT_PREFIX`] (`"shedlock/"`).
-    /// It is printable ASCII ending in `/`, at most 256 bytes.
+    /// It defaults to [`DEFAULT_PREFIX`] (`"shedlock/"`). It is printable ASCII ending in `/`, at
+    /// most 256 bytes.
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
@@ -97,9 +97,8 @@ impl EtcdLockProviderBuilder {
 
     /// The limit on one whole operation: all its round trips, across the members tried.
     ///
-    /// It defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s).
-    /// A call past it fails with [`Error::is_timeout`].
-    /// Its connection is closed, never reused.
+    /// It defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s). A call past it fails with
+    /// [`Error::is_timeout`]. Its connection is closed, never reused.
     #[must_use]
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
@@ -131,8 +130,7 @@ impl EtcdLockProviderBuilder {
     /// The CA certificates to trust for the members' certificates, in a PEM file.
     ///
     /// They are trusted instead of the system's roots, which are used when no CA file is given.
-    /// [`build`](Self::build) reads the file.
-    /// It needs an `https://` URL.
+    /// [`build`](Self::build) reads the file. It needs an `https://` URL.
     #[cfg(feature = "tls-rustls")]
     #[must_use]
     pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
@@ -143,10 +141,8 @@ impl EtcdLockProviderBuilder {
     /// A client certificate and its private key, for members that require one
     /// (`--client-cert-auth`).
     ///
-    /// The certificate is PEM, with its chain if any.
-    /// The key is PEM: PKCS#8, PKCS#1 or SEC1.
-    /// [`build`](Self::build) reads the files.
-    /// It needs an `https://` URL.
+    /// The certificate is PEM, with its chain if any. The key is PEM: PKCS#8, PKCS#1 or SEC1.
+    /// [`build`](Self::build) reads the files. It needs an `https://` URL.
     #[cfg(feature = "tls-rustls")]
     #[must_use]
     pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
@@ -220,8 +216,8 @@ impl EtcdLockProviderBuilder {
 impl EtcdLockProviderBuilder {
     /// The rustls configuration.
     ///
-    /// For a TLS URL, it comes from the CA file and client certificate.
-    /// A plain URL must have neither, and gets a configuration that is never used.
+    /// For a TLS URL, it comes from the CA file and client certificate. A plain URL must have
+    /// neither, and gets a configuration that is never used.
     fn tls_config(&self, endpoints: &Endpoints) -> Result<rustls::ClientConfig> {
         if !endpoints.is_tls() {
             if self.ca_file.is_some() || self.client_cert.is_some() {

@@ -37,8 +37,8 @@ pub const DEFAULT_PREFIX: &str = "shedlock/";
 
 /// The owner shown for a lock whose hold exists but whose record was deleted by hand.
 ///
-/// Nobody can release or extend such a lock.
-/// It ends with its lease, or with [`force_unlock`](shedlock_core::admin::LockAdmin::force_unlock).
+/// Nobody can release or extend such a lock. It ends with its lease, or with
+/// [`force_unlock`](shedlock_core::admin::LockAdmin::force_unlock).
 pub const UNKNOWN_OWNER: &str = "(unknown: the lock record was deleted)";
 
 /// The longest lock name [`EtcdLockProviderBuilder::max_name_len`] accepts, in characters.
@@ -46,21 +46,18 @@ pub const MAX_NAME_LEN_LIMIT: usize = 1024;
 
 /// etcd's smallest lease TTL with its default `--election-timeout` of 1 s.
 ///
-/// Leases asked for less are granted this long.
-/// etcd raises them to 1.5 election timeouts, rounded up.
+/// Leases asked for less are granted this long. etcd raises them to 1.5 election timeouts, rounded
+/// up.
 pub const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 
 /// A [`LockProvider`] and [`LockAdmin`](shedlock_core::admin::LockAdmin) on etcd v3.
 ///
-/// Expiry is by lease TTL on the etcd leader's clock.
-/// Each decision is one transaction.
-/// Fencing tokens come from revisions.
+/// Expiry is by lease TTL on the etcd leader's clock. Each decision is one transaction. Fencing
+/// tokens come from revisions.
 ///
-/// Build one with [`EtcdLockProvider::new`] or [`EtcdLockProvider::builder`].
-/// Building does not connect, so it is cheap and synchronous.
-/// The first call connects.
-/// See the crate docs for the key layout, the round trips per operation and how whole-second
-/// leases are rounded.
+/// Build one with [`EtcdLockProvider::new`] or [`EtcdLockProvider::builder`]. Building does not
+/// connect, so it is cheap and synchronous. The first call connects. See the crate docs for the key
+/// layout, the round trips per operation and how whole-second leases are rounded.
 ///
 /// ```
 /// use shedlock_etcd::EtcdLockProvider;
@@ -94,8 +91,8 @@ struct Read {
     rec: Option<(KeyValue, RecValue)>,
     hold: Option<(KeyValue, HoldValue)>,
     fire: Option<(KeyValue, FireValue)>,
-    /// The job state's keys (see [`release_run`](LockProvider::release_run)).
-    /// A value that cannot be read counts as absent.
+    /// The job state's keys (see [`release_run`](LockProvider::release_run)). A value that cannot
+    /// be read counts as absent.
     state: StateRead,
 }
 
@@ -109,8 +106,7 @@ struct StateRead {
 }
 
 impl StateRead {
-    /// Takes `kv` if it is one of the state keys.
-    /// `which` names them as [`key::parse_key`] does.
+    /// Takes `kv` if it is one of the state keys. `which` names them as [`key::parse_key`] does.
     fn take(&mut self, which: &[u8], kv: &KeyValue) {
         if which == key::RUN {
             self.run = decode_value(kv).ok();
@@ -172,9 +168,8 @@ impl EtcdLockProvider {
 
     /// The etcd keys of lock `name`: its record and its hold.
     ///
-    /// The record has no lease.
-    /// It holds the owner and `locked_at`, and its `mod_revision` is the fencing token.
-    /// The hold is attached to the lease and is present while the lock is held.
+    /// The record has no lease. It holds the owner and `locked_at`, and its `mod_revision` is the
+    /// fencing token. The hold is attached to the lease and is present while the lock is held.
     ///
     /// ```
     /// let provider = shedlock_etcd::EtcdLockProvider::new("etcd://127.0.0.1:2379")?;
@@ -186,8 +181,8 @@ impl EtcdLockProvider {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for a name the provider refuses, such as an empty or too
-    /// long one.
+    /// [`Error::is_invalid_config`] for a name the provider refuses, such as an empty or too long
+    /// one.
     pub fn keys(&self, name: &str) -> Result<(Vec<u8>, Vec<u8>)> {
         let keys = self.lock_keys(name)?;
         Ok((keys.rec, keys.hold))
@@ -227,8 +222,7 @@ impl EtcdLockProvider {
         }
     }
 
-    /// Revokes a lease that holds nothing any more.
-    /// A failure only leaves it to expire.
+    /// Revokes a lease that holds nothing any more. A failure only leaves it to expire.
     async fn cleanup(&self, lease: i64, deadline: Instant) {
         if let Err(error) = self.gateway.revoke(lease, deadline).await {
             tracing::debug!(lease, %error, "could not revoke a spare etcd lease; it expires by itself");
@@ -274,9 +268,9 @@ impl EtcdLockProvider {
 
     /// A new acquisition of the lock by `owner` for `at_most`.
     ///
-    /// It grants a lease and builds the transaction that takes the lock if its hold is absent.
-    /// The transaction puts the record, and the hold on the lease.
-    /// A caller adds its own compares and writes to it.
+    /// It grants a lease and builds the transaction that takes the lock if its hold is absent. The
+    /// transaction puts the record, and the hold on the lease. A caller adds its own compares and
+    /// writes to it.
     async fn taking(
         &self,
         keys: &LockKeys,
@@ -384,9 +378,8 @@ impl EtcdLockProvider {
         Ok(Some(record.clone().with_lock_until(lock_until)))
     }
 
-    /// The release.
-    /// With `state`, the job state's writes ride in its transaction, nested
-    /// (see [`state_txn`](Self::state_txn)).
+    /// The release. With `state`, the job state's writes ride in its transaction, nested (see
+    /// [`state_txn`](Self::state_txn)).
     async fn do_release(
         &self,
         keys: &LockKeys,
@@ -447,17 +440,14 @@ impl EtcdLockProvider {
 
     /// The writes of a run's job state, as a transaction nested in the release's.
     ///
-    /// The release's transaction holds them to the release's guard.
-    /// The nested transaction is `if last-run was not written since the acquisition then put
-    /// last-run`.
-    /// For a success it adds `delete failures, put last-success`.
-    /// For a failure or a panic it adds `put failures`.
-    /// The version of `failures` is the count: the puts since its last delete.
+    /// The release's transaction holds them to the release's guard. The nested transaction is `if
+    /// last-run was not written since the acquisition then put last-run`. For a success it adds
+    /// `delete failures, put last-success`. For a failure or a panic it adds `put failures`. The
+    /// version of `failures` is the count: the puts since its last delete.
     ///
-    /// An applied release may be sent again after its reply was lost.
-    /// The compare makes such a repeat record nothing twice.
-    /// The acquisition's record was written at revision `token`.
-    /// So a last-run written since is this acquisition's.
+    /// An applied release may be sent again after its reply was lost. The compare makes such a
+    /// repeat record nothing twice. The acquisition's record was written at revision `token`. So a
+    /// last-run written since is this acquisition's.
     fn state_txn(keys: &LockKeys, token: i64, record: &LockRecord, run: &RunReport) -> Txn {
         let outcome = run.outcome.clone().capped();
         let ended = now();
@@ -489,8 +479,8 @@ impl EtcdLockProvider {
 
     /// One look at the lock's keys, then maybe one transaction.
     ///
-    /// The transaction is sent when the fire is claimable by this replica's clock.
-    /// It claims the fire if none of what the look saw changed.
+    /// The transaction is sent when the fire is claimable by this replica's clock. It claims the
+    /// fire if none of what the look saw changed.
     async fn look_and_claim(
         &self,
         name: &str,
@@ -540,9 +530,9 @@ impl EtcdLockProvider {
 
     /// After a transaction that moved or deleted the hold, revokes the hold's previous lease.
     ///
-    /// It does not revoke the acquisition's first lease.
-    /// That lease is kept as the acquisition's clock, holds no key and expires by itself.
-    /// It does not revoke the lease just attached either.
+    /// It does not revoke the acquisition's first lease. That lease is kept as the acquisition's
+    /// clock, holds no key and expires by itself. It does not revoke the lease just attached
+    /// either.
     async fn revoke_previous(
         &self,
         answer: &crate::gateway::TxnResponse,
@@ -564,13 +554,11 @@ impl EtcdLockProvider {
 
     /// The entry of a lock as read, or `None` when it has no keys.
     ///
-    /// While the hold exists, the lock is held: that is etcd's answer.
-    /// Its `lock_until` is the writer's estimate, kept after `store_now`.
-    /// A hold whose record was deleted by hand still shows, so that operators see what blocks
-    /// the name.
-    /// It then shows the owner [`UNKNOWN_OWNER`] and no token.
-    /// The entry carries the job state its keys keep.
-    /// That is a default one when no run was recorded.
+    /// While the hold exists, the lock is held: that is etcd's answer. Its `lock_until` is the
+    /// writer's estimate, kept after `store_now`. A hold whose record was deleted by hand still
+    /// shows, so that operators see what blocks the name. It then shows the owner [`UNKNOWN_OWNER`]
+    /// and no token. The entry carries the job state its keys keep. That is a default one when no
+    /// run was recorded.
     fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
         let state = read.state.state(&name);
         let lock_until = match &read.hold {
@@ -597,9 +585,8 @@ impl EtcdLockProvider {
 impl LockProvider for EtcdLockProvider {
     /// One range read, which is the skip path and writes nothing.
     ///
-    /// When the lock is free, a lease grant and one transaction follow.
-    /// The transaction is `if hold absent then put record, put hold on the lease`.
-    /// A lost race revokes the lease.
+    /// When the lock is free, a lease grant and one transaction follow. The transaction is `if hold
+    /// absent then put record, put hold on the lease`. A lost race revokes the lease.
     async fn acquire(
         &self,
         name: &str,
@@ -616,9 +603,8 @@ impl LockProvider for EtcdLockProvider {
 
     /// A lease grant and one transaction.
     ///
-    /// The transaction is `if record is this acquisition's and hold present then move hold to
-    /// the new lease`.
-    /// The replaced lease is then revoked, except the acquisition's first.
+    /// The transaction is `if record is this acquisition's and hold present then move hold to the
+    /// new lease`. The replaced lease is then revoked, except the acquisition's first.
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
         let keys = self.lock_keys(record.name())?;
         validate_at_most(at_most)?;
@@ -629,9 +615,9 @@ impl LockProvider for EtcdLockProvider {
             .map_err(|e| self.failed("extend", record.name(), e))
     }
 
-    /// With `at_least` zero: one transaction (`if record is this acquisition's then delete
-    /// hold`). Otherwise a read, the first lease's time to live, then either that transaction
-    /// or a grant and `… then put hold on a lease of the rest of at_least`.
+    /// With `at_least` zero: one transaction (`if record is this acquisition's then delete hold`).
+    /// Otherwise a read, the first lease's time to live, then either that transaction or a grant
+    /// and `… then put hold on a lease of the rest of at_least`.
     async fn release(&self, record: &LockRecord, at_least: Duration) -> Result<bool> {
         let keys = self.lock_keys(record.name())?;
         validate_at_least(at_least)?;
@@ -644,10 +630,9 @@ impl LockProvider for EtcdLockProvider {
 
     /// The release, with the run's job state written by a transaction nested in the release's.
     ///
-    /// See [Job state](crate#job-state).
-    /// It costs the same round trips as [`release`](Self::release).
-    /// Nothing is written when the record is no longer this acquisition's.
-    /// There is no history, because etcd keeps none.
+    /// See [Job state](crate#job-state). It costs the same round trips as
+    /// [`release`](Self::release). Nothing is written when the record is no longer this
+    /// acquisition's. There is no history, because etcd keeps none.
     async fn release_run(
         &self,
         record: &LockRecord,
@@ -666,11 +651,10 @@ impl LockProvider for EtcdLockProvider {
 
     /// A lease grant of `ttl`, and one transaction per 64 definitions that puts their keys on it.
     ///
-    /// The TTL is whole seconds, rounded up, and etcd's minimum applies.
-    /// The lease ends the entries.
-    /// etcd deletes them when it runs out, unless a later publish moved them to its own lease.
-    /// So expired entries of every replica go by themselves.
-    /// The previous publish's lease then holds no key and runs out by itself.
+    /// The TTL is whole seconds, rounded up, and etcd's minimum applies. The lease ends the
+    /// entries. etcd deletes them when it runs out, unless a later publish moved them to its own
+    /// lease. So expired entries of every replica go by themselves. The previous publish's lease
+    /// then holds no key and runs out by itself.
     async fn publish_definitions(
         &self,
         replica: &str,
@@ -729,16 +713,14 @@ impl LockProvider for EtcdLockProvider {
 
     /// One range read of the lock's keys.
     ///
-    /// When the fire is claimable, a lease grant and one transaction follow.
-    /// The transaction is `if the fire key and the hold are as read then put record, hold on the
-    /// lease, and the fire`.
-    /// A claim that lost a race looks again, at most 4 times.
+    /// When the fire is claimable, a lease grant and one transaction follow. The transaction is `if
+    /// the fire key and the hold are as read then put record, hold on the lease, and the fire`. A
+    /// claim that lost a race looks again, at most 4 times.
     ///
-    /// etcd has no wall clock, so "now" is this replica's clock, as for every record time here.
-    /// So this clock decides `F <= now < next`.
-    /// A replica whose clock is ahead may run a fire early by the others' clocks.
-    /// At most once per fire holds whatever the clocks say.
-    /// The transaction compares the fire key's revision with the one it read.
+    /// etcd has no wall clock, so "now" is this replica's clock, as for every record time here. So
+    /// this clock decides `F <= now < next`. A replica whose clock is ahead may run a fire early by
+    /// the others' clocks. At most once per fire holds whatever the clocks say. The transaction
+    /// compares the fire key's revision with the one it read.
     async fn claim_fire(
         &self,
         name: &str,
@@ -790,8 +772,7 @@ impl LockProvider for EtcdLockProvider {
 
 // ---- small helpers ----------------------------------------------------------------------
 
-/// The client's clock, in whole milliseconds.
-/// Records are stored with that precision.
+/// The client's clock, in whole milliseconds. Records are stored with that precision.
 fn now() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(3)
 }
@@ -814,8 +795,7 @@ fn secs(s: i64) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0))
 }
 
-/// A lease TTL for `d`: whole seconds, rounded up, at least 1.
-/// etcd raises it to its minimum.
+/// A lease TTL for `d`: whole seconds, rounded up, at least 1. etcd raises it to its minimum.
 pub(crate) fn ttl_secs(d: Duration) -> i64 {
     let whole = d.as_secs() + u64::from(d.subsec_nanos() > 0);
     i64::try_from(whole.max(1)).unwrap_or(i64::MAX)

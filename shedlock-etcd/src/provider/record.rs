@@ -9,8 +9,7 @@ use crate::gateway::{GatewayError, KeyValue};
 
 /// The record key's value: who took the lock, when, and the acquisition's first lease.
 ///
-/// When is the client's estimate.
-/// The first lease's remaining TTL measures how long ago that was.
+/// When is the client's estimate. The first lease's remaining TTL measures how long ago that was.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RecValue {
     pub(super) owner: String,
@@ -33,8 +32,8 @@ pub(super) struct FireValue {
 
 /// The last-run key's value: the job's last recorded run.
 ///
-/// Times are the clients' clocks, in milliseconds.
-/// The fire is in microseconds, as the fire key keeps it.
+/// Times are the clients' clocks, in milliseconds. The fire is in microseconds, as the fire key
+/// keeps it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct RunValue {
     pub(super) fire_us: i64,
@@ -55,8 +54,8 @@ pub(super) struct SuccessValue {
 
 /// A definition key's value: one replica's definition of one job.
 ///
-/// It also says when the replica published it and until when it stands, by the client's clock.
-/// etcd ends it with its lease.
+/// It also says when the replica published it and until when it stands, by the client's clock. etcd
+/// ends it with its lease.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct DefinitionValue {
     pub(super) job: String,

@@ -1,7 +1,7 @@
 //! One provider call: its deadline over every attempt, and what its timeout says.
 //!
-//! It also has the retry loop ([`Link::run`]).
-//! The loop has rules for a reply lost with a dead connection.
+//! It also has the retry loop ([`Link::run`]). The loop has rules for a reply lost with a dead
+//! connection.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -27,13 +27,13 @@ pub(crate) enum CallStep {
     Statement = 2,
 }
 
-/// Where a call's connections go, for its messages: the database (`Postgres at db:5432/app`)
-/// and how many connections the provider may have open.
+/// Where a call's connections go, for its messages: the database (`Postgres at db:5432/app`) and
+/// how many connections the provider may have open.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) name: Arc<str>,
-    /// The provider's own connections' last refusal, for calls that waited for a free
-    /// connection meanwhile.
+    /// The provider's own connections' last refusal, for calls that waited for a free connection
+    /// meanwhile.
     ///
     /// It is `None` over a sqlx pool, or once a connection opened.
     pub(crate) refusal: Option<Arc<Mutex<Option<String>>>>,
@@ -47,37 +47,34 @@ pub(crate) struct Target {
 pub(crate) enum AfterLostReply {
     /// Run the call again on another connection ([`Link::run`]).
     ///
-    /// Its statements have the same effect and answer when repeated.
-    /// This holds for extend, release, reads and create-table.
+    /// Its statements have the same effect and answer when repeated. This holds for extend,
+    /// release, reads and create-table.
     Repeat,
     /// End the call with an error saying that the reply was lost and the statement may have
     /// committed ([`Call::lost_reply`]).
     ///
-    /// A repeat would answer from the lost statement's own effect.
-    /// An acquire would find its own lock held.
-    /// A fire claim would find its own fire recorded.
-    /// It holds what the call does (`acquire lock "report"`), for that error.
+    /// A repeat would answer from the lost statement's own effect. An acquire would find its own
+    /// lock held. A fire claim would find its own fire recorded. It holds what the call does
+    /// (`acquire lock "report"`), for that error.
     Fail(String),
 }
 
 /// One provider call: its name, its deadline, the lock it is about, and what it is doing.
 ///
-/// The deadline covers connection checkouts plus statements, over every attempt.
-/// So running out of time says where.
-/// It also says whether the call may run again after a lost reply.
+/// The deadline covers connection checkouts plus statements, over every attempt. So running out of
+/// time says where. It also says whether the call may run again after a lost reply.
 #[derive(Debug)]
 pub(crate) struct Call {
     op: &'static str,
     timeout: Duration,
     deadline: Instant,
-    /// The current attempt's connection turned out to be dead.
-    /// [`Checkout::settle`] sets it, and [`Link::run`] reads it.
+    /// The current attempt's connection turned out to be dead. [`Checkout::settle`] sets it, and
+    /// [`Link::run`] reads it.
     pub(super) lost: AtomicBool,
     /// That lost connection had not been sent a `COMMIT` of this attempt's.
     ///
     /// So its transaction rolled back, and the attempt may run again whatever [`AfterLostReply`]
-    /// says.
-    /// [`Checkout::begin`] sets it behind a transaction pooler.
+    /// says. [`Checkout::begin`] sets it behind a transaction pooler.
     pub(super) rolled_back: AtomicBool,
     /// What [`repeats_after_lost_reply`](Self::repeats_after_lost_reply) answers from.
     after_lost_reply: AfterLostReply,
@@ -85,8 +82,8 @@ pub(crate) struct Call {
     /// What the call is about (`lock "report"`).
     about: Option<String>,
     phase: AtomicU8,
-    /// The last error the call got past, such as a refused connection.
-    /// It is for the call's timeout message.
+    /// The last error the call got past, such as a refused connection. It is for the call's timeout
+    /// message.
     last_error: Mutex<Option<String>>,
 }
 
@@ -113,8 +110,7 @@ impl Call {
         self
     }
 
-    /// What the call does after a lost reply.
-    /// By default it is [`AfterLostReply::Repeat`].
+    /// What the call does after a lost reply. By default it is [`AfterLostReply::Repeat`].
     #[must_use]
     pub(crate) fn after_lost_reply(mut self, after: AfterLostReply) -> Self {
         self.after_lost_reply = after;
@@ -126,11 +122,11 @@ impl Call {
         self.after_lost_reply == AfterLostReply::Repeat
     }
 
-    /// The error of a call whose connection died after its statement was sent, and that may
-    /// not run again ([`AfterLostReply::Fail`]).
+    /// The error of a call whose connection died after its statement was sent, and that may not run
+    /// again ([`AfterLostReply::Fail`]).
     ///
-    /// It is one line that names the call, the lock and the database, and says what it means.
-    /// The driver's error is its source.
+    /// It is one line that names the call, the lock and the database, and says what it means. The
+    /// driver's error is its source.
     pub(super) fn lost_reply(&self, error: sqlx::Error) -> Error {
         let what = match &self.after_lost_reply {
             AfterLostReply::Fail(what) => what.as_str(),
@@ -161,8 +157,8 @@ impl Call {
 
     /// The error of this call running out of time.
     ///
-    /// It names the lock, the step and the last error the call got past.
-    /// The step is waiting for a free connection, connecting, or waiting for the answer.
+    /// It names the lock, the step and the last error the call got past. The step is waiting for a
+    /// free connection, connecting, or waiting for the answer.
     pub(crate) fn timeout_error(&self) -> Error {
         use std::fmt::Write as _;
         let target = &self.target.name;
@@ -231,38 +227,29 @@ impl Call {
 impl<DB: Database> Link<DB> {
     /// Runs one call: `attempt` on a connection, before `call`'s deadline.
     ///
-    /// A connection that cannot be opened is reported as
-    /// [`checkout_error`](Self::checkout_error).
+    /// A connection that cannot be opened is reported as [`checkout_error`](Self::checkout_error).
     ///
-    /// An attempt may fail because its connection was gone
-    /// (see [`connection_lost`](super::checkout::connection_lost)).
-    /// Typically the server closed that idle connection when it restarted.
-    /// That connection is then closed, and the whole attempt runs again on another one, within
-    /// the same deadline.
-    /// So each dead idle connection costs a retry instead of a failed call.
-    /// Once none is left, a fresh one is opened.
-    /// A server that refuses connections while it restarts is asked again until the deadline.
-    /// There are at most max connections + 1 attempts.
-    /// That is enough to get past every dead connection to a fresh one.
-    /// A checkout that fails the same way is retried alike, as when the server reset a new
-    /// connection.
-    /// Any other error, and the deadline, end the call at once.
-    /// When nothing fails this costs nothing: the first attempt is the call.
+    /// An attempt may fail because its connection was gone (see
+    /// [`connection_lost`](super::checkout::connection_lost)). Typically the server closed that
+    /// idle connection when it restarted. That connection is then closed, and the whole attempt
+    /// runs again on another one, within the same deadline. So each dead idle connection costs a
+    /// retry instead of a failed call. Once none is left, a fresh one is opened. A server that
+    /// refuses connections while it restarts is asked again until the deadline. There are at most
+    /// max connections + 1 attempts. That is enough to get past every dead connection to a fresh
+    /// one. A checkout that fails the same way is retried alike, as when the server reset a new
+    /// connection. Any other error, and the deadline, end the call at once. When nothing fails this
+    /// costs nothing: the first attempt is the call.
     ///
-    /// A statement whose connection died after it was sent may have committed before its reply
-    /// was lost.
-    /// The driver cannot tell that from a statement that never arrived.
-    /// So an attempt runs again after a lost connection only if the call says it may
-    /// ([`AfterLostReply::Repeat`]).
-    /// The repeat then has the same effect and answer.
-    /// Acquire and fire claim may not ([`AfterLostReply::Fail`]).
-    /// Their repeat would find their own lock held or fire recorded.
-    /// Such a call ends with [`Call::lost_reply`]'s error at the first lost connection.
-    /// So there is at most one failed call per dead connection.
-    /// Behind a transaction pooler ([`Checkout::begin`]), a connection may be lost before the
-    /// attempt sent a `COMMIT`.
-    /// Its statement then rolled back, and the attempt runs again whatever the call says.
-    /// A failed checkout sent no statement and is retried either way.
+    /// A statement whose connection died after it was sent may have committed before its reply was
+    /// lost. The driver cannot tell that from a statement that never arrived. So an attempt runs
+    /// again after a lost connection only if the call says it may ([`AfterLostReply::Repeat`]). The
+    /// repeat then has the same effect and answer. Acquire and fire claim may not
+    /// ([`AfterLostReply::Fail`]). Their repeat would find their own lock held or fire recorded.
+    /// Such a call ends with [`Call::lost_reply`]'s error at the first lost connection. So there is
+    /// at most one failed call per dead connection. Behind a transaction pooler
+    /// ([`Checkout::begin`]), a connection may be lost before the attempt sent a `COMMIT`. Its
+    /// statement then rolled back, and the attempt runs again whatever the call says. A failed
+    /// checkout sent no statement and is retried either way.
     pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
     where
         F: FnMut(Checkout<'a, DB>) -> Fut,
@@ -311,8 +298,7 @@ impl<DB: Database> Link<DB> {
 
 /// `error` and its causes, one after another, for a log line.
 ///
-/// A cause whose message is already in the text is left out.
-/// sqlx's I/O errors repeat theirs.
+/// A cause whose message is already in the text is left out. sqlx's I/O errors repeat theirs.
 fn with_causes(error: &Error) -> String {
     let mut text = error.to_string();
     let mut source = std::error::Error::source(error);

@@ -16,16 +16,14 @@ use crate::conns::Held;
 
 /// A connection for one attempt of a call.
 ///
-/// It is given back only if its last statement finished.
-/// Some connections are closed at once instead.
-/// These are a connection dropped mid-statement, by a timeout, a cancelled call or an I/O error.
-/// They are also a connection found dead ([`connection_lost`]).
-/// So no connection is handed out with a half-read reply.
-/// A black-holed connection never blocks sqlx's return check.
-/// A dead one is never offered again.
+/// It is given back only if its last statement finished. Some connections are closed at once
+/// instead. These are a connection dropped mid-statement, by a timeout, a cancelled call or an I/O
+/// error. They are also a connection found dead ([`connection_lost`]). So no connection is handed
+/// out with a half-read reply. A black-holed connection never blocks sqlx's return check. A dead
+/// one is never offered again.
 ///
-/// The attempt owns it, so the connection is closed or given back when the attempt ends, before
-/// a retry takes the next one.
+/// The attempt owns it, so the connection is closed or given back when the attempt ends, before a
+/// retry takes the next one.
 pub(crate) struct Checkout<'a, DB: Database> {
     conn: Option<Held<DB>>,
     in_flight: bool,
@@ -42,16 +40,15 @@ enum Mode {
     Direct,
     /// Each unnamed, in a transaction of its own, for a transaction-mode pooler.
     ///
-    /// `committed` is set once a `COMMIT` of this attempt's was sent.
-    /// A connection lost from then on may have committed.
+    /// `committed` is set once a `COMMIT` of this attempt's was sent. A connection lost from then
+    /// on may have committed.
     Pooler { committed: bool },
 }
 
 /// Runs one statement of a provider's on a [`Checkout`] within its call's deadline.
 ///
-/// It goes through [`Checkout::begin`] and [`Checkout::end`].
-/// `statement!(c, query, map, fetch_all)` runs `query.fetch_all(…)` and evaluates to its `Result`.
-/// `map` maps the errors.
+/// It goes through [`Checkout::begin`] and [`Checkout::end`]. `statement!(c, query, map,
+/// fetch_all)` runs `query.fetch_all(…)` and evaluates to its `Result`. `map` maps the errors.
 macro_rules! statement {
     ($c:expr, $query:expr, $map:expr, $run:ident) => {{
         let c = &mut $c;
@@ -68,11 +65,10 @@ macro_rules! statement {
 
 pub(crate) use statement;
 
-/// A query whose prepared statement may be kept on the connection or not (sqlx's
-/// `persistent`): a named statement cached per connection, or the unnamed one.
+/// A query whose prepared statement may be kept on the connection or not (sqlx's `persistent`): a
+/// named statement cached per connection, or the unnamed one.
 pub(crate) trait Persistent {
-    /// The query, with its statement kept or not.
-    /// Kept (`true`) is sqlx's default.
+    /// The query, with its statement kept or not. Kept (`true`) is sqlx's default.
     #[must_use]
     fn persistent(self, value: bool) -> Self;
 }
@@ -120,27 +116,24 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// let rows = c.end(outcome, map).await?;
     /// ```
     ///
-    /// By default `begin` hands the query back as it is, and `end` is [`settle`](Self::settle).
-    /// The statement is then prepared once per connection and kept, as sqlx's named statements.
-    /// That is one round trip.
+    /// By default `begin` hands the query back as it is, and `end` is [`settle`](Self::settle). The
+    /// statement is then prepared once per connection and kept, as sqlx's named statements. That is
+    /// one round trip.
     ///
     /// Behind a transaction-mode pooler, a server connection is the client's only for a
-    /// transaction.
-    /// The `transaction_pooler` setting says there is such a pooler.
-    /// A statement outside a transaction may meet another server connection at each `Sync`.
-    /// A named statement cached for this connection would be missing there, or exist already.
-    /// Even the unnamed one is parsed in one exchange and bound in the next.
-    /// So `begin` sends `BEGIN` and hands back the query unnamed, not kept.
-    /// `end` sends `COMMIT`, or `ROLLBACK` after the database refused the statement.
-    /// The pooler keeps one server connection for the whole of it.
-    /// That is four round trips instead of one.
+    /// transaction. The `transaction_pooler` setting says there is such a pooler. A statement
+    /// outside a transaction may meet another server connection at each `Sync`. A named statement
+    /// cached for this connection would be missing there, or exist already. Even the unnamed one is
+    /// parsed in one exchange and bound in the next. So `begin` sends `BEGIN` and hands back the
+    /// query unnamed, not kept. `end` sends `COMMIT`, or `ROLLBACK` after the database refused the
+    /// statement. The pooler keeps one server connection for the whole of it. That is four round
+    /// trips instead of one.
     ///
-    /// Lost replies stay as [`Link::run`] describes, counted from the `COMMIT`.
-    /// A connection lost before the `COMMIT` was sent rolled back.
-    /// So the attempt runs again, even for a call that may not repeat a lost reply.
-    /// That is not so if an earlier `COMMIT` of the same attempt was sent.
-    /// A connection lost after the `COMMIT` was sent may have committed.
-    /// A lost statement may have committed by default, too.
+    /// Lost replies stay as [`Link::run`] describes, counted from the `COMMIT`. A connection lost
+    /// before the `COMMIT` was sent rolled back. So the attempt runs again, even for a call that
+    /// may not repeat a lost reply. That is not so if an earlier `COMMIT` of the same attempt was
+    /// sent. A connection lost after the `COMMIT` was sent may have committed. A lost statement may
+    /// have committed by default, too.
     pub(crate) async fn begin<Q: Persistent>(
         &mut self,
         query: Q,
@@ -160,8 +153,8 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         Ok(query.persistent(false))
     }
 
-    /// Ends a statement started with [`begin`](Self::begin), and settles its outcome.
-    /// Behind a transaction pooler, it also commits or rolls back its transaction.
+    /// Ends a statement started with [`begin`](Self::begin), and settles its outcome. Behind a
+    /// transaction pooler, it also commits or rolls back its transaction.
     pub(crate) async fn end<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -203,8 +196,7 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         self.call
     }
 
-    /// The connection, for one statement.
-    /// [`settle`](Self::settle) its outcome before the next.
+    /// The connection, for one statement. [`settle`](Self::settle) its outcome before the next.
     pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         self.in_flight = true;
         self.call.set_phase(CallStep::Statement);
@@ -214,13 +206,11 @@ impl<'a, DB: Database> Checkout<'a, DB> {
 
     /// The outcome of a statement run with [`Call::timed`].
     ///
-    /// It is the value, a timeout, or the statement's error mapped by `map`.
-    /// The connection stays usable only when the statement finished.
-    /// It finished when it succeeded or failed with an error from the database itself.
-    /// An error that says the connection is gone marks it lost.
-    /// That lets [`Link::run`] retry the call on another.
-    /// A call may not run again after a lost reply ([`AfterLostReply::Fail`]).
-    /// Its error is then [`Call::lost_reply`]'s, not `map`'s.
+    /// It is the value, a timeout, or the statement's error mapped by `map`. The connection stays
+    /// usable only when the statement finished. It finished when it succeeded or failed with an
+    /// error from the database itself. An error that says the connection is gone marks it lost.
+    /// That lets [`Link::run`] retry the call on another. A call may not run again after a lost
+    /// reply ([`AfterLostReply::Fail`]). Its error is then [`Call::lost_reply`]'s, not `map`'s.
     pub(crate) fn settle<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -232,11 +222,10 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// [`settle`](Self::settle), where `may_have_committed` says whether a statement may have
     /// committed.
     ///
-    /// The statement was sent on a connection that then died.
-    /// `may_have_committed` is `false` inside a transaction of [`begin`](Self::begin)'s before
-    /// its `COMMIT` was sent.
-    /// It is not `false` if an earlier `COMMIT` of this attempt was sent.
-    /// `false` lets [`Link::run`] run the attempt again.
+    /// The statement was sent on a connection that then died. `may_have_committed` is `false`
+    /// inside a transaction of [`begin`](Self::begin)'s before its `COMMIT` was sent. It is not
+    /// `false` if an earlier `COMMIT` of this attempt was sent. `false` lets [`Link::run`] run the
+    /// attempt again.
     fn settle_as<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -287,34 +276,28 @@ fn statement_finished(error: &sqlx::Error) -> bool {
 
 /// Whether `error` says that the connection is gone rather than that the statement failed.
 ///
-/// The server closed it, or the socket broke.
-/// A server closes it on a restart, by an administrator, or at an idle timeout.
+/// The server closed it, or the socket broke. A server closes it on a restart, by an administrator,
+/// or at an idle timeout.
 ///
-/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`].
-/// A closed socket is `UnexpectedEof`.
-/// It reports a server's farewell message as [`sqlx::Error::Database`].
+/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`]. A closed
+/// socket is `UnexpectedEof`. It reports a server's farewell message as [`sqlx::Error::Database`].
 /// A server sends it to idle connections before it closes them, and the next statement reads it.
 /// These count:
 ///
-/// - Postgres: SQLSTATE class `08`, connection exception.
-///   Also `57P01` admin shutdown, which an immediate shutdown sends too.
-///   Also `57P02` crash shutdown, `57P03` cannot connect now and `57P05` idle session timeout.
-/// - MySQL/MariaDB: SQLSTATE class `08`.
-///   Among them are 1053 server shutdown, 1152/1184 aborted connection and 1158–1161 network
-///   errors.
-///   Also MariaDB's 1927 connection killed (`70100`).
-///   It shares `70100` with 1317 "query execution was interrupted", so the number decides.
-///   The client codes 2006 and 2013 ("server has gone away", "lost connection") never reach
-///   sqlx's native driver from the server.
-///   Those cases are I/O errors here.
-///   MySQL 8's 4031, disconnected for inactivity, is not recognised.
-///   MariaDB uses that number for a statement error.
-///   sqlx's pool closes idle connections long before `wait_timeout` by default.
+/// - Postgres: SQLSTATE class `08`, connection exception. Also `57P01` admin shutdown, which an
+///   immediate shutdown sends too. Also `57P02` crash shutdown, `57P03` cannot connect now and
+///   `57P05` idle session timeout.
+/// - MySQL/MariaDB: SQLSTATE class `08`. Among them are 1053 server shutdown, 1152/1184 aborted
+///   connection and 1158–1161 network errors. Also MariaDB's 1927 connection killed (`70100`). It
+///   shares `70100` with 1317 "query execution was interrupted", so the number decides. The client
+///   codes 2006 and 2013 ("server has gone away", "lost connection") never reach sqlx's native
+///   driver from the server. Those cases are I/O errors here. MySQL 8's 4031, disconnected for
+///   inactivity, is not recognised. MariaDB uses that number for a statement error. sqlx's pool
+///   closes idle connections long before `wait_timeout` by default.
 ///
 /// [`sqlx::Error::Protocol`] (bytes that make no sense) and [`sqlx::Error::Tls`] (handshake) are
-/// not counted.
-/// A dead connection does not produce them, and they would fail again.
-/// Everything else is the statement's own failure.
+/// not counted. A dead connection does not produce them, and they would fail again. Everything else
+/// is the statement's own failure.
 pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_) => true,
@@ -325,10 +308,10 @@ pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
 
 /// [`connection_lost`] for a failed checkout, where the pool may have been opening a connection.
 ///
-/// Only I/O errors of a connection that broke count, as when a server going down reset it.
-/// Those of a connection that could not be made do not count, because they would fail again.
-/// An unknown host or a bad SQLite path is such a case.
-/// sqlx itself retries refused connections until the pool's acquire timeout.
+/// Only I/O errors of a connection that broke count, as when a server going down reset it. Those of
+/// a connection that could not be made do not count, because they would fail again. An unknown host
+/// or a bad SQLite path is such a case. sqlx itself retries refused connections until the pool's
+/// acquire timeout.
 pub(crate) fn checkout_lost(error: &sqlx::Error) -> bool {
     use std::io::ErrorKind;
     match error {

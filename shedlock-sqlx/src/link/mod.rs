@@ -1,8 +1,7 @@
 //! What the three providers share: the link to the database, and time and duration conversions.
 //!
 //! The link ([`Link`]) has the connections, the checked settings and the lazily detected table
-//! layout.
-//! The call loop is in [`call`], and the connection checkout in [`checkout`].
+//! layout. The call loop is in [`call`], and the connection checkout in [`checkout`].
 
 mod call;
 mod checkout;
@@ -26,13 +25,12 @@ pub(crate) use checkout::{Checkout, checkout_lost, statement};
 
 /// How many connections a provider opens at most, 4.
 ///
-/// [`max_connections`](crate::LockProviderBuilder::max_connections) may say otherwise.
-/// It is also the size of the pools the providers' `pool_options()` describe.
+/// [`max_connections`](crate::LockProviderBuilder::max_connections) may say otherwise. It is also
+/// the size of the pools the providers' `pool_options()` describe.
 ///
-/// A lock call holds a connection only for its statement.
-/// So 4 connections serve thousands of lock calls per second and any number of held locks.
-/// Raise it only for many locks taken at the very same instant.
-/// The repository's `docs/sql-stores.md` explains sizing.
+/// A lock call holds a connection only for its statement. So 4 connections serve thousands of lock
+/// calls per second and any number of held locks. Raise it only for many locks taken at the very
+/// same instant. The repository's `docs/sql-stores.md` explains sizing.
 pub const DEFAULT_POOL_SIZE: u32 = 4;
 
 /// What the provider learned about its table on first use.
@@ -91,10 +89,9 @@ impl<DB: Database> Link<DB> {
 
     /// The error of a call that got no connection.
     ///
-    /// sqlx's pool may run out of time to hand one out.
-    /// That is as much a timeout as the call's own deadline.
-    /// Anything else is a connection that could not be opened.
-    /// The error then names the database and why.
+    /// sqlx's pool may run out of time to hand one out. That is as much a timeout as the call's own
+    /// deadline. Anything else is a connection that could not be opened. The error then names the
+    /// database and why.
     pub(crate) fn checkout_error(&self, call: &Call, error: sqlx::Error) -> Error {
         match error {
             sqlx::Error::PoolTimedOut => call.timeout_error(),
@@ -111,8 +108,8 @@ impl<DB: Database> Link<DB> {
 
     /// The table layout, detected by `detect` on the first call that needs it.
     ///
-    /// A failed detection is not cached, and the next call tries again.
-    /// A detection fails when the table is missing or the database is down.
+    /// A failed detection is not cached, and the next call tries again. A detection fails when the
+    /// table is missing or the database is down.
     pub(crate) async fn schema<F, Fut>(&self, detect: F) -> Result<Schema>
     where
         F: FnOnce() -> Fut,
@@ -130,14 +127,13 @@ impl<DB: Database> Link<DB> {
 impl Schema {
     /// How extend and release recognise `record`'s acquisition.
     ///
-    /// It is `Some(token)` where the table has the token column.
-    /// It is `None` where they match on `locked_at` instead.
-    /// It is checked before any connection is taken.
+    /// It is `Some(token)` where the table has the token column. It is `None` where they match on
+    /// `locked_at` instead. It is checked before any connection is taken.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] if the table has tokens but the record has none.
-    /// Such a record was not acquired through this provider.
+    /// [`Error::is_invalid_config`] if the table has tokens but the record has none. Such a record
+    /// was not acquired through this provider.
     pub(crate) fn record_token(self, record: &LockRecord) -> Result<Option<i64>> {
         if !self.has_token {
             return Ok(None);
@@ -153,8 +149,8 @@ impl Schema {
 
     /// Rejects an owner id longer than the `locked_by` column.
     ///
-    /// A non-strict MySQL would truncate it otherwise.
-    /// That would make the lock impossible to release.
+    /// A non-strict MySQL would truncate it otherwise. That would make the lock impossible to
+    /// release.
     pub(crate) fn check_owner(&self, owner: &str) -> Result<()> {
         let len = owner.chars().count();
         if owner.is_empty() {
@@ -184,8 +180,7 @@ pub(crate) fn check_name_capacity(settings: &Settings, name_max: Option<usize>) 
     }
 }
 
-/// `d` in whole microseconds, rounded up.
-/// So a lock is never shorter than asked.
+/// `d` in whole microseconds, rounded up. So a lock is never shorter than asked.
 #[cfg_attr(
     not(feature = "postgres"),
     allow(dead_code, reason = "used by Postgres")
@@ -210,8 +205,8 @@ pub(crate) fn utc_from_micros(micros: i64) -> Result<chrono::DateTime<chrono::Ut
         .ok_or_else(|| Error::backend_message(format!("read an out-of-range time ({micros} µs)")))
 }
 
-/// A migration file's statement next to a provider's DDL: comments, quotes, the final `;` and
-/// white space do not count.
+/// A migration file's statement next to a provider's DDL: comments, quotes, the final `;` and white
+/// space do not count.
 #[cfg(test)]
 pub(crate) fn assert_same_ddl(migration: &str, ddl: &str) {
     let path = format!("{}/migrations/{migration}", env!("CARGO_MANIFEST_DIR"));

@@ -1,5 +1,5 @@
-//! The store's unit tests: rounding, owner checks, lost connections, timeouts' messages and
-//! the retry loop on an in-memory SQLite database.
+//! The store's unit tests: rounding, owner checks, lost connections, timeouts' messages and the
+//! retry loop on an in-memory SQLite database.
 
 use std::sync::PoisonError;
 
@@ -130,8 +130,8 @@ mod retries {
 
     const POOL: u32 = 3;
 
-    /// A store on an in-memory database: over a sqlx pool (`own` false) or with
-    /// connections of its own.
+    /// A store on an in-memory database: over a sqlx pool (`own` false) or with connections of its
+    /// own.
     async fn link(own: bool) -> Link<Sqlite> {
         let conns = if own {
             let options = "sqlite::memory:".parse().expect("a valid URL");
@@ -169,9 +169,8 @@ mod retries {
 
     /// Runs a call whose first `dead` attempts find their connection dead.
     ///
-    /// That is as after a restart: the statement is sent, and the server is gone.
-    /// The next attempts run `SELECT 7`.
-    /// It returns the outcome and the number of attempts.
+    /// That is as after a restart: the statement is sent, and the server is gone. The next attempts
+    /// run `SELECT 7`. It returns the outcome and the number of attempts.
     async fn call_with_dead_connections(link: &Link<Sqlite>, dead: u32) -> (Result<i64>, u32) {
         let tries = &AtomicU32::new(0);
         let call = &link.call("extend");
@@ -226,8 +225,7 @@ mod retries {
 
     /// An acquire or a fire claim is not repeated once its statement was sent.
     ///
-    /// The first lost connection ends it with an error that says so.
-    /// That connection is closed.
+    /// The first lost connection ends it with an error that says so. That connection is closed.
     #[tokio::test]
     async fn a_call_that_may_not_repeat_fails_at_its_first_lost_reply() {
         for own in [false, true] {
@@ -388,8 +386,8 @@ mod retries {
 
     /// An in-memory database outlives the provider's connections.
     ///
-    /// One more connection stays open for it.
-    /// So closing every connection, all found dead, loses no table.
+    /// One more connection stays open for it. So closing every connection, all found dead, loses no
+    /// table.
     #[tokio::test]
     async fn an_in_memory_database_survives_its_connections() {
         let link = link(true).await;
@@ -421,8 +419,8 @@ mod retries {
         assert_eq!(rows, 0);
     }
 
-    /// The provider's own connections go back without a round trip, and a call that
-    /// finds one idle uses it rather than opening another.
+    /// The provider's own connections go back without a round trip, and a call that finds one idle
+    /// uses it rather than opening another.
     #[tokio::test]
     async fn own_connections_are_reused_in_turn() {
         let link = link(true).await;
