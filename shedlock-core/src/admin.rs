@@ -51,8 +51,7 @@ impl LockEntry {
         }
     }
 
-    /// The same entry with the job state its row keeps (see [`LockProvider::release_run`]). A store
-    /// whose row has no job state leaves it unset.
+    /// The same entry with the job state its row keeps, see [`state`](Self::state).
     #[must_use]
     pub fn with_state(mut self, state: JobState) -> Self {
         self.state = Some(state);
@@ -96,8 +95,7 @@ impl LockEntry {
     }
 
     /// Whether a [`LeaderLatch`](crate::LeaderLatch) wrote the row, so its holder carries
-    /// [`ELECTION_MARK`]. Freeing such a row while it is held lets a second instance lead before
-    /// the first has stepped down.
+    /// [`ELECTION_MARK`]. Freeing it while held risks two leaders.
     ///
     /// ```
     /// use chrono::{Duration, Utc};
@@ -134,12 +132,11 @@ impl fmt::Display for LockEntry {
 const FORCE_UNLOCK_ATTEMPTS: usize = 5;
 
 /// The mark a [`LeaderLatch`](crate::LeaderLatch) appends to its owner id in the rows it writes, as
-/// in `locked_by = "host:42:1a2b3c#election"`. Operators' tools can then tell an election row from
-/// a task lock. Freeing a row a leader holds makes two leaders possible until the old leader's
-/// renew deadline passes. [`LockEntry::is_election`] tests for the mark.
-///
-/// Task locks never carry it, unless an owner id set by hand ends with it. Rows written by a latch
-/// of shedlock-core 0.1 are not marked.
+/// in `locked_by = "host:42:1a2b3c#election"`. Operators' tools such as `shedlock list` can then
+/// tell an election row from a task lock and ask before freeing one. Freeing a row a leader holds
+/// makes two leaders possible until the old leader's renew deadline passes.
+/// [`LockEntry::is_election`] tests for the mark. Task locks never carry it, unless an owner id set
+/// by hand ends with it. Rows written by a latch of shedlock-core 0.1 are not marked.
 pub const ELECTION_MARK: &str = "#election";
 
 /// The owner id a latch with `owner_id` writes to its rows.
@@ -160,7 +157,7 @@ pub fn election_owner_id(locked_by: &str) -> &str {
 /// `testkit`) checks an implementation.
 ///
 /// Freeing a lock sets its `lock_until` to the store's now and nothing else. The holder's row,
-/// token sequence and recorded fire stay. So freeing never makes a fire run again.
+/// token sequence and recorded fire stay, so freeing never makes a fire run again.
 #[async_trait]
 pub trait LockAdmin: LockProvider {
     /// Every lock row the store has, held or not, sorted by name.
@@ -186,10 +183,9 @@ pub trait LockAdmin: LockProvider {
     }
 
     /// Frees the lock iff its row is still exactly `expected`, as a listing showed it, and still
-    /// held. "Exactly" means the same holder, the same `locked_at` and, where the store has tokens,
-    /// the same fencing token. Answers `Ok(true)` if it freed it. Answers `Ok(false)`, having
-    /// changed nothing, if it refused. It refuses when the lock was taken again since, even by the
-    /// same owner id, or is already free.
+    /// held: the same holder, the same `locked_at` and, where the store has tokens, the same
+    /// fencing token. Answers `Ok(true)` if it freed it. Answers `Ok(false)`, having changed
+    /// nothing, when the lock was taken again since, even by the same owner id, or is already free.
     ///
     /// # Errors
     ///
@@ -203,9 +199,9 @@ pub trait LockAdmin: LockProvider {
     /// lock was not held.
     ///
     /// The default body reads the [`entry`](Self::entry) and frees exactly that acquisition with
-    /// [`unlock`](Self::unlock). If the lock changed hands in between, it reads again, at most 5
-    /// times. So the entry it returns is the acquisition it freed. A store needs only `entry` and
-    /// `unlock`.
+    /// [`unlock`](Self::unlock), reading again, at most 5 times, if the lock changed hands in
+    /// between. So the entry it returns is the acquisition it freed, and a store needs only `entry`
+    /// and `unlock`.
     ///
     /// # Errors
     ///
@@ -242,11 +238,10 @@ pub trait LockAdmin: LockProvider {
         Err(Error::unsupported("create_table"))
     }
 
-    /// The statements that would give this store's schema what job state, definitions and history
-    /// need and it lacks, for an operator to run. They add the columns of the lock table, the
-    /// definitions table and the history table. Answers `Ok(None)` when nothing is missing or the
-    /// store has no schema. A Java ShedLock table works without them. Only the job commands need
-    /// them.
+    /// The statements that add what job state, definitions and history need and this store's schema
+    /// lacks, for an operator to run: columns of the lock table, the definitions table and the
+    /// history table. `Ok(None)` when nothing is missing or the store has no schema. A Java
+    /// ShedLock table works without them. Only the job commands need them.
     ///
     /// # Errors
     ///

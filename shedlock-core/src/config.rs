@@ -7,16 +7,13 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
-/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`). It is the default limit.
-///
+/// The longest lock name Java ShedLock's table holds (`name VARCHAR(64)`), the default limit.
 /// Stores re-check names against their own column through
 /// [`LockProvider::max_name_len`](crate::provider::LockProvider::max_name_len).
 pub const DEFAULT_MAX_NAME_LEN: usize = 64;
 
-/// The longest `at_most`, `at_least`, lease or timeout accepted: 365 days.
-///
-/// Longer locks are almost certainly a mistake, such as a unit error. MySQL's `TIMESTAMP` column
-/// ends in January 2038.
+/// The longest `at_most`, `at_least`, lease or timeout accepted: 365 days. Longer is almost
+/// certainly a mistake, such as a unit error, and MySQL's `TIMESTAMP` column ends in January 2038.
 pub const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 
 /// One lock: its name, how long it may be held at most, and how long at least.
@@ -70,12 +67,9 @@ impl LockConfig {
     ///
     /// # Errors
     ///
-    /// Returns an [`Error::is_invalid_config`] error in these cases:
-    ///
-    /// - the name is empty, has leading or trailing white space, or has a NUL character;
-    /// - the name is longer than [`DEFAULT_MAX_NAME_LEN`] characters (see
-    ///   [`LockConfigBuilder::max_name_len`]);
-    /// - `at_most` is zero or above [`MAX_DURATION`].
+    /// An [`Error::is_invalid_config`] error when the name is empty, padded with white space, has a
+    /// NUL character or is longer than [`DEFAULT_MAX_NAME_LEN`] characters, see
+    /// [`LockConfigBuilder::max_name_len`]. Also when `at_most` is zero or above [`MAX_DURATION`].
     pub fn new(name: impl Into<String>, at_most: Duration) -> Result<Self> {
         Self::builder(name).at_most(at_most).build()
     }
@@ -103,9 +97,8 @@ impl LockConfig {
         self.at_most
     }
 
-    /// The shortest hold set on the lock, zero when unset. An executor then uses its
-    /// [`default_at_least`](crate::LockingTaskExecutorBuilder::default_at_least), if any (see
-    /// [`at_least_if_set`](Self::at_least_if_set)).
+    /// The shortest hold set on the lock, zero when unset. See
+    /// [`at_least_if_set`](Self::at_least_if_set).
     #[must_use]
     pub fn at_least(&self) -> Duration {
         self.at_least.unwrap_or(Duration::ZERO)
@@ -289,10 +282,9 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
-/// Checks a lock name. It must not be empty, and must have at most `max_len` characters. It must
-/// have no leading or trailing white space, because MySQL/MariaDB compare `'a'` and `'a '` as
-/// equal. It must have no NUL character, which Postgres cannot store. Store implementations call it
-/// with their own column's limit.
+/// Checks a lock name: not empty, at most `max_len` characters, no leading or trailing white space,
+/// as MySQL/MariaDB compare `'a'` and `'a '` as equal, and no NUL character, which Postgres cannot
+/// store. Store implementations call it with their own column's limit.
 ///
 /// # Errors
 ///
@@ -339,10 +331,9 @@ fn truncate_for_message(name: &str) -> String {
     }
 }
 
-/// Checks the `at_most` a store is asked to hold or extend a lock for. It must not be zero, and
-/// must be at most [`MAX_DURATION`]. Stores call it before any query. The executor has checked
-/// already, but the trait is public. A duration past a `TIMESTAMP` column's range must never reach
-/// SQL.
+/// Checks the `at_most` a store is asked to hold or extend a lock for: not zero and at most
+/// [`MAX_DURATION`]. Stores call it before any query, though the executor has checked already, so a
+/// duration past a `TIMESTAMP` column's range never reaches SQL.
 ///
 /// # Errors
 ///

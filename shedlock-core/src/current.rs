@@ -1,9 +1,8 @@
 //! For task bodies: the lock the running task holds ([`LockHandle`], [`current_lock`]), and the
 //! assertions that code runs under one ([`assert_locked`]).
 //!
-//! Everything here is **task-local** (tokio's `task_local!`), not thread-local. It follows the
-//! locked future across `.await`s and worker threads. It does not leak into tasks the locked task
-//! spawns.
+//! Everything here is **task-local**, tokio's `task_local!`, not thread-local. It follows the
+//! locked future across `.await`s and worker threads, but not into tasks the locked task spawns.
 
 use std::fmt;
 use std::future::Future;
@@ -33,18 +32,17 @@ struct Frame {
     parent: Option<Arc<Frame>>,
 }
 
-/// A held lock: its fencing token, whether it was lost, and a way to extend it.
+/// A held lock: its fencing token, whether it was lost, and a way to extend it. This is ShedLock's
+/// `LockExtender` plus the lost-lock and shutdown signals.
 ///
-/// You get one from a [`LockGuard`](crate::LockGuard), which derefs to it. Inside a locked task, a
-/// `#[scheduled_lock]` body included, you get one from [`current_lock`]. Clones share state. This
-/// is ShedLock's `LockExtender` plus the lost-lock and shutdown signals.
+/// A [`LockGuard`](crate::LockGuard) derefs to one. Inside a locked task, a `#[scheduled_lock]`
+/// body included, [`current_lock`] gives one. Clones share state.
 ///
 /// # Stop signals
 ///
-/// A run learns from three signals that it should stop. Each has a `bool` check and a future to
-/// race against the work with `tokio::select!`. Here they are in the order a graceful shutdown
-/// fires them. A graceful shutdown is [`Shutdown`](crate::Shutdown) or
-/// [`LockingTaskExecutor::shutdown`](crate::LockingTaskExecutor::shutdown).
+/// A run learns from three signals that it should stop, each with a `bool` check and a future to
+/// race against the work with `tokio::select!`. A graceful shutdown, by
+/// [`Shutdown`](crate::Shutdown) or the executor's own, fires them in this order.
 ///
 /// | signal | fires | the lock |
 /// |---|---|---|
@@ -114,10 +112,9 @@ impl LockHandle {
             .is_some_and(|rx| *rx.borrow() >= DrainPhase::Draining)
     }
 
-    /// Resolves when the executor's shutdown begins, at the start of the grace period (see [Stop
-    /// signals](Self#stop-signals)). Never resolves for a lock that no executor handed out. A long
-    /// run can checkpoint and return. It then releases its lock early instead of being cancelled
-    /// when the grace is over:
+    /// Resolves when the executor's shutdown begins, at the start of the grace period, see [Stop
+    /// signals](Self#stop-signals). A long run can checkpoint and return, releasing its lock early
+    /// instead of being cancelled when the grace is over:
     ///
     /// ```
     /// use std::time::Duration;
@@ -153,9 +150,8 @@ impl LockHandle {
         }
     }
 
-    /// Whether the executor's shutdown has cancelled this run. Its grace period ran out while the
-    /// lock was held. The executor releases the lock right after, so [`is_lost`](Self::is_lost)
-    /// follows. Stop the work.
+    /// Whether the executor's shutdown cancelled this run, its grace over with the lock held. The
+    /// executor then releases the lock, so [`is_lost`](Self::is_lost) follows. Stop the work.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.cancel
@@ -163,9 +159,8 @@ impl LockHandle {
             .is_some_and(|rx| *rx.borrow() >= DrainPhase::Cancelling)
     }
 
-    /// Resolves when the executor's shutdown cancels this run, at the end of the grace period (see
-    /// [Stop signals](Self#stop-signals)). Never resolves for a lock that no executor handed out,
-    /// such as a leader latch's. Race it against the work, as [`lost`](Self::lost):
+    /// Resolves when the executor's shutdown cancels this run, at the end of the grace period, see
+    /// [Stop signals](Self#stop-signals). Race it against the work, as [`lost`](Self::lost):
     ///
     /// ```
     /// use std::time::Duration;
@@ -289,10 +284,9 @@ fn same_store(a: &Arc<dyn LockProvider>, b: &Arc<dyn LockProvider>) -> bool {
 
 /// The innermost lock held by the running task, or `None` outside a locked task.
 ///
-/// The lock context belongs to the **task**, as the [`current`](crate::current) module says. It
-/// does **not follow into `tokio::spawn`**. A task spawned from inside a locked run starts with no
-/// current lock. Pass it the [`LockHandle`], which is `Clone`, if it needs the token, the lost-lock
-/// signal or `extend`.
+/// The lock context belongs to the **task** and does **not follow into `tokio::spawn`**. Pass a
+/// spawned task the [`LockHandle`], which is `Clone`, if it needs the token, the lost-lock signal
+/// or `extend`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -341,15 +335,14 @@ pub fn is_locked() -> bool {
 
 /// Asserts that the running task holds a lock, like ShedLock's `LockAssert.assertLocked()`.
 ///
-/// Put it at the top of a function that must only run under a lock. It catches a call path that
-/// forgot the lock. Tests that call such functions directly can switch it off.
-/// [`without_lock_assertions`] does so for one future. [`set_lock_assertions`] does so
-/// process-wide.
+/// Put it at the top of a function that must only run under a lock, to catch a call path that
+/// forgot the lock. Tests that call such functions directly can switch it off with
+/// [`without_lock_assertions`] for one future or [`set_lock_assertions`] process-wide.
 ///
 /// # Panics
 ///
-/// Outside a task that holds a lock, unless assertions are switched off. A task holds a lock
-/// through the executor or `#[scheduled_lock]`.
+/// Outside a task that holds a lock through the executor or `#[scheduled_lock]`, unless assertions
+/// are switched off.
 ///
 /// ```
 /// use std::time::Duration;

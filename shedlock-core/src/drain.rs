@@ -1,10 +1,10 @@
 //! The executor's graceful drain. It stops new runs, lets runs in flight finish within a grace, and
 //! cancels the rest. It releases every lock, and returns once every release is done or has failed.
 //!
-//! Every lock the executor hands out is registered here from acquisition until its release has
-//! finished. Such locks are a [`LockGuard`](crate::LockGuard) and the run of an `execute`. The
-//! registration also covers a release a dropped guard runs in the background. The drain therefore
-//! knows every lock it must release, and waits for the background releases too.
+//! Every lock the executor hands out, a [`LockGuard`](crate::LockGuard) or the run of an `execute`,
+//! is registered here from acquisition until its release has finished, a dropped guard's background
+//! release included. So the drain knows every lock it must release and waits for background
+//! releases too.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,9 +67,8 @@ pub(crate) enum DrainPhase {
 pub struct Drained {
     /// Locks whose holders finished and released them within the grace period.
     pub finished: usize,
-    /// Locks still held when the grace ran out. Their holders were told to stop
-    /// ([`LockHandle::cancelled`](crate::current::LockHandle::cancelled)), and the drain released
-    /// them.
+    /// Locks still held when the grace ran out. The drain told their holders to stop, see
+    /// [`LockHandle::cancelled`](crate::current::LockHandle::cancelled), and released them.
     pub cancelled: usize,
     /// Releases by the drain that failed or timed out. Those locks end at their `at_most`.
     pub release_failures: usize,

@@ -65,8 +65,7 @@ impl Error {
     }
 
     /// A configuration or input error: what was wrong and how to fix it. Stores use it for input
-    /// they reject before asking the store, such as a bad table name or a name too long for their
-    /// column.
+    /// they reject before asking the store, such as a bad table name or an over-long name.
     ///
     /// ```
     /// let err = shedlock_core::Error::invalid_config("the table name \"a-b\" is not a plain identifier");
@@ -120,7 +119,6 @@ impl Error {
     }
 
     /// A store failure, for custom [`LockProvider`](crate::provider::LockProvider) implementations.
-    ///
     /// `what` says which operation failed (`"acquire lock \"report\""`). `source` is the store's
     /// own error.
     ///
@@ -169,10 +167,9 @@ impl Error {
         )
     }
 
-    /// A store call that did not finish within its timeout, with what it was doing. That is the
-    /// lock, the step it was at, and the last error it met. A step is, for example, getting a
-    /// connection or waiting for the answer. So the message tells a database that is down from one
-    /// that is slow.
+    /// A store call that did not finish within its timeout, with what it was doing: the lock, the
+    /// step it was at, such as getting a connection or waiting for the answer, and the last error
+    /// it met. So the message tells a database that is down from one that is slow.
     ///
     /// ```
     /// use std::time::Duration;
@@ -297,8 +294,7 @@ impl Error {
 
     /// A schedule that cannot be built: a cron expression or time zone refused, or a bad fixed-rate
     /// period. For a refused expression, the message names the field, its value and what it takes.
-    /// Its message starts with "invalid schedule:". [`is_invalid_config`](Self::is_invalid_config)
-    /// is true for it too.
+    /// [`is_invalid_config`](Self::is_invalid_config) is true for it too.
     ///
     /// ```
     /// # #[cfg(feature = "scheduler")] {
@@ -428,9 +424,8 @@ impl fmt::Display for Error {
     }
 }
 
-/// Reads like the message and its causes, as `main` shows an `Err` it returns. It shows the
-/// message, the kind in brackets, then each cause on its own line. `{:#?}` shows the fields
-/// instead.
+/// Reads like the message and its causes, as `main` shows an `Err` it returns: the message, the
+/// kind in brackets, then each cause on its own line. `{:#?}` shows the fields instead.
 ///
 /// ```
 /// let io = std::io::Error::other("password authentication failed for user \"app\"");

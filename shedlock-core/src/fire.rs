@@ -1,9 +1,9 @@
 //! Fire claims: the store operation behind "each fire runs at most once across replicas".
 //!
-//! A scheduled job fires at instants its schedule computes. Every replica computes the same ones. A
-//! *fire* is the pair (job, scheduled instant `F`). Its window is `[F, next)`, where `next` is the
-//! schedule's following instant. [`LockProvider::claim_fire`] decides, in one atomic step on the
-//! store's clock, whether this replica runs it.
+//! Every replica computes the same fire instants from a job's schedule. A *fire* is the pair (job,
+//! scheduled instant `F`), with the window `[F, next)` up to the schedule's following instant.
+//! [`LockProvider::claim_fire`] decides, in one atomic step on the store's clock, whether this
+//! replica runs it.
 //!
 //! [`LockProvider::claim_fire`]: crate::provider::LockProvider::claim_fire
 
@@ -14,11 +14,9 @@ use chrono::{DateTime, Utc};
 use crate::error::{Error, Result};
 use crate::provider::LockRecord;
 
-/// One fire of a scheduled job: its instant `F` and the start of the next fire, which ends `F`'s
-/// window.
-///
-/// Both instants come from the schedule, never from a clock reading. So every replica names the
-/// same fire the same way.
+/// One fire of a scheduled job: its instant `F` and the next fire's, which ends `F`'s window. Both
+/// come from the schedule, never from a clock reading, so every replica names the same fire the
+/// same way.
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
@@ -81,12 +79,11 @@ impl fmt::Display for Fire {
 /// 5. otherwise the store records `F` and takes the lock as
 ///    [`acquire`](crate::provider::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
 ///
-/// Every case but `Claimed` carries the store's `now`. From it a scheduler learns how far its own
-/// clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and [`Held`](Self::Held)
-/// also carry the lock as the store has it in the same row, read in the same atomic step. That
-/// `holder` has the owner, `locked_at`, `lock_until` and fencing token. From it a scheduler tells
-/// whether a claim of its own whose reply was lost committed (see docs/guarantees.md, "Lost
-/// replies"). It also tells when a held lock frees.
+/// Every case but `Claimed` carries the store's `now`, from which a scheduler learns how far its
+/// own clock is from the store's. [`ClaimedElsewhere`](Self::ClaimedElsewhere) and
+/// [`Held`](Self::Held) also carry the lock's row, its `holder`, read in the same atomic step. From
+/// it a scheduler tells whether a claim of its own whose reply was lost committed, see
+/// docs/guarantees.md, "Lost replies", and when a held lock frees.
 ///
 /// More cases may come, because the enum is `#[non_exhaustive]`. Match with a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,9 +110,8 @@ pub enum FireClaim {
         now: DateTime<Utc>,
         /// The fire recorded for the job: `F` or later.
         recorded: DateTime<Utc>,
-        /// The lock's row as the store had it. It names whoever claimed the recorded fire last, or
-        /// took the lock since. It has its `locked_at`, `lock_until` and fencing token. The
-        /// `lock_until` may be past, and the lock is then free.
+        /// The lock's row as the store had it, naming whoever claimed the recorded fire last or
+        /// took the lock since. Its `lock_until` may be past, and the lock is then free.
         holder: LockRecord,
     },
     /// The fire is not claimed yet, but the lock is held. A previous run is still going, or a plain
@@ -165,13 +161,12 @@ impl FireClaim {
     }
 }
 
-/// The fire claim's decision without its effects. It serves stores that read the row, decide in
-/// their own code and then write conditionally, such as in-memory and compare-and-set stores.
+/// The fire claim's decision without its effects, for stores that read the row, decide in their own
+/// code and then write conditionally, such as in-memory and compare-and-set stores.
 ///
-/// `row` is the lock's row as the store has it, or `None` for no row. `recorded` is the fire
-/// recorded in it. A `recorded` without a row is ignored, because the fire lives in the row.
-/// Returns `None` when the store should claim, by recording `F` and taking the lock. Otherwise it
-/// returns the case to answer.
+/// `row` is the lock's row, or `None` for no row, and `recorded` the fire recorded in it, ignored
+/// without a row. Returns `None` when the store should claim, by recording `F` and taking the lock,
+/// else the case to answer.
 ///
 /// ```
 /// use chrono::{Duration, TimeZone, Utc};

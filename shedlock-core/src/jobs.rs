@@ -1,23 +1,19 @@
-//! Job state kept in the store, for operators:
-//!
-//! - how each run ended, a [`RunOutcome`], recorded by the release of its lock as a [`RunReport`];
-//! - the state that follows, a [`JobState`];
-//! - the runs kept as history ([`RunEntry`], [`HistoryPolicy`]);
-//! - the definitions replicas publish ([`Definition`], [`DefinitionEntry`]).
+//! Job state kept in the store, for operators: how each run ended, a [`RunOutcome`] recorded by the
+//! release of its lock as a [`RunReport`], the [`JobState`] that follows, the runs kept as history
+//! ([`RunEntry`], [`HistoryPolicy`]) and the definitions replicas publish ([`Definition`],
+//! [`DefinitionEntry`]).
 //!
 //! # What a store records, and when
 //!
-//! A scheduler's run hands its [`RunReport`] to the release of its lock
-//! ([`LockProvider::release_run`]). The store writes it in the same guarded step as the release. It
-//! writes only if the row still belongs to this acquisition. So a run whose lock was taken over
-//! after its `at_most` never overwrites the new holder's state. The record shares the release's
-//! durability. On Postgres the release runs with `synchronous_commit = off`. A crash of the
-//! database server may then lose the last fraction of a second of releases and their records alike.
+//! A scheduler's run hands its [`RunReport`] to the release of its lock,
+//! [`LockProvider::release_run`], which writes it in the same guarded step and with the same
+//! durability. On Postgres, with `synchronous_commit = off`, a server crash may lose the last
+//! fraction of a second of releases and their records alike.
 //!
 //! **Recording never fails or delays the release.** A store without the columns answers
 //! [`Error::is_unsupported`] at once, without asking the server. Any other error of a recorded
-//! release makes the caller run the plain [`release`](LockProvider::release). An example is a
-//! column dropped after the provider looked. Both cases are logged once.
+//! release, such as a column dropped after the provider looked, makes the caller run the plain
+//! [`release`](LockProvider::release). Both cases are logged once.
 //!
 //! # Which outcomes count
 //!
@@ -27,9 +23,8 @@
 //! | `failed`, `panicked` | plus one | unchanged |
 //! | `cancelled` (shutdown's grace ran out, the leader term ended) | unchanged | unchanged |
 //!
-//! A cancelled run was stopped from outside. It says nothing about the job. So it neither counts as
-//! a failure nor resets the count. [`JobState::after`] is this table as code, for stores that
-//! decide in their own code.
+//! A cancelled run was stopped from outside, so it neither counts as a failure nor resets the
+//! count. [`JobState::after`] is this table as code, for stores that decide in their own code.
 //!
 //! Only a scheduler's runs are recorded. A lock taken with
 //! [`execute`](crate::LockingTaskExecutor::execute) has no fire and no job. Its release is the
@@ -355,9 +350,8 @@ impl Definition {
     }
 }
 
-/// A published definition as a store lists it. It says which replica published it, with which
-/// version of shedlock-core, and when it last did. It says until when the entry stands unless
-/// published again.
+/// A published definition as a store lists it: which replica published it, with which shedlock-core
+/// version, when it last did, and until when the entry stands unless published again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DefinitionEntry {

@@ -1,16 +1,15 @@
 //! Lease maintenance, shared by the executor's keep-alive and the leader latch.
 //!
-//! A [`Lease`] is one held acquisition plus a **local monotonic deadline**. The deadline is the
-//! instant, on tokio's clock, until which this process may assume it still holds the lock. It is
-//! measured from when a successful acquire or extend was *sent*. So it never outlives the store's
-//! own `lock_until`. Once the deadline passes with no newer success, the lease is lost. That holds
-//! whether or not any background task got to run. [`Lease::is_lost`] compares against the clock
-//! itself, so a starved task or a hung store call cannot hide the loss.
+//! A [`Lease`] is one held acquisition plus a **local monotonic deadline**: the instant, on tokio's
+//! clock, until which this process may assume it still holds the lock. It is measured from when a
+//! successful acquire or extend was *sent*, so it never outlives the store's own `lock_until`. Once
+//! it passes with no newer success, the lease is lost, whether or not any background task got to
+//! run. [`Lease::is_lost`] compares against the clock itself, so a starved task or a hung store
+//! call cannot hide the loss.
 //!
-//! [`Lease::spawn_renewal`] starts the background loop that extends the lease on a schedule.
-//!
-//! A lease can mirror its deadline into a [`DeadlineCell`]. That is a lock-free copy that hot paths
-//! read with one atomic load and a clock read. The leader latch's `is_leader()` is one.
+//! [`Lease::spawn_renewal`] starts the background loop that extends the lease on a schedule. A
+//! lease can mirror its deadline into a [`DeadlineCell`], a lock-free copy that hot paths such as
+//! the latch's `is_leader()` read with one atomic load and a clock read.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,13 +47,11 @@ pub(crate) struct State {
     refused: bool,
 }
 
-/// A lock-free copy of one lease's local deadline at a time. It is an [`AtomicU64`] of nanoseconds
-/// since `base`. The value 0 means no live lease.
-///
-/// A lease attached with [`Lease::new_mirrored`] writes its deadline here on creation, moves it on
-/// each successful extend and clears it when it is marked lost. Moves and clears are
-/// compare-and-swap against the lease's own last value. So a stale lease can never touch the
-/// deadline of a newer lease sharing the cell.
+/// A lock-free copy of one lease's local deadline at a time: an [`AtomicU64`] of nanoseconds since
+/// `base`, with 0 for no live lease. A lease attached with [`Lease::new_mirrored`] writes its
+/// deadline here on creation, moves it on each successful extend and clears it when it is marked
+/// lost. Moves and clears are compare-and-swap against the lease's own last value, so a stale lease
+/// can never touch a newer lease's deadline.
 #[derive(Debug)]
 pub(crate) struct DeadlineCell {
     base: Instant,
@@ -122,20 +119,18 @@ struct Shared {
     record: Mutex<LockRecord>,
     state: watch::Sender<State>,
     mirror: Option<Arc<DeadlineCell>>,
-    /// The `at_most` renewals send. It is the policy's lease, then that of the last explicit
-    /// extend.
+    /// The `at_most` renewals send: the policy's lease, then that of the last explicit extend.
     lease_len: Mutex<Duration>,
     /// Extends run one at a time. So the last one applied is the last one sent, and the local
     /// deadline can follow it exactly, earlier or later.
     extend_gate: tokio::sync::Mutex<()>,
     /// The outcome of the release that succeeded, if one did. A lease is released once, however
-    /// many callers ask. Callers are its guard, a background drop and the executor's drain. A
-    /// caller that comes while another's release is in flight waits for it. A failed release may be
-    /// tried again.
+    /// many callers ask: its guard, a background drop and the executor's drain. A caller that comes
+    /// while another's release is in flight waits for it. A failed release may be tried again.
     released: tokio::sync::Mutex<Option<bool>>,
-    /// How the run under this lock ended, for a scheduler's run. Its release then records it (see
-    /// [`LockProvider::release_run`]). It is set to cancelled when the run starts, which is what a
-    /// release by the drain records. It is set again when the run ends.
+    /// How a scheduler's run under this lock ended, for its release to record, see
+    /// [`LockProvider::release_run`]. It is set to cancelled when the run starts, which is what a
+    /// release by the drain records, and set again when the run ends.
     run: Mutex<Option<(RunReport, Arc<RecordingLog>)>>,
 }
 
@@ -266,9 +261,8 @@ impl Lease {
         self.shared.state.borrow().refused
     }
 
-    /// A receiver that sees every change. A change is each successful extend, which moves the
-    /// deadline, and the moment the lease is marked lost. Passing the deadline alone is not a
-    /// change.
+    /// A receiver that sees every change: each successful extend, which moves the deadline, and the
+    /// moment the lease is marked lost, but not the deadline passing alone.
     pub(crate) fn subscribe(&self) -> watch::Receiver<State> {
         self.shared.state.subscribe()
     }
@@ -313,11 +307,10 @@ impl Lease {
         }
     }
 
-    /// Extends the lock to `now + at_most` by the store clock. It is valid locally until its send
-    /// time + `at_most`. From then on, keep-alive renewals send `at_most` too. Answers `Ok(false)`
-    /// when the store refused or the lease had already run out. The lease is then lost. An error
-    /// leaves the deadline where it was. Only executor locks use it. The latch's leases are renewed
-    /// by its loop.
+    /// Extends the lock to `now + at_most` by the store clock, valid locally until its send time +
+    /// `at_most`, and makes keep-alive renewals send `at_most` too. Answers `Ok(false)`, and the
+    /// lease is lost, when the store refused or the lease had already run out. An error leaves the
+    /// deadline where it was. Only executor locks use it, since the latch's loop renews its leases.
     pub(crate) async fn extend(&self, at_most: Duration) -> Result<bool> {
         self.extend_once(at_most, at_most).await
     }
@@ -404,11 +397,10 @@ impl Lease {
     }
 
     /// Ends this acquisition: `lock_until = max(now, locked_at + at_least)` in the store. The lease
-    /// is lost locally whatever the outcome. Logs the outcome. A failure is counted.
-    ///
-    /// Once released, later calls answer the same without asking the store again. A call made while
-    /// another is in flight waits for it. No extension is in flight during the release, because it
-    /// waits for one to finish. So none can land after it and undo it.
+    /// is lost locally whatever the outcome, which is logged, and a failure counted. Once released,
+    /// later calls answer the same without asking the store again, and a call made while another is
+    /// in flight waits for it. It waits for an extension in flight to finish, so none can land
+    /// after it and undo it.
     pub(crate) async fn release(&self, at_least: Duration) -> Result<bool> {
         let mut released = self.shared.released.lock().await;
         if let Some(outcome) = *released {
@@ -425,7 +417,7 @@ impl Lease {
     }
 
     /// Sets how the run under this lock ended, for the release to record. `failing` is the caller's
-    /// flag of a recording that failed. So a failure is logged once per scheduler until a record
+    /// flag of a failed recording, so a failure is logged once per scheduler until a record
     /// succeeds again.
     #[cfg_attr(
         not(feature = "scheduler"),
@@ -481,10 +473,9 @@ impl Lease {
         result
     }
 
-    /// The release that records `run` (see [`LockProvider::release_run`]). It falls back to the
-    /// plain release when the store cannot record it or recording failed. A store that cannot
-    /// record answers at once, without a round trip. So recording never fails the release. A
-    /// failure is logged once until a record succeeds again (see [`jobs`](crate::jobs)).
+    /// The release that records `run`, see [`LockProvider::release_run`]. It falls back to the
+    /// plain release when the store cannot record, which it says without a round trip, or recording
+    /// failed. A failure is logged once until a record succeeds again.
     async fn release_recorded(
         &self,
         record: &LockRecord,

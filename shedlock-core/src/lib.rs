@@ -23,20 +23,15 @@
 //! Task locks with Java ShedLock's semantics, and leader election, over the database your replicas
 //! share. Stores are separate crates. [Guide](https://github.com/shedlock-rs/shedlock-rs).
 //!
-//! **An application** needs only the root:
+//! **An application** needs only the root: `#[scheduled_lock]`, or a [`LockingTaskExecutor`] and
+//! [`LockConfig`], a [`Scheduler`] of [`Job`]s, whose settings a [`JobSpec`] reads from a
+//! configuration file, a [`LeaderLatch`], [`current_lock`], [`shutdown_signal`], [`Shutdown`],
+//! [`parse_duration`], and [`InMemoryLockProvider`] for tests.
 //!
-//! - `#[scheduled_lock]`, or a [`LockingTaskExecutor`] and [`LockConfig`];
-//! - a [`Scheduler`] of [`Job`]s, whose settings a [`JobSpec`] reads from a configuration file;
-//! - a [`LeaderLatch`];
-//! - [`current_lock`], [`shutdown_signal`], [`Shutdown`] and [`parse_duration`];
-//! - [`InMemoryLockProvider`] for tests.
-//!
-//! The modules:
-//!
-//! - [`provider`]: for store authors. It holds the store contract, `LockProvider`, and its helpers.
-//! - [`admin`]: operator tools, listing and freeing locks.
-//! - [`latch`], [`scheduler`], [`current`]: the rest of the latch, the scheduler, the task's lock.
-//! - [`owner`]: owner ids.
+//! The modules: [`provider`] for store authors, with the store contract `LockProvider` and its
+//! helpers, [`admin`] for operator tools listing and freeing locks, [`latch`], [`scheduler`] and
+//! [`current`] for the rest of the latch, the scheduler and the task's lock, and [`owner`] for
+//! owner ids.
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -17,15 +17,13 @@ use crate::provider::{LockProvider, LockRecord};
 
 /// A [`LockProvider`] in process memory, for tests and single-process services.
 ///
-/// Its clock is tokio's ([`tokio::time::Instant`]). So tests under `tokio::time::pause` control
-/// expiry exactly. Record times are wall-clock values derived from that clock: the wall time at
-/// creation plus tokio time elapsed. Fencing tokens start at 1 and strictly increase per name for
-/// the provider's lifetime. It records fires ([`claim_fire`](LockProvider::claim_fire)) on the same
-/// clock.
-///
-/// It implements [`LockAdmin`] too, on the same clock: list, unlock and force-unlock. It keeps job
-/// state ([`release_run`](LockProvider::release_run)) and published definitions. Given a
-/// [`HistoryPolicy`] ([`with_history`](Self::with_history)), it keeps the history of runs.
+/// Its clock is tokio's ([`tokio::time::Instant`]), so tests under `tokio::time::pause` control
+/// expiry exactly. Record times are the wall time at creation plus tokio time elapsed. Fencing
+/// tokens start at 1 and strictly increase per name for the provider's lifetime. It records fires
+/// ([`claim_fire`](LockProvider::claim_fire)), job state
+/// ([`release_run`](LockProvider::release_run)) and published definitions, and implements
+/// [`LockAdmin`] too, all on the same clock. Given a [`HistoryPolicy`]
+/// ([`with_history`](Self::with_history)), it keeps the history of runs.
 ///
 /// It coordinates only the tasks of one process. Replicas need a shared store, such as
 /// `shedlock-sqlx`.
@@ -79,8 +77,8 @@ impl InMemoryLockProvider {
     }
 
     /// An empty store whose wall clock reads `wall` now and advances with tokio's clock. It is for
-    /// tests that need known dates, such as a daylight-saving day. It is also for tests that need a
-    /// store clock that differs from the replicas', which a scheduler must follow.
+    /// tests that need known dates, such as a daylight-saving day, or a store clock apart from the
+    /// replicas'.
     ///
     /// ```
     /// use chrono::{TimeZone, Utc};
@@ -356,9 +354,8 @@ impl LockProvider for InMemoryLockProvider {
     }
 }
 
-/// The admin surface on the same rows and clock. Freeing sets `lock_until` to tokio's now. It keeps
-/// the row: holder, `locked_at`, token and recorded fire. `ddl` is `None` and `create_table` does
-/// nothing, because there is no schema.
+/// The admin surface on the same rows and clock, freeing as [`LockAdmin`] says with tokio's now.
+/// `ddl` is `None` and `create_table` does nothing, because there is no schema.
 #[async_trait]
 impl LockAdmin for InMemoryLockProvider {
     async fn list(&self) -> Result<Vec<LockEntry>> {

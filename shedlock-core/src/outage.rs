@@ -1,7 +1,6 @@
 //! A failing store, logged once per outage. The leader latch and each scheduled job keep an
 //! [`Outage`] of their store calls. They log its first failure, and a change of cause, with
-//! guidance. They log the rest at DEBUG. They log its end at INFO with how many calls failed and
-//! for how long.
+//! guidance, the rest at DEBUG, and its end at INFO with how many calls failed and for how long.
 
 use std::time::Duration;
 
@@ -61,9 +60,9 @@ pub(crate) struct Outage {
 }
 
 impl Outage {
-    /// Counts a failed call. Answers `Some(cause)` when the failure is to be logged in full. That
-    /// is the first of the outage, or one whose cause differs from the last logged. Answers `None`
-    /// while the same outage goes on, which the caller logs at DEBUG.
+    /// Counts a failed call. Answers `Some(cause)` when the failure is to be logged in full: the
+    /// first of the outage, or one whose cause differs from the last logged. Answers `None` while
+    /// the same outage goes on, which the caller logs at DEBUG.
     pub(crate) fn failed(&mut self, error: &Error) -> Option<Cause> {
         self.failures += 1;
         self.since.get_or_insert_with(Instant::now);

@@ -26,11 +26,9 @@ pub use crate::jobs::{Definition, RunReport};
 
 /// One acquisition of a lock, as the store recorded it.
 ///
-/// Times are the **store's** UTC wall clock. For SQL stores, that is the database server's clock.
-/// The record identifies this acquisition. [`LockProvider::extend`] and [`LockProvider::release`]
-/// act only if the row still belongs to it. That means the same owner and the same fencing token,
-/// or the same `locked_at` where the store has no token. So a late release can never free somebody
-/// else's lock.
+/// Times are the **store's** UTC wall clock, the database server's for SQL stores.
+/// [`LockProvider::extend`] and [`LockProvider::release`] act only while the row still belongs to
+/// this acquisition, as [`LockProvider`] defines it, so a late release never frees another's lock.
 ///
 /// ```
 /// use chrono::{Duration, Utc};
@@ -75,8 +73,7 @@ impl LockRecord {
         self
     }
 
-    /// The same acquisition with a new `lock_until`, as an [`extend`](LockProvider::extend)
-    /// returns.
+    /// The acquisition with a new `lock_until`, as [`extend`](LockProvider::extend) returns it.
     #[must_use]
     pub fn with_lock_until(mut self, lock_until: DateTime<Utc>) -> Self {
         self.lock_until = lock_until;
@@ -107,13 +104,11 @@ impl LockRecord {
         self.lock_until
     }
 
-    /// The fencing token. It is strictly greater than every earlier acquisition's token for this
-    /// name. It is `None` when the store has none, for example a Java ShedLock table without the
-    /// `fencing_token` column.
-    ///
-    /// Pass it along with writes to a downstream system that can compare. That system rejects a
-    /// write whose token is lower than the highest it has seen. So a holder that paused past its
-    /// lock's expiry cannot overwrite the work of the next holder.
+    /// The fencing token, strictly greater than every earlier acquisition's token for this name, or
+    /// `None` when the store has none, as a Java ShedLock table without the `fencing_token` column.
+    /// Pass it with writes to a downstream system that rejects a token lower than the highest it
+    /// has seen, so a holder that paused past its lock's expiry cannot overwrite the next holder's
+    /// work.
     #[must_use]
     pub fn fencing_token(&self) -> Option<i64> {
         self.fencing_token
@@ -143,26 +138,24 @@ impl fmt::Display for LockRecord {
 ///
 /// # What an implementation must guarantee
 ///
-/// 1. **One clock, the store's.** Every method takes durations, never timestamps. "Now" is read by
-///    the store itself, in the same atomic step that decides. For SQL, that is inside the
-///    statement, with the server's clock in UTC. Callers' clocks never matter.
+/// 1. **One clock, the store's.** Every method takes durations, never timestamps. The store reads
+///    "now" itself in the same atomic step that decides, for SQL inside the statement with the
+///    server's UTC clock. Callers' clocks never matter.
 /// 2. **[`acquire`](Self::acquire)`(name, at_most, owner)`** is one atomic step. It succeeds iff no
 ///    row exists for `name` or its `lock_until <= now`. It then sets `lock_until = now + at_most`,
-///    `locked_at = now` and `locked_by = owner`. It sets a new fencing token if the store has
-///    tokens, and returns the record. A lock held by anyone, the same owner included, returns
-///    `Ok(None)`. That is never an error, and nothing is written. Of two concurrent acquires of one
-///    free name, exactly one wins and the other gets `Ok(None)`. There is no deadlock and no
-///    duplicate-key error. A missing row is created. A row deleted by hand is created again.
-/// 3. **[`extend`](Self::extend)`(record, at_most)`** succeeds iff the row still belongs to this
+///    `locked_at = now`, `locked_by = owner` and, if the store has tokens, a new fencing token, and
+///    returns the record. A lock held by anyone, the same owner included, returns `Ok(None)`, never
+///    an error, and nothing is written. Of two concurrent acquires of one free name, exactly one
+///    wins and the other gets `Ok(None)`, with no deadlock and no duplicate-key error. A missing
+///    row, also one deleted by hand, is created.
 ///    acquisition and `lock_until > now`. "Belongs" means the same owner and the same token, or the
 ///    same `locked_at` where there is no token. It sets `lock_until = now + at_most` and returns
 ///    the updated record. Otherwise it answers `Ok(None)` and nothing changes.
 /// 4. **[`release`](Self::release)`(record, at_least)`** acts iff the row still belongs to this
-///    acquisition. It sets `lock_until = max(now, locked_at + at_least)`. It returns `Ok(true)` if
-///    it acted and `Ok(false)` if the lock had already passed to someone else. A release after
-///    expiry, while nobody else took the lock, still acts. It never touches another acquisition's
-///    lock.
-/// 5. **Fencing tokens**, where supported, strictly increase per name across acquisitions. They may
+/// 4. **[`release`](Self::release)`(record, at_least)`** acts iff the row still belongs to this
+///    acquisition, even after expiry while nobody else took the lock. It sets `lock_until =
+///    max(now, locked_at + at_least)` and returns `Ok(true)`. It returns `Ok(false)`, touching
+///    nothing, if the lock had already passed to someone else.
 ///    skip values. Stores that cannot provide them return `None` everywhere.
 /// 6. **Errors are not skips.** A store failure is an `Err` naming what failed, such as
 ///    [`Error::backend`] or [`Error::missing_table`]. Only "held by someone else" is `Ok(None)`.
@@ -173,26 +166,26 @@ impl fmt::Display for LockRecord {
 ///    a connection while the lock is held. It may be cancelled (dropped) at any await point. A
 ///    cancelled acquire may or may not have taken the lock, which then ends at `at_most`.
 /// 8. **A lost reply is an error, not a repeat.** An `acquire` or a `claim_fire` request may have
-///    reached the store, for example over a connection that broke after it was sent. The call must
-///    then not send it again. The repeat would find the lock held, or the fire recorded, by the
-///    lost request itself. It would answer `Ok(None)` or [`FireClaim::ClaimedElsewhere`] for the
-///    caller's own lock. Return an error instead. A scheduler then recognises its own claim by the
-///    holder a later claim reports (see docs/guarantees.md, "Lost replies"). A request that never
-///    left, for lack of a connection, may be retried. So may extend, release and reads, whose
-///    repeats have the same effect and answer.
+///    reached the store, for example over a connection that broke after it was sent. Do not send it
+///    again, because the repeat would find the lock held, or the fire recorded, by the lost request
+///    itself and answer `Ok(None)` or [`FireClaim::ClaimedElsewhere`] for the caller's own lock.
+///    Return an error instead. A scheduler then recognises its own claim by the holder a later
+///    claim reports, see docs/guarantees.md, "Lost replies". A request that never left, for lack of
+///    a connection, may be retried, and so may extend, release and reads, whose repeats have the
+///    same effect and answer.
 ///
 /// The executor wraps every call in a timeout, so an implementation need not add its own. It should
 /// close, not reuse, a connection whose call was cancelled mid-flight.
 ///
 /// # Stores with their own expiry (TTL keys, leases)
 ///
-/// Rules 3 and 4 need the record to outlive its `lock_until`. A release that comes after expiry,
-/// while nobody else took the lock, must still find the record and act. A release may also be
-/// called again for the same record. It then acts again or returns `Ok(false)`, never an error. So
-/// **never delete the record on release or let the store drop it at `lock_until`**. Keep it,
-/// expired, and decide expiry by comparing `lock_until` with the store's own now. Or keep a second
-/// record without a TTL that holds owner and token. The conformance suite checks both cases
-/// (`release_after_expiry_acts`, `late_release_and_extend_spare_new_holder`).
+/// Rules 3 and 4 need the record to outlive its `lock_until`. A release after expiry, while nobody
+/// else took the lock, must still find the record and act, and a release called again for the same
+/// record acts again or returns `Ok(false)`, never an error. So **never delete the record on
+/// release or let the store drop it at `lock_until`**. Keep it, expired, and decide expiry by
+/// comparing `lock_until` with the store's own now, or keep a second record without a TTL that
+/// holds owner and token. The conformance suite checks both cases (`release_after_expiry_acts`,
+/// `late_release_and_extend_spare_new_holder`).
 ///
 /// # Example: a custom store
 ///
@@ -294,16 +287,15 @@ pub trait LockProvider: Send + Sync + 'static {
 
     /// Claims one fire of a scheduled job, in one atomic step on the store's clock.
     ///
-    /// It succeeds iff three things hold: `fire.at() <= now < fire.next()`, the fire recorded for
-    /// `name` is absent or older than `fire.at()`, and the lock is free. It then records
-    /// `fire.at()` and takes the lock as [`acquire`](Self::acquire) does. That sets `lock_until =
-    /// now + at_most` and a new fencing token. It writes nothing unless it claims. It says which
-    /// case it met as a [`FireClaim`], checked in the order listed there. The lock's row, read in
-    /// the same step, is the holder of [`FireClaim::ClaimedElsewhere`] and [`FireClaim::Held`].
-    /// [`fire_decision`] is that decision for stores that decide in their own code.
+    /// It succeeds iff `fire.at() <= now < fire.next()`, the fire recorded for `name` is absent or
+    /// older than `fire.at()`, and the lock is free. It then records `fire.at()` and takes the lock
+    /// as [`acquire`](Self::acquire) does, with `lock_until = now + at_most` and a new fencing
+    /// token. It writes nothing unless it claims. It answers a [`FireClaim`], checked in the order
+    /// listed there, whose holder is the lock's row read in the same step. [`fire_decision`] is
+    /// that decision for stores that decide in their own code.
     ///
     /// The recorded fire survives release, expiry and an operator's unlock, so a fire is never run
-    /// twice. The default body answers [`Error::is_unsupported`]. A scheduler then falls back to
+    /// twice. The default body answers [`Error::is_unsupported`] and a scheduler then falls back to
     /// [`acquire`](Self::acquire) and `at_least`, with a warning.
     ///
     /// # Errors
@@ -321,18 +313,16 @@ pub trait LockProvider: Send + Sync + 'static {
     }
 
     /// [`release`](Self::release) that also records how the run ended, a [`RunReport`], in the
-    /// lock's row. It does so in the same guarded step. It records the job's last run, last success
-    /// and consecutive failures (see [`jobs`](crate::jobs) for which outcomes count). It also
-    /// writes a history entry where the store keeps history. Nothing is recorded when the row no
-    /// longer belongs to `record`. The answer is then `Ok(false)`, as for `release`. So a run whose
-    /// lock was taken over never overwrites the new holder's state.
+    /// lock's row, in the same guarded step. It records the job's last run, last success and
+    /// consecutive failures, see [`jobs`](crate::jobs) for which outcomes count, and a history
+    /// entry where the store keeps history. Nothing is recorded when the row no longer belongs to
+    /// `record` and the answer is `Ok(false)`, so a run whose lock was taken over never overwrites
+    /// the new holder's state. Sent again for the same acquisition after a lost reply, it releases
+    /// again and records the run once.
     ///
-    /// Like a release, it may be sent again for the same acquisition, after a lost reply. It then
-    /// releases again and records the run once: the counts do not move a second time.
-    ///
-    /// The default body answers [`Error::is_unsupported`] without touching the store. A store that
-    /// lacks the columns must answer the same. The caller then runs the plain
-    /// [`release`](Self::release). A history write that fails must not fail the release.
+    /// The default body answers [`Error::is_unsupported`] without touching the store, and so must a
+    /// store that lacks the columns. The caller then runs the plain [`release`](Self::release). A
+    /// history write that fails must not fail the release.
     ///
     /// # Errors
     ///
@@ -347,14 +337,11 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("release_run"))
     }
 
-    /// Publishes the job definitions of the replica `replica`, which is its owner id.
-    ///
-    /// Each entry is written, or overwritten, with `published = now` and `expires = now + ttl` by
-    /// the store's clock. `version` is stored beside it. Expired entries of any replica are removed
-    /// in the same step. So the dead replicas' entries go away by themselves. A scheduler calls it
-    /// at start and then as a heartbeat.
-    ///
-    /// The default body answers [`Error::is_unsupported`].
+    /// Publishes the job definitions of the replica `replica`, which is its owner id. A scheduler
+    /// calls it at start and then as a heartbeat. Each entry is written, or overwritten, with
+    /// `published = now` and `expires = now + ttl` by the store's clock, and `version` beside it.
+    /// Expired entries of any replica are removed in the same step, so dead replicas' entries go
+    /// away by themselves. The default body answers [`Error::is_unsupported`].
     ///
     /// # Errors
     ///
@@ -372,10 +359,9 @@ pub trait LockProvider: Send + Sync + 'static {
 
     /// Whether the store answers and is set up to keep locks, without taking one. This is the
     /// readiness check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
-    ///
-    /// The default body reads the holder of the lock [`CHECK_NAME`]. A SQL store checks its table's
-    /// columns on the way. The default answers `Ok` for a store whose [`holder`](Self::holder) is
-    /// unsupported, which it cannot check. Override it where the store can tell more.
+    /// The default body reads the holder of the lock [`CHECK_NAME`], which a SQL store does after
+    /// checking its table's columns. It answers `Ok` where [`holder`](Self::holder) is unsupported,
+    /// which it cannot check. Override it where the store can tell more.
     ///
     /// # Errors
     ///

@@ -19,31 +19,28 @@ use crate::fire::Fire;
 const DST_MARGIN: chrono::Duration = chrono::Duration::hours(3);
 
 /// When a job fires: a fixed rate aligned to the Unix epoch, or a cron expression with seconds in
-/// an IANA time zone.
-///
-/// Every replica computes the same instants from the same schedule. A fire's identity is its
-/// instant, never a clock reading.
+/// an IANA time zone. Every replica computes the same instants from the same schedule. A fire's
+/// identity is its instant, never a clock reading.
 ///
 /// # Fixed rate
 ///
-/// [`Schedule::every`] fires at every whole multiple of the period since the Unix epoch. So `every
-/// 1m` fires at :00 of each minute, and `every 1h` on the hour (UTC). This holds on every replica,
-/// whenever it started.
+/// [`Schedule::every`] fires at every whole multiple of the period since the Unix epoch, on every
+/// replica, whenever it started. So `every 1m` fires at :00 of each minute, and `every 1h` on the
+/// hour, UTC.
 ///
 /// # Cron
 ///
-/// [`Schedule::cron`] takes six fields: `sec min hour day-of-month month day-of-week`. An optional
-/// seventh is the year. The [`croner`] crate parses them. It takes ranges, lists, steps, month and
-/// day names, `L`, `W` and `#`. Daylight saving is handled here, the same way on every platform:
+/// [`Schedule::cron`] takes six fields, `sec min hour day-of-month month day-of-week`, and an
+/// optional year. The [`croner`] crate parses them, with ranges, lists, steps, month and day names,
+/// `L`, `W` and `#`. Daylight saving is handled here, the same way on every platform:
 ///
-/// - A wall time that does not exist that day fires at the first instant after the gap, as cron(8)
-///   does. Such a time lies in the gap when clocks go forward. For example, `0 30 2 * * *` in
-///   Europe/Berlin fires at 03:00 CEST on the last Sunday of March.
+/// - A wall time that does not exist that day, in the gap when clocks go forward, fires at the
+///   first instant after the gap, as cron(8) does. For example, `0 30 2 * * *` in Europe/Berlin
+///   fires at 03:00 CEST on the last Sunday of March.
 /// - A wall time that occurs twice, when clocks go back, fires once, at its first occurrence.
-/// - An expression with a wildcard or a step in the hour field fires by elapsed time through both
-///   transitions. Examples are `0 */15 * * * *` and `0 0 * * * *`. Every wall time that exists
-///   fires, and each occurrence of a repeated one. None in a gap fires. So `every 15 minutes` stays
-///   15 minutes apart.
+/// - A wildcard or a step in the hour field, as in `0 */15 * * * *` or `0 0 * * * *`, fires by
+///   elapsed time through both transitions. Every wall time that exists fires, each occurrence of a
+///   repeated one too, and none in a gap. So `every 15 minutes` stays 15 minutes apart.
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
@@ -134,16 +131,11 @@ impl Schedule {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_schedule`] in these cases:
-    ///
-    /// - an expression that does not parse;
-    /// - one without the seconds field;
-    /// - one that never fires;
-    /// - a zone the tz database does not know.
-    ///
-    /// For an expression that does not parse, the message names the field, its value and what it
-    /// takes. The parser's error is the [`source`](std::error::Error::source). `#[scheduled_lock]`
-    /// reports a literal `cron` or `zone` with the same words at compile time.
+    /// [`Error::is_invalid_schedule`] for an expression that does not parse, lacks the seconds
+    /// field or never fires, or a zone the tz database does not know. For one that does not parse,
+    /// the message names the field, its value and what it takes, and the parser's error is the
+    /// [`source`](std::error::Error::source). `#[scheduled_lock]` reports a literal `cron` or
+    /// `zone` with the same words at compile time.
     ///
     /// ```
     /// use shedlock_core::Schedule;
@@ -259,11 +251,10 @@ impl Schedule {
     /// 03:00 every day (Europe/Berlin)`, `at 09:30 Monday to Friday (UTC)`, `at 00:00 on the last
     /// day of every month (UTC)`.
     ///
-    /// A fixed rate is its period in the largest whole unit. A cron expression of a common shape is
-    /// worded here. Any other is worded by the [`croner`] crate's `describe`, as in `at minute 0
-    /// and 30, of hour 8-17 (UTC)`. Where that has no words, the expression itself is shown. A
-    /// schedule that names wall times or days carries its zone in parentheses, since its fires
-    /// follow that zone's clock.
+    /// A fixed rate is its period in the largest whole unit. A common cron shape is worded here,
+    /// any other by the [`croner`] crate's `describe`, as in `at minute 0 and 30, of hour 8-17
+    /// (UTC)`, or else shown as the expression itself. A schedule that names wall times or days
+    /// carries its zone in parentheses, since its fires follow that zone's clock.
     ///
     /// ```
     /// use std::time::Duration;
@@ -325,8 +316,8 @@ impl fmt::Debug for Schedule {
     }
 }
 
-/// Two schedules are equal when they were written the same. That means the same period, or the same
-/// trimmed cron expression in the same zone.
+/// Two schedules are equal when written the same: the same period, or the same trimmed cron
+/// expression in the same zone.
 impl PartialEq for Schedule {
     fn eq(&self, other: &Self) -> bool {
         self.period() == other.period() && self.cron_parts() == other.cron_parts()
@@ -383,9 +374,8 @@ const WEEKDAYS: [&str; 7] = [
     "Saturday",
 ];
 
-/// A common cron shape in words, and whether the words name wall times or days. If they do, the
-/// zone matters. `None` for any other shape, which the caller words otherwise. The expression has
-/// parsed.
+/// A common cron shape in words, and whether they name wall times or days, so the zone matters.
+/// `None` for any other shape, which the caller words otherwise. The expression has parsed.
 fn describe_cron(expression: &str) -> Option<(String, bool)> {
     let expanded = match expression.to_ascii_lowercase().as_str() {
         "@hourly" => "0 0 * * * *",

@@ -13,8 +13,7 @@ use crate::latch::LeaderLatch;
 use crate::scheduler::Scheduler;
 
 /// Shuts down, in one call, the schedulers, executors and leader latches it is given. The latches
-/// step down at once. So another replica leads while this one lets its runs finish.
-///
+/// step down at once, so another replica leads while this one lets its runs finish.
 /// [`run`](Self::run) does, in this order:
 ///
 /// 1. At once, before anything waits: every scheduler stops claiming fires. Every executor refuses
@@ -31,11 +30,10 @@ use crate::scheduler::Scheduler;
 /// 3. It returns once every latch has stopped, every release is done or failed, and every
 ///    scheduler's job tasks have ended.
 ///
-/// A scheduler brings its executor and the latches its leader-only jobs follow. Give the others
-/// with [`executor`](Self::executor) and [`latch`](Self::latch). Such others are an executor of
-/// `#[scheduled_lock]` functions, or a latch with
-/// [`spawn_leader_work`](LeaderLatch::spawn_leader_work). A part given twice, or a clone of one, is
-/// shut down once.
+/// A scheduler brings its executor and the latches its leader-only jobs follow. Give the others,
+/// such as an executor of `#[scheduled_lock]` functions or a latch with
+/// [`spawn_leader_work`](LeaderLatch::spawn_leader_work), with [`executor`](Self::executor) and
+/// [`latch`](Self::latch). A part given twice, or a clone of one, is shut down once.
 ///
 /// Compared with `Scheduler::shutdown` followed by [`LeaderLatch::close`], leadership moves at the
 /// start of the grace instead of at its end.
@@ -129,10 +127,10 @@ impl Shutdown {
         self
     }
 
-    /// Shuts everything down (see [`Shutdown`] for the order). Reports what the drains and closes
-    /// did. It returns within `grace` plus the executors' bound (see
-    /// [`LockingTaskExecutor::shutdown`]), or the latches' own bound if longer. Up to one call
-    /// timeout may come on top while the schedulers' job tasks end.
+    /// Shuts everything down in the order [`Shutdown`] gives and reports what the drains and closes
+    /// did. It returns within `grace` plus the executors' bound, see
+    /// [`LockingTaskExecutor::shutdown`], or the latches' own bound if longer, plus up to one call
+    /// timeout while the schedulers' job tasks end.
     pub async fn run(self) -> ShutdownReport {
         // Step 1: nothing here waits.
         #[cfg(feature = "scheduler")]

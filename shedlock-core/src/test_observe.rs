@@ -11,12 +11,10 @@ pub(crate) struct Logs(Arc<Mutex<Vec<(tracing::Level, String)>>>);
 impl Logs {
     /// Installs the recorder on this thread until the guard drops, then recomputes every callsite's
     /// interest. Tests run in parallel. A callsite first hit on another test's thread while this
-    /// recorder was being installed can cache "never". It then hides its events from this test.
-    /// This was seen once: a full test run lost an event this way.
-    ///
-    /// To close that race for good, the first install also sets a process-wide default. It records
-    /// nothing but answers "sometimes" for every callsite. So no callsite registered afterwards can
-    /// cache "never".
+    /// recorder was being installed can cache "never" and hide its events from this test, which a
+    /// full test run once showed. To close that race, the first install also sets a process-wide
+    /// default that records nothing but answers "sometimes" for every callsite, so no callsite
+    /// registered afterwards can cache "never".
     #[must_use]
     pub(crate) fn install(&self) -> tracing::subscriber::DefaultGuard {
         static QUIET: std::sync::Once = std::sync::Once::new();

@@ -8,15 +8,9 @@
     doc = "[`JobStatus`]: crate::scheduler::JobStatus"
 )]
 //! The JSON that operator tools print, as serde types. They are the `shedlock` CLI's `--json`
-//! output:
-//!
-//! - [`LockView`] for `list` and `show`;
-//! - [`LeaderView`] for `leader`;
-//! - [`JobView`] for `jobs`;
-//! - [`RunView`] for `history`;
-//! - [`ForgetView`] for `forget`.
-//!
-//! A scheduler's `/status` uses [`JobStatus`], which serialises the same way.
+//! output: [`LockView`] for `list` and `show`, [`LeaderView`] for `leader`, [`JobView`] for `jobs`,
+//! [`RunView`] for `history` and [`ForgetView`] for `forget`. A scheduler's `/status` uses
+//! [`JobStatus`], which serialises the same way.
 //!
 //! This is where the shape is documented. Each field below is a key, in this order. Times are RFC
 //! 3339 in UTC with every digit the store keeps (`2026-12-01T21:38:47.748002Z`). So a printed time
@@ -61,8 +55,8 @@ use super::{LockEntry, election_owner_id};
 use crate::jobs::RunOutcome;
 use crate::jobs::{DefinitionEntry, RunEntry};
 
-/// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held election row. An election row
-/// is a [`LeaderLatch`](crate::LeaderLatch)'s.
+/// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held
+/// [`LeaderLatch`](crate::LeaderLatch) row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -188,7 +182,7 @@ impl From<&LockEntry> for LeaderView {
     }
 }
 
-/// One recorded run, as `shedlock history JOB --json` prints them, newest first. It is also
+/// One recorded run, as `shedlock history JOB --json` prints them, newest first, and as
 /// [`JobView::last_run`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -257,8 +251,7 @@ pub struct ScheduleView {
     ///
     /// [`Schedule::describe`]: https://docs.rs/shedlock-core/latest/shedlock_core/struct.Schedule.html#method.describe
     pub schedule_words: Option<String>,
-    /// The IANA zone of a cron schedule. `null` for a fixed rate, which is aligned to the Unix
-    /// epoch.
+    /// The IANA zone of a cron schedule. `null` for a fixed rate, aligned to the Unix epoch.
     pub zone: Option<String>,
 }
 
@@ -275,15 +268,12 @@ pub struct SpecView {
     pub replicas: Vec<String>,
 }
 
-/// One job, as `shedlock jobs --json` prints them, in an array sorted by job name. It has its
-/// schedule as its replicas publish it, its lock row's recorded state and the replicas running it.
-///
-/// Built by [`JobView::collect`] from the store's definitions and lock rows.
+/// One job, as `shedlock jobs --json` prints them, in an array sorted by job name. Built by
+/// [`JobView::collect`] from the store's definitions and lock rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct JobView {
-    /// The job's name. For a row that records state but has no live definition, it is the lock
-    /// name.
+    /// The job's name, or the lock name for a row that records state but has no live definition.
     pub job: String,
     /// The lock its fires take.
     pub lock_name: String,
@@ -406,17 +396,15 @@ fn same_spec(a: &str, b: &str) -> bool {
 }
 
 impl JobView {
-    /// The jobs of a store, sorted by job name.
-    ///
-    /// There is one per job name its replicas publish ([`LockAdmin::definitions`]). It is joined by
-    /// lock name with the lock rows ([`LockAdmin::list`]) for the recorded state. There is also one
-    /// per lock row that recorded a run but has no live definition. Its job is named by the lock,
-    /// and its schedule is unknown. `store_now` is the store's clock when read. The next fire is
-    /// the first after it.
+    /// The jobs of a store, sorted by job name. There is one per job name its replicas publish
+    /// ([`LockAdmin::definitions`]), joined by lock name with the lock rows ([`LockAdmin::list`])
+    /// for the recorded state. There is also one per lock row that recorded a run but has no live
+    /// definition, named by the lock, with its schedule unknown. The next fire is the first after
+    /// `store_now`, the store's clock when read.
     ///
     /// A pure function, so tools and tests build the same views from the same reads. Published
-    /// specs are read with the `scheduler` feature, which is on by default. Without it every
-    /// schedule is unknown.
+    /// specs are read with the `scheduler` feature, on by default. Without it every schedule is
+    /// unknown.
     ///
     /// [`LockAdmin::definitions`]: super::LockAdmin::definitions
     /// [`LockAdmin::list`]: super::LockAdmin::list
@@ -516,8 +504,7 @@ impl JobView {
         }
     }
 
-    /// Whether the job is failing, because its last counted run failed or panicked. That is
-    /// `consecutive_failures > 0`.
+    /// Whether its last counted run failed or panicked: `consecutive_failures > 0`.
     #[must_use]
     pub fn is_failing(&self) -> bool {
         self.consecutive_failures > 0

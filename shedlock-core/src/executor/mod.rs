@@ -36,11 +36,10 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 static DEFAULT_EXECUTOR: OnceLock<LockingTaskExecutor> = OnceLock::new();
 
-/// Runs tasks under locks. At most one replica runs a given lock's task at a time. The others skip
-/// it.
+/// Runs tasks under locks. At most one replica runs a lock's task at a time, the others skip it.
 ///
-/// It holds the store (any [`LockProvider`]), this process's owner id and a default `at_most`.
-/// Cheap to clone. Clones share everything.
+/// It holds a [`LockProvider`], this process's owner id and a default `at_most`. Clones are cheap
+/// and share everything.
 ///
 /// ```
 /// use std::time::Duration;
@@ -109,10 +108,9 @@ impl LockingTaskExecutorBuilder {
         self
     }
 
-    /// The `at_least` of locks whose config leaves it out. That covers plain runs: `execute`,
-    /// `try_lock`, and `#[scheduled_lock]` without `at_least`. Defaults to zero. A `Scheduler`'s
-    /// jobs keep their own `at_least`. It is zero where the store records fires, because the fire
-    /// claim, not a minimum hold, keeps replicas from running a fire twice.
+    /// The `at_least` of locks whose config leaves it out: plain `execute`, `try_lock`, and
+    /// `#[scheduled_lock]` without `at_least`. Defaults to zero. A `Scheduler`'s jobs keep their
+    /// own, see `Job::at_least`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -141,12 +139,9 @@ impl LockingTaskExecutorBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] in these cases:
-    ///
-    /// - an empty or over-long owner id, set in code or in `SHEDLOCK_OWNER_ID`;
-    /// - a zero or oversized `default_at_most`;
-    /// - an oversized `default_at_least`, or one longer than `default_at_most`;
-    /// - a zero or oversized call timeout.
+    /// [`Error::is_invalid_config`] for an empty or over-long owner id, set in code or in
+    /// `SHEDLOCK_OWNER_ID`, a zero or oversized `default_at_most` or call timeout, or an oversized
+    /// `default_at_least` or one longer than `default_at_most`.
     pub fn build(self) -> Result<LockingTaskExecutor> {
         let owner_id = match self.owner_id {
             Some(id) => {
@@ -204,9 +199,7 @@ pub struct Execution<T> {
 }
 
 impl LockingTaskExecutor {
-    /// An executor over `provider` with default settings. The owner id comes from
-    /// [`default_owner_id`](crate::owner::default_owner_id). There is no default `at_most`. The
-    /// call timeout is 5 s.
+    /// An executor over `provider` with the defaults of [`builder`](Self::builder).
     ///
     /// # Errors
     ///
@@ -263,16 +256,15 @@ impl LockingTaskExecutor {
         &self.inner.provider
     }
 
-    /// Whether the store answers and is set up to keep locks, without taking a lock (see
-    /// [`LockProvider::check`]). It answers within the call timeout. Use it for a readiness probe.
-    /// Or use it to fail at start before a [`LeaderLatch`](crate::LeaderLatch) starts on a store it
-    /// can never lead on. `Scheduler::start` makes the same check.
+    /// Whether the store answers within the call timeout and is set up to keep locks, without
+    /// taking a lock. See [`LockProvider::check`]. Use it for a readiness probe, or to fail at
+    /// start. `Scheduler::start` makes the same check.
     ///
     /// # Errors
     ///
-    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong. Fix it,
-    /// because retrying will not help. [`Error::is_backend`] or [`Error::is_timeout`] when it
-    /// cannot be reached now.
+    /// [`Error::is_missing_table`] or [`Error::is_schema`] when the store is set up wrong, which
+    /// retrying will not fix. [`Error::is_backend`] or [`Error::is_timeout`] when it cannot be
+    /// reached now.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor};
@@ -319,16 +311,13 @@ impl LockingTaskExecutor {
     }
 
     /// Tries to take the lock, without running anything. Answers `Ok(None)` if another holder has
-    /// it.
-    ///
-    /// The lock is released when the guard is released or dropped, honouring `at_least`. With
+    /// it. The lock is released when the guard is released or dropped, honouring `at_least`. With
     /// `keep_alive`, it is extended in the background until then.
-    ///
     /// # Errors
     ///
-    /// Invalid configuration, a store failure, or a timed-out call. Invalid configuration means no
-    /// `at_most` and no default, or a name too long for this store. A timed-out acquire may still
-    /// have committed. The lock is then held, by nobody running, until its `at_most`.
+    /// Invalid configuration, such as no `at_most` and no default or a name too long for this
+    /// store, a store failure, or a timed-out call, which may still have taken the lock, see
+    /// [`Error::is_timeout`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -440,8 +429,8 @@ impl LockingTaskExecutor {
     /// One fire claim through this executor's store, with its owner id, call timeout and drain. A
     /// claimed fire comes back as a guard if `take` says the caller runs it. A claim it does not
     /// take is left as it is, because another job loop of this process runs it. The answer also has
-    /// the local instants the call was sent and its reply received. From them a scheduler learns
-    /// the store's clock.
+    /// the local instants the call was sent and answered, from which a scheduler learns the store's
+    /// clock.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn claim_fire(
         &self,
@@ -538,24 +527,21 @@ impl LockingTaskExecutor {
     /// 2. Runs and [`LockGuard`]s in flight get up to `grace` to finish and release as usual.
     /// 3. Then the rest are cancelled. [`LockHandle::cancelled`] resolves and
     ///    [`LockHandle::is_cancelled`] turns true. A task reaches them through
-    ///    [`current_lock`](crate::current_lock). A cancelled run gets a stop window to stop and
-    ///    release its own lock. The window is one second, or the call timeout if shorter. So work
-    ///    that stops when told never goes on after its lock was given back. The executor then
-    ///    releases the locks still held itself, honouring each one's `at_least`. Their handles then
-    ///    report the lock lost.
+    ///    [`current_lock`](crate::current_lock). A cancelled run gets a stop window of one second,
+    ///    or the call timeout if shorter, to stop and release its own lock. So work that stops when
+    ///    told never goes on after its lock was given back. The executor then releases the locks
+    ///    still held itself, honouring each `at_least`, and their handles report the lock lost.
     /// 4. It waits for those releases and for releases running in the background, such as a dropped
     ///    guard's. Each is bounded by the call timeout.
     ///
-    /// So it returns within `grace` plus the stop window plus about two call timeouts, even when
-    /// the store hangs. The second call timeout is there because a background release that fails is
-    /// tried once more. With a store that answers, it returns within `grace` plus one call. A
-    /// deploy never leaves a lock held to its `at_most`. The executor does not stop a task that
-    /// ignores the signal. That task goes on, without its lock, until the process exits. Calling it
-    /// again, or on a clone, waits for the same drain.
+    /// So it returns within `grace` plus the stop window plus about two call timeouts even when the
+    /// store hangs, because a failed background release is tried once more. With a store that
+    /// answers, it returns within `grace` plus one call. A deploy never leaves a lock held to its
+    /// `at_most`. A task that ignores the signal is not stopped and goes on, without its lock,
+    /// until the process exits. Calling it again, or on a clone, waits for the same drain.
     ///
-    /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, shut them down together with
-    /// [`Shutdown`](crate::Shutdown). The latch then hands leadership over at once instead of after
-    /// the drain.
+    /// With a [`LeaderLatch`](crate::LeaderLatch) or a `Scheduler`, use
+    /// [`Shutdown`](crate::Shutdown), which hands leadership over at once.
     ///
     /// ```
     /// use std::time::Duration;
@@ -595,12 +581,12 @@ impl LockingTaskExecutor {
         self.inner.drain.is_stopping()
     }
 
-    /// Runs `task` if the lock is free. Answers `Ok(Some(output))` if it ran. Answers `Ok(None)` if
-    /// another holder has the lock. The task is then skipped, not queued.
+    /// Runs `task` if the lock is free and answers `Ok(Some(output))`, with a task's own error
+    /// inside, as `Ok(Some(Err(e)))`. Answers `Ok(None)` if another holder has the lock. The task
+    /// is then skipped, not queued.
     ///
-    /// A task's own error comes back inside: `Ok(Some(Err(e)))`. The lock is released when the task
-    /// completes, fails or panics, or when this future is dropped. A panic resumes after the
-    /// release. A failed release is logged and never loses the output. Inside the task,
+    /// The lock is released when the task completes, fails or panics, or when this future is
+    /// dropped. A failed release is logged and never loses the output. Inside the task,
     /// [`current_lock`](crate::current_lock) and [`assert_locked`](crate::current::assert_locked)
     /// work. A nested run of a lock the task already holds runs directly (re-entrancy). For the
     /// lost-lock and release details, use [`execute_reported`](Self::execute_reported).

@@ -26,20 +26,18 @@ use crate::owner::validate_owner_id;
 ///
 /// - `renew_interval < renew_deadline < lease`. A renew is then attempted before leadership lapses,
 ///   and a leader steps down before its row can be taken.
-/// - `call_timeout <= acquire_interval`.
+/// - `call_timeout <= acquire_interval` and `acquire_jitter <= acquire_interval`.
 /// - `renew_interval + call_timeout < renew_deadline`. A renew sent on time can then finish or time
 ///   out before the deadline.
-/// - `acquire_jitter <= acquire_interval`.
-/// - No zero durations except the jitter and the grace.
-/// - Nothing above [`MAX_DURATION`](crate::provider::MAX_DURATION).
+/// - No zero durations except the jitter and the grace, and none above
+///   [`MAX_DURATION`](crate::provider::MAX_DURATION).
 ///
 /// It implements [`serde::Deserialize`] with human durations (`"15s"`, `"1m30s"`, `"500ms"`,
 /// `"PT15S"`). So it can come straight from a configuration file. Unknown keys are rejected.
 ///
-/// Unset timings follow the ones that are set. `renew_deadline` defaults to two thirds of the
-/// lease, and `renew_interval` to half of `renew_deadline`. For example, `lease(30s)` gives 20 s
-/// and 10 s. So setting only the lease is valid with the default `acquire_interval` for any lease
-/// longer than 6 s. An error says which of the values it names were defaults or derived.
+/// Unset timings follow the ones that are set, as the table says. With `lease(30s)` they are 20 s
+/// and 10 s. Setting only the lease is valid with the default `acquire_interval` for any lease over
+/// 6 s. An error says which of the values it names were defaults or derived.
 ///
 /// ```
 /// use std::time::Duration;
@@ -144,9 +142,8 @@ impl LeaderLatchConfig {
         self.lease
     }
 
-    /// How long after its last successful renew was sent the leader renews again. The renewal loop
-    /// uses `min(renew_interval, renew_deadline / 2)`. So a failed renew has time to be retried
-    /// before the deadline.
+    /// How long after its last successful renew was sent the leader renews again, at most
+    /// `renew_deadline / 2`. See [`LeaderLatchConfigBuilder::renew_interval`].
     #[must_use]
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
@@ -233,17 +230,16 @@ impl LeaderLatchConfigBuilder {
     }
 
     /// How long after its last successful renew was sent the leader renews again. Defaults to half
-    /// of `renew_deadline`, which is 5 s with the default lease. A value above half of
-    /// `renew_deadline` is accepted, but the leader renews at `renew_deadline / 2` instead. So a
-    /// failed renew has time to be retried.
+    /// of `renew_deadline`. A larger value is accepted, but the leader then renews at half of
+    /// `renew_deadline`, so a failed renew has time to be retried.
     pub fn renew_interval(mut self, interval: Duration) -> Self {
         self.renew_interval = Some(interval);
         self
     }
 
     /// How long after its last successful acquire or renew was sent the leader steps down locally.
-    /// Defaults to two thirds of the lease, which is 10 s with the default lease. Must be shorter
-    /// than the lease, so the leader has stepped down before anyone else can take the row.
+    /// Defaults to two thirds of the lease. Shorter than the lease, so the leader steps down before
+    /// anyone else can take the row.
     pub fn renew_deadline(mut self, deadline: Duration) -> Self {
         self.renew_deadline = Some(deadline);
         self
@@ -272,8 +268,7 @@ impl LeaderLatchConfigBuilder {
     }
 
     /// How long leader-only work may take to finish after [`close`](crate::LeaderLatch::close) or
-    /// [`resign`](crate::LeaderLatch::resign). It never runs past the term's own deadline. Defaults
-    /// to 5 s.
+    /// [`resign`](crate::LeaderLatch::resign), never past the term's own deadline. Defaults to 5 s.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self

@@ -31,9 +31,9 @@ use task::Shared;
 /// Each replica starts a latch for the same election name. While it is a *follower*, a background
 /// task tries to take the row every `acquire_interval`. The one that gets it *leads* and renews the
 /// row every `renew_interval`. [`is_leader`](Self::is_leader) answers from memory. Changes are
-/// published on a [`watch`](Self::watch). Opt-in, they also come as a stream of
-/// [`events`](Self::events), one per cycle. The "leader selection with a heartbeat" pattern is this
-/// latch, with heartbeat = renew and threshold = lease.
+/// published on a [`watch`](Self::watch) and, opt-in, as a stream of [`events`](Self::events), one
+/// per cycle. The "leader selection with a heartbeat" pattern is this latch, with heartbeat = renew
+/// and threshold = lease.
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -58,20 +58,19 @@ use task::Shared;
 ///
 /// # Lease, renew interval, renew deadline
 ///
-/// The leader holds the row for a `lease` (default 15 s) from the store's clock. It renews it every
-/// `renew_interval` (5 s). Independently, it keeps a **local deadline** on its own monotonic clock.
-/// The deadline is the send time of its last successful acquire or renew plus `renew_deadline` (10
-/// s). At that instant it stops being leader, whatever its background task is doing.
-/// [`is_leader`](Self::is_leader) compares the deadline with the clock on every call, and
-/// [`LeaderTerm::ended`] fires. `renew_deadline < lease`, and both count from the same send. So the
-/// leader has always stepped down before the row can expire and be taken by another replica. The
-/// margin is 5 s by default. This holds even if its process was paused, its task starved, or a
-/// store call hung.
+/// The leader holds the row for a `lease` on the store's clock and renews it every
+/// `renew_interval`. It also keeps a **local deadline** on its own monotonic clock: the send time
+/// of its last successful acquire or renew plus `renew_deadline`. At that instant it stops being
+/// leader, whatever its background task is doing, because [`is_leader`](Self::is_leader) compares
+/// the deadline with the clock on every call, and [`LeaderTerm::ended`] fires. As `renew_deadline <
+/// lease` and both count from the same send, the leader has always stepped down before the row can
+/// expire and be taken, 5 s before by default. This holds even if its process was paused, its task
+/// starved, or a store call hung.
 ///
-/// A failed renew is retried every `acquire_interval` (2 s), not at the next `renew_interval`. A
-/// renew the store *refuses*, because the row is someone else's, ends the term at once. After any
-/// step-down, the latch releases its row once its leader-only work has stopped. If the row is gone,
-/// it leaves it. Every term has a new [fencing token](LeaderTerm::fencing_token).
+/// A failed renew is retried every `acquire_interval`, not at the next `renew_interval`. A renew
+/// the store *refuses*, because the row is someone else's, ends the term at once. After any
+/// step-down, the latch releases its row, if still there, once its leader-only work has stopped.
+/// Every term has a new [fencing token](LeaderTerm::fencing_token).
 ///
 /// # Failover times (defaults)
 ///
@@ -89,39 +88,33 @@ use task::Shared;
 ///
 /// # Store errors
 ///
-/// A store that fails never makes an instance leader. It may be down, miss its table, or time out.
-/// Each failure streak is logged once at ERROR with what to fix, then at DEBUG until it recovers.
-/// The recovery is logged at INFO with `failures` and `outage_ms`. The latch keeps retrying, also
-/// on a store set up wrong, because [`start`](Self::start) does not ask the store. To fail at start
-/// on a missing table or wrong columns instead, call
+/// A store that fails, by being down, missing its table or timing out, never makes an instance
+/// leader. Each failure streak is logged once at ERROR with what to fix, then at DEBUG until it
+/// recovers. The recovery is logged at INFO with `failures` and `outage_ms`. The latch keeps
+/// retrying, also on a store set up wrong, because [`start`](Self::start) does not ask the store.
+/// To fail at start on a missing table or wrong columns, call
 /// [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check) first. A `Scheduler` on the
 /// same store does it in its `start`.
 ///
-/// Followers also read who leads with [`LockProvider::holder`] when the store supports it. That is
-/// one more read per attempt. This read also finds this latch's own row left over from an earlier
-/// term whose release failed, or from an acquire whose reply was lost. The latch then releases it
-/// (see below).
+/// Followers also read who leads with [`LockProvider::holder`] when the store supports it, one more
+/// read per attempt. This read also finds this latch's own row left over from an earlier term whose
+/// release failed, or from an acquire whose reply was lost. The latch then releases it, see below.
 ///
 /// # Owner ids
 ///
-/// The owner id is written to the row's `locked_by` with [`ELECTION_MARK`] appended, as in
-/// `host:42:1a2b3c#election`. Operators' tools then tell election rows from task locks and ask
-/// before freeing one (see `shedlock list` and
-/// [`LockEntry::is_election`](crate::admin::LockEntry::is_election)). So an owner id for a latch is
-/// at most 246 characters. [`KnownLeader::owner_id`] is the id without the mark.
+/// The owner id is written to the row's `locked_by` with [`ELECTION_MARK`] appended, so an owner id
+/// for a latch is at most 246 characters. [`KnownLeader::owner_id`] is the id without the mark.
 ///
-/// By default every latch and executor of a process shares one owner id, the [`default_owner_id`].
-/// An explicit id may be shared too. What tells two terms apart is the acquisition: its fencing
-/// token, or its `locked_at`. So a latch releases a leftover row only when it can prove it is its
-/// own. That is the case for the acquisition of one of its own terms. It is also the case for the
-/// product of one of its acquires whose reply was lost. That second case holds only when no other
-/// latch of the process runs the same election with the same owner id. A row that merely carries
-/// its owner id is followed like anyone else's, and frees itself at the end of its lease. Such a
-/// row may come from another latch of this process in the same election. It may also come from an
-/// earlier run of this process with the same explicit id that crashed while leading. Keep owner ids
-/// unique per process, as the default is. Do not use an election's name as a task lock's name.
+/// By default every latch and executor of a process shares one owner id, the [`default_owner_id`],
+/// and an explicit id may be shared too. So a latch releases a leftover row only when it can prove
+/// it is its own. That is an acquisition of one of its terms, told by its fencing token or
+/// `locked_at`, or of one of its acquires whose reply was lost, when no other latch of the process
+/// runs the same election with the same id. Any other row with its owner id, such as another
+/// latch's of this process or one left by a crashed earlier run with the same explicit id, is
+/// followed like anyone else's and frees itself at the end of its lease. Keep owner ids unique per
+/// process, as the default is. Do not use an election's name as a task lock's name.
 ///
-/// Cheap to clone. Clones share the latch. When the last clone is dropped, the latch closes in the
+/// Clones are cheap and share the latch. When the last clone is dropped, the latch closes in the
 /// background. Call [`close`](Self::close) to wait for that.
 #[derive(Clone)]
 pub struct LeaderLatch {
@@ -151,10 +144,8 @@ impl fmt::Debug for LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// Starts a candidate for `config`'s election on `provider`. An `Arc<dyn LockProvider>` works
-    /// too. Its first attempt to lead happens at once, in the background.
-    ///
-    /// The owner id is the one in `config`, else the [`default_owner_id`].
+    /// Starts a candidate for `config`'s election on `provider`, which may be an `Arc` of a store.
+    /// Its first attempt to lead happens at once, in the background.
     ///
     /// # Errors
     ///
@@ -227,9 +218,8 @@ impl LeaderLatch {
         self.shared().config.name()
     }
 
-    /// This instance's owner id, without the mark. While it leads, the row's `locked_by` is this id
-    /// with [`ELECTION_MARK`] appended (see [`LeaderLatch`], "Owner ids").
-    /// [`election_owner_id`](crate::admin::election_owner_id) strips the mark.
+    /// This instance's owner id, without the [`ELECTION_MARK`] its rows carry, see [`LeaderLatch`],
+    /// "Owner ids". [`election_owner_id`](crate::admin::election_owner_id) strips the mark.
     ///
     /// ```
     /// use shedlock_core::{
@@ -261,15 +251,13 @@ impl LeaderLatch {
         &self.shared().config
     }
 
-    /// Whether this instance leads now. It is an atomic read of the current term's local deadline
-    /// and a clock read. No I/O, no lock.
-    ///
-    /// It turns false exactly at the local deadline (see [`LeaderLatch`], "Lease, renew interval,
-    /// renew deadline"). That holds even if the latch's background task has not run since. It turns
-    /// false at once on [`resign`](Self::resign) or [`close`](Self::close). Check it right before
-    /// acting as leader. Or hold a [`LeaderTerm`] and race the work against [`LeaderTerm::ended`].
-    /// Pass the term's fencing token downstream for the writes that must never come from a stale
-    /// leader.
+    /// Whether this instance leads now, from an atomic read of the current term's local deadline
+    /// and a clock read, with no I/O and no lock. It turns false exactly at the local deadline, see
+    /// [`LeaderLatch`], "Lease, renew interval, renew deadline", even if the background task has
+    /// not run since. It turns false at once on [`resign`](Self::resign) or [`close`](Self::close).
+    /// Check it right before acting as leader, or hold a [`LeaderTerm`] and race the work against
+    /// [`LeaderTerm::ended`]. Pass the term's fencing token downstream for the writes that must
+    /// never come from a stale leader.
     #[must_use]
     pub fn is_leader(&self) -> bool {
         self.shared().leader_until.is_live()
@@ -289,15 +277,14 @@ impl LeaderLatch {
     }
 
     /// A receiver of the state. It sees each transition: elected, stepped down, a different leader
-    /// seen, stopped. It never sees a routine renew.
-    ///
-    /// The latch's background task publishes, in the order the transitions happen. A step-down by
-    /// [`resign`](Self::resign) or [`close`](Self::close) is published when that task next runs.
-    /// [`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it at once.
+    /// seen, stopped. It never sees a routine renew. The latch's background task publishes them in
+    /// order. A step-down by [`resign`](Self::resign) or [`close`](Self::close) is published when
+    /// that task next runs, while [`is_leader`](Self::is_leader) and [`LeaderTerm::ended`] see it
+    /// at once.
     ///
     /// Do not keep a [`borrow`](watch::Receiver::borrow) across an `.await`. It holds the channel's
-    /// lock and stalls the task's next publish. Calling the latch while holding one is fine.
-    /// Publishing is never delayed by a consumer that is just slow to read.
+    /// lock and stalls the task's next publish. Calling the latch while holding one is fine. A
+    /// consumer that is just slow to read never delays publishing.
     #[must_use]
     pub fn watch(&self) -> watch::Receiver<LeaderState> {
         self.shared().state.subscribe()
@@ -334,18 +321,15 @@ impl LeaderLatch {
         LeaderEvents::new(self.shared().events.subscribe())
     }
 
-    /// Runs `work` once for each term this instance leads, in a background task, until the latch
-    /// stops.
+    /// Runs `work` once per term this instance leads, in a background task, until the latch stops.
     ///
-    /// The work is cancelled as soon as the term ends by losing the lease. Its future is then
-    /// dropped. When the term ends by [`resign`](Self::resign) or [`close`](Self::close), the work
-    /// gets up to [`shutdown_grace`](LeaderLatchConfig::shutdown_grace) to finish on its own. That
-    /// grace never runs past the term's own deadline. Watch [`LeaderTerm::ended`] in the work to
-    /// stop cleanly. The row is released only after the work stopped. Work that returns early is
-    /// not restarted in the same term. Work that panics is logged and runs again in the next term.
-    ///
-    /// The returned handle resolves once the latch has stopped and the work has ended. Dropping it
-    /// does not stop anything.
+    /// The work is cancelled, its future dropped, as soon as the term ends by losing the lease.
+    /// When the term ends by [`resign`](Self::resign) or [`close`](Self::close), the work gets up
+    /// to [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), never past the term's own
+    /// deadline, to finish on its own. Watch [`LeaderTerm::ended`] in the work to stop cleanly.
+    /// Work that returns early is not restarted in the same term. Work that panics is logged and
+    /// runs again in the next term. The returned handle resolves once the latch has stopped and the
+    /// work has ended. Dropping it stops nothing.
     ///
     /// ```
     /// use std::time::Duration;
@@ -382,15 +366,14 @@ impl LeaderLatch {
         runtime.spawn(task::work_loop(shared, work).instrument(span))
     }
 
-    /// Gives up leadership now, if this instance leads. Returns whether it was leading.
+    /// Gives up leadership now, if this instance leads. Returns whether it was leading. It steps
+    /// down at once, without I/O, then waits until leader-only work has stopped and the row is
+    /// released. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is
+    /// cancelled. The instance stays a candidate but sits out `2 × acquire_interval +
+    /// acquire_jitter` first, so another candidate takes over if there is one.
     ///
-    /// It steps down at once, without I/O. It then waits until leader-only work has stopped and the
-    /// row is released. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then
-    /// is cancelled. The instance stays a candidate but sits out `2 × acquire_interval +
-    /// acquire_jitter` first. So another candidate takes over if there is one.
-    ///
-    /// On a follower it changes nothing and returns `false` at once. The exception is an acquire of
-    /// its own in flight. Should that acquire win, the row is given back and the instance sits out.
+    /// On a follower it changes nothing and returns `false` at once, unless an acquire of its own
+    /// is in flight. Should that acquire win, the row is given back and the instance sits out.
     ///
     /// ```
     /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -415,18 +398,16 @@ impl LeaderLatch {
         true
     }
 
-    /// Stops the latch.
+    /// Stops the latch. If leading, it steps down at once, without I/O, and waits until leader-only
+    /// work has stopped. The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then
+    /// is cancelled. It then releases the row, so another replica takes over within one
+    /// `acquire_interval`, and publishes [`LeaderState::Stopped`]. An acquire already in flight may
+    /// finish within `call_timeout`, and its row is released. Calling it again, or on a clone,
+    /// waits for the same stop.
     ///
-    /// If leading, it steps down at once, without I/O. It waits until leader-only work has stopped.
-    /// The work gets [`shutdown_grace`](LeaderLatchConfig::shutdown_grace), then is cancelled. It
-    /// releases the row, so another replica takes over within one `acquire_interval`. It publishes
-    /// [`LeaderState::Stopped`]. An acquire already in flight is let finish, for at most
-    /// `call_timeout`, and its row released. Calling it again, or on a clone, waits for the same
-    /// stop.
-    ///
-    /// The row is released only once the work has actually stopped. Its cancellation may not
-    /// complete before the row would expire by itself, for example because a drop blocks or the
-    /// runtime is starved. `close` then stops waiting, logs a warning and leaves the row to expire.
+    /// If the work's cancellation does not complete before the row would expire by itself, for
+    /// example because a drop blocks or the runtime is starved, `close` stops waiting, logs a
+    /// warning and leaves the row to expire.
     ///
     /// # Errors
     ///

@@ -1,12 +1,11 @@
 //! Which rows a latch may treat as its own, and release, when its acquire is refused.
 //!
-//! A follower whose acquire is refused reads who holds the row. If the row carries this latch's
-//! owner id, it *may* be its own leftover. It may come from an earlier term whose release failed,
-//! or from an acquire whose reply never arrived. Releasing it then lets the election go on at once
-//! instead of waiting out the lease. But the owner id alone proves nothing. Every latch of a
-//! process shares it by default, and one id set in `SHEDLOCK_OWNER_ID` or the configuration is
-//! shared too. A second latch for the same election that released the live leader's row would make
-//! two leaders.
+//! A follower whose acquire is refused reads who holds the row. A row with this latch's owner id
+//! *may* be its own leftover, from an earlier term whose release failed or an acquire whose reply
+//! never arrived. Releasing it lets the election go on at once instead of waiting out the lease.
+//! But the owner id alone proves nothing. Every latch of a process shares it by default, and an id
+//! set in `SHEDLOCK_OWNER_ID` or the configuration is shared too. A second latch for the same
+//! election that released the live leader's row would make two leaders.
 //!
 //! # The rule
 //!
@@ -23,19 +22,17 @@
 //!      `call_timeout + lease` of now;
 //!    - the row is not the one this latch already saw holding the election before it sent that
 //!      acquire, because that row predates it;
-//!    - **no other running latch in this process uses the same owner id for the same
-//!      election**. A process-wide registry, [`RunningLatch`], tells. Otherwise the row could as
-//!      well be that latch's. For example, it could be that latch's won acquire while ours was
-//!      refused and our reply lost. A lost reply cannot tell the two apart. Owner ids are unique
-//!      per process (see docs/guarantees.md), so no other process writes this owner id. So the
-//!      row was written by one of this latch's acquires. The only ones it does not know are the
-//!      lost ones.
+//!    - **no other running latch in this process uses the same owner id for the same election**, as
+//!      the process-wide registry [`RunningLatch`] tells. Otherwise the row could as well be that
+//!      latch's won acquire while ours was refused and our reply lost, and a lost reply cannot tell
+//!      the two apart. Owner ids are unique per process, see docs/guarantees.md, so no other
+//!      process writes this owner id. So the row was written by one of this latch's acquires, and
+//!      the lost ones are the only ones it does not know.
 //!
-//! Any other row with this owner id is treated like anybody else's. It is followed as the leader,
-//! never touched. Such a row may come from another latch of this process with the same id. It may
-//! also come from an earlier incarnation of this process that used the same explicit id and
-//! crashed. It frees itself at the end of its lease. So the price of not proving ownership is a
-//! slower takeover, never two leaders.
+//! Any other row with this owner id is treated like anybody else's: followed as the leader, never
+//! touched. It may come from another latch of this process with the same id, or from an earlier
+//! incarnation of this process that used the same explicit id and crashed. It frees itself at the
+//! end of its lease, so the price of not proving ownership is a slower takeover, never two leaders.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

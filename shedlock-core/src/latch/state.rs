@@ -13,11 +13,10 @@ use crate::provider::LockRecord;
 /// Where a [`LeaderLatch`](crate::LeaderLatch) stands, as published on its
 /// [`watch`](crate::LeaderLatch::watch).
 ///
-/// It changes only on transitions (see [`LeaderLatch::watch`](crate::LeaderLatch::watch)). It is
-/// the last state the latch's background task *published*. The authoritative answer to "may I act
-/// as leader now?" is [`LeaderLatch::is_leader`](crate::LeaderLatch::is_leader) or
-/// [`LeaderTerm::is_active`]. Both also check the local deadline. So they turn false on time even
-/// if that task is starved.
+/// It changes only on transitions and is the last state the latch's background task *published*.
+/// The authoritative answer to "may I act as leader now?" is
+/// [`LeaderLatch::is_leader`](crate::LeaderLatch::is_leader) or [`LeaderTerm::is_active`], which
+/// also check the local deadline and so turn false on time even if that task is starved.
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig, latch::LeaderState};
@@ -36,20 +35,18 @@ use crate::provider::LockRecord;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderState {
-    /// The latch has started and its store has not answered an attempt yet. This instance does not
-    /// lead, and does not know who does. It is the state before the first attempt. It stays while
-    /// every attempt fails, because the store is down or its table is missing. The first answer
-    /// makes it [`Leader`](Self::Leader) or [`Follower`](Self::Follower). It never comes back.
+    /// The latch has started and its store has not answered an attempt yet, so this instance does
+    /// not lead and does not know who does. It stays while every attempt fails, because the store
+    /// is down or its table is missing. It never comes back after the first answer.
     Starting,
     /// This instance leads, in `term`.
     Leader {
         /// The current term: its fencing token, deadline and end signal.
         term: LeaderTerm,
     },
-    /// This instance does not lead. The store answered that another holds the row, or this instance
-    /// stepped down. `leader` is the last leader seen in the store, when the store can tell (see
-    /// [`LockProvider::holder`](crate::provider::LockProvider::holder)). It is `None` when unknown
-    /// or when nobody holds the row.
+    /// This instance does not lead: the store answered that another holds the row, or this instance
+    /// stepped down. `leader` is the last leader seen, `None` when unknown or when nobody holds the
+    /// row. See [`LockProvider::holder`](crate::provider::LockProvider::holder).
     Follower {
         /// The last known leader.
         leader: Option<KnownLeader>,
@@ -59,12 +56,10 @@ pub enum LeaderState {
 }
 
 impl LeaderState {
-    /// Whether this state, as it was published, says this instance leads ([`LeaderState::Leader`]).
-    ///
-    /// It answers for the moment the state was published, not for now. A term can end, when its
-    /// deadline passes, before the latch's task publishes the step-down. To decide whether to act
-    /// as leader, see [`LeaderState`]. This method is for reacting to transitions, as in
-    /// `states.wait_for(LeaderState::was_leader)`.
+    /// Whether this state says this instance leads ([`LeaderState::Leader`]), as of when it was
+    /// published, not now. A term can end at its deadline before the latch's task publishes the
+    /// step-down. To decide whether to act as leader, see [`LeaderState`]. This is for reacting to
+    /// transitions, as in `states.wait_for(LeaderState::was_leader)`.
     #[must_use]
     pub fn was_leader(&self) -> bool {
         matches!(self, Self::Leader { .. })
@@ -156,16 +151,14 @@ impl fmt::Display for StepDownReason {
     }
 }
 
-/// One term of leadership: from a successful acquire to the step-down.
+/// One term of leadership: from a successful acquire to the step-down. Clones are cheap and share
+/// the term. It is *active* until the local deadline passes without a successful renew, the store
+/// refuses a renew, or the latch resigns or closes. [`ended`](Self::ended) is the cancellation
+/// signal. Race leader-only work against it.
 ///
-/// Cheap to clone, because clones share the term. The term is *active* until its lease is lost.
-/// That happens when the local deadline passed without a successful renew, when the store refused a
-/// renew, or when the latch resigned or closed. [`ended`](Self::ended) is the cancellation signal.
-/// Race leader-only work against it.
-///
-/// Every term has its own fencing token when the store has tokens (see
-/// [`fencing_token`](Self::fencing_token)). Send it with writes to systems that can compare. A
-/// leader that paused past its term then cannot overwrite the next leader's work:
+/// Every term has its own [`fencing_token`](Self::fencing_token) when the store has tokens. Send it
+/// with writes to systems that can compare, so a leader that paused past its term cannot overwrite
+/// the next leader's work:
 ///
 /// ```
 /// use shedlock_core::{InMemoryLockProvider, LeaderLatch, LeaderLatchConfig};
@@ -205,8 +198,7 @@ struct TermInner {
     owner_id: Arc<str>,
     started_at: Instant,
     lease: Lease,
-    /// Set by whoever ends the term on purpose, by resign or close, before the lease is marked
-    /// lost.
+    /// Set by whoever ends the term on purpose, by resign or close, before marking the lease lost.
     ended_by: OnceLock<StepDownReason>,
     /// Until when leader-only work may finish after the end. Set when the latch ends the term.
     wind_down_until: OnceLock<Instant>,
@@ -337,11 +329,10 @@ impl fmt::Debug for LeaderTerm {
     }
 }
 
-/// One event of a latch's opt-in event stream (see
-/// [`LeaderLatch::events`](crate::LeaderLatch::events)). The per-cycle events are the heartbeat
-/// pattern's "leadership event every cycle".
-///
-/// A cycle that fails on a store error publishes nothing, because the state did not change.
+/// One event of a latch's opt-in event stream, see
+/// [`LeaderLatch::events`](crate::LeaderLatch::events). The per-cycle events are the heartbeat
+/// pattern's "leadership event every cycle". A cycle that fails on a store error publishes nothing,
+/// because the state did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderEvent {

@@ -13,14 +13,13 @@ const DRIFT_PER_SEC: Duration = Duration::from_micros(500);
 /// This process's wall clock, and the estimated offset of the store's clock from it. The wall clock
 /// is derived from tokio's monotonic clock, so paused tests control it.
 ///
-/// Each reply carries the store's "now" when it decided. The decision happened somewhere between
-/// the call's send and its reply. So a reply tells the offset to within half its round trip, taking
-/// the midpoint. The estimate keeps the most certain reply. A later one replaces it in two cases.
-/// One is when its half round trip is no longer than the kept one's, grown by [`DRIFT_PER_SEC`]
-/// since. The other is when the two cannot both be right: their ranges do not overlap, because the
-/// store's clock jumped. So one slow reply does not move the estimate by half its round trip. An
-/// example is a claim that waited seconds for a restarting database. And the offset still follows a
-/// clock that drifts or jumps.
+/// Each reply carries the store's "now" when it decided, somewhere between the call's send and its
+/// reply, so the midpoint tells the offset to within half the round trip. The estimate keeps the
+/// most certain reply. A later one replaces it when its half round trip is no longer than the kept
+/// one's, grown by [`DRIFT_PER_SEC`] since, or when their ranges do not overlap because the store's
+/// clock jumped. So one slow reply, such as a claim that waited seconds for a restarting database,
+/// does not move the estimate by half its round trip, and the offset still follows a clock that
+/// drifts or jumps.
 #[derive(Debug)]
 pub(crate) struct StoreClock {
     origin: (Instant, DateTime<Utc>),
@@ -75,8 +74,7 @@ impl StoreClock {
         self.kept().map(|s| s.offset)
     }
 
-    /// The store's clock now, as estimated. It is this process's clock until a reply told the
-    /// offset.
+    /// The store's clock now, as estimated: this process's clock until a reply told the offset.
     pub(crate) fn store_now(&self) -> DateTime<Utc> {
         self.store_at(Instant::now())
     }
@@ -118,8 +116,7 @@ impl StoreClock {
         }
     }
 
-    /// The tokio instant at which the store's clock should read `at`. It is now, if it already
-    /// does.
+    /// The tokio instant at which the store's clock should read `at`, or now if it already does.
     pub(crate) fn instant_for(&self, at: DateTime<Utc>) -> Instant {
         let ahead = (at - self.store_now()).to_std().unwrap_or_default();
         Instant::now() + ahead

@@ -78,11 +78,9 @@ impl RunContext {
     }
 }
 
-/// A job: its settings and an async body. The settings are a [`JobSpec`]: a name, a [`Schedule`]
-/// and lock settings. Register it with [`Scheduler::add`](crate::Scheduler::add).
-///
-/// The lock name is the job's name unless set with [`lock_name`](Self::lock_name). Settings read
-/// from a configuration file make a job with [`from_spec`](Self::from_spec).
+/// A job: its settings, a [`JobSpec`] of a name, a [`Schedule`] and lock settings, and an async
+/// body. Register it with [`Scheduler::add`](crate::Scheduler::add). Settings read from a
+/// configuration file make a job with [`from_spec`](Self::from_spec).
 ///
 /// ```
 /// use std::time::Duration;
@@ -125,8 +123,8 @@ impl Job {
         Self::from_spec(JobSpec::new(name, schedule), body)
     }
 
-    /// A job with the settings of `spec` that runs `body`. `spec` may be read from a configuration
-    /// file, say. The builder methods below change the settings further.
+    /// A job with the settings of `spec`, read from a configuration file, say, that runs `body`.
+    /// The builder methods below change the settings further.
     ///
     /// ```
     /// use shedlock_core::{Job, scheduler::JobSpec};

@@ -1,14 +1,14 @@
-//! Fire claims whose replies were lost, by a timeout or a cut connection. The claim may have
-//! committed. This replica then holds the fire's lock with nobody running it. What a replica does
-//! about it is told in docs/guarantees.md ("Lost replies"). This is that code.
+//! Fire claims whose replies were lost, by a timeout or a cut connection. Such a claim may have
+//! committed, and this replica then holds the fire's lock with nobody running it. This is the code
+//! of docs/guarantees.md, "Lost replies".
 //!
-//! A committed claim is recognised by its row, never by the owner id alone. An owner id may be
-//! shared by a restarted pod or by a second scheduler of this process. The row's owner is this
-//! executor's. Its `locked_at` falls, on the store's clock, between the send of this job loop's
-//! first lost claim of the fire and the failure of its last. The claim is then run, if the fire is
-//! still claimable by this loop. Once its window has passed, the claim is released unrun instead.
-//! That happens when the next claim's reply names it as the lock's holder, or at shutdown. Exactly
-//! one job loop of the process does it (see [`ledger`](super::ledger)).
+//! A committed claim is recognised by its row, never by the owner id alone, which a restarted pod
+//! or a second scheduler of this process may share. The row's owner is this executor's, and its
+//! `locked_at` falls, on the store's clock, between the send of this job loop's first lost claim of
+//! the fire and the failure of its last. The claim is then run, if the fire is still claimable by
+//! this loop. Once its window has passed, the claim is released unrun when the next claim's reply
+//! names it as the lock's holder, or at shutdown, by exactly one job loop of the process, see
+//! [`ledger`](super::ledger).
 
 use std::time::Duration;
 
@@ -125,10 +125,9 @@ impl Unsettled {
 }
 
 /// A claim of a later fire met the lock held by `holder`. If that is one of the job's unsettled
-/// lost claims, it releases it unrun and answers `true`, so the caller claims again at once. No
-/// extra read is needed, because the store answered again and its reply named the holder. The job's
-/// unsettled claims are dropped either way. A claim of the lock that answered says whether they
-/// hold it.
+/// lost claims, it releases it unrun and answers `true`, so the caller claims again at once, with
+/// no extra read since the store's reply named the holder. The job's unsettled claims are dropped
+/// either way, because that reply says whether they hold the lock.
 pub(super) async fn release_if_ours(shared: &Shared, job: &Entry, holder: &LockRecord) -> bool {
     let Some(unsettled) = job.take_unsettled() else {
         return false;

@@ -58,16 +58,15 @@ const MODE_PLAIN: u8 = 2;
 /// Runs [`Job`]s on their [`Schedule`]s over a [`LockingTaskExecutor`], each fire at most once
 /// across the replicas that share the executor's store.
 ///
-/// A *fire* is a job's scheduled instant `F`. Its window is `[F, next fire)`. At `F`, every replica
-/// asks the store to claim the fire ([`LockProvider::claim_fire`]). The store decides in one atomic
-/// step on the **store's** clock. It checks that the window is open, that the fire is not recorded
-/// yet, and that the lock is free. It then records the fire and takes the lock. One replica wins
-/// and runs the body. The others count the fire as claimed elsewhere, or as held.
+/// A *fire* is a job's scheduled instant `F`, with the window `[F, next fire)`. At `F`, every
+/// replica asks the store to claim the fire with [`LockProvider::claim_fire`]. The store checks the
+/// window, the recorded fire and the lock in one atomic step on the **store's** clock. One replica
+/// wins and runs the body. The others count the fire as claimed elsewhere, or as held.
 ///
-/// Replicas time their claims by the store's clock, learned from the claims' replies. So a replica
-/// whose clock is behind or ahead still fires on time. No run starts before `F` by the store's
-/// clock. A claim that arrives early is answered "too early, the store's now is …". The replica
-/// waits the difference and asks again.
+/// Replicas time their claims by the store's clock, learned from the claims' replies, so a replica
+/// whose clock is off still fires on time. No run starts before `F` by the store's clock. A claim
+/// that arrives early is answered "too early, the store's now is …", and the replica waits the
+/// difference and asks again.
 ///
 /// # What is guaranteed
 ///
@@ -77,8 +76,8 @@ const MODE_PLAIN: u8 = 2;
 /// - A fire met while the previous run still holds the lock is **counted** as `held`, never queued.
 ///   The exception is a job that runs it late when the lock frees inside its window
 ///   ([`Job::on_held`], [`OnHeld::RunLate`]).
-/// - A fire whose window passes before this replica could claim it is counted `missed`. The count
-///   is this replica's: another may have run the fire.
+/// - A fire whose window passes before this replica could claim it is counted `missed` here.
+///   Another replica may have run it.
 /// - A claim's reply may be lost, by a timeout or a cut connection. This replica runs such a claim
 ///   if it committed and its window is still open. Otherwise the job's next claim releases it
 ///   unrun. It is never recognised by the owner id alone (see docs/guarantees.md, "Lost replies").
@@ -88,26 +87,19 @@ const MODE_PLAIN: u8 = 2;
 ///   [`claim_fire`](crate::provider::LockProvider::claim_fire). On them, jobs fall back to plain
 ///   locks with their `at_least`. One warning is logged at start. One more is logged per job whose
 ///   `at_least` is 0, because replicas whose clocks differ may then each run a fire.
-/// - Java services never record fires. So a job shared by a Java and a Rust service is not once per
-///   fire.
+/// - Java services never record fires, so a job shared with a Java service is not once per fire.
 ///
 /// # Catch-up
 ///
 /// Off by default, per job ([`Job::catch_up`]). On start, the job claims the latest fire at or
 /// before the store's now, once. It runs iff no replica recorded that fire or a later one, and the
-/// lock is free. The store's reply cannot tell "never recorded" from "recorded an older fire". So a
-/// job that has never run anywhere also runs once at its first start with catch-up on.
+/// lock is free. The store cannot tell "never recorded" from "recorded an older fire", so a job
+/// that has never run anywhere also runs once at its first start.
 ///
-/// # Leader-only jobs
+/// # Leader-only jobs and shutdown
 ///
-/// [`Job::leader_only`] jobs run only while this replica leads the latch. They still claim their
-/// fires, so a failover never repeats one. A run is stopped when its term ends.
-///
-/// # Shutdown
-///
-/// [`shutdown`](Self::shutdown) stops claiming at once, then drains the executor (see
-/// [`LockingTaskExecutor::shutdown`]). With leader-only jobs, shut down with
-/// [`Shutdown`](crate::Shutdown) instead. It also closes their latch at once.
+/// See [`Job::leader_only`], [`shutdown`](Self::shutdown) and [`Shutdown`](crate::Shutdown), which
+/// also closes the jobs' latches at once.
 ///
 /// ```
 /// use std::time::Duration;
@@ -222,14 +214,10 @@ impl Scheduler {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] in these cases:
-    ///
-    /// - the job has no `at_most`, and the executor no default;
-    /// - its lock settings are invalid;
-    /// - its `at_least` is not shorter than the schedule's shortest gap, so every other fire would
-    ///   find the lock held;
-    /// - its schedule never fires again;
-    /// - another job has the same name or lock name.
+    /// [`Error::is_invalid_config`] when the job has no `at_most` and the executor no default, its
+    /// lock settings are invalid, its schedule never fires again, another job has the same name or
+    /// lock name, or its `at_least` is not shorter than the schedule's shortest gap, so every other
+    /// fire would find the lock held.
     ///
     /// [`Error::is_shutdown`] after [`shutdown`](Self::shutdown).
     ///
@@ -332,17 +320,14 @@ impl Scheduler {
     /// Starts every registered job, and any added later.
     ///
     /// It first asks the store whether it is set up, whether it records fires and what its clock
-    /// reads. It asks with a claim of a fire a year ahead. That claim is always "too early" and
-    /// writes nothing. A store without fire claims makes the jobs run under plain locks, with a
-    /// warning. Without jobs, or on such a store, it checks the store as [`check`](Self::check)
-    /// does.
+    /// reads, with a claim of a fire a year ahead that is always "too early" and writes nothing.
+    /// Without jobs or fire claims, it checks the store as [`check`](Self::check) does.
     ///
-    /// Once started, it publishes its jobs' definitions ([`JobSpec`]s) to the store under its owner
-    /// id (see [`LockProvider::publish_definitions`]). It publishes them again every
-    /// [`DEFINITIONS_HEARTBEAT`]. Each entry stands for [`DEFINITIONS_TTL`]. So operators' tools
-    /// such as `shedlock jobs` show the schedules without the application. A job added later is
-    /// published at the next heartbeat. A store that keeps no definitions is skipped. A failing
-    /// publish never stops a job.
+    /// Once started, it publishes its jobs' definitions, [`JobSpec`]s, to the store under its owner
+    /// id with [`LockProvider::publish_definitions`], and again every [`DEFINITIONS_HEARTBEAT`].
+    /// Each entry stands for [`DEFINITIONS_TTL`]. So operators' tools such as `shedlock jobs` show
+    /// the schedules without the application. A job added later is published at the next heartbeat.
+    /// A store that keeps no definitions is skipped. A failing publish never stops a job.
     ///
     /// [`LockProvider::publish_definitions`]: crate::provider::LockProvider::publish_definitions
     ///
@@ -352,9 +337,8 @@ impl Scheduler {
     ///   [`Error::is_invalid_config`] for a setting the store cannot hold, such as an owner id
     ///   longer than its column. No job starts. Fix the store and call `start` again.
     /// - A store that cannot be reached ([`Error::is_backend`], [`Error::is_timeout`]), only with
-    ///   [`require_store(true)`](Self::require_store). By default the jobs start and one warning
-    ///   says the store is unreachable. Each job keeps retrying, and logs its failures once per
-    ///   outage (see docs/guarantees.md, "A failing store").
+    ///   [`require_store(true)`](Self::require_store). By default one warning says so, and each job
+    ///   keeps retrying, logging its failures once per outage.
     /// - [`Error::is_invalid_config`] if it was already started.
     /// - [`Error::is_shutdown`] after [`shutdown`](Self::shutdown).
     ///
@@ -488,14 +472,14 @@ impl Scheduler {
     }
 
     /// Shuts down gracefully. No new fire is claimed from now on. Then the executor drains, as
-    /// [`LockingTaskExecutor::shutdown`] describes. A run cancelled by the drain is recorded
-    /// [`RunOutcome::Cancelled`]. This returns once every release is done or failed, and every
-    /// job's task has ended. The executor is shut down too, so it refuses new runs for all its
-    /// users. Calling it again, or on a clone, waits for the same drain.
+    /// [`LockingTaskExecutor::shutdown`] describes, and refuses new runs for all its users. A run
+    /// cancelled by the drain is recorded [`RunOutcome::Cancelled`]. This returns once every
+    /// release is done or failed and every job's task has ended. Calling it again, or on a clone,
+    /// waits for the same drain.
     ///
-    /// It leaves the [`LeaderLatch`]es of [`leader_only`](Job::leader_only) jobs running. Use
-    /// [`Shutdown`](crate::Shutdown) instead, which closes them at once. Another replica then leads
-    /// while this one drains.
+    /// It leaves the [`LeaderLatch`]es of [`leader_only`](Job::leader_only) jobs running.
+    /// [`Shutdown`](crate::Shutdown) closes them at once, so another replica leads while this one
+    /// drains.
     pub async fn shutdown(&self, grace: Duration) -> Drained {
         self.begin_shutdown();
         let drained = self.shared.executor.shutdown(grace).await;

@@ -11,14 +11,14 @@ use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 
 /// A job's settings: its name, [`Schedule`], lock settings, catch-up and what it does with a fire
-/// met held. A [`Job`](crate::Job) is a `JobSpec` and a body (see
-/// [`Job::from_spec`](crate::Job::from_spec)). [`Job::spec`](crate::Job::spec) and
+/// met held. A [`Job`](crate::Job) is a `JobSpec` and a body, see
+/// [`Job::from_spec`](crate::Job::from_spec). [`Job::spec`](crate::Job::spec) and
 /// [`JobStatus::spec`](crate::scheduler::JobStatus::spec) give it back.
 ///
 /// The fields are public. Set them in code, or read them from a configuration file or the
-/// environment. Either way [`Scheduler::add`](crate::Scheduler::add) checks them. Deserialising
-/// runs the same checks, except two that only the scheduler knows: the store's longest lock name
-/// and the executor's `default_at_most`.
+/// environment. [`Scheduler::add`](crate::Scheduler::add) checks them either way. Deserialising
+/// runs the same checks except the two only the scheduler knows, the store's longest lock name and
+/// the executor's `default_at_most`.
 ///
 /// # In a configuration file
 ///
@@ -62,8 +62,7 @@ use crate::schedule::Schedule;
 /// ```
 ///
 /// Serialising writes the same keys back, with durations in their shortest human form, to the
-/// millisecond. A key left at its default is left out only where the value is unset. Those keys are
-/// `lock_name`, `at_most` and `at_least`.
+/// millisecond. Only `lock_name`, `at_most` and `at_least` are left out, when unset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawJobSpec", into = "RawJobSpec")]
 #[non_exhaustive]
@@ -146,8 +145,7 @@ impl JobSpec {
     }
 }
 
-/// The serde form of [`JobSpec`]. The schedule is `cron` and `zone`, or `every`. Durations are
-/// text.
+/// The serde form of [`JobSpec`]: the schedule as `cron` and `zone`, or `every`, durations as text.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawJobSpec {

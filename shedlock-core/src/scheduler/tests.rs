@@ -644,9 +644,8 @@ async fn shutdown_lets_a_run_finish_within_the_grace_and_cancels_a_longer_one() 
     }
 }
 
-/// A claim commits but its reply is lost, by a timeout or a cut connection. The retry finds the
-/// fire recorded, held by this very replica. The replica runs it, once. Otherwise it would run
-/// nowhere, and its lock would hold to `at_most`.
+/// A claim commits but its reply is lost. The retry finds the fire recorded, held by this very
+/// replica, and runs it once. Otherwise it would run nowhere, and its lock would hold to `at_most`.
 #[tokio::test(start_paused = true)]
 async fn a_claim_whose_reply_was_lost_is_run_by_its_replica() {
     let store = store(chrono::Duration::zero());
@@ -817,11 +816,10 @@ async fn two_schedulers_of_one_process_never_both_run_a_lost_claim() {
     assert!(store.inner().holder("report").await.unwrap().is_none());
 }
 
-/// A claim whose reply is lost never committed. It hangs to the call timeout. Meanwhile another
-/// replica claims and runs the fire. A plain lock user of this process, with the same owner id,
-/// takes the job's lock inside the lost claim's span. The retry finds the fire recorded and the
-/// lock held under this owner id, inside the span. It must not take that lock for its own claim.
-/// That would run the fire twice, beside the plain user, and release the plain user's lock.
+/// A lost claim that never committed hangs to the call timeout while another replica claims and
+/// runs the fire, and a plain lock user of this process with the same owner id takes the job's lock
+/// inside the span. The retry finds the fire recorded and the lock held under this owner id. Taking
+/// that lock would run the fire twice and release the plain user's lock, so it must not.
 #[tokio::test(start_paused = true)]
 async fn a_lock_held_in_this_process_is_never_taken_for_a_lost_claim() {
     let (store, minute) = store_past_a_minute(1);
@@ -955,8 +953,7 @@ async fn run_late_claims_the_fire_whose_window_is_open_when_the_previous_run_end
 }
 
 /// A fire met while another holder's lock is held. Under `RunLate`, the replica claims once more at
-/// the holder's `lock_until` when that falls inside the window. It does not when that falls after,
-/// so never beyond the window. Under `Skip`, it does not claim again.
+/// the holder's `lock_until` only when that falls inside the window. Under `Skip`, it does not.
 #[tokio::test(start_paused = true)]
 async fn run_late_claims_again_at_the_holders_lock_until_inside_the_window() {
     for (policy, hold, runs_at) in [

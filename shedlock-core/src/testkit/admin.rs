@@ -25,11 +25,10 @@ type CaseResult = std::result::Result<(), String>;
 /// - `unlock` with the values listed frees the lock and keeps the row's holder, `locked_at` and
 ///   token, and the next holder's token is greater;
 /// - `unlock` refuses, changing nothing, when the lock was taken again since the listing, also by
-///   the same owner id;
-/// - `unlock` refuses when the owner, `locked_at` or token differ, when the lock is free, or when
+///   the same owner id, when the owner, `locked_at` or token differ, when the lock is free, or when
 ///   there is no row;
-/// - `force_unlock` frees whoever holds it and returns that acquisition;
-/// - `force_unlock` returns `None` for a free or unknown lock;
+/// - `force_unlock` frees whoever holds it and returns that acquisition, or `None` for a free or
+///   unknown lock;
 /// - freeing keeps the recorded fire, so the fire is not claimed again (where the store supports
 ///   [`claim_fire`](crate::provider::LockProvider::claim_fire));
 /// - `ddl` and `create_table` agree: a store with DDL can run its `create_table` again.

@@ -1,9 +1,6 @@
-//! Tools for testing lock stores (feature `testkit`):
-//!
-//! - the provider [`ConformanceSuite`];
-//! - the [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin);
-//! - the [`JobStateSuite`] for the job state a store records;
-//! - [`FaultyProvider`], a wrapper that fails or hangs on demand.
+//! Tools for testing lock stores, feature `testkit`: the provider [`ConformanceSuite`], the
+//! [`AdminSuite`] for [`LockAdmin`](crate::admin::LockAdmin), the [`JobStateSuite`] for the job
+//! state a store records, and [`FaultyProvider`], a wrapper that fails or hangs on demand.
 //!
 //! # Checking a store
 //!
@@ -72,25 +69,22 @@ impl<T> Step<T> for Result<T, String> {
 ///
 /// The lock cases:
 ///
-/// - the lock is created;
+/// - the lock is created, and names are independent;
 /// - a second acquire is refused, for another owner and for the same owner;
-/// - names are independent;
 /// - a relock right after release works (10 rounds);
 /// - the lock expires after `at_most`;
 /// - `at_least` holds after an early release and ends on time;
 /// - a late release frees at once;
 /// - a release after expiry, with nobody else holding the lock, still acts: it returns `true` and
 ///   applies `at_least`;
-/// - extend works once and repeatedly;
-/// - extend after release and after expiry is refused;
+/// - extend works once and repeatedly, and is refused after release and after expiry;
 /// - a late release or extend after expiry does not touch the new holder's lock;
 /// - fencing tokens strictly increase across holders;
 /// - of two owners racing, exactly one wins each round;
 /// - a concurrent fuzz ends with exact counts: 8 tasks, 2 names, 100 runs each, with a
 ///   read–yield–write counter inside the lock;
-/// - names over [`max_name_len`](LockProvider::max_name_len) are rejected;
-/// - a zero or oversized `at_most` and an oversized `at_least` are rejected before the store is
-///   asked;
+/// - names over [`max_name_len`](LockProvider::max_name_len), a zero or oversized `at_most` and an
+///   oversized `at_least` are rejected before the store is asked;
 /// - `holder` reports the holder, if supported.
 ///
 /// The fire-claim cases ([`LockProvider::claim_fire`]):
@@ -99,12 +93,10 @@ impl<T> Step<T> for Result<T, String> {
 /// - one winner among concurrent claimers;
 /// - the recorded fire survives release and expiry, and is untouched by acquire, extend and
 ///   release;
-/// - a later fire is claimable;
-/// - over-long names are rejected.
+/// - a later fire is claimable, and over-long names are rejected.
 ///
-/// A store without fire claims has these cases *skipped*. [`run`](Self::run) prints a notice and
-/// returns them in its [`SuiteReport`]. [`require_fire_claims`](Self::require_fire_claims) turns
-/// the skip into a failure for stores that must have them.
+/// A store without fire claims has these cases *skipped*, see [`run`](Self::run) and
+/// [`SuiteReport`]. [`require_fire_claims`](Self::require_fire_claims) makes them fail instead.
 pub struct ConformanceSuite {
     provider: Arc<dyn LockProvider>,
     prefix: String,
@@ -113,9 +105,8 @@ pub struct ConformanceSuite {
     require_fire_claims: bool,
 }
 
-/// What a [`ConformanceSuite`] run found: failed cases and skipped cases, each with why.
-///
-/// Its `Display` lists both, for a test's output.
+/// What a [`ConformanceSuite`] run found: failed and skipped cases, each with why. Its `Display`
+/// lists both, for a test's output.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SuiteReport {
     passed: usize,
@@ -212,9 +203,8 @@ impl ConformanceSuite {
         self
     }
 
-    /// Runs every case and panics, naming each failed case and why, if any failed. Skipped cases
-    /// are printed to stderr, as a database test's skip notice is, and returned. A case is skipped
-    /// for an optional operation the store lacks.
+    /// Runs every case and panics, naming each failed case and why, if any failed. Skipped cases,
+    /// for an optional operation the store lacks, are printed to stderr and returned.
     ///
     /// # Panics
     ///
