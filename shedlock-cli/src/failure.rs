@@ -146,8 +146,8 @@ pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
-/// `text` without the library's pointer at a provider's DDL, `; see PgLockProvider::ddl()` or `;
-/// see the DDL of PgLockProvider::ddl()`, which a user of this tool does not have.
+/// `text` without the library's pointer at a provider's DDL, which a user of this tool does not
+/// have: `; see PgLockProvider::ddl()` or `; see the DDL of PgLockProvider::ddl()`.
 fn without_library_ddl_hint(text: &str) -> String {
     const END: &str = "::ddl()";
     let Some(end) = text.find(END) else {
