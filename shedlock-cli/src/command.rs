@@ -107,10 +107,8 @@ pub(crate) async fn run(
     }
 }
 
-/// A job command's store error.
-///
-/// An error the store words for job state is kept as it is. A missing table or column is such an
-/// error and says what to run. Any other error is worded as the lock commands word it.
+/// A job command's store error. An error the store words for job state, such as a missing table or
+/// column saying what to run, is kept as it is. Any other is worded as the lock commands word it.
 fn job_failure(store: &Store, error: &shedlock_core::Error) -> Failure {
     if error.is_unsupported() {
         Failure::usage(format!(
@@ -140,9 +138,8 @@ async fn require_job_state(store: &Store) -> Result<(), Failure> {
     }
 }
 
-/// What the job commands read: the published definitions, the lock rows and the store's now.
-///
-/// The store's now is the rows' now. It is the local clock when there are no rows.
+/// What the job commands read: the published definitions, the lock rows and the store's now, which
+/// is the rows' now, or the local clock when there are no rows.
 async fn read_jobs(
     store: &Store,
 ) -> Result<(Vec<DefinitionEntry>, Vec<LockEntry>, DateTime<Utc>), Failure> {
@@ -956,10 +953,9 @@ mod tests {
 
     const ODD: &str = "it's a \"job\" – ünïcode";
 
-    /// A store with three jobs: `report`, `sync` and ODD.
-    ///
-    /// `report` has the lock `report-lock` and is failing. Two replicas that disagree publish it.
-    /// `sync` is fine. ODD is a name with quotes, spaces and unicode.
+    /// A store with three jobs: `report`, with the lock `report-lock`, failing and published by two
+    /// replicas that disagree, `sync`, which is fine, and ODD, a name with quotes, spaces and
+    /// unicode.
     async fn job_store(missing: Option<&str>) -> (Arc<JobStore>, Store) {
         let mem = InMemoryLockProvider::new();
         let now = chrono::Utc::now();

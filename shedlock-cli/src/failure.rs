@@ -28,9 +28,7 @@ impl From<Exit> for ExitCode {
     }
 }
 
-/// A command's failure: its exit code and its message.
-///
-/// The message is one line, in lowercase, and says what to fix.
+/// A command's failure: its exit code and its message, one line in lowercase that says what to fix.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) exit: Exit,
@@ -52,9 +50,8 @@ impl Failure {
         }
     }
 
-    /// A store error, worded for someone at a terminal: what failed, why, and what to do.
-    ///
-    /// The commands it suggests run on the store `invocation` reaches.
+    /// A store error, worded for someone at a terminal: what failed, why, and what to do, with
+    /// commands that run on the store `invocation` reaches.
     pub(crate) fn store(
         error: &shedlock_core::Error,
         table: &str,
@@ -112,9 +109,8 @@ impl From<shedlock_core::Error> for Failure {
     }
 }
 
-/// What to do about a TLS failure, recognised in the words of rustls and of the servers.
-///
-/// The words are the same in every store, because each speaks TLS through rustls.
+/// What to do about a TLS failure, recognised in the words of rustls, which every store speaks TLS
+/// through, and of the servers.
 pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
     const HINTS: &[(&[&str], &str)] = &[
         (
@@ -150,10 +146,8 @@ pub(crate) fn tls_hint(causes: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
-/// `text` without the library's pointer at a provider's DDL.
-///
-/// A user of this tool does not have that DDL. The pointers are `; see PgLockProvider::ddl()` and
-/// `; see the DDL of PgLockProvider::ddl()`.
+/// `text` without the library's pointer at a provider's DDL, which a user of this tool does not
+/// have: `; see PgLockProvider::ddl()` or `; see the DDL of PgLockProvider::ddl()`.
 fn without_library_ddl_hint(text: &str) -> String {
     const END: &str = "::ddl()";
     let Some(end) = text.find(END) else {
@@ -169,10 +163,8 @@ fn without_library_ddl_hint(text: &str) -> String {
 pub(crate) const REFUSED_HINT: &str =
     "nothing listens there: is the server running, and on that port?";
 
-/// Whether `error` or one of its causes is a refused connection.
-///
-/// It is either an I/O error of that kind or a store's words for it. Redis's client keeps only the
-/// text.
+/// Whether `error` or one of its causes is a refused connection: an I/O error of that kind or a
+/// store's words for it, as Redis's client keeps only the text.
 pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
     if causes(error).contains("Connection refused") {
         return true;
@@ -189,8 +181,7 @@ pub(crate) fn refused(error: &(dyn StdError + 'static)) -> bool {
     false
 }
 
-/// `error` and its causes on one line (`a: b: c`). A cause that its parent already said is left
-/// out.
+/// `error` and its causes on one line (`a: b: c`), leaving out a cause its parent already said.
 pub(crate) fn causes(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
     let mut last = out.clone();

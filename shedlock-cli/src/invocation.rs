@@ -1,13 +1,12 @@
-//! The commands the tool prints for the user to run.
+//! The commands the tool prints for the user to run, such as `show`'s unlock line or "run
+//! `shedlock show NAME` again", each running as printed on the same store as the command that
+//! printed it.
 //!
-//! Examples are `show`'s unlock line and "run `shedlock show NAME` again". Each runs as printed, on
-//! the same store as the command that printed it.
-//!
-//! A printed command carries the options that chose the store. These are `--table` and the column
-//! options that differ from their defaults. They are also `--key-prefix`, the TLS files, `--user`
-//! and `--password-file`. The database URL is printed only when it was given with `--database-url`.
-//! It is then printed without its password. A URL from `DATABASE_URL` is left to the same variable.
-//! See the README's "Operating locks".
+//! A printed command carries the options that chose the store: `--table` and the column options
+//! that differ from their defaults, `--key-prefix`, the TLS files, `--user` and `--password-file`.
+//! The database URL is printed, without its password, only when it was given with
+//! `--database-url`. A URL from `DATABASE_URL` is left to the same variable. See the README's
+//! "Operating locks".
 
 use crate::args::{DEFAULT_COLUMNS, DEFAULT_TABLE, StoreArgs};
 
@@ -72,11 +71,10 @@ impl Invocation {
         Self { options }
     }
 
-    /// `shedlock SUBCOMMAND [NAME] OPTIONS… FLAGS…` as one shell line.
-    ///
-    /// Every word is quoted where the shell would change it. A value starting with `-` is attached
-    /// with `=`. A name starting with `-` is put last, after `--`. So none is taken for an option.
-    /// `flags` are options with their value, or switches (`None`).
+    /// `shedlock SUBCOMMAND [NAME] OPTIONS… FLAGS…` as one shell line, every word quoted where the
+    /// shell would change it. A value starting with `-` is attached with `=`, and a name starting
+    /// with `-` put last, after `--`, so none is taken for an option. `flags` are options with
+    /// their value, or switches (`None`).
     pub(crate) fn command(
         &self,
         subcommand: &str,
@@ -122,10 +120,8 @@ pub(crate) fn shell_word(s: &str) -> String {
     }
 }
 
-/// `url` without the password of its user part and without the query parameters that carry one.
-///
-/// `postgres://app:secret@db/app` becomes `postgres://app@db/app`. The query parameters are
-/// `password` and `sslpassword`. A URL without either is returned as it is.
+/// `url` without the password of its user part and without the query parameters `password` and
+/// `sslpassword`: `postgres://app:secret@db/app` becomes `postgres://app@db/app`.
 fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();

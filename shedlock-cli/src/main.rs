@@ -10,16 +10,12 @@
 //! $ shedlock history sync-invoices --failed
 //! ```
 //!
-//! Exit codes:
+//! Exit codes: 0, done. 1, refused, nothing changed: the lock changed hands since it was shown, is
+//! not held, is an election, or does not exist, or there is no such job. 2, usage or connection
+//! error, or a store without job state for the job commands.
 //!
-//! - 0: done.
-//! - 1: refused, nothing changed. The lock changed hands since it was shown, is not held, is an
-//!   election, or does not exist. It is also the code for no such job.
-//! - 2: usage or connection error. It is also the code for a store without job state, for the job
-//!   commands.
-//!
-//! Each failure is one line on stderr that says what to fix. Where job state needs them, the
-//! statements to run follow. See `shedlock --help` and the README's "Operating locks".
+//! Each failure is one line on stderr that says what to fix, followed by the statements to run
+//! where job state needs them. See `shedlock --help` and the README's "Operating locks".
 
 mod args;
 mod command;

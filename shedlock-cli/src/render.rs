@@ -1,6 +1,5 @@
-//! What a person reads and what a script reads, from [`LockEntry`]s.
-//!
-//! A person reads aligned tables, `key: value` blocks and human durations. A script reads `--json`.
+//! What a person reads, aligned tables, `key: value` blocks and human durations, and what a script
+//! reads, `--json`, from [`LockEntry`]s.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -11,9 +10,8 @@ use shedlock_core::admin::{LockEntry, election_owner_id};
 
 use crate::invocation::Invocation;
 
-/// A time as RFC 3339 in UTC with all the precision it has (`2026-12-01T20:31:02.123456Z`).
-///
-/// So a value printed here and passed back as `--locked-at` is exactly the stored one.
+/// A time as RFC 3339 in UTC with all the precision it has (`2026-12-01T20:31:02.123456Z`), so a
+/// value printed here and passed back as `--locked-at` is exactly the stored one.
 pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
@@ -65,9 +63,8 @@ fn token(entry: &LockEntry) -> String {
         .map_or_else(|| "-".to_owned(), |t| t.to_string())
 }
 
-/// `list`: one aligned row per lock, like `kubectl get`.
-///
-/// A LAST FIRE column appears when any lock has a recorded fire.
+/// `list`: one aligned row per lock, like `kubectl get`, with a LAST FIRE column when any lock has
+/// a recorded fire.
 pub(crate) fn table(entries: &[LockEntry]) -> String {
     if entries.is_empty() {
         return "no locks\n".to_owned();
@@ -104,9 +101,8 @@ pub(crate) fn table(entries: &[LockEntry]) -> String {
     aligned(&rows)
 }
 
-/// Rows as aligned columns, three spaces apart.
-///
-/// The last column is not padded, and no line ends in white space.
+/// Rows as aligned columns, three spaces apart. The last column is not padded, and no line ends in
+/// white space.
 fn aligned(rows: &[Vec<String>]) -> String {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
@@ -128,9 +124,8 @@ fn aligned(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// A value for one table cell, with control characters escaped.
-///
-/// A line break in a name or an error is such a character. Escaping keeps each row on one line.
+/// A value for one table cell, with control characters such as a line break in a name or an error
+/// escaped, which keeps each row on one line.
 fn cell(text: &str) -> String {
     if text.chars().any(char::is_control) {
         text.chars()
@@ -178,9 +173,8 @@ fn schedule(view: &ScheduleView) -> String {
         .map_or_else(|| "unknown".to_owned(), |s| cell(&s))
 }
 
-/// `jobs`: one aligned row per job.
-///
-/// Then comes a line per job whose replicas disagree, and a line per failing job.
+/// `jobs`: one aligned row per job, then a line per job whose replicas disagree, and a line per
+/// failing job.
 pub(crate) fn jobs_table(jobs: &[JobView], invocation: &Invocation) -> String {
     if jobs.is_empty() {
         return "no jobs\n".to_owned();

@@ -1,6 +1,5 @@
-//! From a database URL to a [`LockAdmin`]: which store a URL names and how it is opened.
-//!
-//! Each store is one [`Kind`] with its URL schemes and one arm in [`open`].
+//! From a database URL to a [`LockAdmin`]: which store a URL names, each a [`Kind`] with its URL
+//! schemes and one arm in [`open`], and how it is opened.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +17,7 @@ use crate::args::StoreArgs;
 use crate::failure::Failure;
 use crate::invocation::Invocation;
 
-/// `$builder` with `--cacert` and `--cert`/`--key`. Every store's builder has `ca_file` and
-/// `client_cert`.
+/// `$builder` with `--cacert` and `--cert`/`--key`, as every store's `ca_file` and `client_cert`.
 macro_rules! with_tls {
     ($builder:expr, $args:expr) => {{
         let mut builder = $builder;
@@ -33,10 +31,8 @@ macro_rules! with_tls {
     }};
 }
 
-/// `$builder` with `--user` and the password.
-///
-/// The SQL and Redis builders take them in `username` and `password`. Etcd takes both at once, in
-/// `credentials`.
+/// `$builder` with `--user` and the password: `username` and `password` on the SQL and Redis
+/// builders, `credentials` on etcd's.
 macro_rules! with_login {
     ($builder:expr, $args:expr, $password:expr) => {{
         let mut builder = $builder;
@@ -60,8 +56,7 @@ pub(crate) enum Kind {
     Etcd,
 }
 
-/// URL schemes (`scheme:` prefixes) and their stores. `Err` names a store that this build does not
-/// include yet.
+/// URL schemes (`scheme:` prefixes) and their stores. `Err` names a store this build lacks yet.
 const SCHEMES: &[(&str, Result<Kind, &str>)] = &[
     ("postgres", Ok(Kind::Postgres)),
     ("postgresql", Ok(Kind::Postgres)),
@@ -116,10 +111,9 @@ pub(crate) fn kind(url: &str) -> Result<Kind, Failure> {
     }
 }
 
-/// Opens the store `args` names.
-///
-/// With `connect`, one connection is opened now. So a wrong URL, a closed port or a bad password
-/// fails here. Without `connect`, nothing is opened until first use. `ddl` needs no database.
+/// Opens the store `args` names. With `connect`, one connection is opened now, so a wrong URL, a
+/// closed port or a bad password fails here. Otherwise nothing is opened until first use. `ddl`
+/// needs no database.
 pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failure> {
     let url = args.database_url.as_deref().ok_or_else(|| {
         Failure::usage("no database given: pass --database-url URL or set DATABASE_URL")
@@ -191,11 +185,9 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
     })
 }
 
-/// Why a store could not be opened.
-///
-/// Bad settings are reported as they are. Anything else is a connection problem, in the store's own
-/// words and with what to do. The store's words name the server and the cause. `other_protocol` is
-/// set when the server speaks another protocol than the URL's.
+/// Why a store could not be opened: bad settings as they are, anything else as a connection
+/// problem, in the store's own words naming the server and the cause, and with what to do.
+/// `other_protocol` is set when the server speaks another protocol than the URL's.
 fn connect_failure(error: shedlock_core::Error, other_protocol: Option<String>) -> Failure {
     if error.is_invalid_config() {
         return Failure::from(error);
@@ -211,15 +203,11 @@ fn connect_failure(error: shedlock_core::Error, other_protocol: Option<String>) 
     Failure::usage(format!("cannot connect: {causes}; {hint}"))
 }
 
-/// Whether the server at `url` speaks another protocol than the URL's store.
-///
-/// In that case connecting fails in a way that does not say so:
-/// - A Postgres client gets an answer it cannot read, because a MySQL server greets first.
-/// - A MySQL client waits for the greeting until its deadline. A server that accepts the connection
-///   but says nothing within `wait` is no MySQL server. A Postgres server says nothing, because it
-///   waits for its client.
-///
-/// This is asked on a connection of its own, after the timeout.
+/// Whether the server at `url` speaks another protocol than the URL's store, asked on a connection
+/// of its own after the timeout, as connecting then fails in a way that does not say so. A Postgres
+/// client gets an answer it cannot read, because a MySQL server greets first. A MySQL client waits
+/// for the greeting until its deadline, so a server that accepts the connection but says nothing
+/// within `wait`, as a Postgres server waiting for its client, is no MySQL server.
 async fn other_protocol(
     kind: Kind,
     url: &str,
@@ -263,12 +251,12 @@ async fn other_protocol(
     }
 }
 
-/// The environment variable a password can come from. It is never a command-line option, which `ps`
+/// The environment variable a password can come from, never a command-line option, which `ps`
 /// shows.
 pub(crate) const PASSWORD_ENV: &str = "SHEDLOCK_PASSWORD";
 
-/// The password from the first line of `--password-file` or from [`PASSWORD_ENV`]. It is `None` if
-/// neither is given.
+/// The password from the first line of `--password-file` or from [`PASSWORD_ENV`], if either is
+/// given.
 fn password(args: &StoreArgs) -> Result<Option<String>, Failure> {
     let from_env = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
     let Some(path) = &args.password_file else {

@@ -8,25 +8,21 @@ use shedlock_core::{Error, Result};
 /// etcd's client port when a URL names none.
 pub const DEFAULT_PORT: u16 = 2379;
 
-/// The members of one etcd cluster, as an etcd URL lists them.
+/// The members of one etcd cluster, as an etcd URL lists them, in the order to try them, with
+/// whether to speak TLS to them and the etcd user to authenticate as.
 ///
-/// It keeps them in the order to try them. It also says whether to speak TLS to them, and the etcd
-/// user to authenticate as.
-///
-/// The form is `scheme://[user:password@]host[:port][,host[:port]…][/]`. It lists one or more
-/// members of one cluster, separated by commas. The port is 2379 when omitted. IPv6 hosts are in
-/// brackets (`etcd://[::1]:2379`).
+/// The form is `scheme://[user:password@]host[:port][,host[:port]…][/]`, members separated by
+/// commas, the port 2379 when omitted, IPv6 hosts in brackets (`etcd://[::1]:2379`).
 ///
 /// - `etcd://` or `http://`, as `etcdctl --endpoints` takes them: plain HTTP to every member.
-/// - `https://` or `etcds://`: TLS to every member. The provider needs the crate's `tls-rustls`
-///   feature for it. Building one without it is an error saying so. See
-///   `EtcdLockProviderBuilder::ca_file` and `EtcdLockProviderBuilder::client_cert`.
-/// - `user:password@`: the etcd user to authenticate as. It is percent-decoded, so write `%40` for
-///   an `@` in a password. [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides
-///   it. The password is never shown: `Display` and `Debug` write `user:***@`, and errors `***@`.
+/// - `https://` or `etcds://`: TLS to every member, which needs the crate's `tls-rustls` feature.
+///   See `EtcdLockProviderBuilder::ca_file` and `EtcdLockProviderBuilder::client_cert`.
+/// - `user:password@`: the etcd user to authenticate as, percent-decoded, so write `%40` for an
+///   `@` in a password. [`credentials`](crate::EtcdLockProviderBuilder::credentials) overrides it.
+///   `Display` and `Debug` write `user:***@`, and errors `***@`.
 ///
-/// These are not accepted, each with an error saying so: a path other than `/`, a query, a user
-/// without a password, and a bad percent escape.
+/// A path other than `/`, a query, a user without a password, and a bad percent escape are refused
+/// with an error saying so.
 ///
 /// ```
 /// use shedlock_etcd::Endpoints;

@@ -1,13 +1,7 @@
-//! Where a lock and published definitions live in etcd's key space.
-//!
-//! A lock's keys are `{prefix}{encoded name}/rec` and `/hold`. A scheduled job's recorded fire is
-//! under `/fire`. Its job state is under `/last-run`, `/failures` and `/last-success`. Published
-//! definitions live under `{prefix}!def/{encoded job}/{encoded replica}`. `!` is never part of an
-//! encoded name, so these keys never meet a lock's.
-//!
-//! Names are percent-encoded: every byte outside `A–Z a–z 0–9 - . _ ~` becomes `%XX`. So an encoded
-//! name never holds a `/`. It cannot reach into another name's keys or out of the prefix. The
-//! encoding is one-to-one, because `%` itself is encoded. So two names never share a key.
+//! Where a lock and published definitions live in etcd's key space (see
+//! [the key layout](crate#how-the-contract-maps-onto-etcd)). A job's state is under `/last-run`,
+//! `/failures` and `/last-success`. The name encoding is one-to-one, because `%` itself is encoded,
+//! so two names never share a key.
 
 use shedlock_core::{Error, Result};
 
@@ -26,10 +20,7 @@ pub(crate) struct LockKeys {
     pub(crate) fire: Vec<u8>,
     /// The job's last recorded run, without a lease: written by `release_run` only.
     pub(crate) run: Vec<u8>,
-    /// The job's consecutive failures, as the key's version.
-    ///
-    /// The version counts the puts since the key was last deleted. A failed run puts it, and a
-    /// success deletes it.
+    /// The job's consecutive failures, as the key's version: the puts since it was last deleted.
     pub(crate) failures: Vec<u8>,
     /// The end of the job's last successful run.
     pub(crate) success: Vec<u8>,
@@ -72,9 +63,8 @@ pub(crate) fn definition_key(prefix: &str, job: &str, replica: &str) -> Vec<u8> 
     format!("{prefix}{DEFINITIONS}{}/{}", encode(job), encode(replica)).into_bytes()
 }
 
-/// The end of the range of every key that starts with `prefix`.
-///
-/// This is etcd's "prefix end": the last byte below 0xff incremented, and the rest cut off.
+/// The end of the range of every key that starts with `prefix`, etcd's "prefix end": the last byte
+/// below 0xff incremented, and the rest cut off.
 pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
@@ -86,10 +76,9 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0] // every key
 }
 
-/// Splits a key under `prefix` into the lock name and which of its keys it is.
-///
-/// The key is the record, the hold or a job state key. Any other key gives `None`. Such a key is a
-/// fire record, a definition, or a key this provider did not write.
+/// Splits a key under `prefix` into the lock name and which of its keys it is: the record, the
+/// hold or a job state key. A fire record, a definition, or a key this provider did not write gives
+/// `None`.
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;

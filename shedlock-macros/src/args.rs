@@ -22,10 +22,9 @@ pub(crate) const KEYS: [&str; 8] = [
     "zone",
 ];
 
-/// `shedlock_core::provider::MAX_DURATION` (365 days).
-///
-/// This crate cannot depend on `shedlock-core`, because `shedlock-core` re-exports it. The test
-/// `compile_time_limits_match_the_core` keeps the two in step.
+/// `shedlock_core::provider::MAX_DURATION` (365 days), repeated as this crate cannot depend on
+/// `shedlock-core`, which re-exports it. The test `compile_time_limits_match_the_core` keeps the
+/// two in step.
 pub(crate) const MAX_DURATION: Duration = Duration::from_hours(365 * 24);
 
 /// A duration argument, parsed at compile time.
@@ -37,9 +36,8 @@ pub(crate) struct DurationArg {
     position: usize,
 }
 
-/// The arguments that parsed.
-///
-/// A missing value was either not given or reported in the [`Errors`] returned alongside.
+/// The arguments that parsed. A missing value was either not given or reported in the [`Errors`]
+/// returned alongside.
 #[derive(Default)]
 pub(crate) struct Args {
     /// The name template, if given and valid.
@@ -54,15 +52,12 @@ pub(crate) struct Args {
     pub(crate) keep_alive: bool,
     /// `every`, or `cron` with `zone`. Literals are checked here, expressions when the job is made.
     pub(crate) schedule: Option<ScheduleArg>,
-    /// Where the schedule was given, for errors about the function. The span is that of `every` or
-    /// `cron`.
+    /// Where the schedule was given, `every` or `cron`, for errors about the function.
     pub(crate) schedule_span: Option<proc_macro2::Span>,
 }
 
-/// A schedule argument.
-///
-/// A literal is checked at compile time. An expression is checked by `Schedule` when the job is
-/// made.
+/// A schedule argument. A literal is checked at compile time, an expression by `Schedule` when the
+/// job is made.
 pub(crate) enum ScheduleArg {
     /// A fixed rate.
     Every(Duration),
@@ -88,11 +83,9 @@ pub(crate) struct NameScope<'a> {
     pub(crate) params: Vec<Ident>,
 }
 
-/// Parses `args`, the attribute's tokens.
-///
-/// `scope` checks the name template. It is `None` when the item is not a function. Every problem
-/// found is recorded in `errors`, in source order. The returned `Args` holds what could be
-/// understood, so the caller can still expand the function.
+/// Parses `args`, the attribute's tokens, recording every problem in `errors` in source order.
+/// `scope` checks the name template, `None` when the item is not a function. The returned `Args`
+/// holds what could be understood, so the caller can still expand the function.
 pub(crate) fn parse(args: TokenStream, scope: Option<&NameScope<'_>>, errors: &mut Errors) -> Args {
     let mut parsed = Parsed {
         scope,
@@ -110,8 +103,8 @@ pub(crate) fn parse(args: TokenStream, scope: Option<&NameScope<'_>>, errors: &m
 struct Parsed<'s> {
     scope: Option<&'s NameScope<'s>>,
     position: usize,
-    /// Whether `name` was given, even with a bad value, or suggested for an unknown key. A missing
-    /// name is then not reported on top.
+    /// Whether `name` was given, even with a bad value, or suggested for an unknown key, so that a
+    /// missing name is not reported on top.
     name_mentioned: bool,
     name: Option<LitStr>,
     at_most: Option<DurationArg>,
@@ -130,10 +123,8 @@ struct Parsed<'s> {
 }
 
 impl Parsed<'_> {
-    /// One `key`, `key = value` or `key(...)`.
-    ///
-    /// An `Err` stops parsing. It is a syntax error that the rest cannot be recovered from. A wrong
-    /// value is recorded and parsing goes on.
+    /// One `key`, `key = value` or `key(...)`. A wrong value is recorded and parsing goes on. An
+    /// `Err` is a syntax error the rest cannot be recovered from, and stops parsing.
     fn argument(
         &mut self,
         path: &syn::Path,
@@ -382,9 +373,7 @@ fn keep_alive(
     }
 }
 
-/// The `= value` after `key`.
-///
-/// A missing `=` is recorded. `Ok(None)` then means "skip this key".
+/// The `= value` after `key`. A missing `=` is recorded, and `Ok(None)` then means "skip this key".
 fn value_of(key: &Ident, input: ParseStream<'_>, errors: &mut Errors) -> syn::Result<Option<Expr>> {
     if input.peek(Token![=]) {
         input.parse::<Token![=]>()?;
@@ -420,10 +409,8 @@ fn string(key: &Ident, value: &Expr, what: &str, errors: &mut Errors) -> Option<
     None
 }
 
-/// Checks a cron expression as `shedlock_core::Schedule::cron_in` will, with the same words.
-///
-/// The check and its message are `shedlock-cron`'s. The prefix is the one of shedlock-core's
-/// schedule errors.
+/// Checks a cron expression as `shedlock_core::Schedule::cron_in` will, with `shedlock-cron`'s
+/// check and words, prefixed as shedlock-core's schedule errors are.
 fn check_cron(lit: &LitStr, errors: &mut Errors) -> bool {
     schedule_check(lit, shedlock_cron::parse(&lit.value()), errors)
 }

@@ -55,18 +55,15 @@ pub(crate) fn scheduled_lock(args: TokenStream, item: TokenStream) -> TokenStrea
     with_errors(expanded, errors)
 }
 
-/// The item followed by the errors, as tokio's `token_stream_with_error` does.
-///
-/// The function stays defined, so one mistake does not cascade into errors at every call site.
+/// The item followed by the errors, as tokio's `token_stream_with_error` does, so that the function
+/// stays defined and one mistake does not cascade into errors at every call site.
 fn with_errors(mut tokens: TokenStream, errors: Errors) -> TokenStream {
     tokens.extend(errors.into_compile_error());
     tokens
 }
 
-/// The function, with its body kept as tokens.
-///
-/// The body is not parsed, which is faster. A syntax error in the body is then reported by rustc
-/// where it is, rather than by us.
+/// The function, with its body kept as tokens. Not parsing the body is faster, and rustc then
+/// reports a syntax error in it where it is.
 struct LockedFn {
     outer_attrs: Vec<Attribute>,
     vis: Visibility,
@@ -140,10 +137,8 @@ fn check_signature(sig: &Signature, errors: &mut Errors) {
     }
 }
 
-/// Whether the job function can be generated.
-///
-/// A function with a schedule is registered as a job, which a scheduler calls with nothing. So it
-/// takes no arguments and names no `self`.
+/// Whether the job function can be generated: a function with a schedule is registered as a job,
+/// which a scheduler calls with nothing, so it must take no arguments and name no `self`.
 fn check_scheduled(sig: &Signature, args: &Args, errors: &mut Errors) -> bool {
     if args.schedule_span.is_none() {
         return false;
@@ -294,9 +289,8 @@ fn expand(function: LockedFn, args: &Args, job_ok: bool) -> TokenStream {
     }
 }
 
-/// `<fn>_job()`: the scheduled job, whose body is the function's.
-///
-/// It takes no lock of its own, because the scheduler runs it under the fire's lock.
+/// `<fn>_job()`: the scheduled job, whose body is the function's. It takes no lock of its own, as
+/// the scheduler runs it under the fire's lock.
 #[allow(clippy::too_many_arguments)]
 fn job_fn(
     vis: &Visibility,
@@ -337,10 +331,8 @@ fn job_fn(
     }
 }
 
-/// `at_most`, a scheduled job's `at_least` and a plain run's `at_least`.
-///
-/// `at_most` is an `Option<Duration>`. A scheduled job's `at_least` is a `Duration`, zero when
-/// unset. A plain run's is an `Option<Duration>`, where unset means the executor's default.
+/// `at_most`, an `Option<Duration>`, a scheduled job's `at_least`, a `Duration` zero when unset,
+/// and a plain run's `at_least`, an `Option<Duration>` where unset means the executor's default.
 fn durations(args: &Args) -> (TokenStream, TokenStream, TokenStream) {
     let at_most = match (&args.at_most, &args.at_most_expr) {
         (_, Some(expr)) => duration_expr(expr),
@@ -368,10 +360,9 @@ fn durations(args: &Args) -> (TokenStream, TokenStream, TokenStream) {
     (at_most, at_least, lock_at_least)
 }
 
-/// `Some(expr)` for a duration given as an expression, such as `Duration::from_secs(..)`.
-///
-/// It is spanned on the expression, so a value of the wrong type is reported there. `LockConfig`
-/// checks its range when the function is called.
+/// `Some(expr)` for a duration given as an expression, such as `Duration::from_secs(..)`, spanned
+/// on it so that a value of the wrong type is reported there. `LockConfig` checks its range when
+/// the function is called.
 fn duration_expr(expr: &syn::Expr) -> TokenStream {
     quote_spanned! {expr.span()=>
         ::core::option::Option::Some::<::core::time::Duration>(#expr)
@@ -388,10 +379,8 @@ fn duration_value(expr: &syn::Expr) -> TokenStream {
     }
 }
 
-/// A string argument: the literal, or the expression as a `&str`.
-///
-/// The expression may be a `&str`, a `String` or a `Cow<str>`. It is spanned on the expression, so
-/// a value of the wrong type is reported there.
+/// A string argument: the literal, or the expression, a `&str`, a `String` or a `Cow<str>`, as a
+/// `&str`, spanned on the expression so that a value of the wrong type is reported there.
 fn string_value(value: &args::Value) -> TokenStream {
     match value {
         args::Value::Lit(text) => quote!(#text),
@@ -413,8 +402,8 @@ fn duration(value: Duration) -> TokenStream {
     }
 }
 
-/// `ty` with every `impl Trait` replaced by `_`, for a `let` type annotation. A `let` type
-/// annotation does not allow `impl Trait`.
+/// `ty` with every `impl Trait` replaced by `_`, for a `let` type annotation, which does not allow
+/// `impl Trait`.
 fn erase_impl_trait(ty: &Type) -> Type {
     let mut ty = ty.clone();
     erase_in(&mut ty);

@@ -4,8 +4,8 @@ use syn::{Ident, LitStr};
 
 use crate::errors::Errors;
 
-/// `shedlock_core::provider::DEFAULT_MAX_NAME_LEN`. It is the longest lock name that Java
-/// ShedLock's table holds. The test `compile_time_limits_match_the_core` keeps the two in step.
+/// `shedlock_core::provider::DEFAULT_MAX_NAME_LEN`, the longest lock name Java ShedLock's table
+/// holds. The test `compile_time_limits_match_the_core` keeps the two in step.
 pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// A piece of a name template.
@@ -17,13 +17,10 @@ enum Segment {
     Arg(String),
 }
 
-/// Checks the name template `lit` against `params`, the arguments the function can format.
-///
-/// Every problem is recorded in `errors`, on the literal. Returns whether the template is valid.
-///
-/// A valid template is also a valid `format_args!` string. Its placeholders are all implicit
-/// captures of `params`. So the expansion passes the literal itself to `format_args!`. Rustc then
-/// reports a non-`Display` argument inside the literal.
+/// Checks the name template `lit` against `params`, the arguments the function can format,
+/// recording every problem in `errors` on the literal, and returns whether it is valid. A valid
+/// template's placeholders are all implicit captures of `params`, so the expansion passes the
+/// literal itself to `format_args!`, and rustc reports a non-`Display` argument inside it.
 pub(crate) fn check(lit: &LitStr, fn_name: &Ident, params: &[Ident], errors: &mut Errors) -> bool {
     let span = lit.span();
     let before = errors.len();

@@ -19,10 +19,8 @@ use shedlock_core::{
 use crate::connection::{Connection, describe};
 use crate::provider::RedisLockProvider;
 
-/// The key prefix of every lock key unless configured: `shedlock:`.
-///
-/// Java ShedLock's Redis provider uses `job-lock:`, with plain string values that are not our
-/// hashes. So the two never meet.
+/// The key prefix of every lock key unless configured: `shedlock:`. Java ShedLock's Redis provider
+/// uses `job-lock:` with plain string values, so the two never meet.
 pub const DEFAULT_KEY_PREFIX: &str = "shedlock:";
 
 /// The longest key prefix accepted, in bytes.
@@ -31,11 +29,9 @@ const MAX_PREFIX_LEN: usize = 256;
 /// The longest [`max_name_len`](RedisLockProviderBuilder::max_name_len) accepted.
 const MAX_NAME_LEN_LIMIT: usize = 1024;
 
-/// Configures a [`RedisLockProvider`].
-///
-/// Start from [`RedisLockProvider::builder`]. Finish with [`connect`](Self::connect), which
-/// connects and checks the server. Or finish with [`build`](Self::build), which does no I/O: the
-/// first call connects.
+/// Configures a [`RedisLockProvider`]. Start from [`RedisLockProvider::builder`]. Finish with
+/// [`connect`](Self::connect), which connects and checks the server, or [`build`](Self::build),
+/// which does no I/O.
 ///
 /// ```no_run
 /// # async fn example() -> shedlock_core::Result<()> {
@@ -83,51 +79,42 @@ impl RedisLockProviderBuilder {
         }
     }
 
-    /// The prefix of every lock key. It defaults to [`DEFAULT_KEY_PREFIX`].
+    /// The prefix of every lock key, by default [`DEFAULT_KEY_PREFIX`]: 1 to 256 bytes, any but
+    /// NUL. The key is the prefix followed by the lock name's UTF-8 bytes.
     ///
-    /// The key is the prefix followed by the lock name's UTF-8 bytes. The prefix has 1 to 256
-    /// bytes, any bytes but NUL. The history and definitions keys contain a NUL, so that no lock
-    /// key is ever one of them.
-    ///
-    /// Some providers share a Redis database with prefixes that are not prefixes of each other. An
-    /// example is `a:` and `b:`, but not `a:` and `a:b:`. Such providers never see each other's
-    /// locks. Overlapping prefixes cannot mix up two locks either, because each record keeps its
-    /// lock name. A provider that meets a key holding another name's record fails with
-    /// [`Error::is_invalid_config`]. It also leaves that key out of
-    /// [`list`](shedlock_core::admin::LockAdmin::list).
+    /// Providers sharing a Redis database with prefixes that are not prefixes of each other, as
+    /// `a:` and `b:` but not `a:` and `a:b:`, never see each other's locks. Overlapping prefixes
+    /// cannot mix up two locks either, because each record keeps its lock name. A provider that
+    /// meets a key holding another name's record fails with [`Error::is_invalid_config`] and leaves
+    /// that key out of [`list`](shedlock_core::admin::LockAdmin::list).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
     }
 
-    /// The longest lock name accepted, in characters, at most 1024.
-    ///
-    /// It defaults to [`DEFAULT_MAX_NAME_LEN`], 64, as in the SQL stores, so names move between
-    /// stores. Redis itself would take much longer keys. The limit keeps keys and listings sane.
+    /// The longest lock name accepted, in characters, at most 1024. It defaults to
+    /// [`DEFAULT_MAX_NAME_LEN`], 64, as in the SQL stores, so names move between stores. Redis
+    /// would take much longer keys, but the limit keeps keys and listings sane.
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
     }
 
     /// How long one provider call may take, connecting included, before it fails with
-    /// [`Error::is_timeout`].
-    ///
-    /// It defaults to [`DEFAULT_CALL_TIMEOUT`], 5 s. A call that timed out drops its connection,
-    /// and the next call connects afresh. So a black-holed connection never keeps failing calls. A
-    /// timed-out acquire may still have taken the lock. The lock is then held until its `at_most`
-    /// ends. [`LockAdmin::list`](shedlock_core::admin::LockAdmin::list) makes several round trips.
-    /// Each has this timeout.
+    /// [`Error::is_timeout`], by default [`DEFAULT_CALL_TIMEOUT`], 5 s. A call that timed out drops
+    /// its connection, and the next call connects afresh, so a black-holed connection never keeps
+    /// failing calls. A timed-out acquire may still have taken the lock until its `at_most` ends.
+    /// Each of [`LockAdmin::list`](shedlock_core::admin::LockAdmin::list)'s round trips has this
+    /// timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
     }
 
-    /// Keeps the history of runs.
-    ///
-    /// Each [`release_run`] also pushes the run onto a list per lock name (see [`history_key`]).
-    /// The same script trims the list to the newest `policy.keep` runs. It also drops the runs that
-    /// ended more than `policy.max_age` ago. History is off by default. Without it, `release_run`
-    /// writes only the job state of the lock's hash and no history key.
+    /// Keeps the history of runs, off by default. Each [`release_run`] then also pushes the run
+    /// onto a list per lock name (see [`history_key`]), trimmed in the same script to the newest
+    /// `policy.keep` runs and to those that ended within `policy.max_age`. Without it,
+    /// `release_run` writes only the job state of the lock's hash.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -172,10 +159,8 @@ impl RedisLockProviderBuilder {
         self
     }
 
-    /// Logs in with this password, instead of the address's.
-    ///
-    /// Read it from a secret file or the environment, so that it appears in no URL, log or process
-    /// list. `Debug` never shows it.
+    /// Logs in with this password, instead of the address's. Read it from a secret file or the
+    /// environment, so that it appears in no URL, log or process list. `Debug` never shows it.
     pub fn password(mut self, password: impl AsRef<str>) -> Self {
         self.server = self.server.map(|info| {
             let settings = info.redis_settings().clone().set_password(password);
@@ -263,33 +248,25 @@ impl RedisLockProviderBuilder {
         ))
     }
 
-    /// Checks the settings and returns the provider without talking to Redis.
-    ///
-    /// The first call connects, within its `call_timeout`. It skips [`connect`](Self::connect)'s
-    /// eviction check.
+    /// Checks the settings and returns the provider without talking to Redis. The first call
+    /// connects, within its `call_timeout`, skipping [`connect`](Self::connect)'s eviction check.
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for any of these:
-    ///
-    /// - a malformed server address.
-    /// - an empty or over-long key prefix, or one with a NUL.
-    /// - a history policy keeping 0 runs.
-    /// - a `max_name_len` of 0 or above 1024.
-    /// - a zero `call_timeout`.
-    /// - no tokio runtime to run the connection on.
+    /// [`Error::is_invalid_config`] for a malformed server address, an empty or over-long key
+    /// prefix or one with a NUL, a history policy keeping 0 runs, a `max_name_len` of 0 or above
+    /// 1024, a zero `call_timeout`, or no tokio runtime to run the connection on.
     pub fn build(self) -> Result<RedisLockProvider> {
         let (client, settings) = self.settings()?;
         let connection = Connection::new(client, settings.call_timeout)?;
         Ok(RedisLockProvider::new(connection, settings))
     }
 
-    /// Checks the settings, connects and looks at the server's `maxmemory-policy`.
-    ///
-    /// It connects with `PING`, within `call_timeout`. An `allkeys-*` policy may evict lock keys
-    /// under memory pressure. That frees held locks and forgets recorded fires. So it logs a
-    /// `tracing` warning, with the target `shedlock_redis`. A server may refuse `CONFIG GET`, as a
-    /// managed Redis or an ACL does. Such a server is not warned about, and a debug line says so.
+    /// Checks the settings, connects with `PING` within `call_timeout`, and looks at the server's
+    /// `maxmemory-policy`. An `allkeys-*` policy may evict lock keys under memory pressure, freeing
+    /// held locks and forgetting recorded fires, so it logs a `tracing` warning with the target
+    /// `shedlock_redis`. A server that refuses `CONFIG GET`, as a managed Redis or an ACL does,
+    /// gets a debug line instead.
     ///
     /// # Errors
     ///

@@ -10,27 +10,22 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult};
 use shedlock_core::{Error, Result};
 use tokio::time::{Instant, timeout_at};
 
-/// How often a call whose connection turned out to be dead runs again on a fresh one.
-///
-/// It runs again within its deadline. A server restart, a dropped socket or a refused reconnection
-/// leaves the connection dead. A refusal is retried too. The manager may report the failure of a
-/// reconnection made while the server was down. The retry then makes a new one.
+/// How often a call whose connection turned out to be dead, after a server restart, a dropped
+/// socket or a refused reconnection, runs again on a fresh one within its deadline. The manager
+/// may report the failure of a reconnection made while the server was down, and the retry then
+/// makes a new one.
 const RETRIES_ON_DROPPED: u32 = 2;
 
-/// Whether a call may run again after its connection dropped.
-///
-/// The drop may have happened after its request was written and the script ran. Redis-rs reports a
-/// request that never left and one whose reply was lost alike. Both are a closed-connection error.
+/// Whether a call may run again after its connection dropped, possibly after its request was
+/// written and the script ran, as redis-rs reports both as a closed-connection error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resend {
-    /// Run it again on the reconnected connection. The script's effect and answer are the same when
-    /// repeated. This holds for extend, release, reads and admin.
+    /// Run it again on the reconnected connection, as extend, release, reads and admin have the
+    /// same effect and answer when repeated.
     AfterDrop,
-    /// End the call with an error saying that the reply was lost and the script may have run.
-    ///
-    /// A repeat would answer from the lost script's own effect. An acquire would find its own lock
-    /// held. A fire claim would find its own fire recorded. A refused reconnection sent nothing, so
-    /// it is still retried.
+    /// End the call with an error saying that the reply was lost and the script may have run. A
+    /// repeat would answer from its own effect: an acquire would find its own lock held, a fire
+    /// claim its own fire recorded. A refused reconnection sent nothing, so it is still retried.
     OnlyIfRefused,
 }
 
@@ -46,10 +41,7 @@ enum After {
 }
 
 impl Resend {
-    /// What a call of this kind does after `error`.
-    ///
-    /// A refused reconnection sent nothing, so it is retried. A dropped connection is retried, or
-    /// is a lost reply. Anything else fails.
+    /// What a call of this kind does after `error` (see [`Resend`]).
     fn after(self, error: &RedisError) -> After {
         if error.is_connection_refusal() {
             After::Retry
@@ -63,10 +55,8 @@ impl Resend {
     }
 }
 
-/// The server's address for messages and `Debug`.
-///
-/// It is the host and port, or the socket path, and the database number. It never has the user name
-/// or password.
+/// The server's address for messages and `Debug`: the host and port, or the socket path, and the
+/// database number, never the user name or password.
 pub(crate) fn describe(info: &ConnectionInfo) -> String {
     let addr = match info.addr() {
         ConnectionAddr::Tcp(host, port) => format!("redis://{host}:{port}"),
@@ -77,11 +67,9 @@ pub(crate) fn describe(info: &ConnectionInfo) -> String {
     format!("{addr}/{}", info.redis_settings().db())
 }
 
-/// One multiplexed connection, shared by every call.
-///
-/// It reconnects by itself after an I/O error. It is dropped for a fresh one after a call timed out
-/// on it. A black-holed socket produces no error for many minutes. It would otherwise time out
-/// every later call too.
+/// One multiplexed connection, shared by every call. It reconnects by itself after an I/O error,
+/// and is dropped for a fresh one after a call timed out on it. A black-holed socket produces no
+/// error for many minutes and would otherwise time out every later call too.
 pub(crate) struct Connection {
     client: redis::Client,
     config: ConnectionManagerConfig,
@@ -162,18 +150,15 @@ impl Connection {
         }
     }
 
-    /// Runs one call: `attempt` on the connection, before the call's deadline.
+    /// Runs one call: `attempt` on the connection, before the call's deadline. `what` describes the
+    /// call for error messages (`acquire lock "report"`).
     ///
-    /// `what` describes the call for error messages (`acquire lock "report"`).
-    ///
-    /// An attempt may fail because the server restarted or closed the connection. It then runs
-    /// again on the connection the manager reopens, within the same deadline. It does so only if
-    /// `resend` allows it ([`Resend::AfterDrop`]). So a restart that is over before the deadline
-    /// costs the caller no failed call. A script whose reply was lost may have run. A repeat of
-    /// some calls would answer from their own effect ([`Resend::OnlyIfRefused`]). These are acquire
-    /// and fire claim. Such a call ends at a dropped connection with an error saying so. Only a
-    /// refused reconnection, which sent nothing, is retried for it. A call that runs out of time
-    /// drops the connection for a fresh one.
+    /// An attempt that fails because the server restarted or closed the connection runs again on
+    /// the connection the manager reopens, within the same deadline, only if `resend` allows it
+    /// ([`Resend::AfterDrop`]). So a restart that is over before the deadline costs no failed call.
+    /// Acquire and fire claim ([`Resend::OnlyIfRefused`]) end at a dropped connection with an error
+    /// saying so, as their script may have run. Only a refused reconnection, which sent nothing, is
+    /// retried for them. A call that runs out of time drops the connection for a fresh one.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         op: &'static str,
@@ -208,10 +193,8 @@ impl Connection {
     }
 
     /// The error of a call whose connection dropped and that may not run again
-    /// ([`Resend::OnlyIfRefused`]).
-    ///
-    /// It is one line that names the call, the lock and the server, and says what it means.
-    /// Redis-rs's error is its source.
+    /// ([`Resend::OnlyIfRefused`]): one line naming the call, the lock and the server, and what it
+    /// means, with redis-rs's error as its source.
     fn lost_reply(&self, what: &str, error: RedisError) -> Error {
         Error::backend(
             format!(
@@ -256,8 +239,8 @@ mod tests {
         io::Error::from(kind).into()
     }
 
-    /// A refused reconnection sent nothing: retried for every call. A dropped connection may have
-    /// lost a reply: retried only for calls whose repeat is harmless. Other errors fail.
+    /// A refused reconnection sent nothing and is retried for every call. A dropped connection may
+    /// have lost a reply, so it is retried only for calls whose repeat is harmless. Others fail.
     #[test]
     fn only_calls_that_may_repeat_are_retried_after_a_drop() {
         let refused = io_error(io::ErrorKind::ConnectionRefused);

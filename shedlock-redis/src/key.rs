@@ -1,20 +1,14 @@
 //! Keys: a lock's key, its history key, the definitions key, and the `SCAN` pattern that finds lock
 //! keys.
 //!
-//! A lock's key is the configured prefix followed by the lock name's UTF-8 bytes. Its history key
-//! is in the same Redis Cluster hash slot.
-//!
-//! Lock names never contain NUL, because [`validate_name`](shedlock_core::provider::validate_name)
-//! refuses it. Key prefixes never contain NUL either, because the builder refuses it. So no lock
-//! key contains a NUL byte. The history and definitions keys all do. So none of them is ever the
-//! key of a lock, whatever the prefixes of the providers sharing the database. Listing keeps only
-//! valid names, so it never takes one for a lock.
+//! Lock names never contain NUL, as [`validate_name`](shedlock_core::provider::validate_name)
+//! refuses it, and neither do key prefixes, as the builder refuses it. The history and definitions
+//! keys all do, so none of them is ever a lock's key, whatever the prefixes of the providers
+//! sharing the database. Listing keeps only valid names, so it never takes one for a lock.
 
-/// The key of lock `name` under `prefix`.
-///
-/// Keys are binary-safe. So any name that [`validate_name`](shedlock_core::provider::validate_name)
-/// accepts is its own key, byte for byte. Such names may have unicode, new lines and glob
-/// characters.
+/// The key of lock `name` under `prefix`. Keys are binary-safe, so any name that
+/// [`validate_name`](shedlock_core::provider::validate_name) accepts, with unicode, new lines or
+/// glob characters, is its own key, byte for byte.
 pub(crate) fn lock_key(prefix: &str, name: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(prefix.len() + name.len());
     key.extend_from_slice(prefix.as_bytes());
@@ -32,17 +26,14 @@ pub(crate) fn name_of<'k>(prefix: &str, key: &'k [u8]) -> Option<&'k str> {
 /// The suffix of a history key after its lock key.
 const HISTORY_SUFFIX: &[u8] = b"\0history";
 
-/// The key of the run history of the lock whose key is `lock_key`.
-///
-/// It is a list in the same Redis Cluster hash slot as the lock key, so that one script can write
-/// both.
+/// The key of the run history of the lock whose key is `lock_key`, a list in the lock key's Redis
+/// Cluster hash slot, so that one script can write both:
 ///
 /// - A lock key with a hash tag (`{…}`, as in a prefix `{jobs}:`): the lock key followed by
 ///   `\0history`, which keeps the tag.
-/// - A lock key without braces, as most are: `<lock key>\0history{<lock key>}`. Its tag is the
-///   whole lock key.
-/// - Any other lock key, with braces that form no tag: `<lock key>\0history{<t>}`. `t` has 2 or 3
-///   bytes and no braces. It is found so that the key hashes to the lock key's slot.
+/// - A lock key without braces, as most are: `<lock key>\0history{<lock key>}`.
+/// - Any other lock key, with braces that form no tag: `<lock key>\0history{<t>}`, `t` being 2 or 3
+///   bytes without braces found so that the key hashes to the lock key's slot.
 pub(crate) fn history_key(lock_key: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 * lock_key.len() + HISTORY_SUFFIX.len() + 2);
     key.extend_from_slice(lock_key);
@@ -86,8 +77,8 @@ pub(crate) fn definitions_key(prefix: &str) -> Vec<u8> {
     key
 }
 
-/// The hash tag of `key` as Redis Cluster reads it. It is the bytes between its first `{` and the
-/// first `}` after it, if there are any.
+/// The hash tag of `key` as Redis Cluster reads it: the bytes between its first `{` and the first
+/// `}` after it, if there are any.
 fn hash_tag(key: &[u8]) -> Option<&[u8]> {
     let open = key.iter().position(|&b| b == b'{')?;
     let rest = &key[open + 1..];

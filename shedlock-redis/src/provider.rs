@@ -60,10 +60,9 @@ impl RedisLockProvider {
         }
     }
 
-    /// A builder for the server at `server`.
-    ///
-    /// `server` is `redis://[user:password@]host[:port][/db]`, `rediss://…`, `unix:///path`, or a
-    /// [`redis::ConnectionInfo`]. `rediss://…` needs a TLS feature of the `redis` crate.
+    /// A builder for the server at `server`: `redis://[user:password@]host[:port][/db]`,
+    /// `rediss://…` (needs a TLS feature of the `redis` crate), `unix:///path`, or a
+    /// [`redis::ConnectionInfo`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -76,9 +75,8 @@ impl RedisLockProvider {
         RedisLockProviderBuilder::new(server)
     }
 
-    /// Connects to `server` with the default settings (see [`RedisLockProviderBuilder::connect`]).
-    ///
-    /// The defaults are the key prefix `shedlock:`, names up to 64 characters and 5 s per call.
+    /// Connects to `server` with the default settings: the key prefix `shedlock:`, names up to 64
+    /// characters and 5 s per call (see [`RedisLockProviderBuilder::connect`]).
     ///
     /// # Errors
     ///
@@ -94,10 +92,8 @@ impl RedisLockProvider {
         &self.settings.key_prefix
     }
 
-    /// The Redis key of lock `name`, for operators.
-    ///
-    /// The key is the prefix followed by the name's UTF-8 bytes. `redis-cli HGETALL` shows the
-    /// record.
+    /// The Redis key of lock `name`, for operators: the prefix followed by the name's UTF-8 bytes.
+    /// `redis-cli HGETALL` shows the record.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -110,11 +106,9 @@ impl RedisLockProvider {
         lock_key(&self.settings.key_prefix, name)
     }
 
-    /// The Redis key of the run history of lock `name`, for operators.
-    ///
-    /// The history is a list, newest run first, and each run is a JSON object. `redis-cli LRANGE`
-    /// shows it. It is in the same Redis Cluster hash slot as [`key`](Self::key). It contains a NUL
-    /// byte, so it is never a lock's key.
+    /// The Redis key of the run history of lock `name`, for operators: a list, newest run first, of
+    /// JSON objects, which `redis-cli LRANGE` shows. It is in [`key`](Self::key)'s Redis Cluster
+    /// hash slot, and contains a NUL byte, so it is never a lock's key.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> shedlock_core::Result<()> {
@@ -183,10 +177,9 @@ impl RedisLockProvider {
         validate_name(name, self.settings.max_name_len)
     }
 
-    /// Runs `script` on `name`'s key with `name` and `args` as `ARGV`, in one `EVALSHA`.
-    ///
-    /// When the server does not know the script yet, a `SCRIPT LOAD` and a second `EVALSHA` follow.
-    /// `resend` says whether it runs again after a dropped connection.
+    /// Runs `script` on `name`'s key with `name` and `args` as `ARGV`, in one `EVALSHA`, plus a
+    /// `SCRIPT LOAD` and a second `EVALSHA` when the server does not know it yet. `resend` says
+    /// whether it runs again after a dropped connection.
     async fn eval(
         &self,
         op: &'static str,
@@ -329,13 +322,11 @@ struct Read {
 
 #[async_trait]
 impl LockProvider for RedisLockProvider {
-    /// One `EVALSHA`.
-    ///
-    /// It is not repeated after a dropped connection. Redis-rs cannot tell a request that never
-    /// left from one whose reply was lost after the script ran. A repeat of one that ran would find
-    /// the lock held by this very call and answer `Ok(None)`. The call fails instead, with an error
-    /// saying the reply was lost. The lock may then be held by this owner until `at_most`. A
-    /// refused reconnection sent nothing, so it is retried.
+    /// One `EVALSHA`, not repeated after a dropped connection: redis-rs cannot tell a request that
+    /// never left from one whose reply was lost after the script ran, and a repeat would find the
+    /// lock held by this very call. The call fails instead, saying the reply was lost, and the lock
+    /// may be held by this owner until `at_most`. A refused reconnection sent nothing, so it is
+    /// retried.
     async fn acquire(
         &self,
         name: &str,
@@ -396,12 +387,10 @@ impl LockProvider for RedisLockProvider {
             .map(|entry| entry.record().clone()))
     }
 
-    /// One `EVALSHA` that decides with the server's `TIME`, in `FireClaim`'s order.
-    ///
-    /// It writes only when it claims. A claim that did not win carries the record as the script
-    /// read it, as `holder`. The recorded fire lives in the lock's hash, as `last_fire`. No
-    /// release, expiry or unlock removes it. It is not repeated after a dropped connection (see
-    /// `acquire`).
+    /// One `EVALSHA` that decides with the server's `TIME`, in `FireClaim`'s order, writing only
+    /// when it claims. A claim that did not win carries the record as the script read it, as
+    /// `holder`. The recorded fire, `last_fire` in the lock's hash, outlives every release, expiry
+    /// and unlock. It is not repeated after a dropped connection (see `acquire`).
     async fn claim_fire(
         &self,
         name: &str,
@@ -448,15 +437,13 @@ impl LockProvider for RedisLockProvider {
         })
     }
 
-    /// One `EVALSHA`, as [`release`](Self::release), with the same guard.
-    ///
-    /// Nothing is written when the lock is no longer this acquisition's. The script also sets the
-    /// job state fields of the lock's hash, by the server's clock. With
-    /// [`history`](RedisLockProviderBuilder::history) on, the same script also pushes the run onto
-    /// the lock's history list and prunes it. A history that cannot be written never fails the
-    /// release. That happens when the key holds another type or the server is out of memory. The
-    /// failure is logged once, until a write succeeds again. The call is sent again after a dropped
-    /// connection. A run already recorded for the acquisition's token is not recorded twice.
+    /// One `EVALSHA` with [`release`](Self::release)'s guard, writing nothing when the lock is no
+    /// longer this acquisition's. It also sets the job state fields of the lock's hash by the
+    /// server's clock and, with [`history`](RedisLockProviderBuilder::history) on, pushes the run
+    /// onto the lock's history list and prunes it. A history that cannot be written, as when the
+    /// key holds another type or the server is out of memory, never fails the release and is logged
+    /// once until a write succeeds again. The call is sent again after a dropped connection, and a
+    /// run already recorded for the acquisition's token is not recorded twice.
     async fn release_run(
         &self,
         record: &LockRecord,
@@ -511,11 +498,10 @@ impl LockProvider for RedisLockProvider {
         }
     }
 
-    /// One `EVALSHA` on the definitions hash (see [`definitions_key`](Self::definitions_key)).
-    ///
-    /// It removes every expired entry, of any replica. It then writes one entry per definition
-    /// under the field `<job's length in bytes>:<job>\0<replica>`. Each entry is a JSON object with
-    /// `published` and `expires` in µs, by the server's clock.
+    /// One `EVALSHA` on the [definitions hash](Self::definitions_key) that removes every expired
+    /// entry, of any replica, then writes one JSON entry per definition under the field
+    /// `<job's length in bytes>:<job>\0<replica>`, with `published` and `expires` in µs by the
+    /// server's clock.
     ///
     /// # Errors
     ///
@@ -563,12 +549,10 @@ impl LockProvider for RedisLockProvider {
 
 #[async_trait]
 impl LockAdmin for RedisLockProvider {
-    /// `SCAN`s the key prefix and reads each lock with the server's `TIME`.
-    ///
-    /// The scan looks at hashes only, with the glob characters of the prefix escaped. Each `SCAN`
-    /// step costs one pipelined round trip. Each round trip has the call timeout. Keys under the
-    /// prefix that do not hold a lock record of their own name are left out. Such keys are another
-    /// program's hash, or a provider's with an overlapping prefix.
+    /// `SCAN`s the key prefix for hashes, with the prefix's glob characters escaped, and reads each
+    /// lock with the server's `TIME`, one pipelined round trip with the call timeout per step. Keys
+    /// that do not hold a lock record of their own name, another program's hash or a provider's
+    /// with an overlapping prefix, are left out.
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let prefix = &self.settings.key_prefix;
         let pattern = scan_pattern(prefix);
@@ -634,10 +618,9 @@ impl LockAdmin for RedisLockProvider {
         Ok(self.read("entry", name).await?.entry)
     }
 
-    /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else.
-    ///
-    /// It frees it only if the record still has `expected`'s owner, `locked_at` and token. The lock
-    /// must also be held by the server's clock.
+    /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else, only if
+    /// it is held by the server's clock and the record still has `expected`'s owner, `locked_at`
+    /// and token.
     async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
         let name = expected.name();
         self.check_name(name)?;
@@ -686,7 +669,7 @@ impl LockAdmin for RedisLockProvider {
         None
     }
 
-    /// Redis has no schema: job state, history and definitions need nothing created. `Ok(None)`
+    /// Redis has no schema, so job state, history and definitions need nothing created: `Ok(None)`
     /// without touching the server.
     async fn missing_ddl(&self) -> Result<Option<String>> {
         Ok(None)
@@ -721,11 +704,8 @@ impl LockAdmin for RedisLockProvider {
         Ok(entries)
     }
 
-    /// One `LRANGE` of the lock's history list, newest first (see
-    /// [`history_key`](RedisLockProvider::history_key)).
-    ///
-    /// It reads what exists, whether or not this provider writes history. An entry that is not a
-    /// run's JSON is left out.
+    /// One `LRANGE` of the lock's [history list](RedisLockProvider::history_key), newest first,
+    /// whether or not this provider writes history. An entry that is not a run's JSON is left out.
     async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
         self.check_name(lock_name)?;
         if limit == 0 {
@@ -944,9 +924,8 @@ impl<'a> Reply<'a> {
         Ok(LockEntry::new(record, self.time(0)?, last_fire).with_state(state))
     }
 
-    /// The job state at `i..i + 8`: `last_run_fire, last_run_runner, last_run_started,
-    /// last_run_ended, last_run_outcome, last_run_error, last_success, consecutive_failures`. A
-    /// last run with a part missing, or an outcome this version does not know, is left out.
+    /// The job state at `i..i + 8`, in the script's `STATE` order. A last run with a part missing,
+    /// or an outcome this version does not know, is left out.
     fn state(&self, name: &str, i: usize) -> Result<JobState> {
         let last_run = match (
             self.opt_time(i)?,

@@ -1,45 +1,33 @@
 //! The Lua scripts, one per operation.
 //!
-//! Each script works on one key, and Redis Cluster routes it by that key. [`RELEASE_RUN`] with
-//! history also writes the lock's history list, which is in the same hash slot. Each script reads
-//! the server's `TIME` in the same atomic step that decides.
+//! Each script works on one key, by which Redis Cluster routes it. [`RELEASE_RUN`] with history
+//! also writes the lock's history list, in the same hash slot. Each script reads the server's
+//! `TIME` in the same atomic step that decides, and one that decides not to act writes nothing.
 //!
-//! A lock is one hash with these fields:
+//! A lock is one hash with the fields `name`, so a key reached through another provider's
+//! overlapping prefix is recognised, never shared, `locked_by`, and `lock_until`, `locked_at`,
+//! `token` and `last_fire` as integers in µs since the Unix epoch by the server's clock, written as
+//! decimal text. The key has no TTL: expiry is `lock_until` against `TIME`. So a late release or
+//! extend still finds the record and acts as the contract says, and `last_fire` outlives every
+//! lock.
 //!
-//! - `name`, the lock name. So a key reached through another provider's overlapping prefix is
-//!   recognised, never shared.
-//! - `lock_until`, `locked_at`, `token` and `last_fire`. These are integers in µs since the Unix
-//!   epoch, by the server's clock, written as decimal text.
-//! - `locked_by`.
+//! [`RELEASE_RUN`] keeps the job state in the same hash: `last_run_fire`, `last_run_started`,
+//! `last_run_ended` and `last_success` in µs, `last_run_runner`, `last_run_outcome`,
+//! `last_run_error`, empty after outcomes other than a failure, `consecutive_failures`, and
+//! `last_run_token`, the token of the acquisition whose run was recorded, so a release sent again
+//! records nothing twice.
 //!
-//! The key has no TTL: expiry is `lock_until` against `TIME`. So a late release or extend still
-//! finds the record and acts as the contract says. And `last_fire` outlives every lock. A script
-//! that decides not to act writes nothing.
-//!
-//! [`RELEASE_RUN`] keeps the job state in the same hash, in these fields:
-//!
-//! - `last_run_fire`, `last_run_started`, `last_run_ended` and `last_success`, in µs.
-//! - `last_run_runner`.
-//! - `last_run_outcome`: `succeeded`, `failed`, `panicked` or `cancelled`.
-//! - `last_run_error`: the failed run's error text, empty after other outcomes.
-//! - `consecutive_failures`.
-//! - `last_run_token`: the fencing token of the acquisition whose run was recorded. So a release
-//!   sent again records nothing twice.
-//!
-//! Lua numbers are doubles. Every value here is µs since 1970, well below 2^53 until the year 2255,
-//! so it is exact. Values are written with `%.0f`. Lua's default number format is never used,
-//! because it would switch to exponent notation.
+//! Lua numbers are doubles. Every value here is µs since 1970, exact below 2^53 until the year
+//! 2255. Values are written with `%.0f`, as Lua's default number format would switch to exponent
+//! notation.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Helpers every script starts with.
-///
-/// `fields(...)` reads the record's `name` and the fields asked for. Beside them it returns an
-/// error reply for a key that holds another lock's record. That happens with overlapping prefixes.
-/// It also returns one for a hash that is not a lock record. Each script returns that error at
-/// once.
+/// Helpers every script starts with. `fields(...)` reads the record's `name` and the fields asked
+/// for, and beside them an error reply, which each script returns at once, for a hash that is not
+/// a lock record or holds another lock's record, as with overlapping prefixes.
 macro_rules! prelude {
     () => {
         r"
@@ -127,13 +115,10 @@ return 1
     ))
 });
 
-/// `STATE` and `state_at`.
-///
-/// `STATE` is the job state fields of a lock's hash. The same `HMGET` reads them as the lock's
-/// fields. `state_at(v, i)` is those values of `v` from index `i` on. The readers return them after
-/// `last_fire`, in this order: `last_run_fire, last_run_runner, last_run_started, last_run_ended,
-/// last_run_outcome, last_run_error, last_success, consecutive_failures`. Each is `false`, a nil
-/// reply, when missing or not a number where one is expected.
+/// `STATE` and `state_at`. `STATE` is the job state fields of a lock's hash, read by the same
+/// `HMGET` as the lock's fields. `state_at(v, i)` is those values of `v` from index `i` on, which
+/// the readers return after `last_fire` in `STATE`'s order. Each is `false`, a nil reply, when
+/// missing or not a number where one is expected.
 macro_rules! state {
     () => {
         r"
@@ -166,25 +151,16 @@ return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at
 });
 
 /// `KEYS = lock key [, history key]`, `ARGV = name, owner, token, at_least µs, fire µs, outcome
-/// kind, error text, keep, max_age µs or -1`.
+/// kind, error text, keep, max_age µs or -1` → `{0}`, writing nothing, when the lock is not this
+/// acquisition's, or `{1, history}` after releasing it as [`RELEASE`] does and recording the run in
+/// the same step. The job state fields are set per `JobState::after`. A run already recorded for
+/// this token, the same release sent again after a lost reply, is not recorded twice.
 ///
-/// It answers `{0}` when the lock is not this acquisition's, and then writes nothing. Otherwise it
-/// answers `{1, history}`. It then released the lock as [`RELEASE`] does and recorded the run in
-/// the same step. The job state fields are set per `JobState::after`:
-///
-/// - succeeded: `consecutive_failures` 0 and `last_success` now.
-/// - failed or panicked: `consecutive_failures` + 1.
-/// - cancelled: neither.
-///
-/// A run already recorded for this token is not recorded twice. That is the same release sent again
-/// after a lost reply.
-///
-/// With a history key, the run is also pushed as JSON at the head of that list, newest first. The
-/// JSON has `fire`, `runner`, `started`, `ended` in µs, `outcome`, and `error` for a failed run.
-/// The list is trimmed to `keep` entries. Entries that ended before `now - max_age` are popped from
-/// its tail. Entries there that are not such JSON are popped too. All of that runs under `pcall`.
-/// So a history that cannot be written never fails the release. A key of another type or a lack of
-/// memory can cause that. `history` is then the error's text, and `false` otherwise.
+/// With a history key, the run is also pushed as JSON at the head of that list: `fire`, `runner`,
+/// `started`, `ended` in µs, `outcome`, and `error` for a failed run. The list is trimmed to `keep`
+/// entries, and entries that ended before `now - max_age`, or are not such JSON, are popped from
+/// its tail. All of that runs under `pcall`, so a history that cannot be written never fails the
+/// release. `history` is then the error's text, and `false` otherwise.
 pub(crate) static RELEASE_RUN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -253,8 +229,8 @@ return {1, tostring(err)}
 /// - `{3, now, lock_until, locked_at, locked_by, token, recorded}`: claimed elsewhere.
 /// - `{4, now, lock_until, locked_at, locked_by, token}`: held.
 ///
-/// The fields are the record as the script read it. A missing field is `false`, a nil reply. The
-/// cases are checked in `FireClaim`'s documented order. Only a claim writes.
+/// The fields are the record as the script read it, a missing one `false`, a nil reply. The cases
+/// are checked in `FireClaim`'s documented order. Only a claim writes.
 pub(crate) static CLAIM_FIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -320,11 +296,9 @@ return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_a
     ))
 });
 
-/// For listing: `KEYS[1]` only, with no name check.
-///
-/// It answers `{now}` or `{now, name, lock_until, locked_at, locked_by, token, last_fire or nil,
-/// <the job state: see state!>}`.
-/// `name` is nil when the hash has none. The script is read-only.
+/// For listing: `KEYS[1]` only, with no name check → `{now}` or `{now, name, lock_until, locked_at,
+/// locked_by, token, last_fire or nil, <the job state: see state!>}`, `name` nil when the hash has
+/// none. Read-only.
 pub(crate) const LIST_READ: &str = concat!(
     state!(),
     r"
@@ -340,12 +314,10 @@ return {now, v[1], tonumber(v[2]), tonumber(v[3]), v[4], tonumber(v[5]), tonumbe
 );
 
 /// `KEYS[1]` = the definitions hash, `ARGV = ttl µs, replica, version, then per definition: field,
-/// job, lock_name, spec`.
-///
-/// It answers the number of expired entries removed. It removes every entry whose `expires` is not
-/// after now, of any replica. It also removes a value that is not such JSON. It then writes each
-/// definition as JSON under its field. The JSON has `job`, `lock_name`, `spec`, `replica` and
-/// `version`. It also has `published` = now and `expires` = now + ttl, in µs.
+/// job, lock_name, spec` → the number of expired entries removed, as
+/// [`RedisLockProvider`](crate::RedisLockProvider)'s `publish_definitions` says. A value that is
+/// not such JSON goes too. The JSON has `job`, `lock_name`, `spec`, `replica`, `version`,
+/// `published` and `expires`.
 pub(crate) static PUBLISH_DEFINITIONS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -392,8 +364,8 @@ return out
     )
 });
 
-/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job. It answers how many
-/// entries it removed, those whose fields start with the prefix.
+/// `KEYS[1]` = the definitions hash, `ARGV[1]` = the field prefix of a job → how many entries whose
+/// fields start with it it removed.
 pub(crate) static FORGET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"

@@ -26,31 +26,25 @@ const MAX_NAME_LEN_LIMIT: usize = 10_000;
 /// The most connections a provider opens itself.
 const MAX_CONNECTIONS: u32 = 1_000;
 
-/// Configures a lock provider.
-///
-/// It sets the table, its column names, the longest lock name and the per-call timeout. For a
-/// provider with connections of its own, it also sets how many it may open.
+/// Configures a lock provider: the table, its column names, the longest lock name, the per-call
+/// timeout and, for a provider with connections of its own, how many it may open.
 ///
 /// Start from a URL with `PgLockProvider::from_url(url)`, `MySqlLockProvider::from_url(url)` or
-/// `SqliteLockProvider::from_url(url)`. Such a provider has connections of its own, with one round
-/// trip per statement. Or start from a sqlx pool of yours, with `…::builder(pool)`. `build()`
-/// checks everything and builds the provider's SQL once. `connect()` also opens a connection, so
-/// that a wrong URL fails there.
+/// `SqliteLockProvider::from_url(url)`, or from a sqlx pool of yours with `…::builder(pool)`.
+/// `build()` checks everything and builds the provider's SQL once. `connect()` also opens a
+/// connection, so that a wrong URL fails there.
 ///
-/// Every setting has a default matching Java ShedLock. The table is `shedlock`, and the columns are
-/// `name`, `lock_until`, `locked_at` and `locked_by`. Our `fencing_token` column is added, and used
-/// when the table has it. Names are plain identifiers (`[A-Za-z_][A-Za-z0-9_]*`), at most 63
-/// characters. They are always quoted in SQL, so they match the table's names exactly, case
-/// included. On Postgres, an unquoted `CREATE TABLE MyLocks` creates `mylocks`.
+/// Every default matches Java ShedLock: the table `shedlock` with the columns `name`,
+/// `lock_until`, `locked_at` and `locked_by`, plus our `fencing_token`, used when the table has it.
+/// Names are plain identifiers (`[A-Za-z_][A-Za-z0-9_]*`) of at most 63 characters, always quoted
+/// in SQL, so they match the table's names exactly, case included. On Postgres, an unquoted `CREATE
+/// TABLE MyLocks` creates `mylocks`.
 ///
-/// Names the database keeps for itself are refused too:
-///
-/// - On Postgres, the system column names `tableoid`, `xmin`, `cmin`, `xmax`, `cmax` and `ctid`,
-///   exactly so.
-/// - On MySQL/MariaDB, `InnoDB`'s `DB_ROW_ID`, `DB_TRX_ID` and `DB_ROLL_PTR` columns, in any case.
-///   This holds whatever the table's engine. The lock table is created as `InnoDB`. An existing
-///   table of another engine with such a column is not supported.
-/// - On SQLite, table names starting with `sqlite_`, in any case.
+/// Names the database keeps for itself are refused too: on Postgres the system columns `tableoid`,
+/// `xmin`, `cmin`, `xmax`, `cmax` and `ctid`, exactly so. On MySQL/MariaDB `InnoDB`'s `DB_ROW_ID`,
+/// `DB_TRX_ID` and `DB_ROLL_PTR`, in any case and whatever the engine, as the table is created as
+/// `InnoDB` and another engine with such a column is not supported. On SQLite table names starting
+/// with `sqlite_`, in any case.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
@@ -179,8 +173,7 @@ pub(crate) struct Settings {
     /// A refused connection is asked for again until the call's deadline
     /// ([`LockProviderBuilder::retry_refused_connections`]).
     pub(crate) retry_refused: bool,
-    /// The run history to keep (see [`LockProviderBuilder::history`]). `None` means none is
-    /// written.
+    /// The run history to keep (see [`LockProviderBuilder::history`]), `None` for none.
     pub(crate) history: Option<crate::history::History>,
 }
 
@@ -230,9 +223,8 @@ impl<DB: Database> LockProviderBuilder<DB> {
         }
     }
 
-    /// The lock table, `table` or `schema.table`. It defaults to `shedlock`.
-    ///
-    /// On SQLite the schema is an attached database's name, such as `main` or `temp`.
+    /// The lock table, `table` or `schema.table`, by default `shedlock`. On SQLite the schema is an
+    /// attached database's name, such as `main` or `temp`.
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = table.into();
         self
@@ -262,78 +254,64 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
-    /// The fencing-token column. It defaults to `fencing_token`.
-    ///
-    /// The provider looks for it once, on first use. If the table has it, every acquisition gets a
-    /// token. If not, as in a Java ShedLock table, everything works and tokens are `None`.
+    /// The fencing-token column, by default `fencing_token`. The provider looks for it once, on
+    /// first use. Without it, as in a Java ShedLock table, everything works and tokens are `None`.
     pub fn fencing_token_column(mut self, column: impl Into<String>) -> Self {
         self.columns.fencing_token = column.into();
         self
     }
 
-    /// The longest lock name accepted, in characters.
-    ///
-    /// It defaults to 64, ShedLock's `VARCHAR(64)`. Set it to your `name` column's length. On first
-    /// use the provider checks that the column holds at least this many characters. The DDL of
+    /// The longest lock name accepted, in characters, by default 64 as ShedLock's `VARCHAR(64)`.
+    /// Set it to your `name` column's length, which the provider checks on first use. The DDL of
     /// `create_table_if_not_exists()` uses it.
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
     }
 
-    /// How long one provider call may take before it fails with [`Error::is_timeout`].
-    ///
-    /// A call is getting a connection plus its statements. It defaults to [`DEFAULT_CALL_TIMEOUT`].
-    /// The connection of a call that timed out is closed, never reused. A timed-out acquire may
-    /// still have committed. The lock is then held until its `at_most` ends.
+    /// How long one provider call, getting a connection plus its statements, may take before it
+    /// fails with [`Error::is_timeout`]. It defaults to [`DEFAULT_CALL_TIMEOUT`]. The connection of
+    /// a call that timed out is closed, never reused. A timed-out acquire may still have committed,
+    /// and the lock is then held until its `at_most` ends.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
     }
 
-    /// Whether opening a connection that the server refuses is tried again until the call's
-    /// deadline.
-    ///
-    /// The server refuses when nothing listens on the port, because the database is down or
-    /// restarting. Each try waits a growing pause. It is on by default, so that a service started
-    /// while its database restarts waits for it. Off, the call fails at the first refusal, naming
-    /// it. That is for a command-line tool, where a refusal is the answer. It applies to the
-    /// connections that a provider built from a URL or options opens itself. `build()` refuses
-    /// `false` on a `builder(pool)`.
+    /// Whether opening a connection that the server refuses is tried again, with growing pauses,
+    /// until the call's deadline. The server refuses when nothing listens, as when the database is
+    /// down or restarting. On by default, so that a service started while its database restarts
+    /// waits for it. Off, the call fails at the first refusal, naming it, as a command-line tool
+    /// wants. It applies to the connections a provider built from a URL or options opens itself.
+    /// `build()` refuses `false` on a `builder(pool)`.
     pub fn retry_refused_connections(mut self, retry: bool) -> Self {
         self.retry_refused = retry;
         self
     }
 
-    /// How many connections a provider built `from_url` may open at once.
-    ///
-    /// It defaults to [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE). A lock call holds a
-    /// connection only for its statement. So this bounds the lock calls running at the same
-    /// instant, not the locks held. A provider over your own pool is sized by that pool. `build()`
-    /// refuses this setting on a `builder(pool)`.
+    /// How many connections a provider built `from_url` may open at once, by default
+    /// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE). A lock call holds a connection only for its
+    /// statement, so this bounds the lock calls running at the same instant, not the locks held.
+    /// `build()` refuses it on a `builder(pool)`, which that pool sizes.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = Some(max);
         self
     }
 
-    /// Trusts the CA certificates in this PEM file for the server's certificate.
-    ///
-    /// It verifies that certificate and the host name. A URL's weaker `sslmode` or `ssl-mode`
-    /// becomes `verify-full` or `VERIFY_IDENTITY`. Weaker is below `verify-ca` on Postgres, and
-    /// below `VERIFY_CA` on MySQL. It is the same as the URL's `sslrootcert=` or `ssl-ca=`, for a
-    /// path a URL cannot carry well. [`build`](Self::build) checks that the TLS files are readable.
+    /// Trusts the CA certificates in this PEM file for the server's certificate, verifying it and
+    /// the host name. A URL's `sslmode` below `verify-ca` or `ssl-mode` below `VERIFY_CA` becomes
+    /// `verify-full` or `VERIFY_IDENTITY`. It is the URL's `sslrootcert=` or `ssl-ca=`, for a path
+    /// a URL cannot carry well. [`build`](Self::build) checks that the TLS files are readable, and
     /// sqlx reads them when it connects. It needs a TLS feature (`tls-rustls`). It is refused for
-    /// SQLite, and for a provider over your own pool. Configure that pool's options instead.
+    /// SQLite, and for a provider over your own pool, whose options to configure instead.
     pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.connect.ca = Some(path.into());
         self
     }
 
     /// Presents this client certificate and its private key, as PEM files, to a server that
-    /// requires one.
-    ///
-    /// Postgres requires one with `cert` authentication or `clientcert=`. MySQL requires one with
-    /// `REQUIRE X509` or `REQUIRE SUBJECT`. It is the URL's `sslcert=`/`sslkey=` on Postgres, and
+    /// requires one: Postgres with `cert` authentication or `clientcert=`, MySQL with `REQUIRE
+    /// X509` or `REQUIRE SUBJECT`. It is the URL's `sslcert=`/`sslkey=` on Postgres, and
     /// `ssl-cert=`/`ssl-key=` on MySQL.
     pub fn client_cert(
         mut self,
@@ -350,44 +328,39 @@ impl<DB: Database> LockProviderBuilder<DB> {
         self
     }
 
-    /// Logs in with this password, instead of the URL's.
-    ///
-    /// Read it from a secret file or the environment, so that it appears in no URL, log or process
-    /// list. `Debug` never shows it.
+    /// Logs in with this password, instead of the URL's. Read it from a secret file or the
+    /// environment, so that it appears in no URL, log or process list. `Debug` never shows it.
     pub fn password(mut self, password: impl Into<String>) -> Self {
         self.connect.password = Some(password.into());
         self
     }
 
-    /// Runs every statement unprepared inside `BEGIN` … `COMMIT`.
-    ///
-    /// So it passes a connection pooler in transaction mode, such as `PgBouncer`'s. It is off by
-    /// default, as it costs four round trips per statement instead of one. A Postgres URL can set
-    /// it too: `…?transaction_pooler=true`. The repository's `docs/sql-stores.md`, "Connection
-    /// poolers", says when it is needed and what it changes.
+    /// Runs every statement unprepared inside `BEGIN` … `COMMIT`, so it passes a connection pooler
+    /// in transaction mode, such as `PgBouncer`'s. It is off by default, as it costs four round
+    /// trips per statement instead of one. A Postgres URL can set it with
+    /// `…?transaction_pooler=true`. See [Connection poolers](crate#connection-poolers).
     pub fn transaction_pooler(mut self, on: bool) -> Self {
         self.transaction_pooler = on;
         self
     }
 
-    /// Keeps a history of the scheduler's runs in the table `<table>_history`.
+    /// Keeps a history of the scheduler's runs in the table `<table>_history`, next to the lock
+    /// table, as `create_table_if_not_exists()` or the migration `0004_jobs_and_history.sql`
+    /// creates it. It is off by default, and then costs nothing.
     ///
-    /// The table is next to the lock table. `create_table_if_not_exists()` or the migration
-    /// `0004_jobs_and_history.sql` creates it. Each recorded release of a run's lock
-    /// ([`release_run`](shedlock_core::provider::LockProvider::release_run)) then writes one entry.
-    /// The entry has the lock name, fire, runner, start, end, outcome and error text. The release
-    /// also removes the lock's entries beyond the newest `policy.keep`. With `policy.max_age`, it
-    /// also removes those that ended longer ago. History is off by default, and then it costs
-    /// nothing.
+    /// Each recorded release of a run's lock
+    /// ([`release_run`](shedlock_core::provider::LockProvider::release_run)) then writes one entry:
+    /// the lock name, fire, the lock's owner as runner, its `locked_at` as start, the database's
+    /// now as end, the outcome and the error text capped at 1,000 characters. It also removes the
+    /// lock's entries beyond the newest `policy.keep`, and with `policy.max_age` those that ended
+    /// longer ago. That is one more statement and round trip on Postgres. On MySQL/MariaDB and
+    /// SQLite it is a transaction of two statements, four more round trips. It gets what is left of
+    /// the release's call timeout and gives up when that runs out.
     ///
-    /// A write is one statement on Postgres, after the release's own: one more round trip. On
-    /// MySQL/MariaDB and SQLite it is a transaction of two statements: four more round trips
-    /// (`BEGIN`, `INSERT`, `DELETE`, `COMMIT`). It gets what is left of the release's call timeout,
-    /// and gives up when that runs out. A write never fails the release. History needs the job
-    /// state columns too (migration `0003_job_state.sql`): without them a release records nothing,
-    /// history included, and the scheduler says so once. A failed write is logged at `ERROR` once,
-    /// then at `DEBUG` until one succeeds again. `build()` refuses a `keep` of 0. It also refuses a
-    /// lock table name too long for the history table's name.
+    /// A write never fails the release. A failed one is logged at `ERROR` once, then at `DEBUG`
+    /// until one succeeds again. History needs the job state columns too: without them a release
+    /// records nothing, history included, and the scheduler says so once. `build()` refuses a
+    /// `keep` of 0 and a lock table name too long for the history table's name.
     pub fn history(mut self, policy: HistoryPolicy) -> Self {
         self.history = Some(policy);
         self

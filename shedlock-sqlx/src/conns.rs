@@ -1,16 +1,13 @@
-//! Where a provider's connections come from.
+//! Where a provider's connections come from: opened and kept by a provider built from a URL, or
+//! the application's sqlx pool (`new(pool)`, `builder(pool)`).
 //!
-//! A provider built from a URL opens and keeps connections itself. Otherwise it uses the
-//! application's sqlx pool (`new(pool)`, `builder(pool)`).
-//!
-//! sqlx's pool checks every connection given back to it with a ping, a round trip of its own. With
-//! a spare idle connection, the next call does not wait for it. With a pool of one, or with every
-//! connection busy, the next call waits for that ping. That is two round trips per lock call
-//! instead of one. The provider's own connections skip the ping. A connection goes back to the idle
-//! list the moment its statement has finished and its reply was read. A connection whose statement
-//! did not finish is closed instead. So a connection never carries a half-read reply into the next
-//! call. An idle connection may be dead because the server restarted. The next statement finds it,
-//! and [`Link::run`](crate::link::Link::run) retries past it, as with sqlx's pool.
+//! sqlx's pool pings every connection given back to it, a round trip of its own. With a pool of
+//! one, or every connection busy, the next call waits for that ping, two round trips per lock call
+//! instead of one. The provider's own connections skip the ping and go back to the idle list the
+//! moment a statement has finished and its reply was read. One whose statement did not finish is
+//! closed, so none carries a half-read reply into the next call. An idle connection the server
+//! closed on a restart is found by the next statement, and [`Link::run`](crate::link::Link::run)
+//! retries past it, as with sqlx's pool.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,10 +32,8 @@ pub(crate) type Setup<D> =
     ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + 'c>>;
 
 /// An idle connection of the provider's own is closed rather than used once it has been idle this
-/// long.
-///
-/// sqlx's pool does the same, with the same default. A firewall or NAT may forget quiet
-/// connections. It would otherwise black-hole the next statement until `call_timeout`.
+/// long, as sqlx's pool does by default. Otherwise a firewall or NAT that forgot it would
+/// black-hole the next statement until `call_timeout`.
 pub(crate) const IDLE_LIMIT: Duration = Duration::from_mins(10);
 
 /// The first pause before opening a connection again after the server refused one. It doubles up to
@@ -54,9 +49,8 @@ pub(crate) enum Connections<D: Database> {
     Pool(Pool<D>),
 }
 
-/// How many connections a provider has open, and how many of them are idle.
-///
-/// An in-memory SQLite database has one more, which keeps it alive and is not counted.
+/// How many connections a provider has open, and how many of them are idle. An in-memory SQLite
+/// database has one more, which keeps it alive and is not counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionStats {
@@ -100,10 +94,9 @@ impl<D: Database> Connections<D> {
         }
     }
 
-    /// A connection for one attempt of `call`, before its deadline.
-    ///
-    /// `Ok(Err(_))` is the database's refusal, or a connection that broke while opening. A wrong
-    /// password or an unknown database makes the database refuse. `Err(_)` is the call's deadline.
+    /// A connection for one attempt of `call`, before its deadline. `Ok(Err(_))` is the database's
+    /// refusal, as for a wrong password or an unknown database, or a connection that broke while
+    /// opening. `Err(_)` is the call's deadline.
     pub(crate) async fn checkout(
         &self,
         call: &Call,
@@ -128,13 +121,11 @@ pub(crate) struct Own<D: Database> {
     idle: Mutex<Vec<Idle<D>>>,
     /// Connections open, idle or in use, not counting the anchor.
     open: AtomicU32,
-    /// Keeps the database alive while no other connection is open.
-    ///
-    /// An in-memory SQLite database ends with its last connection. The anchor is opened with the
-    /// first connection, never handed out, and closed with the provider.
+    /// Keeps an in-memory SQLite database, which ends with its last connection, alive. Opened with
+    /// the first connection, never handed out, and closed with the provider.
     anchor: Option<Mutex<Option<D::Connection>>>,
-    /// Why the last connection could not be opened, until one is. It is for the timeouts of calls
-    /// that waited for a free connection meanwhile.
+    /// Why the last connection could not be opened, until one is, for the timeouts of calls that
+    /// waited for a free connection meanwhile.
     pub(crate) refusal: Arc<Mutex<Option<String>>>,
     /// Whether a refused connection is asked for again until the call's deadline.
     retry_refused: bool,
@@ -146,10 +137,8 @@ struct Idle<D: Database> {
     since: Instant,
 }
 
-/// A connection is closed, not reused, once this old, as sqlx's pool does.
-///
-/// So sessions to a server that was failed over behind a proxy, or that changed role, do not live
-/// forever.
+/// A connection is closed, not reused, once this old, as sqlx's pool does, so sessions to a server
+/// that was failed over behind a proxy, or that changed role, do not live forever.
 pub(crate) const MAX_LIFETIME: Duration = Duration::from_mins(30);
 
 impl<D: Database> Own<D> {
@@ -213,11 +202,10 @@ impl<D: Database> Own<D> {
         }))
     }
 
-    /// Opens a connection and runs the dialect's session settings on it.
-    ///
-    /// A server may refuse connections because it is down, restarting or starting up. It is then
-    /// asked again, with a growing pause, until the call's deadline. It is not asked again when
-    /// `retry_refused` is off. The last error is kept for the timeout messages.
+    /// Opens a connection and runs the dialect's session settings on it. A server refusing
+    /// connections, down, restarting or starting up, is asked again with a growing pause until the
+    /// call's deadline, unless `retry_refused` is off. The last error is kept for the timeout
+    /// messages.
     async fn open(&self, call: &Call) -> shedlock_core::Result<sqlx::Result<D::Connection>> {
         let mut pause = RECONNECT_PAUSE;
         loop {
@@ -252,10 +240,8 @@ impl<D: Database> Own<D> {
         }
     }
 
-    /// Takes back a connection whose statement finished into the idle list.
-    ///
-    /// A connection that has lived its lifetime is not taken back. Connections idle for too long at
-    /// the list's far end go.
+    /// Takes back a connection whose statement finished into the idle list, unless it has lived its
+    /// lifetime. Connections idle for too long at the list's far end go.
     fn give_back(&self, conn: D::Connection, created: Instant) {
         let now = Instant::now();
         if !reusable(created, now, now) {
@@ -281,10 +267,8 @@ impl<D: Database> Own<D> {
         }
     }
 
-    /// Closes a healthy connection that is no longer wanted, telling the server.
-    ///
-    /// It tells the server in the background, for at most a second. So the server does not count it
-    /// as aborted.
+    /// Closes a healthy connection that is no longer wanted, telling the server in the background,
+    /// for at most a second, so that it does not count it as aborted.
     fn retire(&self, conn: D::Connection) {
         self.open.fetch_sub(1, Ordering::Relaxed);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -294,10 +278,8 @@ impl<D: Database> Own<D> {
         }
     }
 
-    /// Drops a connection that is not coming back, and its socket closes at once.
-    ///
-    /// It is not coming back because it is dead, or its state is unknown. A statement that did not
-    /// finish leaves its state unknown.
+    /// Drops a connection that is not coming back, dead or in an unknown state after a statement
+    /// that did not finish. Its socket closes at once.
     fn forget(&self, conn: D::Connection) {
         self.open.fetch_sub(1, Ordering::Relaxed);
         drop(conn);
@@ -310,19 +292,17 @@ fn reusable(created: Instant, since: Instant, now: Instant) -> bool {
     now.duration_since(since) < IDLE_LIMIT && now.duration_since(created) < MAX_LIFETIME
 }
 
-/// Whether opening a connection failed in a way that goes away by itself.
-///
-/// Such a server is not listening because it is down or restarting. Or it reset the connection, or
-/// says it is starting or shutting down.
+/// Whether opening a connection failed in a way that goes away by itself: the server is not
+/// listening because it is down or restarting, reset the connection, or says it is starting or
+/// shutting down.
 fn refused(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
         || crate::link::checkout_lost(error)
 }
 
-/// A connection out for one attempt.
-///
-/// [`Checkout`](crate::link::Checkout) gives it back or closes it when the attempt ends. A
-/// connection of the provider's own that is dropped otherwise is closed. Its state is then unknown.
+/// A connection out for one attempt, which [`Checkout`](crate::link::Checkout) gives back or
+/// closes when the attempt ends. One of the provider's own dropped otherwise is closed, its state
+/// unknown.
 pub(crate) enum Held<D: Database> {
     Own {
         /// `Some` until given back or closed.

@@ -1,14 +1,8 @@
-//! Job definitions in the `<table>_jobs` table ([`crate::tables`]).
-//!
-//! This module publishes a replica's definitions
-//! ([`LockProvider::publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)).
-//! It lists the entries that have not expired, and forgets a job.
-//!
-//! A publish is one statement on Postgres, in one round trip. It deletes the expired entries and
-//! upserts every entry from arrays. Elsewhere a publish is one transaction: `BEGIN`, the `DELETE`
-//! of the expired entries, one multi-row upsert per 100 entries, and `COMMIT`. That is four round
-//! trips for up to 100 jobs. Times are the database's: `published` is its now, and `expires` its
-//! now plus the ttl.
+//! Job definitions in the `<table>_jobs` table ([`crate::tables`]): publishing a replica's
+//! ([`LockProvider::publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)),
+//! listing those not expired, and forgetting a job. See [the crate's
+//! docs](crate#job-definitions-and-run-history) for the statements and round trips. On Postgres a
+//! publish is one statement that deletes the expired entries and upserts every entry from arrays.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,8 +45,8 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    /// Publishes `definitions` of `replica` and removes the expired entries. It does so in one
-    /// statement or transaction (see the module's docs).
+    /// Publishes `definitions` of `replica` and removes the expired entries, in one statement or
+    /// transaction (see the module's docs).
     pub(crate) async fn publish_definitions(
         &self,
         replica: &str,
@@ -100,8 +94,8 @@ where
         .await
     }
 
-    /// The definitions that have not expired by the database's clock, sorted by job, then replica.
-    /// They are sorted in code, in byte order, whatever the columns' collation.
+    /// The definitions that have not expired by the database's clock, sorted in code by job, then
+    /// replica, in byte order whatever the columns' collation.
     pub(crate) async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
         let link = self.link();
         let s = &link.settings;

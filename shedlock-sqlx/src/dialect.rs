@@ -1,36 +1,22 @@
 //! [`Dialect`]: what one database's provider needs beyond the shared machinery of
-//! [`Provider`](crate::provider::Provider).
-//!
-//! That is its SQL, and how it reads and writes times and durations. It is also how it inspects the
-//! lock table, which errors mean what, and how its sessions are pinned. It also says where the
-//! database needs more than one statement. Each implementation lives in the database's own file:
-//! `postgres.rs`, `mysql.rs`, `sqlite.rs`. The comments that explain its quirks are next to it.
+//! [`Provider`](crate::provider::Provider): its SQL, how it reads and writes times and durations,
+//! inspects the lock table, maps errors and pins sessions, and where it needs more than one
+//! statement. Each implementation, with the comments on its quirks, lives in `postgres.rs`,
+//! `mysql.rs` or `sqlite.rs`.
 //!
 //! # Statements and their parameters
 //!
-//! Every dialect builds the same four statements twice (see [`Statements`]). One set is for a table
-//! without the fencing-token column, and one for a table with it. Every dialect binds their
-//! parameters in one order:
+//! Every dialect builds the four [`Statements`] twice, for a table without and with the
+//! fencing-token column. Their parameters are bound in one order: the duration (`at_most` or
+//! `at_least`), the lock name, the owner id, and the acquisition's identity, its token or, without
+//! tokens, its `locked_at`. `holder` takes the name alone. Acquire returns `locked_at, lock_until,
+//! fencing_token`, extend `lock_until`, and holder `locked_by, locked_at, lock_until,
+//! fencing_token`. The token is `NULL` without a token column.
 //!
-//! 1. the duration, `at_most` or `at_least`
-//! 2. the lock name
-//! 3. the owner id
-//! 4. the acquisition's identity: its token, or its `locked_at` on a table without tokens
-//!
-//! `holder` takes the name alone. Statements that return a lock row return these columns:
-//!
-//! - acquire: `locked_at, lock_until, fencing_token`
-//! - extend: `lock_until`
-//! - holder: `locked_by, locked_at, lock_until, fencing_token`
-//!
-//! The token is `NULL` without a token column.
-//!
-//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name and the owner. Then it binds
-//! the fire's instant `F` and the next fire's instant, rounded up by [`fire_time`]. Its statements
-//! exist for tables with the [`LAST_FIRE`] column only. A claim that does not win answers from what
-//! the deciding statement saw ([`Seen::Row`]). That is the database's now, the recorded fire and
-//! the lock row (`locked_by, locked_at, lock_until, fencing_token`). So it needs no statement
-//! beyond those the claim runs anyway.
+//! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name, the owner, then the fire's
+//! instant `F` and the next fire's, rounded up by [`fire_time`]. Its statements exist only for
+//! tables with [`LAST_FIRE`]. A claim that does not win answers from what the deciding statement
+//! saw ([`Seen::Row`]), so it needs no further statement.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,12 +37,9 @@ pub(crate) type Map<'a> = dyn Fn(sqlx::Error) -> Error + Send + Sync + 'a;
 /// The column holding a job's recorded fire, the last claimed `F`, where the table has it.
 pub(crate) const LAST_FIRE: &str = "last_fire";
 
-/// The job state columns (see
-/// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)).
-///
-/// Their names are fixed, like [`LAST_FIRE`]. They are in the order of our DDL and of the migration
-/// `0003_job_state.sql`. They hold the last run's fire, runner, start, end, outcome and error text.
-/// Then come the last success and the failures since.
+/// The job state columns of
+/// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run), with fixed
+/// names like [`LAST_FIRE`], in the order of our DDL and `0003_job_state.sql`.
 pub(crate) const STATE_COLUMNS: [(&str, StateKind); 8] = [
     ("last_run_fire", StateKind::Time),
     ("last_run_by", StateKind::Runner),
@@ -90,10 +73,8 @@ pub(crate) fn fixed_columns() -> impl Iterator<Item = &'static str> {
     std::iter::once(LAST_FIRE).chain(STATE_COLUMNS.iter().map(|(name, _)| *name))
 }
 
-/// The SQL of one table layout.
-///
-/// `acquire` is the statement that decides an acquire. On MySQL it is the conditional `UPDATE`, and
-/// the statements in [`Dialect::Extra`] follow it.
+/// The SQL of one table layout. On MySQL `acquire` is the conditional `UPDATE`, and the statements
+/// in [`Dialect::Extra`] follow it.
 pub(crate) struct Statements<X> {
     pub(crate) acquire: std::sync::Arc<str>,
     pub(crate) extend: std::sync::Arc<str>,
@@ -104,10 +85,9 @@ pub(crate) struct Statements<X> {
     pub(crate) release_run: std::sync::Arc<str>,
     /// Claims a fire, on tables with [`LAST_FIRE`]. It is the statement that decides and writes.
     pub(crate) claim: std::sync::Arc<str>,
-    /// The database's now, the recorded fire and the lock row of one name.
-    ///
-    /// The row is `locked_by`, `locked_at`, `lock_until`, and the token or `NULL`. Without a row,
-    /// all are `NULL` but now. It is for the replies of a claim that did not win.
+    /// The database's now, the recorded fire and the lock row (`locked_by`, `locked_at`,
+    /// `lock_until`, token or `NULL`) of one name, all `NULL` but now without a row. For the
+    /// replies of a claim that did not win.
     #[cfg_attr(
         not(any(feature = "mysql", feature = "sqlite")),
         allow(dead_code, reason = "used by MySQL and SQLite")
@@ -118,10 +98,8 @@ pub(crate) struct Statements<X> {
     pub(crate) extra: X,
 }
 
-/// One attempt of a call.
-///
-/// It has the statements of the table's layout and a connection with its call's deadline. It also
-/// has how its errors are mapped.
+/// One attempt of a call: the statements of the table's layout, a connection with its call's
+/// deadline, and how its errors are mapped.
 pub(crate) struct Attempt<'a, D: Dialect> {
     pub(crate) sql: &'a Statements<D::Extra>,
     pub(crate) c: Checkout<'a, D>,
@@ -161,17 +139,14 @@ pub(crate) struct ClaimFire<'a> {
 pub(crate) enum Seen {
     /// It claimed the fire.
     Won(LockRecord),
-    /// It did not claim.
-    ///
-    /// It gives the database's now and the row as it saw it, in the step that decided. Without a
-    /// row, these are `None`s.
+    /// It did not claim: the database's now and the row as it saw it in the step that decided,
+    /// `None`s without a row.
     Row {
         now: DateTime<Utc>,
         /// The job's recorded fire.
         recorded: Option<DateTime<Utc>>,
-        /// The lock as the row has it: owner, `locked_at`, `lock_until` and fencing token.
-        ///
-        /// `lock_until` may be past. The token is `None` without a token column.
+        /// The lock as the row has it. `lock_until` may be past, and the token is `None` without
+        /// a token column.
         holder: Option<LockRecord>,
     },
     /// Its look and its claim disagreed: another call changed the row in between. Look again.
@@ -179,15 +154,12 @@ pub(crate) enum Seen {
     Changed,
 }
 
-/// The lock row a look or a claim statement returned, as a record of `name`.
-///
-/// The row is `locked_by`, `locked_at`, `lock_until` and the token. Each is `NULL` without a row,
-/// and the record is then `None`.
+/// The lock row (`locked_by`, `locked_at`, `lock_until`, token) a look or a claim statement
+/// returned, as a record of `name`. All `NULL`, without a row, gives `None`.
 ///
 /// # Errors
 ///
-/// A row with some of the three lock columns `NULL` and others not. That happens in a table whose
-/// columns allow `NULL`, written by another program.
+/// Some of the three lock columns `NULL` and others not, in a table written by another program.
 pub(crate) fn seen_holder(
     name: &str,
     owner: Option<String>,
@@ -207,13 +179,10 @@ pub(crate) fn seen_holder(
     }
 }
 
-/// The `SET` list of a recorded release beyond `lock_until`.
-///
-/// It sets the last run and the counts of [`JobState::after`]. The last run is `fire`, the row's
-/// `locked_by` as the runner and its `locked_at` as the start. It also has the database's now as
-/// the end, and the outcome's kind and error text. `kind` is the outcome's kind as a parameter,
-/// written three times. Where parameters are positional, each is bound once per use. The failures
-/// saturate at `INT`'s maximum.
+/// The `SET` list of a recorded release beyond `lock_until`: the last run and the counts of
+/// [`JobState::after`]. The runner is the row's `locked_by`, the start its `locked_at`, and the end
+/// the database's now. `kind` is bound three times, once per use where parameters are positional.
+/// The failures saturate at `INT`'s maximum.
 ///
 /// [`JobState::after`]: shedlock_core::jobs::JobState::after
 pub(crate) fn release_run_state<D: Dialect>(
@@ -251,9 +220,8 @@ pub(crate) fn release_run_state<D: Dialect>(
     )
 }
 
-/// `t` rounded up to whole `precision_micros`.
-///
-/// So a fire is stored as its column holds it, and no claim starts before `F`.
+/// `t` rounded up to whole `precision_micros`, so a fire is stored as its column holds it and no
+/// claim starts before `F`.
 pub(crate) fn fire_time(t: DateTime<Utc>, precision_micros: i64) -> DateTime<Utc> {
     let step = precision_micros.max(1) * 1_000;
     let nanos = t
@@ -304,19 +272,16 @@ pub(crate) trait Dialect:
     const URL_FORM: &'static str;
     /// Whether a plain path (no scheme) names a database, as for SQLite files.
     const PLAIN_PATHS: bool = false;
-    /// The URL parameters that name TLS files (`sslrootcert`, …), and what each holds.
-    ///
-    /// They are checked to be readable when the URL is parsed, so a wrong path is named there.
+    /// The URL parameters that name TLS files (`sslrootcert`, …), and what each holds. They are
+    /// checked to be readable when the URL is parsed, so a wrong path is named there.
     const TLS_FILES: &'static [(&'static str, &'static str)] = &[];
     /// Runs before `create_table_if_not_exists`'s `CREATE TABLE IF NOT EXISTS`, in the same
     /// transaction: Postgres's silences the notice a table that exists meanwhile gets.
     const BEFORE_CREATE: &'static str = "";
 
-    /// The options with the builder's TLS files and credentials applied.
-    ///
-    /// A CA file turns on verifying the server's certificate and host name. It does not change
-    /// options that already verify. Where the database has no such thing, as SQLite, it is refused
-    /// (`Error::is_invalid_config`).
+    /// The options with the builder's TLS files and credentials applied. A CA file turns on
+    /// verifying the server's certificate and host name, leaving options that already verify as
+    /// they are. A database without TLS, as SQLite, refuses it (`Error::is_invalid_config`).
     fn connect_settings(
         options: Options<Self>,
         settings: &crate::connect::ConnectSettings,
@@ -340,8 +305,8 @@ pub(crate) trait Dialect:
     const TOKEN_COLUMN: &'static str;
     /// The type of the [`LAST_FIRE`] column in our DDL. It is nullable, for no fire recorded yet.
     const LAST_FIRE_COLUMN: &'static str;
-    /// The type of a nullable text column of at most `len` characters in our DDL. The job state's
-    /// runner, outcome and error text have it.
+    /// The type of a nullable text column of at most `len` characters in our DDL, for the job
+    /// state's runner, outcome and error text.
     fn text_column(len: usize) -> String {
         format!("VARCHAR({len}) NULL")
     }
@@ -360,8 +325,7 @@ pub(crate) trait Dialect:
 
     /// The database's "now" in UTC, as the statements read it.
     const NOW: &'static str;
-    /// What precedes a statement to pin its session, such as MySQL's time zone. It is usually
-    /// nothing.
+    /// What precedes a statement to pin its session, such as MySQL's time zone. Usually nothing.
     const PIN: &'static str = "";
     /// What follows `SELECT` / `UPDATE`, such as MySQL's optimizer hint. It is usually nothing.
     const HINT: &'static str = "";
@@ -393,25 +357,21 @@ pub(crate) trait Dialect:
     fn read_opt_time(row: &Self::Row, index: usize, map: &Map<'_>)
     -> Result<Option<DateTime<Utc>>>;
 
-    /// How many rows a statement changed. Where the database counts so, it is how many rows it
-    /// matched.
+    /// How many rows a statement changed, or matched where the database counts so.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
     /// Where `options` connect, for messages (`Postgres at db:5432/app`): never the password.
     fn target(options: &Options<Self>) -> String;
 
-    /// Whether the database `options` name lives only while a connection to it is open.
-    ///
-    /// An in-memory SQLite database does. The provider's own connections then keep one open for it.
+    /// Whether the database `options` name lives only while a connection to it is open, as an
+    /// in-memory SQLite database does. The provider's own connections then keep one open for it.
     fn keeps_anchor(options: &Options<Self>) -> bool {
         let _ = options;
         false
     }
 
-    /// The database's own session settings.
-    ///
-    /// They run on each connection the provider opens, and on each of a `pool_options()` pool's. By
-    /// default there are none.
+    /// The database's own session settings, run on each connection the provider opens and on each
+    /// of a `pool_options()` pool's. By default there are none.
     fn setup(
         conn: &mut Self::Connection,
     ) -> Pin<Box<dyn Future<Output = sqlx::Result<()>> + Send + '_>> {
@@ -536,10 +496,9 @@ pub(crate) fn check_columns<D: Dialect>(
     })
 }
 
-/// Whether the table has all of the job state columns, each of a fitting type.
-///
-/// A column of the wrong type is a problem, like `last_fire`'s. Some but not all present counts as
-/// none, with a warning naming the missing ones.
+/// Whether the table has all of the job state columns, each of a fitting type. A column of the
+/// wrong type is a problem, like `last_fire`'s. Some but not all present counts as none, with a
+/// warning naming the missing ones.
 fn job_state_columns<D: Dialect>(
     s: &Settings,
     columns: &[D::TableColumn],

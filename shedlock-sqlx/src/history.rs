@@ -1,15 +1,7 @@
-//! Run history in the `<table>_history` table ([`crate::tables`]).
-//!
-//! It is written after a recorded release ([`after_release_run`]). That happens when the builder
-//! was given a [`HistoryPolicy`](LockProviderBuilder::history).
+//! Run history in the `<table>_history` table ([`crate::tables`]), written after a recorded
+//! release ([`after_release_run`]) as [`LockProviderBuilder::history`] says.
 //! [`LockAdmin::history`](shedlock_core::admin::LockAdmin::history) reads it newest first, whatever
 //! the policy.
-//!
-//! A write inserts the entry and prunes the lock's entries to the newest `keep`. With a `max_age`,
-//! it also removes those that ended longer ago. On Postgres that is one statement, in one round
-//! trip. Elsewhere it is one transaction: `BEGIN`, `INSERT`, `DELETE`, `COMMIT`, in four round
-//! trips. It never fails the release. A failure is logged at `ERROR` once, then at `DEBUG` until a
-//! write succeeds again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,10 +20,8 @@ use crate::link::{AfterLostReply, statement};
 use crate::provider::Provider;
 use crate::tables::{Record, Which, job_table_error, names, run_queries};
 
-/// The builder's history setting, as a provider keeps it.
-///
-/// It has the policy, and whether the last write failed. So a failing table is logged at `ERROR`
-/// once.
+/// The builder's history setting, as a provider keeps it: the policy, and whether the last write
+/// failed, so a failing table is logged at `ERROR` once.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     pub(crate) policy: HistoryPolicy,
@@ -53,12 +43,9 @@ impl History {
     }
 }
 
-/// Writes the history entry of a run whose release (`release_run`) just acted on its row.
-///
-/// The entry has the lock name, fire, runner (`record.owner()`) and start (`record.locked_at()`).
-/// It also has the end, which is the database's now, and the outcome. It then prunes per the
-/// policy. It does nothing unless the provider was built with [`LockProviderBuilder::history`]. It
-/// never fails: a failure is logged (see the module's docs).
+/// Writes the history entry of a run whose release (`release_run`) just acted on its row, and
+/// prunes, as [`LockProviderBuilder::history`] says. It does nothing without a policy and never
+/// fails: a failure is logged. The runner is `record.owner()` and the start `record.locked_at()`.
 ///
 /// It gets `budget`, what is left of the release's call timeout, so that the caller's timeout
 /// around the whole release never fires because of the history: a write that takes longer is given

@@ -47,166 +47,133 @@
 //!
 //! # What every provider guarantees
 //!
-//! - **The database's clock only**, in UTC, read inside the statement that decides. The
-//!   application's clock and time zone never matter, nor does the session's time zone.
+//! - **The database's clock only**, in UTC, read inside the statement that decides. Neither the
+//!   application's clock and time zone nor the session's time zone matter.
 //! - **Java ShedLock's table** (`shedlock(name, lock_until, locked_at, locked_by)`) works
-//!   unchanged. So a Java service using ShedLock with `usingDbTime()` and a Rust service exclude
-//!   each other on one table. Our DDL adds `fencing_token BIGINT NOT NULL DEFAULT 0`. Without that
-//!   column everything works, and tokens are `None`. Our DDL also adds a nullable `last_fire`
-//!   column. There [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) records a
-//!   scheduled job's fires. Without it, `claim_fire` answers
-//!   [`Error::is_unsupported`](shedlock_core::Error::is_unsupported), naming the `ALTER TABLE` to
-//!   run. A scheduler then falls back to plain locks.
+//!   unchanged, so a Java service using `usingDbTime()` and a Rust service exclude each other on
+//!   one table. Our DDL adds `fencing_token BIGINT NOT NULL DEFAULT 0`, without which tokens are
+//!   `None`. It also adds a nullable `last_fire` column, where
+//!   [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) records a job's fires.
+//!   Without it, `claim_fire` answers
+//!   [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) naming the `ALTER TABLE` to
+//!   run, and a scheduler falls back to plain locks.
 //! - **Fire claims in the database**, on its clock, in the order of
-//!   [`FireClaim`](shedlock_core::provider::FireClaim)'s cases. Nothing is written unless the fire
-//!   is claimed. A missing row is inserted, and racing replicas get no duplicate-key errors. Fire
-//!   instants are rounded up to the time columns' precision. That is microseconds on Postgres, and
-//!   milliseconds on MySQL and SQLite. So no claim starts before its fire.
+//!   [`FireClaim`](shedlock_core::provider::FireClaim)'s cases, writing nothing unless the fire is
+//!   claimed. Fire instants are rounded up to the time columns' precision, microseconds on Postgres
+//!   and milliseconds on MySQL and SQLite, so no claim starts before its fire.
 //! - **One statement on the hot path.** A lock held elsewhere costs one statement and writes
-//!   nothing. A missing row is inserted without duplicate-key errors. A row is missing on first
-//!   use, or when it was deleted by hand.
+//!   nothing. A row missing on first use or deleted by hand is inserted without duplicate-key
+//!   errors, even when replicas race.
 //! - **No connection is kept** while a lock is held. Each statement runs in autocommit on a pooled
-//!   connection, which is given back at once. So one connection serves any number of held locks.
+//!   connection given back at once, so one connection serves any number of held locks.
 //! - **A deadline on every call**, [`call_timeout`](LockProviderBuilder::call_timeout). A
 //!   black-holed database yields an error, never a hang.
 //! - **Database restarts cost no failed extend, release or read** when the server is back within
 //!   `call_timeout`. An acquire or fire claim whose reply a restart lost fails once instead of
-//!   repeating. Its statement may have committed (see [Pools](#pools)).
-//! - **Validation up front.** Table and column names must be plain identifiers, and they are quoted
-//!   in SQL. Lock names are checked against the column's length. They are always bound, never
-//!   spliced.
+//!   repeating, as its statement may have committed (see [Pools](#pools)).
+//! - **Validation up front.** Table and column names must be plain identifiers and are quoted in
+//!   SQL. Lock names are checked against the column's length and always bound, never spliced.
 //!
 //! # Pools
 //!
-//! A provider built from a URL opens connections of its own, at most
-//! [`max_connections`](LockProviderBuilder::max_connections). It pays one round trip per statement.
-//! Over your own sqlx pool it works the same, at the price of sqlx's return ping.
-//! [`ConnectionStats`] reports the open and idle connections. The repository's `docs/sql-stores.md`
-//! says how to choose and size them. It also says what a restart or a lost connection costs, and
-//! how deadlines work.
+//! A provider built from a URL opens at most
+//! [`max_connections`](LockProviderBuilder::max_connections) connections of its own and pays one
+//! round trip per statement. Over your own sqlx pool it works the same, at the price of sqlx's
+//! return ping. [`ConnectionStats`] reports the open and idle connections. The repository's
+//! `docs/sql-stores.md` says how to choose and size them, what a restart or a lost connection
+//! costs, and how deadlines work.
 //!
 //! # Connection poolers
 //!
-//! A pooler in session mode needs nothing. Behind a pooler in transaction mode, sqlx's prepared
-//! statements break. `PgBouncer`'s usual setting is such a mode. Set
+//! A pooler in session mode needs nothing. Behind a pooler in transaction mode, such as
+//! `PgBouncer`'s usual setting, sqlx's prepared statements break. Set
 //! [`transaction_pooler(true)`](LockProviderBuilder::transaction_pooler), or
 //! `?transaction_pooler=true` on a Postgres URL. Each statement then costs four round trips instead
-//! of one. The repository's `docs/sql-stores.md`, "Connection poolers", says why. It also says what
-//! else it changes, and what a pooler needs.
+//! of one. The repository's `docs/sql-stores.md`, "Connection poolers", says why, what else it
+//! changes and what a pooler needs.
 //!
 //! # Fencing tokens
 //!
 //! On Postgres and MySQL/MariaDB, each acquisition sets `fencing_token = GREATEST(fencing_token +
-//! 1, now in µs since 1970)`. So tokens strictly increase per name. Deleting a row by hand does not
-//! restart the sequence. The recreated row starts from the database clock in microseconds. That is
-//! above every earlier token, unless the clock was set back. It is also above them unless the lock
-//! was taken more than once per microsecond on average. A Java service's acquisitions carry no
-//! token and leave it unchanged. So while Java holds the lock,
+//! 1, now in µs since 1970)`, so tokens strictly increase per name. A row deleted by hand restarts
+//! from the database clock in microseconds, above every earlier token unless the clock was set back
+//! or the lock was taken more than once per microsecond on average. A Java service's acquisitions
+//! leave the token unchanged, so while Java holds the lock,
 //! [`holder`](shedlock_core::provider::LockProvider::holder) reports the last token a Rust
 //! acquisition set. For SQLite's tokens, see [`SqliteLockProvider`].
 //!
 //! # Schema
 //!
 //! `create_table_if_not_exists()` creates the table. The same DDL ships as sqlx-cli migrations in
-//! `migrations/{postgres,mysql,sqlite}/`:
-//!
-//! - `0001_shedlock.sql` creates the table.
-//! - `0002_last_fire.sql` adds the `last_fire` column to a table made before it, or by Java
-//!   ShedLock.
-//! - `0003_job_state.sql` adds the job state columns.
+//! `migrations/{postgres,mysql,sqlite}/`: `0001_shedlock.sql` creates the table,
+//! `0002_last_fire.sql` adds `last_fire` to an older or Java ShedLock table, and
+//! `0003_job_state.sql` adds the job state columns.
 //!
 //! Restart the services after running them, as the providers read the table's columns once.
-//! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints the `ALTER TABLE`
-//! statements a table still needs, for its configured name. `shedlock ddl` prints them too. A
-//! missing table is reported as
-//! [`Error::is_missing_table`](shedlock_core::Error::is_missing_table). That is one line naming the
-//! ways to create it, and `ddl()` has the statement. Columns of the wrong type are reported as
+//! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) and `shedlock ddl` print the
+//! `ALTER TABLE` statements a table still needs, for its configured name. A missing table is
+//! reported as [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), one line naming
+//! the ways to create it. Columns of the wrong type are reported as
 //! [`Error::is_schema`](shedlock_core::Error::is_schema). A `Scheduler` fails to start on either.
 //!
 //! # Job state
 //!
-//! A table may have the job state columns, from our DDL or from `0003_job_state.sql`. There a
-//! scheduler's release records how each run ended in the lock's row. It does so in the release's
-//! one statement ([`release_run`](shedlock_core::provider::LockProvider::release_run)). The columns
-//! are these:
-//!
-//! - `last_run_fire` and `last_run_by`.
-//! - `last_run_started`: the claim's `locked_at`.
-//! - `last_run_ended`: the database's now.
-//! - `last_run_outcome`: `succeeded`, `failed`, `panicked` or `cancelled`.
-//! - `last_run_error`: a failed run's text, at most 1000 characters.
-//! - `last_success`.
-//! - `consecutive_failures`, `NOT NULL DEFAULT 0`, so Java ShedLock's `INSERT`s still work.
+//! Where a table has the job state columns, a scheduler's release records how each run ended in
+//! the lock's row, in the release's one statement
+//! ([`release_run`](shedlock_core::provider::LockProvider::release_run)). The columns are
+//! `last_run_fire`, `last_run_by`, `last_run_started`, `last_run_ended`, `last_run_outcome`,
+//! `last_run_error`, `last_success` and `consecutive_failures`. A run starts at the claim's
+//! `locked_at` and ends at the database's now. The outcome is `succeeded`, `failed`, `panicked` or
+//! `cancelled`, and the error holds at most 1000 characters. `consecutive_failures` is `NOT NULL
+//! DEFAULT 0`, so Java ShedLock's `INSERT`s still work.
 //!
 //! They are counted as [`shedlock_core::jobs`] says. The statement keeps the release's guard, so a
-//! run whose lock was taken over writes nothing. It costs the release's one round trip, and has its
-//! durability. On Postgres that is `synchronous_commit = off`. The names are fixed, like
-//! `last_fire`, and no configured column may take them. A table with none of the columns, or only
-//! some, records nothing. `release_run` then answers
+//! run whose lock was taken over writes nothing. It has the release's one round trip and
+//! durability, which on Postgres is `synchronous_commit = off`. The names are fixed, like
+//! `last_fire`, and no configured column may take them. A table with only some of the columns
+//! records nothing: `release_run` answers
 //! [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
-//! scheduler releases plainly. `list` and `entry` carry the state
-//! ([`LockEntry::state`](shedlock_core::admin::LockEntry::state)) where the columns exist.
+//! scheduler releases plainly. `list` and `entry` carry the
+//! [`state`](shedlock_core::admin::LockEntry::state) where the columns exist.
 //!
 //! # Job definitions and run history
 //!
-//! Two more tables, named from the lock table, hold what the job commands show. The lock table
-//! works without them. `create_table_if_not_exists()` creates both when they are missing.
-//! `0004_jobs_and_history.sql` has their DDL for the default names.
+//! Two optional tables, named as the lock table plus `_jobs` and `_history`, hold what the job
+//! commands show. `create_table_if_not_exists()` creates both, `0004_jobs_and_history.sql` has
+//! their DDL for the default names, and
 //! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) returns the statements for
-//! whichever is missing. Their names are the lock table's plus `_jobs` and `_history`. On Postgres
-//! and SQLite, the index is named with `_history_idx`. So the lock table's name may be at most 51
-//! characters on Postgres, where a name holds 63. On MySQL/MariaDB it may be at most 56, where a
-//! name holds 64. Every call that needs the tables refuses a longer one, with an error saying so.
-//! `build()` refuses it too when history is on.
+//! whichever is missing. As the index on Postgres and SQLite is named with `_history_idx`, the lock
+//! table's name may be at most 51 characters on Postgres and 56 on MySQL/MariaDB. Every call that
+//! needs the tables refuses a longer one, and so does `build()` when history is on.
 //!
-//! - `<table>_jobs(job, replica, lock_name, version, spec, published, expires)`, with the primary
-//!   key `(job, replica)`. It holds the job definitions each replica publishes (see
-//!   [`publish_definitions`](shedlock_core::provider::LockProvider::publish_definitions)).
-//!   `published` is the database's now, and `expires` is its now plus the ttl. A publish removes
-//!   every expired entry, of any replica, in the same step. On Postgres that is one statement, in
-//!   one round trip. Elsewhere it is a transaction: `BEGIN`, a `DELETE`, one multi-row upsert per
-//!   100 jobs, and `COMMIT`. That is four round trips for up to 100 jobs.
-//!   [`definitions`](shedlock_core::admin::LockAdmin::definitions) lists the entries that have not
-//!   expired, sorted by job then replica, in byte order.
-//!   [`forget`](shedlock_core::admin::LockAdmin::forget) deletes a job's entries. Job names and
-//!   replicas (owner ids) hold 255 characters, and versions 32. Lock names hold as many as in the
-//!   lock table.
+//! - `<table>_jobs(job, replica, lock_name, version, spec, published, expires)`, keyed on `(job,
+//!   replica)`, holds the definitions each replica
+//!   [publishes](shedlock_core::provider::LockProvider::publish_definitions). `published` is the
+//!   database's now and `expires` its now plus the ttl. A publish removes every expired entry, of
+//!   any replica, in one statement on Postgres. Elsewhere it is a transaction of a `DELETE` and one
+//!   multi-row upsert per 100 jobs, four round trips for up to 100 jobs.
+//!   [`definitions`](shedlock_core::admin::LockAdmin::definitions) lists the entries not expired,
+//!   sorted by job then replica in byte order. [`forget`](shedlock_core::admin::LockAdmin::forget)
+//!   deletes a job's entries. Job names and replicas hold 255 characters, versions 32, and lock
+//!   names as many as in the lock table.
 //! - `<table>_history(id, lock_name, fire, runner, started, ended, outcome, error)`, indexed on
-//!   `(lock_name, id)`. It holds the runs of scheduled jobs. They are written only when the builder
-//!   was given a [`history`](LockProviderBuilder::history) policy, which is off by default. The
-//!   release of a run's lock then writes the entry. The runner is the lock's owner, and `started`
-//!   is its `locked_at`. `ended` is the database's now, and the error text is capped at 1,000
-//!   characters. The release also removes the lock's entries beyond the newest `keep`, and those
-//!   older than `max_age`. On Postgres that is one statement. Elsewhere it is a transaction of two
-//!   statements, in four round trips. A failed write never fails the release. It is logged at
-//!   `ERROR` once, then at `DEBUG` until a write succeeds.
+//!   `(lock_name, id)`, holds the runs of scheduled jobs, written and pruned as the builder's
+//!   [`history`](LockProviderBuilder::history) policy says. It is off by default.
 //!   [`history`](shedlock_core::admin::LockAdmin::history) reads a lock's entries newest first, by
 //!   `id`, whatever the policy.
 //!
-//! Times are kept as the lock table keeps them, in UTC. On MySQL and SQLite they are in
-//! milliseconds, so a fire is read back rounded to the millisecond there. A missing table is
-//! reported as [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), naming the
-//! `CREATE TABLE` to run.
-//!
-//! What these tables cannot do:
-//!
-//! - The history is per lock name, not per job, so two jobs sharing a lock share it.
-//! - Entries of a lock no longer run stay until removed by hand.
+//! Times are kept in UTC as the lock table keeps them, so a fire is read back rounded to the
+//! millisecond on MySQL and SQLite. The history is per lock name, not per job, so two jobs sharing
+//! a lock share it. Entries of a lock no longer run stay until removed by hand.
 //!
 //! # Operating locks
 //!
-//! Every provider implements [`LockAdmin`](shedlock_core::admin::LockAdmin). The `shedlock` command
-//! line tool is built on it.
-//!
-//! - `list` and `entry` read the rows with the database's now.
-//! - `unlock` frees an acquisition in one conditional `UPDATE`. It does so only if the row still
-//!   has the owner, `locked_at` and token it was listed with. The token is checked where the table
-//!   has one.
-//! - `force_unlock` frees whoever holds it.
-//!
-//! Freeing sets `lock_until` to the database's now and nothing else. A `last_fire` column is listed
-//! where the table has it. It is found once, with the rest of the table's layout. Java ShedLock's
-//! four-column table works.
+//! Every provider implements [`LockAdmin`](shedlock_core::admin::LockAdmin), which the `shedlock`
+//! command line tool is built on. `list` and `entry` read the rows with the database's now.
+//! `unlock` frees an acquisition in one conditional `UPDATE`, only if the row still has the owner,
+//! `locked_at` and token, where the table has one, it was listed with. `force_unlock` frees
+//! whoever holds it. Freeing sets `lock_until` to the database's now and nothing else. A
+//! `last_fire` column is listed where the table has it. Java ShedLock's four-column table works.
 //!
 //! # Feature flags
 //!

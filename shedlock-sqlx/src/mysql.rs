@@ -27,10 +27,8 @@ use crate::link::{Call, Checkout, Link, Schema, millis_ceil, utc_from_micros};
 use crate::provider::Provider;
 use crate::provider_types::sql_lock_provider;
 
-/// Runs the statement with `time_zone = '+00:00'`, whatever the session's zone.
-///
-/// MariaDB reads the executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2). MySQL ignores
-/// it.
+/// Runs the statement with `time_zone = '+00:00'`, whatever the session's zone. MariaDB reads the
+/// executable comment (`SET STATEMENT … FOR`, MariaDB ≥ 10.1.2). MySQL ignores it.
 pub(crate) const PIN: &str = "/*M!100102 SET STATEMENT time_zone = '+00:00' FOR */ ";
 /// The same for MySQL ≥ 8.0, as an optimizer hint after the statement's first keyword. MariaDB
 /// treats it as a comment.
@@ -46,10 +44,9 @@ const SEED_MICROS: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC
 const SET_UTC: &str = "SET time_zone = '+00:00'";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a MySQL or MariaDB table.
-///
-/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`). A
-/// `fencing_token` column is used where the table has one.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a MySQL or MariaDB table of Java
+/// ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`), using a `fencing_token`
+/// column where the table has one.
 ///
 /// # Table
 ///
@@ -78,83 +75,64 @@ sql_lock_provider! {
 /// ```
 ///
 /// The binary collation makes lock names compare exactly: `Report` and `report` are two locks.
-/// `utf8mb4` stores any Unicode name. Java ShedLock's own DDL works too. Without the token column,
-/// tokens are `None`. With a case-insensitive collation, the provider logs a warning once.
+/// `utf8mb4` stores any Unicode name. Java ShedLock's own DDL works too, without tokens. With a
+/// case-insensitive collation, the provider logs a warning once.
 ///
-/// On first use the provider reads the table's columns once. If the table is missing, it fails with
-/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table). If the table does not fit,
-/// it fails with [`Error::is_schema`](shedlock_core::Error::is_schema). Time columns must be
-/// `TIMESTAMP(3)` or `DATETIME(3)` or finer. `locked_at` must not have `ON UPDATE`. A failed check
-/// is retried on the next call.
+/// On first use the provider reads the table's columns once. A missing table fails with
+/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), one that does not fit with
+/// [`Error::is_schema`](shedlock_core::Error::is_schema), and a failed check is retried on the next
+/// call. Time columns must be `TIMESTAMP(3)` or `DATETIME(3)` or finer. `locked_at` must not have
+/// `ON UPDATE`.
 ///
-/// `TIMESTAMP` columns cannot hold a time after 2038-01-19 03:14:07 UTC. That holds on MySQL, and
-/// on MariaDB before 11.5. So a `lock_until` beyond it cannot be stored. `DATETIME(3)` columns have
-/// no such limit and work the same. The provider reads and writes UTC either way.
+/// On MySQL, and on MariaDB before 11.5, `TIMESTAMP` columns cannot hold a `lock_until` after
+/// 2038-01-19 03:14:07 UTC. `DATETIME(3)` columns have no such limit and work the same.
 ///
 /// # Time
 ///
 /// Every decision compares against the server's clock, `UTC_TIMESTAMP(3)`, inside the statement
-/// that decides. `TIMESTAMP` columns convert through the session's `time_zone`. So the provider
-/// runs each of its statements with `time_zone = '+00:00'`. This holds whatever the server's
-/// default or the session's setting. MariaDB gets it through `SET STATEMENT time_zone = '+00:00'
-/// FOR …`. MySQL 8 gets it through the `SET_VAR` hint. The provider's own connections
-/// ([`connect`](Self::connect)) also set it on every new connection. So does a
-/// [`pool_options`](Self::pool_options) pool. That covers servers that know neither, such as MySQL
-/// 5.7. Give those a pool whose sessions are in UTC, as sqlx's default `timezone` option does.
+/// that decides. `TIMESTAMP` columns convert through the session's `time_zone`, so the provider
+/// runs each statement with `time_zone = '+00:00'`, whatever the server's default or the session's
+/// setting. MariaDB gets it through `SET STATEMENT time_zone = '+00:00' FOR …`, MySQL 8 through the
+/// `SET_VAR` hint. The provider's own connections and a [`pool_options`](Self::pool_options) pool
+/// also set it on every new connection, which covers servers that know neither, such as MySQL 5.7.
+/// Give those a pool whose sessions are in UTC, as sqlx's default `timezone` option does.
 ///
 /// Values are therefore UTC wall-clock times, as Java ShedLock writes them with `usingDbTime()`.
-/// **Java services sharing the table must pin their sessions to UTC too.** With Connector/J, use
-/// `connectionTimeZone=UTC&forceConnectionTimeZoneToSession=true`. Or set
-/// `default-time-zone='+00:00'` on the server. Durations are rounded up to whole milliseconds.
+/// **Java services sharing the table must pin their sessions to UTC too**, with Connector/J's
+/// `connectionTimeZone=UTC&forceConnectionTimeZoneToSession=true` or the server's
+/// `default-time-zone='+00:00'`. Durations are rounded up to whole milliseconds.
 ///
 /// # Statements
 ///
-/// Each call runs in autocommit on a connection taken from the pool and given back at once. No
-/// connection is kept while a lock is held.
+/// Each call runs in autocommit on a pooled connection given back at once.
 ///
-/// An acquire is one `UPDATE … WHERE name = ?` that takes the row only if the lock has expired.
-/// Otherwise it sets each column to itself, so a held lock writes nothing. It reports through
-/// `LAST_INSERT_ID(…)` whether it took the row. Only if the row is missing does a second statement
-/// insert it. That statement is an `INSERT … ON DUPLICATE KEY UPDATE` that changes nothing on a
-/// duplicate. It is no `INSERT IGNORE`, so errors such as "data too long" stay visible. It gives no
-/// duplicate-key error either. So the next acquire recreates a row deleted by hand. A won acquire
-/// on a table with tokens reads the row back, because MySQL has no `RETURNING`. That is one more
-/// statement: two on an existing row, three on a missing one.
+/// An acquire is one `UPDATE … WHERE name = ?` that takes the row only if the lock has expired, and
+/// otherwise sets each column to itself, so a held lock writes nothing. It reports through
+/// `LAST_INSERT_ID(…)` whether it took the row. Only a missing row takes a second statement, an
+/// `INSERT … ON DUPLICATE KEY UPDATE` that changes nothing on a duplicate. Unlike `INSERT IGNORE`,
+/// it keeps errors such as "data too long" visible, and it gives no duplicate-key error. So the
+/// next acquire recreates a row deleted by hand. A won acquire on a table with tokens reads the row
+/// back, as MySQL has no `RETURNING`: two statements on an existing row, three on a missing one.
 ///
 /// # Fire claims
 ///
 /// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) first reads the database's now
-/// and the row. That is a consistent read, with no row lock. It answers every fire it cannot claim
-/// in one statement. A conditional `UPDATE` then takes a claimable fire. For a missing row, an
-/// `INSERT` inside the window takes it. Either checks everything again on the row's latest version.
-/// So of racing replicas, exactly one claims. A won claim on a table with tokens reads the row
-/// back. `last_fire` is `TIMESTAMP(3)`, so fires are kept and compared exactly, in whole
-/// milliseconds. A table without it, as Java's DDL makes it, answers `claim_fire` with
-/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
+/// and the row in a consistent read without a row lock, which answers every fire it cannot claim.
+/// A conditional `UPDATE`, or for a missing row an `INSERT` inside the window, then takes a
+/// claimable fire. Either checks everything again on the row's latest version, so of racing
+/// replicas exactly one claims. A won claim on a table with tokens reads the row back. `last_fire`
+/// is `TIMESTAMP(3)`, so fires are kept and compared exactly, in whole milliseconds. A table
+/// without it answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
 /// `migrations/mysql/0002_last_fire.sql` and restart the service.
 ///
 /// # Job state
 ///
 /// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
-/// `UPDATE`, with its guard and `lock_until` unchanged. It also sets the job state columns:
-///
-/// - the run's fire
-/// - the runner, from `locked_by`
-/// - the start, from `locked_at`
-/// - the end, the database's now in the same statement
-/// - the outcome and the error text, at most 1000 characters
-/// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
-///
-/// It costs one round trip, as a release does; history, where it is on, costs more (see
-/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)). A row that no longer
-/// belongs to the run is not written.
-///
-/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`. Such a table
-/// answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and
-/// the scheduler releases plainly. Run `migrations/mysql/0003_job_state.sql`, or what
-/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints. Then restart the service.
-/// [`list`](shedlock_core::admin::LockAdmin::list) and
-/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
+/// `UPDATE`, with its guard, also setting the [job state](crate#job-state) columns.
+/// `last_success` and `consecutive_failures` are `CASE`s on the outcome. A table without the
+/// columns answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Run
+/// `migrations/mysql/0003_job_state.sql`, or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints, then restart the service.
 ///
 /// # Fencing tokens
 ///
@@ -162,15 +140,12 @@ sql_lock_provider! {
 ///
 /// # Connections, timeouts and failures
 ///
-/// Built from a URL, it opens connections of its own, apart from the application's pool (see
-/// [`connect`](Self::connect) and [`from_url`](Self::from_url)). It then costs one round trip per
-/// statement. Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options) (see
-/// [`new`](Self::new) and [`builder`](Self::builder)). Every call has a deadline,
-/// [`call_timeout`](crate::LockProviderBuilder::call_timeout). A server restart or a `KILL` leaves
-/// connections dead. A call that meets a dead connection runs again on another. An acquire whose
-/// reply was lost fails instead. The repository's `docs/sql-stores.md` explains pools, restarts,
-/// lost replies and deadlines. It also lists the MySQL and MariaDB errors that mark a connection as
-/// lost.
+/// Built from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)), it opens
+/// connections of its own. Over a sqlx pool of your own ([`new`](Self::new),
+/// [`builder`](Self::builder)), start from [`pool_options`](Self::pool_options). A call that meets
+/// a connection a server restart or `KILL` left dead runs again on another, but an acquire whose
+/// reply was lost fails. The repository's `docs/sql-stores.md` explains pools, restarts, lost
+/// replies and deadlines, and lists the MySQL and MariaDB errors that mark a connection as lost.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -367,8 +342,8 @@ impl Dialect for MySql {
     /// `TIMESTAMP` column an implicit default.
     const LAST_FIRE_COLUMN: &'static str = "TIMESTAMP(3) NULL DEFAULT NULL";
     const TIME_PRECISION_MICROS: i64 = 1_000;
-    /// `utf8mb4` with the binary collation, whatever the table's default. A Java ShedLock table may
-    /// be `latin1`. So any error text and owner id fits.
+    /// `utf8mb4` with the binary collation, whatever the table's default, so any error text and
+    /// owner id fits even where a Java ShedLock table is `latin1`.
     fn text_column(len: usize) -> String {
         format!("VARCHAR({len}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL")
     }
@@ -611,13 +586,8 @@ impl Dialect for MySql {
         won_record(c, map, sql, args.schema, (name, owner, at_most), reported).await
     }
 
-    /// There is no `RETURNING`, so a look comes first.
-    ///
-    /// The look is a consistent read, with no row lock. It answers every fire it cannot claim. Then
-    /// comes the conditional `UPDATE`, or the `INSERT` for a missing row. It re-checks everything
-    /// on the row's latest version and reports a win through `LAST_INSERT_ID`. A win on a table
-    /// with tokens reads the row back, as acquire does. A fire it does not claim costs one
-    /// statement, and a claim two or three.
+    /// There is no `RETURNING`, so a look comes first. See [`MySqlLockProvider`]'s "Fire claims".
+    /// A fire it does not claim costs one statement, and a claim two or three.
     async fn claim_fire<'a>(at: Attempt<'a, Self>, args: ClaimFire<'a>) -> Result<Seen> {
         let Attempt { sql, c, map } = at;
         let mut c = c;
@@ -699,9 +669,9 @@ impl Dialect for MySql {
 /// The record of a won acquire or fire claim whose statement reported `reported` through
 /// `LAST_INSERT_ID`.
 ///
-/// On a table with tokens, `reported` is the new token, and the row is read back. That is because
-/// there is no `RETURNING`. The record is `None` if the lock, of at most `at_most`, already passed
-/// to someone else. Without tokens, `reported` is the claim's `locked_at` in microseconds.
+/// On a table with tokens, `reported` is the new token and the row is read back, as there is no
+/// `RETURNING`. The record is then `None` if the lock, of at most `at_most`, already passed to
+/// someone else. Without tokens, `reported` is the claim's `locked_at` in microseconds.
 async fn won_record(
     mut c: Checkout<'_, MySql>,
     map: &Map<'_>,

@@ -21,20 +21,17 @@ use crate::link::{Call, Link, micros_ceil};
 use crate::provider::{Provider, returning_statements};
 use crate::provider_types::sql_lock_provider;
 
-/// The database's "now" as a UTC wall-clock `timestamp`.
-///
-/// It is the start of the statement, so every use within one statement agrees. In autocommit it
-/// equals ShedLock's `timezone('utc', CURRENT_TIMESTAMP)`. It stays right even inside a
-/// transaction.
+/// The database's "now" as a UTC wall-clock `timestamp`: the start of the statement, so every use
+/// within one statement agrees. It equals ShedLock's `timezone('utc', CURRENT_TIMESTAMP)` in
+/// autocommit and stays right inside a transaction.
 pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 /// The same instant in microseconds since the Unix epoch, which seeds fencing tokens.
 const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table.
-///
-/// The table has Java ShedLock's layout (`shedlock(name, lock_until, locked_at, locked_by)`). A
-/// `fencing_token` column is used where the table has one.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table of Java ShedLock's
+/// layout (`shedlock(name, lock_until, locked_at, locked_by)`), using a `fencing_token` column
+/// where the table has one.
 ///
 /// # Table
 ///
@@ -62,81 +59,61 @@ sql_lock_provider! {
 /// )
 /// ```
 ///
-/// Times are UTC wall-clock values in `TIMESTAMP` columns, without time zone. Java ShedLock writes
-/// them the same way. So a Java service using ShedLock's `usingDbTime()` and this provider exclude
-/// each other on one table. A table without the `fencing_token` column, as Java's DDL makes it,
-/// works as is. Tokens are then `None`. On first use the provider reads the table's columns once.
-/// It reads which columns exist, their types and the name column's length. If the table is missing,
-/// it fails with [`Error::is_missing_table`](shedlock_core::Error::is_missing_table). If the table
-/// does not fit, it fails with [`Error::is_schema`](shedlock_core::Error::is_schema). A failed
-/// check is retried on the next call. Restart the service after adding the token column to an
-/// existing table.
+/// Times are UTC wall-clock values in `TIMESTAMP` columns without time zone, as Java ShedLock
+/// writes them, so a Java service using `usingDbTime()` and this provider exclude each other on one
+/// table. Java's DDL, without `fencing_token`, works as is, with tokens `None`. On first use the
+/// provider reads which columns exist, their types and the name column's length. A missing table
+/// fails with [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), one that does
+/// not fit with [`Error::is_schema`](shedlock_core::Error::is_schema), and a failed check is
+/// retried on the next call. Restart the service after adding the token column to an existing
+/// table.
 ///
 /// # Time
 ///
-/// Every decision compares against the server's clock, read inside the statement that decides. The
-/// statement reads `timezone('UTC', statement_timestamp())`. The application's clock, its time zone
-/// and the session's `TimeZone` setting play no part.
+/// Every decision compares against `timezone('UTC', statement_timestamp())`, read inside the
+/// statement that decides. The application's clock, its time zone and the session's `TimeZone`
+/// setting play no part.
 ///
 /// # Statements
 ///
-/// Each call is one statement in autocommit, on a connection taken for it and given back at once.
-/// No connection is kept while a lock is held. So one connection serves any number of held locks.
+/// Each call is one statement in autocommit, on a connection given back at once.
 ///
 /// An acquire is a single statement: `INSERT … SELECT … WHERE NOT EXISTS (a held lock) ON CONFLICT
-/// DO UPDATE … WHERE lock_until <= now`. When the lock is held, its `SELECT` yields no row. So it
-/// writes nothing and takes no row lock. A missing row is inserted. A concurrent first acquire
+/// DO UPDATE … WHERE lock_until <= now`. When the lock is held, its `SELECT` yields no row, so it
+/// writes nothing and takes no row lock. A missing row is inserted, and a concurrent first acquire
 /// makes that a conflict, never a duplicate-key error in the log. The `DO UPDATE` takes an expired
-/// row. It checks expiry again on the row's latest version. The next acquire recreates a row
-/// deleted by hand.
+/// row, checking expiry again on the row's latest version.
 ///
-/// Java ShedLock's `INSERT … ON CONFLICT DO UPDATE … WHERE` lacks the guard. It locks the row even
-/// when it does not take it. That costs a transaction id and WAL on every skip, 96 bytes measured,
-/// against none here. On a skip the server runs ours at about 0.8 × the rate of Java's plain
-/// conditional `UPDATE` (see BENCHMARKS.md). Only an acquire that races another for an expired or
-/// missing row, and loses, locks the row. It locks the winner's new version on its way, before it
-/// finds the lock held.
+/// Java ShedLock's `INSERT … ON CONFLICT DO UPDATE … WHERE` lacks the guard and locks the row even
+/// when it does not take it. That costs a transaction id and 96 bytes of WAL, measured, on every
+/// skip, against none here. On a skip the server runs ours at about 0.8 × the rate of Java's plain
+/// conditional `UPDATE` (see BENCHMARKS.md). Only an acquire that loses a race for an expired or
+/// missing row locks the row, the winner's new version, before it finds the lock held.
 ///
 /// A release does not wait for its WAL flush: `synchronous_commit = off` for that statement alone.
-/// If the server crashes before the flush, the release is lost. The lock then simply ends at its
+/// If the server crashes before the flush, the release is lost and the lock ends at its
 /// `lock_until`. Acquires and extends are durable.
 ///
 /// # Fire claims
 ///
-/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement. It updates
-/// an expired row or inserts a missing one, under the fire's conditions. The conditions are `F <=
-/// now < next`, `last_fire` older than `F` or `NULL`, and the lock free. The statement also returns
-/// the database's now and the row as it saw it. So every reply costs one round trip. A fire it does
-/// not claim writes nothing and takes no row lock. `last_fire` is a UTC wall-clock `TIMESTAMP`,
-/// like `lock_until`. A table without it, as Java's DDL makes it, answers `claim_fire` with
+/// [`claim_fire`](shedlock_core::provider::LockProvider::claim_fire) is one statement that updates
+/// an expired row or inserts a missing one, if `F <= now < next`, `last_fire` is older than `F` or
+/// `NULL`, and the lock is free. It also returns the database's now and the row as it saw it, so
+/// every reply costs one round trip. A fire it does not claim writes nothing and takes no row lock.
+/// `last_fire` is a UTC wall-clock `TIMESTAMP`, like `lock_until`. A table without it answers
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
 /// `migrations/postgres/0002_last_fire.sql` and restart the service.
 ///
 /// # Job state
 ///
 /// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
-/// `UPDATE`, with its guard and `lock_until` unchanged. It also sets the job state columns:
-///
-/// - the run's fire
-/// - the runner, from `locked_by`
-/// - the start, from `locked_at`
-/// - the end, the database's now in the same statement
-/// - the outcome and the error text, at most 1000 characters
-/// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
-///
-/// It costs one round trip, as a release does; history, where it is on, costs more (see
-/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)). A row that no longer
-/// belongs to the run is not written. The recorded release keeps the plain release's durability. It
-/// runs with the same `synchronous_commit = off`. So a crash of the server before the WAL flush
-/// loses the release and its record alike. The lock then ends at its `lock_until`, and the job
-/// state shows the run before.
-///
-/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`. Such a table
-/// answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and
-/// the scheduler releases plainly. Run `migrations/postgres/0003_job_state.sql`, or what
-/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints. Then restart the service.
-/// [`list`](shedlock_core::admin::LockAdmin::list) and
-/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
+/// `UPDATE`, with its guard, also setting the [job state](crate#job-state) columns.
+/// `last_success` and `consecutive_failures` are `CASE`s on the outcome. It keeps the release's
+/// `synchronous_commit = off`, so a server crash before the WAL flush loses the release and its
+/// record alike, and the job state shows the run before. A table without the columns answers
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Run
+/// `migrations/postgres/0003_job_state.sql`, or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints, then restart the service.
 ///
 /// # Fencing tokens
 ///
@@ -144,15 +121,13 @@ sql_lock_provider! {
 ///
 /// # Connections, timeouts and failures
 ///
-/// Built from a URL, it opens connections of its own, apart from the application's pool (see
-/// [`connect`](Self::connect) and [`from_url`](Self::from_url)). It then costs one round trip per
-/// statement. Over a sqlx pool of your own, start from [`pool_options`](Self::pool_options) (see
-/// [`new`](Self::new) and [`builder`](Self::builder)). Every call has a deadline,
-/// [`call_timeout`](crate::LockProviderBuilder::call_timeout). A server restart,
-/// `pg_terminate_backend` or `idle_session_timeout` leaves connections dead. A call that meets a
-/// dead connection runs again on another. An acquire whose reply was lost fails instead. The
-/// repository's `docs/sql-stores.md` explains pools, restarts, lost replies and deadlines. It also
-/// lists the Postgres errors that mark a connection as lost.
+/// Built from a URL ([`connect`](Self::connect), [`from_url`](Self::from_url)), it opens
+/// connections of its own. Over a sqlx pool of your own ([`new`](Self::new),
+/// [`builder`](Self::builder)), start from [`pool_options`](Self::pool_options). A call that meets
+/// a connection left dead by a server restart, `pg_terminate_backend` or `idle_session_timeout`
+/// runs again on another, but an acquire whose reply was lost fails. The repository's
+/// `docs/sql-stores.md` explains pools, restarts, lost replies and deadlines, and lists the
+/// Postgres errors that mark a connection as lost.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -393,11 +368,9 @@ impl Dialect for Postgres {
 
     /// Name, type, `VARCHAR` length, alone in a unique index.
     type TableColumn = (String, String, Option<usize>, bool);
-    /// One statement that reads every column with its type and its `VARCHAR` length.
-    ///
-    /// It also reads whether the column is alone in a unique, non-partial index. `to_regclass`
-    /// resolves the quoted name as the statements do, search path included. It yields no rows for a
-    /// missing table.
+    /// One statement that reads every column with its type, its `VARCHAR` length and whether it is
+    /// alone in a unique, non-partial index. `to_regclass` resolves the quoted name as the
+    /// statements do, search path included, and yields no rows for a missing table.
     async fn detect<'a>(
         link: &'a Link<Self>,
         call: &'a Call,

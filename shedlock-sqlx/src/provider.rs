@@ -1,9 +1,8 @@
-//! The lock provider, written once over a [`Dialect`].
-//!
-//! It has validation, per-call deadlines, retries on dead connections and the lazily checked table.
-//! It also has constructors, create-table and the admin calls. The admin calls' statements and row
-//! reading are in [`crate::admin`]. The public providers (`PgLockProvider`, …) are thin types
-//! around it. [`sql_lock_provider!`](crate::provider_types::sql_lock_provider) makes them.
+//! The lock provider, written once over a [`Dialect`]: validation, per-call deadlines, retries on
+//! dead connections, the lazily checked table, constructors, create-table and the admin calls,
+//! whose statements and row reading are in [`crate::admin`]. The public providers
+//! (`PgLockProvider`, …) are thin types around it, made by
+//! [`sql_lock_provider!`](crate::provider_types::sql_lock_provider).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -97,11 +96,8 @@ where
         }
     }
 
-    /// Options for a sqlx pool of the application's own, to pass to `new(pool)`.
-    ///
-    /// The pool has [`DEFAULT_POOL_SIZE`] connections and keeps one open. It does no ping on
-    /// checkout. It waits the default call timeout for a connection. It applies the dialect's
-    /// session settings.
+    /// Options for a sqlx pool of the application's own, to pass to `new(pool)` (see the public
+    /// providers' `pool_options`).
     pub(crate) fn pool_options() -> PoolOptions<D> {
         PoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
@@ -111,9 +107,8 @@ where
             .after_connect(|conn, _meta| D::setup(conn))
     }
 
-    /// Opens one connection now and keeps it for the first call.
-    ///
-    /// So a wrong URL, password or database fails here, naming the database and the cause.
+    /// Opens one connection now and keeps it for the first call, so a wrong URL, password or
+    /// database fails here, naming the database and the cause.
     pub(crate) async fn warm_up(&self) -> Result<()> {
         let link = &self.inner.link;
         let call = link.call("connect");
@@ -211,12 +206,11 @@ where
     }
 
     /// Claims `fire` (see
-    /// [`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)).
-    ///
-    /// Each attempt decides in the database. A claim that did not win answers from the row as the
-    /// database saw it, through [`fire_decision`]. That row may say the fire was claimable after
-    /// all. Then another call changed it between the dialect's look and its claim. Only racing
-    /// claimers do that. The call then looks again, a few times at most.
+    /// [`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)), deciding
+    /// in the database. A claim that did not win answers from the row as the database saw it,
+    /// through [`fire_decision`]. Where that row says the fire was claimable after all, a racing
+    /// claimer changed it between the dialect's look and its claim, and the call looks again, a few
+    /// times at most.
     pub(crate) async fn claim_fire(
         &self,
         name: &str,
@@ -322,11 +316,9 @@ where
     }
 
     /// Releases `record` and records `run` in its row in one statement (see
-    /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)).
-    ///
-    /// The statement has the release's guard and `lock_until`, and the job state. A table without
-    /// the job state columns answers unsupported, without a statement. Those columns are found
-    /// once, with the table's layout.
+    /// [`LockProvider::release_run`](shedlock_core::provider::LockProvider::release_run)). A table
+    /// without the job state columns, found once with the table's layout, answers unsupported
+    /// without a statement.
     pub(crate) async fn release_run(
         &self,
         record: &LockRecord,
@@ -429,10 +421,8 @@ where
         self.inner.link.settings.max_name_len
     }
 
-    /// A statement that finds an acquisition, with its parameters bound.
-    ///
-    /// The parameters are the duration, the name, the owner, and the token. On a table without
-    /// tokens, `locked_at` takes the token's place.
+    /// A statement that finds an acquisition, with the duration, the name, the owner, and the
+    /// token, or `locked_at` without tokens, bound.
     pub(crate) fn identified<'q>(
         sql: &Arc<str>,
         d: Duration,
@@ -460,8 +450,8 @@ where
             .bind(owner)
     }
 
-    /// Runs `query` on the attempt's connection within the call's deadline. It answers the row the
-    /// query returned, if any.
+    /// Runs `query` on the attempt's connection within the call's deadline, answering its row, if
+    /// any.
     async fn optional_row(
         at: &mut Attempt<'_, D>,
         query: sqlx::query::Query<'_, D, D::Arguments>,
@@ -499,10 +489,8 @@ where
         Ok(LockRecord::new(name, owner, locked_at, lock_until).with_fencing_token(token))
     }
 
-    /// Runs a dialect's fire-claim statement that returns rows.
-    ///
-    /// The parameters are `$1`/`?1` `at_most`, then the name, owner, `F` and next. It answers the
-    /// row the statement returned, if any.
+    /// Runs a dialect's fire-claim statement that returns rows, binding `at_most`, the name,
+    /// owner, `F` and next, and answers the row it returned, if any.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) async fn claim_returning(
         at: &mut Attempt<'_, D>,
@@ -515,11 +503,9 @@ where
         Self::optional_row(at, query).await
     }
 
-    /// What a fire claim saw when it did not claim.
-    ///
-    /// The row's columns are the database's now and the recorded fire. Then come the lock's
-    /// `lock_until`, `locked_by`, `locked_at` and fencing token. Postgres's claim statement and
-    /// SQLite's look return such rows.
+    /// What a fire claim saw when it did not claim, from a row of the database's now, the recorded
+    /// fire, and the lock's `lock_until`, `locked_by`, `locked_at` and fencing token, as
+    /// Postgres's claim statement and SQLite's look return.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn seen_row(row: &D::Row, name: &str, map: &Map<'_>) -> Result<Seen> {
         Ok(Seen::Row {
@@ -550,11 +536,9 @@ where
         Ok(Some(args.record.clone().with_lock_until(lock_until)))
     }
 
-    /// Runs `attempt` on connections from the pool (see [`Link::run`]).
-    ///
-    /// It runs until the attempt succeeds, or fails for a reason other than a dead connection. A
-    /// call that may not repeat a statement whose reply was lost stops at any failure. It also
-    /// stops when the call's deadline passes.
+    /// Runs `attempt` on connections from the pool (see [`Link::run`]) until it succeeds, fails
+    /// for a reason other than a dead connection, or the call's deadline passes. A call that may
+    /// not repeat a statement whose reply was lost stops at any failure.
     async fn attempts<'a, T, F, Fut>(
         &'a self,
         call: &'a Call,
@@ -645,9 +629,8 @@ where
 
     // The admin calls of `LockAdmin` (admin.rs: their statements, how rows are read, the impls).
 
-    /// Every row when `name` is `None`, or one row, with the database's now.
-    ///
-    /// Rows are sorted by name in code, in byte order, whatever the column's collation.
+    /// Every row when `name` is `None`, or one row, with the database's now, sorted by name in
+    /// code, in byte order, whatever the column's collation.
     pub(crate) async fn admin_list(
         &self,
         op: &'static str,
@@ -686,11 +669,9 @@ where
     }
 
     /// The statements that add what the table lacks for job state (see
-    /// [`LockAdmin::missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl)).
-    ///
-    /// Each ends in `;`, one per line. For a missing table, it is the whole DDL
-    /// ([`ddl`](Self::ddl)). It reads the table's columns anew, so it sees columns added since the
-    /// provider looked.
+    /// [`LockAdmin::missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl)), each ending in
+    /// `;` on its own line, or the whole [`ddl`](Self::ddl) for a missing table. It reads the
+    /// table's columns anew, so it sees columns added since the provider looked.
     pub(crate) async fn admin_missing_ddl(&self) -> Result<Option<String>> {
         let link = self.link();
         let call = &link
@@ -738,13 +719,10 @@ where
     }
 }
 
-/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`.
-///
-/// It has Java ShedLock's columns plus the fencing token. When `full`, it also has the recorded
-/// fire and the job state columns. For the default names without `full`, it is the statement of the
-/// migration `0001_shedlock.sql`. With `full`, it makes the table that these migrations make
-/// together: `0001_shedlock.sql`, `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql`
-/// ([`add_job_state`]).
+/// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`: Java ShedLock's columns plus the
+/// fencing token, and when `full` the recorded fire and the job state columns. For the default
+/// names it is the migration `0001_shedlock.sql`, or with `full` the table that it,
+/// `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql` ([`add_job_state`]) make.
 pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     let mut extra = String::new();
     if full {
@@ -795,10 +773,9 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
     )
 }
 
-/// The statements that add the job state columns `columns` to `settings`' table.
-///
-/// There is one `ALTER TABLE` per column, because SQLite adds one column per statement. For every
-/// column and the default names, they are the migration `0003_job_state.sql`.
+/// The statements that add the job state columns `columns` to `settings`' table, one `ALTER TABLE`
+/// per column as SQLite adds one column per statement. For every column and the default names,
+/// they are the migration `0003_job_state.sql`.
 pub(crate) fn add_job_state<D: Dialect>(
     settings: &Settings,
     columns: &[(&str, StateKind)],

@@ -1,12 +1,7 @@
 //! The `sql_lock_provider!` macro.
-//!
-//! It declares each public provider type (`PgLockProvider`, …) as a thin type around the generic
-//! [`Provider`](crate::provider::Provider). The type gets constructors, `build()`, the
-//! `LockProvider` implementation and `Debug`.
 
-/// Declares a public provider type around [`Provider`](crate::provider::Provider) for one dialect.
-///
-/// The type gets its constructors, its builder's `build()`, the
+/// Declares a public provider type around [`Provider`](crate::provider::Provider) for one dialect,
+/// with its constructors, its builder's `build()`, the
 /// [`LockProvider`](shedlock_core::provider::LockProvider) implementation and `Debug`. The type's
 /// own documentation is the dialect's.
 macro_rules! sql_lock_provider {
@@ -31,15 +26,13 @@ macro_rules! sql_lock_provider {
         }
 
         impl $name {
-            /// A provider over the application's sqlx `pool`.
-            ///
-            /// It uses Java ShedLock's table `shedlock` and the call timeout
+            /// A provider over the application's sqlx `pool`, on Java ShedLock's table `shedlock`
+            /// with the call timeout
             /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT). See
             /// [`builder`](Self::builder) for the settings. sqlx's pool pings every connection
-            /// given back to it. With no spare idle connection, the next lock call waits for that
-            /// ping. That is a second round trip. A provider built from a URL opens connections of
-            /// its own and never pings them. See [`connect`](Self::connect) and
-            /// [`from_url`](Self::from_url).
+            /// given back to it, so with no spare idle connection, the next lock call waits a
+            /// second round trip for that ping. A provider from [`connect`](Self::connect) or
+            /// [`from_url`](Self::from_url) never pings its own connections.
             ///
             /// ```no_run
             #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
@@ -57,22 +50,18 @@ macro_rules! sql_lock_provider {
                 ))
             }
 
-            /// Starts configuring a provider over the application's sqlx `pool`.
-            ///
-            /// See [`new`](Self::new) for what that costs. Finish with
-            /// [`build`]($crate::LockProviderBuilder::build).
+            /// Starts configuring a provider over the application's sqlx `pool` (see
+            /// [`new`](Self::new)). Finish with [`build`]($crate::LockProviderBuilder::build).
             pub fn builder(pool: ::sqlx::Pool<$db>) -> $crate::LockProviderBuilder<$db> {
                 $crate::LockProviderBuilder::new(pool)
             }
 
-            /// Starts configuring a provider with connections of its own to `url`.
-            ///
-            /// It configures the table, columns, call timeout and
+            /// Starts configuring a provider with connections of its own to `url`: the table,
+            /// columns, call timeout and
             /// [`max_connections`]($crate::LockProviderBuilder::max_connections). Finish with
-            /// [`connect`]($crate::LockProviderBuilder::connect), which opens one connection now.
-            /// Or finish with [`build`]($crate::LockProviderBuilder::build), which connects on
-            /// first use. Each lock call is one round trip per statement. A connection goes back to
-            /// the provider's list without a ping.
+            /// [`connect`]($crate::LockProviderBuilder::connect), which opens one connection now,
+            /// or [`build`]($crate::LockProviderBuilder::build), which connects on first use. A
+            /// connection goes back to the provider's list without a ping.
             ///
             /// ```no_run
             /// use std::time::Duration;
@@ -91,10 +80,8 @@ macro_rules! sql_lock_provider {
                 $crate::LockProviderBuilder::from_url(url.into())
             }
 
-            /// Like [`from_url`](Self::from_url), from sqlx's connect options.
-            ///
-            /// These carry settings a URL cannot, such as TLS files, or SQLite's journal mode or
-            /// busy timeout.
+            /// Like [`from_url`](Self::from_url), from sqlx's connect options, which carry settings
+            /// a URL cannot, such as TLS files, or SQLite's journal mode or busy timeout.
             ///
             /// ```no_run
             #[doc = concat!("use shedlock_sqlx::", stringify!($name), ";")]
@@ -109,13 +96,11 @@ macro_rules! sql_lock_provider {
             }
 
             /// Options for a sqlx pool of your own, to pass to [`new`](Self::new) or
-            /// [`builder`](Self::builder).
-            ///
-            /// The pool has at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE) connections,
-            /// and keeps one open. It does no ping on checkout (`test_before_acquire(false)`). It
-            /// waits [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT) for a
-            /// connection. It applies the database's session settings. A provider built from a URL
-            /// does not need it.
+            /// [`builder`](Self::builder). The pool has at most
+            /// [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE) connections and keeps one open,
+            /// does no ping on checkout (`test_before_acquire(false)`), waits
+            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT) for a
+            /// connection, and applies the database's session settings.
             $(#[$pool_doc])*
             ///
             /// ```no_run
@@ -134,31 +119,24 @@ macro_rules! sql_lock_provider {
                 $crate::provider::Provider::<$db>::pool_options()
             }
 
-            /// A provider with connections of its own to `url`, and the default settings.
-            ///
-            /// It opens at most [`DEFAULT_POOL_SIZE`]($crate::DEFAULT_POOL_SIZE) connections. It is
-            /// the same as `from_url(url).connect()`. It opens one connection now, so a wrong URL,
-            /// password or database fails here. A server may refuse connections because it is down
-            /// or restarting. It is then asked again until the call timeout,
-            /// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT).
+            /// A provider with connections of its own to `url` and the default settings, the same
+            /// as `from_url(url).connect()`. It opens one connection now, so a wrong URL, password
+            /// or database fails here. A server refusing connections, down or restarting, is asked
+            /// again until [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT).
             ///
             /// # Errors
             ///
-            /// - [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the URL
-            ///   does not parse or is another database's. The message names the provider to use.
-            /// - [`Error::is_backend`](shedlock_core::Error::is_backend) if the database refused
-            ///   the connection.
-            /// - [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be reached
-            ///   in time.
-            ///
-            /// Each error names the database's host and port and the cause.
+            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) if the URL
+            /// does not parse or is another database's, naming the provider to use.
+            /// [`Error::is_backend`](shedlock_core::Error::is_backend) if the database refused the
+            /// connection, [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not
+            /// be reached in time. Each names the database's host and port and the cause.
             pub async fn connect(url: &str) -> ::shedlock_core::Result<Self> {
                 Self::from_url(url).connect().await
             }
 
-            /// Like [`connect`](Self::connect), but connects on first use.
-            ///
-            /// So startup does not need the database. It is the same as `from_url(url).build()`.
+            /// Like [`connect`](Self::connect), but connects on first use, so startup does not
+            /// need the database. It is the same as `from_url(url).build()`.
             ///
             /// # Errors
             ///
@@ -168,10 +146,8 @@ macro_rules! sql_lock_provider {
                 Self::from_url(url).build()
             }
 
-            /// The application's pool this provider runs on, if it was given one.
-            ///
-            /// A pool is given with [`new`](Self::new) or [`builder`](Self::builder). It is `None`
-            /// for a provider with connections of its own.
+            /// The application's pool given to [`new`](Self::new) or [`builder`](Self::builder),
+            /// `None` for a provider with connections of its own.
             #[must_use]
             pub fn pool(&self) -> Option<&::sqlx::Pool<$db>> {
                 self.0.pool()
@@ -183,9 +159,8 @@ macro_rules! sql_lock_provider {
                 self.0.connection_stats()
             }
 
-            /// The `CREATE TABLE IF NOT EXISTS` statement for the configured table and columns.
-            ///
-            /// For the default names, it is the migration file's statement.
+            /// The `CREATE TABLE IF NOT EXISTS` statement for the configured table and columns,
+            /// the migration file's for the default names.
             ///
             /// ```
             /// # #[tokio::main(flavor = "current_thread")]
@@ -200,15 +175,12 @@ macro_rules! sql_lock_provider {
                 self.0.ddl()
             }
 
-            /// Creates the lock table, with the fencing-token column, unless it exists.
-            ///
-            /// It then creates the job definitions and run history tables unless they exist. These
-            /// are `<table>_jobs` and `<table>_history` (see [Job definitions and run
-            /// history](crate#job-definitions-and-run-history)). A lock table whose name is too
-            /// long for theirs does not get them. A warning then says so. It looks first, so on
-            /// existing tables it runs no `CREATE`. So Postgres sends no "already exists" notice.
-            /// It needs the privilege to create tables. The schema of a schema-qualified table must
-            /// exist.
+            /// Creates the lock table, with the fencing-token column, then the
+            /// [`<table>_jobs` and `<table>_history`](crate#job-definitions-and-run-history)
+            /// tables, each unless it exists. A lock table whose name is too long for theirs does
+            /// not get them, with a warning. It looks first, so on existing tables it runs no
+            /// `CREATE` and Postgres sends no "already exists" notice. It needs the privilege to
+            /// create tables, and the schema of a schema-qualified table must exist.
             ///
             /// # Errors
             ///
@@ -221,43 +193,31 @@ macro_rules! sql_lock_provider {
         }
 
         impl $crate::LockProviderBuilder<$db> {
-            /// Checks the settings and builds the provider.
-            ///
-            /// There is no database access yet. A provider built from a URL connects on first use.
+            /// Checks the settings and builds the provider, without database access yet.
             ///
             /// # Errors
             ///
-            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) for any of
-            /// these:
-            ///
-            /// - a table or column name that is not a plain identifier, or that the database
-            ///   reserves. A table may be `schema.table`.
-            /// - two columns with one name.
-            /// - a `max_name_len` of 0 or above 10,000.
-            /// - a zero call timeout.
-            /// - a URL that does not parse or is another database's.
-            /// - a `max_connections` of 0 or above 1,000.
-            /// - `max_connections` on a builder over a pool.
+            /// [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config) for a table or
+            /// column name that is not a plain identifier or that the database reserves, two
+            /// columns with one name, a `max_name_len` of 0 or above 10,000, a zero call timeout,
+            /// a URL that does not parse or is another database's, a `max_connections` of 0 or
+            /// above 1,000, or `max_connections` on a builder over a pool. A table may be
+            /// `schema.table`.
             pub fn build(self) -> ::shedlock_core::Result<$name> {
                 let (source, settings) = self.into_parts()?;
                 Ok($name($crate::provider::Provider::new(source, settings)))
             }
 
-            /// Checks the settings, builds the provider and opens one connection now.
-            ///
-            /// The connection is kept for the first call. So a wrong URL, password or database
-            /// fails here. A server that refuses connections because it is down or restarting is
-            /// asked again until the call timeout.
+            /// Checks the settings, builds the provider and opens one connection now, kept for the
+            /// first call. See [`connect`](Self::connect) for what that checks.
             ///
             /// # Errors
             ///
-            /// - Those of [`build`](Self::build).
-            /// - [`Error::is_backend`](shedlock_core::Error::is_backend) if the database refused
-            ///   the connection.
-            /// - [`Error::is_timeout`](shedlock_core::Error::is_timeout) if it could not be reached
-            ///   within the call timeout.
-            ///
-            /// Each error names the database's host and port and the cause.
+            /// Those of [`build`](Self::build), and
+            /// [`Error::is_backend`](shedlock_core::Error::is_backend) or
+            /// [`Error::is_timeout`](shedlock_core::Error::is_timeout) if the database refused the
+            /// connection or could not be reached within the call timeout. Each names the
+            /// database's host and port and the cause.
             pub async fn connect(self) -> ::shedlock_core::Result<$name> {
                 let provider = self.build()?;
                 provider.0.warm_up().await?;

@@ -30,9 +30,8 @@ const NOW_MICROS: &str = "((CAST(strftime('%s', 'now') AS INTEGER) * 1000 \
      + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER)) * 1000)";
 
 sql_lock_provider! {
-/// A [`LockProvider`](shedlock_core::provider::LockProvider) on an SQLite table.
-///
-/// It is for replicas **on one host** sharing a database file. SQLite's clock is that host's clock.
+/// A [`LockProvider`](shedlock_core::provider::LockProvider) on an SQLite table, for replicas **on
+/// one host** sharing a database file. SQLite's clock is that host's clock.
 ///
 /// # Table
 ///
@@ -60,90 +59,68 @@ sql_lock_provider! {
 /// )
 /// ```
 ///
-/// Times are UTC text, `YYYY-MM-DD HH:MM:SS.SSS`, as SQLite's own date functions produce it. They
-/// are read from SQLite's clock inside each statement, with `strftime('%Y-%m-%d %H:%M:%f', 'now')`.
-/// Durations are rounded up to whole milliseconds. SQLite does not enforce `VARCHAR` lengths. The
-/// provider's [`max_name_len`](crate::LockProviderBuilder::max_name_len) (64) is the limit. A table
-/// without the `fencing_token` column works, and tokens are then `None`. On first use the provider
-/// reads the table's columns once. If the table is missing, it fails with
-/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table). If the table does not fit,
-/// it fails with [`Error::is_schema`](shedlock_core::Error::is_schema).
+/// Times are UTC text, `YYYY-MM-DD HH:MM:SS.SSS`, read from SQLite's clock inside each statement
+/// with `strftime('%Y-%m-%d %H:%M:%f', 'now')`. Durations are rounded up to whole milliseconds.
+/// SQLite does not enforce `VARCHAR` lengths, so the provider's
+/// [`max_name_len`](crate::LockProviderBuilder::max_name_len) (64) is the limit. A table without
+/// `fencing_token` works, with tokens `None`. On first use the provider reads the table's columns
+/// once. A missing table fails with
+/// [`Error::is_missing_table`](shedlock_core::Error::is_missing_table), one that does not fit with
+/// [`Error::is_schema`](shedlock_core::Error::is_schema).
 ///
 /// A fire claim ([`claim_fire`](shedlock_core::provider::LockProvider::claim_fire)) is acquire's
-/// upsert with the fire's conditions added. It is one statement when it claims. Any other reply
-/// reads the row with a second statement. That is because SQLite's `RETURNING` returns only rows it
-/// wrote. `last_fire` holds the same UTC text as the other time columns. A table without it answers
-/// `claim_fire` with [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
+/// upsert with the fire's conditions added, one statement when it claims. Any other reply reads the
+/// row with a second statement, as SQLite's `RETURNING` returns only rows it wrote. `last_fire`
+/// holds the same UTC text. A table without it answers
+/// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
 /// `migrations/sqlite/0002_last_fire.sql`.
 ///
 /// # Statements
 ///
-/// Each call is one statement on a connection taken for it and given back at once. No connection is
-/// kept while a lock is held. An acquire is one `INSERT … ON CONFLICT DO UPDATE … WHERE lock_until
-/// <= now RETURNING …`. It inserts a missing row, so a row deleted by hand comes back at the next
-/// acquire. It takes an expired row, and changes nothing when the lock is held. Like every write in
-/// SQLite, it takes the database's write lock for that moment. Use WAL mode
-/// (`SqliteJournalMode::Wal`) so readers do not wait.
+/// Each call is one statement on a connection given back at once. An acquire is one `INSERT … ON
+/// CONFLICT DO UPDATE … WHERE lock_until <= now RETURNING …`. It inserts a missing row, takes an
+/// expired one, and changes nothing when the lock is held. Like every write in SQLite, it takes the
+/// database's write lock for that moment. Use WAL mode (`SqliteJournalMode::Wal`) so readers do not
+/// wait.
 ///
-/// A statement may find the write lock taken, because another process is in a write transaction. It
-/// then waits for it up to the connection's busy timeout and up to the call timeout. Whichever ends
-/// first ends the wait. The busy timeout is `SqliteConnectOptions::busy_timeout`. It is sqlx's
-/// default, 5 s, which [`connect`](Self::connect) keeps. The call timeout defaults to
-/// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT), also 5 s. Either ends
-/// the call with an error. The busy timeout gives
-/// [`Error::is_backend`](shedlock_core::Error::is_backend) with SQLite's "database is locked". The
-/// call timeout gives [`Error::is_timeout`](shedlock_core::Error::is_timeout) and closes its
-/// connection. With both defaults, the call timeout usually ends it, because it started first. For
-/// SQLite's own error, build the pool from `SqliteConnectOptions` with a shorter busy timeout. Pass
-/// it to [`new`](Self::new) or [`builder`](Self::builder).
+/// A statement that finds the write lock taken by another process's write transaction waits until
+/// the connection's busy timeout or the call timeout ends, whichever comes first. The busy timeout,
+/// `SqliteConnectOptions::busy_timeout`, is sqlx's default 5 s, which [`connect`](Self::connect)
+/// keeps. The call timeout defaults to
+/// [`DEFAULT_CALL_TIMEOUT`](shedlock_core::provider::DEFAULT_CALL_TIMEOUT), also 5 s. The busy
+/// timeout gives [`Error::is_backend`](shedlock_core::Error::is_backend) with SQLite's "database is
+/// locked". The call timeout gives [`Error::is_timeout`](shedlock_core::Error::is_timeout) and
+/// closes its connection. With both defaults, the call timeout usually ends it, because it started
+/// first. For SQLite's own error, pass [`new`](Self::new) or [`builder`](Self::builder) a pool with
+/// a shorter busy timeout.
 ///
 /// # Job state
 ///
 /// [`release_run`](shedlock_core::provider::LockProvider::release_run) is the release's one
-/// `UPDATE`, with its guard and `lock_until` unchanged. It also sets the job state columns:
-///
-/// - the run's fire
-/// - the runner, from `locked_by`
-/// - the start, from `locked_at`
-/// - the end, the database's now in the same statement
-/// - the outcome and the error text, at most 1000 characters
-/// - `last_success` and `consecutive_failures`, as `CASE`s on the outcome
-///
-/// It costs one round trip, as a release does; history, where it is on, costs more (see
-/// [`LockProviderBuilder::history`](crate::LockProviderBuilder::history)). A row that no longer
-/// belongs to the run is not written.
-///
-/// Some tables lack the columns: Java's DDL, or one made before `0003_job_state.sql`. Such a table
-/// answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and
-/// the scheduler releases plainly. Run `migrations/sqlite/0003_job_state.sql`, or what
-/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints. Then restart the service.
-/// [`list`](shedlock_core::admin::LockAdmin::list) and
-/// [`entry`](shedlock_core::admin::LockAdmin::entry) carry the state where the columns exist.
+/// `UPDATE`, with its guard, also setting the [job state](crate#job-state) columns.
+/// `last_success` and `consecutive_failures` are `CASE`s on the outcome. A table without the
+/// columns answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Run
+/// `migrations/sqlite/0003_job_state.sql`, or what
+/// [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) prints, then restart the service.
 ///
 /// # Fencing tokens
 ///
-/// Each acquisition sets `fencing_token = max(fencing_token + 1, now in µs since 1970)`. So tokens
-/// strictly increase per name. Deleting a row by hand does not restart the sequence. The recreated
-/// row starts from the clock, in microseconds with millisecond resolution. That is above every
-/// earlier token, under three conditions:
-///
-/// - The row is recreated in a later millisecond than the last acquisition.
-/// - The clock was not set back.
-/// - The lock was not taken more than a thousand times per millisecond on average.
-///
-/// A row deleted and recreated within the millisecond of its last acquisition gets a token no
-/// greater than that acquisition's. SQLite's clock cannot tell the two moments apart.
+/// Each acquisition sets `fencing_token = max(fencing_token + 1, now in µs since 1970)`, so tokens
+/// strictly increase per name. A row deleted by hand restarts from the clock, in microseconds with
+/// millisecond resolution. That is above every earlier token if the row is recreated in a later
+/// millisecond than the last acquisition, the clock was not set back, and the lock was not taken
+/// more than a thousand times per millisecond on average. Within the same millisecond, SQLite's
+/// clock cannot tell the two moments apart.
 ///
 /// # Connections and timeouts
 ///
-/// Use a file database, because an in-memory database lives only as long as the provider. A few
-/// connections are plenty, as SQLite runs one write at a time. Keep the default,
-/// [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE), or set `from_url(url).max_connections(n)`.
-/// Every call has a deadline, [`call_timeout`](crate::LockProviderBuilder::call_timeout). A
-/// timed-out acquire may have committed. There is no server whose restart could leave idle
-/// connections dead. So, unlike the Postgres and MySQL providers, this one has nothing to retry.
-/// SQLite's errors, `SQLITE_BUSY` included, are reported as they are. The repository's
-/// `docs/sql-stores.md` describes connections and deadlines.
+/// Use a file database, because an in-memory database lives only as long as the provider. As
+/// SQLite runs one write at a time, the default [`DEFAULT_POOL_SIZE`](crate::DEFAULT_POOL_SIZE) or
+/// `from_url(url).max_connections(n)` with a few connections is plenty. A timed-out acquire may
+/// have committed. Having no server whose restart could leave idle connections dead, this provider
+/// retries nothing, unlike the Postgres and MySQL ones. SQLite's errors, `SQLITE_BUSY` included,
+/// are reported as they are. The repository's `docs/sql-stores.md` describes connections and
+/// deadlines.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -372,11 +349,9 @@ impl Dialect for Sqlite {
 
     /// Name and declared type.
     type TableColumn = (String, String);
-    /// The table's columns (`pragma_table_info`).
-    ///
-    /// Then come the columns of each unique, non-partial index (`pragma_index_list`,
-    /// `pragma_index_info`). A schema is an attached database's name. With a schema, the pragma
-    /// functions take it as their second argument.
+    /// The table's columns (`pragma_table_info`), then those of each unique, non-partial index
+    /// (`pragma_index_list`, `pragma_index_info`). A schema, an attached database's name, is the
+    /// pragma functions' second argument.
     async fn detect<'a>(
         link: &'a Link<Self>,
         call: &'a Call,

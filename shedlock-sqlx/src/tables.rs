@@ -1,15 +1,11 @@
-//! The two tables beside the lock table that job definitions and run history need.
+//! The two tables beside the lock table that job definitions and run history need, named from it:
+//! `<table>_jobs` for the definitions replicas publish ([`crate::definitions`]), `<table>_history`
+//! for the runs kept ([`crate::history`]). The lock table works without them.
 //!
-//! They are named from the lock table. `<table>_jobs` holds the definitions replicas publish
-//! ([`crate::definitions`]). `<table>_history` holds the runs kept ([`crate::history`]).
-//!
-//! This module has their names and their DDL. The DDL is the same as the migration
-//! `0004_jobs_and_history.sql` of each database. It also has what each database spells differently
-//! ([`JobTables`]). It creates them, finds which are missing, and gives the error that names the
-//! DDL to run. It also runs a call's statements in one transaction.
-//!
-//! The lock table works without them. Only publishing definitions, listing them, forgetting them,
-//! writing history and reading it use them.
+//! This module has their names, their DDL as in each database's migration
+//! `0004_jobs_and_history.sql`, and what each database spells differently ([`JobTables`]). It
+//! creates them, finds which are missing, gives the error that names the DDL to run, and runs a
+//! call's statements in one transaction.
 
 use std::time::Duration;
 
@@ -102,17 +98,14 @@ pub(crate) struct Names {
     /// `<table>_history`, quoted.
     pub(crate) history: String,
     /// The `CREATE INDEX`'s index name, quoted, and the table it is on as that statement names it.
-    ///
-    /// On SQLite the index carries the schema, so its name is qualified.
+    /// On SQLite the index name carries the schema.
     pub(crate) index: String,
     pub(crate) index_on: String,
 }
 
-/// `ident` in `quote`'s quotes.
-///
-/// It is for the derived names, which may be longer than the lock table's limit. [`names`] checks
-/// each against the database's own limit. They are plain identifiers only, so there is nothing to
-/// escape.
+/// `ident` in `quote`'s quotes, for the derived names, which may be longer than the lock table's
+/// limit. [`names`] checks each against the database's own. They are plain identifiers, so there is
+/// nothing to escape.
 fn quoted(quote: Quote, ident: &str) -> String {
     match quote {
         Quote::Double => format!("\"{ident}\""),
@@ -274,9 +267,8 @@ pub(crate) fn assert_migration<D: Dialect>() {
     );
 }
 
-/// The error of a statement on the definitions or history table.
-///
-/// A missing table says what to run. Anything else is the database's error on `what`.
+/// The error of a statement on the definitions or history table: for a missing table, what to run,
+/// otherwise the database's error on `what`.
 pub(crate) fn job_table_error<D: Dialect>(
     s: &Settings,
     target: &str,
@@ -324,13 +316,10 @@ pub(crate) fn missing_table<D: Dialect>(
     )
 }
 
-/// Runs `queries` on the attempt's connection, and answers their rows affected, in order.
-///
-/// One query alone runs as any statement. Several run in one transaction: the dialect's
-/// [`JobTables::BEGIN`] … `COMMIT`. The transaction is rolled back on an error.
-///
-/// Behind a transaction pooler the transaction is the pooler's unit already: the statements go
-/// unnamed, between this `BEGIN` and `COMMIT`.
+/// Runs `queries` on the attempt's connection, and answers their rows affected, in order. One query
+/// alone runs as any statement. Several run in one transaction, the dialect's
+/// [`JobTables::BEGIN`] … `COMMIT`, rolled back on an error. Behind a transaction pooler that is
+/// the pooler's unit already, and the statements go unnamed.
 pub(crate) async fn run_queries<D: Dialect>(
     c: &mut Checkout<'_, D>,
     pooler: bool,
@@ -412,11 +401,9 @@ where
         }
     }
 
-    /// The statements that create whichever of the definitions and history tables is missing.
-    ///
-    /// It is for `LockAdmin::missing_ddl`, and is empty when both exist. A lock table whose name is
-    /// too long for the derived names gets none, with a warning. The calls that need the tables say
-    /// why.
+    /// The statements that create whichever of the definitions and history tables is missing, for
+    /// `LockAdmin::missing_ddl`, empty when both exist. A lock table whose name is too long for the
+    /// derived names gets none, with a warning. The calls that need the tables say why.
     ///
     /// # Errors
     ///
@@ -517,10 +504,9 @@ mod postgres {
             format!("({NOW} - {param})")
         }
 
-        /// One statement: the expired entries go, and every entry is upserted from arrays.
-        ///
-        /// Expired entries that this publish writes again do not go. One statement may not both
-        /// delete and update them.
+        /// One statement: the expired entries go, and every entry is upserted from arrays. One
+        /// statement may not both delete and update a row, so expired entries this publish writes
+        /// again do not go.
         fn publish(t: &Names, p: &Publish<'_>) -> Vec<Query<Self>> {
             let sql = format!(
                 "WITH gone AS (DELETE FROM {jobs} WHERE expires <= {NOW} \
@@ -628,10 +614,9 @@ mod portable {
         queries
     }
 
-    /// The new row is visible to the `DELETE`, in the same transaction.
-    ///
-    /// The `DELETE` keeps `keep` entries. MySQL may read the table a `DELETE` deletes from only
-    /// through a derived table. Its `LIMIT` keeps that derived table from being merged.
+    /// The new row is visible to the `DELETE` in the same transaction, which keeps `keep` entries.
+    /// MySQL may read the table a `DELETE` deletes from only through a derived table, whose `LIMIT`
+    /// keeps it from being merged.
     pub(super) fn record<D: Dialect>(t: &Names, r: &Record<'_>) -> Vec<Query<D>>
     where
         for<'q> &'q str: sqlx::Encode<'q, D> + sqlx::Type<D>,

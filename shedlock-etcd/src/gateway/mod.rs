@@ -1,7 +1,6 @@
-//! etcd's v3 JSON gateway over HTTP/1.1, plain or TLS.
-//!
-//! It has the few calls the provider makes, failover across the members of one cluster,
-//! authentication, and the JSON shapes. The JSON has bytes as base64 and int64 values as strings.
+//! etcd's v3 JSON gateway over HTTP/1.1, plain or TLS: the few calls the provider makes, failover
+//! across the members of one cluster, authentication, and the JSON shapes, with bytes as base64
+//! and int64 values as strings.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -61,10 +60,9 @@ pub(crate) enum GatewayError {
     },
     /// A member's answer could not be read.
     Decode { member: String, why: String },
-    /// The request reached a member, or may have, and its answer was lost or was "unavailable".
-    ///
-    /// The request is one whose repeat would answer from its own effect (see
-    /// [`Gateway::txn_once`]). It may have been applied, and it was not sent again.
+    /// The request reached a member, or may have, and its answer was lost or was "unavailable". It
+    /// is one whose repeat would answer from its own effect (see [`Gateway::txn_once`]), so it may
+    /// have been applied and was not sent again.
     ReplyLost { member: String, why: String },
     /// The call's deadline passed.
     Timeout,
@@ -128,11 +126,9 @@ impl GatewayError {
         matches!(self, Self::Status { message, .. } if message.contains("lease not found"))
     }
 
-    /// Whether the provider says everything in one line.
-    ///
-    /// That is so when no member could be reached, with each one's cause named: refused, TLS, …. It
-    /// is also so when the setup is wrong, as with authentication. Both are fixed by configuration
-    /// and read in logs.
+    /// Whether the provider says everything in one line: when no member could be reached, with each
+    /// one's cause named, or when the setup is wrong, as with authentication. Both are fixed by
+    /// configuration and read in logs.
     pub(crate) fn says_all(&self) -> bool {
         matches!(
             self,
@@ -143,10 +139,8 @@ impl GatewayError {
         )
     }
 
-    /// Whether a member refused the request for its token or for having none.
-    ///
-    /// A refused token is unknown or expired. etcd checks the token before it proposes or reads
-    /// anything.
+    /// Whether a member refused the request for its token, unknown or expired, or for having none.
+    /// etcd checks the token before it proposes or reads anything.
     fn wants_token(&self) -> bool {
         matches!(self, Self::Status { code, message, .. }
             if (*code == UNAUTHENTICATED && message.contains("invalid auth token"))
@@ -160,10 +154,8 @@ struct Failed {
     why: String,
 }
 
-/// The token this client sends.
-///
-/// It is `None` until the first authentication. It is `Some(None)` when the cluster answered that
-/// authentication is not enabled. There is then nothing to send.
+/// The token this client sends: `None` until the first authentication, `Some(None)` when the
+/// cluster answered that authentication is not enabled, so there is nothing to send.
 type Token = Option<Arc<str>>;
 
 /// Authentication: the user, the current token, and one renewal at a time.
@@ -200,10 +192,8 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
-    /// The client of the cluster at `endpoints`.
-    ///
-    /// `credentials` are what to authenticate with: the builder's, else the URL's. `tls` is the
-    /// rustls configuration, used for `https://` members only.
+    /// The client of the cluster at `endpoints`, authenticating with `credentials`, the builder's
+    /// else the URL's. `tls` is the rustls configuration, used for `https://` members only.
     pub(crate) fn new(
         endpoints: Endpoints,
         connect_timeout: Duration,
@@ -251,22 +241,20 @@ impl Gateway {
 
     /// POSTs `body` to `path` on the first member that answers, before `deadline`.
     ///
-    /// A member is skipped for the next when it cannot be reached or its connection breaks. It is
-    /// also skipped when it answers `UNAVAILABLE`, because it has no leader. Some requests are safe
-    /// to send twice: reads, lease grants, revokes, and the transactions of extend, release and
-    /// unlock. A spare lease expires by itself. The compares of a transaction fail when its first
-    /// copy was applied. Its callers read that as "no longer held" only where it is true.
+    /// A member is skipped for the next when it cannot be reached, its connection breaks, or it
+    /// answers `UNAVAILABLE` for having no leader. That sends twice only what is safe to: reads,
+    /// lease grants, revokes, and the transactions of extend, release and unlock. A spare lease
+    /// expires by itself, and a transaction's compares fail when its first copy was applied, which
+    /// its callers read as "no longer held" only where it is true.
     ///
-    /// With `once`, only a member that could not be connected to is skipped. Nothing was sent to
-    /// such a member. A broken connection or an `UNAVAILABLE` answer ends the call with
-    /// [`GatewayError::ReplyLost`]. etcd also answers `UNAVAILABLE` for a proposal that timed out
-    /// while the leader changed. Such a proposal may have been applied.
+    /// With `once`, only a member that could not be connected to, so was sent nothing, is skipped.
+    /// A broken connection or an `UNAVAILABLE` answer, which etcd also gives for a proposal that
+    /// timed out while the leader changed and may have been applied, ends the call with
+    /// [`GatewayError::ReplyLost`].
     ///
-    /// With credentials, the request carries the token. When there is no token yet, this
-    /// authenticates first. A member may refuse the token because it expired or is unknown after a
-    /// restart. This then authenticates again and sends the request once more, also with `once`.
-    /// etcd checks the token before it reads or proposes anything. So a refused transaction was
-    /// never applied.
+    /// With credentials, the request carries the token, authenticating first when there is none
+    /// yet. A token refused as expired, or unknown after a restart, is renewed and the request sent
+    /// once more, also with `once`, as etcd checks the token before it reads or proposes anything.
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -311,10 +299,8 @@ impl Gateway {
         }
     }
 
-    /// A token for `auth`'s user.
-    ///
-    /// It is a new one, unless another caller renewed `stale` meanwhile. Callers that find the same
-    /// stale token wait for one renewal.
+    /// A token for `auth`'s user: a new one, unless another caller renewed `stale` meanwhile.
+    /// Callers that find the same stale token wait for one renewal.
     async fn authenticate(
         &self,
         auth: &Auth,
@@ -483,9 +469,8 @@ impl Gateway {
         self.post("/v3/kv/range", &body, false, deadline).await
     }
 
-    /// Deletes every key in `[key, range_end)`, and answers how many there were.
-    ///
-    /// It is safe to send again. A repeat deletes nothing more, and only its own count is lost.
+    /// Deletes every key in `[key, range_end)`, and answers how many there were. It is safe to send
+    /// again: a repeat deletes nothing more, and only its own count is lost.
     pub(crate) async fn delete_range(
         &self,
         key: &[u8],
@@ -507,11 +492,9 @@ impl Gateway {
         self.post("/v3/kv/txn", &txn.body(), false, deadline).await
     }
 
-    /// A transaction whose repeat would answer from its own effect.
-    ///
-    /// Such a transaction is an acquire's or a fire claim's. Its repeat finds its own hold or fire.
-    /// Once it may have reached a member, it is sent to that member only (see
-    /// [`post`](Self::post)).
+    /// A transaction whose repeat would answer from its own effect, an acquire's or a fire claim's,
+    /// finding its own hold or fire. Once it may have reached a member, it is sent to that member
+    /// only (see [`post`](Self::post)).
     pub(crate) async fn txn_once(
         &self,
         txn: &Txn,

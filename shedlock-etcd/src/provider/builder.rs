@@ -1,6 +1,4 @@
 //! [`EtcdLockProviderBuilder`]: a provider's settings, checked when it is built.
-//!
-//! The settings are endpoints, prefix, limits, TLS files and credentials.
 
 use std::fmt;
 #[cfg(feature = "tls-rustls")]
@@ -17,10 +15,8 @@ use crate::endpoint::{Credentials, Endpoints};
 use crate::gateway::Gateway;
 use crate::key;
 
-/// Builds an [`EtcdLockProvider`].
-///
-/// It takes endpoints, key prefix, name length, call timeout, TLS files and credentials.
-/// [`build`](Self::build) checks them and reads the files.
+/// Builds an [`EtcdLockProvider`] from endpoints, key prefix, name length, call timeout, TLS files
+/// and credentials, which [`build`](Self::build) checks, reading the files.
 ///
 /// ```
 /// use std::time::Duration;
@@ -85,39 +81,33 @@ impl fmt::Debug for EtcdLockProviderBuilder {
 }
 
 impl EtcdLockProviderBuilder {
-    /// The key prefix every lock's keys start with.
-    ///
-    /// It defaults to [`DEFAULT_PREFIX`] (`"shedlock/"`). It is printable ASCII ending in `/`, at
-    /// most 256 bytes.
+    /// The key prefix every lock's keys start with, by default [`DEFAULT_PREFIX`] (`"shedlock/"`):
+    /// printable ASCII ending in `/`, at most 256 bytes.
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
-    /// The limit on one whole operation: all its round trips, across the members tried.
-    ///
-    /// It defaults to [`DEFAULT_CALL_TIMEOUT`] (5 s). A call past it fails with
-    /// [`Error::is_timeout`]. Its connection is closed, never reused.
+    /// The limit on one whole operation: all its round trips, across the members tried, by default
+    /// [`DEFAULT_CALL_TIMEOUT`] (5 s). A call past it fails with [`Error::is_timeout`], and its
+    /// connection is closed, never reused.
     #[must_use]
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
     }
 
-    /// The longest lock name accepted, in characters, at most [`MAX_NAME_LEN_LIMIT`].
-    ///
-    /// It defaults to [`DEFAULT_MAX_NAME_LEN`], 64, as in the SQL stores.
+    /// The longest lock name accepted, in characters, at most [`MAX_NAME_LEN_LIMIT`], by default
+    /// [`DEFAULT_MAX_NAME_LEN`], 64, as in the SQL stores.
     #[must_use]
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
     }
 
-    /// The etcd user to authenticate as, overriding the URL's `user:password@`.
-    ///
-    /// How the provider authenticates is in [TLS and authentication](crate#tls-and-authentication).
-    /// The password is never shown: not by `Debug`, errors or logs.
+    /// The etcd user to authenticate as, overriding the URL's `user:password@` (see
+    /// [TLS and authentication](crate#tls-and-authentication)).
     #[must_use]
     pub fn credentials(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
         self.credentials = Some(Credentials {
@@ -127,10 +117,8 @@ impl EtcdLockProviderBuilder {
         self
     }
 
-    /// The CA certificates to trust for the members' certificates, in a PEM file.
-    ///
-    /// They are trusted instead of the system's roots, which are used when no CA file is given.
-    /// [`build`](Self::build) reads the file. It needs an `https://` URL.
+    /// The CA certificates to trust for the members' certificates instead of the system's roots, in
+    /// a PEM file. [`build`](Self::build) reads it. It needs an `https://` URL.
     #[cfg(feature = "tls-rustls")]
     #[must_use]
     pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
@@ -138,11 +126,9 @@ impl EtcdLockProviderBuilder {
         self
     }
 
-    /// A client certificate and its private key, for members that require one
-    /// (`--client-cert-auth`).
-    ///
-    /// The certificate is PEM, with its chain if any. The key is PEM: PKCS#8, PKCS#1 or SEC1.
-    /// [`build`](Self::build) reads the files. It needs an `https://` URL.
+    /// A client certificate, PEM with its chain if any, and its private key, PEM as PKCS#8, PKCS#1
+    /// or SEC1, for members that require one (`--client-cert-auth`). [`build`](Self::build) reads
+    /// the files. It needs an `https://` URL.
     #[cfg(feature = "tls-rustls")]
     #[must_use]
     pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
@@ -154,16 +140,11 @@ impl EtcdLockProviderBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] in any of these cases:
-    ///
-    /// - The URL is not of the [`Endpoints`] form.
-    /// - The prefix is not valid.
-    /// - The timeout is zero or above an hour.
-    /// - The name limit is 0 or above [`MAX_NAME_LEN_LIMIT`].
-    /// - The user name is empty.
-    /// - An `https://` URL is given without the `tls-rustls` feature.
-    /// - TLS files are given with a plain URL.
-    /// - A CA file, client certificate or key cannot be read or holds no PEM of its kind.
+    /// [`Error::is_invalid_config`] for a URL not of the [`Endpoints`] form, an invalid prefix, a
+    /// timeout of zero or above an hour, a name limit of 0 or above [`MAX_NAME_LEN_LIMIT`], an
+    /// empty user name, an `https://` URL without the `tls-rustls` feature, TLS files with a plain
+    /// URL, or a CA file, client certificate or key that cannot be read or holds no PEM of its
+    /// kind.
     pub fn build(self) -> Result<EtcdLockProvider> {
         let endpoints: Endpoints = self.url.parse()?;
         let credentials = self
@@ -214,10 +195,8 @@ impl EtcdLockProviderBuilder {
 
 #[cfg(feature = "tls-rustls")]
 impl EtcdLockProviderBuilder {
-    /// The rustls configuration.
-    ///
-    /// For a TLS URL, it comes from the CA file and client certificate. A plain URL must have
-    /// neither, and gets a configuration that is never used.
+    /// The rustls configuration, from the CA file and client certificate for a TLS URL. A plain URL
+    /// must have neither, and gets a configuration that is never used.
     fn tls_config(&self, endpoints: &Endpoints) -> Result<rustls::ClientConfig> {
         if !endpoints.is_tls() {
             if self.ca_file.is_some() || self.client_cert.is_some() {

@@ -35,29 +35,24 @@ use record::{
 /// The key prefix when none is set.
 pub const DEFAULT_PREFIX: &str = "shedlock/";
 
-/// The owner shown for a lock whose hold exists but whose record was deleted by hand.
-///
-/// Nobody can release or extend such a lock. It ends with its lease, or with
+/// The owner shown for a lock whose hold exists but whose record was deleted by hand. Nobody can
+/// release or extend such a lock. It ends with its lease, or with
 /// [`force_unlock`](shedlock_core::admin::LockAdmin::force_unlock).
 pub const UNKNOWN_OWNER: &str = "(unknown: the lock record was deleted)";
 
 /// The longest lock name [`EtcdLockProviderBuilder::max_name_len`] accepts, in characters.
 pub const MAX_NAME_LEN_LIMIT: usize = 1024;
 
-/// etcd's smallest lease TTL with its default `--election-timeout` of 1 s.
-///
-/// Leases asked for less are granted this long. etcd raises them to 1.5 election timeouts, rounded
-/// up.
+/// etcd's smallest lease TTL with its default `--election-timeout` of 1 s. Leases asked for less
+/// are granted this long, as etcd raises them to 1.5 election timeouts, rounded up.
 pub const ETCD_MIN_TTL: Duration = Duration::from_secs(2);
 
-/// A [`LockProvider`] and [`LockAdmin`](shedlock_core::admin::LockAdmin) on etcd v3.
+/// A [`LockProvider`] and [`LockAdmin`](shedlock_core::admin::LockAdmin) on etcd v3: expiry by
+/// lease TTL on the etcd leader's clock, one transaction per decision, fencing tokens from
+/// revisions. See the crate docs for the key layout, round trips and whole-second leases.
 ///
-/// Expiry is by lease TTL on the etcd leader's clock. Each decision is one transaction. Fencing
-/// tokens come from revisions.
-///
-/// Build one with [`EtcdLockProvider::new`] or [`EtcdLockProvider::builder`]. Building does not
-/// connect, so it is cheap and synchronous. The first call connects. See the crate docs for the key
-/// layout, the round trips per operation and how whole-second leases are rounded.
+/// Build one with [`EtcdLockProvider::new`] or [`EtcdLockProvider::builder`], cheaply and
+/// synchronously. The first call connects.
 ///
 /// ```
 /// use shedlock_etcd::EtcdLockProvider;
@@ -166,10 +161,8 @@ impl EtcdLockProvider {
         &self.prefix
     }
 
-    /// The etcd keys of lock `name`: its record and its hold.
-    ///
-    /// The record has no lease. It holds the owner and `locked_at`, and its `mod_revision` is the
-    /// fencing token. The hold is attached to the lease and is present while the lock is held.
+    /// The etcd keys of lock `name`: its record and its hold (see
+    /// [the key layout](crate#how-the-contract-maps-onto-etcd)).
     ///
     /// ```
     /// let provider = shedlock_etcd::EtcdLockProvider::new("etcd://127.0.0.1:2379")?;
@@ -266,11 +259,9 @@ impl EtcdLockProvider {
         })
     }
 
-    /// A new acquisition of the lock by `owner` for `at_most`.
-    ///
-    /// It grants a lease and builds the transaction that takes the lock if its hold is absent. The
-    /// transaction puts the record, and the hold on the lease. A caller adds its own compares and
-    /// writes to it.
+    /// A new acquisition of the lock by `owner` for `at_most`: a lease, and the transaction that
+    /// takes the lock if its hold is absent, putting the record and the hold on the lease. A caller
+    /// adds its own compares and writes to it.
     async fn taking(
         &self,
         keys: &LockKeys,
@@ -438,16 +429,12 @@ impl EtcdLockProvider {
         Ok(answer.succeeded)
     }
 
-    /// The writes of a run's job state, as a transaction nested in the release's.
-    ///
-    /// The release's transaction holds them to the release's guard. The nested transaction is `if
-    /// last-run was not written since the acquisition then put last-run`. For a success it adds
-    /// `delete failures, put last-success`. For a failure or a panic it adds `put failures`. The
-    /// version of `failures` is the count: the puts since its last delete.
-    ///
-    /// An applied release may be sent again after its reply was lost. The compare makes such a
-    /// repeat record nothing twice. The acquisition's record was written at revision `token`. So a
-    /// last-run written since is this acquisition's.
+    /// The writes of a run's job state, as a transaction nested in the release's, which holds them
+    /// to its guard: `if last-run was not written since the acquisition then put last-run`, plus
+    /// `delete failures, put last-success` for a success or `put failures` for a failure or a
+    /// panic. The version of `failures` is the count of puts since its last delete. As the record
+    /// was written at revision `token`, a last-run written since is this acquisition's, so a repeat
+    /// of an applied release records nothing twice.
     fn state_txn(keys: &LockKeys, token: i64, record: &LockRecord, run: &RunReport) -> Txn {
         let outcome = run.outcome.clone().capped();
         let ended = now();
@@ -477,10 +464,8 @@ impl EtcdLockProvider {
         }
     }
 
-    /// One look at the lock's keys, then maybe one transaction.
-    ///
-    /// The transaction is sent when the fire is claimable by this replica's clock. It claims the
-    /// fire if none of what the look saw changed.
+    /// One look at the lock's keys, then, when the fire is claimable by this replica's clock, one
+    /// transaction that claims it if none of what the look saw changed.
     async fn look_and_claim(
         &self,
         name: &str,
@@ -528,11 +513,9 @@ impl EtcdLockProvider {
         )))
     }
 
-    /// After a transaction that moved or deleted the hold, revokes the hold's previous lease.
-    ///
-    /// It does not revoke the acquisition's first lease. That lease is kept as the acquisition's
-    /// clock, holds no key and expires by itself. It does not revoke the lease just attached
-    /// either.
+    /// After a transaction that moved or deleted the hold, revokes the hold's previous lease,
+    /// except the acquisition's first, kept as its clock until it expires, and the lease just
+    /// attached.
     async fn revoke_previous(
         &self,
         answer: &crate::gateway::TxnResponse,
@@ -552,13 +535,11 @@ impl EtcdLockProvider {
         }
     }
 
-    /// The entry of a lock as read, or `None` when it has no keys.
-    ///
-    /// While the hold exists, the lock is held: that is etcd's answer. Its `lock_until` is the
-    /// writer's estimate, kept after `store_now`. A hold whose record was deleted by hand still
-    /// shows, so that operators see what blocks the name. It then shows the owner [`UNKNOWN_OWNER`]
-    /// and no token. The entry carries the job state its keys keep. That is a default one when no
-    /// run was recorded.
+    /// The entry of a lock as read, or `None` when it has no keys. While the hold exists, the lock
+    /// is held, as etcd answers, with the writer's estimated `lock_until`, kept after `store_now`.
+    /// A hold whose record was deleted by hand still shows, so that operators see what blocks the
+    /// name, with the owner [`UNKNOWN_OWNER`] and no token. The entry carries the job state its
+    /// keys keep, a default one when no run was recorded.
     fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
         let state = read.state.state(&name);
         let lock_until = match &read.hold {
@@ -583,10 +564,9 @@ impl EtcdLockProvider {
 
 #[async_trait]
 impl LockProvider for EtcdLockProvider {
-    /// One range read, which is the skip path and writes nothing.
-    ///
-    /// When the lock is free, a lease grant and one transaction follow. The transaction is `if hold
-    /// absent then put record, put hold on the lease`. A lost race revokes the lease.
+    /// One range read, which is the skip path and writes nothing. When the lock is free, a lease
+    /// grant and one transaction `if hold absent then put record, put hold on the lease` follow. A
+    /// lost race revokes the lease.
     async fn acquire(
         &self,
         name: &str,
@@ -601,10 +581,9 @@ impl LockProvider for EtcdLockProvider {
             .map_err(|e| self.failed("acquire", name, e))
     }
 
-    /// A lease grant and one transaction.
-    ///
-    /// The transaction is `if record is this acquisition's and hold present then move hold to the
-    /// new lease`. The replaced lease is then revoked, except the acquisition's first.
+    /// A lease grant and one transaction, `if record is this acquisition's and hold present then
+    /// move hold to the new lease`. The replaced lease is then revoked, except the acquisition's
+    /// first.
     async fn extend(&self, record: &LockRecord, at_most: Duration) -> Result<Option<LockRecord>> {
         let keys = self.lock_keys(record.name())?;
         validate_at_most(at_most)?;
@@ -628,11 +607,8 @@ impl LockProvider for EtcdLockProvider {
             .map_err(|e| self.failed("release", record.name(), e))
     }
 
-    /// The release, with the run's job state written by a transaction nested in the release's.
-    ///
-    /// See [Job state](crate#job-state). It costs the same round trips as
-    /// [`release`](Self::release). Nothing is written when the record is no longer this
-    /// acquisition's. There is no history, because etcd keeps none.
+    /// The release, with the run's job state written by a transaction nested in the release's, at
+    /// the same round trips (see [Job state](crate#job-state)). There is no history.
     async fn release_run(
         &self,
         record: &LockRecord,
@@ -649,12 +625,9 @@ impl LockProvider for EtcdLockProvider {
             .map_err(|e| self.failed("release", record.name(), e))
     }
 
-    /// A lease grant of `ttl`, and one transaction per 64 definitions that puts their keys on it.
-    ///
-    /// The TTL is whole seconds, rounded up, and etcd's minimum applies. The lease ends the
-    /// entries. etcd deletes them when it runs out, unless a later publish moved them to its own
-    /// lease. So expired entries of every replica go by themselves. The previous publish's lease
-    /// then holds no key and runs out by itself.
+    /// A lease grant of `ttl`, whole seconds rounded up and at least etcd's minimum, and one
+    /// transaction per 64 definitions that puts their keys on it. See
+    /// [the crate docs](crate#job-state) for how entries expire.
     async fn publish_definitions(
         &self,
         replica: &str,
@@ -711,16 +684,10 @@ impl LockProvider for EtcdLockProvider {
         })
     }
 
-    /// One range read of the lock's keys.
-    ///
-    /// When the fire is claimable, a lease grant and one transaction follow. The transaction is `if
-    /// the fire key and the hold are as read then put record, hold on the lease, and the fire`. A
-    /// claim that lost a race looks again, at most 4 times.
-    ///
-    /// etcd has no wall clock, so "now" is this replica's clock, as for every record time here. So
-    /// this clock decides `F <= now < next`. A replica whose clock is ahead may run a fire early by
-    /// the others' clocks. At most once per fire holds whatever the clocks say. The transaction
-    /// compares the fire key's revision with the one it read.
+    /// One range read of the lock's keys. When the fire is claimable by this replica's clock, a
+    /// lease grant and one transaction follow: `if the fire key and the hold are as read then put
+    /// record, hold on the lease, and the fire`. A claim that lost a race looks again, at most 4
+    /// times. See [the crate docs](crate#how-the-contract-maps-onto-etcd) on the clocks.
     async fn claim_fire(
         &self,
         name: &str,

@@ -1,7 +1,5 @@
-//! One provider call: its deadline over every attempt, and what its timeout says.
-//!
-//! It also has the retry loop ([`Link::run`]). The loop has rules for a reply lost with a dead
-//! connection.
+//! One provider call: its deadline over every attempt, what its timeout says, and the retry loop
+//! ([`Link::run`]) with its rules for a reply lost with a dead connection.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -33,36 +31,27 @@ pub(crate) enum CallStep {
 pub(crate) struct Target {
     pub(crate) name: Arc<str>,
     /// The provider's own connections' last refusal, for calls that waited for a free connection
-    /// meanwhile.
-    ///
-    /// It is `None` over a sqlx pool, or once a connection opened.
+    /// meanwhile. `None` over a sqlx pool, or once a connection opened.
     pub(crate) refusal: Option<Arc<Mutex<Option<String>>>>,
     pub(crate) max: u32,
 }
 
-/// What a call does when its connection dies after a statement was sent.
-///
-/// The statement may have committed before the reply was lost, and the call cannot tell.
+/// What a call does when its connection dies after a statement was sent, which may have committed
+/// before the reply was lost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AfterLostReply {
-    /// Run the call again on another connection ([`Link::run`]).
-    ///
-    /// Its statements have the same effect and answer when repeated. This holds for extend,
-    /// release, reads and create-table.
+    /// Run the call again on another connection ([`Link::run`]), as extend, release, reads and
+    /// create-table have the same effect and answer when repeated.
     Repeat,
-    /// End the call with an error saying that the reply was lost and the statement may have
-    /// committed ([`Call::lost_reply`]).
-    ///
-    /// A repeat would answer from the lost statement's own effect. An acquire would find its own
-    /// lock held. A fire claim would find its own fire recorded. It holds what the call does
-    /// (`acquire lock "report"`), for that error.
+    /// End the call with [`Call::lost_reply`]'s error. A repeat would answer from the lost
+    /// statement's own effect: an acquire would find its own lock held, a fire claim its own fire
+    /// recorded. It holds what the call does (`acquire lock "report"`), for that error.
     Fail(String),
 }
 
-/// One provider call: its name, its deadline, the lock it is about, and what it is doing.
-///
-/// The deadline covers connection checkouts plus statements, over every attempt. So running out of
-/// time says where. It also says whether the call may run again after a lost reply.
+/// One provider call: its name, the lock it is about, what it is doing, and whether it may run
+/// again after a lost reply. Its deadline covers connection checkouts plus statements over every
+/// attempt, and running out of time says where.
 #[derive(Debug)]
 pub(crate) struct Call {
     op: &'static str,
@@ -71,10 +60,9 @@ pub(crate) struct Call {
     /// The current attempt's connection turned out to be dead. [`Checkout::settle`] sets it, and
     /// [`Link::run`] reads it.
     pub(super) lost: AtomicBool,
-    /// That lost connection had not been sent a `COMMIT` of this attempt's.
-    ///
-    /// So its transaction rolled back, and the attempt may run again whatever [`AfterLostReply`]
-    /// says. [`Checkout::begin`] sets it behind a transaction pooler.
+    /// That lost connection had not been sent a `COMMIT` of this attempt's, so its transaction
+    /// rolled back and the attempt may run again whatever [`AfterLostReply`] says.
+    /// [`Checkout::begin`] sets it behind a transaction pooler.
     pub(super) rolled_back: AtomicBool,
     /// What [`repeats_after_lost_reply`](Self::repeats_after_lost_reply) answers from.
     after_lost_reply: AfterLostReply,
@@ -82,8 +70,7 @@ pub(crate) struct Call {
     /// What the call is about (`lock "report"`).
     about: Option<String>,
     phase: AtomicU8,
-    /// The last error the call got past, such as a refused connection. It is for the call's timeout
-    /// message.
+    /// The last error the call got past, such as a refused connection, for its timeout message.
     last_error: Mutex<Option<String>>,
 }
 
@@ -123,10 +110,8 @@ impl Call {
     }
 
     /// The error of a call whose connection died after its statement was sent, and that may not run
-    /// again ([`AfterLostReply::Fail`]).
-    ///
-    /// It is one line that names the call, the lock and the database, and says what it means. The
-    /// driver's error is its source.
+    /// again ([`AfterLostReply::Fail`]): one line naming the call, the lock and the database, and
+    /// what it means, with the driver's error as its source.
     pub(super) fn lost_reply(&self, error: sqlx::Error) -> Error {
         let what = match &self.after_lost_reply {
             AfterLostReply::Fail(what) => what.as_str(),
@@ -155,10 +140,8 @@ impl Call {
             .unwrap_or_else(PoisonError::into_inner) = Some(crate::cause::text(error));
     }
 
-    /// The error of this call running out of time.
-    ///
-    /// It names the lock, the step and the last error the call got past. The step is waiting for a
-    /// free connection, connecting, or waiting for the answer.
+    /// The error of this call running out of time, naming the lock, the step (waiting for a free
+    /// connection, connecting, or waiting for the answer) and the last error the call got past.
     pub(crate) fn timeout_error(&self) -> Error {
         use std::fmt::Write as _;
         let target = &self.target.name;
@@ -225,31 +208,26 @@ impl Call {
 }
 
 impl<DB: Database> Link<DB> {
-    /// Runs one call: `attempt` on a connection, before `call`'s deadline.
+    /// Runs one call: `attempt` on a connection, before `call`'s deadline. A connection that
+    /// cannot be opened is reported as [`checkout_error`](Self::checkout_error).
     ///
-    /// A connection that cannot be opened is reported as [`checkout_error`](Self::checkout_error).
-    ///
-    /// An attempt may fail because its connection was gone (see
-    /// [`connection_lost`](super::checkout::connection_lost)). Typically the server closed that
-    /// idle connection when it restarted. That connection is then closed, and the whole attempt
-    /// runs again on another one, within the same deadline. So each dead idle connection costs a
-    /// retry instead of a failed call. Once none is left, a fresh one is opened. A server that
-    /// refuses connections while it restarts is asked again until the deadline. There are at most
-    /// max connections + 1 attempts. That is enough to get past every dead connection to a fresh
-    /// one. A checkout that fails the same way is retried alike, as when the server reset a new
-    /// connection. Any other error, and the deadline, end the call at once. When nothing fails this
-    /// costs nothing: the first attempt is the call.
+    /// An attempt that fails because its connection was gone (see
+    /// [`connection_lost`](super::checkout::connection_lost)), typically an idle one the server
+    /// closed when it restarted, closes it and runs again on another, within the same deadline. So
+    /// each dead idle connection costs a retry instead of a failed call, and once none is left, a
+    /// fresh one is opened. A server refusing connections while it restarts is asked again until
+    /// the deadline. At most max connections + 1 attempts get past every dead connection to a
+    /// fresh one. A checkout that fails the same way, as when the server reset a new connection, is
+    /// retried alike. Any other error, and the deadline, end the call at once. When nothing fails,
+    /// the first attempt is the call.
     ///
     /// A statement whose connection died after it was sent may have committed before its reply was
-    /// lost. The driver cannot tell that from a statement that never arrived. So an attempt runs
-    /// again after a lost connection only if the call says it may ([`AfterLostReply::Repeat`]). The
-    /// repeat then has the same effect and answer. Acquire and fire claim may not
-    /// ([`AfterLostReply::Fail`]). Their repeat would find their own lock held or fire recorded.
-    /// Such a call ends with [`Call::lost_reply`]'s error at the first lost connection. So there is
-    /// at most one failed call per dead connection. Behind a transaction pooler
-    /// ([`Checkout::begin`]), a connection may be lost before the attempt sent a `COMMIT`. Its
-    /// statement then rolled back, and the attempt runs again whatever the call says. A failed
-    /// checkout sent no statement and is retried either way.
+    /// lost, and the driver cannot tell. So an attempt runs again after a lost connection only for
+    /// [`AfterLostReply::Repeat`]. Acquire and fire claim are [`AfterLostReply::Fail`] and end with
+    /// [`Call::lost_reply`]'s error at the first lost connection, so there is at most one failed
+    /// call per dead connection. Behind a transaction pooler ([`Checkout::begin`]), a connection
+    /// lost before the attempt sent a `COMMIT` rolled back, and the attempt runs again whatever the
+    /// call says. A failed checkout sent no statement and is retried either way.
     pub(crate) async fn run<'a, T, F, Fut>(&self, call: &'a Call, mut attempt: F) -> Result<T>
     where
         F: FnMut(Checkout<'a, DB>) -> Fut,
@@ -296,9 +274,8 @@ impl<DB: Database> Link<DB> {
     }
 }
 
-/// `error` and its causes, one after another, for a log line.
-///
-/// A cause whose message is already in the text is left out. sqlx's I/O errors repeat theirs.
+/// `error` and its causes, one after another, for a log line, leaving out a cause whose message is
+/// already in the text, as sqlx's I/O errors repeat theirs.
 fn with_causes(error: &Error) -> String {
     let mut text = error.to_string();
     let mut source = std::error::Error::source(error);

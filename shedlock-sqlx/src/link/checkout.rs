@@ -1,7 +1,6 @@
-//! A connection checked out for one attempt of a call.
-//!
-//! This module says how its statements run, and when it is closed rather than given back.
-//! Statements run directly, or each in a transaction of its own behind a transaction pooler.
+//! A connection checked out for one attempt of a call: how its statements run, directly or each in
+//! a transaction of its own behind a transaction pooler, and when it is closed rather than given
+//! back.
 
 use std::sync::atomic::Ordering;
 
@@ -14,16 +13,13 @@ use super::{AfterLostReply, Link};
 use super::{Call, CallStep};
 use crate::conns::Held;
 
-/// A connection for one attempt of a call.
+/// A connection for one attempt of a call, given back only if its last statement finished. One
+/// dropped mid-statement, by a timeout, a cancelled call or an I/O error, or found dead
+/// ([`connection_lost`]) is closed at once. So no connection is handed out with a half-read reply,
+/// a black-holed one never blocks sqlx's return check, and a dead one is never offered again.
 ///
-/// It is given back only if its last statement finished. Some connections are closed at once
-/// instead. These are a connection dropped mid-statement, by a timeout, a cancelled call or an I/O
-/// error. They are also a connection found dead ([`connection_lost`]). So no connection is handed
-/// out with a half-read reply. A black-holed connection never blocks sqlx's return check. A dead
-/// one is never offered again.
-///
-/// The attempt owns it, so the connection is closed or given back when the attempt ends, before a
-/// retry takes the next one.
+/// The attempt owns it, so it is closed or given back when the attempt ends, before a retry takes
+/// the next one.
 pub(crate) struct Checkout<'a, DB: Database> {
     conn: Option<Held<DB>>,
     in_flight: bool,
@@ -38,10 +34,9 @@ pub(crate) struct Checkout<'a, DB: Database> {
 enum Mode {
     /// As they are: named statements kept on the connection, autocommit.
     Direct,
-    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler.
-    ///
-    /// `committed` is set once a `COMMIT` of this attempt's was sent. A connection lost from then
-    /// on may have committed.
+    /// Each unnamed, in a transaction of its own, for a transaction-mode pooler. `committed` is set
+    /// once a `COMMIT` of this attempt's was sent, after which a lost connection may have
+    /// committed.
     Pooler { committed: bool },
 }
 
@@ -106,9 +101,8 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         }
     }
 
-    /// Starts one statement of the provider's.
-    ///
-    /// Every statement a provider runs goes through here and [`end`](Self::end):
+    /// Starts one statement of the provider's. Every statement goes through here and
+    /// [`end`](Self::end):
     ///
     /// ```text
     /// let query = c.begin(query, map).await?;
@@ -117,23 +111,21 @@ impl<'a, DB: Database> Checkout<'a, DB> {
     /// ```
     ///
     /// By default `begin` hands the query back as it is, and `end` is [`settle`](Self::settle). The
-    /// statement is then prepared once per connection and kept, as sqlx's named statements. That is
-    /// one round trip.
+    /// statement is then prepared once per connection and kept, as sqlx's named statements, in one
+    /// round trip.
     ///
-    /// Behind a transaction-mode pooler, a server connection is the client's only for a
-    /// transaction. The `transaction_pooler` setting says there is such a pooler. A statement
-    /// outside a transaction may meet another server connection at each `Sync`. A named statement
-    /// cached for this connection would be missing there, or exist already. Even the unnamed one is
-    /// parsed in one exchange and bound in the next. So `begin` sends `BEGIN` and hands back the
-    /// query unnamed, not kept. `end` sends `COMMIT`, or `ROLLBACK` after the database refused the
-    /// statement. The pooler keeps one server connection for the whole of it. That is four round
-    /// trips instead of one.
+    /// Behind a transaction-mode pooler, which the `transaction_pooler` setting announces, a server
+    /// connection is the client's only for a transaction. A statement outside one may meet another
+    /// server connection at each `Sync`, where a named statement cached for this connection would
+    /// be missing or exist already. Even the unnamed one is parsed in one exchange and bound in the
+    /// next. So `begin` sends `BEGIN` and hands back the query unnamed, not kept, and `end` sends
+    /// `COMMIT`, or `ROLLBACK` after the database refused the statement. The pooler keeps one
+    /// server connection for the whole of it, in four round trips instead of one.
     ///
     /// Lost replies stay as [`Link::run`] describes, counted from the `COMMIT`. A connection lost
-    /// before the `COMMIT` was sent rolled back. So the attempt runs again, even for a call that
-    /// may not repeat a lost reply. That is not so if an earlier `COMMIT` of the same attempt was
-    /// sent. A connection lost after the `COMMIT` was sent may have committed. A lost statement may
-    /// have committed by default, too.
+    /// before any `COMMIT` of the attempt was sent rolled back, so the attempt runs again, even for
+    /// a call that may not repeat a lost reply. One lost after a `COMMIT` was sent, or a lost
+    /// statement by default, may have committed.
     pub(crate) async fn begin<Q: Persistent>(
         &mut self,
         query: Q,
@@ -204,13 +196,12 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         self.conn.as_mut().unwrap_or_else(|| unreachable!()).conn()
     }
 
-    /// The outcome of a statement run with [`Call::timed`].
-    ///
-    /// It is the value, a timeout, or the statement's error mapped by `map`. The connection stays
-    /// usable only when the statement finished. It finished when it succeeded or failed with an
-    /// error from the database itself. An error that says the connection is gone marks it lost.
-    /// That lets [`Link::run`] retry the call on another. A call may not run again after a lost
-    /// reply ([`AfterLostReply::Fail`]). Its error is then [`Call::lost_reply`]'s, not `map`'s.
+    /// The outcome of a statement run with [`Call::timed`]: the value, a timeout, or the
+    /// statement's error mapped by `map`. The connection stays usable only when the statement
+    /// succeeded or failed with an error from the database itself. An error that says the
+    /// connection is gone marks it lost, so [`Link::run`] retries the call on another. After a lost
+    /// reply of a call that may not run again ([`AfterLostReply::Fail`]), the error is
+    /// [`Call::lost_reply`]'s, not `map`'s.
     pub(crate) fn settle<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -219,13 +210,10 @@ impl<'a, DB: Database> Checkout<'a, DB> {
         self.settle_as(outcome, map, true)
     }
 
-    /// [`settle`](Self::settle), where `may_have_committed` says whether a statement may have
-    /// committed.
-    ///
-    /// The statement was sent on a connection that then died. `may_have_committed` is `false`
-    /// inside a transaction of [`begin`](Self::begin)'s before its `COMMIT` was sent. It is not
-    /// `false` if an earlier `COMMIT` of this attempt was sent. `false` lets [`Link::run`] run the
-    /// attempt again.
+    /// [`settle`](Self::settle), where `may_have_committed` says whether a statement sent on a
+    /// connection that then died may have committed. It is `false` only inside a transaction of
+    /// [`begin`](Self::begin)'s before any `COMMIT` of this attempt was sent, which lets
+    /// [`Link::run`] run the attempt again.
     fn settle_as<T>(
         &mut self,
         outcome: Result<std::result::Result<T, sqlx::Error>>,
@@ -274,29 +262,27 @@ fn statement_finished(error: &sqlx::Error) -> bool {
     )
 }
 
-/// Whether `error` says that the connection is gone rather than that the statement failed.
+/// Whether `error` says that the connection is gone, closed by the server on a restart, by an
+/// administrator or at an idle timeout, or by a broken socket, rather than that the statement
+/// failed.
 ///
-/// The server closed it, or the socket broke. A server closes it on a restart, by an administrator,
-/// or at an idle timeout.
+/// sqlx 0.9 reports a reset, closed (`UnexpectedEof`) or broken socket as [`sqlx::Error::Io`], and
+/// the farewell message a server sends idle connections before closing them, read by the next
+/// statement, as [`sqlx::Error::Database`]. These count:
 ///
-/// sqlx 0.9 reports a socket that was reset, closed or broken as [`sqlx::Error::Io`]. A closed
-/// socket is `UnexpectedEof`. It reports a server's farewell message as [`sqlx::Error::Database`].
-/// A server sends it to idle connections before it closes them, and the next statement reads it.
-/// These count:
-///
-/// - Postgres: SQLSTATE class `08`, connection exception. Also `57P01` admin shutdown, which an
-///   immediate shutdown sends too. Also `57P02` crash shutdown, `57P03` cannot connect now and
-///   `57P05` idle session timeout.
-/// - MySQL/MariaDB: SQLSTATE class `08`. Among them are 1053 server shutdown, 1152/1184 aborted
-///   connection and 1158–1161 network errors. Also MariaDB's 1927 connection killed (`70100`). It
+/// - Postgres: SQLSTATE class `08`, connection exception, `57P01` admin shutdown, which an
+///   immediate shutdown sends too, `57P02` crash shutdown, `57P03` cannot connect now and `57P05`
+///   idle session timeout.
+/// - MySQL/MariaDB: SQLSTATE class `08`, among them 1053 server shutdown, 1152/1184 aborted
+///   connection and 1158–1161 network errors, and MariaDB's 1927 connection killed (`70100`). It
 ///   shares `70100` with 1317 "query execution was interrupted", so the number decides. The client
 ///   codes 2006 and 2013 ("server has gone away", "lost connection") never reach sqlx's native
-///   driver from the server. Those cases are I/O errors here. MySQL 8's 4031, disconnected for
-///   inactivity, is not recognised. MariaDB uses that number for a statement error. sqlx's pool
-///   closes idle connections long before `wait_timeout` by default.
+///   driver from the server and are I/O errors here. MySQL 8's 4031, disconnected for inactivity,
+///   is not recognised, as MariaDB uses that number for a statement error. sqlx's pool closes idle
+///   connections long before `wait_timeout` by default.
 ///
 /// [`sqlx::Error::Protocol`] (bytes that make no sense) and [`sqlx::Error::Tls`] (handshake) are
-/// not counted. A dead connection does not produce them, and they would fail again. Everything else
+/// not counted: a dead connection does not produce them, and they would fail again. Everything else
 /// is the statement's own failure.
 pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
     match error {
@@ -307,11 +293,9 @@ pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
 }
 
 /// [`connection_lost`] for a failed checkout, where the pool may have been opening a connection.
-///
-/// Only I/O errors of a connection that broke count, as when a server going down reset it. Those of
-/// a connection that could not be made do not count, because they would fail again. An unknown host
-/// or a bad SQLite path is such a case. sqlx itself retries refused connections until the pool's
-/// acquire timeout.
+/// Only I/O errors of a connection that broke count, as when a server going down reset it, not
+/// those of one that could not be made, such as an unknown host or a bad SQLite path, which would
+/// fail again. sqlx itself retries refused connections until the pool's acquire timeout.
 pub(crate) fn checkout_lost(error: &sqlx::Error) -> bool {
     use std::io::ErrorKind;
     match error {
