@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admin;
 mod builder;
 mod connection;
 mod key;

@@ -1,4 +1,5 @@
-//! [`RedisLockProvider`]: the lock contract, fire claims and the admin surface on Redis.
+//! [`RedisLockProvider`]: the lock contract, fire claims and job state on Redis (the admin
+//! surface is in `admin.rs`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,11 +8,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redis::{Script, Value};
-use serde::Deserialize;
 use shedlock_core::{
     Error, Result,
-    admin::{LockAdmin, LockEntry},
-    jobs::{Definition, DefinitionEntry, JobState, RunEntry, RunOutcome, RunReport},
+    admin::LockEntry,
+    jobs::{Definition, JobState, RunEntry, RunOutcome, RunReport},
     provider::{
         Fire, FireClaim, LockProvider, LockRecord, MAX_DURATION, validate_at_least,
         validate_at_most, validate_name,
@@ -20,11 +20,8 @@ use shedlock_core::{
 
 use crate::builder::{RedisLockProviderBuilder, Settings};
 use crate::connection::{Connection, Resend};
-use crate::key::{definitions_key, history_key, lock_key, name_of, scan_pattern};
+use crate::key::{definitions_key, history_key, lock_key};
 use crate::script;
-
-/// How many keys one `SCAN` step of [`LockAdmin::list`] asks for.
-const SCAN_COUNT: usize = 500;
 
 /// A [`LockProvider`] (and [`LockAdmin`]) on Redis: one hash per lock, decided by one Lua script
 /// per operation with the server's clock (`TIME`). See the [crate docs](crate) for the guarantees
@@ -44,11 +41,11 @@ const SCAN_COUNT: usize = 500;
 /// # Ok(()) }
 /// ```
 pub struct RedisLockProvider {
-    connection: Connection,
-    settings: Settings,
+    pub(crate) connection: Connection,
+    pub(crate) settings: Settings,
     /// Whether the last history write failed. A failure is logged once, until a write succeeds
     /// again.
-    history_failing: AtomicBool,
+    pub(crate) history_failing: AtomicBool,
 }
 
 impl RedisLockProvider {
@@ -173,14 +170,14 @@ impl RedisLockProvider {
         Ok(())
     }
 
-    fn check_name(&self, name: &str) -> Result<()> {
+    pub(crate) fn check_name(&self, name: &str) -> Result<()> {
         validate_name(name, self.settings.max_name_len)
     }
 
     /// Runs `script` on `name`'s key with `name` and `args` as `ARGV`, in one `EVALSHA`, plus a
     /// `SCRIPT LOAD` and a second `EVALSHA` when the server does not know it yet. `resend` says
     /// whether it runs again after a dropped connection.
-    async fn eval(
+    pub(crate) async fn eval(
         &self,
         op: &'static str,
         resend: Resend,
@@ -197,7 +194,7 @@ impl RedisLockProvider {
     /// Runs `script` with `keys`, and with `first` then `args` as `ARGV`. It is one `EVALSHA`, as
     /// in [`eval`](Self::eval).
     #[allow(clippy::too_many_arguments)]
-    async fn invoke(
+    pub(crate) async fn invoke(
         &self,
         op: &'static str,
         resend: Resend,
@@ -223,7 +220,7 @@ impl RedisLockProvider {
     }
 
     /// Runs `script` on the definitions hash with `args` as `ARGV`.
-    async fn on_definitions(
+    pub(crate) async fn on_definitions(
         &self,
         op: &'static str,
         script: &Script,
@@ -245,7 +242,7 @@ impl RedisLockProvider {
     }
 
     /// Logs a history write that failed, once until one succeeds again.
-    fn history_written(&self, name: &str, failure: Option<String>) {
+    pub(crate) fn history_written(&self, name: &str, failure: Option<String>) {
         match failure {
             Some(error) => {
                 if !self.history_failing.swap(true, Ordering::Relaxed) {
@@ -265,7 +262,7 @@ impl RedisLockProvider {
         }
     }
 
-    fn token_of(record: &LockRecord) -> Result<i64> {
+    pub(crate) fn token_of(record: &LockRecord) -> Result<i64> {
         record.fencing_token().ok_or_else(|| {
             Error::invalid_config(format!(
                 "the record of {:?} has no fencing token; it was not acquired through a Redis \
@@ -277,7 +274,7 @@ impl RedisLockProvider {
 
     /// Runs the extend or release `script` for `record`'s acquisition. `ARGV` is `name, owner,
     /// token, duration µs`.
-    async fn on_record(
+    pub(crate) async fn on_record(
         &self,
         op: &'static str,
         script: &Script,
@@ -296,7 +293,7 @@ impl RedisLockProvider {
     }
 
     /// The record of `name` as the read script returns it, with the server's now.
-    async fn read(&self, op: &'static str, name: &str) -> Result<Read> {
+    pub(crate) async fn read(&self, op: &'static str, name: &str) -> Result<Read> {
         self.check_name(name)?;
         let reply = self
             .eval(op, Resend::AfterDrop, &script::READ, name, &[])
@@ -315,9 +312,9 @@ impl RedisLockProvider {
 }
 
 /// What the read script found.
-struct Read {
-    now: DateTime<Utc>,
-    entry: Option<LockEntry>,
+pub(crate) struct Read {
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) entry: Option<LockEntry>,
 }
 
 #[async_trait]
@@ -547,226 +544,6 @@ impl LockProvider for RedisLockProvider {
     }
 }
 
-#[async_trait]
-impl LockAdmin for RedisLockProvider {
-    /// `SCAN`s the key prefix for hashes, with the prefix's glob characters escaped, and reads each
-    /// lock with the server's `TIME`, one pipelined round trip with the call timeout per step. Keys
-    /// that do not hold a lock record of their own name, another program's hash or a provider's
-    /// with an overlapping prefix, are left out.
-    async fn list(&self) -> Result<Vec<LockEntry>> {
-        let prefix = &self.settings.key_prefix;
-        let pattern = scan_pattern(prefix);
-        let what = || format!("list the locks under the key prefix {prefix:?}");
-        let mut entries = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys) = self
-                .connection
-                .run("list", Resend::AfterDrop, &what, |mut conn| {
-                    let mut cmd = redis::cmd("SCAN");
-                    cmd.arg(cursor)
-                        .arg("MATCH")
-                        .arg(pattern.as_slice())
-                        .arg("COUNT")
-                        .arg(SCAN_COUNT)
-                        .arg("TYPE")
-                        .arg("hash");
-                    async move { cmd.query_async::<(u64, Vec<Vec<u8>>)>(&mut conn).await }
-                })
-                .await?;
-            let named: Vec<(&str, &[u8])> = keys
-                .iter()
-                .filter_map(|key| {
-                    let name = name_of(prefix, key)?;
-                    validate_name(name, self.settings.max_name_len)
-                        .is_ok()
-                        .then_some((name, key.as_slice()))
-                })
-                .collect();
-            if !named.is_empty() {
-                let replies = self
-                    .connection
-                    .run("list", Resend::AfterDrop, &what, |mut conn| {
-                        let mut pipe = redis::pipe();
-                        for (_, key) in &named {
-                            pipe.cmd("EVAL").arg(script::LIST_READ).arg(1).arg(*key);
-                        }
-                        async move { pipe.query_async::<Vec<Value>>(&mut conn).await }
-                    })
-                    .await?;
-                for ((name, _), reply) in named.iter().zip(replies) {
-                    let items = Reply::new("list", name, reply)?;
-                    // A key whose hash is not this name's lock record is not ours.
-                    if items.len() > 1 && items.text(1).ok().as_deref() == Some(name) {
-                        entries.push(items.entry(name, 1)?);
-                    }
-                }
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        entries.sort_by(|a, b| a.record().name().cmp(b.record().name()));
-        // SCAN may return a key more than once.
-        entries.dedup_by(|a, b| a.record().name() == b.record().name());
-        Ok(entries)
-    }
-
-    /// One `EVALSHA`, read-only.
-    async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
-        Ok(self.read("entry", name).await?.entry)
-    }
-
-    /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else, only if
-    /// it is held by the server's clock and the record still has `expected`'s owner, `locked_at`
-    /// and token.
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
-        let name = expected.name();
-        self.check_name(name)?;
-        let token = Self::token_of(expected)?;
-        let reply = self
-            .eval(
-                "unlock",
-                Resend::AfterDrop,
-                &script::UNLOCK,
-                name,
-                &[
-                    expected.owner().as_bytes().to_vec(),
-                    num(expected.locked_at().timestamp_micros()),
-                    num(token),
-                ],
-            )
-            .await?;
-        match reply {
-            Value::Int(done) => Ok(done == 1),
-            other => Err(unexpected("unlock", name, &other)),
-        }
-    }
-
-    /// One `EVALSHA`: frees `name` if held (`lock_until` = now) and returns the entry as it was.
-    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
-        self.check_name(name)?;
-        let reply = self
-            .eval(
-                "force_unlock",
-                Resend::AfterDrop,
-                &script::FORCE_UNLOCK,
-                name,
-                &[],
-            )
-            .await?;
-        if reply == Value::Nil {
-            return Ok(None);
-        }
-        Ok(Some(
-            Reply::new("force_unlock", name, reply)?.entry(name, 0)?,
-        ))
-    }
-
-    /// Redis has no schema: `None`.
-    fn ddl(&self) -> Option<String> {
-        None
-    }
-
-    /// Redis has no schema, so job state, history and definitions need nothing created: `Ok(None)`
-    /// without touching the server.
-    async fn missing_ddl(&self) -> Result<Option<String>> {
-        Ok(None)
-    }
-
-    /// One `EVALSHA`, read-only: the entries of the definitions hash whose `expires` is after the
-    /// server's now, sorted by job, then replica. An entry that is not such JSON is left out.
-    async fn definitions(&self) -> Result<Vec<DefinitionEntry>> {
-        let op = "definitions";
-        let reply = self
-            .on_definitions(op, &script::READ_DEFINITIONS, b"", &[])
-            .await?;
-        let items = Reply::new(op, "(definitions)", reply)?;
-        let mut entries = Vec::with_capacity(items.len() - 1);
-        for i in 1..items.len() {
-            let text = items.text(i)?;
-            match serde_json::from_str::<StoredDefinition>(&text) {
-                Ok(stored) => entries.push(DefinitionEntry::new(
-                    Definition::new(stored.job, stored.lock_name, stored.spec),
-                    stored.replica,
-                    stored.version,
-                    time(stored.published)?,
-                    time(stored.expires)?,
-                )),
-                Err(error) => {
-                    tracing::debug!(%error, text, "not a published definition; left out");
-                }
-            }
-        }
-        entries
-            .sort_by(|a, b| (&a.definition.job, &a.replica).cmp(&(&b.definition.job, &b.replica)));
-        Ok(entries)
-    }
-
-    /// One `LRANGE` of the lock's [history list](RedisLockProvider::history_key), newest first,
-    /// whether or not this provider writes history. An entry that is not a run's JSON is left out.
-    async fn history(&self, lock_name: &str, limit: usize) -> Result<Vec<RunEntry>> {
-        self.check_name(lock_name)?;
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let key = self.history_key(lock_name);
-        let stop = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
-        let what = || format!("history of lock {lock_name:?}");
-        let items = self
-            .connection
-            .run("history", Resend::AfterDrop, &what, |mut conn| {
-                let mut cmd = redis::cmd("LRANGE");
-                cmd.arg(key.as_slice()).arg(0).arg(stop);
-                async move { cmd.query_async::<Vec<Vec<u8>>>(&mut conn).await }
-            })
-            .await?;
-        let mut runs = Vec::with_capacity(items.len());
-        for item in items {
-            match serde_json::from_slice::<StoredRun>(&item) {
-                Ok(stored) => {
-                    let Some(outcome) =
-                        RunOutcome::from_parts(&stored.outcome, stored.error.as_deref())
-                    else {
-                        continue;
-                    };
-                    runs.push(RunEntry::new(
-                        lock_name,
-                        time(stored.fire)?,
-                        stored.runner,
-                        time(stored.started)?,
-                        time(stored.ended)?,
-                        outcome,
-                    ));
-                }
-                Err(error) => {
-                    tracing::debug!(lock = lock_name, %error, "not a recorded run; left out");
-                }
-            }
-        }
-        Ok(runs)
-    }
-
-    /// One `EVALSHA` on the definitions hash: removes the entries of `job`, every replica's.
-    async fn forget(&self, job: &str) -> Result<u64> {
-        let prefix = definition_field(job, "");
-        match self
-            .on_definitions("forget", &script::FORGET, &prefix, &[])
-            .await?
-        {
-            Value::Int(n) => Ok(u64::try_from(n).unwrap_or_default()),
-            other => Err(unexpected("forget", "(definitions)", &other)),
-        }
-    }
-
-    /// Redis has no table to create: a lock's hash is created by its first acquire. Returns
-    /// `Ok(())` without touching the server.
-    async fn create_table(&self) -> Result<()> {
-        Ok(())
-    }
-}
-
 impl fmt::Debug for RedisLockProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLockProvider")
@@ -781,34 +558,11 @@ impl fmt::Debug for RedisLockProvider {
 /// The field of `job`'s definition by `replica` in the definitions hash: the job's length in bytes,
 /// `:`, the job, NUL, the replica. The length makes the job part unambiguous, so the fields of one
 /// job are exactly those starting with `<length>:<job>\0`.
-fn definition_field(job: &str, replica: &str) -> Vec<u8> {
+pub(crate) fn definition_field(job: &str, replica: &str) -> Vec<u8> {
     format!("{}:{job}\0{replica}", job.len()).into_bytes()
 }
 
-/// A published definition as the script writes it.
-#[derive(Deserialize)]
-struct StoredDefinition {
-    job: String,
-    lock_name: String,
-    spec: String,
-    replica: String,
-    version: String,
-    published: i64,
-    expires: i64,
-}
-
-/// A history entry as the script writes it.
-#[derive(Deserialize)]
-struct StoredRun {
-    fire: i64,
-    runner: String,
-    started: i64,
-    ended: i64,
-    outcome: String,
-    error: Option<String>,
-}
-
-fn check_owner(owner: &str) -> Result<()> {
+pub(crate) fn check_owner(owner: &str) -> Result<()> {
     if owner.is_empty() {
         return Err(Error::invalid_config("the owner id is empty"));
     }
@@ -816,57 +570,57 @@ fn check_owner(owner: &str) -> Result<()> {
 }
 
 /// `d` in whole microseconds, rounded up. So a lock is never shorter than asked.
-fn micros_ceil(d: Duration) -> i64 {
+pub(crate) fn micros_ceil(d: Duration) -> i64 {
     i64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(i64::MAX)
 }
 
 /// An integer argument, as decimal text.
-fn num(n: i64) -> Vec<u8> {
+pub(crate) fn num(n: i64) -> Vec<u8> {
     n.to_string().into_bytes()
 }
 
-fn time(micros: i64) -> Result<DateTime<Utc>> {
+pub(crate) fn time(micros: i64) -> Result<DateTime<Utc>> {
     DateTime::from_timestamp_micros(micros)
         .ok_or_else(|| Error::backend_message(format!("read an out-of-range time ({micros} µs)")))
 }
 
-fn unexpected(op: &str, name: &str, reply: &Value) -> Error {
+pub(crate) fn unexpected(op: &str, name: &str, reply: &Value) -> Error {
     Error::backend_message(format!(
         "{op} lock {name:?}: the script's reply was not understood ({reply:?})"
     ))
 }
 
 /// A script's array reply, read field by field.
-struct Reply<'a> {
+pub(crate) struct Reply<'a> {
     op: &'static str,
     name: &'a str,
     items: Vec<Value>,
 }
 
 impl<'a> Reply<'a> {
-    fn new(op: &'static str, name: &'a str, reply: Value) -> Result<Self> {
+    pub(crate) fn new(op: &'static str, name: &'a str, reply: Value) -> Result<Self> {
         match reply {
             Value::Array(items) if !items.is_empty() => Ok(Self { op, name, items }),
             other => Err(unexpected(op, name, &other)),
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
-    fn unexpected(&self) -> Error {
+    pub(crate) fn unexpected(&self) -> Error {
         unexpected(self.op, self.name, &Value::Array(self.items.clone()))
     }
 
-    fn int(&self, i: usize) -> Result<i64> {
+    pub(crate) fn int(&self, i: usize) -> Result<i64> {
         match self.items.get(i) {
             Some(Value::Int(n)) => Ok(*n),
             _ => Err(self.unexpected()),
         }
     }
 
-    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+    pub(crate) fn opt_int(&self, i: usize) -> Result<Option<i64>> {
         match self.items.get(i) {
             Some(Value::Nil) | None => Ok(None),
             Some(Value::Int(n)) => Ok(Some(*n)),
@@ -874,22 +628,22 @@ impl<'a> Reply<'a> {
         }
     }
 
-    fn time(&self, i: usize) -> Result<DateTime<Utc>> {
+    pub(crate) fn time(&self, i: usize) -> Result<DateTime<Utc>> {
         time(self.int(i)?)
     }
 
-    fn opt_time(&self, i: usize) -> Result<Option<DateTime<Utc>>> {
+    pub(crate) fn opt_time(&self, i: usize) -> Result<Option<DateTime<Utc>>> {
         self.opt_int(i)?.map(time).transpose()
     }
 
-    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+    pub(crate) fn opt_text(&self, i: usize) -> Result<Option<String>> {
         match self.items.get(i) {
             Some(Value::Nil) | None => Ok(None),
             _ => self.text(i).map(Some),
         }
     }
 
-    fn text(&self, i: usize) -> Result<String> {
+    pub(crate) fn text(&self, i: usize) -> Result<String> {
         match self.items.get(i) {
             Some(Value::BulkString(bytes)) => {
                 String::from_utf8(bytes.clone()).map_err(|_| self.unexpected())
@@ -901,7 +655,7 @@ impl<'a> Reply<'a> {
 
     /// The record in a fire claim's reply that did not claim: `{case, now, lock_until, locked_at,
     /// locked_by, token, …}`.
-    fn holder(&self, name: &str) -> Result<LockRecord> {
+    pub(crate) fn holder(&self, name: &str) -> Result<LockRecord> {
         Ok(
             LockRecord::new(name, self.text(4)?, self.time(3)?, self.time(2)?)
                 .with_fencing_token(Some(self.int(5)?)),
@@ -910,7 +664,7 @@ impl<'a> Reply<'a> {
 
     /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire}` with `skip` extra items
     /// after `now`.
-    fn entry(&self, name: &str, skip: usize) -> Result<LockEntry> {
+    pub(crate) fn entry(&self, name: &str, skip: usize) -> Result<LockEntry> {
         let at = |i: usize| 1 + skip + i;
         let record = LockRecord::new(
             name,
@@ -926,7 +680,7 @@ impl<'a> Reply<'a> {
 
     /// The job state at `i..i + 8`, in the script's `STATE` order. A last run with a part missing,
     /// or an outcome this version does not know, is left out.
-    fn state(&self, name: &str, i: usize) -> Result<JobState> {
+    pub(crate) fn state(&self, name: &str, i: usize) -> Result<JobState> {
         let last_run = match (
             self.opt_time(i)?,
             self.opt_text(i + 1)?,
