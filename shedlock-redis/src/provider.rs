@@ -23,7 +23,7 @@ use crate::connection::{Connection, Resend};
 use crate::key::{definitions_key, history_key, lock_key};
 use crate::script;
 
-/// A [`LockProvider`] (and [`LockAdmin`]) on Redis: one hash per lock, decided by one Lua script
+/// A [`LockProvider`] (and [`LockAdmin`](shedlock_core::admin::LockAdmin)) on Redis: one hash per lock, decided by one Lua script
 /// per operation with the server's clock (`TIME`). See the [crate docs](crate) for the guarantees
 /// and what a Redis without persistence, or a failover, means for them.
 ///
