@@ -508,16 +508,27 @@ impl Lease {
                 }
             }
             Err(error) => {
-                if log.failing.swap(true, Ordering::Relaxed) {
-                    tracing::debug!(lock = record.name(), %error, "run not recorded; releasing without it");
-                } else {
-                    tracing::error!(
-                        lock = record.name(),
-                        %error,
-                        "the store could not record how the run ended; releasing the lock \
-                         without it (logged once until a record succeeds again)"
-                    );
+                let released = timed(
+                    "release",
+                    timeout,
+                    self.shared.provider.release(record, at_least),
+                )
+                .await;
+                // Said only when the plain release worked: when it failed too, the store is down
+                // and the release's own error says so.
+                if released.is_ok() {
+                    if log.failing.swap(true, Ordering::Relaxed) {
+                        tracing::debug!(lock = record.name(), %error, "run not recorded; released without it");
+                    } else {
+                        tracing::error!(
+                            lock = record.name(),
+                            %error,
+                            "the store could not record how the run ended; the lock was released \
+                             without it (logged once until a record succeeds again)"
+                        );
+                    }
                 }
+                return released;
             }
         }
         timed(
