@@ -327,7 +327,8 @@ impl Scheduler {
     /// id with [`LockProvider::publish_definitions`], and again every [`DEFINITIONS_HEARTBEAT`].
     /// Each entry stands for [`DEFINITIONS_TTL`]. So operators' tools such as `shedlock jobs` show
     /// the schedules without the application. A job added later is published at the next heartbeat.
-    /// A store that keeps no definitions is skipped. A failing publish never stops a job.
+    /// A store that keeps no definitions is skipped. One without the definitions table is told so
+    /// once and asked again every 10 minutes. A failing publish never stops a job.
     ///
     /// [`LockProvider::publish_definitions`]: crate::provider::LockProvider::publish_definitions
     ///
