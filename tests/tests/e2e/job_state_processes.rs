@@ -10,8 +10,9 @@
 //! - the history holds exactly the 5 newest runs, newest first, after more than three times as
 //!   many runs, each with its own error text;
 //! - the definitions of all three replicas are listed, agreeing, with the schedule in words;
-//! - on SQL, the history table dropped while the replicas run: each replica logs one error, and
-//!   the locks keep being released (the runs go on, recorded in the lock rows).
+//! - on SQL, the history table dropped while the replicas run: each replica logs the error once
+//!   (twice at most, when a write also failed while the drop waited), not once per run, and the
+//!   locks keep being released (the runs go on, recorded in the lock rows).
 //!
 //! Stores from `SHEDLOCK_PG_URL`, `SHEDLOCK_MYSQL_URL`, `SHEDLOCK_REDIS_URL` (skipped visibly
 //! without them, failing under `SHEDLOCK_REQUIRE_DB=1`); SQLite is a file of the test's own.
@@ -200,7 +201,7 @@ async fn scenario(store: Store) -> Option<Told> {
 }
 
 /// SQL: drops the history table while the replicas run, waits for more runs, and checks that
-/// each replica logged one error and the locks were released all along.
+/// each replica logged the error once (see below) and the locks were released all along.
 async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
     let table = format!("{}_history", cluster.lock_table);
     cluster
@@ -213,8 +214,8 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
     let before = done(&cluster.events.all(), "flaky");
     cluster
         .events
-        .wait_for("four more runs of flaky", Duration::from_secs(30), |all| {
-            done(all, "flaky") >= before + 4
+        .wait_for("eight more runs of flaky", Duration::from_secs(30), |all| {
+            done(all, "flaky") >= before + 8
         })
         .await;
     // Every run released its lock: the lock row holds each new run's state.
@@ -228,9 +229,10 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
         usize::try_from(failures).unwrap_or(0) >= before + 3,
         "runs after the drop were recorded in the row ({failures} failures, {before} runs before)"
     );
-    // Each replica that ran after the drop logs one error for the missing table (an error while
-    // the drop waited for its lock, before the table was gone, is a failure of its own: the
-    // first write after it succeeded, so it was logged too).
+    // A replica that ran after the drop logs the history error once, not once per run: at most
+    // twice, as on MariaDB a write can also fail while the drop waits for its lock, before the
+    // table is gone, and the write after that may still succeed (each failure after a success is
+    // logged again). Every replica ran several times after the drop (16 runs of the two jobs).
     let after_drop: Vec<String> = cluster
         .events
         .all()
@@ -244,13 +246,12 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let errors = text
             .lines()
-            .filter(|l| l.contains("run history not written") && l.contains("does not exist"))
+            .filter(|l| l.contains("ERROR") && l.contains("run history not written"))
             .count();
-        let ran = after_drop.iter().any(|r| r == label);
+        let runs = after_drop.iter().filter(|r| *r == label).count();
         assert!(
-            errors == usize::from(ran),
-            "replica {label} (ran after the drop: {ran}) logged {errors} errors for the missing \
-             history table:\n{text}"
+            errors <= 2 && (runs == 0 || errors >= 1),
+            "replica {label} ({runs} runs after the drop) logged {errors} history errors:\n{text}"
         );
         logged += errors;
     }
