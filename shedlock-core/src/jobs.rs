@@ -26,9 +26,10 @@
 //! A cancelled run was stopped from outside, so it neither counts as a failure nor resets the
 //! count. [`JobState::after`] is this table as code, for stores that decide in their own code.
 //!
-//! Only a scheduler's runs are recorded. A lock taken with
-//! [`execute`](crate::LockingTaskExecutor::execute) has no fire and no job. Its release is the
-//! plain one.
+//! Only runs of a fire are recorded: a scheduler's, and those of
+//! `LockingTaskExecutor::execute_fire` (feature `scheduler`), whose task's output tells the outcome
+//! through [`TaskOutcome`]. A lock taken with [`execute`](crate::LockingTaskExecutor::execute) has
+//! no fire and no job. Its release is the plain one.
 //!
 //! [`LockProvider::release_run`]: crate::provider::LockProvider::release_run
 //! [`LockProvider`]: crate::provider::LockProvider
@@ -46,6 +47,36 @@ use crate::provider::LockProvider;
 /// The longest error text a store keeps, in characters. Longer texts are cut to this length with
 /// `…` as their last character (see [`RunOutcome::capped`]).
 pub const MAX_ERROR_LEN: usize = 1000;
+
+/// What a task's output says about its run, for the outcome its release records: `()` succeeded,
+/// and a `Result` failed with its error's `Display` when it is an `Err`.
+///
+/// ```
+/// use shedlock_core::jobs::{RunOutcome, TaskOutcome};
+///
+/// assert_eq!(().outcome(), RunOutcome::Succeeded);
+/// assert_eq!(Ok::<u8, String>(1).outcome(), RunOutcome::Succeeded);
+/// assert_eq!(Err::<u8, _>("disk full").outcome(), RunOutcome::Failed("disk full".into()));
+/// ```
+pub trait TaskOutcome {
+    /// How the run that produced this output ended.
+    fn outcome(&self) -> RunOutcome;
+}
+
+impl TaskOutcome for () {
+    fn outcome(&self) -> RunOutcome {
+        RunOutcome::Succeeded
+    }
+}
+
+impl<T, E: std::fmt::Display> TaskOutcome for Result<T, E> {
+    fn outcome(&self) -> RunOutcome {
+        match self {
+            Ok(_) => RunOutcome::Succeeded,
+            Err(error) => RunOutcome::Failed(error.to_string()),
+        }
+    }
+}
 
 /// How one run ended. In JSON, `"outcome"` is `"succeeded"`, `"failed"`, `"panicked"` or
 /// `"cancelled"`. A failed run also has `"error"`, the message.

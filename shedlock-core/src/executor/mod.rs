@@ -70,6 +70,13 @@ struct Inner {
     default_at_least: Duration,
     call_timeout: Duration,
     drain: Arc<DrainState>,
+    /// What `execute_fire`'s recorded releases have said, so each problem is
+    /// logged once per executor.
+    #[cfg(feature = "scheduler")]
+    recording: Arc<crate::keepalive::RecordingLog>,
+    /// The store's clock as `execute_fire`'s replies tell it, kept from one call to the next.
+    #[cfg(feature = "scheduler")]
+    fire_clock: crate::scheduler::StoreClock,
 }
 
 impl fmt::Debug for LockingTaskExecutor {
@@ -174,6 +181,10 @@ impl LockingTaskExecutorBuilder {
                 default_at_least: self.default_at_least,
                 call_timeout: self.call_timeout,
                 drain: DrainState::new(),
+                #[cfg(feature = "scheduler")]
+                recording: Arc::default(),
+                #[cfg(feature = "scheduler")]
+                fire_clock: crate::scheduler::StoreClock::new(),
             }),
         })
     }
@@ -515,6 +526,18 @@ impl LockingTaskExecutor {
     #[cfg(feature = "scheduler")]
     pub(crate) fn call_timeout(&self) -> Duration {
         self.inner.call_timeout
+    }
+
+    /// The store's clock as this executor's fire runs learned it.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn fire_clock(&self) -> &crate::scheduler::StoreClock {
+        &self.inner.fire_clock
+    }
+
+    /// What this executor's recorded releases have logged.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn recording(&self) -> &Arc<crate::keepalive::RecordingLog> {
+        &self.inner.recording
     }
 
     /// Shuts the executor down gracefully, all its clones too. It returns once every lock it handed

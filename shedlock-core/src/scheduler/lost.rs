@@ -16,7 +16,8 @@ use tokio::time::Instant;
 
 use super::clock::StoreClock;
 use super::{Entry, Shared, ledger};
-use crate::executor::LockGuard;
+use crate::config::LockConfig;
+use crate::executor::{LockGuard, LockingTaskExecutor};
 use crate::fire::Fire;
 use crate::provider::LockRecord;
 
@@ -78,10 +79,29 @@ pub(super) async fn adopt(
     lost: &LostClaims,
     holder: LockRecord,
 ) -> Option<LockGuard> {
-    let now = shared.clock.store_now();
-    if holder.lock_until() <= now
-        || !lost.may_be(&holder, shared.executor.owner_id(), &shared.clock)
-    {
+    adopt_with(
+        &shared.executor,
+        &shared.clock,
+        &job.cfg,
+        fire,
+        lost,
+        holder,
+    )
+    .await
+}
+
+/// [`adopt`] for any caller that claims fires through `executor`, with its estimate of the store's
+/// clock, such as [`LockingTaskExecutor::execute_fire`].
+pub(super) async fn adopt_with(
+    executor: &LockingTaskExecutor,
+    clock: &StoreClock,
+    cfg: &LockConfig,
+    fire: &Fire,
+    lost: &LostClaims,
+    holder: LockRecord,
+) -> Option<LockGuard> {
+    let now = clock.store_now();
+    if holder.lock_until() <= now || !lost.may_be(&holder, executor.owner_id(), clock) {
         return None;
     }
     let left = (fire.next() - now).to_std().unwrap_or_default();
@@ -89,9 +109,8 @@ pub(super) async fn adopt(
         tracing::debug!("a claim whose reply was lost is run by another job loop of this process");
         return None;
     }
-    match shared
-        .executor
-        .adopt_claim(&job.cfg, holder.clone(), lost.first_sent)
+    match executor
+        .adopt_claim(cfg, holder.clone(), lost.first_sent)
         .await
     {
         Ok(guard) => {
@@ -102,7 +121,7 @@ pub(super) async fn adopt(
             // Shutdown began, or the claim came back too late to use: it is this loop's, and
             // nobody runs it, so it is given back rather than left held to at_most.
             tracing::warn!(%error, "could not take over a claim whose reply was lost; releasing it");
-            if let Err(error) = shared.executor.release_unrun(&holder).await {
+            if let Err(error) = executor.release_unrun(&holder).await {
                 tracing::warn!(%error, "could not release it either; its lock ends at at_most");
             }
             None
@@ -162,14 +181,22 @@ pub(super) async fn settle_on_exit(shared: &Shared, job: &Entry) {
     let Some(unsettled) = job.take_unsettled() else {
         return;
     };
-    match shared.executor.holder(job.cfg.name()).await {
+    settle(&shared.executor, &shared.clock, job.cfg.name(), &unsettled).await;
+}
+
+/// Reads the holder of `name` once and releases it if it is one of `unsettled`'s claims.
+pub(super) async fn settle(
+    executor: &LockingTaskExecutor,
+    clock: &StoreClock,
+    name: &str,
+    unsettled: &Unsettled,
+) {
+    match executor.holder(name).await {
         Ok(Some(record))
-            if unsettled
-                .lost
-                .may_be(&record, shared.executor.owner_id(), &shared.clock)
+            if unsettled.lost.may_be(&record, executor.owner_id(), clock)
                 && ledger::adopt(&record, unsettled.fire.at(), Duration::ZERO) =>
         {
-            if let Err(error) = shared.executor.release_unrun(&record).await {
+            if let Err(error) = executor.release_unrun(&record).await {
                 tracing::warn!(%error, "could not release a claim whose reply was lost; its lock ends at at_most");
             }
         }

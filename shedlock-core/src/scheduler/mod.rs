@@ -4,6 +4,9 @@
 //! [`JobStatus`] and [`RunOutcome`] are what a job reports.
 
 mod clock;
+mod fire_run;
+#[cfg(test)]
+mod fire_run_tests;
 mod job;
 mod job_loop;
 mod ledger;
@@ -27,6 +30,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
+pub use fire_run::FireRun;
 pub use job::{Job, JobOutput, RunContext};
 pub use on_held::OnHeld;
 pub use publish::{DEFINITIONS_HEARTBEAT, DEFINITIONS_TTL};
@@ -43,7 +47,7 @@ use crate::fire::Fire;
 use crate::keepalive::RecordingLog;
 use crate::latch::LeaderLatch;
 use crate::outage::{Cause, Outage};
-use clock::StoreClock;
+pub(crate) use clock::StoreClock;
 use job::BoxedBody;
 use job_loop::job_loop;
 use status::Counters;
