@@ -1,68 +1,59 @@
-//! A locked job under `tokio-cron-scheduler`.
-//! `cargo run -p shedlock-examples --example cron` (about 7 s).
+//! A locked job under `tokio-cron-scheduler`: the shortest correct way, drain included.
+//! `cargo run -p shedlock-examples --example cron` (about 7 s, or Ctrl-C).
 //!
-//! Two replicas (here two executors with their own owner ids in one process; in production, one
-//! per process) share a SQLite lock table and fire the same cron job every two seconds. On every
-//! tick one of them runs it and the other skips. `tokio-cron-scheduler` does the scheduling; the
-//! lock only decides who runs.
+//! `tokio-cron-scheduler` fires the job on every replica; the lock decides which one runs it. At
+//! shutdown the cron scheduler stops first, so no new tick starts, then the executor drains: a run
+//! in progress finishes and its lock is released before the process exits.
+//!
+//! Every replica runs this same program against the same table. Here a SQLite file stands in for
+//! the database the replicas share.
 
 use std::time::Duration;
 
-use shedlock_core::{LockingTaskExecutor, scheduled_lock};
+use shedlock_core::{LockingTaskExecutor, scheduled_lock, shutdown_signal};
 use shedlock_sqlx::SqliteLockProvider;
 use tokio_cron_scheduler::{Job, JobScheduler};
 
-/// The error type of `main`.
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// The job. `executor = executor` picks the replica's executor from the argument (instead of the
-/// process-wide default), which lets two replicas live in one example process.
-#[scheduled_lock(name = "purge-expired-sessions", at_most = "1m", at_least = "1s", executor = executor)]
-async fn purge_expired_sessions(executor: &LockingTaskExecutor, replica: &str) {
-    println!("{replica}: purging expired sessions");
-}
-
-/// A cron job that tries the locked function on every tick, as `replica`.
-fn cron_job(executor: LockingTaskExecutor, replica: &'static str) -> Result<Job, BoxError> {
-    Ok(Job::new_async("*/2 * * * * *", move |_id, _scheduler| {
-        let executor = executor.clone();
-        Box::pin(async move {
-            match purge_expired_sessions(&executor, replica).await {
-                Ok(Some(())) => {}
-                Ok(None) => println!("{replica}: skipped, the lock is held elsewhere"),
-                Err(error) => eprintln!("{replica}: could not try the lock: {error}"),
-            }
-        })
-    })?)
+#[scheduled_lock(name = "purge-expired-sessions", at_most = "1m", at_least = "1s")]
+async fn purge_expired_sessions() {
+    tracing::info!("purging expired sessions");
 }
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    // Logs to standard error (`RUST_LOG`, default `warn`), so the library's warnings show.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
         .init();
-    // A SQLite file in a temporary directory stands in for the database the replicas share.
+    let stop = shutdown_signal(); // installed now; awaited below
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("app.db").display());
     let provider = SqliteLockProvider::connect(&url).await?;
     provider.create_table_if_not_exists().await?;
-    let provider = std::sync::Arc::new(provider);
+    let executor = LockingTaskExecutor::new(provider)?;
+    executor.install_default()?; // what `#[scheduled_lock]` functions use
 
-    let scheduler = JobScheduler::new().await?;
-    for replica in ["replica-a", "replica-b"] {
-        let executor = LockingTaskExecutor::builder(provider.clone())
-            .owner_id(replica)
-            .build()?;
-        scheduler.add(cron_job(executor, replica)?).await?;
+    let mut cron = JobScheduler::new().await?;
+    cron.add(Job::new_async("*/2 * * * * *", |_id, _cron| {
+        Box::pin(async {
+            // Ok(Some(())): ran here. Ok(None): another replica holds the lock, skipped.
+            if let Err(error) = purge_expired_sessions().await {
+                tracing::warn!(%error, "could not try the lock; the next tick tries again");
+            }
+        })
+    })?)
+    .await?;
+    cron.start().await?;
+
+    tokio::select! {
+        signal = stop => { signal?; }
+        () = tokio::time::sleep(Duration::from_secs(7)) => {} // the example ends by itself
     }
-    let mut scheduler = scheduler;
-    scheduler.start().await?;
-    println!("two replicas, one cron job every 2 s; watch one run and one skip per tick");
-    tokio::time::sleep(Duration::from_secs(7)).await;
-    scheduler.shutdown().await?;
+    cron.shutdown().await?; // no new ticks
+    let drained = executor.shutdown(Duration::from_secs(30)).await; // runs end, locks released
+    tracing::info!(?drained, "stopped");
     Ok(())
 }
