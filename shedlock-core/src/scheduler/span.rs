@@ -57,6 +57,8 @@ pub(crate) fn run_span(job: &str, schedule: Option<&Schedule>, fire: DateTime<Ut
         .map(|(cron, _)| cron);
     let schedule = schedule.map(tracing::field::display);
     tracing::info_span!(
+        // The span's target from before this module, so filters on it keep working.
+        target: "shedlock_core::scheduler::job_loop",
         "shedlock_job",
         job,
         fire = %fire,

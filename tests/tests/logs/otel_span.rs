@@ -1,7 +1,6 @@
 //! The scheduler's span of a fire, `shedlock_job`, exported through `tracing-opentelemetry` into
 //! the OpenTelemetry SDK's in-memory exporter: its attributes carry OpenTelemetry's names for
-//! scheduled work (README.md, "OpenTelemetry"). A binary of its own: it installs a `tracing`
-//! subscriber for its thread, as the `logs` tests do.
+//! scheduled work (README.md, "OpenTelemetry").
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -116,6 +115,11 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
         let job = text(span, "job").expect("job");
         let time = text(span, "faas.time").expect("faas.time");
         assert_eq!(text(span, "faas.trigger").as_deref(), Some("timer"));
+        assert_eq!(
+            text(span, "target").as_deref(),
+            Some("shedlock_core::scheduler::job_loop"),
+            "the span's target from before OpenTelemetry"
+        );
         by_fire.entry((job, time)).or_default().push(span);
     }
     let expected: Vec<(String, String)> = ran
