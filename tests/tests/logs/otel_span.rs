@@ -68,10 +68,11 @@ fn text(span: &SpanData, key: &str) -> Option<String> {
 }
 
 /// Two replicas over one in-memory store run a cron job that succeeds and a fixed-rate job that
-/// fails, for 10 s of paused time from one second past a whole minute. Every fire opens a span on
-/// each replica: one runs it, the other finds it claimed.
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn a_fires_span_carries_opentelemetry_attributes() {
+/// fails, for 10 s of paused time from one second past the whole minute `minute` (Unix seconds).
+/// Returns the fires the bodies saw, sorted, and the spans exported meanwhile.
+async fn two_replicas_for_ten_seconds(
+    minute: i64,
+) -> (Vec<(&'static str, DateTime<Utc>)>, Vec<SpanData>) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
@@ -80,7 +81,6 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
     let subscriber = tracing_subscriber::registry().with(layer);
     let guard = tracing::subscriber::set_default(subscriber);
 
-    let minute = Utc::now().timestamp() / 60 * 60;
     let start = DateTime::from_timestamp(minute + 1, 0).expect("a time");
     let store = Arc::new(InMemoryLockProvider::starting_at(start));
     let ran = Ran::default();
@@ -92,9 +92,58 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
     b.shutdown(SEC).await;
     drop(guard);
 
-    let at = |secs: i64| DateTime::from_timestamp(minute + secs, 0).expect("a time");
     let mut ran = ran.lock().unwrap_or_else(PoisonError::into_inner).clone();
     ran.sort();
+    let spans = exporter.get_finished_spans().expect("the exported spans");
+    provider.shutdown().expect("the tracer provider shuts down");
+    (ran, spans)
+}
+
+/// Checks the span of `job`'s fire at `time` (`faas.time`) on the replica that ran it. Returns its
+/// fencing token.
+fn check_run(job: &str, time: &str, run: &SpanData) -> i64 {
+    let fire: DateTime<Utc> = time.parse().expect("faas.time is RFC 3339");
+    assert_eq!(text(run, "fire"), Some(fire.to_string()), "the old `fire`");
+    if job == "report" {
+        assert_eq!(text(run, "faas.cron").as_deref(), Some(CRON));
+        assert_eq!(
+            text(run, "shedlock.schedule").as_deref(),
+            Some(r#"cron "*/5 * * * * *" in UTC"#)
+        );
+        assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("succeeded"));
+        assert_eq!(run.status, Status::Unset);
+    } else {
+        assert_eq!(attribute(run, "faas.cron"), None, "a fixed rate is no cron");
+        assert_eq!(text(run, "shedlock.schedule").as_deref(), Some("every 3s"));
+        assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("failed"));
+        assert_eq!(run.status, Status::error("disk full"));
+    }
+    match attribute(run, "shedlock.fencing_token") {
+        Some(Value::I64(token)) => token,
+        other => panic!("{job} at {time}: a fencing token, not {other:?}"),
+    }
+}
+
+/// Checks the span of `job`'s fire at `time` on the replica that did not run it: no outcome, no
+/// token, no error. Returns whether it found the fire claimed elsewhere (else held).
+fn check_not_run(job: &str, time: &str, other: &SpanData) -> bool {
+    let claim = text(other, "shedlock.claim");
+    assert!(
+        matches!(claim.as_deref(), Some("claimed_elsewhere" | "held")),
+        "{job} at {time}: {claim:?}"
+    );
+    assert_eq!(attribute(other, "shedlock.outcome"), None, "not run here");
+    assert_eq!(attribute(other, "shedlock.fencing_token"), None);
+    assert_eq!(other.status, Status::Unset);
+    claim.as_deref() == Some("claimed_elsewhere")
+}
+
+/// Every fire opens a span on each replica: one runs it, the other finds it claimed.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_fires_span_carries_opentelemetry_attributes() {
+    let minute = Utc::now().timestamp() / 60 * 60;
+    let (ran, spans) = two_replicas_for_ten_seconds(minute).await;
+    let at = |secs: i64| DateTime::from_timestamp(minute + secs, 0).expect("a time");
     assert_eq!(
         ran,
         [
@@ -107,7 +156,6 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
         "each fire ran once"
     );
 
-    let spans = exporter.get_finished_spans().expect("the exported spans");
     let fires: Vec<&SpanData> = spans.iter().filter(|s| s.name == "shedlock_job").collect();
     // Each job's spans by fire instant (`faas.time`), the claimed one and the others.
     let mut by_fire: BTreeMap<(String, String), Vec<&SpanData>> = BTreeMap::new();
@@ -137,56 +185,25 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
     assert_eq!(fires.len(), 2 * expected.len(), "{fires:#?}");
 
     let mut elsewhere = 0;
-    let mut tokens = Vec::new();
+    let mut tokens: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for ((job, time), spans) in &by_fire {
         let (claimed, others): (Vec<_>, Vec<_>) = spans
             .iter()
             .partition(|s| text(s, "shedlock.claim").as_deref() == Some("claimed"));
         assert_eq!(claimed.len(), 1, "{job} at {time} ran once: {spans:#?}");
-        let run = claimed[0];
-        let fire: DateTime<Utc> = time.parse().expect("faas.time is RFC 3339");
-        assert_eq!(text(run, "fire"), Some(fire.to_string()), "the old `fire`");
-        match attribute(run, "shedlock.fencing_token") {
-            Some(Value::I64(token)) => tokens.push((job.clone(), token)),
-            other => panic!("{job} at {time}: a fencing token, not {other:?}"),
-        }
-        if job == "report" {
-            assert_eq!(text(run, "faas.cron").as_deref(), Some(CRON));
-            assert_eq!(
-                text(run, "shedlock.schedule").as_deref(),
-                Some(r#"cron "*/5 * * * * *" in UTC"#)
-            );
-            assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("succeeded"));
-            assert_eq!(run.status, Status::Unset);
-        } else {
-            assert_eq!(attribute(run, "faas.cron"), None, "a fixed rate is no cron");
-            assert_eq!(text(run, "shedlock.schedule").as_deref(), Some("every 3s"));
-            assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("failed"));
-            assert_eq!(run.status, Status::error("disk full"));
-        }
+        tokens
+            .entry(job)
+            .or_default()
+            .push(check_run(job, time, claimed[0]));
         for other in others {
-            let claim = text(other, "shedlock.claim");
-            assert!(
-                matches!(claim.as_deref(), Some("claimed_elsewhere" | "held")),
-                "{job} at {time}: {claim:?}"
-            );
-            elsewhere += usize::from(claim.as_deref() == Some("claimed_elsewhere"));
-            assert_eq!(attribute(other, "shedlock.outcome"), None, "not run here");
-            assert_eq!(attribute(other, "shedlock.fencing_token"), None);
-            assert_eq!(other.status, Status::Unset);
+            elsewhere += usize::from(check_not_run(job, time, other));
         }
     }
     assert!(elsewhere > 0, "a replica found a fire claimed elsewhere");
-    for job in ["report", "sync"] {
-        let of_job: Vec<i64> = tokens
-            .iter()
-            .filter(|(name, _)| name == job)
-            .map(|(_, token)| *token)
-            .collect();
+    for (job, of_job) in tokens {
         assert!(
             of_job.is_sorted_by(|a, b| a < b),
             "{job}'s tokens increase with its fires: {of_job:?}"
         );
     }
-    provider.shutdown().expect("the tracer provider shuts down");
 }
