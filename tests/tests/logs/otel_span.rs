@@ -19,6 +19,12 @@ const CRON: &str = "*/5 * * * * *";
 /// The fires a replica's body saw, by job.
 type Ran = Arc<Mutex<Vec<(&'static str, DateTime<Utc>)>>>;
 
+/// The crash job's body after it noted its fire. A function returning `()`, so that the body's
+/// future has an output `Job::new` takes.
+fn panics(fire: DateTime<Utc>) {
+    panic!("the crash job panics at {fire}");
+}
+
 fn replica(store: &Arc<InMemoryLockProvider>, owner: &str, ran: &Ran) -> Scheduler {
     let executor = LockingTaskExecutor::builder(store.clone())
         .owner_id(owner)
@@ -51,8 +57,24 @@ fn replica(store: &Arc<InMemoryLockProvider>, owner: &str, ran: &Ran) -> Schedul
             }
         },
     );
+    let seen = ran.clone();
+    let crash = Job::new(
+        "crash",
+        Schedule::every(4 * SEC).expect("a period"),
+        move |run| {
+            let seen = seen.clone();
+            async move {
+                let fire = run.fire().at();
+                seen.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(("crash", fire));
+                panics(fire);
+            }
+        },
+    );
     scheduler.add(report).expect("the report job");
     scheduler.add(sync).expect("the sync job");
+    scheduler.add(crash).expect("the crash job");
     scheduler
 }
 
@@ -67,8 +89,8 @@ fn text(span: &SpanData, key: &str) -> Option<String> {
     attribute(span, key).map(|value| value.as_str().into_owned())
 }
 
-/// Two replicas over one in-memory store run a cron job that succeeds and a fixed-rate job that
-/// fails, for 10 s of paused time from one second past the whole minute `minute` (Unix seconds).
+/// Two replicas over one in-memory store run a cron job that succeeds, a fixed-rate job that fails
+/// and one that panics, for 10 s of paused time from one second past the whole minute `minute` (Unix seconds).
 /// Returns the fires the bodies saw, sorted, and the spans exported meanwhile.
 async fn two_replicas_for_ten_seconds(
     minute: i64,
@@ -112,12 +134,22 @@ fn check_run(job: &str, time: &str, run: &SpanData) -> i64 {
         );
         assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("succeeded"));
         assert_eq!(run.status, Status::Unset);
-    } else {
-        assert_eq!(attribute(run, "faas.cron"), None, "a fixed rate is no cron");
+        return token(job, time, run);
+    }
+    assert_eq!(attribute(run, "faas.cron"), None, "a fixed rate is no cron");
+    if job == "sync" {
         assert_eq!(text(run, "shedlock.schedule").as_deref(), Some("every 3s"));
         assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("failed"));
         assert_eq!(run.status, Status::error("disk full"));
+    } else {
+        assert_eq!(text(run, "shedlock.schedule").as_deref(), Some("every 4s"));
+        assert_eq!(text(run, "shedlock.outcome").as_deref(), Some("panicked"));
+        assert_eq!(run.status, Status::error("the run panicked"));
     }
+    token(job, time, run)
+}
+
+fn token(job: &str, time: &str, run: &SpanData) -> i64 {
     match attribute(run, "shedlock.fencing_token") {
         Some(Value::I64(token)) => token,
         other => panic!("{job} at {time}: a fencing token, not {other:?}"),
@@ -138,7 +170,8 @@ fn check_not_run(job: &str, time: &str, other: &SpanData) -> bool {
     claim.as_deref() == Some("claimed_elsewhere")
 }
 
-/// Every fire opens a span on each replica: one runs it, the other finds it claimed.
+/// Every fire opens a span on each replica: one runs it, the other finds it claimed. The one that
+/// ran it says how the run ended.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_fires_span_carries_opentelemetry_attributes() {
     let minute = Utc::now().timestamp() / 60 * 60;
@@ -147,6 +180,8 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
     assert_eq!(
         ran,
         [
+            ("crash", at(4)),
+            ("crash", at(8)),
             ("report", at(5)),
             ("report", at(10)),
             ("sync", at(3)),
