@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::lost::{self, LostClaims};
+use super::span::{self, FireEnd};
 use super::status::Counters;
 use super::{
     Entry, LastRun, MODE_CLAIMS, MODE_PLAIN, OnHeld, RunContext, RunOutcome, Shared, ledger,
@@ -172,14 +173,18 @@ fn count_held_during_run(
 }
 
 /// Claims `fire` and runs it if claimed. Returns whether it ran. Within the fire's window, it
-/// retries while too early or on store errors.
+/// retries while too early or on store errors. All of it happens in the fire's span, which says how
+/// the fire ended here.
 async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -> bool {
-    let span = tracing::info_span!("shedlock_job", job = %job.name, fire = %fire.at());
-    async {
+    let fire_span = span::run_span(&job.name, Some(&job.schedule), fire.at());
+    let recorded = fire_span.clone();
+    async move {
         // This loop's claims of the fire whose replies were lost (a timeout, a cut connection):
         // they may have committed (see `lost`).
         let mut lost: Option<LostClaims> = None;
-        let ran = claim_and_run(shared, job, fire, catch_up, &mut lost).await;
+        let end = claim_and_run(shared, job, fire, catch_up, &mut lost).await;
+        span::record_claim(&recorded, end);
+        let ran = end == FireEnd::Ran;
         if let (false, Some(lost)) = (ran, lost) {
             // Settled when a later claim's reply names the holder (or at the loop's end).
             *job.unsettled.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -187,7 +192,7 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
         }
         ran
     }
-    .instrument(span)
+    .instrument(fire_span)
     .await
 }
 
@@ -199,19 +204,19 @@ async fn claim_and_run(
     fire: Fire,
     catch_up: bool,
     lost: &mut Option<LostClaims>,
-) -> bool {
+) -> FireEnd {
     // Under OnHeld::RunLate, whether a claim that met the lock held was made once more.
     let mut claimed_again = false;
     loop {
         if shared.stopping() {
-            return false;
+            return FireEnd::Shutdown;
         }
         let term = match &job.leader {
             None => None,
             Some(latch) => {
                 let Some(term) = latch.current_term().filter(LeaderTerm::is_active) else {
                     tracing::trace!("not leading: the fire is the leader's");
-                    return false;
+                    return FireEnd::NotLeader;
                 };
                 Some(term)
             }
@@ -239,11 +244,11 @@ async fn claim_and_run(
                             // own reply was lost) and runs it.
                             Counters::bump(&job.counters.claimed_elsewhere);
                             observe::fire(&job.name, "claimed_elsewhere");
-                            return false;
+                            return FireEnd::ClaimedElsewhere;
                         };
                         *lost = None;
                         run(shared, job, fire, guard, term, catch_up).await;
-                        return true;
+                        return FireEnd::Ran;
                     }
                     FireClaim::TooEarly { now } => {
                         let early = (fire.at() - now).to_std().unwrap_or_default();
@@ -252,12 +257,12 @@ async fn claim_and_run(
                             "claimed before F by the store's clock; waiting the difference"
                         );
                         if !shared.wait(early.max(Duration::from_millis(1))).await {
-                            return false;
+                            return FireEnd::Shutdown;
                         }
                     }
                     FireClaim::WindowPassed { now } => {
                         missed_at_the_store(job, &fire, now);
-                        return false;
+                        return FireEnd::Missed;
                     }
                     FireClaim::ClaimedElsewhere {
                         recorded, holder, ..
@@ -269,14 +274,14 @@ async fn claim_and_run(
                                 lost::adopt(shared, job, &fire, &uncertain, holder).await
                         {
                             run(shared, job, fire, guard, term, catch_up).await;
-                            return true;
+                            return FireEnd::Ran;
                         }
                         // The recorded claim is not one of this loop's lost ones (or another
                         // loop of this process runs it): nothing of this loop is left to settle.
                         tracing::debug!(by, %recorded, "fire claimed by another replica");
                         Counters::bump(&job.counters.claimed_elsewhere);
                         observe::fire(&job.name, "claimed_elsewhere");
-                        return false;
+                        return FireEnd::ClaimedElsewhere;
                     }
                     FireClaim::Held { holder, .. } => {
                         // Had a lost claim of this loop committed, the fire would be recorded
@@ -285,20 +290,21 @@ async fn claim_and_run(
                         if lost::release_if_ours(shared, job, &holder).await {
                             continue; // an earlier fire's lost claim held it: claim again
                         }
-                        let again = met_held(shared, job, &fire, &holder, !claimed_again).await;
-                        if !again {
-                            return false;
+                        if let Some(end) =
+                            met_held(shared, job, &fire, &holder, !claimed_again).await
+                        {
+                            return end;
                         }
                         claimed_again = true;
                     }
                 }
             }
             Err(e) if e.is_unsupported() => shared.switch_to_plain(&e),
-            Err(e) if e.is_shutdown() => return false,
+            Err(e) if e.is_shutdown() => return FireEnd::Shutdown,
             Err(error) => {
                 LostClaims::note(lost, sent, Instant::now());
-                if !retry_after_error(shared, job, &fire, &error).await {
-                    return false;
+                if let Some(end) = retry_after_error(shared, job, &fire, &error).await {
+                    return end;
                 }
             }
         }
@@ -318,22 +324,24 @@ fn missed_at_the_store(job: &Entry, fire: &Fire, now: DateTime<Utc>) {
 }
 
 /// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
-/// (`first`), the lock may free inside the window. It then waits until then and answers `true`, to
-/// claim once more. The wait adds how far the estimate of the store's clock may be off, so the
-/// store sees the lock free. Otherwise the fire is counted held, and it answers `false`.
+/// (`first`), the lock may free inside the window. It then waits until then and answers `None`, to
+/// claim once more, or [`FireEnd::Shutdown`] if shutdown began meanwhile. The wait adds how far the
+/// estimate of the store's clock may be off, so the store sees the lock free. Otherwise the fire is
+/// counted held, and it answers [`FireEnd::Held`].
 async fn met_held(
     shared: &Shared,
     job: &Entry,
     fire: &Fire,
     holder: &LockRecord,
     first: bool,
-) -> bool {
+) -> Option<FireEnd> {
     let until = holder.lock_until();
     if first && job.on_held == OnHeld::RunLate && until < fire.next() {
         tracing::debug!(holder = holder.owner(), %until, "fire met while the lock is held; claiming again when it frees");
         let error = chrono::Duration::from_std(shared.clock.error()).unwrap_or_default();
         let at = until.checked_add_signed(error).unwrap_or(until);
-        return shared.wait_until(shared.clock.instant_for(at)).await;
+        let waited = shared.wait_until(shared.clock.instant_for(at)).await;
+        return (!waited).then_some(FireEnd::Shutdown);
     }
     tracing::info!(
         holder = holder.owner(),
@@ -342,7 +350,7 @@ async fn met_held(
     );
     Counters::bump(&job.counters.held);
     observe::fire(&job.name, "held");
-    false
+    Some(FireEnd::Held)
 }
 
 /// A store call of `job` failed. The first failure of an outage, or of a new cause, is logged at
@@ -380,8 +388,13 @@ fn store_answered(job: &Entry) {
 
 /// After a failed claim of `fire`, counts it and waits before the next try. It does not wait once
 /// the window has passed, and the fire is then counted missed. It does not wait once shutdown
-/// began. Returns whether to try again.
-async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Error) -> bool {
+/// began. Returns `None` to try again, or how the fire ended.
+async fn retry_after_error(
+    shared: &Shared,
+    job: &Entry,
+    fire: &Fire,
+    error: &Error,
+) -> Option<FireEnd> {
     Counters::bump(&job.counters.store_errors);
     observe::fire(&job.name, "error");
     store_failed(job, "claim_fire", error);
@@ -390,18 +403,18 @@ async fn retry_after_error(shared: &Shared, job: &Entry, fire: &Fire, error: &Er
         tracing::debug!("fire missed: the lock store failed until its window passed");
         Counters::bump(&job.counters.missed);
         observe::fire(&job.name, "missed");
-        return false;
+        return Some(FireEnd::Missed);
     }
     // Half the window left, at most a second, at least RETRY_FLOOR: close to the window's end a
     // failing store is not hammered.
     let left = (fire.next() - now).to_std().unwrap_or_default();
     let wait = (left / 2).clamp(RETRY_FLOOR, Duration::from_secs(1));
-    shared.wait(wait).await
+    (!shared.wait(wait).await).then_some(FireEnd::Shutdown)
 }
 
 /// A fire on a store without fire claims. It takes a plain lock, whose `at_least` keeps replicas
 /// apart.
-async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> bool {
+async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> FireEnd {
     let locked = shared.executor.lock(&job.cfg, false).await;
     if locked.is_ok() {
         store_answered(job);
@@ -409,20 +422,20 @@ async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<Leade
     match locked {
         Ok(Some(guard)) => {
             run(shared, job, fire, guard, term, false).await;
-            true
+            FireEnd::Ran
         }
         Ok(None) => {
             tracing::debug!("lock held elsewhere; fire skipped");
             Counters::bump(&job.counters.claimed_elsewhere);
             observe::fire(&job.name, "claimed_elsewhere");
-            false
+            FireEnd::ClaimedElsewhere
         }
-        Err(e) if e.is_shutdown() => false,
+        Err(e) if e.is_shutdown() => FireEnd::Shutdown,
         Err(error) => {
             store_failed(job, "acquire", &error);
             Counters::bump(&job.counters.store_errors);
             observe::fire(&job.name, "error");
-            false
+            FireEnd::StoreError
         }
     }
 }
@@ -462,6 +475,9 @@ async fn run(
     );
     Counters::bump(&job.counters.runs);
     observe::fire(&job.name, "run");
+    // The fire's span (`handle_fire`'s) is the current one: the run is part of its future.
+    let fire_span = tracing::Span::current();
+    span::record_token(&fire_span, handle.fencing_token());
     tracing::info!(token = ?handle.fencing_token(), catch_up, "running");
     let body = (job.body)(ctx);
     let term_ended = async {
@@ -494,6 +510,7 @@ async fn run(
     })
     .await;
     let took = started_at.elapsed();
+    span::record_outcome(&fire_span, &outcome);
     observe::task_duration(handle.name(), took);
     handle.lease().set_run(
         RunReport::new(fire.at(), outcome.clone()),

@@ -13,6 +13,7 @@ mod ledger;
 mod lost;
 mod on_held;
 mod publish;
+pub(crate) mod span;
 mod spec;
 #[cfg(test)]
 mod state_tests;
