@@ -14,6 +14,7 @@ use tracing::Instrument;
 use super::clock::StoreClock;
 use super::ledger;
 use super::lost::{self, LostClaims, Unsettled};
+use super::span::{self, FireEnd};
 use crate::config::LockConfig;
 use crate::current;
 use crate::error::Result;
@@ -115,8 +116,23 @@ impl LockingTaskExecutor {
         F: Future,
         F::Output: TaskOutcome,
     {
-        let span = tracing::info_span!("shedlock_fire", job = cfg.name(), fire = %fire.at());
-        self.claim_then_run(cfg, fire, task).instrument(span).await
+        // The scheduler's span of a fire, with its OpenTelemetry attributes. No schedule is known
+        // here, so it has no `faas.cron` or `shedlock.schedule`.
+        let span = span::run_span(cfg.name(), None, fire.at());
+        let run = self
+            .claim_then_run(cfg, fire, task)
+            .instrument(span.clone())
+            .await;
+        let end = match &run {
+            Ok(FireRun::Ran(_)) => FireEnd::Ran,
+            Ok(FireRun::NotRun(FireClaim::WindowPassed { .. })) => FireEnd::Missed,
+            Ok(FireRun::NotRun(FireClaim::Held { .. })) => FireEnd::Held,
+            Ok(FireRun::NotRun(_)) => FireEnd::ClaimedElsewhere,
+            Err(error) if error.is_shutdown() => FireEnd::Shutdown,
+            Err(_) => FireEnd::StoreError,
+        };
+        span::record_claim(&span, end);
+        run
     }
 
     async fn claim_then_run<F>(
@@ -218,6 +234,7 @@ impl LockingTaskExecutor {
             self.recording(),
         );
         observe::fire(handle.name(), "run");
+        span::record_token(&tracing::Span::current(), handle.fencing_token());
         tracing::info!(token = ?handle.fencing_token(), "running");
         let started = Instant::now();
         let outcome = current::scope(handle.clone(), catch_unwind_future(task)).await;
@@ -227,6 +244,7 @@ impl LockingTaskExecutor {
             Err(_) => RunOutcome::Panicked,
         };
         tracing::info!(outcome = run.kind(), "run ended");
+        span::record_outcome(&tracing::Span::current(), &run);
         handle
             .lease()
             .set_run(RunReport::new(fire.at(), run), self.recording());

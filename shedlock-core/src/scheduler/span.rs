@@ -24,8 +24,9 @@ pub(crate) enum FireEnd {
     NotLeader,
     /// Shutdown began before the fire was decided.
     Shutdown,
-    /// The plain lock could not be taken: the store failed. Fires with claims retry in their
-    /// window instead, and end missed if the store fails throughout.
+    /// The store failed: the plain lock could not be taken, or the claims of
+    /// `LockingTaskExecutor::execute_fire` failed until the window ended. A scheduler's claims
+    /// retry in their window instead, and end missed if the store fails throughout.
     StoreError,
 }
 
