@@ -142,6 +142,11 @@ impl DrainState {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The drain's phase, to wait for one.
+    pub(crate) fn phase(&self) -> watch::Receiver<DrainPhase> {
+        self.phase.subscribe()
+    }
+
     /// Whether new runs are refused.
     pub(crate) fn is_stopping(&self) -> bool {
         *self.phase.borrow() != DrainPhase::Running

@@ -77,6 +77,10 @@ struct Inner {
     /// The store's clock as `execute_fire`'s replies tell it, kept from one call to the next.
     #[cfg(feature = "scheduler")]
     fire_clock: crate::scheduler::StoreClock,
+    /// Per lock name, `execute_fire`'s claims whose replies were lost and that no reply has
+    /// settled yet. The next call of the lock settles them.
+    #[cfg(feature = "scheduler")]
+    unsettled: std::sync::Mutex<std::collections::HashMap<String, crate::scheduler::Unsettled>>,
 }
 
 impl fmt::Debug for LockingTaskExecutor {
@@ -185,6 +189,8 @@ impl LockingTaskExecutorBuilder {
                 recording: Arc::default(),
                 #[cfg(feature = "scheduler")]
                 fire_clock: crate::scheduler::StoreClock::new(),
+                #[cfg(feature = "scheduler")]
+                unsettled: std::sync::Mutex::default(),
             }),
         })
     }
@@ -532,6 +538,38 @@ impl LockingTaskExecutor {
     #[cfg(feature = "scheduler")]
     pub(crate) fn fire_clock(&self) -> &crate::scheduler::StoreClock {
         &self.inner.fire_clock
+    }
+
+    /// Keeps `unsettled`, the lost claims of a fire of `name`, for a later call to settle, in place
+    /// of any kept before.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn keep_unsettled(&self, name: &str, unsettled: crate::scheduler::Unsettled) {
+        self.inner
+            .unsettled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_owned(), unsettled);
+    }
+
+    /// Takes the lost claims of `name` kept for settling, if any.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn take_unsettled(&self, name: &str) -> Option<crate::scheduler::Unsettled> {
+        self.inner
+            .unsettled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(name)
+    }
+
+    /// Sleeps `wait`, or less if the drain begins. Returns whether it slept it all with the
+    /// executor still running.
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn sleep_unless_draining(&self, wait: Duration) -> bool {
+        let phase = self.inner.drain.phase();
+        tokio::select! {
+            () = tokio::time::sleep(wait) => !self.is_shutting_down(),
+            () = crate::drain::reached(phase, crate::drain::DrainPhase::Draining) => false,
+        }
     }
 
     /// What this executor's recorded releases have logged.

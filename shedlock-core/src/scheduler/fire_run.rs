@@ -17,7 +17,7 @@ use super::lost::{self, LostClaims, Unsettled};
 use super::span::{self, FireEnd};
 use crate::config::LockConfig;
 use crate::current;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::executor::{Execution, LockGuard, LockingTaskExecutor, catch_unwind_future};
 use crate::fire::{Fire, FireClaim};
 use crate::jobs::{RunOutcome, RunReport, TaskOutcome};
@@ -61,14 +61,23 @@ impl LockingTaskExecutor {
     /// schedule: its instant and the next fire's, see [`Fire`]. Then:
     /// - a claim the store finds too early, by its clock, is sent again once the store's clock
     ///   reaches the fire, so the task never starts early;
-    /// - a store error is retried within the fire's window, at most every second;
+    /// - a store error is retried within the fire's window, at least once a second and more
+    ///   often as the window's end nears;
     /// - a claim whose reply was lost is recognised by its row and run if it committed, or
-    ///   released unrun, as docs/guarantees.md says under "Lost replies".
+    ///   released unrun, as docs/guarantees.md says under "Lost replies". When the store cannot
+    ///   tell before the window ends, or the call is dropped, the executor keeps the claim, and
+    ///   the next call for the same lock releases it if it holds the lock. The claim is
+    ///   recognised only once a reply has told the store's clock, which the executor keeps from
+    ///   one call to the next. Before that, such a claim holds its lock to `at_most`.
     ///
     /// The run releases the lock when the task ends, with `at_least` from `cfg`. The release
     /// records the run's outcome in the store's job state, as a scheduler's does. The task's
     /// output tells the outcome through [`TaskOutcome`]: `()` succeeds, a `Result` fails with its
     /// error. Inside the task [`current_lock`](crate::current_lock) works.
+    ///
+    /// A [`shutdown`](Self::shutdown) ends a wait for the fire or for a retry at once. As with
+    /// [`execute`](Self::execute), it does not stop a task that runs: the task is told through
+    /// `current_lock()`, and when the grace is over its lock is released.
     ///
     /// # Errors
     ///
@@ -123,15 +132,18 @@ impl LockingTaskExecutor {
             .claim_then_run(cfg, fire, task)
             .instrument(span.clone())
             .await;
+        // A fire run here recorded its claim before the run, which may panic.
         let end = match &run {
-            Ok(FireRun::Ran(_)) => FireEnd::Ran,
-            Ok(FireRun::NotRun(FireClaim::WindowPassed { .. })) => FireEnd::Missed,
-            Ok(FireRun::NotRun(FireClaim::Held { .. })) => FireEnd::Held,
-            Ok(FireRun::NotRun(_)) => FireEnd::ClaimedElsewhere,
-            Err(error) if error.is_shutdown() => FireEnd::Shutdown,
-            Err(_) => FireEnd::StoreError,
+            Ok(FireRun::Ran(_)) => None,
+            Ok(FireRun::NotRun(FireClaim::WindowPassed { .. })) => Some(FireEnd::Missed),
+            Ok(FireRun::NotRun(FireClaim::Held { .. })) => Some(FireEnd::Held),
+            Ok(FireRun::NotRun(_)) => Some(FireEnd::ClaimedElsewhere),
+            Err(error) if error.is_shutdown() => Some(FireEnd::Shutdown),
+            Err(_) => Some(FireEnd::StoreError),
         };
-        span::record_claim(&span, end);
+        if let Some(end) = end {
+            span::record_claim(&span, end);
+        }
         run
     }
 
@@ -146,7 +158,10 @@ impl LockingTaskExecutor {
         F::Output: TaskOutcome,
     {
         let clock = self.fire_clock();
-        // This call's claims whose replies were lost: they may have committed.
+        let name = cfg.name();
+        // This call's claims whose replies were lost: they may have committed. They are also kept
+        // on the executor until settled, so that a later call settles them if this one cannot,
+        // or if it is dropped.
         let mut lost: Option<LostClaims> = None;
         let claimed = loop {
             let sent = Instant::now();
@@ -159,65 +174,99 @@ impl LockingTaskExecutor {
             let attempt = match self.claim_fire(cfg, fire, take).await {
                 Ok(attempt) => attempt,
                 Err(error) if error.is_unsupported() || error.is_shutdown() => {
-                    self.settle(clock, cfg, fire, lost).await;
+                    self.settle(clock, name).await;
                     return Err(error);
                 }
                 Err(error) => {
                     LostClaims::note(&mut lost, sent, Instant::now());
+                    if let Some(lost) = lost {
+                        self.keep_unsettled(name, Unsettled::new(*fire, lost));
+                    }
+                    observe::fire(name, "error");
                     let now = clock.store_now();
-                    if now >= fire.next() || self.is_shutting_down() {
-                        self.settle(clock, cfg, fire, lost).await;
+                    if now >= fire.next() {
+                        observe::fire(name, "missed");
+                        self.settle(clock, name).await;
                         return Err(error);
                     }
                     let left = (fire.next() - now).to_std().unwrap_or_default();
                     let wait = (left / 2).clamp(RETRY_FLOOR, Duration::from_secs(1));
                     tracing::debug!(%error, wait_ms = wait.as_millis(), "fire claim failed; retrying");
-                    tokio::time::sleep(wait).await;
+                    if !self.sleep_unless_draining(wait).await {
+                        self.settle(clock, name).await;
+                        return Err(Error::shutdown("fire claim"));
+                    }
                     continue;
                 }
             };
             clock.observe(attempt.reply.store_now(), attempt.sent, attempt.received);
             match attempt.reply {
-                FireClaim::Claimed(_) => match attempt.guard {
-                    Some(guard) => break guard,
-                    None => return Ok(FireRun::NotRun(attempt.reply)),
-                },
+                FireClaim::Claimed(_) => {
+                    // The store recorded this claim, so no lost one of this call committed, and
+                    // none kept from an earlier call holds the lock.
+                    self.take_unsettled(name);
+                    if let Some(guard) = attempt.guard {
+                        break guard;
+                    }
+                    // Another caller in this process took this claim over, its reply lost, and
+                    // runs it.
+                    observe::fire(name, "claimed_elsewhere");
+                    return Ok(FireRun::NotRun(attempt.reply));
+                }
                 FireClaim::TooEarly { now } => {
                     let early = (fire.at() - now).to_std().unwrap_or_default();
                     tracing::debug!(
                         early_ms = early.as_millis(),
                         "claimed before F by the store's clock; waiting the difference"
                     );
-                    tokio::time::sleep(early.max(Duration::from_millis(1))).await;
+                    if !self
+                        .sleep_unless_draining(early.max(Duration::from_millis(1)))
+                        .await
+                    {
+                        self.settle(clock, name).await;
+                        return Err(Error::shutdown("fire claim"));
+                    }
                 }
                 FireClaim::ClaimedElsewhere {
                     recorded,
                     ref holder,
                     ..
-                } if recorded == fire.at() && lost.is_some() => {
-                    let uncertain = lost.take();
-                    if let Some(uncertain) = uncertain
+                } => {
+                    // The fire, or a later one, is recorded: whoever claimed it took the lock
+                    // after any lost claim of this call or of an earlier one.
+                    self.take_unsettled(name);
+                    if recorded == fire.at()
+                        && let Some(uncertain) = lost.take()
                         && let Some(guard) =
                             lost::adopt_with(self, clock, cfg, fire, &uncertain, holder.clone())
                                 .await
                     {
                         break guard;
                     }
-                    observe::fire(cfg.name(), "claimed_elsewhere");
+                    observe::fire(name, "claimed_elsewhere");
+                    return Ok(FireRun::NotRun(attempt.reply));
+                }
+                FireClaim::Held { ref holder, .. } => {
+                    // Had a lost claim of this call committed, the fire would be recorded. One of
+                    // an earlier fire, kept unsettled, may be what holds the lock.
+                    if let Some(kept) = self.take_unsettled(name)
+                        && lost::release_if_ours_with(self, clock, &kept, holder).await
+                    {
+                        continue;
+                    }
+                    observe::fire(name, "held");
                     return Ok(FireRun::NotRun(attempt.reply));
                 }
                 reply => {
-                    observe::fire(cfg.name(), reply_kind(&reply));
-                    if matches!(reply, FireClaim::WindowPassed { .. }) {
-                        // The store looks at the window first, so this answer does not tell
-                        // whether a lost claim of this call committed and holds the lock, unrun.
-                        // `Held` does: a committed claim would have recorded the fire.
-                        self.settle(clock, cfg, fire, lost).await;
-                    }
+                    // The window passed. The store looks at the window first, so this does not
+                    // tell whether a lost claim committed and holds the lock, unrun.
+                    observe::fire(name, "missed");
+                    self.settle(clock, name).await;
                     return Ok(FireRun::NotRun(reply));
                 }
             }
         };
+        span::record_claim(&tracing::Span::current(), FireEnd::Ran);
         Ok(FireRun::Ran(self.run_fire(fire, claimed, task).await))
     }
 
@@ -267,26 +316,13 @@ impl LockingTaskExecutor {
         }
     }
 
-    /// The fire is not run by this call. If claims of it were lost, one may hold its lock: read the
-    /// holder once and release it if it is one of them.
-    async fn settle(
-        &self,
-        clock: &StoreClock,
-        cfg: &LockConfig,
-        fire: &Fire,
-        lost: Option<LostClaims>,
-    ) {
-        if let Some(lost) = lost {
-            lost::settle(self, clock, cfg.name(), &Unsettled::new(*fire, lost)).await;
+    /// Settles the lost claims kept for `name`: reads the lock's holder once and releases it if
+    /// it is one of them. They stay kept for the next call when the holder cannot be read.
+    async fn settle(&self, clock: &StoreClock, name: &str) {
+        if let Some(kept) = self.take_unsettled(name)
+            && !lost::settle(self, clock, name, &kept).await
+        {
+            self.keep_unsettled(name, kept);
         }
-    }
-}
-
-/// The name a fire's outcome is counted under, as the scheduler counts it.
-fn reply_kind(reply: &FireClaim) -> &'static str {
-    match reply {
-        FireClaim::WindowPassed { .. } => "missed",
-        FireClaim::Held { .. } => "held",
-        _ => "claimed_elsewhere",
     }
 }

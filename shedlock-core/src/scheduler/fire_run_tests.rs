@@ -257,3 +257,135 @@ async fn a_panic_is_resumed_after_the_release() {
         .expect("recorded");
     assert_eq!(last.outcome, RunOutcome::Panicked);
 }
+
+/// A drain ends a wait for the fire at once: the call answers the shutdown error, not once the
+/// store's clock reaches the fire ten minutes later.
+#[tokio::test(start_paused = true)]
+async fn a_drain_ends_the_wait_for_the_fire_at_once() {
+    let (store, at) = store();
+    let a = executor(&store, "a");
+    let call = {
+        let (a, fire) = (a.clone(), fire(&at, 600, 660));
+        tokio::spawn(async move { a.execute_fire(&cfg(), &fire, async {}).await.map(|_| ()) })
+    };
+    while store.calls(Operation::ClaimFire) == 0 {
+        tokio::task::yield_now().await;
+    }
+    a.shutdown(SEC).await;
+    let answer = tokio::time::timeout(5 * SEC, call)
+        .await
+        .expect("answered at once, not at the fire")
+        .unwrap();
+    assert!(answer.is_err_and(|e| e.is_shutdown()));
+}
+
+/// A claim commits, its reply is lost, and the store fails until the window passes, reads of the
+/// holder too: the call cannot settle it. The executor keeps it, and the next fire's call, which
+/// finds the lock held by it, releases it and runs its own fire.
+#[tokio::test(start_paused = true)]
+async fn a_lost_claim_left_unsettled_is_released_by_the_next_call() {
+    let (store, at) = store();
+    let a = executor(&store, "a");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let first = a
+        .execute_fire(&cfg(), &fire(&at, 0, 5), counted(&runs))
+        .await;
+    assert!(matches!(first, Ok(FireRun::Ran(_))), "{first:?}");
+    tokio::time::sleep(5 * SEC).await;
+    store.inject_times(Operation::ClaimFire, Fault::FailAfterApplying, 1);
+    let call = {
+        let (a, runs, fire) = (a.clone(), runs.clone(), fire(&at, 5, 10));
+        tokio::spawn(async move {
+            a.execute_fire(&cfg(), &fire, counted(&runs))
+                .await
+                .map(|_| ())
+        })
+    };
+    while store.calls(Operation::ClaimFire) < 2 {
+        tokio::task::yield_now().await;
+    }
+    store.inject(Operation::ClaimFire, Fault::Fail);
+    store.inject(Operation::Holder, Fault::Fail);
+    assert!(
+        call.await.unwrap().is_err(),
+        "the store failed until the window ended"
+    );
+    let held = store
+        .inner()
+        .holder("report")
+        .await
+        .unwrap()
+        .expect("still held");
+    assert_eq!((held.owner(), held.locked_at() >= at(5)), ("a", true));
+    store.heal_all();
+    tokio::time::sleep_until(tokio::time::Instant::now() + 10 * SEC).await;
+    let next = a
+        .execute_fire(&cfg(), &fire(&at, 15, 25), counted(&runs))
+        .await
+        .unwrap();
+    assert!(matches!(next, FireRun::Ran(_)), "{next:?}");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "the lost claim's fire never ran"
+    );
+}
+
+/// A fire met while a plain lock holds the job's lock is not run, and says who holds it.
+#[tokio::test(start_paused = true)]
+async fn a_fire_met_while_the_lock_is_held_is_not_run() {
+    let (store, at) = store();
+    let b = executor(&store, "b");
+    let guard = b.try_lock(&cfg()).await.unwrap().expect("free");
+    let runs = AtomicUsize::new(0);
+    let reply = executor(&store, "a")
+        .execute_fire(&cfg(), &fire(&at, 0, 10), counted(&runs))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&reply, FireRun::NotRun(FireClaim::Held { holder, .. }) if holder.owner() == "b"),
+        "{reply:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    guard.release().await.unwrap();
+}
+
+/// A store that does not record fires: everything but `claim_fire`, whose default answers
+/// unsupported.
+struct NoFireClaims(InMemoryLockProvider);
+
+#[async_trait::async_trait]
+impl LockProvider for NoFireClaims {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> crate::Result<Option<crate::LockRecord>> {
+        self.0.acquire(name, at_most, owner).await
+    }
+    async fn extend(
+        &self,
+        record: &crate::LockRecord,
+        at_most: Duration,
+    ) -> crate::Result<Option<crate::LockRecord>> {
+        self.0.extend(record, at_most).await
+    }
+    async fn release(&self, record: &crate::LockRecord, at_least: Duration) -> crate::Result<bool> {
+        self.0.release(record, at_least).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_without_fire_claims_answers_unsupported() {
+    let a = LockingTaskExecutor::new(NoFireClaims(InMemoryLockProvider::new())).unwrap();
+    let now = Utc::now();
+    let fire = Fire::new(now, now + chrono::Duration::seconds(10)).unwrap();
+    let runs = AtomicUsize::new(0);
+    let error = a
+        .execute_fire(&cfg(), &fire, counted(&runs))
+        .await
+        .expect_err("no fire claims");
+    assert!(error.is_unsupported(), "{error}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}

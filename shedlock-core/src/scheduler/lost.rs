@@ -132,7 +132,7 @@ pub(super) async fn adopt_with(
 /// Claims of a fire this loop will not run, because its window passed while their replies were
 /// lost. One of them may have committed and hold the job's lock, unrun.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Unsettled {
+pub(crate) struct Unsettled {
     fire: Fire,
     lost: LostClaims,
 }
@@ -151,14 +151,23 @@ pub(super) async fn release_if_ours(shared: &Shared, job: &Entry, holder: &LockR
     let Some(unsettled) = job.take_unsettled() else {
         return false;
     };
-    if !unsettled
-        .lost
-        .may_be(holder, shared.executor.owner_id(), &shared.clock)
+    release_if_ours_with(&shared.executor, &shared.clock, &unsettled, holder).await
+}
+
+/// [`release_if_ours`] for any caller that keeps its unsettled claims itself, such as
+/// [`LockingTaskExecutor::execute_fire`].
+pub(super) async fn release_if_ours_with(
+    executor: &LockingTaskExecutor,
+    clock: &StoreClock,
+    unsettled: &Unsettled,
+    holder: &LockRecord,
+) -> bool {
+    if !unsettled.lost.may_be(holder, executor.owner_id(), clock)
         || !ledger::adopt(holder, unsettled.fire.at(), Duration::ZERO)
     {
         return false;
     }
-    match shared.executor.release_unrun(holder).await {
+    match executor.release_unrun(holder).await {
         Ok(released) => {
             tracing::info!(
                 fire = %unsettled.fire.at(),
@@ -184,13 +193,14 @@ pub(super) async fn settle_on_exit(shared: &Shared, job: &Entry) {
     settle(&shared.executor, &shared.clock, job.cfg.name(), &unsettled).await;
 }
 
-/// Reads the holder of `name` once and releases it if it is one of `unsettled`'s claims.
+/// Reads the holder of `name` once and releases it if it is one of `unsettled`'s claims. Returns
+/// whether that was decided: `false` when the holder could not be read.
 pub(super) async fn settle(
     executor: &LockingTaskExecutor,
     clock: &StoreClock,
     name: &str,
     unsettled: &Unsettled,
-) {
+) -> bool {
     match executor.holder(name).await {
         Ok(Some(record))
             if unsettled.lost.may_be(&record, executor.owner_id(), clock)
@@ -199,12 +209,16 @@ pub(super) async fn settle(
             if let Err(error) = executor.release_unrun(&record).await {
                 tracing::warn!(%error, "could not release a claim whose reply was lost; its lock ends at at_most");
             }
+            true
         }
-        Ok(_) => {}
-        Err(error) => tracing::warn!(
-            %error,
-            "could not tell whether a claim whose reply was lost committed; if it did, its lock \
-             ends at at_most"
-        ),
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(
+                %error,
+                "could not tell whether a claim whose reply was lost committed; if it did, its \
+                 lock ends at at_most"
+            );
+            false
+        }
     }
 }

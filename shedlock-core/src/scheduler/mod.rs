@@ -51,6 +51,7 @@ use crate::outage::{Cause, Outage};
 pub(crate) use clock::StoreClock;
 use job::BoxedBody;
 use job_loop::job_loop;
+pub(crate) use lost::Unsettled;
 use status::Counters;
 
 /// Fire claims not known to work yet, for lack of a reply so far.
