@@ -242,3 +242,94 @@ async fn a_fires_span_carries_opentelemetry_attributes() {
         );
     }
 }
+
+/// `execute_fire` opens the same span for the fire it is given: with no schedule, so no
+/// `faas.cron`; on a panicking task, the claim is recorded before the run and the status is the
+/// panic's.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn execute_fire_opens_the_same_span() {
+    use shedlock_core::LockConfig;
+    use shedlock_core::provider::Fire;
+
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("shedlock-tests"));
+    let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+
+    let start = Utc::now();
+    let store = Arc::new(InMemoryLockProvider::starting_at(start));
+    let executor = LockingTaskExecutor::builder(store.clone())
+        .owner_id("a")
+        .build()
+        .expect("an executor");
+    let other = LockingTaskExecutor::builder(store)
+        .owner_id("b")
+        .build()
+        .expect("an executor");
+    let cfg = LockConfig::new("tick", 30 * SEC).expect("a config");
+    let fire = Fire::new(start, start + chrono::Duration::seconds(10)).expect("a fire");
+    let ran = executor
+        .execute_fire(&cfg, &fire, async { Err::<(), _>("no route") })
+        .await
+        .expect("claimed");
+    assert!(ran.output().is_some_and(|r| r.is_err()));
+    let not = other
+        .execute_fire(&cfg, &fire, async {})
+        .await
+        .expect("answered");
+    assert!(not.output().is_none());
+    let next_fire = Fire::new(
+        start + chrono::Duration::seconds(10),
+        start + chrono::Duration::seconds(20),
+    )
+    .expect("a fire");
+    tokio::time::sleep(10 * SEC).await;
+    let crashed = {
+        let executor = executor.clone();
+        let cfg = cfg.clone();
+        tokio::spawn(async move {
+            executor
+                .execute_fire(&cfg, &next_fire, async { panics(next_fire.at()) })
+                .await
+        })
+    };
+    assert!(crashed.await.is_err_and(|e| e.is_panic()));
+    drop(guard);
+
+    let spans = exporter.get_finished_spans().expect("the exported spans");
+    provider.shutdown().expect("the tracer provider shuts down");
+    let fires: Vec<&SpanData> = spans.iter().filter(|s| s.name == "shedlock_job").collect();
+    assert_eq!(fires.len(), 3, "{fires:?}");
+    let time = |at: DateTime<Utc>| at.to_rfc3339_opts(SecondsFormat::AutoSi, true);
+    for span in &fires {
+        assert_eq!(text(span, "job").as_deref(), Some("tick"));
+        assert_eq!(text(span, "faas.trigger").as_deref(), Some("timer"));
+        assert_eq!(attribute(span, "faas.cron"), None, "no schedule is known");
+        assert_eq!(attribute(span, "shedlock.schedule"), None);
+    }
+    let claims: Vec<_> = fires
+        .iter()
+        .map(|s| {
+            (
+                text(s, "faas.time").unwrap_or_default(),
+                text(s, "shedlock.claim").unwrap_or_default(),
+                text(s, "shedlock.outcome"),
+            )
+        })
+        .collect();
+    let first = time(fire.at());
+    let second = time(next_fire.at());
+    for expected in [
+        (
+            first.clone(),
+            "claimed".to_owned(),
+            Some("failed".to_owned()),
+        ),
+        (first, "claimed_elsewhere".to_owned(), None),
+        (second, "claimed".to_owned(), Some("panicked".to_owned())),
+    ] {
+        assert!(claims.contains(&expected), "{expected:?} not in {claims:?}");
+    }
+}
