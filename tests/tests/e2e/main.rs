@@ -32,3 +32,4 @@ mod macro_sqlite;
 mod pooler_pgbouncer;
 mod shutdown_handover;
 mod time_zones;
+mod tower_layer;
