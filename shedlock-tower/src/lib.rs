@@ -1,3 +1,9 @@
+// A build without `http` documents the links to what it adds as links to docs.rs, where every
+// feature is on.
+#![cfg_attr(
+    not(feature = "http"),
+    doc = "[`HttpRefusals`]: https://docs.rs/shedlock-tower/latest/shedlock_tower/struct.HttpRefusals.html"
+)]
 //! A [`tower`](https://docs.rs/tower) [`Layer`](tower_layer::Layer) that runs a request's work
 //! once across replicas: each call of the wrapped service runs under a
 //! [shedlock-core](shedlock_core) lock named from the request, and a request whose lock another

@@ -9,7 +9,7 @@ use shedlock_core::provider::LockRecord;
 /// client, as HTTP services do, whose error type is `Infallible`. Return `Err` only where the inner
 /// service's error type can carry the failure and the caller expects it there.
 ///
-/// With the `http` feature, [`HttpRefusals`](crate::HttpRefusals) implements it for
+/// With the `http` feature, [`HttpRefusals`] implements it for
 /// `http::Response`. For other protocols, implement it:
 ///
 /// ```
@@ -32,6 +32,11 @@ use shedlock_core::provider::LockRecord;
 ///     }
 /// }
 /// ```
+#[cfg_attr(feature = "http", doc = "[`HttpRefusals`]: crate::HttpRefusals")]
+#[cfg_attr(
+    not(feature = "http"),
+    doc = "[`HttpRefusals`]: https://docs.rs/shedlock-tower/latest/shedlock_tower/struct.HttpRefusals.html"
+)]
 pub trait Refusals<Response, E> {
     /// Another holder has the lock: the request was skipped, not queued.
     ///
