@@ -123,7 +123,10 @@ pub(crate) async fn run<P: LockProvider + Clone>(
             layered(&executor, &format!("/{HELD}"), StatusCode::CONFLICT)?,
         ),
         Variant::new(CYCLE_FLOOR, floor(FREE, true)?),
-        Variant::new(CYCLE, layered(&executor, &format!("/{FREE}"), StatusCode::OK)?),
+        Variant::new(
+            CYCLE,
+            layered(&executor, &format!("/{FREE}"), StatusCode::OK)?,
+        ),
     ];
     let mut paired = plan.clone();
     paired.rounds = plan.jobs_rounds;

@@ -8,6 +8,8 @@
 //!   fencing tokens.
 //! - `axum_streamed_body_*` (in process, in-memory store): a streamed body goes on after the lock
 //!   is released, as the crate docs say: the lock is free while the body still streams.
+//! - `axum_client_gone_*` (in process): a client that closes its connection while the handler runs
+//!   frees the lock at once, as hyper drops the handler's future.
 //!
 //! Every wait has a deadline; nothing sleeps to synchronise. The replicas' logs are in a
 //! temporary directory, shown when a check fails.
@@ -33,7 +35,7 @@ use shedlock_core::{InMemoryLockProvider, LockConfig, LockingTaskExecutor};
 use shedlock_sqlx::{PgLockProvider, testing};
 use shedlock_tower::{HttpRefusals, LockLayer};
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -445,4 +447,66 @@ async fn axum_streamed_body_streams_after_the_lock_is_released() {
     assert_eq!(rest, "last\n");
     let _ = stop.send(());
     server.await.expect("no panic").expect("served");
+}
+
+/// A handler that never returns: tells the test it started, then waits forever.
+async fn forever(State(started): State<Arc<tokio::sync::Notify>>) -> &'static str {
+    started.notify_one();
+    std::future::pending::<()>().await;
+    "unreachable"
+}
+
+#[tokio::test]
+async fn axum_client_gone_frees_the_lock_at_once() {
+    let executor = LockingTaskExecutor::new(InMemoryLockProvider::new()).expect("an executor");
+    let layer = LockLayer::builder(
+        executor.clone(),
+        |_: &Request| "gone".to_owned(),
+        HttpRefusals::new(),
+    )
+    .at_most(Duration::from_mins(1))
+    .build()
+    .expect("valid");
+    let started = Arc::new(tokio::sync::Notify::new());
+    let app = Router::new()
+        .route("/forever", get(forever))
+        .route_layer(layer)
+        .with_state(Arc::clone(&started));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("an address").port();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // A client on a connection of its own, closed while the handler runs.
+    let mut connection = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    connection
+        .write_all(b"GET /forever HTTP/1.1\r\nhost: localhost\r\n\r\n")
+        .await
+        .expect("send the request");
+    tokio::time::timeout(REQUEST_WAIT, started.notified())
+        .await
+        .expect("the handler started");
+    let cfg = LockConfig::new("gone", Duration::from_mins(1)).expect("valid");
+    assert!(
+        executor.try_lock(&cfg).await.expect("answers").is_none(),
+        "held while the handler runs"
+    );
+    drop(connection);
+    // The connection closes; the server drops the handler's future and the guard releases.
+    let deadline = Instant::now() + REQUEST_WAIT;
+    loop {
+        if let Some(guard) = executor.try_lock(&cfg).await.expect("answers") {
+            guard.release().await.expect("released");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lock was not freed after the client left"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.abort();
 }
