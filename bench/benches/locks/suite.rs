@@ -1079,6 +1079,10 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
     if plan.runs("fires") {
         rows.extend(cpu_per_fire(db, &provider, plan.fire_rounds, plan.fire_window).await?);
     }
+    if plan.runs("tower") {
+        // The layer's own CPU per request, without I/O to hide it.
+        rows.extend(crate::tower::run(db, &provider, plan).await?);
+    }
     Ok(rows)
 }
 
