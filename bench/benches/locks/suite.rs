@@ -181,6 +181,11 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         let part = jobs(backend, &table, plan).await;
         stage("jobs", part, t).await;
     }
+    if plan.runs("tower") {
+        let t = Instant::now();
+        let part = crate::tower::run(db, &provider, plan).await;
+        stage("tower", part, t).await;
+    }
     closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
@@ -1073,6 +1078,10 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
     }
     if plan.runs("fires") {
         rows.extend(cpu_per_fire(db, &provider, plan.fire_rounds, plan.fire_window).await?);
+    }
+    if plan.runs("tower") {
+        // The layer's own CPU per request, without I/O to hide it.
+        rows.extend(crate::tower::run(db, &provider, plan).await?);
     }
     Ok(rows)
 }

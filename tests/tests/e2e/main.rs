@@ -32,3 +32,6 @@ mod macro_sqlite;
 mod pooler_pgbouncer;
 mod shutdown_handover;
 mod time_zones;
+// axum and the tower layer: the package's `web` feature, on by default.
+#[cfg(feature = "web")]
+mod tower_layer;
