@@ -16,6 +16,7 @@ mod fault_support;
 mod cluster_restarts_soak;
 mod cluster_scheduler;
 mod cluster_scheduler_etcd;
+mod cron_apalis;
 mod drain_processes;
 mod e2e_demo;
 mod fault_clock;
