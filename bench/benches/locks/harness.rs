@@ -57,7 +57,7 @@ pub(crate) struct Plan {
     pub(crate) jobs_rounds: usize,
     pub(crate) jobs_slice: Duration,
     /// The parts to run (`uncontended`, `server`, `contention`, `pressure`, `latch`, `fires`,
-    /// `jobs`); empty: all.
+    /// `jobs`, `tower`); empty: all.
     pub(crate) only: Vec<String>,
 }
 
@@ -117,7 +117,7 @@ impl Plan {
 }
 
 /// The parts of a run, for `--only`.
-pub(crate) const PARTS: [&str; 7] = [
+pub(crate) const PARTS: [&str; 8] = [
     "uncontended",
     "server",
     "contention",
@@ -125,6 +125,7 @@ pub(crate) const PARTS: [&str; 7] = [
     "latch",
     "fires",
     "jobs",
+    "tower",
 ];
 
 /// One measured operation, run over and over.

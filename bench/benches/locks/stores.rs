@@ -66,6 +66,13 @@ pub(crate) async fn redis(url: &str, plan: &Plan) -> Result<Vec<Row>> {
             Ok(rows)
         });
     }
+    if plan.runs("tower") && rows.is_ok() {
+        let tower = crate::tower::run("redis", &provider, plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(tower?);
+            Ok(rows)
+        });
+    }
     // Lock keys carry no TTL (by design): remove this run's.
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}*"))

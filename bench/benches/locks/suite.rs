@@ -181,6 +181,11 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         let part = jobs(backend, &table, plan).await;
         stage("jobs", part, t).await;
     }
+    if plan.runs("tower") {
+        let t = Instant::now();
+        let part = crate::tower::run(db, &provider, plan).await;
+        stage("tower", part, t).await;
+    }
     closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");

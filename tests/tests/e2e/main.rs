@@ -33,3 +33,5 @@ mod macro_sqlite;
 mod pooler_pgbouncer;
 mod shutdown_handover;
 mod time_zones;
+mod tower_apalis;
+mod tower_layer;
