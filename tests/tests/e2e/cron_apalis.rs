@@ -14,6 +14,7 @@
 //! shown when a check fails. Needs `SHEDLOCK_PG_URL`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::Duration;
@@ -109,14 +110,16 @@ impl Setup {
             );
         }
         let pool = PgPool::connect(&self.url).await.expect("connect");
-        type Row = (DateTime<Utc>, String, Option<DateTime<Utc>>, DateTime<Utc>);
-        let rows = sqlx::query_as::<_, Row>(AssertSqlSafe(format!(
-            "SELECT fire, replica, locked_at, ran_at FROM {} ORDER BY fire, ran_at",
-            self.runs_table
-        )))
-        .fetch_all(&pool)
-        .await
-        .expect("read the runs");
+        let rows =
+            sqlx::query_as::<_, (DateTime<Utc>, String, Option<DateTime<Utc>>, DateTime<Utc>)>(
+                AssertSqlSafe(format!(
+                    "SELECT fire, replica, locked_at, ran_at FROM {} ORDER BY fire, ran_at",
+                    self.runs_table
+                )),
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("read the runs");
         rows.into_iter()
             .map(|(fire, replica, locked_at, ran_at)| Run {
                 fire,
@@ -132,7 +135,7 @@ impl Setup {
         let mut all = format!("\n{when}");
         for replica in ["setup", "r1", "r2", "r3"] {
             let log = std::fs::read_to_string(self.log(replica)).unwrap_or_default();
-            all += &format!("\n--- {replica}:\n{}", tail(&log));
+            let _ = write!(all, "\n--- {replica}:\n{}", tail(&log));
         }
         all
     }
