@@ -16,6 +16,8 @@ mod fault_support;
 mod cluster_restarts_soak;
 mod cluster_scheduler;
 mod cluster_scheduler_etcd;
+#[cfg(feature = "apalis")]
+mod cron_apalis;
 mod drain_processes;
 mod e2e_demo;
 mod fault_clock;
@@ -32,6 +34,9 @@ mod macro_sqlite;
 mod pooler_pgbouncer;
 mod shutdown_handover;
 mod time_zones;
+// apalis and shedlock-apalis, with the tower layer: the features `apalis` and `web`, on by default.
+#[cfg(all(feature = "apalis", feature = "web"))]
+mod tower_apalis;
 // axum and the tower layer: the package's `web` feature, on by default.
 #[cfg(feature = "web")]
 mod tower_layer;
