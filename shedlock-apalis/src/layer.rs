@@ -172,17 +172,20 @@ where
     type Error = BoxDynError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxDynError>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxDynError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    /// Always ready. The inner service's readiness is awaited inside the tick's future, once the
+    /// fire is claimed. apalis-cron asks its backend for the next tick only while the worker's
+    /// service is ready, and ends the worker when that tick's instant has passed by then. A
+    /// claim may wait a whole tick: for the fire's instant, or retrying a failing store. So an
+    /// inner concurrency or rate limit, waited for here, would end the worker.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxDynError>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, task: Task<Tick<Tz>>) -> Self::Future {
-        // The inner service is called only once the fire is claimed, which may be after a wait:
-        // the ready one goes with the tick, a clone stays for the next (tower's usual swap).
-        let fresh = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, fresh);
+        // A clone goes with the tick; it is readied and called once the fire is claimed.
+        let inner = self.inner.clone();
         let shared = Arc::clone(&self.shared);
-        Box::pin(async move { shared.run(ready, task).await })
+        Box::pin(async move { shared.run(inner, task).await })
     }
 }
 
@@ -216,7 +219,12 @@ impl<Sch: FireSchedule> Shared<Sch> {
         let fire = self.fire(task.args.get_timestamp()).inspect_err(|error| {
             tracing::error!(job, %error, "apalis tick refused");
         })?;
-        let work = async move { inner.call(task).await.map_err(Into::into) };
+        let work = async move {
+            std::future::poll_fn(|cx| inner.poll_ready(cx))
+                .await
+                .map_err(Into::into)?;
+            inner.call(task).await.map_err(Into::into)
+        };
         match self.executor.execute_fire(&self.config, &fire, work).await {
             Ok(FireRun::Ran(execution)) => execution.output.map(TickRun::Ran),
             Ok(FireRun::NotRun(claim)) => {

@@ -259,3 +259,76 @@ async fn two_apalis_cron_workers_run_each_tick_once() {
         "every second ran: {ticks:?}"
     );
 }
+
+/// A handler behind a gate: not ready until the gate opens.
+#[derive(Clone, Default)]
+struct Gated {
+    /// Whether the gate is open, and the waker of a `poll_ready` that found it shut.
+    gate: Arc<Mutex<(bool, Option<std::task::Waker>)>>,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Gated {
+    fn open(&self) {
+        let mut gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+        gate.0 = true;
+        if let Some(waker) = gate.1.take() {
+            waker.wake();
+        }
+    }
+}
+
+impl Service<apalis_core::task::Task<Tick>> for Gated {
+    type Response = ();
+    type Error = BoxDynError;
+    type Future = std::future::Ready<Result<(), BoxDynError>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxDynError>> {
+        let mut gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
+        if gate.0 {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        gate.1 = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+
+    fn call(&mut self, _task: apalis_core::task::Task<Tick>) -> Self::Future {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok(()))
+    }
+}
+
+/// The layer's service is ready even when the handler is not, so apalis-cron keeps asking for
+/// ticks; the tick's fire is claimed first and the handler's readiness awaited under the claim.
+#[tokio::test(start_paused = true)]
+async fn the_layer_is_ready_and_waits_for_the_handler_under_the_claim() {
+    let (store, start) = store();
+    let gated = Gated::default();
+    let mut service = layer(store.clone(), "a").layer(gated.clone());
+    tokio::time::timeout(SEC, std::future::poll_fn(|cx| service.poll_ready(cx)))
+        .await
+        .expect("ready while the handler is not")
+        .expect("no error");
+    let call = tokio::spawn(service.call(tick(start)));
+    // The fire is claimed while the handler waits for its gate.
+    let deadline = tokio::time::Instant::now() + 5 * SEC;
+    while store.holder("apalis-tick").await.unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fire was never claimed"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(gated.runs.load(Ordering::SeqCst), 0);
+    gated.open();
+    let answer = tokio::time::timeout(5 * SEC, call)
+        .await
+        .expect("runs once the handler is ready")
+        .unwrap()
+        .expect("ran");
+    assert!(answer.ran());
+    assert_eq!(gated.runs.load(Ordering::SeqCst), 1);
+}

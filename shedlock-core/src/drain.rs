@@ -143,6 +143,7 @@ impl DrainState {
     }
 
     /// The drain's phase, to wait for one.
+    #[cfg(feature = "scheduler")]
     pub(crate) fn phase(&self) -> watch::Receiver<DrainPhase> {
         self.phase.subscribe()
     }

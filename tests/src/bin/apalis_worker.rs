@@ -91,7 +91,8 @@ async fn run(args: Args) -> Result<(), BoxDynError> {
             .build()?;
         let job = LockConfig::new("apalis-tick", Duration::from_secs(10))?;
         worker
-            // Last, so that it wraps every other layer: a tick runs here only if claimed here.
+            // First, so that it wraps every other layer (apalis makes the first layer added the
+            // outermost): a tick runs here only if claimed here.
             .layer(CronFireLayer::new(executor, job, schedule))
             .build(record)
             .run_until(time_is_up)
