@@ -184,7 +184,9 @@ impl<F, R> LockLayerBuilder<F, R> {
 
     /// The longest name accepted, in characters, as
     /// [`LockConfigBuilder::max_name_len`](shedlock_core::LockConfigBuilder::max_name_len).
-    /// Defaults to [`DEFAULT_MAX_NAME_LEN`]. The store's own limit applies too.
+    /// Defaults to [`DEFAULT_MAX_NAME_LEN`]. The store's own limit applies too: the layer checks a
+    /// name against the smaller of the two, so a name too long for the store is an invalid name
+    /// and the store is not asked.
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
@@ -214,7 +216,10 @@ impl<F, R> LockLayerBuilder<F, R> {
             at_most,
             at_least,
             keep_alive: self.keep_alive,
-            max_name_len: self.max_name_len,
+            // The store's own limit too, so that the layer refuses a name the store would.
+            max_name_len: self
+                .max_name_len
+                .min(self.executor.provider().max_name_len()),
         };
         // The durations, checked once, with a one-character name.
         template.build("x")?;

@@ -76,7 +76,7 @@
 //!    settings the builder takes, `at_most`, `at_least` and `keep_alive`, are the same for every
 //!    request, with the executor's defaults for what is unset.
 //! 2. A name that is not a valid lock name is answered with [`Refusals::invalid_name`], 400 over
-//!    HTTP, and the store is not asked: empty, longer than `max_name_len`, padded with white
+//!    HTTP, and the store is not asked: empty, longer than `max_name_len` or the store allows, padded with white
 //!    space, or with a control character (`char::is_control`: NUL, CR, LF, ESC, DEL…) or a
 //!    bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). The error names the
 //!    character by its code point and never repeats it.

@@ -184,3 +184,77 @@ async fn a_request_that_names_no_lock_is_404_and_neither_the_store_nor_the_servi
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(f.store.calls(Operation::Acquire), 1);
 }
+
+/// A store with a short name column, whose acquire can be made to report an invalid
+/// configuration, as a store may for what only it checks.
+struct Narrow {
+    inner: InMemoryLockProvider,
+    refuse: std::sync::atomic::AtomicBool,
+    acquires: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl shedlock_core::provider::LockProvider for Narrow {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> shedlock_core::Result<Option<shedlock_core::provider::LockRecord>> {
+        self.acquires.fetch_add(1, Ordering::SeqCst);
+        if self.refuse.load(Ordering::SeqCst) {
+            return Err(shedlock_core::Error::invalid_config(
+                "the store refuses this lock",
+            ));
+        }
+        self.inner.acquire(name, at_most, owner).await
+    }
+
+    async fn extend(
+        &self,
+        record: &shedlock_core::provider::LockRecord,
+        at_most: Duration,
+    ) -> shedlock_core::Result<Option<shedlock_core::provider::LockRecord>> {
+        self.inner.extend(record, at_most).await
+    }
+
+    async fn release(
+        &self,
+        record: &shedlock_core::provider::LockRecord,
+        at_least: Duration,
+    ) -> shedlock_core::Result<bool> {
+        self.inner.release(record, at_least).await
+    }
+
+    fn max_name_len(&self) -> usize {
+        8
+    }
+}
+
+#[tokio::test]
+async fn a_name_too_long_for_the_store_is_400_and_a_stores_invalid_config_is_503() {
+    let store = Arc::new(Narrow {
+        inner: InMemoryLockProvider::new(),
+        refuse: std::sync::atomic::AtomicBool::new(false),
+        acquires: AtomicUsize::new(0),
+    });
+    let executor = LockingTaskExecutor::new(Arc::clone(&store)).expect("valid");
+    let mut service = LockLayer::builder(executor, by_body as ByBody, HttpRefusals::new())
+        .at_most(Duration::from_mins(1))
+        .build()
+        .expect("valid")
+        .layer(Counted::default());
+    // 9 characters: within the layer's 64, beyond the store's 8. The layer refuses it.
+    let response = service.call(named("ninechars")).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(response.into_body().contains("at most 8"));
+    assert_eq!(store.acquires.load(Ordering::SeqCst), 0);
+    let response = service.call(named("eight-ok")).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    // What the store itself refuses is its failure, not the client's: 503.
+    store.refuse.store(true, Ordering::SeqCst);
+    let response = service.call(named("eight-ok")).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_plain_text(&response);
+    assert_eq!(store.acquires.load(Ordering::SeqCst), 2);
+}
