@@ -75,14 +75,17 @@ fn named(name: &str) -> Request<String> {
 /// A plain-text answer browsers must not sniff as HTML.
 fn assert_plain_text(response: &Response<String>) {
     assert_eq!(
-        response.headers().get(CONTENT_TYPE).map(|v| v.as_bytes()),
+        response
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(http::HeaderValue::as_bytes),
         Some(&b"text/plain; charset=utf-8"[..])
     );
     assert_eq!(
         response
             .headers()
             .get(X_CONTENT_TYPE_OPTIONS)
-            .map(|v| v.as_bytes()),
+            .map(http::HeaderValue::as_bytes),
         Some(&b"nosniff"[..])
     );
 }

@@ -83,7 +83,8 @@ impl tower_service::Service<Request<String>> for Trivial {
 
 type ByPath = fn(&Request<String>) -> Option<String>;
 
-/// The lock name of a request: its path without the leading `/`.
+/// The lock name of a request: its path without the leading `/`. Every request names a lock here.
+#[allow(clippy::unnecessary_wraps)] // the layer's closure returns an Option
 fn by_path(request: &Request<String>) -> Option<String> {
     Some(request.uri().path().trim_start_matches('/').to_owned())
 }
@@ -175,6 +176,12 @@ pub(crate) async fn run<P: LockProvider + Clone>(
             .position(|v| v.metric == metric)
             .map_or(&[][..], |i| &values[i][..])
     };
+    Ok(rows(db, paced, &of))
+}
+
+/// The part's rows: each variant against its floor, the targets (layer ÷ provider, for stores
+/// with I/O) and the diagnostics. `of` gives a variant's values, one per round.
+fn rows<'a>(db: &str, paced: bool, of: &dyn Fn(&str) -> &'a [f64]) -> Vec<Row> {
     let mut rows = Vec::new();
     for (metric, floor) in [
         (SKIP_PROVIDER, SKIP_PROVIDER),
@@ -222,5 +229,5 @@ pub(crate) async fn run<P: LockProvider + Clone>(
         let ratio = median_ratio(of(metric), of(floor));
         rows.push(Row::new(db, name, ratio.unwrap_or(f64::NAN), "x").ratio(ratio, floor));
     }
-    Ok(rows)
+    rows
 }

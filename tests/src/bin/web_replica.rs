@@ -160,7 +160,7 @@ async fn run() -> Result<(), BoxError> {
     };
     let once = LockLayer::builder(executor.clone(), lock_name, HttpRefusals::new())
         .at_most(Duration::from_secs(90))
-        .at_least(Duration::from_secs(60))
+        .at_least(Duration::from_mins(1))
         .build()?;
     let steady = LockLayer::builder(
         executor.clone(),

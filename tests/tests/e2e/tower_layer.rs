@@ -257,6 +257,51 @@ fn check_sequential(runs: &[&Run], logs_of: &dyn Fn() -> String) {
     }
 }
 
+/// The steady stream's answers: only 200 and 409, a few runs, some skips, and `Retry-After` on at
+/// least one 409, within the lock's `at_most`. The number of runs.
+fn check_steady(answers: &[Answer], logs_of: &dyn Fn() -> String) -> usize {
+    let ran = answers
+        .iter()
+        .filter(|a| a.status == StatusCode::OK)
+        .count();
+    let others: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| a.status != StatusCode::OK && a.status != StatusCode::CONFLICT)
+        .collect();
+    assert!(
+        others.is_empty(),
+        "only 200 and 409: {others:?}\n{}",
+        logs_of()
+    );
+    assert!(ran >= 3, "{ran} runs in 3 s of 100 ms runs");
+    assert!(
+        answers.len() > ran,
+        "some requests met a held lock: {} answers, {ran} runs",
+        answers.len()
+    );
+    // Retry-After, when the holder could still be read: at most the lock's at_most of 30 s. The
+    // holder is read right after the skip, while a 100 ms run holds the lock, so at least one 409
+    // of the stream carries it.
+    let retry_afters: Vec<u64> = answers.iter().filter_map(|a| a.retry_after).collect();
+    assert!(
+        !retry_afters.is_empty(),
+        "no 409 carried Retry-After: {answers:?}\n{}",
+        logs_of()
+    );
+    assert!(
+        retry_afters.iter().all(|&s| s <= 30),
+        "Retry-After beyond at_most: {answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .filter(|a| a.retry_after.is_some())
+            .all(|a| a.status == StatusCode::CONFLICT),
+        "Retry-After only on a 409: {answers:?}"
+    );
+    ran
+}
+
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn three_web_replicas_run_each_request_once_answer_409_otherwise_and_never_overlap() {
@@ -310,45 +355,7 @@ async fn three_web_replicas_run_each_request_once_answer_409_otherwise_and_never
 
     // A steady stream to all three, `at_least` 0: runs follow each other, never overlapping.
     let answers = steady_stream(&client, &replicas, Duration::from_secs(3)).await;
-    let ran = answers
-        .iter()
-        .filter(|a| a.status == StatusCode::OK)
-        .count();
-    let others: Vec<&Answer> = answers
-        .iter()
-        .filter(|a| a.status != StatusCode::OK && a.status != StatusCode::CONFLICT)
-        .collect();
-    assert!(
-        others.is_empty(),
-        "only 200 and 409: {others:?}\n{}",
-        logs_of()
-    );
-    assert!(ran >= 3, "{ran} runs in 3 s of 100 ms runs");
-    assert!(
-        answers.len() > ran,
-        "some requests met a held lock: {} answers, {ran} runs",
-        answers.len()
-    );
-    // Retry-After, when the holder could still be read: at most the lock's at_most of 30 s. The
-    // holder is read right after the skip, while a 100 ms run holds the lock, so at least one 409
-    // of the stream carries it.
-    let retry_afters: Vec<u64> = answers.iter().filter_map(|a| a.retry_after).collect();
-    assert!(
-        !retry_afters.is_empty(),
-        "no 409 carried Retry-After: {answers:?}\n{}",
-        logs_of()
-    );
-    assert!(
-        retry_afters.iter().all(|&s| s <= 30),
-        "Retry-After beyond at_most: {answers:?}"
-    );
-    assert!(
-        answers
-            .iter()
-            .filter(|a| a.retry_after.is_some())
-            .all(|a| a.status == StatusCode::CONFLICT),
-        "Retry-After only on a 409: {answers:?}"
-    );
+    let ran = check_steady(&answers, &logs_of);
 
     // The runs as the database saw them.
     let runs = runs(&mut conn, &runs_table).await;
