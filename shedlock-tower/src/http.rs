@@ -1,6 +1,6 @@
 //! [`HttpRefusals`]: the HTTP answers of the `http` feature.
 
-use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER, X_CONTENT_TYPE_OPTIONS};
 use http::{Response, StatusCode};
 use shedlock_core::Error;
 use shedlock_core::provider::LockRecord;
@@ -8,13 +8,15 @@ use shedlock_core::provider::chrono::Utc;
 
 use crate::refusal::{Busy, Refusals};
 
-/// The HTTP answers of a [`LockService`](crate::LockService), with a short plain-text body:
+/// The HTTP answers of a [`LockService`](crate::LockService), with a short plain-text body and
+/// `X-Content-Type-Options: nosniff`, as the 409 and 400 bodies quote the lock name:
 ///
 /// | when | status |
 /// |---|---|
 /// | another replica holds the lock | 409 Conflict, or [`held_status`](Self::held_status) |
+/// | the closure returned `None`: not one of the layer's locks | 404 Not Found |
 /// | the name the request yielded is not a valid lock name | 400 Bad Request |
-/// | the store failed or timed out, or the executor is shutting down | 503 Service Unavailable |
+/// | the store failed, timed out or refused the lock, or the executor is shutting down | 503 Service Unavailable |
 ///
 /// With [`retry_after`](Self::retry_after), the answer to a held lock carries `Retry-After`: the
 /// seconds until the holder's `lock_until`, rounded up. It costs one more store call per skipped
@@ -50,7 +52,8 @@ impl Default for HttpRefusals {
 }
 
 impl HttpRefusals {
-    /// 409 when held, 400 for an invalid name, 503 for a failure, no `Retry-After`.
+    /// 409 when held, 404 for a request that names no lock, 400 for an invalid name, 503 for a
+    /// failure, no `Retry-After`.
     #[must_use]
     pub fn new() -> Self {
         Self::default()
@@ -92,6 +95,10 @@ impl<B: From<String>, E> Refusals<Response<B>, E> for HttpRefusals {
         Ok(response)
     }
 
+    fn unrecognised(&self) -> Result<Response<B>, E> {
+        Ok(text(StatusCode::NOT_FOUND, "not found\n".to_owned()))
+    }
+
     fn invalid_name(&self, _name: &str, error: &Error) -> Result<Response<B>, E> {
         Ok(text(StatusCode::BAD_REQUEST, format!("{error}\n")))
     }
@@ -119,6 +126,9 @@ fn text<B: From<String>>(status: StatusCode, body: String) -> Response<B> {
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    response
+        .headers_mut()
+        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
 

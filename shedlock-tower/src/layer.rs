@@ -37,22 +37,48 @@ pub(crate) struct Template {
 }
 
 impl Template {
-    /// The lock of one request. Only the name can make it fail, as the durations were checked
-    /// when the layer was built; the error comes back with the name.
+    /// The lock of one request, or the name back with what is wrong with it. The layer checks
+    /// the name itself, so the store is never asked about an invalid one: what
+    /// [`validate_name`] refuses, and control or bidirectional-override characters.
     pub(crate) fn config(&self, name: String) -> Result<LockConfig, (String, Error)> {
-        if let Err(error) = validate_name(&name, self.max_name_len) {
+        if let Err(error) =
+            check_characters(&name).and_then(|()| validate_name(&name, self.max_name_len))
+        {
             return Err((name, error));
         }
-        self.build(name).map_err(|error| (String::new(), error))
+        // The durations were checked when the layer was built and the name just now, so this
+        // cannot fail; the name is kept for the refusal all the same.
+        self.build(name.as_str()).map_err(|error| (name, error))
     }
 
-    fn build(&self, name: String) -> Result<LockConfig> {
+    fn build(&self, name: &str) -> Result<LockConfig> {
         LockConfig::builder(name)
             .at_most(self.at_most)
             .at_least(self.at_least)
             .keep_alive(self.keep_alive)
             .max_name_len(self.max_name_len)
             .build()
+    }
+}
+
+/// Refuses a name with a control character (`char::is_control`: CR, LF, ESC, DEL…) or a Unicode
+/// bidirectional override or isolate (U+202A–U+202E, U+2066–U+2069). Such a name comes from
+/// input, not from a known set, and would reach logs, metric labels and answers. The message
+/// gives the character's code point and position, never the character itself.
+fn check_characters(name: &str) -> Result<()> {
+    let bad = name.chars().enumerate().find(|&(_, c)| {
+        c.is_control()
+            || ('\u{202A}'..='\u{202E}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    });
+    match bad {
+        None => Ok(()),
+        Some((at, c)) => Err(Error::invalid_config(format!(
+            "the lock name has a control or bidirectional-override character, U+{:04X}, at \
+             character {}; a lock name is printable text",
+            u32::from(c),
+            at + 1
+        ))),
     }
 }
 
@@ -75,9 +101,10 @@ impl<F, R: fmt::Debug> fmt::Debug for LockLayer<F, R> {
 }
 
 impl<F, R> LockLayer<F, R> {
-    /// Starts a layer over `executor`. `name` gives each request's lock name, such as
-    /// `|req: &Request| format!("report-{}", req.uri().path())`; `refusals` answers the requests
-    /// that do not run (see [`Refusals`](crate::Refusals)).
+    /// Starts a layer over `executor`. `name` gives each request's lock name, or `None` when the
+    /// request is not one of the layer's locks, such as
+    /// `|req: &Request| match req.uri().path() { "/reports/daily" => Some("report-daily"), _ => None }`;
+    /// `refusals` answers the requests that do not run (see [`Refusals`](crate::Refusals)).
     ///
     /// Each distinct name is a row in the store and, with metrics on, a series of its own: derive
     /// names from a bounded set, such as a route or a tenant, never from free input.
@@ -157,7 +184,9 @@ impl<F, R> LockLayerBuilder<F, R> {
 
     /// The longest name accepted, in characters, as
     /// [`LockConfigBuilder::max_name_len`](shedlock_core::LockConfigBuilder::max_name_len).
-    /// Defaults to [`DEFAULT_MAX_NAME_LEN`]. The store's own limit applies too.
+    /// Defaults to [`DEFAULT_MAX_NAME_LEN`]. The store's own limit applies too: the layer checks a
+    /// name against the smaller of the two, so a name too long for the store is an invalid name
+    /// and the store is not asked.
     pub fn max_name_len(mut self, max: usize) -> Self {
         self.max_name_len = max;
         self
@@ -187,10 +216,13 @@ impl<F, R> LockLayerBuilder<F, R> {
             at_most,
             at_least,
             keep_alive: self.keep_alive,
-            max_name_len: self.max_name_len,
+            // The store's own limit too, so that the layer refuses a name the store would.
+            max_name_len: self
+                .max_name_len
+                .min(self.executor.provider().max_name_len()),
         };
         // The durations, checked once, with a one-character name.
-        template.build("x".to_owned())?;
+        template.build("x")?;
         Ok(LockLayer {
             shared: Arc::new(Shared {
                 executor: self.executor,

@@ -24,6 +24,9 @@ use shedlock_core::provider::LockRecord;
 ///     fn held(&self, busy: &Busy) -> Result<(u16, String), std::convert::Infallible> {
 ///         Ok((1, format!("{} runs elsewhere", busy.name())))
 ///     }
+///     fn unrecognised(&self) -> Result<(u16, String), std::convert::Infallible> {
+///         Ok((4, "no such job".to_owned()))
+///     }
 ///     fn invalid_name(&self, _name: &str, error: &Error) -> Result<(u16, String), std::convert::Infallible> {
 ///         Ok((2, error.to_string()))
 ///     }
@@ -45,16 +48,25 @@ pub trait Refusals<Response, E> {
     /// Whatever the implementation maps the skip to.
     fn held(&self, busy: &Busy) -> Result<Response, E>;
 
-    /// The name the request yielded is not a valid lock name: empty, too long for the store,
-    /// padded with white space, or with a NUL character. The store was not asked.
+    /// The closure returned `None`: the request is not one of the layer's locks, such as a path
+    /// outside an allow-list. The store was not asked and the inner service did not run.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the implementation maps the unrecognised request to.
+    fn unrecognised(&self) -> Result<Response, E>;
+
+    /// The name the request yielded is not a valid lock name: empty, longer than the layer's
+    /// `max_name_len` or the store's limit, padded with white space, or with a control character or a bidirectional
+    /// override. `error` says which without repeating such characters. The store was not asked.
     ///
     /// # Errors
     ///
     /// Whatever the implementation maps the invalid name to.
     fn invalid_name(&self, name: &str, error: &Error) -> Result<Response, E>;
 
-    /// The lock could not be taken: the store failed or timed out, or the executor is shutting
-    /// down ([`Error::is_shutdown`]). The inner service did not run.
+    /// The lock could not be taken: the store failed, timed out or refused the lock, or the
+    /// executor is shutting down ([`Error::is_shutdown`]). The inner service did not run.
     ///
     /// # Errors
     ///

@@ -64,7 +64,7 @@ where
     S::Response: Send + 'static,
     S::Error: Send + 'static,
     Req: Send + 'static,
-    F: Fn(&Req) -> N + Send + Sync + 'static,
+    F: Fn(&Req) -> Option<N> + Send + Sync + 'static,
     N: Into<String>,
     R: Refusals<S::Response, S::Error> + Send + Sync + 'static,
 {
@@ -78,13 +78,18 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let name: String = (self.shared.name)(&request).into();
+        // Outside the lock and the future: a panic here is the caller's, and no lock is touched.
+        let name: Option<String> = (self.shared.name)(&request).map(Into::into);
         // The service `poll_ready` readied goes into the future; this one keeps a fresh clone.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
         Box::pin(async move {
             let refusals = &shared.refusals;
+            let Some(name) = name else {
+                tracing::debug!("the request names no lock of this layer");
+                return refusals.unrecognised();
+            };
             let cfg = match shared.template.config(name) {
                 Ok(cfg) => cfg,
                 Err((name, error)) => {
@@ -103,12 +108,8 @@ where
                     };
                     refusals.held(&Busy::new(cfg.name().to_owned(), holder))
                 }
-                // The durations were checked when the layer was built: only the name is left,
-                // too long for the store's own column.
-                Err(error) if error.is_invalid_config() => {
-                    tracing::debug!(lock = cfg.name(), %error, "the request's lock name is invalid");
-                    refusals.invalid_name(cfg.name(), &error)
-                }
+                // The name was checked above; any error now is the store's or the executor's,
+                // an invalid configuration the store reports included.
                 Err(error) => refusals.failed(cfg.name(), &error),
             }
         })

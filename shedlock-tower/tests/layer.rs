@@ -56,9 +56,13 @@ where
     }
 }
 
-/// The lock name of a request: its path without the leading slash.
-fn by_path(request: &Request<String>) -> String {
-    request.uri().path().trim_start_matches('/').to_owned()
+/// The lock name of a request: its path without the leading slash; `/unknown/…` names no lock.
+fn by_path(request: &Request<String>) -> Option<String> {
+    let path = request.uri().path();
+    if path.starts_with("/unknown") {
+        return None;
+    }
+    Some(path.trim_start_matches('/').to_owned())
 }
 
 fn get(path: &str) -> Request<String> {
@@ -75,7 +79,7 @@ fn executor() -> LockingTaskExecutor {
         .expect("a valid executor")
 }
 
-type ByPath = fn(&Request<String>) -> String;
+type ByPath = fn(&Request<String>) -> Option<String>;
 
 fn layer(executor: &LockingTaskExecutor, at_least: Duration) -> LockLayer<ByPath, HttpRefusals> {
     LockLayer::builder(executor.clone(), by_path as ByPath, HttpRefusals::new())
@@ -247,13 +251,15 @@ async fn an_invalid_name_is_400_and_the_store_is_not_asked() {
     let calls = Arc::clone(&inner.calls);
     let names = |request: &Request<String>| {
         // The query's `name=` value as given, to reach every kind of bad name.
-        request
-            .uri()
-            .query()
-            .and_then(|q| q.strip_prefix("name="))
-            .unwrap_or_default()
-            .replace("%20", " ")
-            .replace("%00", "\0")
+        Some(
+            request
+                .uri()
+                .query()
+                .and_then(|q| q.strip_prefix("name="))
+                .unwrap_or_default()
+                .replace("%20", " ")
+                .replace("%00", "\0"),
+        )
     };
     let mut svc = LockLayer::builder(executor, names, HttpRefusals::new())
         .at_most(Duration::from_mins(1))
@@ -304,6 +310,9 @@ async fn a_store_failure_is_503_and_the_inner_service_is_not_called() {
 struct FailAsError;
 
 impl Refusals<Response<String>, String> for FailAsError {
+    fn unrecognised(&self) -> Result<Response<String>, String> {
+        Err("not ours".to_owned())
+    }
     fn held(&self, busy: &Busy) -> Result<Response<String>, String> {
         Ok(Response::new(format!("busy {}", busy.name())))
     }
@@ -549,5 +558,111 @@ fn a_layer_without_at_most_anywhere_is_refused_at_build() {
         LockLayer::builder(executor, by_path, HttpRefusals::new())
             .build()
             .is_ok()
+    );
+}
+
+/// A service whose clones start not ready: `call` on an instance `poll_ready` did not ready is an
+/// error, so a layer that called a fresh clone instead of the readied one fails.
+struct Strict {
+    ready: bool,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Clone for Strict {
+    fn clone(&self) -> Self {
+        Self {
+            ready: false,
+            calls: Arc::clone(&self.calls),
+        }
+    }
+}
+
+impl Service<Request<String>> for Strict {
+    type Response = Response<String>;
+    type Error = String;
+    type Future = std::future::Ready<Result<Response<String>, String>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), String>> {
+        self.ready = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        if !std::mem::replace(&mut self.ready, false) {
+            return std::future::ready(Err("called without poll_ready".to_owned()));
+        }
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok(Response::new("ran".to_owned())))
+    }
+}
+
+#[tokio::test]
+async fn the_call_goes_to_the_instance_poll_ready_readied() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut svc = LockLayer::builder(executor(), by_path as ByPath, FailAsError)
+        .at_most(Duration::from_mins(1))
+        .build()
+        .expect("valid")
+        .layer(Strict {
+            ready: false,
+            calls: Arc::clone(&calls),
+        });
+    for round in 1..=3 {
+        std::future::poll_fn(|cx| svc.poll_ready(cx))
+            .await
+            .expect("ready");
+        let response = svc
+            .call(get("/strict"))
+            .await
+            .expect("the readied instance");
+        assert_eq!(response.into_body(), "ran");
+        assert_eq!(calls.load(Ordering::SeqCst), round);
+    }
+    // Without poll_ready, the fresh clone left in the service is not ready: the check bites.
+    let error = svc.call(get("/strict")).await.expect_err("not readied");
+    assert_eq!(error, "called without poll_ready");
+}
+
+fn handler_fails() -> Response<String> {
+    panic!("the handler failed")
+}
+
+#[tokio::test]
+async fn a_panic_in_the_inner_future_frees_the_lock_and_resumes() {
+    let executor = executor();
+    let inner = service(|_| {
+        Box::pin(async {
+            assert!(current_lock().is_some(), "under the lock");
+            handler_fails()
+        }) as BoxFuture<Response<String>>
+    });
+    let svc = layer(&executor, Duration::ZERO).layer(inner);
+    let error = tokio::spawn(svc.clone().call(get("/panics")))
+        .await
+        .expect_err("the panic resumes");
+    let payload = error.into_panic();
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("the handler failed")
+    );
+    assert!(
+        is_free(&executor, "panics").await,
+        "released before resuming"
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_names_no_lock_is_refused_as_unrecognised() {
+    let executor = executor();
+    let mut svc = LockLayer::builder(executor, by_path as ByPath, FailAsError)
+        .at_most(Duration::from_mins(1))
+        .build()
+        .expect("valid")
+        .layer(Fallible);
+    let error = svc.call(get("/unknown/x")).await.expect_err("unrecognised");
+    assert_eq!(error, "not ours");
+    assert_eq!(
+        svc.call(get("/known")).await.expect("ran").into_body(),
+        "ran"
     );
 }
