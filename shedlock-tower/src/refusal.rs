@@ -57,8 +57,9 @@ pub trait Refusals<Response, E> {
     fn unrecognised(&self) -> Result<Response, E>;
 
     /// The name the request yielded is not a valid lock name: empty, longer than the layer's
-    /// `max_name_len` or the store's limit, padded with white space, or with a control character or a bidirectional
-    /// override. `error` says which without repeating such characters. The store was not asked.
+    /// `max_name_len` or the store's limit, padded with white space, or with a control character
+    /// or a bidirectional override. `error` says which without repeating such characters. The
+    /// store was not asked.
     ///
     /// # Errors
     ///
