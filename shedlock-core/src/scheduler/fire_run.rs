@@ -22,6 +22,7 @@ use crate::executor::{Execution, LockGuard, LockingTaskExecutor, catch_unwind_fu
 use crate::fire::{Fire, FireClaim};
 use crate::jobs::{RunOutcome, RunReport, TaskOutcome};
 use crate::observe;
+use crate::outage::Cause;
 use crate::provider::LockRecord;
 
 /// The shortest wait between two claims of one fire after a store error.
@@ -84,6 +85,8 @@ impl LockingTaskExecutor {
     /// - [`Error::is_unsupported`](crate::Error::is_unsupported): the store does not record
     ///   fires, such as a SQL table without `last_fire`. Use [`execute`](Self::execute) with an
     ///   `at_least` instead.
+    /// - The store's error at once when it is set up wrong: a missing table or column, or a name
+    ///   its column cannot hold.
     /// - The store's last error when it failed until the window ended, and
     ///   [`Error::is_shutdown`](crate::Error::is_shutdown) once the executor drains. The task
     ///   did not run.
@@ -173,7 +176,14 @@ impl LockingTaskExecutor {
             };
             let attempt = match self.claim_fire(cfg, fire, take).await {
                 Ok(attempt) => attempt,
-                Err(error) if error.is_unsupported() || error.is_shutdown() => {
+                // Retrying cannot help: no fire claims, the drain began, or the store is set up
+                // wrong (a missing table, a name its column cannot hold). The store refused
+                // these, so they did not commit.
+                Err(error)
+                    if error.is_unsupported()
+                        || error.is_shutdown()
+                        || Cause::of(&error).is_misconfiguration() =>
+                {
                     self.settle(clock, name).await;
                     return Err(error);
                 }

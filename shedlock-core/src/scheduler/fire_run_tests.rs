@@ -389,3 +389,54 @@ async fn a_store_without_fire_claims_answers_unsupported() {
     assert!(error.is_unsupported(), "{error}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
+
+/// A store that refuses the claim as misconfigured, as SQL does for a name its column cannot hold.
+struct Misconfigured(InMemoryLockProvider);
+
+#[async_trait::async_trait]
+impl LockProvider for Misconfigured {
+    async fn acquire(
+        &self,
+        name: &str,
+        at_most: Duration,
+        owner: &str,
+    ) -> crate::Result<Option<crate::LockRecord>> {
+        self.0.acquire(name, at_most, owner).await
+    }
+    async fn extend(
+        &self,
+        record: &crate::LockRecord,
+        at_most: Duration,
+    ) -> crate::Result<Option<crate::LockRecord>> {
+        self.0.extend(record, at_most).await
+    }
+    async fn release(&self, record: &crate::LockRecord, at_least: Duration) -> crate::Result<bool> {
+        self.0.release(record, at_least).await
+    }
+    async fn claim_fire(
+        &self,
+        _name: &str,
+        _fire: &Fire,
+        _at_most: Duration,
+        _owner: &str,
+    ) -> crate::Result<FireClaim> {
+        Err(crate::Error::invalid_config(
+            "the name is longer than the column holds",
+        ))
+    }
+}
+
+/// A misconfigured store answers at once: retrying until a day-long window ends cannot help.
+#[tokio::test(start_paused = true)]
+async fn a_misconfigured_store_answers_at_once_not_at_the_windows_end() {
+    let a = LockingTaskExecutor::new(Misconfigured(InMemoryLockProvider::new())).unwrap();
+    let now = Utc::now();
+    let fire = Fire::new(now, now + chrono::Duration::days(1)).unwrap();
+    let started = tokio::time::Instant::now();
+    let error = a
+        .execute_fire(&cfg(), &fire, async {})
+        .await
+        .expect_err("misconfigured");
+    assert!(error.is_invalid_config(), "{error}");
+    assert_eq!(started.elapsed(), Duration::ZERO, "no retry");
+}
