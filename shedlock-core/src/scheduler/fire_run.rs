@@ -176,14 +176,7 @@ impl LockingTaskExecutor {
             };
             let attempt = match self.claim_fire(cfg, fire, take).await {
                 Ok(attempt) => attempt,
-                // Retrying cannot help: no fire claims, the drain began, or the store is set up
-                // wrong (a missing table, a name its column cannot hold). The store refused
-                // these, so they did not commit.
-                Err(error)
-                    if error.is_unsupported()
-                        || error.is_shutdown()
-                        || Cause::of(&error).is_misconfiguration() =>
-                {
+                Err(error) if is_final(&error) => {
                     self.settle(clock, name).await;
                     return Err(error);
                 }
@@ -335,4 +328,11 @@ impl LockingTaskExecutor {
             self.keep_unsettled(name, kept);
         }
     }
+}
+
+/// Whether retrying a failed claim cannot help: the store has no fire claims, the drain began, or
+/// the store is set up wrong, such as a missing table or a name its column cannot hold. The store
+/// refused these claims, so they did not commit.
+fn is_final(error: &Error) -> bool {
+    error.is_unsupported() || error.is_shutdown() || Cause::of(error).is_misconfiguration()
 }
