@@ -717,27 +717,40 @@ impl LockingTaskExecutor {
         let Some(guard) = self.try_lock(cfg).await? else {
             return Ok(None);
         };
-        let handle = guard.handle.clone();
-        let started = Instant::now();
-        let outcome = current::scope(handle.clone(), catch_unwind_future(task)).await;
-        observe::task_duration(cfg.name(), started.elapsed());
-        let lock_lost = handle.is_lost();
-        if lock_lost {
-            tracing::warn!(
-                "the lock was lost while the task ran; another replica may have run it too"
-            );
-        }
-        let release_error = guard.release().await.err();
-        match outcome {
-            Ok(output) => Ok(Some(Execution {
-                output,
-                fencing_token: handle.fencing_token(),
-                lock_lost,
-                reentrant: false,
-                release_error,
-            })),
-            Err(panic) => resume_unwind(panic),
-        }
+        Ok(Some(run_under(guard, task, |_| {}).await))
+    }
+}
+
+/// How a task ended: its output, or the panic it raised.
+pub(crate) type Ended<T> = std::result::Result<T, Box<dyn Any + Send>>;
+
+/// Runs `task` under `guard`, with the lock as its current one, then releases the lock. Before the
+/// release, `ended` sees how the task ended, so a fire's release can record it. A panic resumes
+/// after the release.
+pub(crate) async fn run_under<F: Future>(
+    guard: LockGuard,
+    task: F,
+    ended: impl FnOnce(&Ended<F::Output>),
+) -> Execution<F::Output> {
+    let handle = guard.handle.clone();
+    let started = Instant::now();
+    let outcome = current::scope(handle.clone(), catch_unwind_future(task)).await;
+    observe::task_duration(handle.name(), started.elapsed());
+    ended(&outcome);
+    let lock_lost = handle.is_lost();
+    if lock_lost {
+        tracing::warn!("the lock was lost while the task ran; another replica may have run it too");
+    }
+    let release_error = guard.release().await.err();
+    match outcome {
+        Ok(output) => Execution {
+            output,
+            fencing_token: handle.fencing_token(),
+            lock_lost,
+            reentrant: false,
+            release_error,
+        },
+        Err(panic) => resume_unwind(panic),
     }
 }
 

@@ -5,7 +5,6 @@
 //! same claim, the same wait when the store says "too early", the same retries within the window
 //! and the same handling of lost replies (docs/guarantees.md, "Lost replies").
 
-use std::panic::resume_unwind;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -16,9 +15,8 @@ use super::ledger;
 use super::lost::{self, LostClaims, Unsettled};
 use super::span::{self, FireEnd};
 use crate::config::LockConfig;
-use crate::current;
 use crate::error::{Error, Result};
-use crate::executor::{Execution, LockGuard, LockingTaskExecutor, catch_unwind_future};
+use crate::executor::{Execution, LockGuard, LockingTaskExecutor, run_under};
 use crate::fire::{Fire, FireClaim};
 use crate::jobs::{RunOutcome, RunReport, TaskOutcome};
 use crate::observe;
@@ -288,35 +286,19 @@ impl LockingTaskExecutor {
         observe::fire(handle.name(), "run");
         span::record_token(&tracing::Span::current(), handle.fencing_token());
         tracing::info!(token = ?handle.fencing_token(), "running");
-        let started = Instant::now();
-        let outcome = current::scope(handle.clone(), catch_unwind_future(task)).await;
-        observe::task_duration(handle.name(), started.elapsed());
-        let run = match &outcome {
-            Ok(output) => output.outcome(),
-            Err(_) => RunOutcome::Panicked,
-        };
-        tracing::info!(outcome = run.kind(), "run ended");
-        span::record_outcome(&tracing::Span::current(), &run);
-        handle
-            .lease()
-            .set_run(RunReport::new(fire.at(), run), self.recording());
-        let lock_lost = handle.is_lost();
-        if lock_lost {
-            tracing::warn!(
-                "the lock was lost while the task ran; another replica may have run it too"
-            );
-        }
-        let release_error = guard.release().await.err();
-        match outcome {
-            Ok(output) => Execution {
-                output,
-                fencing_token: handle.fencing_token(),
-                lock_lost,
-                reentrant: false,
-                release_error,
-            },
-            Err(panic) => resume_unwind(panic),
-        }
+        let recording = self.recording();
+        run_under(guard, task, |ended| {
+            let run = match ended {
+                Ok(output) => output.outcome(),
+                Err(_) => RunOutcome::Panicked,
+            };
+            tracing::info!(outcome = run.kind(), "run ended");
+            span::record_outcome(&tracing::Span::current(), &run);
+            handle
+                .lease()
+                .set_run(RunReport::new(fire.at(), run), recording);
+        })
+        .await
     }
 
     /// Settles the lost claims kept for `name`: reads the lock's holder once and releases it if
