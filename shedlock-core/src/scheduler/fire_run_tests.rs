@@ -350,35 +350,59 @@ async fn a_fire_met_while_the_lock_is_held_is_not_run() {
     guard.release().await.unwrap();
 }
 
-/// A store that does not record fires: everything but `claim_fire`, whose default answers
-/// unsupported.
-struct NoFireClaims(InMemoryLockProvider);
+/// A store whose every fire claim is refused with `error()`; its plain locks work.
+struct RefusedClaims {
+    inner: InMemoryLockProvider,
+    error: fn() -> crate::Error,
+}
+
+impl RefusedClaims {
+    fn new(error: fn() -> crate::Error) -> Self {
+        Self {
+            inner: InMemoryLockProvider::new(),
+            error,
+        }
+    }
+}
 
 #[async_trait::async_trait]
-impl LockProvider for NoFireClaims {
+impl LockProvider for RefusedClaims {
     async fn acquire(
         &self,
         name: &str,
         at_most: Duration,
         owner: &str,
     ) -> crate::Result<Option<crate::LockRecord>> {
-        self.0.acquire(name, at_most, owner).await
+        self.inner.acquire(name, at_most, owner).await
     }
     async fn extend(
         &self,
         record: &crate::LockRecord,
         at_most: Duration,
     ) -> crate::Result<Option<crate::LockRecord>> {
-        self.0.extend(record, at_most).await
+        self.inner.extend(record, at_most).await
     }
     async fn release(&self, record: &crate::LockRecord, at_least: Duration) -> crate::Result<bool> {
-        self.0.release(record, at_least).await
+        self.inner.release(record, at_least).await
+    }
+    async fn claim_fire(
+        &self,
+        _name: &str,
+        _fire: &Fire,
+        _at_most: Duration,
+        _owner: &str,
+    ) -> crate::Result<FireClaim> {
+        Err((self.error)())
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_store_without_fire_claims_answers_unsupported() {
-    let a = LockingTaskExecutor::new(NoFireClaims(InMemoryLockProvider::new())).unwrap();
+    // As a store without fire claims answers, such as a SQL table without `last_fire`.
+    let a = LockingTaskExecutor::new(RefusedClaims::new(|| {
+        crate::Error::unsupported("claim_fire")
+    }))
+    .unwrap();
     let now = Utc::now();
     let fire = Fire::new(now, now + chrono::Duration::seconds(10)).unwrap();
     let runs = AtomicUsize::new(0);
@@ -390,46 +414,14 @@ async fn a_store_without_fire_claims_answers_unsupported() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
-/// A store that refuses the claim as misconfigured, as SQL does for a name its column cannot hold.
-struct Misconfigured(InMemoryLockProvider);
-
-#[async_trait::async_trait]
-impl LockProvider for Misconfigured {
-    async fn acquire(
-        &self,
-        name: &str,
-        at_most: Duration,
-        owner: &str,
-    ) -> crate::Result<Option<crate::LockRecord>> {
-        self.0.acquire(name, at_most, owner).await
-    }
-    async fn extend(
-        &self,
-        record: &crate::LockRecord,
-        at_most: Duration,
-    ) -> crate::Result<Option<crate::LockRecord>> {
-        self.0.extend(record, at_most).await
-    }
-    async fn release(&self, record: &crate::LockRecord, at_least: Duration) -> crate::Result<bool> {
-        self.0.release(record, at_least).await
-    }
-    async fn claim_fire(
-        &self,
-        _name: &str,
-        _fire: &Fire,
-        _at_most: Duration,
-        _owner: &str,
-    ) -> crate::Result<FireClaim> {
-        Err(crate::Error::invalid_config(
-            "the name is longer than the column holds",
-        ))
-    }
-}
-
 /// A misconfigured store answers at once: retrying until a day-long window ends cannot help.
 #[tokio::test(start_paused = true)]
 async fn a_misconfigured_store_answers_at_once_not_at_the_windows_end() {
-    let a = LockingTaskExecutor::new(Misconfigured(InMemoryLockProvider::new())).unwrap();
+    // As SQL refuses a name its column cannot hold.
+    let a = LockingTaskExecutor::new(RefusedClaims::new(|| {
+        crate::Error::invalid_config("the name is longer than the column holds")
+    }))
+    .unwrap();
     let now = Utc::now();
     let fire = Fire::new(now, now + chrono::Duration::days(1)).unwrap();
     let started = tokio::time::Instant::now();
