@@ -109,6 +109,15 @@ pub(crate) struct StoreArgs {
         value_name = "COLUMN"
     )]
     pub(crate) fencing_token_column: String,
+    /// Who you are, recorded with each pause, resume and unlock (`shedlock jobs` shows the last
+    /// action per job). Left out, it is user@host.
+    #[arg(
+        long = "as",
+        global = true,
+        value_name = "NAME",
+        env = "SHEDLOCK_ACTOR"
+    )]
+    pub(crate) actor: Option<String>,
     /// Redis and etcd: the prefix of the lock keys. Left out, it is the store's own default:
     /// `shedlock:` on Redis, `/shedlock/` on etcd. `--table` and the column options are for SQL.
     #[arg(long, global = true, value_name = "PREFIX")]

@@ -422,7 +422,7 @@ async fn unlock(store: &Store, args: &UnlockArgs, output: &mut Output<'_>) -> Re
     // The decision is the store's, in one conditional statement: the read above only explains.
     let freed = store
         .admin
-        .unlock(&expected)
+        .unlock(&expected, &store.actor)
         .await
         .map_err(|e| store.failure(&e))?;
     if !freed {
@@ -468,7 +468,7 @@ async fn force_unlock(
     }
     let freed = store
         .admin
-        .force_unlock(name)
+        .force_unlock(name, &store.actor)
         .await
         .map_err(|e| store.failure(&e))?;
     let Some(freed) = freed else {
@@ -628,6 +628,7 @@ mod tests {
             admin: mem.clone(),
             table: "memory".into(),
             invocation: crate::invocation::Invocation::default(),
+            actor: "tester@cli".into(),
         };
         (mem, store)
     }
@@ -1038,6 +1039,7 @@ mod tests {
             admin: jobs.clone(),
             table: "jobs".into(),
             invocation: crate::invocation::Invocation::default(),
+            actor: "tester@cli".into(),
         };
         (jobs, store)
     }
@@ -1239,6 +1241,7 @@ mod tests {
             }),
             table: "jobs".into(),
             invocation: crate::invocation::Invocation::default(),
+            actor: "tester@cli".into(),
         };
         let run = exec(&unsupported, &["jobs"]).await;
         assert_eq!(exit(&run), Exit::Usage);

@@ -78,6 +78,8 @@ pub(crate) struct Store {
     pub(crate) table: String,
     /// How the commands the tool prints reach this store again.
     pub(crate) invocation: Invocation,
+    /// Who runs the commands that change something, as recorded: `--as`, or user@host.
+    pub(crate) actor: String,
 }
 
 impl Store {
@@ -182,7 +184,21 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
         admin,
         table: args.table.clone(),
         invocation: Invocation::new(args),
+        actor: actor(args.actor.as_deref()),
     })
+}
+
+/// `--as`, or `user@host` from the environment's user (`USER`, `USERNAME`) and the host name.
+fn actor(given: Option<&str>) -> String {
+    if let Some(given) = given {
+        return given.to_owned();
+    }
+    let user = ["USER", "USERNAME", "LOGNAME"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    format!("{user}@{host}")
 }
 
 /// Why a store could not be opened: bad settings as they are, anything else as a connection

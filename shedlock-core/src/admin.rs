@@ -9,9 +9,13 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::jobs::{DefinitionEntry, JobState, RunEntry};
+use crate::pause::{Pause, PauseFor};
 use crate::provider::{LockProvider, LockRecord};
 
+mod action;
 pub mod model;
+
+pub use action::{ActionKind, AdminAction};
 
 /// One lock row as an operator sees it. It says who holds it, until when, and whether it is held
 /// now by the store's clock.
@@ -32,6 +36,8 @@ pub struct LockEntry {
     store_now: DateTime<Utc>,
     last_fire: Option<DateTime<Utc>>,
     state: Option<JobState>,
+    pause: Option<Pause>,
+    last_action: Option<AdminAction>,
 }
 
 impl LockEntry {
@@ -48,7 +54,46 @@ impl LockEntry {
             store_now,
             last_fire,
             state: None,
+            pause: None,
+            last_action: None,
         }
+    }
+
+    /// The same entry with the pause its row keeps, see [`pause`](Self::pause).
+    #[must_use]
+    pub fn with_pause(mut self, pause: Option<Pause>) -> Self {
+        self.pause = pause;
+        self
+    }
+
+    /// The same entry with the last operator action its row keeps, see
+    /// [`last_action`](Self::last_action).
+    #[must_use]
+    pub fn with_last_action(mut self, action: Option<AdminAction>) -> Self {
+        self.last_action = action;
+        self
+    }
+
+    /// The pause the row keeps, if any, also one whose end has passed (see
+    /// [`is_paused`](Self::is_paused)).
+    #[must_use]
+    pub fn pause(&self) -> Option<&Pause> {
+        self.pause.as_ref()
+    }
+
+    /// Whether a fire claimed when the entry was read would have been refused as paused.
+    #[must_use]
+    pub fn is_paused(&self) -> bool {
+        self.pause
+            .as_ref()
+            .is_some_and(|pause| pause.holds_at(self.store_now))
+    }
+
+    /// The last pause, resume or unlock of the row: what, by whom, when. `None` where the store
+    /// keeps no actions (a Java ShedLock table without the columns) or none was taken.
+    #[must_use]
+    pub fn last_action(&self) -> Option<&AdminAction> {
+        self.last_action.as_ref()
     }
 
     /// The same entry with the job state its row keeps, see [`state`](Self::state).
@@ -186,12 +231,15 @@ pub trait LockAdmin: LockProvider {
     /// held: the same holder, the same `locked_at` and, where the store has tokens, the same
     /// fencing token. Answers `Ok(true)` if it freed it. Answers `Ok(false)`, having changed
     /// nothing, when the lock was taken again since, even by the same owner id, or is already free.
+    /// Where the store keeps actions, the same step records `actor` (see
+    /// [`validate_actor`](crate::pause::validate_actor)) as the row's
+    /// [`last_action`](LockEntry::last_action).
     ///
     /// # Errors
     ///
-    /// The store failed, or does not support it.
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
-        let _ = expected;
+    /// The store failed, does not support it, or `actor` is invalid.
+    async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
+        let _ = (expected, actor);
         Err(Error::unsupported("unlock"))
     }
 
@@ -206,7 +254,8 @@ pub trait LockAdmin: LockProvider {
     /// # Errors
     ///
     /// The store failed, does not support it, or the lock changed hands on every attempt.
-    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+    async fn force_unlock(&self, name: &str, actor: &str) -> Result<Option<LockEntry>> {
+        crate::pause::validate_actor(actor)?;
         for _ in 0..FORCE_UNLOCK_ATTEMPTS {
             let Some(entry) = self.entry(name).await? else {
                 return Ok(None);
@@ -214,7 +263,7 @@ pub trait LockAdmin: LockProvider {
             if !entry.is_held() {
                 return Ok(None);
             }
-            if self.unlock(entry.record()).await? {
+            if self.unlock(entry.record(), actor).await? {
                 return Ok(Some(entry));
             }
         }
@@ -282,6 +331,42 @@ pub trait LockAdmin: LockProvider {
         let _ = job;
         Err(Error::unsupported("forget"))
     }
+
+    /// Pauses the fires of the lock `name` for `how_long`, recording `actor` and `reason`, and
+    /// returns the pause as stored, its times by the store's clock. A pause already there is
+    /// replaced. A missing row is created, free, so a job can be paused before its first run.
+    ///
+    /// Only fire claims honour it ([`FireClaim::Paused`](crate::provider::FireClaim::Paused)):
+    /// `acquire`, `execute` and elections ignore it. A run in progress continues. See
+    /// [`pause`](crate::pause) for the rules.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] for a bad name, actor or reason, or an end not after the
+    /// store's now, with nothing written. [`Error::is_schema`] for a table without the pause
+    /// columns, saying what to add. The store failed, or does not support pauses.
+    async fn pause(
+        &self,
+        name: &str,
+        how_long: PauseFor,
+        reason: Option<&str>,
+        actor: &str,
+    ) -> Result<Pause> {
+        let _ = (name, how_long, reason, actor);
+        Err(Error::unsupported("pause"))
+    }
+
+    /// Ends the pause of the lock `name`, recording `actor`, and returns the pause it removed, also
+    /// one whose end had passed. `Ok(None)` when there was none, and nothing was written. The next
+    /// fire is claimed as usual.
+    ///
+    /// # Errors
+    ///
+    /// As [`pause`](Self::pause).
+    async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {
+        let _ = (name, actor);
+        Err(Error::unsupported("resume"))
+    }
 }
 
 /// An `Arc` of an admin store is an admin store.
@@ -295,12 +380,12 @@ impl<P: LockAdmin + ?Sized> LockAdmin for Arc<P> {
         (**self).entry(name).await
     }
 
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
-        (**self).unlock(expected).await
+    async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
+        (**self).unlock(expected, actor).await
     }
 
-    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
-        (**self).force_unlock(name).await
+    async fn force_unlock(&self, name: &str, actor: &str) -> Result<Option<LockEntry>> {
+        (**self).force_unlock(name, actor).await
     }
 
     fn ddl(&self) -> Option<String> {
@@ -325,5 +410,19 @@ impl<P: LockAdmin + ?Sized> LockAdmin for Arc<P> {
 
     async fn forget(&self, job: &str) -> Result<u64> {
         (**self).forget(job).await
+    }
+
+    async fn pause(
+        &self,
+        name: &str,
+        how_long: PauseFor,
+        reason: Option<&str>,
+        actor: &str,
+    ) -> Result<Pause> {
+        (**self).pause(name, how_long, reason, actor).await
+    }
+
+    async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {
+        (**self).resume(name, actor).await
     }
 }

@@ -12,6 +12,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
+use crate::pause::Pause;
 use crate::provider::LockRecord;
 
 /// One fire of a scheduled job: its instant `F` and the next fire's, which ends `F`'s window. Both
@@ -74,9 +75,11 @@ impl fmt::Display for Fire {
 /// The cases are checked in this order, each with the store's own "now":
 /// 1. `now < F`: [`TooEarly`](Self::TooEarly);
 /// 2. `now >= next`: [`WindowPassed`](Self::WindowPassed);
-/// 3. the recorded fire is `F` or later: [`ClaimedElsewhere`](Self::ClaimedElsewhere);
-/// 4. the lock is held (`lock_until > now`): [`Held`](Self::Held);
-/// 5. otherwise the store records `F` and takes the lock as
+/// 3. the row keeps a pause that holds at `now`: [`Paused`](Self::Paused) (see
+///    [`pause`](crate::pause));
+/// 4. the recorded fire is `F` or later: [`ClaimedElsewhere`](Self::ClaimedElsewhere);
+/// 5. the lock is held (`lock_until > now`): [`Held`](Self::Held);
+/// 6. otherwise the store records `F` and takes the lock as
 ///    [`acquire`](crate::provider::LockProvider::acquire) does: [`Claimed`](Self::Claimed).
 ///
 /// Every case but `Claimed` carries the store's `now`, from which a scheduler learns how far its
@@ -102,6 +105,14 @@ pub enum FireClaim {
     WindowPassed {
         /// The store's clock when it decided.
         now: DateTime<Utc>,
+    },
+    /// An operator paused the job: the fire is not run, by any replica that honours pauses. It is
+    /// counted `paused`, not missed. A store without pauses never answers it.
+    Paused {
+        /// The store's clock when it decided.
+        now: DateTime<Utc>,
+        /// When the pause ends by itself. `None` lasts until a resume.
+        until: Option<DateTime<Utc>>,
     },
     /// This fire or a later one was already claimed. The claimer is another replica, or a claim of
     /// this one whose reply was lost. `holder` tells which.
@@ -143,7 +154,7 @@ impl FireClaim {
             Self::Claimed(record)
             | Self::ClaimedElsewhere { holder: record, .. }
             | Self::Held { holder: record, .. } => Some(record),
-            Self::TooEarly { .. } | Self::WindowPassed { .. } => None,
+            Self::TooEarly { .. } | Self::WindowPassed { .. } | Self::Paused { .. } => None,
         }
     }
 
@@ -155,6 +166,7 @@ impl FireClaim {
             Self::Claimed(record) => record.locked_at(),
             Self::TooEarly { now }
             | Self::WindowPassed { now }
+            | Self::Paused { now, .. }
             | Self::ClaimedElsewhere { now, .. }
             | Self::Held { now, .. } => *now,
         }
@@ -164,8 +176,8 @@ impl FireClaim {
 /// The fire claim's decision without its effects, for stores that read the row, decide in their own
 /// code and then write conditionally, such as in-memory and compare-and-set stores.
 ///
-/// `row` is the lock's row, or `None` for no row, and `recorded` the fire recorded in it, ignored
-/// without a row. Returns `None` when the store should claim, by recording `F` and taking the lock,
+/// `row` is the lock's row, or `None` for no row, `recorded` the fire recorded in it and `pause`
+/// the pause it keeps, both ignored without a row. Returns `None` when the store should claim, by recording `F` and taking the lock,
 /// else the case to answer.
 ///
 /// ```
@@ -175,11 +187,16 @@ impl FireClaim {
 /// let f = Utc.with_ymd_and_hms(2026, 12, 1, 3, 0, 0).unwrap();
 /// let fire = Fire::new(f, f + Duration::minutes(1))?;
 /// let now = f + Duration::seconds(1);
-/// assert_eq!(fire_decision(&fire, now, None, None), None, "claim it");
+/// assert_eq!(fire_decision(&fire, now, None, None, None), None, "claim it");
 /// let row = LockRecord::new("nightly", "host-a:42:x1", f, f + Duration::seconds(30));
 /// assert_eq!(
-///     fire_decision(&fire, now, Some(&row), Some(f)),
-///     Some(FireClaim::ClaimedElsewhere { now, recorded: f, holder: row })
+///     fire_decision(&fire, now, Some(&row), Some(f), None),
+///     Some(FireClaim::ClaimedElsewhere { now, recorded: f, holder: row.clone() })
+/// );
+/// let paused = shedlock_core::pause::Pause::new(f, None, "ann", None);
+/// assert_eq!(
+///     fire_decision(&fire, now, Some(&row), Some(f), Some(&paused)),
+///     Some(FireClaim::Paused { now, until: None })
 /// );
 /// # Ok::<(), shedlock_core::Error>(())
 /// ```
@@ -189,6 +206,7 @@ pub fn fire_decision(
     now: DateTime<Utc>,
     row: Option<&LockRecord>,
     recorded: Option<DateTime<Utc>>,
+    pause: Option<&Pause>,
 ) -> Option<FireClaim> {
     if now < fire.at() {
         return Some(FireClaim::TooEarly { now });
@@ -197,6 +215,12 @@ pub fn fire_decision(
         return Some(FireClaim::WindowPassed { now });
     }
     let row = row?;
+    if let Some(pause) = pause.filter(|pause| pause.holds_at(now)) {
+        return Some(FireClaim::Paused {
+            now,
+            until: pause.until,
+        });
+    }
     if let Some(recorded) = recorded.filter(|r| *r >= fire.at()) {
         return Some(FireClaim::ClaimedElsewhere {
             now,
@@ -235,17 +259,43 @@ mod tests {
         let row = Some(&held);
         // Too early wins over everything else.
         assert_eq!(
-            fire_decision(&f, before, row, Some(at)),
+            fire_decision(&f, before, row, Some(at), None),
             Some(FireClaim::TooEarly { now: before })
         );
         // The window's end is exclusive and wins over a recorded fire.
         assert_eq!(
-            fire_decision(&f, after, row, Some(at)),
+            fire_decision(&f, after, row, Some(at), None),
             Some(FireClaim::WindowPassed { now: after })
         );
+        // A pause that holds wins over a recorded fire and a held lock, after the window.
+        let until = inside + Duration::seconds(1);
+        let paused = Pause::new(at, Some(until), "ann", Some("upstream down"));
+        assert_eq!(
+            fire_decision(&f, inside, row, Some(at), Some(&paused)),
+            Some(FireClaim::Paused {
+                now: inside,
+                until: Some(until),
+            })
+        );
+        assert_eq!(
+            fire_decision(&f, after, row, Some(at), Some(&paused)),
+            Some(FireClaim::WindowPassed { now: after })
+        );
+        // A pause whose end has come refuses nothing; one without a row is ignored.
+        assert_eq!(
+            fire_decision(
+                &f,
+                until,
+                Some(&held.clone().with_lock_until(until)),
+                None,
+                Some(&paused)
+            ),
+            None
+        );
+        assert_eq!(fire_decision(&f, inside, None, None, Some(&paused)), None);
         // A recorded fire at F or later wins over a held lock; the reply carries the row.
         assert_eq!(
-            fire_decision(&f, inside, row, Some(at)),
+            fire_decision(&f, inside, row, Some(at), None),
             Some(FireClaim::ClaimedElsewhere {
                 now: inside,
                 recorded: at,
@@ -254,7 +304,7 @@ mod tests {
         );
         // An older recorded fire does not count; the held lock does, and says who holds it.
         assert_eq!(
-            fire_decision(&f, inside, row, Some(at - Duration::seconds(10))),
+            fire_decision(&f, inside, row, Some(at - Duration::seconds(10)), None),
             Some(FireClaim::Held {
                 now: inside,
                 holder: held.clone(),
@@ -262,11 +312,11 @@ mod tests {
         );
         // A lock that ends exactly now is free, as for acquire.
         let ended = held.clone().with_lock_until(inside);
-        assert_eq!(fire_decision(&f, inside, Some(&ended), None), None);
+        assert_eq!(fire_decision(&f, inside, Some(&ended), None, None), None);
         // A recorded fire without a row is ignored (the fire lives in the row).
-        assert_eq!(fire_decision(&f, inside, None, Some(at)), None);
+        assert_eq!(fire_decision(&f, inside, None, Some(at), None), None);
         // F itself is inside the window.
-        assert_eq!(fire_decision(&f, at, None, None), None);
+        assert_eq!(fire_decision(&f, at, None, None, None), None);
     }
 
     #[test]

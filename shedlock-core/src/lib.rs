@@ -108,6 +108,7 @@ pub mod metrics;
 mod observe;
 mod outage;
 pub mod owner;
+pub mod pause;
 pub mod provider;
 #[cfg(feature = "scheduler")]
 mod schedule;

@@ -8,11 +8,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::admin::{LockAdmin, LockEntry};
+use crate::admin::{ActionKind, AdminAction, LockAdmin, LockEntry};
 use crate::config::{validate_at_least, validate_at_most, validate_name};
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim, fire_decision};
 use crate::jobs::{Definition, DefinitionEntry, HistoryPolicy, JobState, RunEntry, RunReport};
+use crate::pause::{Pause, PauseFor, validate_actor, validate_reason};
 use crate::provider::{LockProvider, LockRecord};
 
 /// A [`LockProvider`] in process memory, for tests and single-process services.
@@ -61,6 +62,15 @@ struct Row {
     last_fire: Option<DateTime<Utc>>,
     /// The job's state, recorded by `release_run`. It survives every later acquisition.
     state: JobState,
+    /// What operators set: the pause and the last action. They survive every acquisition.
+    steer: Steer,
+}
+
+/// A row's pause and last operator action.
+#[derive(Debug, Clone, Default)]
+struct Steer {
+    pause: Option<Pause>,
+    last_action: Option<AdminAction>,
 }
 
 impl Default for InMemoryLockProvider {
@@ -153,6 +163,8 @@ impl InMemoryLockProvider {
     fn entry_of(&self, name: &str, row: &Row, store_now: DateTime<Utc>) -> LockEntry {
         LockEntry::new(self.record(name, row), store_now, row.last_fire)
             .with_state(row.state.clone())
+            .with_pause(row.steer.pause.clone())
+            .with_last_action(row.steer.last_action.clone())
     }
 
     fn rows(&self) -> MutexGuard<'_, HashMap<String, Row>> {
@@ -195,10 +207,15 @@ impl LockProvider for InMemoryLockProvider {
         validate_at_most(at_most)?;
         let now = Instant::now();
         let mut rows = self.rows();
-        let (token, last_fire, state) = match rows.get(name) {
+        let (token, last_fire, state, steer) = match rows.get(name) {
             Some(row) if row.lock_until > now => return Ok(None),
-            Some(row) => (row.token + 1, row.last_fire, row.state.clone()),
-            None => (1, None, JobState::default()),
+            Some(row) => (
+                row.token + 1,
+                row.last_fire,
+                row.state.clone(),
+                row.steer.clone(),
+            ),
+            None => (1, None, JobState::default(), Steer::default()),
         };
         let row = Row {
             lock_until: now + at_most,
@@ -207,6 +224,7 @@ impl LockProvider for InMemoryLockProvider {
             token,
             last_fire,
             state,
+            steer,
         };
         let record = self.record(name, &row);
         rows.insert(name.to_owned(), row);
@@ -256,7 +274,8 @@ impl LockProvider for InMemoryLockProvider {
         let existing = rows.get(name);
         let recorded = existing.and_then(|row| row.last_fire);
         let seen = existing.map(|row| self.record(name, row));
-        if let Some(answer) = fire_decision(fire, wall_now, seen.as_ref(), recorded) {
+        let pause = existing.and_then(|row| row.steer.pause.as_ref());
+        if let Some(answer) = fire_decision(fire, wall_now, seen.as_ref(), recorded, pause) {
             return Ok(answer);
         }
         let row = Row {
@@ -266,6 +285,7 @@ impl LockProvider for InMemoryLockProvider {
             token: existing.map_or(1, |row| row.token + 1),
             last_fire: Some(fire.at()),
             state: existing.map(|row| row.state.clone()).unwrap_or_default(),
+            steer: existing.map(|row| row.steer.clone()).unwrap_or_default(),
         };
         let record = self.record(name, &row);
         rows.insert(name.to_owned(), row);
@@ -379,7 +399,8 @@ impl LockAdmin for InMemoryLockProvider {
             .map(|row| self.entry_of(name, row, self.wall(now))))
     }
 
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+    async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
+        validate_actor(actor)?;
         if expected.fencing_token().is_none() {
             return Err(Error::invalid_config(format!(
                 "unlocking {:?} needs its fencing token: this store has tokens",
@@ -395,6 +416,11 @@ impl LockAdmin for InMemoryLockProvider {
                     && row.lock_until > now =>
             {
                 row.lock_until = now;
+                row.steer.last_action = Some(AdminAction::new(
+                    ActionKind::Unlocked,
+                    actor,
+                    self.wall(now),
+                ));
                 Ok(true)
             }
             _ => Ok(false),
@@ -429,5 +455,50 @@ impl LockAdmin for InMemoryLockProvider {
         let before = entries.len();
         entries.retain(|(name, _), _| name != job);
         Ok(u64::try_from(before - entries.len()).unwrap_or(u64::MAX))
+    }
+
+    async fn pause(
+        &self,
+        name: &str,
+        how_long: PauseFor,
+        reason: Option<&str>,
+        actor: &str,
+    ) -> Result<Pause> {
+        validate_name(name, self.max_name_len())?;
+        validate_actor(actor)?;
+        if let Some(reason) = reason {
+            validate_reason(reason)?;
+        }
+        let now = Instant::now();
+        let wall_now = self.wall(now);
+        let pause = Pause::new(wall_now, how_long.until(wall_now)?, actor, reason);
+        let mut rows = self.rows();
+        // A job paused before its first run gets a free row (token 0: its first lock is 1).
+        let row = rows.entry(name.to_owned()).or_insert_with(|| Row {
+            lock_until: now,
+            locked_at: now,
+            owner: String::new(),
+            token: 0,
+            last_fire: None,
+            state: JobState::default(),
+            steer: Steer::default(),
+        });
+        row.steer = Steer {
+            pause: Some(pause.clone()),
+            last_action: Some(AdminAction::new(ActionKind::Paused, actor, wall_now)),
+        };
+        Ok(pause)
+    }
+
+    async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {
+        validate_name(name, self.max_name_len())?;
+        validate_actor(actor)?;
+        let now = self.wall(Instant::now());
+        let mut rows = self.rows();
+        let Some(row) = rows.get_mut(name).filter(|row| row.steer.pause.is_some()) else {
+            return Ok(None);
+        };
+        row.steer.last_action = Some(AdminAction::new(ActionKind::Resumed, actor, now));
+        Ok(row.steer.pause.take())
     }
 }

@@ -12,11 +12,12 @@
 //! | `shedlock_errors_total` ([`ERRORS`]) | counter | `lock`, `operation` | store calls that failed or timed out, by `operation`: `acquire`, `claim_fire`, `extend`, `release` |
 //! | `shedlock_release_failures_total` ([`RELEASE_FAILURES`]) | counter | `lock` | releases that failed: the lock stays held until its `at_most` |
 //! | `shedlock_task_duration_seconds` ([`TASK_DURATION`]) | histogram | `lock` | how long each locked task ran |
-//! | `shedlock_fires_total` ([`FIRES`]) | counter | `job`, `outcome` | fires of a scheduled job, by what became of them: `run`, `claimed_elsewhere`, `held`, `missed`, `error` |
+//! | `shedlock_fires_total` ([`FIRES`]) | counter | `job`, `outcome` | fires of a scheduled job, by what became of them: `run`, `claimed_elsewhere`, `held`, `missed`, `paused`, `error` |
 //! | `shedlock_job_runs_total` ([`JOB_RUNS`]) | counter | `job`, `outcome` | this replica's runs of a job, by how they ended: `succeeded`, `failed`, `panicked`, `cancelled` |
 //! | `shedlock_job_run_duration_seconds` ([`JOB_RUN_DURATION`]) | histogram | `job` | how long this replica's runs of a job took |
 //! | `shedlock_job_last_success_timestamp_seconds` ([`JOB_LAST_SUCCESS`]) | gauge | `job` | when this replica's last successful run of a job ended (Unix seconds, by the store's clock as the replica estimates it) |
 //! | `shedlock_job_consecutive_failures` ([`JOB_CONSECUTIVE_FAILURES`]) | gauge | `job` | this replica's runs of a job that failed or panicked since its last success there (cancelled runs count nothing) |
+//! | `shedlock_job_paused` ([`JOB_PAUSED`]) | gauge | `job` | 1 while this replica's last fire claim of a job was refused because an operator paused it, 0 once a claim is answered otherwise |
 //! | `shedlock_leader` ([`LEADER`]) | gauge | `election` | 1 while this instance's latch leads the election, 0 otherwise |
 //!
 //! The `lock` label is the full lock name. So a templated name (`"report-{tenant}"`) makes one
@@ -58,11 +59,13 @@ pub const JOB_RUN_DURATION: &str = "shedlock_job_run_duration_seconds";
 pub const JOB_LAST_SUCCESS: &str = "shedlock_job_last_success_timestamp_seconds";
 /// Gauge: this replica's failed runs of a job since its last success there. Label `job`.
 pub const JOB_CONSECUTIVE_FAILURES: &str = "shedlock_job_consecutive_failures";
+/// Gauge: 1 while this replica's last fire claim of a job met a pause, 0 otherwise. Label `job`.
+pub const JOB_PAUSED: &str = "shedlock_job_paused";
 /// Gauge: 1 while this instance leads the election, 0 otherwise. Label `election`.
 pub const LEADER: &str = "shedlock_leader";
 
 /// Every metric name above, in the table's order.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     ATTEMPTS,
     ACQUIRED,
     SKIPPED,
@@ -76,6 +79,7 @@ pub const ALL: [&str; 14] = [
     JOB_RUN_DURATION,
     JOB_LAST_SUCCESS,
     JOB_CONSECUTIVE_FAILURES,
+    JOB_PAUSED,
     LEADER,
 ];
 
@@ -109,6 +113,7 @@ mod tests {
             ("JOB_RUN_DURATION", super::JOB_RUN_DURATION),
             ("JOB_LAST_SUCCESS", super::JOB_LAST_SUCCESS),
             ("JOB_CONSECUTIVE_FAILURES", super::JOB_CONSECUTIVE_FAILURES),
+            ("JOB_PAUSED", super::JOB_PAUSED),
             ("LEADER", super::LEADER),
         ];
         for ((row, (constant, name)), listed) in rows.iter().zip(constants).zip(super::ALL) {

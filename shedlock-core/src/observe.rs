@@ -61,6 +61,23 @@ pub(crate) fn fire(job: &str, outcome: &'static str) {
     let _ = (job, outcome);
 }
 
+/// A fire of `job` whose window passed, or which met a pause, as `reply` says.
+#[cfg(feature = "scheduler")]
+pub(crate) fn not_run(job: &str, reply: &crate::provider::FireClaim) {
+    let paused = matches!(reply, crate::provider::FireClaim::Paused { .. });
+    self::paused(job, paused);
+    fire(job, if paused { "paused" } else { "missed" });
+}
+
+/// This replica's last fire claim of `job` met a pause (`true`) or was answered otherwise.
+#[cfg(feature = "scheduler")]
+pub(crate) fn paused(job: &str, paused: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(name::JOB_PAUSED, "job" => job.to_owned()).set(if paused { 1.0 } else { 0.0 });
+    #[cfg(not(feature = "metrics"))]
+    let _ = (job, paused);
+}
+
 /// A run of a scheduled job ended. It is counted by outcome and timed. This replica's last success
 /// and consecutive failures are set. `failures` is this replica's count after the run. `ended` is
 /// the run's end in Unix seconds, for a success.

@@ -93,7 +93,8 @@ impl LockAdmin for RedisLockProvider {
     /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else, only if
     /// it is held by the server's clock and the record still has `expected`'s owner, `locked_at`
     /// and token.
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+    async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
+        shedlock_core::pause::validate_actor(actor)?;
         let name = expected.name();
         self.check_name(name)?;
         let token = Self::token_of(expected)?;
@@ -117,7 +118,8 @@ impl LockAdmin for RedisLockProvider {
     }
 
     /// One `EVALSHA`: frees `name` if held (`lock_until` = now) and returns the entry as it was.
-    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+    async fn force_unlock(&self, name: &str, actor: &str) -> Result<Option<LockEntry>> {
+        shedlock_core::pause::validate_actor(actor)?;
         self.check_name(name)?;
         let reply = self
             .eval(

@@ -183,7 +183,11 @@ async fn release_run_records_the_state_and_counts_per_the_table() {
     // Held until at_least ends; freed by hand, the state stays.
     assert!(p.holder("job").await.unwrap().is_some());
     assert_eq!(
-        p.force_unlock("job").await.unwrap().unwrap().state(),
+        p.force_unlock("job", "test")
+            .await
+            .unwrap()
+            .unwrap()
+            .state(),
         Some(s)
     );
 
@@ -245,7 +249,10 @@ async fn a_lost_lock_records_nothing_and_a_repeat_records_once() {
     };
     let p = &f.provider;
     let old = p.acquire("job", MIN, "pod-1").await.unwrap().expect("free");
-    p.force_unlock("job").await.unwrap().expect("was held");
+    p.force_unlock("job", "test")
+        .await
+        .unwrap()
+        .expect("was held");
     let new = p.acquire("job", MIN, "pod-2").await.unwrap().expect("free");
     let before = f.hash("job").await;
     assert!(

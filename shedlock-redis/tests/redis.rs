@@ -365,7 +365,7 @@ async fn claim_fire_meets_every_case_in_order_and_writes_only_when_it_claims() {
     let older = Fire::new(f1.at() - sec(30), f1.next()).unwrap();
     elsewhere(p.claim_fire("job", &older, MIN, "b").await.unwrap());
     let relock = p.acquire("job", MIN, "c").await.unwrap().expect("free");
-    assert!(p.force_unlock("job").await.unwrap().is_some());
+    assert!(p.force_unlock("job", "test").await.unwrap().is_some());
     elsewhere(p.claim_fire("job", &f1, MIN, "b").await.unwrap());
     assert_eq!(
         p.entry("job").await.unwrap().expect("a record").last_fire(),
@@ -483,30 +483,40 @@ async fn admin_lists_and_unlocks_only_what_it_was_shown() {
     let wrong_owner =
         shedlock_core::provider::LockRecord::new("a-held", "you", a.locked_at(), a.lock_until())
             .with_fencing_token(a.fencing_token());
-    assert!(!p.unlock(&wrong_owner).await.unwrap());
+    assert!(!p.unlock(&wrong_owner, "test").await.unwrap());
     let wrong_token = a
         .clone()
         .with_fencing_token(a.fencing_token().map(|t| t + 1));
-    assert!(!p.unlock(&wrong_token).await.unwrap());
+    assert!(!p.unlock(&wrong_token, "test").await.unwrap());
     assert!(p.holder("a-held").await.unwrap().is_some());
     // ... and exactly what it was shown, once.
-    assert!(p.unlock(&a).await.unwrap());
+    assert!(p.unlock(&a, "test").await.unwrap());
     assert!(p.holder("a-held").await.unwrap().is_none());
-    assert!(!p.unlock(&a).await.unwrap(), "already free");
+    assert!(!p.unlock(&a, "test").await.unwrap(), "already free");
 
     // The same owner acquired again: the old listing is stale.
     let again = p.acquire("a-held", MIN, "me").await.unwrap().expect("free");
-    assert!(!p.unlock(&a).await.unwrap(), "stale locked_at and token");
+    assert!(
+        !p.unlock(&a, "test").await.unwrap(),
+        "stale locked_at and token"
+    );
     // force_unlock frees whoever holds it and says what it freed; then the listing is stale.
-    let freed = p.force_unlock("a-held").await.unwrap().expect("was held");
+    let freed = p
+        .force_unlock("a-held", "test")
+        .await
+        .unwrap()
+        .expect("was held");
     assert_eq!(freed.record(), &again);
     assert!(freed.is_held());
     assert!(
-        p.force_unlock("a-held").await.unwrap().is_none(),
+        p.force_unlock("a-held", "test").await.unwrap().is_none(),
         "not held"
     );
-    assert!(!p.unlock(&again).await.unwrap(), "freed by force_unlock");
-    assert!(p.force_unlock("never").await.unwrap().is_none());
+    assert!(
+        !p.unlock(&again, "test").await.unwrap(),
+        "freed by force_unlock"
+    );
+    assert!(p.force_unlock("never", "test").await.unwrap().is_none());
     // The record stays, with its holder, and the token sequence goes on.
     let after = p.acquire("a-held", MIN, "me").await.unwrap().expect("free");
     assert!(after.fencing_token() > again.fencing_token());

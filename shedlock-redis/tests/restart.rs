@@ -296,8 +296,8 @@ async fn each_operation_is_one_evalsha() {
     p.holder("warm").await.unwrap();
     p.entry("warm").await.unwrap();
     p.claim_fire("warm", &fire, minute, "a").await.unwrap();
-    p.unlock(&warm).await.unwrap();
-    p.force_unlock("warm").await.unwrap();
+    p.unlock(&warm, "test").await.unwrap();
+    p.force_unlock("warm", "test").await.unwrap();
     p.release(&warm, Duration::ZERO).await.unwrap();
     server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
 
@@ -316,8 +316,8 @@ async fn each_operation_is_one_evalsha() {
         FireClaim::Held { .. }
     ));
     assert!(p.release(&record, Duration::ZERO).await.unwrap());
-    assert!(p.force_unlock("job").await.unwrap().is_none());
-    assert!(!p.unlock(&record).await.unwrap());
+    assert!(p.force_unlock("job", "test").await.unwrap().is_none());
+    assert!(!p.unlock(&record, "test").await.unwrap());
     let counts = command_counts(&server).await;
     // What clients sent: 13 EVALSHA, nothing else. Inside the scripts: one TIME and one HMGET
     // each, EXISTS once (the key was missing), and HSET only for the three operations that

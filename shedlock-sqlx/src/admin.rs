@@ -213,7 +213,9 @@ macro_rules! admin {
             async fn unlock(
                 &self,
                 expected: &shedlock_core::provider::LockRecord,
+                actor: &str,
             ) -> shedlock_core::Result<bool> {
+                shedlock_core::pause::validate_actor(actor)?;
                 self.generic().admin_unlock(expected).await
             }
 

@@ -609,7 +609,7 @@ impl Dialect for MySql {
             row.try_get(6).map_err(map)?,
         )?;
         let fire = shedlock_core::provider::Fire::new(args.at, args.next)?;
-        if fire_decision(&fire, now, holder.as_ref(), recorded).is_some() {
+        if fire_decision(&fire, now, holder.as_ref(), recorded, None).is_some() {
             return Ok(Seen::Row {
                 now,
                 recorded,

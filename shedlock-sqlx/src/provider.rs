@@ -255,7 +255,9 @@ where
                     recorded,
                     holder,
                 } => {
-                    if let Some(reply) = fire_decision(&stored, now, holder.as_ref(), recorded) {
+                    if let Some(reply) =
+                        fire_decision(&stored, now, holder.as_ref(), recorded, None)
+                    {
                         return Ok(reply);
                     }
                 }

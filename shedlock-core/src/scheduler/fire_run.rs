@@ -138,6 +138,7 @@ impl LockingTaskExecutor {
             Ok(FireRun::Ran(_)) => None,
             Ok(FireRun::NotRun(FireClaim::WindowPassed { .. })) => Some(FireEnd::Missed),
             Ok(FireRun::NotRun(FireClaim::Held { .. })) => Some(FireEnd::Held),
+            Ok(FireRun::NotRun(FireClaim::Paused { .. })) => Some(FireEnd::Paused),
             Ok(FireRun::NotRun(_)) => Some(FireEnd::ClaimedElsewhere),
             Err(error) if error.is_shutdown() => Some(FireEnd::Shutdown),
             Err(_) => Some(FireEnd::StoreError),
@@ -259,9 +260,10 @@ impl LockingTaskExecutor {
                     return Ok(FireRun::NotRun(attempt.reply));
                 }
                 reply => {
-                    // The window passed. The store looks at the window first, so this does not
-                    // tell whether a lost claim committed and holds the lock, unrun.
-                    observe::fire(name, "missed");
+                    // The window passed, or the job is paused. The store looks at both before
+                    // the recorded fire, so this does not tell whether a lost claim committed
+                    // and holds the lock, unrun.
+                    observe::not_run(name, &reply);
                     self.settle(clock, name).await;
                     return Ok(FireRun::NotRun(reply));
                 }

@@ -233,7 +233,7 @@ async fn claim_and_run(
         };
         match shared.executor.claim_fire(&job.cfg, &fire, take).await {
             Ok(attempt) => {
-                store_answered(job);
+                store_answered(job, Some(&attempt.reply));
                 let now = attempt.reply.store_now();
                 shared.clock.observe(now, attempt.sent, attempt.received);
                 shared.mode.store(MODE_CLAIMS, Ordering::SeqCst);
@@ -264,6 +264,7 @@ async fn claim_and_run(
                         missed_at_the_store(job, &fire, now);
                         return FireEnd::Missed;
                     }
+                    FireClaim::Paused { until, .. } => return paused_at_the_store(job, until),
                     FireClaim::ClaimedElsewhere {
                         recorded, holder, ..
                     } => {
@@ -323,6 +324,20 @@ fn missed_at_the_store(job: &Entry, fire: &Fire, now: DateTime<Utc>) {
     observe::fire(&job.name, "missed");
 }
 
+/// A claim met an operator's pause, which ends at `until` (`None`: when resumed). The fire is counted
+/// paused, not missed. The store looks at the pause before the recorded fire, so a lost claim of
+/// the loop stays uncertain, for the caller to settle.
+fn paused_at_the_store(job: &Entry, until: Option<DateTime<Utc>>) -> FireEnd {
+    if let Some(until) = until {
+        tracing::info!(%until, "fire not run: the job is paused");
+    } else {
+        tracing::info!("fire not run: the job is paused until resumed");
+    }
+    Counters::bump(&job.counters.paused);
+    observe::fire(&job.name, "paused");
+    FireEnd::Paused
+}
+
 /// A claim of `fire` met the lock held by `holder`. Under [`OnHeld::RunLate`], the first time
 /// (`first`), the lock may free inside the window. It then waits until then and answers `None`, to
 /// claim once more, or [`FireEnd::Shutdown`] if shutdown began meanwhile. The wait adds how far the
@@ -371,7 +386,11 @@ fn store_failed(job: &Entry, operation: &'static str, error: &Error) {
 
 /// A store call of `job` was answered. It ends an outage, logging how many calls failed and for how
 /// long.
-fn store_answered(job: &Entry) {
+fn store_answered(job: &Entry, reply: Option<&FireClaim>) {
+    if let Some(reply) = reply {
+        let paused = matches!(reply, FireClaim::Paused { .. });
+        job.counters.note_paused(&job.name, paused);
+    }
     let ended = job
         .outage
         .lock()
@@ -417,7 +436,7 @@ async fn retry_after_error(
 async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> FireEnd {
     let locked = shared.executor.lock(&job.cfg, false).await;
     if locked.is_ok() {
-        store_answered(job);
+        store_answered(job, None);
     }
     match locked {
         Ok(Some(guard)) => {

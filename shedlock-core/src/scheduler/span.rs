@@ -20,6 +20,8 @@ pub(crate) enum FireEnd {
     Held,
     /// Its window passed before a claim reached the store.
     Missed,
+    /// An operator paused the job.
+    Paused,
     /// The job runs on the leader only, and this replica does not lead.
     NotLeader,
     /// Shutdown began before the fire was decided.
@@ -38,6 +40,7 @@ impl FireEnd {
             Self::ClaimedElsewhere => "claimed_elsewhere",
             Self::Held => "held",
             Self::Missed => "missed",
+            Self::Paused => "paused",
             Self::NotLeader => "not_leader",
             Self::Shutdown => "shutdown",
             Self::StoreError => "store_error",

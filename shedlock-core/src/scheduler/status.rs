@@ -58,6 +58,10 @@ pub struct JobStatus {
     /// Fires whose window passed before this replica could claim them, and that no replica had
     /// claimed by then. This replica was busy or paused, or the store was down.
     pub missed: u64,
+    /// Fires refused because an operator paused the job (see [`pause`](crate::pause)). They are
+    /// not missed, and no replica ran them.
+    #[serde(default)]
+    pub paused: u64,
     /// Runs that returned an `Err` or panicked.
     pub errors: u64,
     /// Fire claims or acquires the store failed. They are logged, and retried within the fire's
@@ -71,6 +75,9 @@ pub(crate) struct Counters {
     pub(crate) claimed_elsewhere: AtomicU64,
     pub(crate) held: AtomicU64,
     pub(crate) missed: AtomicU64,
+    pub(crate) paused: AtomicU64,
+    /// Whether this replica's last claim met a pause, for the gauge.
+    pub(crate) paused_now: std::sync::atomic::AtomicBool,
     pub(crate) errors: AtomicU64,
     pub(crate) store_errors: AtomicU64,
     pub(crate) next_fire: Mutex<Option<DateTime<Utc>>>,
@@ -82,6 +89,13 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes whether this replica's last claim met a pause, and moves the gauge when it changes.
+    pub(crate) fn note_paused(&self, job: &str, paused: bool) {
+        if self.paused_now.swap(paused, Ordering::Relaxed) != paused {
+            crate::observe::paused(job, paused);
+        }
     }
 
     pub(crate) fn set_next_fire(&self, at: Option<DateTime<Utc>>) {
@@ -109,6 +123,7 @@ impl Counters {
             claimed_elsewhere: get(&self.claimed_elsewhere),
             held: get(&self.held),
             missed: get(&self.missed),
+            paused: get(&self.paused),
             errors: get(&self.errors),
             store_errors: get(&self.store_errors),
         }

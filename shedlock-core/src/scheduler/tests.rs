@@ -1157,7 +1157,7 @@ async fn a_status_serialises_with_its_spec_and_last_run() {
     let text = serde_json::to_string(&status).unwrap();
     assert_eq!(
         text,
-        r#"{"name":"sync","spec":{"name":"sync","every":"1m","at_most":"30s","keep_alive":false,"catch_up":false,"on_held":"skip"},"next_fire":"2027-01-15T08:01:00Z","last_run":{"fire":"2027-01-15T08:00:00Z","started":"2027-01-15T08:00:00Z","ended":"2027-01-15T08:00:00Z","outcome":"failed","error":"boom"},"runs":1,"claimed_elsewhere":0,"held":0,"missed":0,"errors":1,"store_errors":0}"#
+        r#"{"name":"sync","spec":{"name":"sync","every":"1m","at_most":"30s","keep_alive":false,"catch_up":false,"on_held":"skip"},"next_fire":"2027-01-15T08:01:00Z","last_run":{"fire":"2027-01-15T08:00:00Z","started":"2027-01-15T08:00:00Z","ended":"2027-01-15T08:00:00Z","outcome":"failed","error":"boom"},"runs":1,"claimed_elsewhere":0,"held":0,"missed":0,"paused":0,"errors":1,"store_errors":0}"#
     );
     assert_eq!(serde_json::from_str::<JobStatus>(&text).unwrap(), status);
     a.shutdown(SEC).await;

@@ -128,7 +128,7 @@ impl AdminSuite {
 
     async fn unlock(&self, expected: &LockRecord) -> Result<bool, String> {
         self.store
-            .unlock(expected)
+            .unlock(expected, "admin-suite")
             .await
             .map_err(|e| format!("unlock({expected}) failed: {e}"))
     }
@@ -311,7 +311,7 @@ impl AdminSuite {
             variants.push(("no token", wrong("owner-a", record.locked_at(), None)));
         }
         for (what, expected) in variants {
-            match self.store.unlock(&expected).await {
+            match self.store.unlock(&expected, "admin-suite").await {
                 Ok(false) => {}
                 // A record without the token the store has may be rejected as bad input.
                 Err(e) if expected.fencing_token().is_none() && e.is_invalid_config() => {}
@@ -341,7 +341,7 @@ impl AdminSuite {
         }
         if let Some(e) = self
             .store
-            .force_unlock(&unknown)
+            .force_unlock(&unknown, "admin-suite")
             .await
             .map_err(|e| format!("force_unlock of an unknown name failed: {e}"))?
         {
@@ -358,7 +358,7 @@ impl AdminSuite {
         let record = self.acquire(&name, "owner-a").await?;
         let freed = self
             .store
-            .force_unlock(&name)
+            .force_unlock(&name, "admin-suite")
             .await
             .map_err(|e| format!("force_unlock failed: {e}"))?
             .ok_or("force_unlock of a held lock freed nothing")?;
@@ -371,7 +371,7 @@ impl AdminSuite {
             return Err(format!("still held after force_unlock: {after}"));
         }
         Self::same(&after, &record).map_err(|e| format!("force_unlock changed the row: {e}"))?;
-        match self.store.force_unlock(&name).await {
+        match self.store.force_unlock(&name, "admin-suite").await {
             Ok(None) => {}
             Ok(Some(e)) => return Err(format!("force_unlock of a free lock freed {e}")),
             Err(e) => return Err(format!("force_unlock of a free lock failed: {e}")),
@@ -414,7 +414,7 @@ impl AdminSuite {
             ));
         }
         self.store
-            .force_unlock(&name)
+            .force_unlock(&name, "admin-suite")
             .await
             .map_err(|e| format!("force_unlock failed: {e}"))?
             .ok_or("force_unlock of a claimed fire's lock freed nothing")?;

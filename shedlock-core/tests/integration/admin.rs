@@ -29,7 +29,7 @@ async fn freeing_sets_lock_until_to_the_stores_now_and_nothing_else() {
         .expect("ok")
         .expect("free");
     tokio::time::advance(Duration::from_secs(7)).await;
-    assert!(store.unlock(&record).await.expect("ok"));
+    assert!(store.unlock(&record, "test").await.expect("ok"));
     let entry = store.entry("job").await.expect("ok").expect("a row");
     assert_eq!(entry.record().owner(), "pod-a");
     assert_eq!(entry.record().locked_at(), record.locked_at());
@@ -87,9 +87,9 @@ mod broken_stores {
         async fn list(&self) -> Result<Vec<LockEntry>> {
             self.0.list().await
         }
-        async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+        async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
             match self.0.entry(expected.name()).await? {
-                Some(current) => self.0.unlock(current.record()).await,
+                Some(current) => self.0.unlock(current.record(), actor).await,
                 None => Ok(false),
             }
         }

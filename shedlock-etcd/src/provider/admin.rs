@@ -71,7 +71,8 @@ impl LockAdmin for EtcdLockProvider {
     ///
     /// The read's owner and `locked_at` must match `expected`. The transaction is `if the record is
     /// still that acquisition's and the hold present then delete the hold`.
-    async fn unlock(&self, expected: &LockRecord) -> Result<bool> {
+    async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
+        shedlock_core::pause::validate_actor(actor)?;
         let name = expected.name();
         let keys = self.lock_keys(name)?;
         let token = Self::token(expected, "unlock")?;
@@ -103,7 +104,8 @@ impl LockAdmin for EtcdLockProvider {
 
     /// A read, then one transaction that deletes the hold if neither key changed since. It is
     /// repeated while the lock keeps changing under it, at most five times.
-    async fn force_unlock(&self, name: &str) -> Result<Option<LockEntry>> {
+    async fn force_unlock(&self, name: &str, actor: &str) -> Result<Option<LockEntry>> {
+        shedlock_core::pause::validate_actor(actor)?;
         let keys = self.lock_keys(name)?;
         let deadline = self.deadline();
         let run = async {

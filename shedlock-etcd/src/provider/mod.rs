@@ -483,7 +483,7 @@ impl EtcdLockProvider {
             .and_then(|(_, f)| DateTime::from_timestamp_micros(f.at_us));
         let fire_revision = read.fire.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
         let row = Self::entry_of(name.to_owned(), read, store_now).map(|e| e.record().clone());
-        if let Some(answer) = fire_decision(fire, store_now, row.as_ref(), recorded) {
+        if let Some(answer) = fire_decision(fire, store_now, row.as_ref(), recorded, None) {
             return Ok(Claim::Answer(answer));
         }
         let Taking {

@@ -107,7 +107,7 @@ async fn fire_claims_write_only_when_they_claim_and_leave_no_spare_lease() {
         other => panic!("a later fire once free answered {other:?}"),
     };
     assert!(record.fencing_token() > winner.fencing_token());
-    assert!(p.force_unlock("nightly").await.unwrap().is_some());
+    assert!(p.force_unlock("nightly", "test").await.unwrap().is_some());
     match p.claim_fire("nightly", &later, minute, "z").await.unwrap() {
         FireClaim::ClaimedElsewhere { recorded, .. } => assert_eq!(recorded, later.at()),
         other => panic!("the fire after an unlock answered {other:?}"),
@@ -341,7 +341,7 @@ async fn a_hold_whose_record_was_deleted_by_hand_shows_and_can_be_forced_free() 
     );
     assert_eq!(p.list().await.unwrap().len(), 1);
 
-    let freed = p.force_unlock("job").await.unwrap().expect("freed");
+    let freed = p.force_unlock("job", "test").await.unwrap().expect("freed");
     assert_eq!(freed.record().owner(), shedlock_etcd::UNKNOWN_OWNER);
     let again = p
         .acquire("job", Duration::from_secs(5), "b")

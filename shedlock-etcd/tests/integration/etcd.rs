@@ -247,7 +247,7 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     let other_owner =
         shedlock_core::provider::LockRecord::new("a", "owner-x", a.locked_at(), a.lock_until())
             .with_fencing_token(a.fencing_token());
-    assert!(!p.unlock(&other_owner).await.unwrap());
+    assert!(!p.unlock(&other_owner, "test").await.unwrap());
     let other_time = shedlock_core::provider::LockRecord::new(
         "a",
         "owner-a",
@@ -255,11 +255,14 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
         a.lock_until(),
     )
     .with_fencing_token(a.fencing_token());
-    assert!(!p.unlock(&other_time).await.unwrap());
+    assert!(!p.unlock(&other_time, "test").await.unwrap());
     assert!(p.entry("a").await.unwrap().unwrap().is_held());
-    assert!(p.unlock(list[0].record()).await.unwrap());
+    assert!(p.unlock(list[0].record(), "test").await.unwrap());
     assert!(!p.entry("a").await.unwrap().unwrap().is_held());
-    assert!(!p.unlock(list[0].record()).await.unwrap(), "already free");
+    assert!(
+        !p.unlock(list[0].record(), "test").await.unwrap(),
+        "already free"
+    );
 
     // A stale listing cannot free the next acquisition, even by the same owner id.
     let again = p
@@ -268,12 +271,16 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
         .unwrap()
         .unwrap();
     assert!(again.fencing_token() > a.fencing_token());
-    assert!(!p.unlock(list[0].record()).await.unwrap());
+    assert!(!p.unlock(list[0].record(), "test").await.unwrap());
 
-    let freed = p.force_unlock("a").await.unwrap().expect("it was held");
+    let freed = p
+        .force_unlock("a", "test")
+        .await
+        .unwrap()
+        .expect("it was held");
     assert_eq!(freed.record().fencing_token(), again.fencing_token());
-    assert!(p.force_unlock("a").await.unwrap().is_none());
-    assert!(p.force_unlock("never").await.unwrap().is_none());
+    assert!(p.force_unlock("a", "test").await.unwrap().is_none());
+    assert!(p.force_unlock("never", "test").await.unwrap().is_none());
     assert!(
         p.acquire("a", Duration::from_secs(5), "c")
             .await

@@ -220,7 +220,7 @@ async fn a_lost_lock_records_nothing_and_an_acquisition_records_once() {
         .await
         .unwrap()
         .unwrap();
-    p.force_unlock(name).await.unwrap().expect("freed");
+    p.force_unlock(name, "test").await.unwrap().expect("freed");
     let holder = p
         .acquire(name, Duration::from_mins(1), "pod-2")
         .await

@@ -190,7 +190,7 @@ async fn last_fire_is_listed<DB, P>(
         "{fire} is {ago} before the store's now"
     );
     assert_eq!(entry(&never).last_fire(), None);
-    assert!(provider.unlock(&record).await.expect("unlock"));
+    assert!(provider.unlock(&record, "test").await.expect("unlock"));
     let after = provider.entry(&fired).await.expect("entry").expect("a row");
     assert!(!after.is_held());
     assert_eq!(

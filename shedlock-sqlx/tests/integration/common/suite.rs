@@ -628,7 +628,13 @@ pub(crate) async fn a_run_whose_lock_was_taken_over_records_nothing<S: Store>() 
         .unwrap()
         .unwrap();
     // Taken over: freed by an operator and acquired by another replica.
-    assert!(provider.force_unlock("job").await.unwrap().is_some());
+    assert!(
+        provider
+            .force_unlock("job", "test")
+            .await
+            .unwrap()
+            .is_some()
+    );
     let new = provider
         .acquire("job", MIN, "pod-2")
         .await
