@@ -283,6 +283,16 @@ async fn history(
     } else {
         format!("{job:?} (lock {lock_name:?})")
     };
+    if let Some(action) = entries
+        .iter()
+        .find(|e| e.record().name() == lock_name)
+        .and_then(LockEntry::last_action)
+    {
+        output.print(&format!(
+            "last action on {of}: {}\n",
+            render::action_note(action, now)
+        ))?;
+    }
     if runs.is_empty() {
         return output.print(&if failed {
             format!("no failed runs among the newest {read} recorded for {of}\n")
@@ -1328,6 +1338,15 @@ mod tests {
         assert_eq!(
             entry.last_action().map(|a| a.kind.as_str()),
             Some("resumed")
+        );
+
+        let history = exec(&store, &["history", "sync"]).await;
+        assert!(
+            history
+                .out
+                .starts_with(r#"last action on "sync" (lock "sync-lock"): resumed by tester@cli"#),
+            "{}",
+            history.out
         );
 
         let again = exec(&store, &["resume", "sync"]).await;
