@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -11,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::jobs::{DefinitionEntry, JobState, RunEntry};
 use crate::pause::{Pause, PauseFor};
 use crate::provider::{LockProvider, LockRecord};
+use crate::trigger::{Trigger, TriggerAnswer};
 
 mod action;
 pub mod model;
@@ -38,6 +40,7 @@ pub struct LockEntry {
     state: Option<JobState>,
     pause: Option<Pause>,
     last_action: Option<AdminAction>,
+    trigger: Option<Trigger>,
 }
 
 impl LockEntry {
@@ -56,7 +59,22 @@ impl LockEntry {
             state: None,
             pause: None,
             last_action: None,
+            trigger: None,
         }
+    }
+
+    /// The same entry with the last trigger its row keeps, see [`trigger`](Self::trigger).
+    #[must_use]
+    pub fn with_trigger(mut self, trigger: Option<Trigger>) -> Self {
+        self.trigger = trigger;
+        self
+    }
+
+    /// The row's last trigger ("run now"): pending, taken, or expired. `None` where the store keeps
+    /// no triggers, or none was asked for.
+    #[must_use]
+    pub fn trigger(&self) -> Option<&Trigger> {
+        self.trigger.as_ref()
     }
 
     /// The same entry with the pause its row keeps, see [`pause`](Self::pause).
@@ -367,6 +385,28 @@ pub trait LockAdmin: LockProvider {
         let _ = (name, actor);
         Err(Error::unsupported("resume"))
     }
+
+    /// Asks for one manual run of the job whose lock is `name` ("run now"), recording `actor`. The
+    /// trigger gets a new id and expires `expires_in` after the store's now unless a replica takes
+    /// it. It is refused, with nothing written, while the lock is held, while the job is paused, and
+    /// while another trigger of it is pending. A missing row is created, free. See
+    /// [`trigger`](crate::trigger) for the rules.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] for a bad name or actor, or an expiry of zero or above
+    /// [`MAX_DURATION`](crate::provider::MAX_DURATION), with nothing written.
+    /// [`Error::is_schema`] for a table without the trigger columns, saying what to add. The store
+    /// failed, or does not support triggers.
+    async fn trigger(
+        &self,
+        name: &str,
+        actor: &str,
+        expires_in: Duration,
+    ) -> Result<TriggerAnswer> {
+        let _ = (name, actor, expires_in);
+        Err(Error::unsupported("trigger"))
+    }
 }
 
 /// An `Arc` of an admin store is an admin store.
@@ -424,5 +464,14 @@ impl<P: LockAdmin + ?Sized> LockAdmin for Arc<P> {
 
     async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {
         (**self).resume(name, actor).await
+    }
+
+    async fn trigger(
+        &self,
+        name: &str,
+        actor: &str,
+        expires_in: Duration,
+    ) -> Result<TriggerAnswer> {
+        (**self).trigger(name, actor, expires_in).await
     }
 }

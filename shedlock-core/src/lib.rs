@@ -120,6 +120,7 @@ mod signal;
 mod test_observe;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod trigger;
 
 #[doc(hidden)]
 #[path = "macro_support.rs"]

@@ -15,6 +15,9 @@ use crate::fire::{Fire, FireClaim, fire_decision};
 use crate::jobs::{Definition, DefinitionEntry, HistoryPolicy, JobState, RunEntry, RunReport};
 use crate::pause::{Pause, PauseFor, validate_actor, validate_reason};
 use crate::provider::{LockProvider, LockRecord};
+use crate::trigger::{
+    PendingTrigger, Trigger, TriggerAnswer, TriggerClaim, TriggerWake, TriggerWaker,
+};
 
 /// A [`LockProvider`] in process memory, for tests and single-process services.
 ///
@@ -50,6 +53,8 @@ pub struct InMemoryLockProvider {
     history: Mutex<HashMap<String, VecDeque<RunEntry>>>,
     /// Published definitions by (job, replica). `expires` is on tokio's clock.
     definitions: Mutex<BTreeMap<(String, String), (DefinitionEntry, Instant)>>,
+    /// The schedulers watching for triggers.
+    watchers: Mutex<Vec<TriggerWaker>>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,11 +71,12 @@ struct Row {
     steer: Steer,
 }
 
-/// A row's pause and last operator action.
+/// A row's pause, last operator action and last trigger.
 #[derive(Debug, Clone, Default)]
 struct Steer {
     pause: Option<Pause>,
     last_action: Option<AdminAction>,
+    trigger: Option<Trigger>,
 }
 
 impl Default for InMemoryLockProvider {
@@ -110,6 +116,7 @@ impl InMemoryLockProvider {
             history_policy: None,
             history: Mutex::new(HashMap::new()),
             definitions: Mutex::new(BTreeMap::new()),
+            watchers: Mutex::new(Vec::new()),
         }
     }
 
@@ -165,6 +172,7 @@ impl InMemoryLockProvider {
             .with_state(row.state.clone())
             .with_pause(row.steer.pause.clone())
             .with_last_action(row.steer.last_action.clone())
+            .with_trigger(row.steer.trigger.clone())
     }
 
     fn rows(&self) -> MutexGuard<'_, HashMap<String, Row>> {
@@ -344,6 +352,83 @@ impl LockProvider for InMemoryLockProvider {
         Ok(true)
     }
 
+    async fn pending_triggers(&self) -> Result<Vec<PendingTrigger>> {
+        let now = self.wall(Instant::now());
+        let rows = self.rows();
+        let mut pending: Vec<PendingTrigger> = rows
+            .iter()
+            .filter_map(|(name, row)| {
+                let trigger = row.steer.trigger.as_ref().filter(|t| t.is_pending(now))?;
+                Some(PendingTrigger {
+                    lock_name: name.clone(),
+                    id: trigger.id,
+                    requested_at: trigger.requested_at,
+                    expires: trigger.expires,
+                })
+            })
+            .collect();
+        drop(rows);
+        pending.sort_by(|a, b| a.lock_name.cmp(&b.lock_name));
+        Ok(pending)
+    }
+
+    async fn claim_trigger(
+        &self,
+        name: &str,
+        id: i64,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<TriggerClaim> {
+        validate_name(name, self.max_name_len())?;
+        validate_at_most(at_most)?;
+        let now = Instant::now();
+        let wall_now = self.wall(now);
+        let mut rows = self.rows();
+        let Some(row) = rows.get_mut(name) else {
+            return Ok(TriggerClaim::Gone { now: wall_now });
+        };
+        let waiting = row
+            .steer
+            .trigger
+            .as_ref()
+            .is_some_and(|t| t.id == id && t.is_pending(wall_now));
+        if !waiting {
+            return Ok(TriggerClaim::Gone { now: wall_now });
+        }
+        if row
+            .steer
+            .pause
+            .as_ref()
+            .is_some_and(|p| p.holds_at(wall_now))
+        {
+            return Ok(TriggerClaim::Paused { now: wall_now });
+        }
+        if row.lock_until > now {
+            return Ok(TriggerClaim::Held {
+                now: wall_now,
+                holder: self.record(name, row),
+            });
+        }
+        row.lock_until = now + at_most;
+        row.locked_at = now;
+        owner.clone_into(&mut row.owner);
+        row.token += 1;
+        if let Some(trigger) = row.steer.trigger.as_mut() {
+            trigger.taken_by = Some(owner.to_owned());
+            trigger.taken_at = Some(wall_now);
+        }
+        let record = self.record(name, row);
+        Ok(TriggerClaim::Claimed(record))
+    }
+
+    async fn watch_triggers(&self) -> Result<TriggerWake> {
+        let (waker, wake) = TriggerWake::channel();
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        watchers.retain(|w| !w.is_closed());
+        watchers.push(waker);
+        Ok(wake)
+    }
+
     async fn publish_definitions(
         &self,
         replica: &str,
@@ -483,11 +568,66 @@ impl LockAdmin for InMemoryLockProvider {
             state: JobState::default(),
             steer: Steer::default(),
         });
-        row.steer = Steer {
-            pause: Some(pause.clone()),
-            last_action: Some(AdminAction::new(ActionKind::Paused, actor, wall_now)),
-        };
+        row.steer.pause = Some(pause.clone());
+        row.steer.last_action = Some(AdminAction::new(ActionKind::Paused, actor, wall_now));
         Ok(pause)
+    }
+
+    async fn trigger(
+        &self,
+        name: &str,
+        actor: &str,
+        expires_in: Duration,
+    ) -> Result<TriggerAnswer> {
+        validate_name(name, self.max_name_len())?;
+        validate_actor(actor)?;
+        validate_at_most(expires_in)?;
+        let now = Instant::now();
+        let wall_now = self.wall(now);
+        let answer = {
+            let mut rows = self.rows();
+            let row = rows.entry(name.to_owned()).or_insert_with(|| Row {
+                lock_until: now,
+                locked_at: now,
+                owner: String::new(),
+                token: 0,
+                last_fire: None,
+                state: JobState::default(),
+                steer: Steer::default(),
+            });
+            if let Some(pause) = row.steer.pause.as_ref().filter(|p| p.holds_at(wall_now)) {
+                return Ok(TriggerAnswer::Paused(pause.clone()));
+            }
+            if row.lock_until > now {
+                return Ok(TriggerAnswer::Held(self.record(name, row)));
+            }
+            if let Some(pending) = row
+                .steer
+                .trigger
+                .as_ref()
+                .filter(|t| t.is_pending(wall_now))
+            {
+                return Ok(TriggerAnswer::Pending(pending.clone()));
+            }
+            let expires =
+                wall_now + chrono::Duration::from_std(expires_in).unwrap_or(chrono::Duration::MAX);
+            let trigger = Trigger {
+                id: Trigger::new_id(),
+                requested_at: wall_now,
+                expires,
+                by: actor.to_owned(),
+                taken_by: None,
+                taken_at: None,
+            };
+            row.steer.trigger = Some(trigger.clone());
+            row.steer.last_action = Some(AdminAction::new(ActionKind::Triggered, actor, wall_now));
+            TriggerAnswer::Requested(trigger)
+        };
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(TriggerWaker::wake);
+        Ok(answer)
     }
 
     async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {

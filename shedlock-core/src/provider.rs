@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 pub use crate::executor::DEFAULT_CALL_TIMEOUT;
 pub use crate::fire::{Fire, FireClaim, fire_decision};
 pub use crate::jobs::{Definition, RunReport};
+pub use crate::trigger::{PendingTrigger, TriggerClaim, TriggerWake};
 
 /// One acquisition of a lock, as the store recorded it.
 ///
@@ -357,6 +358,52 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("publish_definitions"))
     }
 
+    /// The triggers ("run now") pending in the store: not taken, not expired by the store's clock,
+    /// in one read whatever the number of jobs. A scheduler calls it at an interval, and when
+    /// [`watch_triggers`](Self::watch_triggers) wakes it. The default body answers
+    /// [`Error::is_unsupported`], and a scheduler then never runs triggers.
+    ///
+    /// # Errors
+    ///
+    /// The store failed, is not set up for triggers (a table without the columns), or does not
+    /// support them.
+    async fn pending_triggers(&self) -> Result<Vec<PendingTrigger>> {
+        Err(Error::unsupported("pending_triggers"))
+    }
+
+    /// Claims the trigger `id` of the lock `name`, in one atomic step on the store's clock. It
+    /// succeeds iff the row's trigger is `id`, not taken and not expired, the job is not paused and
+    /// the lock is free. It then takes the lock as [`acquire`](Self::acquire) does and marks the
+    /// trigger taken by `owner`, at the store's now. It never writes the recorded fire. It writes
+    /// nothing unless it claims. As with [`claim_fire`](Self::claim_fire), a lost reply is an
+    /// error, never a repeat. The default body answers [`Error::is_unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// The store failed, the name is invalid, or the store does not support triggers.
+    async fn claim_trigger(
+        &self,
+        name: &str,
+        id: i64,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<TriggerClaim> {
+        let _ = (name, id, at_most, owner);
+        Err(Error::unsupported("claim_trigger"))
+    }
+
+    /// A push of the store that wakes a scheduler when a trigger is written, such as Postgres
+    /// `LISTEN/NOTIFY` or Redis pub/sub, so a trigger runs within a round trip or two instead of
+    /// the next poll. The default body answers [`Error::is_unsupported`]: the scheduler then polls
+    /// [`pending_triggers`](Self::pending_triggers) only.
+    ///
+    /// # Errors
+    ///
+    /// The store failed to start watching, or has no push.
+    async fn watch_triggers(&self) -> Result<TriggerWake> {
+        Err(Error::unsupported("watch_triggers"))
+    }
+
     /// Whether the store answers and is set up to keep locks, without taking one. This is the
     /// readiness check behind [`LockingTaskExecutor::check`](crate::LockingTaskExecutor::check).
     /// The default body reads the holder of the lock [`CHECK_NAME`], which a SQL store does after
@@ -441,6 +488,24 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
         (**self)
             .publish_definitions(replica, version, definitions, ttl)
             .await
+    }
+
+    async fn pending_triggers(&self) -> Result<Vec<PendingTrigger>> {
+        (**self).pending_triggers().await
+    }
+
+    async fn claim_trigger(
+        &self,
+        name: &str,
+        id: i64,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<TriggerClaim> {
+        (**self).claim_trigger(name, id, at_most, owner).await
+    }
+
+    async fn watch_triggers(&self) -> Result<TriggerWake> {
+        (**self).watch_triggers().await
     }
 
     async fn check(&self) -> Result<()> {

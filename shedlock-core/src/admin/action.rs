@@ -16,16 +16,19 @@ pub enum ActionKind {
     Resumed,
     /// [`LockAdmin::unlock`](crate::admin::LockAdmin::unlock) freed the lock.
     Unlocked,
+    /// [`LockAdmin::trigger`](crate::admin::LockAdmin::trigger) asked for a run now.
+    Triggered,
 }
 
 impl ActionKind {
-    /// The word a store keeps and the CLI prints: `paused`, `resumed` or `unlocked`.
+    /// The word a store keeps and the CLI prints: `paused`, `resumed`, `unlocked` or `triggered`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Paused => "paused",
             Self::Resumed => "resumed",
             Self::Unlocked => "unlocked",
+            Self::Triggered => "triggered",
         }
     }
 
@@ -33,7 +36,7 @@ impl ActionKind {
     /// does not know, written by a newer one.
     #[must_use]
     pub fn parse(word: &str) -> Option<Self> {
-        [Self::Paused, Self::Resumed, Self::Unlocked]
+        [Self::Paused, Self::Resumed, Self::Unlocked, Self::Triggered]
             .into_iter()
             .find(|kind| kind.as_str() == word)
     }

@@ -488,6 +488,44 @@ impl LockingTaskExecutor {
         })
     }
 
+    /// One trigger claim through this executor's store, as [`claim_fire`](Self::claim_fire) is for
+    /// fires: a claimed trigger comes back as a guard, with the instants the call was sent and
+    /// answered.
+    #[cfg(feature = "scheduler")]
+    pub(crate) async fn claim_trigger(
+        &self,
+        cfg: &LockConfig,
+        id: i64,
+    ) -> Result<(
+        crate::trigger::TriggerClaim,
+        Option<LockGuard>,
+        Instant,
+        Instant,
+    )> {
+        self.inner.drain.check_running("trigger claim")?;
+        let _in_flight = self.inner.drain.begin_acquire();
+        let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
+        let name = cfg.name();
+        let sent = Instant::now();
+        let reply = timed(
+            "claim_trigger",
+            self.inner.call_timeout.min(at_most),
+            self.inner
+                .provider
+                .claim_trigger(name, id, at_most, &self.inner.owner_id),
+        )
+        .await;
+        let received = Instant::now();
+        let reply = reply.inspect_err(|_| observe::error(name, "claim_trigger"))?;
+        let guard = match &reply {
+            crate::trigger::TriggerClaim::Claimed(record) => {
+                Some(self.hold(record.clone(), sent, at_most, cfg).await?)
+            }
+            _ => None,
+        };
+        Ok((reply, guard, sent, received))
+    }
+
     /// Takes over `record`, a claim of this executor whose reply was lost, as a guard. The
     /// scheduler has checked that it is one (see docs/guarantees.md, "Lost replies"). The guard's
     /// local deadline counts from `since`, when the first uncertain claim was sent. So it is never

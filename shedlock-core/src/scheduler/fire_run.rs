@@ -128,7 +128,7 @@ impl LockingTaskExecutor {
     {
         // The scheduler's span of a fire, with its OpenTelemetry attributes. No schedule is known
         // here, so it has no `faas.cron` or `shedlock.schedule`.
-        let span = span::run_span(cfg.name(), None, fire.at());
+        let span = span::run_span(cfg.name(), None, fire.at(), None);
         let run = self
             .claim_then_run(cfg, fire, task)
             .instrument(span.clone())

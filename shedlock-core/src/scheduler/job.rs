@@ -49,6 +49,7 @@ pub struct RunContext {
     pub(crate) lock: LockHandle,
     pub(crate) term: Option<LeaderTerm>,
     pub(crate) catch_up: bool,
+    pub(crate) trigger: Option<i64>,
 }
 
 impl RunContext {
@@ -75,6 +76,14 @@ impl RunContext {
     #[must_use]
     pub fn is_catch_up(&self) -> bool {
         self.catch_up
+    }
+
+    /// The trigger id of a run an operator asked for ("run now", see [`trigger`](crate::trigger)),
+    /// `None` for a scheduled fire. Its [`fire`](Self::fire) is the instant the trigger was asked
+    /// for.
+    #[must_use]
+    pub fn trigger(&self) -> Option<i64> {
+        self.trigger
     }
 }
 

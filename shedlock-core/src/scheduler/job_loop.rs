@@ -176,7 +176,7 @@ fn count_held_during_run(
 /// retries while too early or on store errors. All of it happens in the fire's span, which says how
 /// the fire ended here.
 async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -> bool {
-    let fire_span = span::run_span(&job.name, Some(&job.schedule), fire.at());
+    let fire_span = span::run_span(&job.name, Some(&job.schedule), fire.at(), None);
     let recorded = fire_span.clone();
     async move {
         // This loop's claims of the fire whose replies were lost (a timeout, a cut connection):
@@ -247,7 +247,7 @@ async fn claim_and_run(
                             return FireEnd::ClaimedElsewhere;
                         };
                         *lost = None;
-                        run(shared, job, fire, guard, term, catch_up).await;
+                        run(shared, job, fire, guard, term, catch_up, None).await;
                         return FireEnd::Ran;
                     }
                     FireClaim::TooEarly { now } => {
@@ -274,7 +274,7 @@ async fn claim_and_run(
                             && let Some(guard) =
                                 lost::adopt(shared, job, &fire, &uncertain, holder).await
                         {
-                            run(shared, job, fire, guard, term, catch_up).await;
+                            run(shared, job, fire, guard, term, catch_up, None).await;
                             return FireEnd::Ran;
                         }
                         // The recorded claim is not one of this loop's lost ones (or another
@@ -440,7 +440,7 @@ async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<Leade
     }
     match locked {
         Ok(Some(guard)) => {
-            run(shared, job, fire, guard, term, false).await;
+            run(shared, job, fire, guard, term, false, None).await;
             FireEnd::Ran
         }
         Ok(None) => {
@@ -470,13 +470,14 @@ fn outcome_of(
 }
 
 /// Runs the body under `guard`. It is stopped when the leader term ends or shutdown cancels it.
-async fn run(
+pub(super) async fn run(
     shared: &Shared,
     job: &Entry,
     fire: Fire,
     guard: LockGuard,
     term: Option<LeaderTerm>,
     catch_up: bool,
+    trigger: Option<i64>,
 ) {
     let handle = guard.handle();
     let ctx = RunContext {
@@ -484,6 +485,7 @@ async fn run(
         lock: handle.clone(),
         term: term.clone(),
         catch_up,
+        trigger,
     };
     let started = shared.clock.store_now();
     let started_at = Instant::now();

@@ -20,6 +20,9 @@ mod state_tests;
 mod status;
 #[cfg(test)]
 mod tests;
+mod trigger_loop;
+#[cfg(test)]
+mod trigger_tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -37,6 +40,7 @@ pub use on_held::OnHeld;
 pub use publish::{DEFINITIONS_HEARTBEAT, DEFINITIONS_TTL};
 pub use spec::JobSpec;
 pub use status::{JobStatus, LastRun, RunOutcome};
+pub use trigger_loop::DEFAULT_TRIGGER_POLL;
 
 pub use crate::schedule::Schedule;
 
@@ -148,6 +152,10 @@ struct Shared {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// What was said about recording the runs, each thing once.
     recording: Arc<RecordingLog>,
+    /// [`Scheduler::trigger_poll`], in milliseconds.
+    trigger_poll_ms: std::sync::atomic::AtomicU64,
+    /// The triggers this scheduler is claiming or running, by id.
+    triggers_in_flight: Mutex<std::collections::HashSet<i64>>,
 }
 
 struct Entry {
@@ -204,6 +212,10 @@ impl Scheduler {
                 stopping: watch::channel(false).0,
                 tasks: Mutex::new(Vec::new()),
                 recording: Arc::new(RecordingLog::default()),
+                trigger_poll_ms: std::sync::atomic::AtomicU64::new(
+                    u64::try_from(DEFAULT_TRIGGER_POLL.as_millis()).unwrap_or(u64::MAX),
+                ),
+                triggers_in_flight: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -323,6 +335,28 @@ impl Scheduler {
         self
     }
 
+    /// How often this scheduler reads the store's pending triggers ("run now", see
+    /// [`trigger`](crate::trigger)) when the store has no push. One read per interval, whatever the
+    /// number of jobs. Default [`DEFAULT_TRIGGER_POLL`] (2 s); at least 100 ms. Stores with a push
+    /// (Postgres, Redis) are read when it wakes them, and every 30 s besides.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock_core::{InMemoryLockProvider, LockingTaskExecutor, Scheduler};
+    ///
+    /// let executor = LockingTaskExecutor::new(InMemoryLockProvider::new())?;
+    /// let scheduler = Scheduler::new(executor).trigger_poll(Duration::from_secs(5));
+    /// # Ok::<(), shedlock_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn trigger_poll(self, every: Duration) -> Self {
+        let ms = u64::try_from(every.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(100);
+        self.shared.trigger_poll_ms.store(ms, Ordering::Relaxed);
+        self
+    }
+
     /// Starts every registered job, and any added later.
     ///
     /// It first asks the store whether it is set up, whether it records fires and what its clock
@@ -397,11 +431,12 @@ impl Scheduler {
             self.spawn(job);
         }
         let publishing = tokio::spawn(publish::publish_loop(self.shared.clone()));
+        let triggers = tokio::spawn(trigger_loop::trigger_loop(self.shared.clone()));
         self.shared
             .tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(publishing);
+            .extend([publishing, triggers]);
         Ok(())
     }
 

@@ -55,7 +55,12 @@ impl FireEnd {
 /// schedule in full, with a cron schedule's time zone, is `shedlock.schedule`: OpenTelemetry has no
 /// attribute for a fixed rate. The token, the claim and the outcome are recorded later, by
 /// [`record_token`], [`record_claim`] and [`record_outcome`].
-pub(crate) fn run_span(job: &str, schedule: Option<&Schedule>, fire: DateTime<Utc>) -> Span {
+pub(crate) fn run_span(
+    job: &str,
+    schedule: Option<&Schedule>,
+    fire: DateTime<Utc>,
+    trigger: Option<i64>,
+) -> Span {
     let cron = schedule
         .and_then(Schedule::cron_parts)
         .map(|(cron, _)| cron);
@@ -66,7 +71,9 @@ pub(crate) fn run_span(job: &str, schedule: Option<&Schedule>, fire: DateTime<Ut
         "shedlock_job",
         job,
         fire = %fire,
-        "faas.trigger" = "timer",
+        // A manual run (`shedlock trigger`) is OpenTelemetry's "other" trigger.
+        "faas.trigger" = if trigger.is_some() { "other" } else { "timer" },
+        "shedlock.trigger_id" = trigger,
         "faas.time" = fire.to_rfc3339_opts(SecondsFormat::AutoSi, true),
         "faas.cron" = cron,
         "shedlock.schedule" = schedule,

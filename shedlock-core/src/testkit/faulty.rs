@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim};
 use crate::jobs::{Definition, RunReport};
 use crate::provider::{LockProvider, LockRecord};
+use crate::trigger::{PendingTrigger, TriggerClaim, TriggerWake};
 
 /// A store operation, for [`FaultyProvider`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,6 +31,10 @@ pub enum Operation {
     Holder,
     /// [`LockProvider::claim_fire`].
     ClaimFire,
+    /// [`LockProvider::claim_trigger`].
+    ClaimTrigger,
+    /// [`LockProvider::pending_triggers`].
+    PendingTriggers,
     /// The recording part of [`LockProvider::release_run`]. A fault here fails it before the inner
     /// store is asked. Its caller then releases plainly. A [`Release`](Self::Release) fault applies
     /// to `release_run` too, as to any release.
@@ -69,7 +74,7 @@ pub enum Fault {
 pub struct FaultyProvider<P> {
     inner: P,
     faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
-    calls: [AtomicUsize; 6],
+    calls: [AtomicUsize; 8],
 }
 
 impl<P: LockProvider> FaultyProvider<P> {
@@ -225,6 +230,29 @@ impl<P: LockProvider> LockProvider for FaultyProvider<P> {
         self.inner
             .publish_definitions(replica, version, definitions, ttl)
             .await
+    }
+
+    async fn pending_triggers(&self) -> Result<Vec<PendingTrigger>> {
+        self.call(Operation::PendingTriggers, self.inner.pending_triggers())
+            .await
+    }
+
+    async fn claim_trigger(
+        &self,
+        name: &str,
+        id: i64,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<TriggerClaim> {
+        self.call(
+            Operation::ClaimTrigger,
+            self.inner.claim_trigger(name, id, at_most, owner),
+        )
+        .await
+    }
+
+    async fn watch_triggers(&self) -> Result<TriggerWake> {
+        self.inner.watch_triggers().await
     }
 
     fn max_name_len(&self) -> usize {

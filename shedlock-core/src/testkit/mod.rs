@@ -48,9 +48,11 @@ mod cases;
 mod fire;
 mod jobs;
 mod pause;
+mod trigger;
 
 pub use jobs::JobStateSuite;
 pub use pause::PauseSuite;
+pub use trigger::TriggerSuite;
 
 type CaseResult = std::result::Result<(), String>;
 

@@ -1,4 +1,4 @@
-//! The pause suite against the in-memory store, and against a store whose pauses do nothing.
+//! The pause and trigger suites against the in-memory store, and against a store whose pauses do nothing.
 
 use std::time::Duration;
 
@@ -95,4 +95,19 @@ async fn a_store_that_keeps_no_pause_fails_the_suite() {
         !report.contains("an_unlock_records_its_actor"),
         "unlock is not broken:\n{report}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_memory_store_passes_the_trigger_suite() {
+    shedlock_core::testkit::TriggerSuite::new(InMemoryLockProvider::new())
+        .run()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_store_passes_the_trigger_suite_in_real_time() {
+    shedlock_core::testkit::TriggerSuite::new(InMemoryLockProvider::new())
+        .time_unit(Duration::from_millis(200))
+        .run()
+        .await;
 }
