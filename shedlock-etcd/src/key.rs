@@ -9,7 +9,7 @@ use shedlock_core::{Error, Result};
 /// The longest prefix accepted, in bytes.
 pub(crate) const MAX_PREFIX_LEN: usize = 256;
 
-/// The two keys of one lock.
+/// The keys of one lock (see [the key layout](crate#how-the-contract-maps-onto-etcd)).
 pub(crate) struct LockKeys {
     /// The record, without a lease: owner, `locked_at`, the acquisition's first lease. Written by
     /// acquire only, so its `mod_revision` is the acquisition's fencing token.

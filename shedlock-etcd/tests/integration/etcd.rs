@@ -347,6 +347,23 @@ async fn pauses_are_listed_and_a_job_paused_before_its_first_run_is_free() {
     assert!(first.fencing_token() > list[2].record().fencing_token());
     let entry = p.entry("new").await.unwrap().unwrap();
     assert!(entry.is_held() && entry.is_paused(), "{entry}");
+
+    // A resume answers the pause it removes, also one whose end has passed.
+    let short = p
+        .pause("b", PauseFor::For(Duration::from_millis(1)), None, "ann")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.entry("b").await.unwrap().unwrap().is_paused() {
+        assert!(Instant::now() < deadline, "a 1 ms pause never ended");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(p.resume("b", "bob").await.unwrap(), Some(short));
+    let action = p.entry("b").await.unwrap().unwrap().last_action().cloned();
+    assert!(
+        action.is_some_and(|action| action.kind == ActionKind::Resumed && action.by == "bob"),
+        "the resume's actor is recorded"
+    );
 }
 
 #[tokio::test]
