@@ -1,14 +1,15 @@
 //! Where a lock and published definitions live in etcd's key space (see
 //! [the key layout](crate#how-the-contract-maps-onto-etcd)). A job's state is under `/last-run`,
-//! `/failures` and `/last-success`. The name encoding is one-to-one, because `%` itself is encoded,
-//! so two names never share a key.
+//! `/failures` and `/last-success`, an operator's pause and last action under `/pause` and
+//! `/action` (see [Pauses](crate#pauses)). The name encoding is one-to-one, because `%` itself is
+//! encoded, so two names never share a key.
 
 use shedlock_core::{Error, Result};
 
 /// The longest prefix accepted, in bytes.
 pub(crate) const MAX_PREFIX_LEN: usize = 256;
 
-/// The two keys of one lock.
+/// The keys of one lock (see [the key layout](crate#how-the-contract-maps-onto-etcd)).
 pub(crate) struct LockKeys {
     /// The record, without a lease: owner, `locked_at`, the acquisition's first lease. Written by
     /// acquire only, so its `mod_revision` is the acquisition's fencing token.
@@ -24,6 +25,10 @@ pub(crate) struct LockKeys {
     pub(crate) failures: Vec<u8>,
     /// The end of the job's last successful run.
     pub(crate) success: Vec<u8>,
+    /// An operator's pause of the job's fires, without a lease: it outlives every acquisition.
+    pub(crate) pause: Vec<u8>,
+    /// The last pause, resume or unlock: what, by whom, when. Without a lease.
+    pub(crate) action: Vec<u8>,
 }
 
 pub(crate) const REC: &[u8] = b"/rec";
@@ -32,6 +37,8 @@ pub(crate) const FIRE: &[u8] = b"/fire";
 pub(crate) const RUN: &[u8] = b"/last-run";
 pub(crate) const FAILURES: &[u8] = b"/failures";
 pub(crate) const SUCCESS: &[u8] = b"/last-success";
+pub(crate) const PAUSE: &[u8] = b"/pause";
+pub(crate) const ACTION: &[u8] = b"/action";
 
 /// What follows the prefix in every definition key. `!` is outside the encoded names' alphabet.
 const DEFINITIONS: &str = "!def/";
@@ -45,6 +52,8 @@ pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
         run: [base.as_slice(), RUN].concat(),
         failures: [base.as_slice(), FAILURES].concat(),
         success: [base.as_slice(), SUCCESS].concat(),
+        pause: [base.as_slice(), PAUSE].concat(),
+        action: [base.as_slice(), ACTION].concat(),
     }
 }
 
@@ -77,13 +86,13 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// Splits a key under `prefix` into the lock name and which of its keys it is: the record, the
-/// hold or a job state key. A fire record, a definition, or a key this provider did not write gives
-/// `None`.
+/// hold, a job state key, the pause or the last action. A fire record, a definition, or a key this
+/// provider did not write gives `None`.
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;
     let (encoded, which) = rest.split_at(slash);
-    if ![REC, HOLD, RUN, FAILURES, SUCCESS].contains(&which) {
+    if ![REC, HOLD, RUN, FAILURES, SUCCESS, PAUSE, ACTION].contains(&which) {
         return None;
     }
     Some((decode(encoded)?, which))
@@ -171,6 +180,11 @@ mod tests {
             );
             assert_eq!(parse_key("p/", &keys.hold), Some((name.to_owned(), HOLD)));
             assert_eq!(parse_key("p/", &keys.run), Some((name.to_owned(), RUN)));
+            assert_eq!(parse_key("p/", &keys.pause), Some((name.to_owned(), PAUSE)));
+            assert_eq!(
+                parse_key("p/", &keys.action),
+                Some((name.to_owned(), ACTION))
+            );
             // A definition of a job of the same name is never one of the lock's keys.
             let def = definition_key("p/", name, name);
             assert_eq!(parse_key("p/", &def), None, "{name:?}");

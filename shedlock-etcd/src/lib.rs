@@ -78,18 +78,20 @@
 //!
 //! # How the contract maps onto etcd
 //!
-//! Each lock has two keys under the prefix, `shedlock/` by default, a scheduled job a third, and
-//! its [job state](#job-state) three more. The name in a key is percent-encoded, every byte outside
-//! `A–Z a–z 0–9 - . _ ~` becoming `%XX`, so a name can hold any character but never a `/`, and
-//! names cannot collide or reach outside the prefix. Empty names, names with a NUL or outer white
-//! space, and names over [`max_name_len`](EtcdLockProviderBuilder::max_name_len) are refused with
+//! Each lock has two keys under the prefix, `shedlock/` by default, a scheduled job a third, its
+//! [job state](#job-state) three more, and an operator's [pause](#pauses) and last action two
+//! more. The name in a key is percent-encoded, every byte outside `A–Z a–z 0–9 - . _ ~` becoming
+//! `%XX`, so a name can hold any character but never a `/`, and names cannot collide or reach
+//! outside the prefix. Empty names, names with a NUL or outer white space, and names over
+//! [`max_name_len`](EtcdLockProviderBuilder::max_name_len) are refused with
 //! [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config). The keys are:
 //!
 //! - `{prefix}{name}/rec`, **without a lease**: the owner, the estimated `locked_at` and the
 //!   acquisition's first lease. Only acquire writes it, so its `mod_revision` is the acquisition's
 //!   **fencing token**, an etcd revision, strictly increasing across the cluster's history and the
 //!   same through the acquisition's extends and release. Revisions never go back, so deleting the
-//!   keys by hand does not restart it.
+//!   keys by hand does not restart it. A [pause](#pauses) of a lock without a record writes a free
+//!   one, with no owner and no lease, which the first acquire replaces.
 //! - `{prefix}{name}/hold`, **attached to a lease**, present while the lock is held. Expiry is the
 //!   lease's TTL, counted by the etcd leader, which then deletes the hold.
 //! - `{prefix}{name}/fire`, **without a lease**: the latest fire a scheduler claimed for the job,
@@ -97,11 +99,13 @@
 //!   a fire is never claimed twice.
 //!
 //! Every decision is one transaction whose compares are the contract's conditions. Acquire: `if
-//! hold absent`. Fire claim: `if fire.mod_revision is as read and hold absent`, then it puts the
-//! record, the hold and the fire. Extend: `if rec.mod_revision == token and hold present`. Release:
-//! `if rec.mod_revision == token`, so a release after expiry finds the record and acts as the
-//! contract says, while a stale release or extend never touches a record a new acquisition
-//! rewrote. Nothing of a lock is ever put unconditionally, only a replica's published definitions.
+//! hold absent`. Fire claim: `if fire.mod_revision and pause.mod_revision are as read and hold
+//! absent`, then it puts the record, the hold and the fire. Extend: `if rec.mod_revision == token
+//! and hold present`. Release: `if rec.mod_revision == token`, so a release after expiry finds
+//! the record and acts as the contract says, while a stale release or extend never touches a
+//! record a new acquisition rewrote. Nothing that holds or frees a lock is ever put
+//! unconditionally. Only a replica's published definitions and an operator's pause and last
+//! action are.
 //!
 //! **Whole seconds, rounded toward safety.** Lease TTLs are whole seconds, and `at_most` is rounded
 //! up. etcd grants at least its minimum TTL, 1.5 election timeouts rounded up, which is
@@ -123,14 +127,22 @@
 //! ([`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)). A claim reads
 //! the lock's keys once and decides in [`FireClaim`](shedlock_core::provider::FireClaim)'s order.
 //! When the fire is claimable, it grants a lease and sends one transaction that claims the fire
-//! only if the fire key and the hold are still as read. A claim that lost a race looks again.
-//! **At most once per fire** rests on that compare alone, whatever the clocks say.
+//! only if the fire key, the hold and the [pause](#pauses) are still as read. A claim that lost a
+//! race looks again. **At most once per fire** rests on that compare alone, whatever the clocks
+//! say.
 //!
 //! But "now", to compare with the fire's instant `F` and its window's end, is the **claiming
 //! replica's clock**, as etcd has no wall clock and leases measure durations only. A replica whose
 //! clock is ahead may run a fire early by the others' clocks, and one whose clock is behind may
 //! find its window passed. A scheduler learns no store-clock offset from etcd. Keep the replicas'
 //! clocks in sync (NTP).
+//!
+//! The same "now" judges whether a [pause](#pauses) still holds. A pause's start, and its end
+//! for [`PauseFor::For`](shedlock_core::pause::PauseFor::For), are the **pausing client's clock**.
+//! An end given with [`PauseFor::Until`](shedlock_core::pause::PauseFor::Until) must be after that
+//! clock's now, and is kept as given, rounded up to whole microseconds. A replica whose clock is
+//! ahead of the operator's ends a timed pause early by the operator's clock, and one behind ends
+//! it late, by their difference. A pause until resumed depends on no clock.
 //!
 //! A claim's transaction is sent to one member only. If its reply is lost, the claim fails and
 //! keeps its lease. If the transaction was applied, the scheduler recognises its own claim and runs
@@ -187,6 +199,43 @@
 //! every replica. If its reply is lost, it is sent again to another member, whose count then leaves
 //! out what the first copy deleted.
 //!
+//! # Pauses
+//!
+//! [`pause`](shedlock_core::admin::LockAdmin::pause) keeps an operator's pause of a job's fires in
+//! two more keys of its lock. Neither has a lease, so they outlive every acquisition, release,
+//! expiry and unlock:
+//!
+//! - `{prefix}{name}/pause`: since when, until when (none: until resumed), by whom and why,
+//!   times in microseconds.
+//! - `{prefix}{name}/action`: the last pause, resume or unlock, by whom and when, in milliseconds.
+//!
+//! A pause is one transaction. It puts both keys, replacing any pause, and, nested, `if rec absent
+//! then put rec` with a free record that has no owner and no lease. So a job paused before its
+//! first run is listed, free, and its first acquire replaces that record as any acquire does, at a
+//! later revision. The name, the actor, the reason and the end are checked before anything is
+//! sent: a bad one is an [`Error::is_invalid_config`](shedlock_core::Error::is_invalid_config)
+//! and nothing is written.
+//!
+//! The fire claim's one range read returns the pause with the lock's other keys, so honouring it
+//! costs no round trip. The claim answers
+//! [`FireClaim::Paused`](shedlock_core::provider::FireClaim::Paused) after "too early" and "window
+//! passed", before "claimed elsewhere" and "held", judged on the claiming replica's clock (see
+//! [the fire claims' clock](#how-the-contract-maps-onto-etcd)). Its transaction compares the pause
+//! key's `mod_revision` as read, 0 when there was none, so a pause committed between the read and
+//! the transaction fails it, and the claim looks again and answers `Paused`. A pause value the
+//! claim cannot read, not written by this provider, fails the claim rather than being ignored.
+//! Listings show no pause for it, and a resume removes it. Acquire, extend, release and leader
+//! latches never read the pause, and a run in progress keeps its lock.
+//!
+//! [`resume`](shedlock_core::admin::LockAdmin::resume) is one transaction, `if pause present then
+//! delete pause, put action`. It answers the pause it deleted, also one whose end had passed, and
+//! writes nothing when there is none. It is sent once, as a repeat would find no pause.
+//! [`unlock`](shedlock_core::admin::LockAdmin::unlock) and `force_unlock` put the action,
+//! `unlocked` by the actor, in the transaction that deletes the hold.
+//! [`list`](shedlock_core::admin::LockAdmin::list) and `entry` read both keys with the lock's
+//! others into [`LockEntry::pause`](shedlock_core::admin::LockEntry::pause) and
+//! [`LockEntry::last_action`](shedlock_core::admin::LockEntry::last_action).
+//!
 //! # Round trips per operation
 //!
 //! | operation | round trips |
@@ -194,7 +243,7 @@
 //! | acquire, lock held (skip) | 1 read, no write |
 //! | acquire, won | 3: read, lease grant, transaction |
 //! | acquire, lost a race | 4: the above, then the lease is revoked (no lease left behind) |
-//! | fire claim not won (too early, window passed, claimed elsewhere, held) | 1 read, no write |
+//! | fire claim not won (too early, window passed, paused, claimed elsewhere, held) | 1 read, no write |
 //! | fire claim, won | 3: read, lease grant, transaction |
 //! | extend | 2 or 3: grant, transaction, revoke of the replaced lease (none after the first extend) |
 //! | release, `at_least` zero | 1 or 2: transaction, revoke of the replaced lease (none when never extended) |
@@ -207,6 +256,7 @@
 //! | holder, entry | 1 read |
 //! | list | 1 read over the prefix |
 //! | unlock, force unlock | 2 or 3: read, transaction, revoke |
+//! | pause, resume | 1 transaction |
 //!
 //! Reads are linearizable, as is etcd's default. Every operation runs under one deadline, the
 //! [`call_timeout`](EtcdLockProviderBuilder::call_timeout), 5 s by default like the SQL stores, so
@@ -228,8 +278,9 @@
 //!
 //! In [`LockAdmin`](shedlock_core::admin::LockAdmin), `list` is one range over the prefix. `unlock`
 //! frees a lock only if it is held and its owner, `locked_at` and token are still as listed.
-//! `force_unlock` returns what it freed. Freeing deletes the hold only, so the record, the token
-//! sequence and the job state stay. `definitions` and `forget` work as described above, and
+//! `force_unlock` returns what it freed. Freeing deletes the hold and records the actor as the last
+//! action, so the record, the token sequence, the job state and a pause stay. `pause` and `resume`
+//! work as described [above](#pauses). `definitions` and `forget` work as described above, and
 //! `history` is unsupported. There is no schema: `ddl()` and `missing_ddl()` are `None`, and
 //! `create_table()` does nothing and succeeds.
 //!

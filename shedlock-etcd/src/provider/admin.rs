@@ -1,29 +1,31 @@
 //! The provider's [`LockAdmin`] operations.
 //!
-//! They list the locks, read one, and unlock or force-unlock one. They also list and forget
-//! published job definitions.
+//! They list the locks, read one, and unlock or force-unlock one. They pause and resume a job's
+//! fires. They also list and forget published job definitions.
 
 use async_trait::async_trait;
 use shedlock_core::{
     Result,
-    admin::{LockAdmin, LockEntry},
+    admin::{ActionKind, LockAdmin, LockEntry},
     jobs::{Definition, DefinitionEntry},
+    pause::{Pause, PauseFor, validate_actor, validate_reason},
     provider::LockRecord,
 };
 
-use super::from_millis;
-use super::record::{DefinitionValue, decode_value};
-use super::{EtcdLockProvider, Read, now};
+use super::record::{
+    ActionValue, DefinitionValue, PauseValue, RecValue, decode_value, encode_value,
+};
+use super::{EtcdLockProvider, Read, from_millis, micros_ceil, now};
 use crate::gateway::Txn;
-use crate::key::{self, HOLD, REC};
+use crate::key::{self, ACTION, HOLD, PAUSE, REC};
 
 #[async_trait]
 impl LockAdmin for EtcdLockProvider {
     /// One range read over the prefix.
     ///
     /// Times are the writers' clock estimates, because etcd has no wall clock. Whether a lock is
-    /// held is etcd's own answer. Each entry carries its job state. That is a default one when no
-    /// run was recorded.
+    /// held is etcd's own answer. Each entry carries its job state, a default one when no run was
+    /// recorded, its pause and its last action.
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let deadline = self.deadline();
         let prefix = self.prefix.as_bytes();
@@ -47,6 +49,12 @@ impl LockAdmin for EtcdLockProvider {
                 if let Ok(value) = decode_value(&kv) {
                     read.hold = Some((kv, value));
                 }
+            } else if which == PAUSE {
+                if let Ok(value) = decode_value(&kv) {
+                    read.pause = Some((kv, value));
+                }
+            } else if which == ACTION {
+                read.action = decode_value(&kv).ok();
             } else {
                 read.state.take(which, &kv);
             }
@@ -57,7 +65,7 @@ impl LockAdmin for EtcdLockProvider {
             .collect())
     }
 
-    /// One range read of the lock's keys, with its job state.
+    /// One range read of the lock's keys, with its job state, pause and last action.
     async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
         let keys = self.lock_keys(name)?;
         let read = self
@@ -70,9 +78,9 @@ impl LockAdmin for EtcdLockProvider {
     /// A read, then one transaction.
     ///
     /// The read's owner and `locked_at` must match `expected`. The transaction is `if the record is
-    /// still that acquisition's and the hold present then delete the hold`.
+    /// still that acquisition's and the hold present then delete the hold, put the last action`.
     async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
-        shedlock_core::pause::validate_actor(actor)?;
+        validate_actor(actor)?;
         let name = expected.name();
         let keys = self.lock_keys(name)?;
         let token = Self::token(expected, "unlock")?;
@@ -92,7 +100,8 @@ impl LockAdmin for EtcdLockProvider {
                 .mod_is(&keys.rec, token)
                 .present(&keys.hold)
                 .then_get(&keys.rec)
-                .then_delete(&keys.hold);
+                .then_delete(&keys.hold)
+                .then_set(&keys.action, &unlocked(actor), None);
             let answer = self.gateway.txn(&txn, deadline).await?;
             if answer.succeeded {
                 self.revoke_previous(&answer, None, deadline).await;
@@ -102,10 +111,11 @@ impl LockAdmin for EtcdLockProvider {
         run.await.map_err(|e| self.failed("unlock", name, e))
     }
 
-    /// A read, then one transaction that deletes the hold if neither key changed since. It is
-    /// repeated while the lock keeps changing under it, at most five times.
+    /// A read, then one transaction that deletes the hold, and puts the last action, if neither
+    /// key changed since. It is repeated while the lock keeps changing under it, at most five
+    /// times.
     async fn force_unlock(&self, name: &str, actor: &str) -> Result<Option<LockEntry>> {
-        shedlock_core::pause::validate_actor(actor)?;
+        validate_actor(actor)?;
         let keys = self.lock_keys(name)?;
         let deadline = self.deadline();
         let run = async {
@@ -120,7 +130,8 @@ impl LockAdmin for EtcdLockProvider {
                     .mod_is(&keys.hold, hold_kv.mod_revision.0)
                     .mod_is(&keys.rec, rec_revision)
                     .then_get(&keys.rec)
-                    .then_delete(&keys.hold);
+                    .then_delete(&keys.hold)
+                    .then_set(&keys.action, &unlocked(actor), None);
                 let answer = self.gateway.txn(&txn, deadline).await?;
                 if answer.succeeded {
                     self.revoke_previous(&answer, None, deadline).await;
@@ -191,4 +202,78 @@ impl LockAdmin for EtcdLockProvider {
     async fn create_table(&self) -> Result<()> {
         Ok(())
     }
+
+    /// One transaction: `put pause, put last action`, and, nested, `if record absent then put a
+    /// free record`. The pause and its end are on this client's clock, the end rounded up to whole
+    /// microseconds (see [Pauses](crate#pauses)).
+    async fn pause(
+        &self,
+        name: &str,
+        how_long: PauseFor,
+        reason: Option<&str>,
+        actor: &str,
+    ) -> Result<Pause> {
+        let keys = self.lock_keys(name)?;
+        validate_actor(actor)?;
+        if let Some(reason) = reason {
+            validate_reason(reason)?;
+        }
+        let since = now();
+        let until = how_long.until(since)?.map(micros_ceil);
+        let pause = Pause::new(since, until, actor, reason);
+        // A job paused before its first run gets a free record, which its first acquire replaces.
+        let free = Txn::default().absent(&keys.rec).then_set(
+            &keys.rec,
+            &encode_value(&RecValue::never_held(since)),
+            None,
+        );
+        let txn = Txn::default()
+            .then_set(&keys.pause, &encode_value(&PauseValue::of(&pause)), None)
+            .then_set(
+                &keys.action,
+                &encode_value(&ActionValue::new(ActionKind::Paused, actor, since)),
+                None,
+            )
+            .then_txn(&free);
+        // Safe to send again: a repeat writes the same values.
+        self.gateway
+            .txn(&txn, self.deadline())
+            .await
+            .map_err(|e| self.failed("pause", name, e))?;
+        Ok(pause)
+    }
+
+    /// One transaction: `if pause present then delete pause, put last action`. It answers the pause
+    /// it deleted, and writes nothing when there is none. Sent once: a repeat would find no pause
+    /// and answer `None` for its own effect.
+    async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {
+        let keys = self.lock_keys(name)?;
+        validate_actor(actor)?;
+        let txn = Txn::default()
+            .present(&keys.pause)
+            .then_delete(&keys.pause)
+            .then_set(
+                &keys.action,
+                &encode_value(&ActionValue::new(ActionKind::Resumed, actor, now())),
+                None,
+            );
+        let answer = self
+            .gateway
+            .txn_once(&txn, self.deadline())
+            .await
+            .map_err(|e| self.failed("resume", name, e))?;
+        if !answer.succeeded {
+            return Ok(None);
+        }
+        // A pause value that cannot be read (not this provider's) is removed all the same.
+        Ok(answer
+            .previous()
+            .and_then(|kv| decode_value::<PauseValue>(kv).ok())
+            .map(PauseValue::into_pause))
+    }
+}
+
+/// The last action's value of an unlock by `actor`, now.
+fn unlocked(actor: &str) -> Vec<u8> {
+    encode_value(&ActionValue::new(ActionKind::Unlocked, actor, now()))
 }

@@ -28,8 +28,8 @@ mod tests;
 
 pub use builder::EtcdLockProviderBuilder;
 use record::{
-    DefinitionValue, FireValue, HoldValue, RecValue, RunValue, SuccessValue, decode_value,
-    encode_value, hold_value,
+    ActionValue, DefinitionValue, FireValue, HoldValue, PauseValue, RecValue, RunValue,
+    SuccessValue, decode_value, encode_value, hold_value,
 };
 
 /// The key prefix when none is set.
@@ -89,6 +89,13 @@ struct Read {
     /// The job state's keys (see [`release_run`](LockProvider::release_run)). A value that cannot
     /// be read counts as absent.
     state: StateRead,
+    /// An operator's pause (see [Pauses](crate#pauses)).
+    pause: Option<(KeyValue, PauseValue)>,
+    /// Why a pause key's value could not be read. The fire claim fails on it, never ignoring a
+    /// pause; readers of the entry see no pause.
+    pause_unreadable: Option<GatewayError>,
+    /// The last pause, resume or unlock. A value that cannot be read counts as absent.
+    action: Option<ActionValue>,
 }
 
 /// A lock's job state keys as read.
@@ -200,11 +207,12 @@ impl EtcdLockProvider {
             GatewayError::Timeout => Error::timeout(op, self.call_timeout),
             GatewayError::ReplyLost { .. } => {
                 // What it means differs: a failed acquire revokes its lease (whatever it took is
-                // given back); a fire claim keeps it, so that its scheduler can run the claim.
-                let meaning = if op == "acquire" {
-                    "its lease was revoked, so whatever it took is given back"
-                } else {
-                    "so the lock may be held by this owner until at_most"
+                // given back); a fire claim keeps it, so that its scheduler can run the claim; a
+                // resume may have removed the pause.
+                let meaning = match op {
+                    "acquire" => "its lease was revoked, so whatever it took is given back",
+                    "resume" => "the pause may be removed; the lock's entry shows whether it is",
+                    _ => "so the lock may be held by this owner until at_most",
                 };
                 Error::backend_message(format!("{what} on etcd: {error}: {meaning}"))
             }
@@ -222,7 +230,9 @@ impl EtcdLockProvider {
         }
     }
 
-    /// Reads both keys of a lock in one range, from `{prefix}{name}/` up to its end.
+    /// Reads the keys of a lock in one range, from `{prefix}{name}/` up to its end. A record, hold
+    /// or fire that cannot be read fails it. A pause that cannot be read is kept as
+    /// [`Read::pause_unreadable`].
     async fn read(&self, keys: &LockKeys, deadline: Instant) -> Result<Read, GatewayError> {
         let base = &keys.rec[..=keys.rec.len() - REC.len()]; // up to and with the `/`
         let answer = self
@@ -237,6 +247,13 @@ impl EtcdLockProvider {
                 read.hold = Some(decode_value(&kv)?).map(|v| (kv, v));
             } else if kv.key.0 == keys.fire {
                 read.fire = Some(decode_value(&kv)?).map(|v| (kv, v));
+            } else if kv.key.0 == keys.pause {
+                match decode_value(&kv) {
+                    Ok(value) => read.pause = Some((kv, value)),
+                    Err(error) => read.pause_unreadable = Some(error),
+                }
+            } else if kv.key.0 == keys.action {
+                read.action = decode_value(&kv).ok();
             } else if let Some(which) = kv
                 // The job state's keys: what follows `{prefix}{name}` (`/last-run`, …).
                 .key
@@ -465,7 +482,8 @@ impl EtcdLockProvider {
     }
 
     /// One look at the lock's keys, then, when the fire is claimable by this replica's clock, one
-    /// transaction that claims it if none of what the look saw changed.
+    /// transaction that claims it if none of what the look saw changed: the fire, the hold and the
+    /// pause.
     async fn look_and_claim(
         &self,
         name: &str,
@@ -475,15 +493,22 @@ impl EtcdLockProvider {
         owner: &str,
         deadline: Instant,
     ) -> Result<Claim, GatewayError> {
-        let read = self.read(keys, deadline).await?;
+        let mut read = self.read(keys, deadline).await?;
+        if let Some(error) = read.pause_unreadable.take() {
+            return Err(error); // a pause is never ignored
+        }
         let store_now = now();
         let recorded = read
             .fire
             .as_ref()
             .and_then(|(_, f)| DateTime::from_timestamp_micros(f.at_us));
         let fire_revision = read.fire.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
-        let row = Self::entry_of(name.to_owned(), read, store_now).map(|e| e.record().clone());
-        if let Some(answer) = fire_decision(fire, store_now, row.as_ref(), recorded, None) {
+        // 0: no pause. A pause committed after the read then fails the transaction.
+        let pause_revision = read.pause.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
+        let entry = Self::entry_of(name.to_owned(), read, store_now);
+        let row = entry.as_ref().map(LockEntry::record);
+        let pause = entry.as_ref().and_then(LockEntry::pause);
+        if let Some(answer) = fire_decision(fire, store_now, row, recorded, pause) {
             return Ok(Claim::Answer(answer));
         }
         let Taking {
@@ -492,13 +517,16 @@ impl EtcdLockProvider {
             lock_until,
             txn,
         } = self.taking(keys, at_most, owner, deadline).await?;
-        let txn = txn.mod_is(&keys.fire, fire_revision).then_put(
-            &keys.fire,
-            &encode_value(&FireValue {
-                at_us: fire.at().timestamp_micros(),
-            }),
-            None,
-        );
+        let txn = txn
+            .mod_is(&keys.fire, fire_revision)
+            .mod_is(&keys.pause, pause_revision)
+            .then_put(
+                &keys.fire,
+                &encode_value(&FireValue {
+                    at_us: fire.at().timestamp_micros(),
+                }),
+                None,
+            );
         // Sent once, and its lease kept on error: if it was applied, this replica holds the lock
         // and its scheduler recognises the claim (its owner and `locked_at`) and runs it; if not,
         // the spare lease expires by itself.
@@ -535,30 +563,42 @@ impl EtcdLockProvider {
         }
     }
 
-    /// The entry of a lock as read, or `None` when it has no keys. While the hold exists, the lock
-    /// is held, as etcd answers, with the writer's estimated `lock_until`, kept after `store_now`.
-    /// A hold whose record was deleted by hand still shows, so that operators see what blocks the
-    /// name, with the owner [`UNKNOWN_OWNER`] and no token. The entry carries the job state its
-    /// keys keep, a default one when no run was recorded.
+    /// The entry of a lock as read, or `None` when it has no record and no hold. While the hold
+    /// exists, the lock is held, as etcd answers, with the writer's estimated `lock_until`, kept
+    /// after `store_now`. A free lock ends at `store_now`, or, never held (a pause wrote its
+    /// record), at the record's `locked_at`. A hold whose record was deleted by hand still shows,
+    /// so that operators see what blocks the name, with the owner [`UNKNOWN_OWNER`] and no token.
+    /// The entry carries the job state its keys keep, a default one when no run was recorded, and
+    /// the pause and last action.
     fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
         let state = read.state.state(&name);
-        let lock_until = match &read.hold {
-            Some((_, hold)) => {
+        let pause = read.pause.map(|(_, pause)| pause.into_pause());
+        let last_action = read.action.and_then(ActionValue::into_action);
+        let has_hold = read.hold.is_some();
+        let lock_until = match (&read.hold, &read.rec) {
+            (Some((_, hold)), _) => {
                 from_millis(hold.until_ms).max(store_now + chrono::Duration::milliseconds(1))
             }
-            None => store_now,
+            (None, Some((_, rec))) if rec.is_never_held() => {
+                from_millis(rec.locked_at_ms).min(store_now)
+            }
+            (None, _) => store_now,
         };
         let record = match read.rec {
-            Some((kv, rec)) => {
+            // A record a pause wrote under a hold whose record was deleted by hand names no one.
+            Some((kv, rec)) if !(has_hold && rec.is_never_held()) => {
                 LockRecord::new(name, rec.owner, from_millis(rec.locked_at_ms), lock_until)
                     .with_fencing_token(Some(kv.mod_revision.0))
             }
-            None if read.hold.is_some() => {
-                LockRecord::new(name, UNKNOWN_OWNER, store_now, lock_until)
-            }
-            None => return None,
+            _ if has_hold => LockRecord::new(name, UNKNOWN_OWNER, store_now, lock_until),
+            _ => return None,
         };
-        Some(LockEntry::new(record, store_now, None).with_state(state))
+        Some(
+            LockEntry::new(record, store_now, None)
+                .with_state(state)
+                .with_pause(pause)
+                .with_last_action(last_action),
+        )
     }
 }
 
@@ -684,10 +724,11 @@ impl LockProvider for EtcdLockProvider {
         })
     }
 
-    /// One range read of the lock's keys. When the fire is claimable by this replica's clock, a
-    /// lease grant and one transaction follow: `if the fire key and the hold are as read then put
-    /// record, hold on the lease, and the fire`. A claim that lost a race looks again, at most 4
-    /// times. See [the crate docs](crate#how-the-contract-maps-onto-etcd) on the clocks.
+    /// One range read of the lock's keys, the pause among them. When the fire is claimable by
+    /// this replica's clock, a lease grant and one transaction follow: `if the fire key, the hold
+    /// and the pause are as read then put record, hold on the lease, and the fire`. A claim that
+    /// lost a race looks again, at most 4 times. See
+    /// [the crate docs](crate#how-the-contract-maps-onto-etcd) on the clocks.
     async fn claim_fire(
         &self,
         name: &str,
@@ -745,7 +786,7 @@ fn now() -> DateTime<Utc> {
 }
 
 /// `t` rounded up to whole microseconds.
-fn micros_ceil(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(super) fn micros_ceil(t: DateTime<Utc>) -> DateTime<Utc> {
     let down = DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t);
     if down < t {
         down + chrono::Duration::microseconds(1)

@@ -1,9 +1,12 @@
 //! The JSON values the provider writes, and their encoding.
 //!
-//! It writes them in a lock's keys (record, hold, fire, job state) and in definition keys.
+//! It writes them in a lock's keys (record, hold, fire, job state, pause, last action) and in
+//! definition keys.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use shedlock_core::admin::{ActionKind, AdminAction};
+use shedlock_core::pause::Pause;
 
 use crate::gateway::{GatewayError, KeyValue};
 
@@ -16,6 +19,24 @@ pub(super) struct RecValue {
     pub(super) locked_at_ms: i64,
     pub(super) lease: i64,
     pub(super) ttl: i64,
+}
+
+impl RecValue {
+    /// The record a [`pause`](shedlock_core::admin::LockAdmin::pause) writes for a lock that has
+    /// none: free since `at`, with no owner and no lease (etcd's lease ids are never 0).
+    pub(super) fn never_held(at: DateTime<Utc>) -> Self {
+        Self {
+            owner: String::new(),
+            locked_at_ms: at.timestamp_millis(),
+            lease: 0,
+            ttl: 0,
+        }
+    }
+
+    /// Whether a pause wrote it and no acquisition since.
+    pub(super) fn is_never_held(&self) -> bool {
+        self.lease == 0
+    }
 }
 
 /// The hold key's value: the client's estimate of the lease's end, for display only.
@@ -50,6 +71,74 @@ pub(super) struct RunValue {
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct SuccessValue {
     pub(super) at_ms: i64,
+}
+
+/// The pause key's value: an operator's pause, times in microseconds since the epoch.
+///
+/// `since` is the pausing client's clock. `until` is on that clock too and compared with the
+/// claiming replica's, as the fire claim's "now" is (see [Pauses](crate#pauses)).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct PauseValue {
+    pub(super) since_us: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) until_us: Option<i64>,
+    pub(super) by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) reason: Option<String>,
+}
+
+impl PauseValue {
+    pub(super) fn of(pause: &Pause) -> Self {
+        Self {
+            since_us: pause.since.timestamp_micros(),
+            until_us: pause.until.map(|until| until.timestamp_micros()),
+            by: pause.by.clone(),
+            reason: pause.reason.clone(),
+        }
+    }
+
+    pub(super) fn into_pause(self) -> Pause {
+        Pause {
+            since: from_micros(self.since_us),
+            until: self.until_us.map(from_micros),
+            by: self.by,
+            reason: self.reason,
+        }
+    }
+}
+
+/// The action key's value: the last pause, resume or unlock, by whom, when (the client's clock, in
+/// milliseconds).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct ActionValue {
+    /// [`ActionKind::as_str`].
+    pub(super) kind: String,
+    pub(super) by: String,
+    pub(super) at_ms: i64,
+}
+
+impl ActionValue {
+    pub(super) fn new(kind: ActionKind, by: &str, at: DateTime<Utc>) -> Self {
+        Self {
+            kind: kind.as_str().to_owned(),
+            by: by.to_owned(),
+            at_ms: at.timestamp_millis(),
+        }
+    }
+
+    /// The action, or `None` for a kind a newer version wrote.
+    pub(super) fn into_action(self) -> Option<AdminAction> {
+        let kind = ActionKind::parse(&self.kind)?;
+        Some(AdminAction::new(
+            kind,
+            self.by,
+            super::from_millis(self.at_ms),
+        ))
+    }
+}
+
+fn from_micros(us: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(us).unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
 }
 
 /// A definition key's value: one replica's definition of one job.

@@ -25,6 +25,7 @@ use support::Cluster;
 async fn fire_claims_write_only_when_they_claim_and_leave_no_spare_lease() {
     use shedlock_core::{
         admin::LockAdmin,
+        pause::PauseFor,
         provider::{Fire, FireClaim},
     };
     let Some(bin) = support::etcd_binary() else {
@@ -95,6 +96,19 @@ async fn fire_claims_write_only_when_they_claim_and_leave_no_spare_lease() {
         "claims that did not win wrote nothing"
     );
     assert_eq!(etcd.lease_count(), 1, "and granted no lease");
+
+    // Nor does a paused job's claim; a resume lets the next claim go on as before.
+    p.pause("nightly", PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    let revision = etcd.revision();
+    match p.claim_fire("nightly", &later, minute, "x").await.unwrap() {
+        FireClaim::Paused { until: None, .. } => {}
+        other => panic!("a paused job's claim answered {other:?}"),
+    }
+    assert_eq!(etcd.revision(), revision, "a paused claim wrote nothing");
+    assert_eq!(etcd.lease_count(), 1, "and granted no lease");
+    assert!(p.resume("nightly", "ann").await.unwrap().is_some());
 
     // The recorded fire survives the release and an operator's unlock.
     assert!(p.release(&winner, Duration::ZERO).await.unwrap());
@@ -349,4 +363,60 @@ async fn a_hold_whose_record_was_deleted_by_hand_shows_and_can_be_forced_free() 
         .unwrap()
         .unwrap();
     assert!(again.fencing_token() > held.fencing_token());
+}
+
+/// A pause key holding something this provider cannot read fails the fire claim, which never
+/// ignores a pause. The entry shows no pause for it, and a resume removes it.
+#[tokio::test]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
+async fn a_pause_that_cannot_be_read_fails_the_claim() {
+    use shedlock_core::{admin::LockAdmin as _, provider::Fire};
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::new(&etcd.url()).unwrap();
+    let (rec, _) = p.keys("job").unwrap();
+    let pause = [&rec[..rec.len() - b"rec".len()], b"pause"].concat();
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    etcd.call(
+        "/v3/kv/put",
+        &format!(
+            r#"{{"key":"{}","value":"{}"}}"#,
+            b64(&pause),
+            b64(b"not json")
+        ),
+    );
+    p.acquire("job", Duration::from_secs(5), "a")
+        .await
+        .unwrap()
+        .expect("acquire ignores pauses");
+    let now = chrono::Utc::now();
+    let fire = Fire::new(
+        now - chrono::Duration::seconds(1),
+        now + chrono::Duration::minutes(5),
+    )
+    .unwrap();
+    let revision = etcd.revision();
+    let error = p
+        .claim_fire("job", &fire, Duration::from_mins(1), "b")
+        .await
+        .expect_err("an unreadable pause fails the claim");
+    assert!(format!("{error:?}").contains("/pause"), "{error:?}");
+    assert_eq!(etcd.revision(), revision, "the failed claim wrote nothing");
+    let entry = p.entry("job").await.unwrap().expect("listed");
+    assert!(entry.is_held() && entry.pause().is_none(), "{entry}");
+    assert_eq!(p.resume("job", "ann").await.unwrap(), None);
+    assert_ne!(etcd.revision(), revision, "the resume removed it");
+    match p
+        .claim_fire("job", &fire, Duration::from_mins(1), "b")
+        .await
+        .unwrap()
+    {
+        shedlock_core::provider::FireClaim::Held { .. } => {}
+        other => panic!("after the resume the claim answered {other:?}"),
+    }
 }

@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 use shedlock_core::jobs::{Definition, RunOutcome, RunReport};
 use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
-    LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor, admin::LockAdmin,
-    provider::LockProvider, scheduled_lock,
+    LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor,
+    admin::{ActionKind, LockAdmin},
+    pause::PauseFor,
+    provider::{Fire, FireClaim, LockProvider},
+    scheduled_lock,
 };
 use shedlock_etcd::{EtcdLockProvider, testing};
 
@@ -274,11 +277,16 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     assert!(!p.unlock(list[0].record(), "test").await.unwrap());
 
     let freed = p
-        .force_unlock("a", "test")
+        .force_unlock("a", "bob")
         .await
         .unwrap()
         .expect("it was held");
     assert_eq!(freed.record().fencing_token(), again.fencing_token());
+    let action = p.entry("a").await.unwrap().unwrap().last_action().cloned();
+    assert!(
+        action.is_some_and(|action| action.kind == ActionKind::Unlocked && action.by == "bob"),
+        "force_unlock records its actor"
+    );
     assert!(p.force_unlock("a", "test").await.unwrap().is_none());
     assert!(p.force_unlock("never", "test").await.unwrap().is_none());
     assert!(
@@ -289,6 +297,73 @@ async fn admin_lists_unlocks_as_listed_and_force_unlocks() {
     );
     // The freed holder's own release no longer finds its acquisition.
     assert!(!p.release(&again, Duration::ZERO).await.unwrap());
+}
+
+/// A pause shows in the listing and in the lock's entry, beside the holder it keeps. A job paused
+/// before its first run gets a free entry, with no owner, that its first acquire replaces.
+#[tokio::test]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn pauses_are_listed_and_a_job_paused_before_its_first_run_is_free() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    let half_minute = Duration::from_secs(30);
+    p.acquire("a", half_minute, "owner-a")
+        .await
+        .unwrap()
+        .unwrap();
+    let b = p
+        .acquire("b", half_minute, "owner-b")
+        .await
+        .unwrap()
+        .unwrap();
+    p.release(&b, Duration::ZERO).await.unwrap();
+    p.pause("b", PauseFor::UntilResumed, Some("upstream down"), "ann")
+        .await
+        .unwrap();
+    p.pause("new", PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    let list = p.list().await.unwrap();
+    let names: Vec<_> = list.iter().map(|e| e.record().name()).collect();
+    assert_eq!(names, ["a", "b", "new"]);
+    assert!(!list[0].is_paused() && list[1].is_paused() && list[2].is_paused());
+    assert_eq!(
+        list[1].record().owner(),
+        "owner-b",
+        "a pause keeps the last holder"
+    );
+    assert_eq!(
+        list[1].pause().and_then(|pause| pause.reason.as_deref()),
+        Some("upstream down")
+    );
+    assert!(!list[2].is_held() && list[2].record().owner().is_empty());
+    let first = p
+        .acquire("new", Duration::from_secs(5), "d")
+        .await
+        .unwrap()
+        .expect("a paused, never held lock is free to acquire");
+    assert!(first.fencing_token() > list[2].record().fencing_token());
+    let entry = p.entry("new").await.unwrap().unwrap();
+    assert!(entry.is_held() && entry.is_paused(), "{entry}");
+
+    // A resume answers the pause it removes, also one whose end has passed.
+    let short = p
+        .pause("b", PauseFor::For(Duration::from_millis(1)), None, "ann")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.entry("b").await.unwrap().unwrap().is_paused() {
+        assert!(Instant::now() < deadline, "a 1 ms pause never ended");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(p.resume("b", "bob").await.unwrap(), Some(short));
+    let action = p.entry("b").await.unwrap().unwrap().last_action().cloned();
+    assert!(
+        action.is_some_and(|action| action.kind == ActionKind::Resumed && action.by == "bob"),
+        "the resume's actor is recorded"
+    );
 }
 
 #[tokio::test]
@@ -440,8 +515,34 @@ async fn leader_latch_elects_one_and_hands_over_on_close() {
     two.close().await.unwrap();
 }
 
-/// A TCP proxy in front of etcd that records the path of every HTTP request through it.
-async fn recording_proxy(upstream: String) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+/// Where a [`recording_proxy`] stops a request: the first request to `path` waits, before it is
+/// forwarded, until the test says go.
+struct Gate {
+    path: &'static str,
+    armed: std::sync::atomic::AtomicBool,
+    /// Notified when the request to `path` arrived and waits.
+    reached: tokio::sync::Notify,
+    /// Notify to forward it.
+    go: tokio::sync::Notify,
+}
+
+impl Gate {
+    fn new(path: &'static str) -> Arc<Self> {
+        Arc::new(Self {
+            path,
+            armed: true.into(),
+            reached: tokio::sync::Notify::new(),
+            go: tokio::sync::Notify::new(),
+        })
+    }
+}
+
+/// A TCP proxy in front of etcd that records the path of every HTTP request through it, and
+/// holds the request at `gate`, if any.
+async fn recording_proxy(
+    upstream: String,
+    gate: Option<Arc<Gate>>,
+) -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -453,21 +554,31 @@ async fn recording_proxy(upstream: String) -> (u16, Arc<std::sync::Mutex<Vec<Str
             let (mut client_read, mut client_write) = client.into_split();
             let (mut server_read, mut server_write) = server.into_split();
             let seen = seen.clone();
+            let gate = gate.clone();
             tokio::spawn(async move {
                 let (mut buf, mut pending) = (vec![0; 16 * 1024], Vec::new());
                 while let Ok(n @ 1..) = client_read.read(&mut buf).await {
                     pending.extend_from_slice(&buf[..n]);
                     let text = String::from_utf8_lossy(&pending).into_owned();
                     let mut consumed = 0;
+                    let mut hold = false;
                     while let Some(start) = text[consumed..].find("POST ") {
                         let rest = &text[consumed + start + 5..];
                         let Some(end) = rest.find(" HTTP/1.1\r\n") else {
                             break;
                         };
-                        seen.lock().unwrap().push(rest[..end].to_owned());
+                        let path = &rest[..end];
+                        hold |= gate.as_ref().is_some_and(|gate| {
+                            gate.path == path && gate.armed.swap(false, Ordering::SeqCst)
+                        });
+                        seen.lock().unwrap().push(path.to_owned());
                         consumed += start + 5 + end;
                     }
                     pending.drain(..consumed.min(pending.len()));
+                    if let Some(gate) = gate.as_ref().filter(|_| hold) {
+                        gate.reached.notify_one();
+                        gate.go.notified().await;
+                    }
                     if server_write.write_all(&buf[..n]).await.is_err() {
                         break;
                     }
@@ -481,22 +592,26 @@ async fn recording_proxy(upstream: String) -> (u16, Arc<std::sync::Mutex<Vec<Str
     (port, paths)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
-async fn round_trips_per_operation_match_the_docs() {
-    let Some(url) = testing::etcd_url() else {
-        return;
-    };
-    let upstream = url
-        .trim()
+/// The `host:port` of the first member in an etcd URL.
+fn first_member(url: &str) -> String {
+    url.trim()
         .trim_start_matches("etcd://")
         .trim_start_matches("http://")
         .split(',')
         .next()
         .unwrap()
         .trim_end_matches('/')
-        .to_owned();
-    let (port, paths) = recording_proxy(upstream).await;
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn round_trips_per_operation_match_the_docs() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let upstream = first_member(&url);
+    let (port, paths) = recording_proxy(upstream, None).await;
     let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
         .prefix(testing::unique_prefix())
         .build()
@@ -569,4 +684,89 @@ async fn round_trips_per_operation_match_the_docs() {
     assert_eq!(take(), [range], "definitions");
     assert_eq!(p.forget("run").await.unwrap(), 1);
     assert_eq!(take(), ["/v3/kv/deleterange"], "forget");
+
+    // A pause is one transaction, and the claim's one read sees it.
+    p.pause("job", PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    assert_eq!(take(), [txn], "pause");
+    let fire = fire_now();
+    let claim = p.claim_fire("job", &fire, at_most, "a").await.unwrap();
+    assert!(matches!(claim, FireClaim::Paused { .. }), "{claim:?}");
+    assert_eq!(take(), [range], "a paused fire claim: one read, no write");
+    assert!(p.resume("job", "ann").await.unwrap().is_some());
+    assert_eq!(take(), [txn], "resume");
+    assert!(p.resume("job", "ann").await.unwrap().is_none());
+    assert_eq!(
+        take(),
+        [txn],
+        "resume without a pause: one transaction, writing nothing"
+    );
+}
+
+/// A fire whose window holds now: from a second ago, for an hour.
+fn fire_now() -> Fire {
+    let at = chrono::Utc::now() - chrono::Duration::seconds(1);
+    Fire::new(at, at + chrono::Duration::hours(1)).unwrap()
+}
+
+/// A pause committed between a claim's read and its transaction fails the transaction, as it
+/// compares the pause key's revision as read: the claim looks again and answers `Paused`, having
+/// written nothing and left no lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn a_pause_between_a_claims_read_and_its_transaction_is_honoured() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    // The grant comes between the claim's read and its transaction: hold it there.
+    let gate = Gate::new("/v3/lease/grant");
+    let (port, paths) = recording_proxy(first_member(&url), Some(gate.clone())).await;
+    let prefix = testing::unique_prefix();
+    let claimer = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let operator = EtcdLockProvider::builder(&url)
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let fire = fire_now();
+    let minute = Duration::from_mins(1);
+    let claim = tokio::spawn(async move {
+        let answer = claimer.claim_fire("job", &fire, minute, "replica-a").await;
+        (answer, claimer)
+    });
+    gate.reached.notified().await;
+    let pause = operator
+        .pause("job", PauseFor::UntilResumed, Some("mid-claim"), "ann")
+        .await
+        .unwrap();
+    gate.go.notify_one();
+    let (answer, claimer) = claim.await.unwrap();
+    match answer.unwrap() {
+        FireClaim::Paused { until: None, .. } => {}
+        other => panic!("a pause committed mid-claim was answered {other:?}"),
+    }
+    assert_eq!(
+        *paths.lock().unwrap(),
+        [
+            "/v3/kv/range",
+            "/v3/lease/grant",
+            "/v3/kv/txn",
+            "/v3/lease/revoke",
+            "/v3/kv/range"
+        ],
+        "read, grant, the failed transaction, its lease revoked, the second look"
+    );
+    let entry = operator.entry("job").await.unwrap().expect("paused");
+    assert!(!entry.is_held(), "the claim took nothing: {entry}");
+    assert_eq!(entry.pause(), Some(&pause));
+    // The fire was not recorded: after a resume it is claimed.
+    assert_eq!(operator.resume("job", "ann").await.unwrap(), Some(pause));
+    let claim = claimer
+        .claim_fire("job", &fire, minute, "replica-a")
+        .await
+        .unwrap();
+    assert!(claim.claimed().is_some(), "{claim:?}");
 }
