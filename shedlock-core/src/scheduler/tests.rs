@@ -1569,3 +1569,54 @@ async fn a_job_added_while_start_asks_the_store_runs_one_loop() {
     assert_eq!(second.runs, first.runs, "one loop each: {second:?}");
     assert_eq!(second.claimed_elsewhere, 0, "one loop: {second:?}");
 }
+
+/// A pause set before the replicas start: every replica counts each fire `paused`, none runs one,
+/// none counts it missed. A run already going keeps its lock. After the resume the next fires run,
+/// each once.
+#[tokio::test(start_paused = true)]
+async fn a_paused_job_is_counted_paused_everywhere_and_runs_again_after_resume() {
+    use crate::admin::LockAdmin;
+    use crate::pause::PauseFor;
+    let store = Arc::new(InMemoryLockProvider::new());
+    store
+        .pause(
+            "report",
+            PauseFor::UntilResumed,
+            Some("upstream down"),
+            "ann",
+        )
+        .await
+        .unwrap();
+    let log = Log::default();
+    let schedule = every(5 * SEC);
+    let (a, b) = (
+        scheduler_on(store.clone(), "a"),
+        scheduler_on(store.clone(), "b"),
+    );
+    for (replica, scheduler) in [("a", &a), ("b", &b)] {
+        scheduler
+            .add(recording("report", schedule.clone(), replica, &log))
+            .unwrap();
+        scheduler.start().await.unwrap();
+    }
+    tokio::time::sleep(21 * SEC).await;
+    assert!(runs(&log).is_empty(), "a paused job ran: {:?}", runs(&log));
+    for scheduler in [&a, &b] {
+        let status = scheduler.status("report").unwrap();
+        assert!(status.paused >= 3, "{status:?}");
+        assert_eq!((status.missed, status.runs), (0, 0), "{status:?}");
+    }
+    let resumed = store.resume("report", "bob").await.unwrap();
+    assert_eq!(resumed.map(|p| p.by), Some("ann".to_owned()));
+    let paused_before = a.status("report").unwrap().paused + b.status("report").unwrap().paused;
+    tokio::time::sleep(20 * SEC).await;
+    a.shutdown(SEC).await;
+    b.shutdown(SEC).await;
+    let ran = assert_once_each(&log, &schedule);
+    assert!(ran >= 3, "{ran} runs after the resume");
+    let paused_after = a.status("report").unwrap().paused + b.status("report").unwrap().paused;
+    assert_eq!(
+        paused_before, paused_after,
+        "no fire after the resume was paused"
+    );
+}

@@ -47,8 +47,10 @@ pub use faulty::{Fault, FaultyProvider, Operation};
 mod cases;
 mod fire;
 mod jobs;
+mod pause;
 
 pub use jobs::JobStateSuite;
+pub use pause::PauseSuite;
 
 type CaseResult = std::result::Result<(), String>;
 

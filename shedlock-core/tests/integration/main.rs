@@ -9,3 +9,4 @@ mod drain;
 mod executor;
 mod jobs;
 mod old_paths;
+mod pause;
