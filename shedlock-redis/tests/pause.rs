@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use shedlock_core::testkit::PauseSuite;
 use shedlock_core::{
     admin::{ActionKind, LockAdmin},
     pause::{Pause, PauseFor},
@@ -101,6 +102,20 @@ fn sec(n: i64) -> chrono::Duration {
 /// A fire whose window holds the server's `now` for a minute.
 fn fire_at(at: DateTime<Utc>, now: DateTime<Utc>) -> Fire {
     Fire::new(at, now + sec(60)).unwrap()
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn passes_the_pause_suite() {
+    let Some(f) = Fixture::new("pause-suite").await else {
+        return;
+    };
+    // The server's clock has µs: a pause of 2 × 200 ms is waited out quickly.
+    PauseSuite::new(Arc::clone(&f.provider))
+        .time_unit(Duration::from_millis(200))
+        .run()
+        .await;
+    f.cleanup().await;
 }
 
 #[tokio::test]
