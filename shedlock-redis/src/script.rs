@@ -279,7 +279,7 @@ local now = now_us()
 local fire, next_fire = tonumber(ARGV[2]), tonumber(ARGV[3])
 if now < fire then return {1, now} end
 if now >= next_fire then return {2, now} end
-if v[7] then
+if int(v[7]) then
   local paused_until = int(v[8])
   if not paused_until or now < paused_until then return {5, now, paused_until or false} end
 end

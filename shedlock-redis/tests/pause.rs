@@ -541,10 +541,11 @@ async fn the_last_action_names_who_paused_resumed_and_unlocked() {
 }
 
 /// A last action a newer version wrote, with a word this version does not know, is left out; the
-/// pause beside it reads as ever.
+/// pause beside it reads as ever. A pause whose time is not a number makes the claim fail, saying
+/// so, rather than pause or run the fire.
 #[tokio::test]
 #[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
-async fn unknown_actions_are_left_out() {
+async fn unknown_actions_are_left_out_and_a_garbled_pause_is_an_error() {
     let Some(f) = Fixture::new("pause-unknown").await else {
         return;
     };
@@ -561,5 +562,18 @@ async fn unknown_actions_are_left_out() {
     assert_eq!(entry.last_action(), None);
     let kept: &Pause = entry.pause().expect("the pause reads as ever");
     assert_eq!(kept.reason.as_deref(), Some("r"));
+
+    let _: () = conn.hset(p.key("job"), "paused_at", "soon").await.unwrap();
+    let now = f.now().await;
+    let err = p
+        .claim_fire("job", &fire_at(now - sec(1), now), MIN, "a")
+        .await
+        .unwrap_err();
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(err.is_backend(), "{err}");
+    assert!(
+        cause.as_deref().is_some_and(|c| c.contains("not a number")),
+        "{err}: {cause:?}"
+    );
     f.cleanup().await;
 }
