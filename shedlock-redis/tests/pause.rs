@@ -1,16 +1,18 @@
 //! Pauses of `RedisLockProvider` against a real Redis (`SHEDLOCK_REDIS_URL`; skipped without it,
 //! failing under `SHEDLOCK_REQUIRE_DB=1`): the fire claim refuses a paused job's fire in its one
-//! script, `pause`/`resume` keep the pause in the lock's hash, and every pause, resume and unlock
-//! records its actor. Every test has its own key prefix and deletes its own keys at the end;
+//! script, `pause`/`resume` keep the pause in the lock's hash, every pause, resume and unlock
+//! records its actor, and schedulers count a paused job's fires and run them again after a resume. Every test has its own key prefix and deletes its own keys at the end;
 //! nothing flushes the shared server.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock_core::testkit::PauseSuite;
 use shedlock_core::{
+    Job, LockingTaskExecutor, Schedule, Scheduler,
     admin::{ActionKind, LockAdmin},
     pause::{Pause, PauseFor},
     provider::{Fire, FireClaim, LockProvider},
@@ -575,5 +577,79 @@ async fn unknown_actions_are_left_out_and_a_garbled_pause_is_an_error() {
         cause.as_deref().is_some_and(|c| c.contains("not a number")),
         "{err}: {cause:?}"
     );
+    f.cleanup().await;
+}
+
+/// Polls `done` every 20 ms until it holds, failing after `within`.
+async fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The scheduler over Redis: two replicas count a paused job's fires `paused` and run none; after
+/// the resume its fires run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn schedulers_count_a_paused_jobs_fires_and_run_them_again_after_resume() {
+    let Some(f) = Fixture::new("pause-scheduler").await else {
+        return;
+    };
+    f.provider
+        .pause("tick", PauseFor::UntilResumed, Some("maintenance"), "ann")
+        .await
+        .unwrap();
+    let runs = Arc::new(AtomicU64::new(0));
+    let schedulers: Vec<Scheduler> = ["replica-a", "replica-b"]
+        .into_iter()
+        .map(|owner| {
+            let executor = LockingTaskExecutor::builder(Arc::clone(&f.provider))
+                .owner_id(owner)
+                .default_at_most(MIN)
+                .build()
+                .unwrap();
+            let scheduler = Scheduler::new(executor);
+            let runs = Arc::clone(&runs);
+            let schedule = Schedule::every(Duration::from_millis(300)).unwrap();
+            scheduler
+                .add(Job::new("tick", schedule, move |_run| {
+                    let runs = Arc::clone(&runs);
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                    }
+                }))
+                .unwrap();
+            scheduler
+        })
+        .collect();
+    for scheduler in &schedulers {
+        scheduler.start().await.unwrap();
+    }
+    let paused = || {
+        schedulers
+            .iter()
+            .map(|s| s.status("tick").map_or(0, |status| status.paused))
+            .collect::<Vec<_>>()
+    };
+    wait_until(
+        "each replica counts paused fires",
+        Duration::from_secs(10),
+        || paused().iter().all(|&n| n >= 2),
+    )
+    .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "a paused job ran");
+    assert!(
+        f.provider.resume("tick", "bob").await.unwrap().is_some(),
+        "the pause was there"
+    );
+    wait_until("runs after the resume", Duration::from_secs(10), || {
+        runs.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    for scheduler in &schedulers {
+        scheduler.shutdown(Duration::from_secs(1)).await;
+    }
     f.cleanup().await;
 }
