@@ -1049,3 +1049,73 @@ async fn jobs_history_and_forget_on_redis() {
     record_jobs(&provider).await;
     check_jobs(&url, &["--key-prefix", &prefix], true);
 }
+
+/// `pause` and `resume` through the binary on Redis: the pause lands in the lock's hash and
+/// `jobs` shows it, an end in the past is refused with nothing written, and the resume records
+/// its operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn pause_and_resume_on_redis() {
+    use shedlock_core::admin::ActionKind;
+    let Some(url) = shedlock_redis::testing::redis_url() else {
+        return;
+    };
+    let prefix = shedlock_redis::testing::unique_prefix("cli-pause");
+    let provider = shedlock_redis::RedisLockProvider::builder(url.as_str())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("redis");
+    record_jobs(&provider).await;
+    let with = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--key-prefix", prefix.as_str()]);
+        shedlock(&url, &all)
+    };
+    let out = with(&[
+        "pause",
+        "report",
+        "--for",
+        "1h",
+        "--reason",
+        "upstream down",
+        "--as",
+        "ann@ops",
+    ])
+    .ok();
+    assert!(
+        out.contains("paused until") && out.contains("ann@ops"),
+        "{out}"
+    );
+    let entry = provider.entry("report-lock").await.unwrap().expect("a row");
+    let pause = entry.pause().expect("paused").clone();
+    assert_eq!(
+        (pause.by.as_str(), pause.reason.as_deref()),
+        ("ann@ops", Some("upstream down"))
+    );
+    assert_eq!(pause.until, Some(pause.since + chrono::Duration::hours(1)));
+    let jobs = with(&["jobs"]).ok();
+    assert!(jobs.contains("paused by ann@ops"), "{jobs}");
+
+    let refused = with(&[
+        "pause",
+        "report",
+        "--until",
+        "2001-01-01T00:00:00Z",
+        "--as",
+        "bob",
+    ])
+    .fails(2);
+    assert!(refused.contains("must end in the future"), "{refused}");
+    let entry = provider.entry("report-lock").await.unwrap().expect("a row");
+    assert_eq!(entry.pause(), Some(&pause), "nothing written");
+
+    with(&["resume", "report", "--as", "bob@ops"]).ok();
+    let entry = provider.entry("report-lock").await.unwrap().expect("a row");
+    assert_eq!(entry.pause(), None);
+    let action = entry.last_action().expect("recorded");
+    assert_eq!(
+        (action.kind, action.by.as_str()),
+        (ActionKind::Resumed, "bob@ops")
+    );
+}

@@ -1,19 +1,23 @@
-//! The admin surface of [`RedisLockProvider`]: listing, unlocking, and the job state an
+//! The admin surface of [`RedisLockProvider`]: listing, unlocking, pausing, and the job state an
 //! operator reads (definitions, history, forget).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use redis::Value;
 use serde::Deserialize;
 use shedlock_core::{
-    Result,
+    Error, Result,
     admin::{LockAdmin, LockEntry},
     jobs::{Definition, DefinitionEntry, RunEntry, RunOutcome},
+    pause::{Pause, PauseFor, validate_actor, validate_reason},
     provider::{LockRecord, validate_name},
 };
 
 use crate::connection::Resend;
 use crate::key::{name_of, scan_pattern};
-use crate::provider::{RedisLockProvider, Reply, definition_field, num, time, unexpected};
+use crate::provider::{
+    RedisLockProvider, Reply, definition_field, micros_ceil, num, time, unexpected,
+};
 use crate::script;
 
 /// How many keys one `SCAN` step of [`LockAdmin::list`] asks for.
@@ -90,11 +94,11 @@ impl LockAdmin for RedisLockProvider {
         Ok(self.read("entry", name).await?.entry)
     }
 
-    /// One `EVALSHA` that frees the lock by setting `lock_until` to now, and nothing else, only if
-    /// it is held by the server's clock and the record still has `expected`'s owner, `locked_at`
-    /// and token.
+    /// One `EVALSHA` that frees the lock by setting `lock_until` to now, only if it is held by the
+    /// server's clock and the record still has `expected`'s owner, `locked_at` and token. The same
+    /// `HSET` records `actor` as the last action (`unlocked`), by the server's clock.
     async fn unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
-        shedlock_core::pause::validate_actor(actor)?;
+        validate_actor(actor)?;
         let name = expected.name();
         self.check_name(name)?;
         let token = Self::token_of(expected)?;
@@ -108,6 +112,7 @@ impl LockAdmin for RedisLockProvider {
                     expected.owner().as_bytes().to_vec(),
                     num(expected.locked_at().timestamp_micros()),
                     num(token),
+                    actor.as_bytes().to_vec(),
                 ],
             )
             .await?;
@@ -117,9 +122,10 @@ impl LockAdmin for RedisLockProvider {
         }
     }
 
-    /// One `EVALSHA`: frees `name` if held (`lock_until` = now) and returns the entry as it was.
+    /// One `EVALSHA`: frees `name` if held (`lock_until` = now), recording `actor` as the last
+    /// action (`unlocked`), and returns the entry as it was.
     async fn force_unlock(&self, name: &str, actor: &str) -> Result<Option<LockEntry>> {
-        shedlock_core::pause::validate_actor(actor)?;
+        validate_actor(actor)?;
         self.check_name(name)?;
         let reply = self
             .eval(
@@ -127,7 +133,7 @@ impl LockAdmin for RedisLockProvider {
                 Resend::AfterDrop,
                 &script::FORCE_UNLOCK,
                 name,
-                &[],
+                &[actor.as_bytes().to_vec()],
             )
             .await?;
         if reply == Value::Nil {
@@ -238,6 +244,85 @@ impl LockAdmin for RedisLockProvider {
     /// `Ok(())` without touching the server.
     async fn create_table(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// One `EVALSHA` that computes the end on the server's clock and, when it is after the
+    /// server's now, sets `paused_at`, `paused_until`, `paused_by` and `paused_reason` in the
+    /// lock's hash and records `actor` as the last action (`paused`). An end not after the
+    /// server's now writes nothing and is refused. A missing record is created as a free lock, with
+    /// token 0, so the next acquisition takes a fresh token as usual.
+    async fn pause(
+        &self,
+        name: &str,
+        how_long: PauseFor,
+        reason: Option<&str>,
+        actor: &str,
+    ) -> Result<Pause> {
+        self.check_name(name)?;
+        validate_actor(actor)?;
+        if let Some(reason) = reason {
+            validate_reason(reason)?;
+        }
+        let (kind, amount): (&[u8], i64) = match how_long {
+            PauseFor::UntilResumed => (b"none", 0),
+            PauseFor::For(length) => {
+                // Refuses a length of zero or above MAX_DURATION, whatever the now.
+                how_long.until(DateTime::UNIX_EPOCH)?;
+                (b"for", micros_ceil(length))
+            }
+            // Rounded up, so an end the script finds after its now is after it to the ns.
+            PauseFor::Until(until) => (b"until", micros_ceil_at(until)),
+        };
+        let mut args = vec![actor.as_bytes().to_vec(), kind.to_vec(), num(amount)];
+        if let Some(reason) = reason {
+            args.push(reason.as_bytes().to_vec());
+        }
+        let op = "pause";
+        let reply = self
+            .eval(op, Resend::AfterDrop, &script::PAUSE, name, &args)
+            .await?;
+        let items = Reply::new(op, name, reply)?;
+        let now = items.time(1)?;
+        match items.int(0)? {
+            1 => Ok(Pause::new(now, items.opt_time(2)?, actor, reason)),
+            0 => Err(how_long.until(now).err().unwrap_or_else(|| {
+                Error::invalid_config(format!(
+                    "a pause must end in the future: the end is not after the store's now \
+                     ({now}); nothing was paused"
+                ))
+            })),
+            _ => Err(items.unexpected()),
+        }
+    }
+
+    /// One `EVALSHA` that removes the pause fields of the lock's hash and records `actor` as the
+    /// last action (`resumed`). Without a pause it writes nothing and answers `Ok(None)`. It is not
+    /// sent again after a dropped connection, as the repeat would answer `Ok(None)` from its own
+    /// effect: the call fails saying the reply was lost, and the pause may be gone.
+    async fn resume(&self, name: &str, actor: &str) -> Result<Option<Pause>> {
+        self.check_name(name)?;
+        validate_actor(actor)?;
+        let op = "resume";
+        let reply = self
+            .eval(
+                op,
+                Resend::OnlyIfRefused,
+                &script::RESUME,
+                name,
+                &[actor.as_bytes().to_vec()],
+            )
+            .await?;
+        Reply::new(op, name, reply)?.pause(1)
+    }
+}
+
+/// `at` in whole µs since the Unix epoch, rounded up.
+fn micros_ceil_at(at: DateTime<Utc>) -> i64 {
+    let micros = at.timestamp_micros();
+    if at.timestamp_subsec_nanos().is_multiple_of(1_000) {
+        micros
+    } else {
+        micros.saturating_add(1)
     }
 }
 

@@ -25,7 +25,7 @@ pub(crate) enum Resend {
     AfterDrop,
     /// End the call with an error saying that the reply was lost and the script may have run. A
     /// repeat would answer from its own effect: an acquire would find its own lock held, a fire
-    /// claim its own fire recorded. A refused reconnection sent nothing, so it is still retried.
+    /// claim its own fire recorded, a resume no pause. A refused reconnection sent nothing, so it is still retried.
     OnlyIfRefused,
 }
 
@@ -156,8 +156,8 @@ impl Connection {
     /// An attempt that fails because the server restarted or closed the connection runs again on
     /// the connection the manager reopens, within the same deadline, only if `resend` allows it
     /// ([`Resend::AfterDrop`]). So a restart that is over before the deadline costs no failed call.
-    /// Acquire and fire claim ([`Resend::OnlyIfRefused`]) end at a dropped connection with an error
-    /// saying so, as their script may have run. Only a refused reconnection, which sent nothing, is
+    /// Acquire, fire claim and resume ([`Resend::OnlyIfRefused`]) end at a dropped connection with
+    /// an error saying so, as their script may have run. Only a refused reconnection, which sent nothing, is
     /// retried for them. A call that runs out of time drops the connection for a fresh one.
     pub(crate) async fn run<T, F, Fut>(
         &self,
@@ -185,7 +185,7 @@ impl Connection {
                         retries += 1;
                         tracing::info!(op, %error, "Redis connection lost; trying again on a new one");
                     }
-                    After::LostReply => return Err(self.lost_reply(&what(), error)),
+                    After::LostReply => return Err(self.lost_reply(op, &what(), error)),
                     After::Retry | After::Fail => return Err(self.error(&what(), error)),
                 },
             }
@@ -194,13 +194,16 @@ impl Connection {
 
     /// The error of a call whose connection dropped and that may not run again
     /// ([`Resend::OnlyIfRefused`]): one line naming the call, the lock and the server, and what it
-    /// means, with redis-rs's error as its source.
-    fn lost_reply(&self, what: &str, error: RedisError) -> Error {
+    /// means for the operation `op`, with redis-rs's error as its source.
+    fn lost_reply(&self, op: &str, what: &str, error: RedisError) -> Error {
+        let meaning = match op {
+            "resume" => "the pause may have been removed (the lock's entry shows whether it was)",
+            _ => "the lock may be held by this owner until at_most",
+        };
         Error::backend(
             format!(
                 "{what} (Redis at {}): the reply was lost (the connection dropped, possibly after \
-                 the request was sent) and the script may have run, so the lock may be held by \
-                 this owner until at_most; not repeated",
+                 the request was sent) and the script may have run, so {meaning}; not repeated",
                 self.server
             ),
             error,

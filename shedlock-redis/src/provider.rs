@@ -10,8 +10,9 @@ use chrono::{DateTime, Utc};
 use redis::{Script, Value};
 use shedlock_core::{
     Error, Result,
-    admin::LockEntry,
+    admin::{ActionKind, AdminAction, LockEntry},
     jobs::{Definition, JobState, RunEntry, RunOutcome, RunReport},
+    pause::Pause,
     provider::{
         Fire, FireClaim, LockProvider, LockRecord, MAX_DURATION, validate_at_least,
         validate_at_most, validate_name,
@@ -385,9 +386,11 @@ impl LockProvider for RedisLockProvider {
     }
 
     /// One `EVALSHA` that decides with the server's `TIME`, in `FireClaim`'s order, writing only
-    /// when it claims. A claim that did not win carries the record as the script read it, as
-    /// `holder`. The recorded fire, `last_fire` in the lock's hash, outlives every release, expiry
-    /// and unlock. It is not repeated after a dropped connection (see `acquire`).
+    /// when it claims. A pause kept in the lock's hash that holds at the server's now answers
+    /// `FireClaim::Paused`, after the window's checks and before the recorded fire's. A claim that
+    /// did not win carries the record as the script read it, as `holder`. The recorded fire,
+    /// `last_fire` in the lock's hash, outlives every release, expiry and unlock. It is not
+    /// repeated after a dropped connection (see `acquire`).
     async fn claim_fire(
         &self,
         name: &str,
@@ -429,6 +432,10 @@ impl LockProvider for RedisLockProvider {
             4 => FireClaim::Held {
                 now,
                 holder: items.holder(name)?,
+            },
+            5 => FireClaim::Paused {
+                now,
+                until: items.opt_time(2)?,
             },
             _ => return Err(items.unexpected()),
         })
@@ -662,8 +669,9 @@ impl<'a> Reply<'a> {
         )
     }
 
-    /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire}` with `skip` extra items
-    /// after `now`.
+    /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire, <job state: 8>, <pause:
+    /// 4>, <last action: 3>}` with `skip` extra items after `now`, in the order of the scripts'
+    /// `READ_FIELDS`.
     pub(crate) fn entry(&self, name: &str, skip: usize) -> Result<LockEntry> {
         let at = |i: usize| 1 + skip + i;
         let record = LockRecord::new(
@@ -675,7 +683,42 @@ impl<'a> Reply<'a> {
         .with_fencing_token(Some(self.int(at(3))?));
         let last_fire = self.opt_time(at(4))?;
         let state = self.state(name, at(5))?;
-        Ok(LockEntry::new(record, self.time(0)?, last_fire).with_state(state))
+        Ok(LockEntry::new(record, self.time(0)?, last_fire)
+            .with_state(state)
+            .with_pause(self.pause(at(13))?)
+            .with_last_action(self.last_action(at(17))?))
+    }
+
+    /// The pause at `i..i + 4`: `paused_at`, `paused_until`, `paused_by`, `paused_reason`. `None`
+    /// without `paused_at`.
+    pub(crate) fn pause(&self, i: usize) -> Result<Option<Pause>> {
+        let Some(since) = self.opt_time(i)? else {
+            return Ok(None);
+        };
+        let reason = self.opt_text(i + 3)?;
+        Ok(Some(Pause::new(
+            since,
+            self.opt_time(i + 1)?,
+            self.opt_text(i + 2)?.unwrap_or_default(),
+            reason.as_deref(),
+        )))
+    }
+
+    /// The last action at `i..i + 3`: `last_action`, `last_action_by`, `last_action_at`. `None`
+    /// with a part missing, or a word this version does not know.
+    pub(crate) fn last_action(&self, i: usize) -> Result<Option<AdminAction>> {
+        Ok(
+            match (
+                self.opt_text(i)?,
+                self.opt_text(i + 1)?,
+                self.opt_time(i + 2)?,
+            ) {
+                (Some(kind), Some(by), Some(at)) => {
+                    ActionKind::parse(&kind).map(|kind| AdminAction::new(kind, by, at))
+                }
+                _ => None,
+            },
+        )
     }
 
     /// The job state at `i..i + 8`, in the script's `STATE` order. A last run with a part missing,

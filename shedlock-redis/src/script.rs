@@ -17,6 +17,13 @@
 //! `last_run_token`, the token of the acquisition whose run was recorded, so a release sent again
 //! records nothing twice.
 //!
+//! [`PAUSE`] and [`RESUME`] keep an operator's pause in the same hash (see the crate README,
+//! "Pauses"): `paused_at` and `paused_until` in µs, `paused_until` absent for a pause until
+//! resumed, `paused_by`, and `paused_reason`, absent without a reason. [`CLAIM_FIRE`] reads them in
+//! its one step and answers "paused" while the pause holds. [`PAUSE`], [`RESUME`], [`UNLOCK`] and
+//! [`FORCE_UNLOCK`] record the operator's last action in `last_action` (`paused`, `resumed` or
+//! `unlocked`), `last_action_by` and `last_action_at` in µs, in the step that acts.
+//!
 //! Lua numbers are doubles. Every value here is µs since 1970, exact below 2^53 until the year
 //! 2255. Values are written with `%.0f`, as Lua's default number format would switch to exponent
 //! notation.
@@ -133,19 +140,46 @@ end
     };
 }
 
+/// `READ_FIELDS` and `tail_at`, after [`state!`]. `READ_FIELDS` is `STATE` followed by the pause
+/// and last action fields, `STEER`, which the readers return after the job state: `paused_at`,
+/// `paused_until`, `paused_by`, `paused_reason`, `last_action`, `last_action_by`,
+/// `last_action_at`. `tail_at(v, i)` is the values of both from index `i` on, as `state_at` gives
+/// them, then those of `STEER`, each `false` when missing or not a number where one is expected.
+/// (Lua expands only the last call in a table constructor, so the readers call one function.)
+macro_rules! steer {
+    () => {
+        r"
+local STEER = {'paused_at', 'paused_until', 'paused_by', 'paused_reason', 'last_action',
+  'last_action_by', 'last_action_at'}
+local READ_FIELDS = {unpack(STATE)}
+for _, field in ipairs(STEER) do table.insert(READ_FIELDS, field) end
+local function tail_at(s, i)
+  local out = {state_at(s, i)}
+  local p = i + #STATE
+  for _, x in ipairs({tonumber(s[p]) or false, tonumber(s[p + 1]) or false, s[p + 2] or false,
+      s[p + 3] or false, s[p + 4] or false, s[p + 5] or false, tonumber(s[p + 6]) or false}) do
+    table.insert(out, x)
+  end
+  return unpack(out)
+end
+"
+    };
+}
+
 /// `ARGV = name` → `{now}` (no record) or `{now, lock_until, locked_at, locked_by, token, last_fire
-/// or nil, <the job state: see state!>}`. Read-only.
+/// or nil, <the job state: see state!>, <the pause and last action: see steer!>}`. Read-only.
 pub(crate) static READ: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
         state!(),
+        steer!(),
         r"
 local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'last_fire',
-  unpack(STATE))
+  unpack(READ_FIELDS))
 if refused then return refused end
 local now = now_us()
 if not v[2] then return {now} end
-return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at(v, 7)}
+return {now, int(v[2]), int(v[3]), v[4], int(v[5]), int(v[6]) or false, tail_at(v, 7)}
 "
     ))
 });
@@ -226,21 +260,29 @@ return {1, tostring(err)}
 /// - `{0, now, lock_until, token}`: claimed.
 /// - `{1, now}`: too early.
 /// - `{2, now}`: window passed.
+/// - `{5, now, paused_until}`: paused, by a pause that holds at `now`: one without an end
+///   (`paused_until` nil), or whose end is after `now`.
 /// - `{3, now, lock_until, locked_at, locked_by, token, recorded}`: claimed elsewhere.
 /// - `{4, now, lock_until, locked_at, locked_by, token}`: held.
 ///
 /// The fields are the record as the script read it, a missing one `false`, a nil reply. The cases
-/// are checked in `FireClaim`'s documented order. Only a claim writes.
+/// are checked in `FireClaim`'s documented order, the pause after the window and before the
+/// recorded fire. Only a claim writes.
 pub(crate) static CLAIM_FIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
         r"
-local v, refused = fields('lock_until', 'token', 'last_fire', 'locked_at', 'locked_by')
+local v, refused = fields('lock_until', 'token', 'last_fire', 'locked_at', 'locked_by',
+  'paused_at', 'paused_until')
 if refused then return refused end
 local now = now_us()
 local fire, next_fire = tonumber(ARGV[2]), tonumber(ARGV[3])
 if now < fire then return {1, now} end
 if now >= next_fire then return {2, now} end
+if int(v[7]) then
+  local paused_until = int(v[8])
+  if not paused_until or now < paused_until then return {5, now, paused_until or false} end
+end
 local function holder(case, ...)
   return {case, now, int(v[2]) or false, int(v[5]) or false, v[6] or false, int(v[3]) or false, ...}
 end
@@ -257,8 +299,9 @@ return {0, now, lock_until, token}
     ))
 });
 
-/// `ARGV = name, owner, locked_at µs, token` → 1 when freed. 0 when the lock is not exactly that
-/// acquisition, or not held.
+/// `ARGV = name, owner, locked_at µs, token, actor` → 1 when freed, recording `actor` as the last
+/// action (`unlocked`). 0, writing nothing, when the lock is not exactly that acquisition, or not
+/// held.
 pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -271,45 +314,118 @@ if not held_until or held_until <= now or v[4] ~= ARGV[2] or int(v[3]) ~= tonumb
     or int(v[5]) ~= tonumber(ARGV[4]) then
   return 0
 end
-redis.call('HSET', key, 'lock_until', str(now))
+redis.call('HSET', key, 'lock_until', str(now), 'last_action', 'unlocked', 'last_action_by',
+  ARGV[5], 'last_action_at', str(now))
 return 1
 "
     ))
 });
 
-/// `ARGV = name` → the record it freed, as [`READ`] returns it. Nil when there is no record, or the
-/// lock is not held.
+/// `ARGV = name, actor` → the record it freed, as [`READ`] returns it, recording `actor` as the
+/// last action (`unlocked`). Nil, writing nothing, when there is no record, or the lock is not
+/// held.
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
         state!(),
+        steer!(),
         r"
 local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'last_fire',
-  unpack(STATE))
+  unpack(READ_FIELDS))
 if refused then return refused end
 local now = now_us()
 local held_until = int(v[2])
 if not held_until or held_until <= now then return false end
-redis.call('HSET', key, 'lock_until', str(now))
-return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false, state_at(v, 7)}
+redis.call('HSET', key, 'lock_until', str(now), 'last_action', 'unlocked', 'last_action_by',
+  ARGV[2], 'last_action_at', str(now))
+return {now, held_until, int(v[3]), v[4], int(v[5]), int(v[6]) or false, tail_at(v, 7)}
+"
+    ))
+});
+
+/// `ARGV = name, actor, end kind, end µs, reason` → `{0, now}`, writing nothing, when the end is
+/// not after the server's now, or `{1, now, paused_until}` after pausing.
+///
+/// The end kind is `none` (until resumed: `paused_until` nil), `for` (the end is now + the µs
+/// given) or `until` (the end is the µs given). `reason` is absent for a pause without one. A
+/// pause already there is replaced. A missing record is created as a free lock: `lock_until` and
+/// `locked_at` now, `locked_by` empty and `token` 0, so the first acquisition's token follows the
+/// rule of [`ACQUIRE`].
+pub(crate) static PAUSE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        prelude!(),
+        r"
+local v, refused = fields('lock_until')
+if refused then return refused end
+local now = now_us()
+local kind, amount = ARGV[3], tonumber(ARGV[4])
+local paused_until = false
+if kind == 'for' then
+  paused_until = now + amount
+elseif kind == 'until' then
+  if amount <= now then return {0, now} end
+  paused_until = amount
+end
+if not v[2] then
+  redis.call('HSET', key, 'name', name, 'lock_until', str(now), 'locked_at', str(now),
+    'locked_by', '', 'token', '0')
+end
+local set = {'paused_at', str(now), 'paused_by', ARGV[2], 'last_action', 'paused',
+  'last_action_by', ARGV[2], 'last_action_at', str(now)}
+local clear = {}
+if paused_until then
+  table.insert(set, 'paused_until')
+  table.insert(set, str(paused_until))
+else
+  table.insert(clear, 'paused_until')
+end
+if ARGV[5] then
+  table.insert(set, 'paused_reason')
+  table.insert(set, ARGV[5])
+else
+  table.insert(clear, 'paused_reason')
+end
+redis.call('HSET', key, unpack(set))
+if #clear > 0 then redis.call('HDEL', key, unpack(clear)) end
+return {1, now, paused_until}
+"
+    ))
+});
+
+/// `ARGV = name, actor` → `{now}`, writing nothing, when the record keeps no pause, or `{now,
+/// paused_at, paused_until, paused_by, paused_reason}`, the pause it removed, also one whose end
+/// has passed, after recording `actor` as the last action (`resumed`).
+pub(crate) static RESUME: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        prelude!(),
+        r"
+local v, refused = fields('paused_at', 'paused_until', 'paused_by', 'paused_reason')
+if refused then return refused end
+local now = now_us()
+if not v[2] then return {now} end
+redis.call('HDEL', key, 'paused_at', 'paused_until', 'paused_by', 'paused_reason')
+redis.call('HSET', key, 'last_action', 'resumed', 'last_action_by', ARGV[2], 'last_action_at',
+  str(now))
+return {now, int(v[2]), int(v[3]) or false, v[4] or false, v[5] or false}
 "
     ))
 });
 
 /// For listing: `KEYS[1]` only, with no name check → `{now}` or `{now, name, lock_until, locked_at,
-/// locked_by, token, last_fire or nil, <the job state: see state!>}`, `name` nil when the hash has
-/// none. Read-only.
+/// locked_by, token, last_fire or nil, <the job state: see state!>, <the pause and last action: see
+/// steer!>}`, `name` nil when the hash has none. Read-only.
 pub(crate) const LIST_READ: &str = concat!(
     state!(),
+    steer!(),
     r"
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local v = redis.call('HMGET', key, 'name', 'lock_until', 'locked_at', 'locked_by', 'token',
-  'last_fire', unpack(STATE))
+  'last_fire', unpack(READ_FIELDS))
 if not v[2] or not tonumber(v[2]) or not tonumber(v[3]) or not tonumber(v[5]) then return {now} end
 return {now, v[1], tonumber(v[2]), tonumber(v[3]), v[4], tonumber(v[5]), tonumber(v[6]) or false,
-  state_at(v, 7)}
+  tail_at(v, 7)}
 "
 );
 

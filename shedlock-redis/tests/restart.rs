@@ -338,6 +338,35 @@ async fn each_operation_is_one_evalsha() {
         "13 operations"
     );
 
+    // A pause, the paused claim it refuses, and the resume: one EVALSHA each. Pausing until
+    // resumed without a reason writes the pause and clears an old end and reason; the paused
+    // claim reads and writes nothing.
+    let pause = shedlock_core::pause::PauseFor::UntilResumed;
+    p.pause("warm", pause, None, "test").await.unwrap();
+    p.resume("warm", "test").await.unwrap();
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    p.pause("job", pause, None, "test").await.unwrap();
+    assert!(matches!(
+        p.claim_fire("job", &fire, minute, "b").await.unwrap(),
+        FireClaim::Paused { .. }
+    ));
+    assert!(p.resume("job", "test").await.unwrap().is_some());
+    let counts = command_counts(&server).await;
+    assert_eq!(
+        counts,
+        [
+            ("evalsha", 3),
+            ("time", 3),
+            ("hmget", 3),
+            ("hset", 2),
+            ("hdel", 2)
+        ]
+        .map(|(c, n)| (c.to_owned(), n))
+        .into_iter()
+        .collect(),
+        "pause, paused claim, resume"
+    );
+
     server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
     assert_eq!(p.list().await.unwrap().len(), 2);
     let counts = command_counts(&server).await;

@@ -13,7 +13,9 @@
 //!   the first claim was sent and its error came back, on the store's clock — what a scheduler
 //!   adopts its own lost claim by;
 //! - **extend and release** are repeated after a lost reply, and succeed (not on etcd, whose
-//!   gateway repeats a request on the next member only, and these tests give it one).
+//!   gateway repeats a request on the next member only, and these tests give it one);
+//! - **a Redis `resume`** fails the same way (a repeat would answer `Ok(None)`, no pause, its own
+//!   effect), and the entry shows the pause gone and the resume recorded.
 //!
 //! Without the fix (a repeat after a lost connection), the acquire answers `Ok(None)` and the
 //! claim `ClaimedElsewhere`: the first two fail. The third guards that the fix is no broader than
@@ -157,6 +159,11 @@ impl Rig {
 
     /// The Redis rig: a provider whose connection goes through the proxy.
     async fn redis(owner: String) -> Option<Self> {
+        Some(Self::redis_admin(owner).await?.0)
+    }
+
+    /// The Redis rig, and its provider as itself, for the admin calls.
+    async fn redis_admin(owner: String) -> Option<(Self, Arc<RedisLockProvider>)> {
         let url = shedlock_redis::testing::redis_url()?;
         let info =
             redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("a Redis URL");
@@ -171,16 +178,18 @@ impl Rig {
             .connect()
             .await
             .expect("connect through the proxy");
-        Some(Self {
+        let provider = Arc::new(provider);
+        let rig = Self {
             proxy,
             cleanup: Cleanup::Keys {
                 url,
                 keys: vec![provider.key(&lock_name())],
             },
-            provider: Arc::new(provider),
+            provider: Arc::clone(&provider) as Arc<dyn LockProvider>,
             owner,
             _second: None,
-        })
+        };
+        Some((rig, provider))
     }
 
     /// The etcd rig: a provider with two members, both proxies to the run's etcd.
@@ -522,4 +531,50 @@ async fn etcd_acquire_whose_reply_is_lost_fails_and_frees() {
 #[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
 async fn etcd_claim_whose_reply_is_lost_fails_and_shows_its_holder() {
     claim_whose_reply_is_lost(Store::Etcd).await;
+}
+
+/// (d) Redis: a resume whose reply is lost fails (a repeat would have answered `Ok(None)`: no
+/// pause, by its own effect), and the entry shows that it removed the pause and recorded its actor.
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn redis_resume_whose_reply_is_lost_fails_and_the_pause_is_gone() {
+    use shedlock_core::admin::{ActionKind, LockAdmin as _};
+    use shedlock_core::pause::PauseFor;
+    let Some((rig, p)) =
+        Rig::redis_admin(format!("lost-reply-actor:{}", testing::unique_suffix())).await
+    else {
+        return;
+    };
+    let (name, actor) = (lock_name(), rig.owner.as_str());
+    // Warm up: the connection and the pause and resume scripts.
+    p.pause(&name, PauseFor::UntilResumed, None, "ann")
+        .await
+        .expect("pause");
+    p.resume(&name, "ann")
+        .await
+        .expect("resume")
+        .expect("paused");
+    p.pause(&name, PauseFor::UntilResumed, None, "ann")
+        .await
+        .expect("pause");
+
+    rig.proxy.cut_reply_to(actor.as_bytes().to_vec());
+    let outcome = p.resume(&name, actor).await;
+    assert_eq!(rig.proxy.replies_cut(), 1, "the resume's reply was cut");
+    let error = match outcome {
+        Err(error) => error,
+        Ok(answer) => panic!(
+            "a resume whose reply was lost must fail, not answer {answer:?} (a repeat finds no \
+             pause)"
+        ),
+    };
+    assert_lost_reply(&error, &name, "the pause may have been removed");
+    let entry = p.entry(&name).await.expect("entry").expect("a record");
+    assert_eq!(entry.pause(), None, "the lost resume removed the pause");
+    let action = entry.last_action().expect("recorded");
+    assert_eq!(
+        (action.kind, action.by.as_str()),
+        (ActionKind::Resumed, actor)
+    );
+    rig.clean_up().await;
 }
