@@ -269,6 +269,22 @@ pub(crate) enum Command {
         /// The job's name, or its lock's name.
         job: String,
     },
+    /// Runs a job now, once, on one of its replicas ("run now"). It is refused while the job runs
+    /// or is paused. A trigger no replica takes within --expires (1 minute) expires. The regular
+    /// fires are not affected. With --wait, it reports which replica ran it and how it ended.
+    #[command(
+        override_usage = "shedlock trigger <JOB> [--wait] [--expires <DURATION>] [--as <NAME>] [OPTIONS]"
+    )]
+    Trigger {
+        /// The job's name, or its lock's name.
+        job: String,
+        /// Wait until a replica has run it, or the trigger expired, and say how it went.
+        #[arg(long)]
+        wait: bool,
+        /// How long a replica may take to pick it up.
+        #[arg(long, default_value = "1m", value_parser = duration, value_name = "DURATION")]
+        expires: Duration,
+    },
     /// Removes a job's published definitions, those of every replica. It is for a job that no
     /// replica runs any more. A replica still running it publishes it again at its next heartbeat.
     /// Its lock row and history stay.

@@ -120,6 +120,9 @@ pub(crate) async fn run(
             steer::pause(store, &job, how_long, reason.as_deref(), output).await
         }
         Command::Resume { job } => steer::resume(store, &job, output).await,
+        Command::Trigger { job, wait, expires } => {
+            crate::run_now::trigger(store, &job, expires, wait, output).await
+        }
     }
 }
 
@@ -1398,5 +1401,81 @@ mod tests {
             mem.entry("sync").await.unwrap().is_none(),
             "nothing written"
         );
+    }
+
+    /// `trigger --wait` against a running scheduler on the same store: one run, reported with its
+    /// replica and outcome; refusals while held, while paused, and for a job no replica runs.
+    #[tokio::test]
+    async fn trigger_runs_a_job_now_and_waits_for_its_outcome() {
+        use shedlock_core::{Job, LockingTaskExecutor, Schedule, Scheduler};
+        let (mem, store) = memory();
+        let executor = LockingTaskExecutor::builder(mem.clone())
+            .owner_id("replica-1")
+            .default_at_most(Duration::from_secs(30))
+            .build()
+            .expect("executor");
+        let scheduler = Scheduler::new(executor);
+        let hourly = Schedule::every(Duration::from_hours(1)).expect("schedule");
+        scheduler
+            .add(Job::new("sync", hourly, |_| async {
+                Err::<(), _>("upstream said 503")
+            }))
+            .expect("added");
+        scheduler.start().await.expect("started");
+        // The scheduler publishes its jobs right after it starts.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while mem.definitions().await.expect("definitions").is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "never published");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let run = exec(&store, &["trigger", "sync", "--wait"]).await;
+        assert_eq!(exit(&run), Exit::Done, "{}", message(&run));
+        assert!(run.out.contains("taken by replica-1"), "{}", run.out);
+        assert!(
+            run.out.contains("ran on replica-1: failed in ")
+                && run.out.contains("upstream said 503"),
+            "{}",
+            run.out
+        );
+        let held = take(&mem, "sync", "someone", Duration::from_mins(1)).await;
+        let refused = exec(&store, &["trigger", "sync"]).await;
+        assert_eq!(exit(&refused), Exit::Refused, "{}", message(&refused));
+        assert!(
+            message(&refused).contains("is running now"),
+            "{}",
+            message(&refused)
+        );
+        mem.release(&held, Duration::ZERO).await.expect("released");
+        assert_eq!(exit(&exec(&store, &["pause", "sync"]).await), Exit::Done);
+        let paused = exec(&store, &["trigger", "sync"]).await;
+        assert_eq!(exit(&paused), Exit::Refused, "{}", message(&paused));
+        assert!(
+            message(&paused).contains("resume it first"),
+            "{}",
+            message(&paused)
+        );
+        scheduler.shutdown(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn a_trigger_nobody_takes_expires_and_says_so() {
+        let (mem, store) = memory();
+        let defs = [Definition::new(
+            "sync",
+            "sync",
+            r#"{"name":"sync","every":"5m"}"#,
+        )];
+        mem.publish_definitions("gone-pod", "0.2.0", &defs, Duration::from_mins(1))
+            .await
+            .expect("published");
+        let run = exec(&store, &["trigger", "sync", "--wait", "--expires", "300ms"]).await;
+        assert_eq!(exit(&run), Exit::Refused, "{}", message(&run));
+        assert!(
+            message(&run).contains("nobody picked up"),
+            "{}",
+            message(&run)
+        );
+        let unknown = exec(&store, &["trigger", "nightly"]).await;
+        assert_eq!(exit(&unknown), Exit::Refused, "{}", message(&unknown));
     }
 }

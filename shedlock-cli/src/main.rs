@@ -22,6 +22,7 @@ mod command;
 mod failure;
 mod invocation;
 mod render;
+mod run_now;
 mod steer;
 mod store;
 

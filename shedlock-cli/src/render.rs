@@ -144,6 +144,11 @@ fn cell(text: &str) -> String {
 }
 
 /// An error text for a table: its first line, cut to `max` characters with `…`.
+/// The first line of `text`, escaped and cut to 200 characters, for a sentence.
+pub(crate) fn one_line(text: &str) -> String {
+    short(text, 200)
+}
+
 fn short(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or_default();
     let mut cut = cell(line);

@@ -14,14 +14,14 @@ use crate::render;
 use crate::store::Store;
 
 /// The job a command names and the lock its fires take.
-struct Target {
-    job: String,
-    lock: String,
+pub(crate) struct Target {
+    pub(crate) job: String,
+    pub(crate) lock: String,
 }
 
 impl Target {
     /// `"job"`, or `"job" (lock "name")` when they differ.
-    fn words(&self) -> String {
+    pub(crate) fn words(&self) -> String {
         if self.job == self.lock {
             format!("{:?}", self.job)
         } else {
@@ -32,7 +32,7 @@ impl Target {
 
 /// The job `name` names: a job the replicas publish, or a lock name (of a published job, or of a
 /// row). Anything else is refused with the names there are.
-fn resolve(
+pub(crate) fn resolve(
     store: &Store,
     name: &str,
     definitions: &[DefinitionEntry],
@@ -64,7 +64,7 @@ fn resolve(
 
 /// A store's refusal of a pause or resume: bad input says what to fix, a table without the
 /// columns what to run.
-fn failure(store: &Store, error: &shedlock_core::Error) -> Failure {
+pub(crate) fn failure(store: &Store, error: &shedlock_core::Error) -> Failure {
     if error.is_invalid_config() {
         Failure::usage(format!(
             "{}; nothing changed",
