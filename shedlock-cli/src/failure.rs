@@ -2,7 +2,6 @@
 
 use std::error::Error as StdError;
 use std::io;
-use std::process::ExitCode;
 
 use crate::invocation::Invocation;
 
@@ -18,12 +17,13 @@ pub(crate) enum Exit {
     Usage,
 }
 
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> Self {
-        match exit {
-            Exit::Done => ExitCode::SUCCESS,
-            Exit::Refused => ExitCode::from(1),
-            Exit::Usage => ExitCode::from(2),
+impl Exit {
+    /// The process's exit status.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Exit::Done => 0,
+            Exit::Refused => 1,
+            Exit::Usage => 2,
         }
     }
 }
