@@ -35,7 +35,7 @@
 //! ```ignore
 //! Job::new(spec.name.clone(), Schedule::every(spec.every)?, move |run| {
 //!     let (spec, ctx) = (spec.clone(), ctx.clone());
-//!     async move { ctx.work(&spec, run.fire()).await.map(drop) }
+//!     async move { ctx.work(&spec, run.fire(), run.trigger()).await.map(drop) }
 //! })
 //! .lock_name(format!("{prefix}{}", spec.name))
 //! .at_most(spec.at_most)

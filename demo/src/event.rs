@@ -47,6 +47,9 @@ pub enum Event {
         tick: u64,
         /// The acquisition's fencing token, if the store has tokens.
         token: Option<i64>,
+        /// The trigger id of a run an operator asked for (`shedlock trigger`), else absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trigger: Option<i64>,
     },
     /// A run finished.
     Done {
@@ -82,6 +85,16 @@ pub enum Event {
         tick: u64,
         /// Why it was missed.
         reason: String,
+    },
+    /// An operator paused the job: its scheduler refused the fire of `tick` and counted it
+    /// `paused`.
+    Paused {
+        /// The replica's label.
+        replica: String,
+        /// The job's short name.
+        job: String,
+        /// The fire's tick.
+        tick: u64,
     },
     /// Locking (or recording the run) failed: the run did not happen, or its record is incomplete.
     Error {
@@ -170,6 +183,7 @@ impl Event {
             | Self::Done { replica, .. }
             | Self::Skipped { replica, .. }
             | Self::Missed { replica, .. }
+            | Self::Paused { replica, .. }
             | Self::Error { replica, .. }
             | Self::Elected { replica, .. }
             | Self::SteppedDown { replica, .. }
@@ -193,11 +207,18 @@ impl fmt::Display for Event {
                 replica,
                 job,
                 token,
+                trigger,
                 ..
-            } => match token {
-                Some(token) => write!(f, "{replica} runs {job} (fencing token {token})"),
-                None => write!(f, "{replica} runs {job}"),
-            },
+            } => {
+                write!(f, "{replica} runs {job}")?;
+                if let Some(trigger) = trigger {
+                    write!(f, " now, as an operator asked (trigger {trigger})")?;
+                }
+                if let Some(token) = token {
+                    write!(f, " (fencing token {token})")?;
+                }
+                Ok(())
+            }
             Self::Done {
                 replica,
                 job,
@@ -213,6 +234,9 @@ impl fmt::Display for Event {
             }
             Self::Skipped { replica, job, .. } => {
                 write!(f, "{replica} skipped {job}: locked elsewhere")
+            }
+            Self::Paused { replica, job, .. } => {
+                write!(f, "{replica} skipped {job}: paused by an operator")
             }
             Self::Missed {
                 replica,
@@ -279,6 +303,19 @@ mod tests {
                 job: "sync".into(),
                 tick: 9,
                 token: Some(3),
+                trigger: None,
+            },
+            Event::Ran {
+                replica: "r2".into(),
+                job: "sync".into(),
+                tick: 10,
+                token: Some(4),
+                trigger: Some(77),
+            },
+            Event::Paused {
+                replica: "r3".into(),
+                job: "sync".into(),
+                tick: 11,
             },
             Event::Done {
                 replica: "r1".into(),

@@ -118,9 +118,14 @@ impl RunContext {
     /// # Errors
     ///
     /// Outside a locked run, or when the run log cannot be written.
-    pub async fn work(&self, job: &JobSpec, fire: Fire) -> Result<Outcome, BoxError> {
+    pub async fn work(
+        &self,
+        job: &JobSpec,
+        fire: Fire,
+        trigger: Option<i64>,
+    ) -> Result<Outcome, BoxError> {
         let tick = tick_of(job, fire.at());
-        let result = self.record_run(job, fire, tick).await;
+        let result = self.record_run(job, fire, tick, trigger).await;
         match &result {
             Ok(outcome) => self.emit(Event::Done {
                 replica: self.replica.clone(),
@@ -139,7 +144,13 @@ impl RunContext {
         result
     }
 
-    async fn record_run(&self, job: &JobSpec, fire: Fire, tick: u64) -> Result<Outcome, BoxError> {
+    async fn record_run(
+        &self,
+        job: &JobSpec,
+        fire: Fire,
+        tick: u64,
+        trigger: Option<i64>,
+    ) -> Result<Outcome, BoxError> {
         let lock = current_lock().ok_or("RunContext::work must run under the job's lock")?;
         let started = Instant::now();
         let id = self
@@ -160,6 +171,7 @@ impl RunContext {
             job: job.name.clone(),
             tick,
             token: lock.fencing_token(),
+            trigger,
         });
         tokio::select! {
             () = tokio::time::sleep(job.random_work()) => {}
@@ -197,7 +209,7 @@ pub fn scheduled_job(spec: &JobSpec, prefix: &str, ctx: &Arc<RunContext>) -> Res
         move |run| {
             let (spec, ctx) = (body_spec.clone(), body_ctx.clone());
             async move {
-                let outcome = ctx.work(&spec, run.fire()).await;
+                let outcome = ctx.work(&spec, run.fire(), run.trigger()).await;
                 match outcome {
                     Ok(_) if spec.fail => Err(failure_text(&spec.name, run.fire().at()).into()),
                     other => other.map(drop),
@@ -402,6 +414,13 @@ fn report(spec: &JobSpec, before: &JobStatus, now: &JobStatus, ctx: &RunContext)
     } else {
         "its window passed before this replica claimed it"
     };
+    for fire in fires(pending, now.paused - before.paused) {
+        ctx.emit(Event::Paused {
+            replica: replica.clone(),
+            job: job.clone(),
+            tick: tick_of(spec, fire),
+        });
+    }
     for fire in fires(pending, now.missed - before.missed) {
         ctx.emit(Event::Missed {
             replica: replica.clone(),

@@ -100,6 +100,7 @@ impl Board {
                 job,
                 tick,
                 token,
+                ..
             } => {
                 self.running.insert(job.clone(), (replica.clone(), *tick));
                 match self.group(job, *tick) {
@@ -110,13 +111,15 @@ impl Board {
                     None => return late(self, job, *tick, &format!("ran: {replica}")),
                 }
             }
-            Event::Skipped { replica, job, tick } => match self.group(job, *tick) {
-                Some(group) => {
-                    group.skipped.push(replica.clone());
-                    group.decided.insert(replica.clone());
+            Event::Skipped { replica, job, tick } | Event::Paused { replica, job, tick } => {
+                match self.group(job, *tick) {
+                    Some(group) => {
+                        group.skipped.push(replica.clone());
+                        group.decided.insert(replica.clone());
+                    }
+                    None => return late(self, job, *tick, &format!("skipped: {replica}")),
                 }
-                None => return late(self, job, *tick, &format!("skipped: {replica}")),
-            },
+            }
             Event::Missed {
                 replica,
                 job,

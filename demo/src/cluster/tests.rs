@@ -12,6 +12,7 @@ fn ran(replica: &str, job: &str, tick: u64) -> Event {
         job: job.into(),
         tick,
         token: Some(i64::try_from(tick).unwrap_or_default()),
+        trigger: None,
     }
 }
 
