@@ -43,7 +43,7 @@ pub(crate) async fn trigger(
         .admin
         .trigger(&target.lock, &store.actor, expires)
         .await
-        .map_err(|e| failure(store, &e))?;
+        .map_err(|e| failure(store, &e, "trigger"))?;
     let trigger = match answer {
         TriggerAnswer::Requested(trigger) => trigger,
         TriggerAnswer::Held(holder) => {

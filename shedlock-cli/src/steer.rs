@@ -62,9 +62,9 @@ pub(crate) fn resolve(
     Err(unknown_job(store, name, &known))
 }
 
-/// A store's refusal of a pause or resume: bad input says what to fix, a table without the
-/// columns what to run.
-pub(crate) fn failure(store: &Store, error: &shedlock_core::Error) -> Failure {
+/// A store's refusal to `what` (pause, resume, trigger) a job: bad input says what to fix, a table
+/// without the columns what to run.
+pub(crate) fn failure(store: &Store, error: &shedlock_core::Error, what: &str) -> Failure {
     if error.is_invalid_config() {
         Failure::usage(format!(
             "{}; nothing changed",
@@ -72,7 +72,7 @@ pub(crate) fn failure(store: &Store, error: &shedlock_core::Error) -> Failure {
         ))
     } else if error.is_unsupported() {
         Failure::usage(format!(
-            "this store cannot pause jobs ({}); nothing changed",
+            "this store cannot {what} jobs ({}); nothing changed",
             crate::failure::causes(error)
         ))
     } else {
@@ -94,7 +94,7 @@ pub(crate) async fn pause(
         .admin
         .pause(&target.lock, how_long, reason, &store.actor)
         .await
-        .map_err(|e| failure(store, &e))?;
+        .map_err(|e| failure(store, &e, "pause"))?;
     let mut old: Vec<String> = definitions
         .iter()
         .filter(|d| d.definition.lock_name == target.lock && !honours_pause(&d.version))
@@ -128,7 +128,7 @@ pub(crate) async fn resume(
         .admin
         .resume(&target.lock, &store.actor)
         .await
-        .map_err(|e| failure(store, &e))?;
+        .map_err(|e| failure(store, &e, "resume"))?;
     let Some(pause) = ended else {
         return Err(Failure::refused(format!(
             "refused: {} is not paused; nothing changed",

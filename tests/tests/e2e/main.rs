@@ -33,6 +33,7 @@ mod lost_reply;
 mod macro_sqlite;
 mod pooler_pgbouncer;
 mod shutdown_handover;
+mod steer_processes;
 mod time_zones;
 // apalis and shedlock-apalis, with the tower layer: the features `apalis` and `web`, on by default.
 #[cfg(all(feature = "apalis", feature = "web"))]
