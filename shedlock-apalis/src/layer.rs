@@ -137,8 +137,9 @@ pub enum TickRun<R> {
     Ran(R),
     /// The tick did not run here, for the reason the store gave: another replica claimed it
     /// ([`ClaimedElsewhere`](FireClaim::ClaimedElsewhere)), the job's lock was held by a run
-    /// still going ([`Held`](FireClaim::Held)), or the next tick's instant had come
-    /// ([`WindowPassed`](FireClaim::WindowPassed)).
+    /// still going ([`Held`](FireClaim::Held)), the next tick's instant had come
+    /// ([`WindowPassed`](FireClaim::WindowPassed)), or an operator paused the job
+    /// ([`Paused`](FireClaim::Paused), see `shedlock pause`).
     NotRun(FireClaim),
 }
 

@@ -119,6 +119,33 @@ async fn a_tick_whose_window_passed_is_not_run_and_is_no_failure() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// An operator paused the job: its ticks are not run, and answered `Paused`; after a resume they
+/// run again.
+#[tokio::test(start_paused = true)]
+async fn a_paused_jobs_ticks_are_not_run_until_resumed() {
+    let (store, start) = store();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut service = layer(store.clone(), "a").layer(handler(runs.clone()));
+    store
+        .pause(
+            "apalis-tick",
+            shedlock_core::pause::PauseFor::UntilResumed,
+            None,
+            "ann",
+        )
+        .await
+        .unwrap();
+    let paused = service.call(tick(start)).await.unwrap();
+    assert!(
+        matches!(paused, TickRun::NotRun(FireClaim::Paused { until: None, .. })),
+        "{paused:?}"
+    );
+    store.resume("apalis-tick", "ann").await.unwrap();
+    tokio::time::advance(SEC).await;
+    assert!(service.call(tick(start + SEC)).await.unwrap().ran());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
 /// The replica's clock is three seconds ahead of the store's: its tick comes early, the claim
 /// waits, and the handler runs at the tick's instant by the store's clock, not before.
 #[tokio::test(start_paused = true)]
