@@ -240,6 +240,36 @@ async fn runs_are_counted_timed_and_their_failures_gauged() {
     assert!(success > 0.0 && success <= ended + 1.0);
 }
 
+/// A pause is counted per fire and gauged per job; a resume sets the gauge back at the next fire.
+#[cfg(feature = "metrics")]
+#[tokio::test(start_paused = true)]
+async fn paused_fires_are_counted_and_gauged() {
+    use crate::admin::LockAdmin as _;
+    use crate::metrics as m;
+    let counters = crate::test_observe::Counters::default();
+    let _recorder = metrics::set_default_local_recorder(&counters);
+    let store = store();
+    store
+        .inner()
+        .pause("tick", crate::pause::PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    let a = scheduler(&store, "replica-a");
+    a.add(Job::new("tick", Schedule::every(SEC).unwrap(), |_| async {}))
+        .unwrap();
+    a.start().await.unwrap();
+    tokio::time::sleep(3 * SEC + Duration::from_millis(100)).await;
+    assert_eq!(counters.gauge(m::JOB_PAUSED, "job", "tick"), Some(1.0));
+    let paused = counters.count(m::FIRES, &[("job", "tick"), ("outcome", "paused")]);
+    assert!(paused >= 3, "{paused}");
+    assert_eq!(a.status("tick").unwrap().paused, paused);
+    store.inner().resume("tick", "ann").await.unwrap();
+    tokio::time::sleep(2 * SEC).await;
+    assert_eq!(counters.gauge(m::JOB_PAUSED, "job", "tick"), Some(0.0));
+    assert!(counters.count(m::FIRES, &[("job", "tick"), ("outcome", "run")]) >= 1);
+    Shutdown::new(SEC).scheduler(&a).run().await;
+}
+
 /// The leader gauge follows the latch.
 #[cfg(feature = "metrics")]
 #[tokio::test(start_paused = true)]
