@@ -56,6 +56,8 @@ pub(crate) struct Plan {
     /// part is short.
     pub(crate) jobs_rounds: usize,
     pub(crate) jobs_slice: Duration,
+    /// Triggers asked, one after another, in the `trigger` part.
+    pub(crate) trigger_rounds: usize,
     /// The parts to run (`uncontended`, `server`, `contention`, `pressure`, `latch`, `fires`,
     /// `jobs`, `tower`); empty: all.
     pub(crate) only: Vec<String>,
@@ -82,6 +84,7 @@ impl Plan {
                 server_seconds: 2,
                 jobs_rounds: 9,
                 jobs_slice: Duration::from_millis(150),
+                trigger_rounds: 30,
                 only: Vec::new(),
             }
         } else {
@@ -103,6 +106,7 @@ impl Plan {
                 server_seconds: 5,
                 jobs_rounds: 15,
                 jobs_slice: Duration::from_millis(300),
+                trigger_rounds: 100,
                 only: Vec::new(),
             }
         }
@@ -117,7 +121,7 @@ impl Plan {
 }
 
 /// The parts of a run, for `--only`.
-pub(crate) const PARTS: [&str; 8] = [
+pub(crate) const PARTS: [&str; 9] = [
     "uncontended",
     "server",
     "contention",
@@ -126,6 +130,7 @@ pub(crate) const PARTS: [&str; 8] = [
     "fires",
     "jobs",
     "tower",
+    "trigger",
 ];
 
 /// One measured operation, run over and over.

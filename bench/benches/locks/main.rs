@@ -7,7 +7,7 @@
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
 //! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd, tls
-//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, server, contention, pressure, latch, fires, jobs, tower
+//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, server, contention, pressure, latch, fires, jobs, tower, trigger
 //! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
 //!
@@ -31,6 +31,7 @@ mod stores;
 mod suite;
 mod tls;
 mod tower;
+mod trigger;
 mod wire;
 
 use std::path::PathBuf;

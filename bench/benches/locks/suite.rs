@@ -1083,6 +1083,9 @@ pub(crate) async fn in_memory(plan: &Plan) -> Result<Vec<Row>> {
         // The layer's own CPU per request, without I/O to hide it.
         rows.extend(crate::tower::run(db, &provider, plan).await?);
     }
+    if plan.runs("trigger") {
+        rows.extend(crate::trigger::memory(plan).await?);
+    }
     Ok(rows)
 }
 
