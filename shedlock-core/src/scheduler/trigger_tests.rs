@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::admin::LockAdmin;
-use crate::trigger::{TriggerAnswer, TriggerClaim};
 use crate::provider::LockProvider;
+use crate::trigger::{TriggerAnswer, TriggerClaim};
 use crate::{InMemoryLockProvider, LeaderLatchConfig};
 
 const SEC: Duration = Duration::from_secs(1);
