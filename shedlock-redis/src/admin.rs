@@ -11,6 +11,7 @@ use shedlock_core::{
     jobs::{Definition, DefinitionEntry, RunEntry, RunOutcome},
     pause::{Pause, PauseFor, validate_actor, validate_reason},
     provider::{LockRecord, validate_name},
+    trigger::TriggerAnswer,
 };
 
 use crate::connection::Resend;
@@ -313,6 +314,28 @@ impl LockAdmin for RedisLockProvider {
             )
             .await?;
         Reply::new(op, name, reply)?.pause(1)
+    }
+
+    /// One `EVALSHA` on the lock's hash that decides with the server's `TIME`: refused, writing
+    /// nothing, while a pause holds, then while the lock is held, then while another trigger is
+    /// pending. Otherwise it writes the trigger fields and records `actor` as the last action
+    /// (`triggered`), creating a missing record as a free lock. A second `EVALSHA`, on the
+    /// [triggers index](RedisLockProvider::triggers_key), then adds the entry and publishes the
+    /// lock's name on the triggers channel; an answer `Pending` writes that entry again, healing
+    /// one that was lost. Both are sent again after a dropped connection: the first knows its own
+    /// id and answers its own trigger rather than a pending one. See the crate README, "Run now".
+    ///
+    /// # Errors
+    ///
+    /// As the trait says, and [`Error::is_backend`] when the trigger is written but its index entry
+    /// could not be: schedulers then miss it until `trigger` is asked again or it expires.
+    async fn trigger(
+        &self,
+        name: &str,
+        actor: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<TriggerAnswer> {
+        self.request_trigger(name, actor, expires_in).await
     }
 }
 

@@ -25,7 +25,8 @@ pub(crate) enum Resend {
     AfterDrop,
     /// End the call with an error saying that the reply was lost and the script may have run. A
     /// repeat would answer from its own effect: an acquire would find its own lock held, a fire
-    /// claim its own fire recorded, a resume no pause. A refused reconnection sent nothing, so it is still retried.
+    /// claim its own fire recorded, a trigger claim its trigger taken, a resume no pause. A refused
+    /// reconnection sent nothing, so it is still retried.
     OnlyIfRefused,
 }
 
@@ -124,6 +125,17 @@ impl Connection {
             .map_err(|e| Error::backend(format!("set up a connection to Redis at {server}"), e))
     }
 
+    /// The client, with the address, credentials and TLS settings of every connection, for the
+    /// pub/sub connection of `watch_triggers`.
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// The deadline of one call.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The server, for messages, without credentials.
     pub(crate) fn server(&self) -> &str {
         &self.server
@@ -156,9 +168,9 @@ impl Connection {
     /// An attempt that fails because the server restarted or closed the connection runs again on
     /// the connection the manager reopens, within the same deadline, only if `resend` allows it
     /// ([`Resend::AfterDrop`]). So a restart that is over before the deadline costs no failed call.
-    /// Acquire, fire claim and resume ([`Resend::OnlyIfRefused`]) end at a dropped connection with
-    /// an error saying so, as their script may have run. Only a refused reconnection, which sent nothing, is
-    /// retried for them. A call that runs out of time drops the connection for a fresh one.
+    /// Acquire, fire claim, trigger claim and resume ([`Resend::OnlyIfRefused`]) end at a dropped
+    /// connection with an error saying so, as their script may have run. Only a refused
+    /// reconnection, which sent nothing, is retried for them. A call that runs out of time drops the connection for a fresh one.
     pub(crate) async fn run<T, F, Fut>(
         &self,
         op: &'static str,
@@ -198,6 +210,10 @@ impl Connection {
     fn lost_reply(&self, op: &str, what: &str, error: RedisError) -> Error {
         let meaning = match op {
             "resume" => "the pause may have been removed (the lock's entry shows whether it was)",
+            "claim_trigger" => {
+                "the lock may be held by this owner until at_most and the trigger taken by it \
+                 (the lock's entry shows whether it was)"
+            }
             _ => "the lock may be held by this owner until at_most",
         };
         Error::backend(

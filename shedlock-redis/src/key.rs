@@ -1,9 +1,9 @@
-//! Keys: a lock's key, its history key, the definitions key, and the `SCAN` pattern that finds lock
-//! keys.
+//! Keys: a lock's key, its history key, the definitions key, the triggers index, and the `SCAN`
+//! pattern that finds lock keys.
 //!
 //! Lock names never contain NUL, as [`validate_name`](shedlock_core::provider::validate_name)
-//! refuses it, and neither do key prefixes, as the builder refuses it. The history and definitions
-//! keys all do, so none of them is ever a lock's key, whatever the prefixes of the providers
+//! refuses it, and neither do key prefixes, as the builder refuses it. The history, definitions and
+//! triggers keys all do, so none of them is ever a lock's key, whatever the prefixes of the providers
 //! sharing the database. Listing keeps only valid names, so it never takes one for a lock.
 
 /// The key of lock `name` under `prefix`. Keys are binary-safe, so any name that
@@ -74,6 +74,15 @@ pub(crate) fn history_key(lock_key: &[u8]) -> Vec<u8> {
 pub(crate) fn definitions_key(prefix: &str) -> Vec<u8> {
     let mut key = prefix.as_bytes().to_vec();
     key.extend_from_slice(b"\0definitions");
+    key
+}
+
+/// The key of the triggers index under `prefix`, a sorted set of the pending triggers of every
+/// provider of that prefix (see the crate README, "Run now"). It is also the name of the pub/sub
+/// channel that announces new triggers.
+pub(crate) fn triggers_key(prefix: &str) -> Vec<u8> {
+    let mut key = prefix.as_bytes().to_vec();
+    key.extend_from_slice(b"\0triggers");
     key
 }
 
@@ -176,6 +185,12 @@ mod tests {
             b"shedlock:report\0history{shedlock:report}"
         );
         assert_eq!(history_key(b"{jobs}:report"), b"{jobs}:report\0history");
+        let triggers = triggers_key("shedlock:");
+        assert_eq!(triggers, b"shedlock:\0triggers");
+        assert!(
+            name_of("shedlock:", &triggers)
+                .is_none_or(|n| { shedlock_core::provider::validate_name(n, 1024).is_err() })
+        );
         let defs = definitions_key("shedlock:");
         assert_eq!(defs, b"shedlock:\0definitions");
         assert!(

@@ -17,6 +17,7 @@ mod script;
 pub mod testing;
 #[cfg(feature = "tls-rustls")]
 mod tls;
+mod trigger;
 
 pub use builder::{DEFAULT_KEY_PREFIX, RedisLockProviderBuilder};
 pub use provider::RedisLockProvider;

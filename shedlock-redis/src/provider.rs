@@ -17,6 +17,7 @@ use shedlock_core::{
         Fire, FireClaim, LockProvider, LockRecord, MAX_DURATION, validate_at_least,
         validate_at_most, validate_name,
     },
+    trigger::{PendingTrigger, Trigger, TriggerClaim, TriggerWake},
 };
 
 use crate::builder::{RedisLockProviderBuilder, Settings};
@@ -545,6 +546,35 @@ impl LockProvider for RedisLockProvider {
         }
     }
 
+    /// One `EVALSHA` on the [triggers index](Self::triggers_key), whatever the number of locks:
+    /// it removes the expired entries and answers the others, by the server's clock. The index is a
+    /// hint kept beside the locks: an entry may name a trigger taken meanwhile, which the claim
+    /// answers `Gone`. See the crate README, "Run now".
+    async fn pending_triggers(&self) -> Result<Vec<PendingTrigger>> {
+        self.read_pending_triggers().await
+    }
+
+    /// One `EVALSHA` on the lock's hash that decides with the server's `TIME`, in `TriggerClaim`'s
+    /// order, writing only when it claims: the lock as `acquire` takes it and the trigger marked
+    /// taken, never `last_fire`. It is not repeated after a dropped connection (see `acquire`). A
+    /// claimed or gone trigger is then removed from the triggers index by a second `EVALSHA`.
+    async fn claim_trigger(
+        &self,
+        name: &str,
+        id: i64,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<TriggerClaim> {
+        self.take_trigger(name, id, at_most, owner).await
+    }
+
+    /// A pub/sub connection of its own (`SUBSCRIBE` to the [triggers channel](Self::triggers_key)),
+    /// with the provider's address, credentials and TLS. Each `trigger` publishes there. It ends
+    /// when the connection drops, and the scheduler then polls and watches again.
+    async fn watch_triggers(&self) -> Result<TriggerWake> {
+        self.watch().await
+    }
+
     /// As configured with [`RedisLockProviderBuilder::max_name_len`] (64 by default).
     fn max_name_len(&self) -> usize {
         self.settings.max_name_len
@@ -670,8 +700,8 @@ impl<'a> Reply<'a> {
     }
 
     /// `{now, [skip…], lock_until, locked_at, locked_by, token, last_fire, <job state: 8>, <pause:
-    /// 4>, <last action: 3>}` with `skip` extra items after `now`, in the order of the scripts'
-    /// `READ_FIELDS`.
+    /// 4>, <last action: 3>, <trigger: 6>}` with `skip` extra items after `now`, in the order of the
+    /// scripts' `READ_FIELDS`.
     pub(crate) fn entry(&self, name: &str, skip: usize) -> Result<LockEntry> {
         let at = |i: usize| 1 + skip + i;
         let record = LockRecord::new(
@@ -686,7 +716,28 @@ impl<'a> Reply<'a> {
         Ok(LockEntry::new(record, self.time(0)?, last_fire)
             .with_state(state)
             .with_pause(self.pause(at(13))?)
-            .with_last_action(self.last_action(at(17))?))
+            .with_last_action(self.last_action(at(17))?)
+            .with_trigger(self.trigger(at(20))?))
+    }
+
+    /// The trigger at `i..i + 6`: `trigger_id` (text), `trigger_at`, `trigger_expires`,
+    /// `trigger_by`, `trigger_taken_by`, `trigger_taken_at`. `None` with the id, the request time
+    /// or the expiry missing or garbled.
+    pub(crate) fn trigger(&self, i: usize) -> Result<Option<Trigger>> {
+        let id = self.opt_text(i)?.and_then(|id| id.parse::<i64>().ok());
+        let (Some(id), Some(requested_at), Some(expires)) =
+            (id, self.opt_time(i + 1)?, self.opt_time(i + 2)?)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Trigger {
+            id,
+            requested_at,
+            expires,
+            by: self.opt_text(i + 3)?.unwrap_or_default(),
+            taken_by: self.opt_text(i + 4)?,
+            taken_at: self.opt_time(i + 5)?,
+        }))
     }
 
     /// The pause at `i..i + 4`: `paused_at`, `paused_until`, `paused_by`, `paused_reason`. `None`

@@ -22,7 +22,14 @@
 //! resumed, `paused_by`, and `paused_reason`, absent without a reason. [`CLAIM_FIRE`] reads them in
 //! its one step and answers "paused" while the pause holds. [`PAUSE`], [`RESUME`], [`UNLOCK`] and
 //! [`FORCE_UNLOCK`] record the operator's last action in `last_action` (`paused`, `resumed` or
-//! `unlocked`), `last_action_by` and `last_action_at` in µs, in the step that acts.
+//! `unlocked`, and `triggered` by [`TRIGGER`]), `last_action_by` and `last_action_at` in µs, in the step that acts.
+//!
+//! [`TRIGGER`] and [`CLAIM_TRIGGER`] keep an operator's trigger ("run now") in the same hash (see
+//! the crate README, "Run now"): `trigger_id` (decimal text, compared as text), `trigger_at` and
+//! `trigger_expires` in µs, `trigger_by`, and, once a replica took it, `trigger_taken_by` and
+//! `trigger_taken_at`. The triggers index, a sorted set beside the locks, is written by
+//! [`INDEX_TRIGGER`], read by [`PENDING_TRIGGERS`] and cleaned by [`UNINDEX_TRIGGER`]: a hint of
+//! where to look, never what decides.
 //!
 //! Lua numbers are doubles. Every value here is µs since 1970, exact below 2^53 until the year
 //! 2255. Values are written with `%.0f`, as Lua's default number format would switch to exponent
@@ -140,24 +147,28 @@ end
     };
 }
 
-/// `READ_FIELDS` and `tail_at`, after [`state!`]. `READ_FIELDS` is `STATE` followed by the pause
-/// and last action fields, `STEER`, which the readers return after the job state: `paused_at`,
-/// `paused_until`, `paused_by`, `paused_reason`, `last_action`, `last_action_by`,
-/// `last_action_at`. `tail_at(v, i)` is the values of both from index `i` on, as `state_at` gives
+/// `READ_FIELDS` and `tail_at`, after [`state!`]. `READ_FIELDS` is `STATE` followed by the pause,
+/// last action and trigger fields, `STEER`, which the readers return after the job state:
+/// `paused_at`, `paused_until`, `paused_by`, `paused_reason`, `last_action`, `last_action_by`,
+/// `last_action_at`, `trigger_id` (text: an id above 2^53 is not exact as a Lua number),
+/// `trigger_at`, `trigger_expires`, `trigger_by`, `trigger_taken_by`, `trigger_taken_at`. `tail_at(v, i)` is the values of both from index `i` on, as `state_at` gives
 /// them, then those of `STEER`, each `false` when missing or not a number where one is expected.
 /// (Lua expands only the last call in a table constructor, so the readers call one function.)
 macro_rules! steer {
     () => {
         r"
 local STEER = {'paused_at', 'paused_until', 'paused_by', 'paused_reason', 'last_action',
-  'last_action_by', 'last_action_at'}
+  'last_action_by', 'last_action_at', 'trigger_id', 'trigger_at', 'trigger_expires', 'trigger_by',
+  'trigger_taken_by', 'trigger_taken_at'}
 local READ_FIELDS = {unpack(STATE)}
 for _, field in ipairs(STEER) do table.insert(READ_FIELDS, field) end
 local function tail_at(s, i)
   local out = {state_at(s, i)}
   local p = i + #STATE
   for _, x in ipairs({tonumber(s[p]) or false, tonumber(s[p + 1]) or false, s[p + 2] or false,
-      s[p + 3] or false, s[p + 4] or false, s[p + 5] or false, tonumber(s[p + 6]) or false}) do
+      s[p + 3] or false, s[p + 4] or false, s[p + 5] or false, tonumber(s[p + 6]) or false,
+      s[p + 7] or false, tonumber(s[p + 8]) or false, tonumber(s[p + 9]) or false,
+      s[p + 10] or false, s[p + 11] or false, tonumber(s[p + 12]) or false}) do
     table.insert(out, x)
   end
   return unpack(out)
@@ -167,7 +178,8 @@ end
 }
 
 /// `ARGV = name` → `{now}` (no record) or `{now, lock_until, locked_at, locked_by, token, last_fire
-/// or nil, <the job state: see state!>, <the pause and last action: see steer!>}`. Read-only.
+/// or nil, <the job state: see state!>, <the pause, last action and trigger: see steer!>}`.
+/// Read-only.
 pub(crate) static READ: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         prelude!(),
@@ -412,8 +424,8 @@ return {now, int(v[2]), int(v[3]) or false, v[4] or false, v[5] or false}
 });
 
 /// For listing: `KEYS[1]` only, with no name check → `{now}` or `{now, name, lock_until, locked_at,
-/// locked_by, token, last_fire or nil, <the job state: see state!>, <the pause and last action: see
-/// steer!>}`, `name` nil when the hash has none. Read-only.
+/// locked_by, token, last_fire or nil, <the job state: see state!>, <the pause, last action and
+/// trigger: see steer!>}`, `name` nil when the hash has none. Read-only.
 pub(crate) const LIST_READ: &str = concat!(
     state!(),
     steer!(),
@@ -491,6 +503,146 @@ for _, field in ipairs(redis.call('HKEYS', key)) do
   if string.sub(field, 1, #prefix) == prefix then
     redis.call('HDEL', key, field)
     removed = removed + 1
+  end
+end
+return removed
+",
+    )
+});
+
+/// `ARGV = name, actor, id, expires_in µs` → `{case, now, …}`, in `TriggerAnswer`'s terms:
+///
+/// - `{1, now, requested_at, expires, taken_by, taken_at}`: requested. The trigger `id` is written,
+///   or was already: the same call sent again after a lost reply answers its own trigger, in
+///   whatever state it is now, and writes nothing.
+/// - `{3, now, paused_at, paused_until, paused_by, paused_reason}`: paused, by a pause that holds.
+/// - `{2, now, lock_until, locked_at, locked_by, token}`: held.
+/// - `{4, now, id, requested_at, expires, by}`: another trigger is pending (not taken, not
+///   expired).
+///
+/// Checked in that order, as the in-memory store does. Only a request writes: the trigger fields,
+/// with `trigger_taken_*` removed, and `triggered` as the last action. A missing record is created
+/// as a free lock, as [`PAUSE`] does.
+pub(crate) static TRIGGER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        prelude!(),
+        r"
+local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'paused_at',
+  'paused_until', 'paused_by', 'paused_reason', 'trigger_id', 'trigger_at', 'trigger_expires',
+  'trigger_by', 'trigger_taken_by', 'trigger_taken_at')
+if refused then return refused end
+local now = now_us()
+if v[10] and v[10] == ARGV[3] then
+  return {1, now, int(v[11]) or false, int(v[12]) or false, v[14] or false, int(v[15]) or false}
+end
+local paused_at = int(v[6])
+if paused_at then
+  local paused_until = int(v[7])
+  if not paused_until or now < paused_until then
+    return {3, now, paused_at, paused_until or false, v[8] or false, v[9] or false}
+  end
+end
+local held_until = int(v[2])
+if held_until and held_until > now then
+  return {2, now, held_until, int(v[3]) or false, v[4] or false, int(v[5]) or false}
+end
+local expires = int(v[12])
+if v[10] and not v[14] and expires and now < expires then
+  return {4, now, v[10], int(v[11]) or false, expires, v[13] or false}
+end
+if not v[2] then
+  redis.call('HSET', key, 'name', name, 'lock_until', str(now), 'locked_at', str(now),
+    'locked_by', '', 'token', '0')
+end
+local ends = now + tonumber(ARGV[4])
+redis.call('HSET', key, 'trigger_id', ARGV[3], 'trigger_at', str(now), 'trigger_expires',
+  str(ends), 'trigger_by', ARGV[2], 'last_action', 'triggered', 'last_action_by', ARGV[2],
+  'last_action_at', str(now))
+redis.call('HDEL', key, 'trigger_taken_by', 'trigger_taken_at')
+return {1, now, now, ends, false, false}
+"
+    ))
+});
+
+/// `ARGV = name, id, at_most µs, owner` → `{case, now, …}`, in `TriggerClaim`'s terms:
+///
+/// - `{1, now}`: gone. The record's trigger is not `id`, or is taken, or expired.
+/// - `{2, now}`: paused, by a pause that holds.
+/// - `{3, now, lock_until, locked_at, locked_by, token}`: held.
+/// - `{0, now, lock_until, token}`: claimed. The lock is taken as [`ACQUIRE`] takes it, with its
+///   token rule, and the trigger marked taken by `owner` at now. `last_fire` is never written.
+pub(crate) static CLAIM_TRIGGER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        prelude!(),
+        r"
+local v, refused = fields('lock_until', 'locked_at', 'locked_by', 'token', 'paused_at',
+  'paused_until', 'trigger_id', 'trigger_expires', 'trigger_taken_by')
+if refused then return refused end
+local now = now_us()
+local expires = int(v[9])
+if v[8] ~= ARGV[2] or v[10] or not expires or now >= expires then return {1, now} end
+if int(v[6]) then
+  local paused_until = int(v[7])
+  if not paused_until or now < paused_until then return {2, now} end
+end
+local held_until = int(v[2])
+if held_until and held_until > now then
+  return {3, now, held_until, int(v[3]) or false, v[4] or false, int(v[5]) or false}
+end
+local token = math.max((int(v[5]) or 0) + 1, now)
+local lock_until = now + tonumber(ARGV[3])
+redis.call('HSET', key, 'lock_until', str(lock_until), 'locked_at', str(now), 'locked_by',
+  ARGV[4], 'token', str(token), 'trigger_taken_by', ARGV[4], 'trigger_taken_at', str(now))
+return {0, now, lock_until, token}
+"
+    ))
+});
+
+/// `KEYS[1]` = the triggers index, `ARGV = member, expires µs, channel, message` → 1. Removes the
+/// expired entries, adds `member` (`<id>:<requested_at µs>:<name>`) scored by its expiry unless it
+/// has expired already, and publishes `message` (the lock's name) on `channel`. Sent again after a
+/// dropped connection, it has the same effect, and one more wake.
+pub(crate) static INDEX_TRIGGER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if tonumber(ARGV[2]) > now then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+",
+    )
+});
+
+/// `KEYS[1]` = the triggers index → `{now, member, expires, member, expires, …}`: the entries left
+/// after removing those whose expiry is not after the server's now, soonest expiry first.
+pub(crate) static PENDING_TRIGGERS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local out = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+table.insert(out, 1, now)
+return out
+",
+    )
+});
+
+/// `KEYS[1]` = the triggers index, `ARGV[1]` = `<id>:` → how many entries it removed: those of the
+/// trigger `id`, and the expired ones. The index holds pending triggers only, so reading it whole
+/// is cheap.
+pub(crate) static UNINDEX_TRIGGER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local removed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local prefix = ARGV[1]
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if string.sub(member, 1, #prefix) == prefix then
+    removed = removed + redis.call('ZREM', KEYS[1], member)
   end
 end
 return removed

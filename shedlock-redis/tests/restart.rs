@@ -519,3 +519,131 @@ async fn connect_warns_when_the_server_may_evict_lock_keys() {
         .unwrap();
     assert!(logged.is_empty(), "{logged}");
 }
+
+/// Counted by the server: `pending_triggers` is one `EVALSHA` on the triggers index (inside it
+/// `TIME`, `ZREMRANGEBYSCORE` and `ZRANGE`) at 1 and at 1,000 locks with a trigger; a trigger and
+/// its claim are one `EVALSHA` on the lock's hash and one on the index each.
+#[tokio::test]
+async fn pending_triggers_is_one_evalsha_whatever_the_number_of_locks() {
+    use shedlock_core::admin::LockAdmin;
+    use shedlock_core::trigger::{TriggerAnswer, TriggerClaim};
+    let Some(server) = PrivateRedis::start().await else {
+        return;
+    };
+    let p = provider(&server).await;
+    let minute = Duration::from_mins(1);
+    let requested = |answer| match answer {
+        TriggerAnswer::Requested(trigger) => trigger,
+        other => panic!("trigger answered {other:?}"),
+    };
+    // Load every script once, and leave "warm" a free record without a pending trigger.
+    let warm = requested(p.trigger("warm", "ann", minute).await.unwrap());
+    p.pending_triggers().await.unwrap();
+    let claimed = p.claim_trigger("warm", warm.id, minute, "a").await.unwrap();
+    let TriggerClaim::Claimed(record) = claimed else {
+        panic!("the claim answered {claimed:?}");
+    };
+    p.release(&record, Duration::ZERO).await.unwrap();
+
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    let trigger = requested(p.trigger("warm", "ann", minute).await.unwrap());
+    assert_eq!(
+        command_counts(&server).await,
+        [
+            ("evalsha", 2),
+            ("time", 2),
+            ("hmget", 1),
+            ("hset", 1),
+            ("hdel", 1),
+            ("zremrangebyscore", 1),
+            ("zadd", 1),
+            ("publish", 1),
+        ]
+        .map(|(c, n)| (c.to_owned(), n))
+        .into_iter()
+        .collect(),
+        "a trigger on an existing record"
+    );
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    let claimed = p
+        .claim_trigger("warm", trigger.id, minute, "a")
+        .await
+        .unwrap();
+    assert!(matches!(claimed, TriggerClaim::Claimed(_)), "{claimed:?}");
+    assert_eq!(
+        command_counts(&server).await,
+        [
+            ("evalsha", 2),
+            ("time", 2),
+            ("hmget", 1),
+            ("hset", 1),
+            ("zremrangebyscore", 1),
+            ("zrange", 1),
+            ("zrem", 1),
+        ]
+        .map(|(c, n)| (c.to_owned(), n))
+        .into_iter()
+        .collect(),
+        "a claim that takes the trigger"
+    );
+
+    let mut triggered = 0;
+    for locks in [1, 1_000] {
+        while triggered < locks {
+            requested(
+                p.trigger(&format!("job-{triggered}"), "ann", minute)
+                    .await
+                    .unwrap(),
+            );
+            triggered += 1;
+        }
+        server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+        assert_eq!(p.pending_triggers().await.unwrap().len(), locks);
+        assert_eq!(
+            command_counts(&server).await,
+            [
+                ("evalsha", 1),
+                ("time", 1),
+                ("zremrangebyscore", 1),
+                ("zrange", 1)
+            ]
+            .map(|(c, n)| (c.to_owned(), n))
+            .into_iter()
+            .collect(),
+            "pending_triggers with {locks} locks triggered"
+        );
+    }
+}
+
+/// The push: a watch wakes at a trigger, ends (`None`) when the server restarts, so that the
+/// scheduler polls and watches again, and a new watch wakes again.
+#[tokio::test]
+async fn a_trigger_watch_wakes_and_ends_when_the_server_restarts() {
+    use shedlock_core::admin::LockAdmin;
+    let Some(mut server) = PrivateRedis::start().await else {
+        return;
+    };
+    let p = provider(&server).await;
+    let minute = Duration::from_mins(1);
+    let within = Duration::from_secs(5);
+    let mut watch = p.watch_triggers().await.unwrap();
+    p.trigger("job", "ann", minute).await.unwrap();
+    assert_eq!(
+        tokio::time::timeout(within, watch.next()).await,
+        Ok(Some(())),
+        "a trigger wakes the watch"
+    );
+    server.restart().await;
+    assert_eq!(
+        tokio::time::timeout(within, watch.next()).await,
+        Ok(None),
+        "a lost connection ends the watch"
+    );
+    let mut watch = p.watch_triggers().await.unwrap();
+    p.trigger("job", "ann", minute).await.unwrap();
+    assert_eq!(
+        tokio::time::timeout(within, watch.next()).await,
+        Ok(Some(())),
+        "a new watch wakes after the restart"
+    );
+}

@@ -15,7 +15,10 @@
 //! - **extend and release** are repeated after a lost reply, and succeed (not on etcd, whose
 //!   gateway repeats a request on the next member only, and these tests give it one);
 //! - **a Redis `resume`** fails the same way (a repeat would answer `Ok(None)`, no pause, its own
-//!   effect), and the entry shows the pause gone and the resume recorded.
+//!   effect), and the entry shows the pause gone and the resume recorded;
+//! - **a Redis `claim_trigger`** fails the same way (a repeat would answer `Gone`), and the entry
+//!   shows the trigger taken and the lock held by its owner, while a Redis `trigger` is sent again
+//!   and answers its own trigger, as its script knows its id.
 //!
 //! Without the fix (a repeat after a lost connection), the acquire answers `Ok(None)` and the
 //! claim `ClaimedElsewhere`: the first two fail. The third guards that the fix is no broader than
@@ -576,5 +579,68 @@ async fn redis_resume_whose_reply_is_lost_fails_and_the_pause_is_gone() {
         (action.kind, action.by.as_str()),
         (ActionKind::Resumed, actor)
     );
+    rig.clean_up().await;
+}
+
+/// (e) Redis: a trigger claim whose reply is lost fails (a repeat would have answered `Gone`: the
+/// trigger taken, by its own effect), and the entry shows the trigger taken by its owner and the
+/// lock held; a trigger request whose reply is lost is sent again and answers its own trigger
+/// (`Requested`, the same id), not `Pending`.
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn redis_trigger_claim_whose_reply_is_lost_fails_and_a_lost_request_is_repeated() {
+    use shedlock_core::admin::LockAdmin as _;
+    use shedlock_core::trigger::{TriggerAnswer, TriggerClaim};
+    let Some((rig, p)) =
+        Rig::redis_admin(format!("lost-reply-trigger:{}", testing::unique_suffix())).await
+    else {
+        return;
+    };
+    let (name, actor) = (lock_name(), rig.owner.as_str());
+    let minute = Duration::from_mins(1);
+    let requested = |answer| match answer {
+        TriggerAnswer::Requested(trigger) => trigger,
+        other => panic!("trigger answered {other:?}"),
+    };
+    // Warm up: the connection and the trigger, index and claim scripts.
+    let warm = requested(p.trigger(&name, "ann", minute).await.expect("trigger"));
+    let claimed = p
+        .claim_trigger(&name, warm.id, minute, "warm-up")
+        .await
+        .expect("claim");
+    let TriggerClaim::Claimed(record) = claimed else {
+        panic!("the warm-up claim answered {claimed:?}");
+    };
+    p.release(&record, Duration::ZERO).await.expect("release");
+
+    rig.proxy.cut_reply_to(actor.as_bytes().to_vec());
+    let trigger = requested(p.trigger(&name, actor, minute).await.expect("repeated"));
+    assert_eq!(rig.proxy.replies_cut(), 1, "the trigger's reply was cut");
+    assert_eq!(trigger.by, actor);
+    let shown = p.entry(&name).await.expect("entry").expect("a record");
+    assert_eq!(
+        shown.trigger().map(|t| t.id),
+        Some(trigger.id),
+        "one trigger, written once"
+    );
+
+    rig.proxy.cut_reply_to(actor.as_bytes().to_vec());
+    let outcome = p.claim_trigger(&name, trigger.id, minute, actor).await;
+    assert_eq!(rig.proxy.replies_cut(), 2, "the claim's reply was cut");
+    let error = match outcome {
+        Err(error) => error,
+        Ok(answer) => panic!(
+            "a trigger claim whose reply was lost must fail, not answer {answer:?} (a repeat \
+             finds the trigger taken)"
+        ),
+    };
+    assert_lost_reply(&error, &name, "the trigger taken by it");
+    let entry = p.entry(&name).await.expect("entry").expect("a record");
+    assert_eq!(
+        entry.trigger().and_then(|t| t.taken_by.as_deref()),
+        Some(actor)
+    );
+    assert!(entry.is_held(), "the lost claim took the lock");
+    assert_eq!(entry.record().owner(), actor);
     rig.clean_up().await;
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use shedlock_core::testkit::ConformanceSuite;
+use shedlock_core::testkit::{ConformanceSuite, TriggerSuite};
 use shedlock_core::{Error, admin::LockAdmin as _};
 use shedlock_redis::RedisLockProvider;
 use shedlock_tests::private_redis::PrivateRedis;
@@ -60,6 +60,26 @@ async fn conformance_over_tls_with_a_client_certificate_and_an_acl_user() {
         .await
         .expect("logs in with the builder's credentials");
     by_options.list().await.expect("lists");
+}
+
+/// Run now over TLS with a client certificate and an ACL user: the trigger suite, whose push case
+/// needs `watch_triggers`' own pub/sub connection to log in and handshake as the provider does.
+#[tokio::test]
+async fn triggers_and_their_push_over_tls_with_a_client_certificate_and_an_acl_user() {
+    let pki = Pki::new().expect("certificates");
+    let Some(redis) = tls_servers::redis(&pki, None, "yes", "redis tls triggers").await else {
+        return;
+    };
+    let provider = RedisLockProvider::builder(url("localhost", redis.port()))
+        .ca_file(&pki.ca)
+        .client_cert(&pki.client_cert, &pki.client_key)
+        .connect()
+        .await
+        .expect("connects over TLS with a client certificate");
+    TriggerSuite::new(provider)
+        .time_unit(std::time::Duration::from_millis(200))
+        .run()
+        .await;
 }
 
 /// `builder`'s `connect` error, which must name the server and say `says`.
