@@ -137,7 +137,10 @@ async fn a_paused_jobs_ticks_are_not_run_until_resumed() {
         .unwrap();
     let paused = service.call(tick(start)).await.unwrap();
     assert!(
-        matches!(paused, TickRun::NotRun(FireClaim::Paused { until: None, .. })),
+        matches!(
+            paused,
+            TickRun::NotRun(FireClaim::Paused { until: None, .. })
+        ),
         "{paused:?}"
     );
     store.resume("apalis-tick", "ann").await.unwrap();

@@ -73,6 +73,14 @@ pub(crate) async fn redis(url: &str, plan: &Plan) -> Result<Vec<Row>> {
             Ok(rows)
         });
     }
+    if plan.runs("trigger") && rows.is_ok() {
+        let trigger =
+            crate::trigger::run("redis", &provider, Some((&wired, &proxy)), true, plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(trigger?);
+            Ok(rows)
+        });
+    }
     // Lock keys carry no TTL (by design): remove this run's.
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}*"))

@@ -97,7 +97,10 @@ async fn delivery<P: LockAdmin + Clone>(
         let value = quantile(&latencies, q).unwrap_or(f64::NAN);
         let mut row = Row::new(
             db,
-            format!("trigger → run start {name} ({how}, {} triggers)", latencies.len()),
+            format!(
+                "trigger → run start {name} ({how}, {} triggers)",
+                latencies.len()
+            ),
             value,
             "ms",
         )
@@ -122,7 +125,10 @@ async fn polling<P: LockAdmin>(
     let mut made = 0;
     for jobs in [1_usize, 1_000] {
         for name in &names[made..jobs] {
-            match provider.trigger(name, "bench", Duration::from_mins(10)).await? {
+            match provider
+                .trigger(name, "bench", Duration::from_mins(10))
+                .await?
+            {
                 TriggerAnswer::Requested(_) => {}
                 other => return Err(format!("{db}: trigger of {name} answered {other:?}").into()),
             }
