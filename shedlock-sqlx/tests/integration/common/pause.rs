@@ -111,6 +111,30 @@ pub(crate) async fn the_pause_suite_passes<S: Store>() {
     db.drop_table(&table).await;
 }
 
+/// The core's `PauseSuite` on Java ShedLock's table upgraded with `0002_last_fire.sql` and
+/// `0005_pause.sql`: no token column, so claims, unlocks and the rows a pause creates go without
+/// tokens.
+pub(crate) async fn the_pause_suite_passes_on_a_java_table_with_0002_and_0005<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    db.execute(S::java_ddl(&table)).await;
+    for file in ["0002_last_fire.sql", "0005_pause.sql"] {
+        for statement in migration::<S>(file, &table).split(';') {
+            db.execute(statement.trim().to_owned()).await;
+        }
+    }
+    let provider = db.on_table(&table).await;
+    let record = provider.acquire("probe", MIN, "me").await.unwrap().unwrap();
+    assert_eq!(record.fencing_token(), None, "no token column");
+    assert!(provider.unlock(&record, ANN).await.unwrap());
+    assert_eq!(
+        last_action(&provider, "probe").await,
+        (ActionKind::Unlocked, ANN.to_owned())
+    );
+    PauseSuite::new(provider).run().await;
+    db.drop_table(&table).await;
+}
+
 /// A paused job's fire is answered `Paused` after "too early" and "window passed" and before
 /// "claimed elsewhere" and "held", in the claim's one step, and writes nothing; the pause reads
 /// back as `pause` returned it; acquire, extend and release ignore it.

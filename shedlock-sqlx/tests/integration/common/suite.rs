@@ -21,7 +21,7 @@ pub(crate) use super::pause::{
     a_pause_of_a_name_without_a_row_creates_it_free,
     a_paused_fire_is_refused_in_order_and_writes_nothing, bad_pauses_are_refused_and_write_nothing,
     migration_0005_adds_the_pause, pause_resume_and_unlock_record_their_actor,
-    the_pause_suite_passes,
+    the_pause_suite_passes, the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
 };
 
 const MIN: Duration = Duration::from_mins(1);
@@ -892,6 +892,7 @@ macro_rules! store_suite {
             error_texts_at_the_cap_fit,
             the_job_state_suite_passes,
             the_pause_suite_passes,
+            the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
             a_paused_fire_is_refused_in_order_and_writes_nothing,
             pause_resume_and_unlock_record_their_actor,
             a_pause_for_a_length_ends_by_itself,
