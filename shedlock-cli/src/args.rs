@@ -243,6 +243,32 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pauses a job's fires on every replica, until resumed, for a length, or until a time. A run
+    /// in progress continues. Only scheduled fires are paused: plain locks and `execute` ignore it,
+    /// and so do replicas older than 0.2.0 and Java replicas (`jobs` names them).
+    #[command(
+        override_usage = "shedlock pause <JOB> [--for <DURATION> | --until <TIME>] [--reason <TEXT>] \
+                          [--as <NAME>] [OPTIONS]"
+    )]
+    Pause {
+        /// The job's name, or its lock's name.
+        job: String,
+        /// How long, such as "1h" or "30m". Left out with --until, until `shedlock resume`.
+        #[arg(long = "for", value_parser = duration, value_name = "DURATION", conflicts_with = "until")]
+        length: Option<Duration>,
+        /// Until this time, in RFC 3339 (2026-12-05T18:00:00Z).
+        #[arg(long, value_parser = rfc3339, value_name = "TIME")]
+        until: Option<DateTime<Utc>>,
+        /// Why, shown by `shedlock jobs` (at most 255 characters).
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// Ends a job's pause. Its next fire runs as scheduled.
+    #[command(override_usage = "shedlock resume <JOB> [--as <NAME>] [OPTIONS]")]
+    Resume {
+        /// The job's name, or its lock's name.
+        job: String,
+    },
     /// Removes a job's published definitions, those of every replica. It is for a job that no
     /// replica runs any more. A replica still running it publishes it again at its next heartbeat.
     /// Its lock row and history stay.

@@ -11,12 +11,14 @@ use shedlock_core::{
         model::{ForgetView, JobView, LeaderView, LockView, RunView},
     },
     jobs::DefinitionEntry,
+    pause::PauseFor,
     provider::LockRecord,
 };
 
 use crate::args::{Command, UnlockArgs};
 use crate::failure::Failure;
 use crate::render;
+use crate::steer;
 use crate::store::Store;
 
 /// Where a command writes: its output to stdout and its warnings to stderr.
@@ -26,7 +28,7 @@ pub(crate) struct Output<'a> {
 }
 
 impl Output<'_> {
-    fn print(&mut self, text: &str) -> Result<(), Failure> {
+    pub(crate) fn print(&mut self, text: &str) -> Result<(), Failure> {
         self.out
             .write_all(text.as_bytes())
             .and_then(|()| self.out.flush())
@@ -39,7 +41,7 @@ impl Output<'_> {
         self.print(&format!("{text}\n"))
     }
 
-    fn warn(&mut self, text: &str) {
+    pub(crate) fn warn(&mut self, text: &str) {
         // A warning that cannot be written has nowhere else to go.
         let _ = writeln!(self.err, "warning: {text}");
     }
@@ -104,12 +106,26 @@ pub(crate) async fn run(
             json,
         } => history(store, &job, limit, failed, json, output).await,
         Command::Forget { job, json } => forget(store, &job, json, output).await,
+        Command::Pause {
+            job,
+            length,
+            until,
+            reason,
+        } => {
+            let how_long = match (length, until) {
+                (Some(length), _) => PauseFor::For(length),
+                (None, Some(until)) => PauseFor::Until(until),
+                (None, None) => PauseFor::UntilResumed,
+            };
+            steer::pause(store, &job, how_long, reason.as_deref(), output).await
+        }
+        Command::Resume { job } => steer::resume(store, &job, output).await,
     }
 }
 
 /// A job command's store error. An error the store words for job state, such as a missing table or
 /// column saying what to run, is kept as it is. Any other is worded as the lock commands word it.
-fn job_failure(store: &Store, error: &shedlock_core::Error) -> Failure {
+pub(crate) fn job_failure(store: &Store, error: &shedlock_core::Error) -> Failure {
     if error.is_unsupported() {
         Failure::usage(format!(
             "this store does not record job state ({}); the job commands need a store that \
@@ -140,7 +156,7 @@ async fn require_job_state(store: &Store) -> Result<(), Failure> {
 
 /// What the job commands read: the published definitions, the lock rows and the store's now, which
 /// is the rows' now, or the local clock when there are no rows.
-async fn read_jobs(
+pub(crate) async fn read_jobs(
     store: &Store,
 ) -> Result<(Vec<DefinitionEntry>, Vec<LockEntry>, DateTime<Utc>), Failure> {
     require_job_state(store).await?;
@@ -155,7 +171,7 @@ async fn read_jobs(
 }
 
 /// Refuses a job name that cannot be one, before asking the store.
-fn check_job_name(job: &str) -> Result<(), Failure> {
+pub(crate) fn check_job_name(job: &str) -> Result<(), Failure> {
     if job.trim().is_empty() {
         return Err(Failure::usage(
             "the job name is empty; `shedlock jobs` lists the names",
@@ -170,7 +186,7 @@ fn check_job_name(job: &str) -> Result<(), Failure> {
 }
 
 /// No job named `job`: the names there are, at most 20 of them.
-fn unknown_job(store: &Store, job: &str, known: &[String]) -> Failure {
+pub(crate) fn unknown_job(store: &Store, job: &str, known: &[String]) -> Failure {
     let longest = store.admin.max_name_len();
     let note = if job.chars().count() > longest {
         format!(" (it is longer than the {longest} characters a lock name can have here)")
@@ -267,6 +283,16 @@ async fn history(
     } else {
         format!("{job:?} (lock {lock_name:?})")
     };
+    if let Some(action) = entries
+        .iter()
+        .find(|e| e.record().name() == lock_name)
+        .and_then(LockEntry::last_action)
+    {
+        output.print(&format!(
+            "last action on {of}: {}\n",
+            render::action_note(action, now)
+        ))?;
+    }
     if runs.is_empty() {
         return output.print(&if failed {
             format!("no failed runs among the newest {read} recorded for {of}\n")
@@ -1249,6 +1275,128 @@ mod tests {
             message(&run).starts_with("this store does not record job state"),
             "{}",
             message(&run)
+        );
+    }
+
+    /// `pause` and `resume` by job name, recorded with the actor; `jobs` shows the pause, the
+    /// replica that ignores it and the last action; refusals exit as documented.
+    #[tokio::test]
+    async fn pause_and_resume_steer_a_job_by_its_name_with_who_did_it() {
+        let (mem, store) = memory();
+        let defs = [Definition::new(
+            "sync",
+            "sync-lock",
+            r#"{"name":"sync","every":"5m"}"#,
+        )];
+        for (replica, version) in [("pod-new", "0.2.0"), ("pod-old", "0.1.0")] {
+            mem.publish_definitions(replica, version, &defs, Duration::from_mins(1))
+                .await
+                .expect("published");
+        }
+        let run = exec(
+            &store,
+            &[
+                "pause",
+                "sync",
+                "--for",
+                "1h",
+                "--reason",
+                "upstream <down>",
+            ],
+        )
+        .await;
+        assert_eq!(exit(&run), Exit::Done, "{}", message(&run));
+        assert!(
+            run.out
+                .starts_with(r#""sync" (lock "sync-lock") paused until "#),
+            "{}",
+            run.out
+        );
+        assert!(run.err.contains("pod-old (0.1.0)"), "{}", run.err);
+        let entry = mem.entry("sync-lock").await.unwrap().expect("a row");
+        assert!(entry.is_paused());
+        assert_eq!(entry.pause().map(|p| p.by.as_str()), Some("tester@cli"));
+        let run = exec(&store, &["jobs"]).await;
+        assert!(run.out.contains("PAUSED"), "{}", run.out);
+        assert!(
+            run.out.contains("by tester@cli") && run.out.contains("upstream <down>"),
+            "{}",
+            run.out
+        );
+        assert!(run.out.contains("still run it: pod-old"), "{}", run.out);
+        assert!(run.out.contains("last actions:"), "{}", run.out);
+
+        let run = exec(&store, &["resume", "sync-lock"]).await;
+        assert_eq!(exit(&run), Exit::Done, "{}", message(&run));
+        assert!(
+            run.out.starts_with(r#"resumed "sync" (lock "sync-lock")"#),
+            "{}",
+            run.out
+        );
+        let entry = mem.entry("sync-lock").await.unwrap().expect("a row");
+        assert!(!entry.is_paused());
+        assert_eq!(
+            entry.last_action().map(|a| a.kind.as_str()),
+            Some("resumed")
+        );
+
+        let history = exec(&store, &["history", "sync"]).await;
+        assert!(
+            history
+                .out
+                .starts_with(r#"last action on "sync" (lock "sync-lock"): resumed by tester@cli"#),
+            "{}",
+            history.out
+        );
+
+        let again = exec(&store, &["resume", "sync"]).await;
+        assert_eq!(exit(&again), Exit::Refused, "{}", message(&again));
+        assert!(
+            message(&again).contains("not paused"),
+            "{}",
+            message(&again)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pause_in_the_past_or_of_an_unknown_job_changes_nothing() {
+        let (mem, store) = memory();
+        let defs = [Definition::new(
+            "sync",
+            "sync",
+            r#"{"name":"sync","every":"5m"}"#,
+        )];
+        mem.publish_definitions("pod", "0.2.0", &defs, Duration::from_mins(1))
+            .await
+            .expect("published");
+        let past = exec(
+            &store,
+            &["pause", "sync", "--until", "2020-01-01T00:00:00Z"],
+        )
+        .await;
+        assert_eq!(exit(&past), Exit::Usage, "{}", message(&past));
+        assert!(
+            message(&past).contains("must end in the future"),
+            "{}",
+            message(&past)
+        );
+        assert!(
+            mem.entry("sync").await.unwrap().is_none(),
+            "nothing written"
+        );
+        let unknown = exec(&store, &["pause", "synk"]).await;
+        assert_eq!(exit(&unknown), Exit::Refused, "{}", message(&unknown));
+        assert!(
+            message(&unknown).contains(r#"no job named "synk""#),
+            "{}",
+            message(&unknown)
+        );
+        let long = "x".repeat(300);
+        let reason = exec(&store, &["pause", "sync", "--reason", &long]).await;
+        assert_eq!(exit(&reason), Exit::Usage, "{}", message(&reason));
+        assert!(
+            mem.entry("sync").await.unwrap().is_none(),
+            "nothing written"
         );
     }
 }

@@ -22,6 +22,7 @@ mod command;
 mod failure;
 mod invocation;
 mod render;
+mod steer;
 mod store;
 
 use std::io::Write;

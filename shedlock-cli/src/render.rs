@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use shedlock_core::admin::model::{JobView, LockState, LockView, RunView, ScheduleView};
-use shedlock_core::admin::{LockEntry, election_owner_id};
+use shedlock_core::admin::{AdminAction, LockEntry, election_owner_id};
+use shedlock_core::pause::Pause;
 
 use crate::invocation::Invocation;
 
@@ -189,6 +190,7 @@ pub(crate) fn jobs_table(jobs: &[JobView], invocation: &Invocation) -> String {
             "FAILURES",
             "LAST SUCCESS",
             "HELD",
+            "PAUSED",
             "REPLICAS",
         ]
         .map(str::to_owned)
@@ -212,6 +214,9 @@ pub(crate) fn jobs_table(jobs: &[JobView], invocation: &Invocation) -> String {
             },
             ago(job.last_success),
             if job.held { "yes" } else { "no" }.to_owned(),
+            job.paused
+                .as_ref()
+                .map_or_else(dash, |p| paused_until(p, now)),
             match (job.replicas.len(), job.disagreeing) {
                 (n, true) => format!("{n} (specs differ)"),
                 (n, false) => n.to_string(),
@@ -238,6 +243,7 @@ pub(crate) fn jobs_table(jobs: &[JobView], invocation: &Invocation) -> String {
             );
         }
     }
+    out.push_str(&steer_notes(jobs));
     for job in jobs.iter().filter(|j| j.is_failing()) {
         let last = job.last_run.as_ref();
         let what = match last.and_then(|r| r.error.as_deref()) {
@@ -258,6 +264,83 @@ pub(crate) fn jobs_table(jobs: &[JobView], invocation: &Invocation) -> String {
         );
     }
     out
+}
+
+/// Below the jobs table: each paused job's pause, with the replicas that ignore it, and each job's
+/// last operator action.
+fn steer_notes(jobs: &[JobView]) -> String {
+    let mut out = String::new();
+    for job in jobs {
+        if let Some(pause) = &job.paused {
+            let _ = writeln!(
+                out,
+                "\n{}: {}",
+                job_name(job),
+                pause_note(pause, job.store_now)
+            );
+            if !job.pause_ignored_by.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  these replicas predate pauses and still run it: {}",
+                    job.pause_ignored_by
+                        .iter()
+                        .map(|r| cell(r))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    let actions: Vec<String> = jobs
+        .iter()
+        .filter_map(|job| {
+            let action = job.last_action.as_ref()?;
+            Some(format!(
+                "  {}: {}",
+                job_name(job),
+                action_note(action, job.store_now)
+            ))
+        })
+        .collect();
+    if !actions.is_empty() {
+        let _ = writeln!(out, "\nlast actions:\n{}", actions.join("\n"));
+    }
+    out
+}
+
+/// The PAUSED cell: `until resumed`, or the end relative to now.
+fn paused_until(pause: &Pause, now: DateTime<Utc>) -> String {
+    pause
+        .until
+        .map_or_else(|| "until resumed".to_owned(), |until| relative(until, now))
+}
+
+/// A pause in a sentence: `paused until resumed by ann 5m ago: upstream down`, every text escaped.
+pub(crate) fn pause_note(pause: &Pause, now: DateTime<Utc>) -> String {
+    let until = match pause.until {
+        Some(until) => format!("until {} ({})", timestamp(until), relative(until, now)),
+        None => "until resumed".to_owned(),
+    };
+    let mut note = format!(
+        "paused {until} by {} {}",
+        cell(&pause.by),
+        relative(pause.since, now)
+    );
+    if let Some(reason) = pause.reason.as_deref().filter(|r| !r.is_empty()) {
+        let _ = write!(note, ": {}", cell(reason));
+    }
+    note
+}
+
+/// An operator's action in words: `resumed by bob 3m ago (2026-12-05T…Z)`.
+pub(crate) fn action_note(action: &AdminAction, now: DateTime<Utc>) -> String {
+    format!(
+        "{} by {} {} ({})",
+        action.kind,
+        cell(&action.by),
+        relative(action.at, now),
+        timestamp(action.at)
+    )
 }
 
 /// `history`: one aligned row per run, newest first.

@@ -20,6 +20,33 @@ use crate::error::{Error, Result};
 /// its definitions with an older version ignores pauses, and `shedlock jobs` says so.
 pub const PAUSE_SINCE: &str = "0.2.0";
 
+/// Whether a replica that published its definitions with `version` honours pauses: a version at or
+/// after [`PAUSE_SINCE`]. A version that does not read as `MAJOR.MINOR.PATCH` does not.
+///
+/// ```
+/// use shedlock_core::pause::honours_pause;
+///
+/// assert!(honours_pause("0.2.0") && honours_pause("1.0.0-rc.1") && honours_pause("0.10.3"));
+/// assert!(!honours_pause("0.1.0") && !honours_pause("java"));
+/// ```
+#[must_use]
+pub fn honours_pause(version: &str) -> bool {
+    fn triple(version: &str) -> Option<(u64, u64, u64)> {
+        let core = version.split(['-', '+']).next()?;
+        let mut parts = core.split('.').map(str::parse::<u64>);
+        let triple = (
+            parts.next()?.ok()?,
+            parts.next()?.ok()?,
+            parts.next()?.ok()?,
+        );
+        parts.next().is_none().then_some(triple)
+    }
+    match (triple(version), triple(PAUSE_SINCE)) {
+        (Some(v), Some(since)) => v >= since,
+        _ => false,
+    }
+}
+
 /// The longest pause reason a store keeps, in characters (a `VARCHAR(255)` column).
 pub const MAX_REASON_LEN: usize = 255;
 

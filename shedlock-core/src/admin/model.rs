@@ -50,10 +50,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{LockEntry, election_owner_id};
+use super::{AdminAction, LockEntry, election_owner_id};
 #[cfg(doc)]
 use crate::jobs::RunOutcome;
 use crate::jobs::{DefinitionEntry, RunEntry};
+use crate::pause::{Pause, honours_pause};
 
 /// A lock's state word: `"held"`, `"free"`, or `"leader"` for a held
 /// [`LeaderLatch`](crate::LeaderLatch) row.
@@ -301,6 +302,18 @@ pub struct JobView {
     pub disagreeing: bool,
     /// Each distinct spec and the replicas publishing it, newest publication first.
     pub specs: Vec<SpecView>,
+    /// The pause in force when read: since, until (`null`: until resumed), by whom and why.
+    /// `null` when the job is not paused, or its pause has ended.
+    #[serde(default)]
+    pub paused: Option<Pause>,
+    /// Replicas that run the job but ignore pauses, as their published version predates pause
+    /// support ([`PAUSE_SINCE`](crate::pause::PAUSE_SINCE)). Listed only while the job is paused.
+    /// Java `ShedLock` replicas publish nothing and ignore pauses too.
+    #[serde(default)]
+    pub pause_ignored_by: Vec<String>,
+    /// The last pause, resume or unlock: what, by whom, when. `null` if none was recorded.
+    #[serde(default)]
+    pub last_action: Option<AdminAction>,
     /// The store's clock when read.
     pub store_now: DateTime<Utc>,
 }
@@ -431,7 +444,9 @@ impl JobView {
             jobs.push(Self::build(job, lock_name, &published, entry, store_now));
         }
         for entry in entries {
-            let recorded = entry.state().is_some_and(|s| s.last_run.is_some());
+            let recorded = entry.state().is_some_and(|s| s.last_run.is_some())
+                || entry.pause().is_some()
+                || entry.last_action().is_some();
             let name = entry.record().name();
             if recorded && !jobs.iter().any(|j| j.lock_name == name) {
                 jobs.push(Self::build(name, name, &[], Some(entry), store_now));
@@ -479,6 +494,19 @@ impl JobView {
             },
         );
         let state = entry.and_then(LockEntry::state);
+        let paused = entry
+            .filter(|e| e.is_paused())
+            .and_then(LockEntry::pause)
+            .cloned();
+        let pause_ignored_by = if paused.is_some() {
+            published
+                .iter()
+                .filter(|d| !honours_pause(&d.version))
+                .map(|d| d.replica.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         Self {
             job: job.to_owned(),
             lock_name: lock_name.to_owned(),
@@ -500,6 +528,9 @@ impl JobView {
                 .collect(),
             disagreeing: specs.len() > 1,
             specs: specs.into_iter().map(|(spec, _)| spec).collect(),
+            paused,
+            pause_ignored_by,
+            last_action: entry.and_then(LockEntry::last_action).cloned(),
             store_now,
         }
     }
@@ -589,6 +620,43 @@ mod tests {
 
     fn run(lock: &str, outcome: RunOutcome) -> RunEntry {
         RunEntry::new(lock, at(-600), "pod-1", at(-599), at(-597), outcome)
+    }
+
+    #[test]
+    fn a_paused_job_shows_its_pause_and_the_replicas_that_ignore_it() {
+        let spec = r#"{"name":"sync","every":"5m"}"#;
+        let mut old = definition("sync", "sync", "pod-old", spec, -10);
+        old.version = "0.1.0".into();
+        let defs = [definition("sync", "sync", "pod-new", spec, -10), old];
+        let pause = Pause::new(at(-60), Some(at(60)), "ann", Some("upstream down"));
+        let action = AdminAction::new(super::super::ActionKind::Paused, "ann", at(-60));
+        let row = |now: i64| {
+            LockEntry::new(LockRecord::new("sync", "", at(-60), at(-60)), at(now), None)
+                .with_pause(Some(pause.clone()))
+                .with_last_action(Some(action.clone()))
+        };
+        let paused = JobView::collect(&defs, &[row(0)], at(0));
+        assert_eq!(paused[0].paused.as_ref(), Some(&pause));
+        assert_eq!(paused[0].pause_ignored_by, ["pod-old"]);
+        assert_eq!(paused[0].last_action.as_ref(), Some(&action));
+        // At its end the pause no longer holds: not shown, nobody flagged, the action stays.
+        let ended = JobView::collect(&defs, &[row(60)], at(60));
+        assert_eq!(ended[0].paused, None);
+        assert!(ended[0].pause_ignored_by.is_empty());
+        assert_eq!(ended[0].last_action.as_ref(), Some(&action));
+        // A job paused before any replica published it is listed by its lock name.
+        let alone = JobView::collect(&[], &[row(0)], at(0));
+        assert_eq!(alone.len(), 1);
+        assert_eq!(alone[0].paused.as_ref(), Some(&pause));
+        let text = serde_json::to_string(&paused[0]).expect("serialises");
+        assert!(
+            text.contains(r#""paused":{"since":"2025-12-01T20:12:20.123456Z","until":"2025-12-01T20:14:20.123456Z","by":"ann","reason":"upstream down"}"#),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::from_str::<JobView>(&text).expect("reads back"),
+            paused[0]
+        );
     }
 
     #[test]

@@ -1,0 +1,150 @@
+//! `pause` and `resume`: steering a job's fires on every replica, recorded with who did it (`--as`,
+//! or user@host). The rules are in docs/operating.md, "Pause, resume".
+
+use chrono::{DateTime, Utc};
+use shedlock_core::{
+    admin::{LockEntry, model::JobView},
+    jobs::DefinitionEntry,
+    pause::{PauseFor, honours_pause},
+};
+
+use crate::command::{Output, check_job_name, job_failure, read_jobs, unknown_job};
+use crate::failure::Failure;
+use crate::render;
+use crate::store::Store;
+
+/// The job a command names and the lock its fires take.
+struct Target {
+    job: String,
+    lock: String,
+}
+
+impl Target {
+    /// `"job"`, or `"job" (lock "name")` when they differ.
+    fn words(&self) -> String {
+        if self.job == self.lock {
+            format!("{:?}", self.job)
+        } else {
+            format!("{:?} (lock {:?})", self.job, self.lock)
+        }
+    }
+}
+
+/// The job `name` names: a job the replicas publish, or a lock name (of a published job, or of a
+/// row). Anything else is refused with the names there are.
+fn resolve(
+    store: &Store,
+    name: &str,
+    definitions: &[DefinitionEntry],
+    entries: &[LockEntry],
+    now: DateTime<Utc>,
+) -> Result<Target, Failure> {
+    let published = definitions
+        .iter()
+        .find(|d| d.definition.job == name)
+        .or_else(|| definitions.iter().find(|d| d.definition.lock_name == name));
+    if let Some(d) = published {
+        return Ok(Target {
+            job: d.definition.job.clone(),
+            lock: d.definition.lock_name.clone(),
+        });
+    }
+    if entries.iter().any(|e| e.record().name() == name) {
+        return Ok(Target {
+            job: name.to_owned(),
+            lock: name.to_owned(),
+        });
+    }
+    let known: Vec<String> = JobView::collect(definitions, entries, now)
+        .into_iter()
+        .map(|j| j.job)
+        .collect();
+    Err(unknown_job(store, name, &known))
+}
+
+/// A store's refusal of a pause or resume: bad input says what to fix, a table without the
+/// columns what to run.
+fn failure(store: &Store, error: &shedlock_core::Error) -> Failure {
+    if error.is_invalid_config() {
+        Failure::usage(format!(
+            "{}; nothing changed",
+            crate::failure::causes(error)
+        ))
+    } else if error.is_unsupported() {
+        Failure::usage(format!(
+            "this store cannot pause jobs ({}); nothing changed",
+            crate::failure::causes(error)
+        ))
+    } else {
+        job_failure(store, error)
+    }
+}
+
+pub(crate) async fn pause(
+    store: &Store,
+    name: &str,
+    how_long: PauseFor,
+    reason: Option<&str>,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
+    check_job_name(name)?;
+    let (definitions, entries, now) = read_jobs(store).await?;
+    let target = resolve(store, name, &definitions, &entries, now)?;
+    let pause = store
+        .admin
+        .pause(&target.lock, how_long, reason, &store.actor)
+        .await
+        .map_err(|e| failure(store, &e))?;
+    let mut old: Vec<String> = definitions
+        .iter()
+        .filter(|d| d.definition.lock_name == target.lock && !honours_pause(&d.version))
+        .map(|d| format!("{} ({})", d.replica, d.version))
+        .collect();
+    old.sort();
+    old.dedup();
+    if !old.is_empty() {
+        output.warn(&format!(
+            "these replicas predate pauses and will still run {}: {}",
+            target.words(),
+            old.join(", ")
+        ));
+    }
+    output.print(&format!(
+        "{} {}; a run in progress continues\n",
+        target.words(),
+        render::pause_note(&pause, pause.since)
+    ))
+}
+
+pub(crate) async fn resume(
+    store: &Store,
+    name: &str,
+    output: &mut Output<'_>,
+) -> Result<(), Failure> {
+    check_job_name(name)?;
+    let (definitions, entries, now) = read_jobs(store).await?;
+    let target = resolve(store, name, &definitions, &entries, now)?;
+    let ended = store
+        .admin
+        .resume(&target.lock, &store.actor)
+        .await
+        .map_err(|e| failure(store, &e))?;
+    let Some(pause) = ended else {
+        return Err(Failure::refused(format!(
+            "refused: {} is not paused; nothing changed",
+            target.words()
+        )));
+    };
+    let was = match pause.until {
+        Some(until) if until <= now => format!(
+            "its pause by {} had ended at {} already",
+            pause.by,
+            render::timestamp(until)
+        ),
+        _ => format!("it was {}", render::pause_note(&pause, now)),
+    };
+    output.print(&format!(
+        "resumed {}: {was}; its next fire runs as scheduled\n",
+        target.words()
+    ))
+}
