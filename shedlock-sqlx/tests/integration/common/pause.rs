@@ -11,6 +11,7 @@ use shedlock_core::jobs::JobState;
 use shedlock_core::pause::{Pause, PauseFor};
 use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_core::testkit::PauseSuite;
+use shedlock_sqlx::sqlx;
 
 use super::suite::{Store, migration, quoted};
 
@@ -566,4 +567,71 @@ pub(crate) async fn migration_0005_adds_the_pause<S: Store>() {
     let old = provider.claim_fire("job", &later, MIN, "b").await.unwrap();
     assert!(old.claimed().is_some(), "{old:?}");
     db.drop_table(&table).await;
+}
+
+/// A pause committed after the claim read the row and before its write is honoured: a
+/// transaction on `pool` sets a pause on the free row of `name` in `provider`'s `table` and
+/// holds the row lock; the claim reads the row as it was (unpaused, as MySQL's look and
+/// Postgres's snapshot do) and its write waits for the lock; once `lock_waits` (SQL counting the
+/// sessions running or waiting in an `UPDATE` naming the table, given `%table%`) sees it, the
+/// pause commits. The write then finds the pause and claims nothing, and the
+/// claim answers `Paused`. `now` is the database's now in SQL. `provider`'s call timeout must be
+/// above 20 s, the longest this waits for the lock wait on a busy machine.
+pub(crate) async fn a_pause_committed_during_a_claim_is_honoured<DB, P>(
+    pool: &sqlx::Pool<DB>,
+    provider: P,
+    table: &str,
+    now: &str,
+    lock_waits: &str,
+) where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+    P: LockAdmin + Clone + 'static,
+{
+    let name = "raced";
+    let record = provider.acquire(name, MIN, "me").await.unwrap().unwrap();
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    let fire = open_fire(&provider, 10).await;
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE {table} SET paused_at = {now}, paused_by = 'ann' WHERE name = 'raced'"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("pause in a transaction");
+    let claimer = provider.clone();
+    let claim =
+        tokio::spawn(async move { claimer.claim_fire(name, &fire, MIN, "a").await.unwrap() });
+    // Within the call timeout of `provider`, which must be longer.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (waiting,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(lock_waits.to_owned()))
+            .bind(format!("%{table}%"))
+            .fetch_one(pool)
+            .await
+            .expect("lock waits");
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            !claim.is_finished(),
+            "the claim did not wait for the pause's row lock"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no lock wait seen for the claim's write"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tx.commit().await.expect("commit the pause");
+    match claim.await.expect("the claim") {
+        FireClaim::Paused { until: None, .. } => {}
+        other => panic!("a pause committed during the claim: {other:?}"),
+    }
+    let row = entry(&provider, name).await;
+    assert_eq!(row.last_fire(), None, "nothing claimed");
+    assert_eq!(row.record().owner(), "me");
 }
