@@ -101,9 +101,7 @@ fn statements<D: Dialect>(s: &Settings) -> Statements {
         "{name}, {now_p}, {now_p}, '', {now_p}, {until_p}, {actor_p}, {reason_p}, 'paused', \
          {actor_p}, {now_p}"
     );
-    let set: Vec<&str> = [&at, &until, &by, &reason, &action, &action_by, &action_at]
-        .map(String::as_str)
-        .to_vec();
+    let set = [&at, &until, &by, &reason, &action, &action_by, &action_at].map(String::as_str);
     Statements {
         now: format!("{pre}SELECT {hint} {now}"),
         upsert: format!(
