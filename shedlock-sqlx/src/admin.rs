@@ -16,7 +16,10 @@
 //!
 //! The job state columns are `last_run_*`, `last_success` and `consecutive_failures`. They are read
 //! the same way, where the table has all of them ([`Schema::has_job_state`]). They are read into
-//! [`LockEntry::with_state`]. `missing_ddl` reads the table's columns anew. It returns the `ALTER
+//! [`LockEntry::with_state`]. The pause columns (`paused_*`, `last_action*`) likewise, where the
+//! table has them ([`Schema::has_pause`]), into [`LockEntry::with_pause`] and
+//! [`LockEntry::with_last_action`]; there the unlock also records its actor as the last action.
+//! Pause and resume are in [`crate::pause`]. `missing_ddl` reads the table's columns anew. It returns the `ALTER
 //! TABLE` statements for what the table lacks ([`missing_columns_ddl`]). For a missing table, it
 //! returns the whole DDL.
 
@@ -29,9 +32,13 @@ use shedlock_core::{
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::builder::Settings;
-use crate::dialect::{Dialect, LAST_FIRE, Map, STATE_COLUMNS, StateKind, missing_state_columns};
+use crate::dialect::{
+    Dialect, LAST_FIRE, Map, PAUSE_COLUMNS, STATE_COLUMNS, StateKind, missing_columns,
+    missing_state_columns,
+};
 use crate::link::Schema;
-use crate::provider::{add_job_state, add_last_fire};
+use crate::pause::{read_steer, steer_columns};
+use crate::provider::{add_columns, add_last_fire};
 
 /// The admin statements for one table layout.
 pub(crate) struct Statements {
@@ -39,12 +46,13 @@ pub(crate) struct Statements {
     /// database's now.
     ///
     /// Where the table has them, the [`STATE_COLUMNS`] follow. `consecutive_failures` is read as a
-    /// 64-bit integer.
+    /// 64-bit integer. Then, where the table has them, the [`PAUSE_COLUMNS`].
     pub(crate) list: String,
     /// The same for one name (parameter 1).
     pub(crate) entry: String,
-    /// Frees the lock if it is still held. The parameters are 1 name, 2 owner, 3 `locked_at`[, 4
-    /// token].
+    /// Frees the lock if it is still held, recording the actor where the table has the
+    /// [`PAUSE_COLUMNS`]. The parameters are 1 name, 2 owner, 3 `locked_at`[, 4 token][, the
+    /// actor]; positional, the actor comes first.
     pub(crate) unlock: String,
 }
 
@@ -74,8 +82,13 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
     } else {
         String::new()
     };
+    let steer = if schema.has_pause {
+        steer_columns::<D>()
+    } else {
+        String::new()
+    };
     let select = format!(
-        "{pre}SELECT {hint} {}, {}, {}, {}, {tok}, {fire}, {now}{state} FROM {table}",
+        "{pre}SELECT {hint} {}, {}, {}, {}, {tok}, {fire}, {now}{state}{steer} FROM {table}",
         c.name, c.locked_by, c.locked_at, c.lock_until
     );
     let same_token = if schema.has_token {
@@ -83,11 +96,18 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
     } else {
         String::new()
     };
+    let action = if schema.has_pause {
+        let [.., action, by, at] = PAUSE_COLUMNS.map(|(name, _)| D::QUOTE.quote(name));
+        let actor = D::param(if schema.has_token { 5 } else { 4 });
+        format!(", {action} = 'unlocked', {by} = {actor}, {at} = {now}")
+    } else {
+        String::new()
+    };
     Statements {
         entry: format!("{select} WHERE {} = {}", c.name, D::param(1)),
         list: select,
         unlock: format!(
-            "{pre}UPDATE {hint} {table} SET {until} = {now} \
+            "{pre}UPDATE {hint} {table} SET {until} = {now}{action} \
              WHERE {name} = {p1} AND {by} = {p2} AND {at} = {p3}{same_token} AND {until} > {now}",
             until = c.lock_until,
             name = c.name,
@@ -102,8 +122,9 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
 
 /// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire` and now.
 ///
-/// Where `state` says the statement read it, the job state follows in columns 7 to 14.
-pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>, state: bool) -> Result<LockEntry>
+/// Where `schema` says the statement read them, the job state follows in columns 7 to 14, then the
+/// pause and last action.
+pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>, schema: Schema) -> Result<LockEntry>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
     for<'r> i64: Decode<'r, D> + Type<D>,
@@ -121,10 +142,21 @@ where
         D::read_time(row, 6, map)?,
         D::read_opt_time(row, 5, map)?,
     );
-    if !state {
+    let entry = if schema.has_job_state {
+        entry.with_state(job_state::<D>(row, 7, map)?)
+    } else {
+        entry
+    };
+    if !schema.has_pause {
         return Ok(entry);
     }
-    Ok(entry.with_state(job_state::<D>(row, 7, map)?))
+    let first = 7 + if schema.has_job_state {
+        STATE_COLUMNS.len()
+    } else {
+        0
+    };
+    let (pause, action) = read_steer::<D>(row, first, map)?;
+    Ok(entry.with_pause(pause).with_last_action(action))
 }
 
 /// The job state in a row's columns `first..first + 8`, in the [`STATE_COLUMNS`]' order.
@@ -160,9 +192,9 @@ where
 
 /// The statements that give `settings`' table what its columns `columns` lack.
 ///
-/// `columns` are as the database describes them. What may be missing is the `last_fire` column and
-/// the job state columns. Each gets its own `ALTER TABLE`. For the default names, these are the
-/// migrations `0002_last_fire.sql` and `0003_job_state.sql`. The list is empty when nothing is
+/// `columns` are as the database describes them. What may be missing is the `last_fire` column, the
+/// job state columns and the pause columns. Each gets its own `ALTER TABLE`. For the default names,
+/// these are the migrations `0002_last_fire.sql`, `0003_job_state.sql` and `0005_pause.sql`. The list is empty when nothing is
 /// missing. Other parts, with tables of their own, append theirs to the list.
 pub(crate) fn missing_columns_ddl<D: Dialect>(
     settings: &Settings,
@@ -172,9 +204,13 @@ pub(crate) fn missing_columns_ddl<D: Dialect>(
     if !columns.iter().any(|c| D::is_column(c, LAST_FIRE)) {
         statements.push(add_last_fire::<D>(settings));
     }
-    statements.extend(add_job_state::<D>(
+    statements.extend(add_columns::<D>(
         settings,
         &missing_state_columns::<D>(columns),
+    ));
+    statements.extend(add_columns::<D>(
+        settings,
+        &missing_columns::<D>(columns, &PAUSE_COLUMNS),
     ));
     statements
 }
@@ -216,7 +252,27 @@ macro_rules! admin {
                 actor: &str,
             ) -> shedlock_core::Result<bool> {
                 shedlock_core::pause::validate_actor(actor)?;
-                self.generic().admin_unlock(expected).await
+                self.generic().admin_unlock(expected, actor).await
+            }
+
+            async fn pause(
+                &self,
+                name: &str,
+                how_long: shedlock_core::pause::PauseFor,
+                reason: Option<&str>,
+                actor: &str,
+            ) -> shedlock_core::Result<shedlock_core::pause::Pause> {
+                self.generic()
+                    .admin_pause(name, how_long, reason, actor)
+                    .await
+            }
+
+            async fn resume(
+                &self,
+                name: &str,
+                actor: &str,
+            ) -> shedlock_core::Result<Option<shedlock_core::pause::Pause>> {
+                self.generic().admin_resume(name, actor).await
             }
 
             fn ddl(&self) -> Option<String> {

@@ -15,7 +15,8 @@
 //!
 //! A fire claim ([`Dialect::claim_fire`]) binds the duration, the name, the owner, then the fire's
 //! instant `F` and the next fire's, rounded up by [`fire_time`]. Its statements exist only for
-//! tables with [`LAST_FIRE`]. A claim that does not win answers from what the deciding statement
+//! tables with [`LAST_FIRE`], each twice: for tables without and with the [`PAUSE_COLUMNS`], where
+//! they also refuse, and read, a pause ([`Statements::claim`], [`Statements::look`]). A claim that does not win answers from what the deciding statement
 //! saw ([`Seen::Row`]), so it needs no further statement.
 
 use std::future::Future;
@@ -51,7 +52,22 @@ pub(crate) const STATE_COLUMNS: [(&str, StateKind); 8] = [
     ("consecutive_failures", StateKind::Count),
 ];
 
-/// What a job state column holds, for its type in our DDL and its check.
+/// The pause columns of [`LockAdmin::pause`](shedlock_core::admin::LockAdmin::pause), with fixed
+/// names like [`LAST_FIRE`], in the order of our DDL and `0005_pause.sql`: the pause (since, until,
+/// by whom, why) and the last operator action (what, by whom, when). They are typed like the job
+/// state's: times like [`LAST_FIRE`], names and the reason like the runner (`VARCHAR(255)`), the
+/// action's word like the outcome (`VARCHAR(16)`).
+pub(crate) const PAUSE_COLUMNS: [(&str, StateKind); 7] = [
+    ("paused_at", StateKind::Time),
+    ("paused_until", StateKind::Time),
+    ("paused_by", StateKind::Runner),
+    ("paused_reason", StateKind::Runner),
+    ("last_action", StateKind::Outcome),
+    ("last_action_by", StateKind::Runner),
+    ("last_action_at", StateKind::Time),
+];
+
+/// What a job state or pause column holds, for its type in our DDL and its check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StateKind {
     /// A nullable time, typed like [`LAST_FIRE`].
@@ -67,10 +83,66 @@ pub(crate) enum StateKind {
     Count,
 }
 
-/// Every column name that this crate fixes, so that it is not configurable. These are [`LAST_FIRE`]
-/// and the [`STATE_COLUMNS`].
+/// Every column name that this crate fixes, so that it is not configurable. These are [`LAST_FIRE`],
+/// the [`STATE_COLUMNS`] and the [`PAUSE_COLUMNS`].
 pub(crate) fn fixed_columns() -> impl Iterator<Item = &'static str> {
-    std::iter::once(LAST_FIRE).chain(STATE_COLUMNS.iter().map(|(name, _)| *name))
+    std::iter::once(LAST_FIRE).chain(
+        STATE_COLUMNS
+            .iter()
+            .chain(PAUSE_COLUMNS.iter())
+            .map(|(name, _)| *name),
+    )
+}
+
+/// The SQL of "the row keeps no pause that holds at `now`" (the database's now) on a table with the
+/// [`PAUSE_COLUMNS`]: no pause, or one whose end has come. It is
+/// [`Pause::holds_at`](shedlock_core::pause::Pause::holds_at) negated, as the fire claim's
+/// decision order wants it.
+pub(crate) fn not_paused<D: Dialect>(now: &str) -> String {
+    let (at, until) = (
+        D::QUOTE.quote(PAUSE_COLUMNS[0].0),
+        D::QUOTE.quote(PAUSE_COLUMNS[1].0),
+    );
+    format!("({at} IS NULL OR {until} <= {now})")
+}
+
+/// The columns a fire claim reads of a row's pause, after the row's other columns: `paused_at`,
+/// `paused_until`, `paused_by`, each prefixed by `t` (`t.` or empty), with a leading comma; empty
+/// without the pause columns.
+pub(crate) fn pause_read<D: Dialect>(t: &str, pause: bool) -> String {
+    if !pause {
+        return String::new();
+    }
+    let read: Vec<String> = PAUSE_COLUMNS[..3]
+        .iter()
+        .map(|(name, _)| format!("{t}{}", D::QUOTE.quote(name)))
+        .collect();
+    format!(", {}", read.join(", "))
+}
+
+/// The pause a fire claim read with [`pause_read`] at columns `first..first + 3`: `None` without a
+/// pause. Its reason is not read: the claim needs only its times.
+pub(crate) fn seen_pause<D: Dialect>(
+    row: &D::Row,
+    first: usize,
+    map: &Map<'_>,
+) -> Result<Option<shedlock_core::pause::Pause>>
+where
+    for<'r> Option<String>: sqlx::Decode<'r, D> + Type<D>,
+    usize: sqlx::ColumnIndex<D::Row>,
+{
+    use sqlx::Row as _;
+    let Some(since) = D::read_opt_time(row, first, map)? else {
+        return Ok(None);
+    };
+    let until = D::read_opt_time(row, first + 1, map)?;
+    let by: Option<String> = row.try_get(first + 2).map_err(map)?;
+    Ok(Some(shedlock_core::pause::Pause::new(
+        since,
+        until,
+        by.unwrap_or_default(),
+        None,
+    )))
 }
 
 /// The SQL of one table layout. On MySQL `acquire` is the conditional `UPDATE`, and the statements
@@ -83,19 +155,38 @@ pub(crate) struct Statements<X> {
     /// A release that records the run, on tables with the [`STATE_COLUMNS`]. It has the release's
     /// guard and `lock_until`, and the job state ([`release_run_state`]).
     pub(crate) release_run: std::sync::Arc<str>,
-    /// Claims a fire, on tables with [`LAST_FIRE`]. It is the statement that decides and writes.
-    pub(crate) claim: std::sync::Arc<str>,
+    /// Claims a fire, on tables with [`LAST_FIRE`], without (`[0]`) and with (`[1]`) the
+    /// [`PAUSE_COLUMNS`]: with them it also refuses a paused row. It is the statement that decides
+    /// and writes. See [`claim`](Self::claim).
+    pub(crate) claims: [std::sync::Arc<str>; 2],
     /// The database's now, the recorded fire and the lock row (`locked_by`, `locked_at`,
-    /// `lock_until`, token or `NULL`) of one name, all `NULL` but now without a row. For the
-    /// replies of a claim that did not win.
+    /// `lock_until`, token or `NULL`) of one name, all `NULL` but now without a row, then with the
+    /// [`PAUSE_COLUMNS`] (`[1]`) the pause ([`pause_read`]). For the replies of a claim that did
+    /// not win. See [`look`](Self::look).
     #[cfg_attr(
         not(any(feature = "mysql", feature = "sqlite")),
         allow(dead_code, reason = "used by MySQL and SQLite")
     )]
-    pub(crate) look: std::sync::Arc<str>,
+    pub(crate) looks: [std::sync::Arc<str>; 2],
     /// The dialect's further statements.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
     pub(crate) extra: X,
+}
+
+impl<X> Statements<X> {
+    /// The fire claim for `schema`'s table: with the pause condition where it has the columns.
+    pub(crate) fn claim(&self, schema: Schema) -> &std::sync::Arc<str> {
+        &self.claims[usize::from(schema.has_pause)]
+    }
+
+    /// The look of a fire claim for `schema`'s table: with the pause where it has the columns.
+    #[cfg_attr(
+        not(any(feature = "mysql", feature = "sqlite")),
+        allow(dead_code, reason = "used by MySQL and SQLite")
+    )]
+    pub(crate) fn look(&self, schema: Schema) -> &std::sync::Arc<str> {
+        &self.looks[usize::from(schema.has_pause)]
+    }
 }
 
 /// One attempt of a call: the statements of the table's layout, a connection with its call's
@@ -148,6 +239,9 @@ pub(crate) enum Seen {
         /// The lock as the row has it. `lock_until` may be past, and the token is `None` without
         /// a token column.
         holder: Option<LockRecord>,
+        /// The pause the row keeps, also one whose end has passed. `None` without the
+        /// [`PAUSE_COLUMNS`].
+        pause: Option<shedlock_core::pause::Pause>,
     },
     /// Its look and its claim disagreed: another call changed the row in between. Look again.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code, reason = "used by MySQL"))]
@@ -248,7 +342,7 @@ pub(crate) enum Role {
     LockedAt,
     FencingToken,
     LastFire,
-    /// A job state column.
+    /// A job state or pause column.
     State(StateKind),
 }
 
@@ -335,6 +429,13 @@ pub(crate) trait Dialect:
     const NULL_TIME: &'static str;
     /// The `n`th parameter (1-based) of a statement written for any dialect.
     fn param(n: usize) -> String;
+
+    /// What follows an `INSERT` of a lock row so that, where the row of its name (the quoted key
+    /// column `key`) exists, it updates the quoted columns `set` to the inserted values instead.
+    fn upsert(key: &str, set: &[&str]) -> String {
+        let set: Vec<String> = set.iter().map(|c| format!("{c} = excluded.{c}")).collect();
+        format!("ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
+    }
 
     /// A duration as the statements take it.
     fn span(d: Duration) -> Self::Span;
@@ -475,6 +576,7 @@ pub(crate) fn check_columns<D: Dialect>(
         },
     };
     let has_job_state = job_state_columns::<D>(s, columns, &mut problems);
+    let has_pause = pause_columns::<D>(s, columns, &mut problems);
     if !problems.is_empty() {
         return Err(Error::schema(
             format!(
@@ -487,11 +589,12 @@ pub(crate) fn check_columns<D: Dialect>(
         ));
     }
     check_name_capacity(s, name_max)?;
-    tracing::debug!(table = %s.table, has_token, has_last_fire, has_job_state, "lock table checked");
+    tracing::debug!(table = %s.table, has_token, has_last_fire, has_job_state, has_pause, "lock table checked");
     Ok(Schema {
         has_token,
         has_last_fire,
         has_job_state,
+        has_pause,
         owner_max,
     })
 }
@@ -504,29 +607,90 @@ fn job_state_columns<D: Dialect>(
     columns: &[D::TableColumn],
     problems: &mut Vec<String>,
 ) -> bool {
-    let missing = missing_state_columns::<D>(columns);
-    if missing.len() == STATE_COLUMNS.len() {
+    // The longest outcome kind (`succeeded`, `cancelled`) and a capped error text.
+    let needed = |kind| match kind {
+        StateKind::Outcome => 9,
+        StateKind::Error => shedlock_core::jobs::MAX_ERROR_LEN,
+        _ => 0,
+    };
+    column_set::<D>(
+        s,
+        columns,
+        &ColumnSet {
+            columns: &STATE_COLUMNS,
+            what: "job state",
+            migration: "0003_job_state.sql",
+            needed: &needed,
+        },
+        problems,
+    )
+}
+
+/// Whether the table has all of the [`PAUSE_COLUMNS`], each of a fitting type, as
+/// [`job_state_columns`] checks those.
+fn pause_columns<D: Dialect>(
+    s: &Settings,
+    columns: &[D::TableColumn],
+    problems: &mut Vec<String>,
+) -> bool {
+    // An operator's name and a reason of 255 characters, and the longest action (`unlocked`).
+    let needed = |kind| match kind {
+        StateKind::Outcome => 8,
+        StateKind::Runner => 255,
+        _ => 0,
+    };
+    column_set::<D>(
+        s,
+        columns,
+        &ColumnSet {
+            columns: &PAUSE_COLUMNS,
+            what: "pause",
+            migration: "0005_pause.sql",
+            needed: &needed,
+        },
+        problems,
+    )
+}
+
+/// A set of columns with fixed names that a feature needs all of.
+struct ColumnSet<'a> {
+    columns: &'a [(&'static str, StateKind)],
+    /// The feature, for the warning (`job state`).
+    what: &'static str,
+    /// The migration that adds them.
+    migration: &'static str,
+    /// The least length a text column of a kind must hold.
+    needed: &'a dyn Fn(StateKind) -> usize,
+}
+
+/// Whether the table has all of `set`'s columns, each of a fitting type. A column of the wrong type
+/// is a problem. Some but not all present counts as none, with a warning naming the missing ones.
+fn column_set<D: Dialect>(
+    s: &Settings,
+    columns: &[D::TableColumn],
+    set: &ColumnSet<'_>,
+    problems: &mut Vec<String>,
+) -> bool {
+    let missing = missing_columns::<D>(columns, set.columns);
+    if missing.len() == set.columns.len() {
         return false;
     }
     if !missing.is_empty() {
         tracing::warn!(
             table = %s.table,
             missing = ?missing,
-            "the lock table has some job state columns but not all: no job state is recorded; \
-             add the others (see migration 0003_job_state.sql, or `shedlock ddl`'s missing part)"
+            "the lock table has some {} columns but not all, so it counts as without them; \
+             add the others (see migration {}, or `shedlock ddl`'s missing part)",
+            set.what,
+            set.migration,
         );
         return false;
     }
     let before = problems.len();
-    for (name, kind) in STATE_COLUMNS {
+    for &(name, kind) in set.columns {
         if let Some(column) = columns.iter().find(|c| D::is_column(c, name)) {
             problems.extend(D::column_problem(column, Role::State(kind), name));
-            // The longest outcome kind (`succeeded`, `cancelled`) and a capped error text.
-            let needed = match kind {
-                StateKind::Outcome => 9,
-                StateKind::Error => shedlock_core::jobs::MAX_ERROR_LEN,
-                _ => 0,
-            };
+            let needed = (set.needed)(kind);
             if let Some(len) = D::column_len(column).filter(|len| *len < needed) {
                 problems.push(format!(
                     "column {name} holds {len} characters; it needs {needed}"
@@ -541,8 +705,16 @@ fn job_state_columns<D: Dialect>(
 pub(crate) fn missing_state_columns<D: Dialect>(
     columns: &[D::TableColumn],
 ) -> Vec<(&'static str, StateKind)> {
-    STATE_COLUMNS
-        .into_iter()
+    missing_columns::<D>(columns, &STATE_COLUMNS)
+}
+
+/// The columns of `set` that `columns` lacks, in `set`'s order.
+pub(crate) fn missing_columns<D: Dialect>(
+    columns: &[D::TableColumn],
+    set: &[(&'static str, StateKind)],
+) -> Vec<(&'static str, StateKind)> {
+    set.iter()
+        .copied()
         .filter(|(name, _)| !columns.iter().any(|c| D::is_column(c, name)))
         .collect()
 }

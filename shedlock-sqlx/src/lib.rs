@@ -106,8 +106,10 @@
 //!
 //! `create_table_if_not_exists()` creates the table. The same DDL ships as sqlx-cli migrations in
 //! `migrations/{postgres,mysql,sqlite}/`: `0001_shedlock.sql` creates the table,
-//! `0002_last_fire.sql` adds `last_fire` to an older or Java ShedLock table, and
-//! `0003_job_state.sql` adds the job state columns.
+//! `0002_last_fire.sql` adds `last_fire` to an older or Java ShedLock table,
+//! `0003_job_state.sql` adds the job state columns, `0004_jobs_and_history.sql` creates the
+//! [job tables](#job-definitions-and-run-history) and `0005_pause.sql` adds the
+//! [pause columns](#pauses).
 //!
 //! Restart the services after running them, as the providers read the table's columns once.
 //! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) and `shedlock ddl` print the
@@ -135,6 +137,41 @@
 //! [`Error::is_unsupported`](shedlock_core::Error::is_unsupported) without a statement, and the
 //! scheduler releases plainly. `list` and `entry` carry the
 //! [`state`](shedlock_core::admin::LockEntry::state) where the columns exist.
+//!
+//! # Pauses
+//!
+//! Where a table has the pause columns, an operator pauses a job's fires across the cluster with
+//! [`LockAdmin::pause`](shedlock_core::admin::LockAdmin::pause) (`shedlock pause`), keyed by the
+//! lock name, and the fire claim refuses them with
+//! [`FireClaim::Paused`](shedlock_core::provider::FireClaim::Paused). The pause lives in the lock's
+//! row, so the claim checks it in the statements it already runs, on the database's clock, with no
+//! extra round trip: after "too early" and "window passed", before "claimed elsewhere" and "held".
+//! A refused fire writes nothing. On MySQL/MariaDB and SQLite the claim's write also refuses a
+//! paused row, so a pause committed between its look and its write is honoured. `acquire`,
+//! `extend`, `release` and Java ShedLock ignore pauses.
+//!
+//! The columns are `paused_at`, `paused_until` (`NULL`: until resumed), `paused_by`,
+//! `paused_reason`, and the row's last operator action: `last_action` (`paused`, `resumed` or
+//! `unlocked`), `last_action_by` and `last_action_at`. Times are typed like `lock_until`, the texts
+//! hold 255 characters (the action 16), all nullable. They are in `ddl()` and
+//! `create_table_if_not_exists()`, and `0005_pause.sql` adds them to an existing table, Java
+//! ShedLock's included. Their names are fixed, like `last_fire`'s. A table with only some of them
+//! counts as without them, with a warning.
+//!
+//! A pause reads the database's now, turns the asked length into an end on that clock (an end not
+//! after now is refused, and nothing is written), then sets the pause and the last action in one
+//! upsert. A name without a row gets one, free: no owner, `lock_until` and `locked_at` now, the
+//! token column's default, so the next acquire takes it with a fresh token. It returns the pause as
+//! stored, its end rounded up to the column's precision. A resume clears the pause, recording its
+//! actor, and returns it, also one whose end had passed; with no pause it writes nothing. An
+//! `unlock` records its actor in the statement that frees the lock. `list` and `entry` carry the
+//! [`pause`](shedlock_core::admin::LockEntry::pause) and
+//! [`last_action`](shedlock_core::admin::LockEntry::last_action).
+//!
+//! On a table without the columns, as Java ShedLock's, plain locks, fire claims and unlocks work as
+//! before, and `pause` and `resume` answer [`Error::is_schema`](shedlock_core::Error::is_schema)
+//! naming the missing columns, the migration and its statements, having written nothing. After
+//! adding them, restart the services: a provider reads the table's columns once.
 //!
 //! # Job definitions and run history
 //!
@@ -172,8 +209,9 @@
 //! command line tool is built on. `list` and `entry` read the rows with the database's now.
 //! `unlock` frees an acquisition in one conditional `UPDATE`, only if the row still has the owner,
 //! `locked_at` and token, where the table has one, it was listed with. `force_unlock` frees
-//! whoever holds it. Freeing sets `lock_until` to the database's now and nothing else. A
-//! `last_fire` column is listed where the table has it. Java ShedLock's four-column table works.
+//! whoever holds it. Freeing sets `lock_until` to the database's now and, where the table has the
+//! [pause columns](#pauses), records the operator as the last action. A `last_fire` column is
+//! listed where the table has it. Java ShedLock's four-column table works.
 //!
 //! # Feature flags
 //!
@@ -215,6 +253,8 @@ mod job_tables_tests;
 mod link;
 #[cfg(feature = "mysql")]
 mod mysql;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod pause;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -19,7 +19,7 @@ use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, Role, Seen, StateKind,
-    Statements, release_run_state, seen_holder,
+    Statements, not_paused, pause_read, release_run_state, seen_holder, seen_pause,
 };
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
@@ -52,7 +52,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql` and `0003_job_state.sql`.
+/// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
+/// `0005_pause.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -70,6 +71,13 @@ sql_lock_provider! {
 ///     last_run_error VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
 ///     last_success TIMESTAMP(3) NULL DEFAULT NULL,
 ///     consecutive_failures INT NOT NULL DEFAULT 0,
+///     paused_at TIMESTAMP(3) NULL DEFAULT NULL,
+///     paused_until TIMESTAMP(3) NULL DEFAULT NULL,
+///     paused_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     paused_reason VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_action VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_action_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     last_action_at TIMESTAMP(3) NULL DEFAULT NULL,
 ///     PRIMARY KEY (name)
 /// ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 /// ```
@@ -124,6 +132,11 @@ sql_lock_provider! {
 /// is `TIMESTAMP(3)`, so fires are kept and compared exactly, in whole milliseconds. A table
 /// without it answers [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
 /// `migrations/mysql/0002_last_fire.sql` and restart the service.
+///
+/// Where the table has the [pause columns](crate#pauses), the read also reads the pause, which
+/// answers [`Paused`](shedlock_core::provider::FireClaim::Paused), and the `UPDATE` also needs no
+/// pause that holds, so a pause committed between the two is honoured (the read then runs again).
+/// A `paused_until` after 2038-01-19 does not fit a `TIMESTAMP(3)` column, as for `lock_until`.
 ///
 /// # Job state
 ///
@@ -276,26 +289,8 @@ impl Dialect for MySql {
                  WHERE {name} = ? AND {until} > {NOW}"
             )
             .into(),
-            // ? owner, ? at_most µs, ? F, ? name, ? F, ? next, ? F. Takes the row iff the fire
-            // is claimable (the WHERE reads the old values, whatever the SET assigns), reporting
-            // the new token (or `locked_at` in µs) through `LAST_INSERT_ID`; run only after
-            // `look` found the fire claimable, so a fire it does not claim is never locked.
-            claim: format!(
-                "{PIN}UPDATE {HINT} {table} SET {claim_tok}\
-                 {by} = ?, {at} = {locked_at_value}, \
-                 {until} = TIMESTAMPADD(MICROSECOND, ?, {NOW}), {fire} = ? \
-                 WHERE {name} = ? AND ? <= {NOW} AND {NOW} < ? AND {expired} \
-                 AND ({fire} IS NULL OR {fire} < ?)"
-            )
-            .into(),
-            // ? name. A consistent read: no row lock. The database's now, the recorded fire,
-            // the lock row (lock_until, locked_by, locked_at, the token) and whether it exists.
-            look: format!(
-                "{PIN}SELECT {HINT} {NOW}, t.{fire}, t.{until}, CAST(t.{name} IS NOT NULL AS SIGNED), \
-                 t.{by}, t.{at}, {look_tok} \
-                 FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?"
-            )
-            .into(),
+            claims: [false, true].map(|pause| claim(table, cols, &claim_tok, &locked_at_value, pause)),
+            looks: [false, true].map(|pause| look(table, cols, &look_tok, pause)),
             extra: Extra {
                 // ? name, ? at_most µs, ? owner. On a duplicate (inserted concurrently) it
                 // changes nothing and resets LAST_INSERT_ID to 0: no `INSERT IGNORE`, so errors
@@ -352,6 +347,12 @@ impl Dialect for MySql {
     /// `utf8mb4` stores any name. The binary collation makes names compare exactly.
     const TABLE_OPTIONS: &'static str =
         " ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin";
+
+    /// `VALUES(c)`, as the definitions' upsert writes it: MariaDB has no row alias.
+    fn upsert(_key: &str, set: &[&str]) -> String {
+        let set: Vec<String> = set.iter().map(|c| format!("{c} = VALUES({c})")).collect();
+        format!("ON DUPLICATE KEY UPDATE {}", set.join(", "))
+    }
 
     /// Microseconds of a duration rounded up to whole milliseconds, as `TIMESTAMP(3)` keeps it.
     type Span = i64;
@@ -596,7 +597,8 @@ impl Dialect for MySql {
             args.lock.owner,
             Self::span(args.lock.at_most),
         );
-        let query = sqlx::query(AssertSqlSafe(sql.look.clone())).bind(name);
+        let schema = args.lock.schema;
+        let query = sqlx::query(AssertSqlSafe(sql.look(schema).clone())).bind(name);
         let row = statement!(c, query, map, fetch_one)?;
         let now = Self::read_time(&row, 0, map)?;
         let recorded = Self::read_opt_time(&row, 1, map)?;
@@ -608,16 +610,22 @@ impl Dialect for MySql {
             Self::read_opt_time(&row, 2, map)?,
             row.try_get(6).map_err(map)?,
         )?;
+        let pause = if schema.has_pause {
+            seen_pause::<Self>(&row, 7, map)?
+        } else {
+            None
+        };
         let fire = shedlock_core::provider::Fire::new(args.at, args.next)?;
-        if fire_decision(&fire, now, holder.as_ref(), recorded, None).is_some() {
+        if fire_decision(&fire, now, holder.as_ref(), recorded, pause.as_ref()).is_some() {
             return Ok(Seen::Row {
                 now,
                 recorded,
                 holder,
+                pause,
             });
         }
         let query = if exists {
-            sqlx::query(AssertSqlSafe(sql.claim.clone()))
+            sqlx::query(AssertSqlSafe(sql.claim(schema).clone()))
                 .bind(owner)
                 .bind(micros)
                 .bind(args.at)
@@ -664,6 +672,55 @@ impl Dialect for MySql {
         let lock_until = plus_millis(utc_from_micros(now)?, millis_ceil(at_most))?;
         Ok(Some(record.clone().with_lock_until(lock_until)))
     }
+}
+
+/// The fire claim's `UPDATE` (the row exists), with the pause condition when `pause`. `claim_tok`
+/// sets the token, `locked_at_value` the new `locked_at` (see [`MySql::statements`]).
+///
+/// ? owner, ? `at_most` µs, ? F, ? name, ? F, ? next, ? F. Takes the row iff the fire is claimable
+/// (the WHERE reads the old values, whatever the SET assigns; with the pause columns, a pause
+/// that holds refuses it too, so one set since `look` is honoured), reporting the new token (or
+/// `locked_at` in µs) through `LAST_INSERT_ID`; run only after `look` found the fire claimable,
+/// so a fire it does not claim is never locked.
+fn claim(
+    table: &str,
+    cols: &ColumnNames,
+    claim_tok: &str,
+    locked_at_value: &str,
+    pause: bool,
+) -> std::sync::Arc<str> {
+    let (name, until, at, by, _) = cols.each();
+    let fire = &MySql::QUOTE.quote(LAST_FIRE);
+    let unpaused = if pause {
+        format!(" AND {}", not_paused::<MySql>(NOW))
+    } else {
+        String::new()
+    };
+    format!(
+        "{PIN}UPDATE {HINT} {table} SET {claim_tok}\
+         {by} = ?, {at} = {locked_at_value}, \
+         {until} = TIMESTAMPADD(MICROSECOND, ?, {NOW}), {fire} = ? \
+         WHERE {name} = ? AND ? <= {NOW} AND {NOW} < ? AND {until} <= {NOW} \
+         AND ({fire} IS NULL OR {fire} < ?){unpaused}"
+    )
+    .into()
+}
+
+/// The fire claim's look, with the pause when `pause`; `look_tok` reads the token.
+///
+/// ? name. A consistent read: no row lock. The database's now, the recorded fire, the lock row
+/// (`lock_until`, `locked_by`, `locked_at`, the token), whether it exists, and with the pause columns
+/// the pause.
+fn look(table: &str, cols: &ColumnNames, look_tok: &str, pause: bool) -> std::sync::Arc<str> {
+    let (name, until, at, by, _) = cols.each();
+    let fire = &MySql::QUOTE.quote(LAST_FIRE);
+    format!(
+        "{PIN}SELECT {HINT} {NOW}, t.{fire}, t.{until}, CAST(t.{name} IS NOT NULL AS SIGNED), \
+         t.{by}, t.{at}, {look_tok}{} \
+         FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?",
+        pause_read::<MySql>("t.", pause)
+    )
+    .into()
 }
 
 /// The record of a won acquire or fire claim whose statement reported `reported` through
@@ -761,12 +818,38 @@ mod tests {
                 &s.release,
                 &s.release_run,
                 &s.holder,
+                &s.claims[0],
+                &s.claims[1],
+                &s.looks[0],
+                &s.looks[1],
+                &s.extra.claim_insert,
             ] {
                 assert!(sql.starts_with(PIN), "{sql}");
                 assert!(sql.contains(HINT), "{sql}");
                 assert!(sql.contains("`app`.`locks`"), "{sql}");
                 assert!(!sql.contains("INSERT IGNORE"), "{sql}");
             }
+        }
+    }
+
+    /// The look comes first, so a race is what the claim's own pause condition guards against:
+    /// with the pause columns the `UPDATE` refuses a paused row too, without them it names none.
+    #[tokio::test]
+    async fn the_claim_itself_refuses_a_paused_row() {
+        let pool = MySqlPool::connect_lazy("mysql://localhost/none").expect("a valid URL");
+        let p = MySqlLockProvider::builder(pool)
+            .build()
+            .expect("valid settings");
+        let unpaused = "(`paused_at` IS NULL OR `paused_until` <= UTC_TIMESTAMP(3))";
+        for s in p.0.all_statements() {
+            assert!(
+                s.claims[1].ends_with(&format!(" AND {unpaused}")),
+                "{}",
+                s.claims[1]
+            );
+            assert!(!s.claims[0].contains("paused"), "{}", s.claims[0]);
+            assert!(s.looks[1].contains("t.`paused_until`"), "{}", s.looks[1]);
+            assert!(!s.looks[0].contains("paused"), "{}", s.looks[0]);
         }
     }
 

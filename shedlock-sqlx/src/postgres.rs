@@ -13,7 +13,7 @@ use crate::connect::ConnectSettings;
 use crate::builder::ColumnNames;
 use crate::dialect::{
     Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
-    release_run_state,
+    not_paused, pause_read, release_run_state,
 };
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
@@ -37,7 +37,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql` and `0003_job_state.sql`.
+/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
+/// `0005_pause.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -55,6 +56,13 @@ sql_lock_provider! {
 ///     last_run_error VARCHAR(1000) NULL,
 ///     last_success TIMESTAMP NULL,
 ///     consecutive_failures INT NOT NULL DEFAULT 0,
+///     paused_at TIMESTAMP NULL,
+///     paused_until TIMESTAMP NULL,
+///     paused_by VARCHAR(255) NULL,
+///     paused_reason VARCHAR(255) NULL,
+///     last_action VARCHAR(16) NULL,
+///     last_action_by VARCHAR(255) NULL,
+///     last_action_at TIMESTAMP NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -103,6 +111,11 @@ sql_lock_provider! {
 /// `last_fire` is a UTC wall-clock `TIMESTAMP`, like `lock_until`. A table without it answers
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
 /// `migrations/postgres/0002_last_fire.sql` and restart the service.
+///
+/// Where the table has the [pause columns](crate#pauses), the same statement also needs no pause
+/// that holds at the database's now to claim, and returns the pause it saw, so a paused job's fire
+/// is answered [`Paused`](shedlock_core::provider::FireClaim::Paused) in the same round trip,
+/// writing nothing.
 ///
 /// # Job state
 ///
@@ -231,32 +244,45 @@ impl Dialect for Postgres {
             )
             .into(),
             // $1 at_most, $2 name, $3 owner, $4 F, $5 next. An update and an insert with the fire's
-            // conditions added (`claimed` also needs the recorded fire older than F), and one
-            // row out whatever happened: the database's now and the row as the statement's
-            // snapshot saw it (`seen`: the recorded fire, lock_until, locked_by, locked_at, the
-            // token), then the claim's columns if it won. A fire it does not claim matches
-            // neither part: no write, no row lock.
-            claim: format!(
-                "WITH seen (f, u, b, a, t) AS (\
-                 SELECT {fire}, {until}, {by}, {at}, {ret_tok} FROM {table} WHERE {name} = $2), \
-                 claimed AS (\
-                 UPDATE {table} SET {by} = $3, {at} = {NOW}, {until} = {NOW} + $1, {fire} = $4{set_tok} \
-                 WHERE {name} = $2 AND $4 <= {NOW} AND {NOW} < $5 AND {until} <= {NOW} \
-                 AND ({fire} IS NULL OR {fire} < $4) \
-                 RETURNING {at}, {until}, {ret_tok}), \
-                 created AS (\
-                 INSERT INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
-                 SELECT $2, {NOW} + $1, {NOW}, $3, $4{ins_val} \
-                 WHERE $4 <= {NOW} AND {NOW} < $5 AND NOT EXISTS (SELECT 1 FROM seen) \
-                 ON CONFLICT ({name}) DO NOTHING \
-                 RETURNING {at}, {until}, {ret_tok}), \
-                 won AS (SELECT * FROM claimed UNION ALL SELECT * FROM created) \
-                 SELECT {NOW}, seen.f, seen.u, seen.b, seen.a, seen.t, won.* \
-                 FROM (SELECT 1) AS one LEFT JOIN seen ON true LEFT JOIN won ON true"
-            )
-            .into(),
+            // conditions added (`claimed` also needs the recorded fire older than F and, with
+            // the pause columns, no pause that holds), and one row out whatever happened: the
+            // database's now and the row as the statement's snapshot saw it (`seen`: the recorded
+            // fire, lock_until, locked_by, locked_at, the token), then the claim's columns if it
+            // won, then the pause `seen` read. A fire it does not claim matches neither part: no
+            // write, no row lock.
+            claims: [false, true].map(|pause| {
+                let (seen_names, out_pause, unpaused) = if pause {
+                    (
+                        ", pa, pu, pb",
+                        ", seen.pa, seen.pu, seen.pb",
+                        format!(" AND {}", not_paused::<Self>(NOW)),
+                    )
+                } else {
+                    ("", "", String::new())
+                };
+                let seen_cols = pause_read::<Self>("", pause);
+                format!(
+                    "WITH seen (f, u, b, a, t{seen_names}) AS (\
+                     SELECT {fire}, {until}, {by}, {at}, {ret_tok}{seen_cols} FROM {table} WHERE {name} = $2), \
+                     claimed AS (\
+                     UPDATE {table} SET {by} = $3, {at} = {NOW}, {until} = {NOW} + $1, {fire} = $4{set_tok} \
+                     WHERE {name} = $2 AND $4 <= {NOW} AND {NOW} < $5 AND {until} <= {NOW} \
+                     AND ({fire} IS NULL OR {fire} < $4){unpaused} \
+                     RETURNING {at}, {until}, {ret_tok}), \
+                     created AS (\
+                     INSERT INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
+                     SELECT $2, {NOW} + $1, {NOW}, $3, $4{ins_val} \
+                     WHERE $4 <= {NOW} AND {NOW} < $5 AND NOT EXISTS (SELECT 1 FROM seen) \
+                     ON CONFLICT ({name}) DO NOTHING \
+                     RETURNING {at}, {until}, {ret_tok}), \
+                     won AS (SELECT * FROM claimed UNION ALL SELECT * FROM created) \
+                     SELECT {NOW}, seen.f, seen.u, seen.b, seen.a, seen.t, won.*{out_pause} \
+                     FROM (SELECT 1) AS one LEFT JOIN seen ON true LEFT JOIN won ON true"
+                )
+                .into()
+            }),
             // Postgres answers within the claim's one statement.
-            look: "".into(),
+            looks: ["".into(), "".into()],
             extra: (),
         }
     }
@@ -460,7 +486,8 @@ impl Dialect for Postgres {
                 Provider::<Self>::returned_record(&row, 6, args.lock.name, args.lock.owner, map)?;
             return Ok(Seen::Won(record));
         }
-        Provider::<Self>::seen_row(&row, args.lock.name, map)
+        let pause = args.lock.schema.has_pause.then_some(9);
+        Provider::<Self>::seen_row(&row, args.lock.name, map, pause)
     }
 }
 

@@ -20,12 +20,12 @@ use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Encode, Executor, IntoArguments, 
 use crate::admin::{check_expected, entry, missing_columns_ddl, statements};
 use crate::builder::{Checked, Settings};
 use crate::conns::{ConnectionStats, Connections, Own};
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-use crate::dialect::seen_holder;
 use crate::dialect::{
-    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, STATE_COLUMNS, Seen,
-    StateKind, Statements, check_columns, fire_time, state_column_type,
+    Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, PAUSE_COLUMNS,
+    STATE_COLUMNS, Seen, StateKind, Statements, check_columns, fire_time, state_column_type,
 };
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::dialect::{seen_holder, seen_pause};
 use crate::link::statement;
 use crate::link::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Link, Schema};
 
@@ -208,7 +208,7 @@ where
     /// Claims `fire` (see
     /// [`LockProvider::claim_fire`](shedlock_core::provider::LockProvider::claim_fire)), deciding
     /// in the database. A claim that did not win answers from the row as the database saw it,
-    /// through [`fire_decision`]. Where that row says the fire was claimable after all, a racing
+    /// through [`fire_decision`], its pause included where the table has the pause columns. Where that row says the fire was claimable after all, a racing
     /// claimer changed it between the dialect's look and its claim, and the call looks again, a few
     /// times at most.
     pub(crate) async fn claim_fire(
@@ -254,9 +254,10 @@ where
                     now,
                     recorded,
                     holder,
+                    pause,
                 } => {
                     if let Some(reply) =
-                        fire_decision(&stored, now, holder.as_ref(), recorded, None)
+                        fire_decision(&stored, now, holder.as_ref(), recorded, pause.as_ref())
                     {
                         return Ok(reply);
                     }
@@ -499,17 +500,31 @@ where
         args: ClaimFire<'_>,
     ) -> Result<Option<D::Row>> {
         let lock = args.lock;
-        let query = Self::named(&at.sql.claim, lock.at_most, lock.name, lock.owner)
-            .bind(D::time(args.at))
-            .bind(D::time(args.next));
+        let query = Self::named(
+            at.sql.claim(lock.schema),
+            lock.at_most,
+            lock.name,
+            lock.owner,
+        )
+        .bind(D::time(args.at))
+        .bind(D::time(args.next));
         Self::optional_row(at, query).await
     }
 
     /// What a fire claim saw when it did not claim, from a row of the database's now, the recorded
     /// fire, and the lock's `lock_until`, `locked_by`, `locked_at` and fencing token, as
-    /// Postgres's claim statement and SQLite's look return.
+    /// Postgres's claim statement and SQLite's look return; and at `pause`, where the statement
+    /// read it, the row's pause ([`pause_read`](crate::dialect::pause_read)).
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
-    pub(crate) fn seen_row(row: &D::Row, name: &str, map: &Map<'_>) -> Result<Seen> {
+    pub(crate) fn seen_row(
+        row: &D::Row,
+        name: &str,
+        map: &Map<'_>,
+        pause: Option<usize>,
+    ) -> Result<Seen>
+    where
+        for<'r> Option<String>: Decode<'r, D> + Type<D>,
+    {
         Ok(Seen::Row {
             now: D::read_time(row, 0, map)?,
             recorded: D::read_opt_time(row, 1, map)?,
@@ -520,6 +535,10 @@ where
                 D::read_opt_time(row, 2, map)?,
                 row.try_get(5).map_err(map)?,
             )?,
+            pause: match pause {
+                Some(first) => seen_pause::<D>(row, first, map)?,
+                None => None,
+            },
         })
     }
 
@@ -601,9 +620,9 @@ where
             self.inner.link.settings.table.to_string(),
             format!(
                 "create it with {p}::create_table_if_not_exists(), with the migrations \
-                 migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql and \
-                 migrations/{m}/0003_job_state.sql of shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` \
-                 prints it)",
+                 migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql, \
+                 migrations/{m}/0003_job_state.sql and migrations/{m}/0005_pause.sql of \
+                 shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)",
                 p = D::PROVIDER,
                 m = D::MIGRATIONS,
             ),
@@ -662,7 +681,7 @@ where
                 };
                 let rows = statement!(c, query, map, fetch_all)?;
                 rows.iter()
-                    .map(|r| entry::<D>(r, map, schema.has_job_state))
+                    .map(|r| entry::<D>(r, map, schema))
                     .collect::<Result<Vec<_>>>()
             })
             .await?;
@@ -693,8 +712,9 @@ where
         }))
     }
 
-    /// Frees `expected`'s acquisition if the row still has it, in one conditional `UPDATE`.
-    pub(crate) async fn admin_unlock(&self, expected: &LockRecord) -> Result<bool> {
+    /// Frees `expected`'s acquisition if the row still has it, in one conditional `UPDATE` that
+    /// also records `actor` where the table has the pause columns.
+    pub(crate) async fn admin_unlock(&self, expected: &LockRecord, actor: &str) -> Result<bool> {
         let link = self.link();
         link.check_name(expected.name())?;
         let call: &Call = &link
@@ -706,12 +726,27 @@ where
         let what = format!("unlock {:?}", expected.name());
         let map = |e| self.map_error(e, &what);
         link.run(call, |mut c| async move {
-            let query = sqlx::query(AssertSqlSafe(sql.clone()))
+            // Positional parameters bind the actor first: it is in the `SET`.
+            let query = sqlx::query(AssertSqlSafe(sql.clone()));
+            let (first, last) = match (schema.has_pause, D::POSITIONAL) {
+                (false, _) => (None, None),
+                (true, true) => (Some(actor), None),
+                (true, false) => (None, Some(actor)),
+            };
+            let query = match first {
+                Some(actor) => query.bind(actor),
+                None => query,
+            };
+            let query = query
                 .bind(expected.name())
                 .bind(expected.owner())
                 .bind(D::time(expected.locked_at()));
             let query = match token {
                 Some(token) => query.bind(token),
+                None => query,
+            };
+            let query = match last {
+                Some(actor) => query.bind(actor),
                 None => query,
             };
             let done = statement!(c, query, map, execute)?;
@@ -722,15 +757,17 @@ where
 }
 
 /// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`: Java ShedLock's columns plus the
-/// fencing token, and when `full` the recorded fire and the job state columns. For the default
-/// names it is the migration `0001_shedlock.sql`, or with `full` the table that it,
-/// `0002_last_fire.sql` ([`add_last_fire`]) and `0003_job_state.sql` ([`add_job_state`]) make.
+/// fencing token, and when `full` the recorded fire, the job state and the pause columns. For the
+/// default names it is the migration `0001_shedlock.sql`, or with `full` the table that it,
+/// `0002_last_fire.sql` ([`add_last_fire`]), `0003_job_state.sql` and `0005_pause.sql`
+/// ([`add_columns`]) make.
 pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     let mut extra = String::new();
     if full {
         let columns = std::iter::once((LAST_FIRE, D::LAST_FIRE_COLUMN.to_owned())).chain(
             STATE_COLUMNS
                 .iter()
+                .chain(PAUSE_COLUMNS.iter())
                 .map(|(name, kind)| (*name, state_column_type::<D>(*kind))),
         );
         for (name, ty) in columns {
@@ -775,10 +812,11 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
     )
 }
 
-/// The statements that add the job state columns `columns` to `settings`' table, one `ALTER TABLE`
-/// per column as SQLite adds one column per statement. For every column and the default names,
-/// they are the migration `0003_job_state.sql`.
-pub(crate) fn add_job_state<D: Dialect>(
+/// The statements that add the job state or pause columns `columns` to `settings`' table, one
+/// `ALTER TABLE` per column as SQLite adds one column per statement. For every column and the
+/// default names, they are the migration `0003_job_state.sql` ([`STATE_COLUMNS`]) or
+/// `0005_pause.sql` ([`PAUSE_COLUMNS`]).
+pub(crate) fn add_columns<D: Dialect>(
     settings: &Settings,
     columns: &[(&str, StateKind)],
 ) -> Vec<String> {
@@ -797,7 +835,7 @@ pub(crate) fn add_job_state<D: Dialect>(
 
 /// The dialect's migration files hold its built-in DDL: `0001_shedlock.sql` the table without
 /// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it, `0003_job_state.sql` those adding
-/// the job state columns.
+/// the job state columns, `0005_pause.sql` those adding the pause columns.
 #[cfg(test)]
 pub(crate) fn assert_migrations<D: Dialect>() {
     let settings = Settings::defaults();
@@ -812,7 +850,11 @@ pub(crate) fn assert_migrations<D: Dialect>() {
     );
     crate::link::assert_same_ddl(
         &format!("{folder}/0003_job_state.sql"),
-        &add_job_state::<D>(&settings, &STATE_COLUMNS).join(";\n"),
+        &add_columns::<D>(&settings, &STATE_COLUMNS).join(";\n"),
+    );
+    crate::link::assert_same_ddl(
+        &format!("{folder}/0005_pause.sql"),
+        &add_columns::<D>(&settings, &PAUSE_COLUMNS).join(";\n"),
     );
 }
 

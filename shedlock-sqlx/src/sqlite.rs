@@ -11,7 +11,7 @@ use crate::builder::ColumnNames;
 use crate::connect::ConnectSettings;
 use crate::dialect::{
     Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
-    release_run_state,
+    not_paused, pause_read, release_run_state,
 };
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
@@ -37,7 +37,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/sqlite/0001_shedlock.sql`, `0002_last_fire.sql` and `0003_job_state.sql`.
+/// `migrations/sqlite/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
+/// `0005_pause.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -55,6 +56,13 @@ sql_lock_provider! {
 ///     last_run_error TEXT NULL,
 ///     last_success TEXT NULL,
 ///     consecutive_failures INTEGER NOT NULL DEFAULT 0,
+///     paused_at TEXT NULL,
+///     paused_until TEXT NULL,
+///     paused_by TEXT NULL,
+///     paused_reason TEXT NULL,
+///     last_action TEXT NULL,
+///     last_action_by TEXT NULL,
+///     last_action_at TEXT NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -73,7 +81,10 @@ sql_lock_provider! {
 /// row with a second statement, as SQLite's `RETURNING` returns only rows it wrote. `last_fire`
 /// holds the same UTC text. A table without it answers
 /// [`Error::is_unsupported`](shedlock_core::Error::is_unsupported). Add it with
-/// `migrations/sqlite/0002_last_fire.sql`.
+/// `migrations/sqlite/0002_last_fire.sql`. Where the table has the
+/// [pause columns](crate#pauses), the upsert also needs no pause that holds, and the second
+/// statement reads the pause, which answers
+/// [`Paused`](shedlock_core::provider::FireClaim::Paused).
 ///
 /// # Statements
 ///
@@ -210,25 +221,37 @@ impl Dialect for Sqlite {
             .into(),
             // ?1 at_most modifier, ?2 name, ?3 owner, ?4 F, ?5 next (text, as the columns).
             // Acquire's upsert with the fire's conditions: the window on the inserted values
-            // (outside it there is nothing to insert or update), the free lock and the older
-            // recorded fire on the update. It returns the row only if it claimed; otherwise
-            // nothing was written and `look` reads what stopped it.
-            claim: format!(
-                "INSERT INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
-                 SELECT ?2, {}, {NOW}, ?3, ?4{ins_val} WHERE ?4 <= {NOW} AND {NOW} < ?5 \
-                 ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, {at} = excluded.{at}, \
-                 {by} = excluded.{by}, {fire} = excluded.{fire}{set_tok} \
-                 WHERE {until} <= excluded.{at} AND ({fire} IS NULL OR {fire} < excluded.{fire}) \
-                 RETURNING {at}, {until}, {ret_tok}",
-                plus("?1")
-            )
-            .into(),
-            // ?1 name. The database's now, the recorded fire and the lock row.
-            look: format!(
-                "SELECT {NOW}, t.{fire}, t.{until}, t.{by}, t.{at}, {look_tok} \
-                 FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?1"
-            )
-            .into(),
+            // (outside it there is nothing to insert or update), the free lock, the older
+            // recorded fire and, with the pause columns, no pause that holds on the update. It
+            // returns the row only if it claimed; otherwise nothing was written and `look` reads
+            // what stopped it.
+            claims: [false, true].map(|pause| {
+                let unpaused = if pause {
+                    format!(" AND {}", not_paused::<Self>(&format!("excluded.{at}")))
+                } else {
+                    String::new()
+                };
+                format!(
+                    "INSERT INTO {table} ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
+                     SELECT ?2, {}, {NOW}, ?3, ?4{ins_val} WHERE ?4 <= {NOW} AND {NOW} < ?5 \
+                     ON CONFLICT ({name}) DO UPDATE SET {until} = excluded.{until}, {at} = excluded.{at}, \
+                     {by} = excluded.{by}, {fire} = excluded.{fire}{set_tok} \
+                     WHERE {until} <= excluded.{at} AND ({fire} IS NULL OR {fire} < excluded.{fire})\
+                     {unpaused} \
+                     RETURNING {at}, {until}, {ret_tok}",
+                    plus("?1")
+                )
+                .into()
+            }),
+            // ?1 name. The database's now, the recorded fire and the lock row, then the pause.
+            looks: [false, true].map(|pause| {
+                format!(
+                    "SELECT {NOW}, t.{fire}, t.{until}, t.{by}, t.{at}, {look_tok}{} \
+                     FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{name} = ?1",
+                    pause_read::<Self>("t.", pause)
+                )
+                .into()
+            }),
             extra: (),
         }
     }
@@ -443,9 +466,10 @@ impl Dialect for Sqlite {
                 Provider::<Self>::returned_record(&row, 0, args.lock.name, args.lock.owner, map)?;
             return Ok(Seen::Won(record));
         }
-        let query = sqlx::query(AssertSqlSafe(at.sql.look.clone())).bind(args.lock.name);
+        let schema = args.lock.schema;
+        let query = sqlx::query(AssertSqlSafe(at.sql.look(schema).clone())).bind(args.lock.name);
         let row = statement!(at.c, query, map, fetch_one)?;
-        Provider::<Self>::seen_row(&row, args.lock.name, map)
+        Provider::<Self>::seen_row(&row, args.lock.name, map, schema.has_pause.then_some(6))
     }
 }
 

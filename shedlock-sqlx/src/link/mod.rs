@@ -35,6 +35,10 @@ pub const DEFAULT_POOL_SIZE: u32 = 4;
 
 /// What the provider learned about its table on first use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per optional column or column set, each detected and used on its own"
+)]
 pub(crate) struct Schema {
     /// The table has the fencing-token column.
     pub(crate) has_token: bool,
@@ -42,6 +46,8 @@ pub(crate) struct Schema {
     pub(crate) has_last_fire: bool,
     /// The table has every job state column, so it records runs (`release_run`).
     pub(crate) has_job_state: bool,
+    /// The table has every pause column, so fire claims honour pauses and operators can pause.
+    pub(crate) has_pause: bool,
     /// The `locked_by` column's length in characters, if limited.
     pub(crate) owner_max: Option<usize>,
 }

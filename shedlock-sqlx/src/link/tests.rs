@@ -21,6 +21,7 @@ fn owner_ids_must_fit() {
         has_token: true,
         has_last_fire: true,
         has_job_state: true,
+        has_pause: true,
         owner_max: Some(3),
     };
     assert!(schema.check_owner("abc").is_ok());

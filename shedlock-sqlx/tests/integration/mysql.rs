@@ -365,3 +365,29 @@ async fn the_conformance_suite_passes_in_transaction_pooler_mode() {
     );
     drop_table(&url, &table).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn a_pause_committed_between_the_look_and_the_claim_is_honoured() {
+    let Some(url) = testing::mysql_url() else {
+        return;
+    };
+    let (_, table) = fresh(&url).await;
+    let provider = MySqlLockProvider::from_url(&url)
+        .table(&table)
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .expect("valid settings");
+    let pool = pool(&url).await;
+    common::pause::a_pause_committed_during_a_claim_is_honoured(
+        &pool,
+        provider,
+        &table,
+        "UTC_TIMESTAMP(3)",
+        // The claim's `UPDATE` in progress: it cannot finish while the row is locked.
+        "SELECT CAST(COUNT(*) AS SIGNED) FROM information_schema.processlist \
+         WHERE info LIKE ? AND info LIKE '%UPDATE%' AND info NOT LIKE '%processlist%'",
+    )
+    .await;
+    drop_table(&url, &table).await;
+}

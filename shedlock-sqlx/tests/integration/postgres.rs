@@ -434,3 +434,28 @@ async fn in_transaction_pooler_mode_a_statement_costs_four_round_trips() {
     }
     drop_table(&url, &table).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_pause_committed_during_the_claim_statement_is_honoured() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (_, table) = fresh(&url).await;
+    let provider = PgLockProvider::from_url(&url)
+        .table(&table)
+        .call_timeout(Duration::from_secs(30))
+        .build()
+        .expect("valid settings");
+    let pool = pool(&url).await;
+    common::pause::a_pause_committed_during_a_claim_is_honoured(
+        &pool,
+        provider,
+        &table,
+        "timezone('UTC', now())",
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE wait_event_type = 'Lock' AND query LIKE $1",
+    )
+    .await;
+    drop_table(&url, &table).await;
+}

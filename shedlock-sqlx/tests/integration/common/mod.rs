@@ -2,6 +2,7 @@
 //! server that never answers, and polling with a deadline.
 #![allow(dead_code)]
 
+pub(crate) mod pause;
 pub(crate) mod suite;
 
 use std::net::SocketAddr;

@@ -16,6 +16,14 @@ use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_core::testkit::{ConformanceSuite, JobStateSuite};
 use tokio::sync::Barrier;
 
+pub(crate) use super::pause::{
+    a_java_table_keeps_plain_locks_and_refuses_pauses, a_pause_for_a_length_ends_by_itself,
+    a_pause_of_a_name_without_a_row_creates_it_free,
+    a_paused_fire_is_refused_in_order_and_writes_nothing, bad_pauses_are_refused_and_write_nothing,
+    migration_0005_adds_the_pause, pause_resume_and_unlock_record_their_actor,
+    the_pause_suite_passes, the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
+};
+
 const MIN: Duration = Duration::from_mins(1);
 
 /// One database the cases run on: where tables go, and how to make them.
@@ -106,7 +114,7 @@ pub(crate) async fn conformance_suite_passes_on_a_java_table_without_tokens<S: S
 }
 
 /// `table` quoted as the provider's statements quote it.
-fn quoted<S: Store>(table: &str) -> String {
+pub(crate) fn quoted<S: Store>(table: &str) -> String {
     if S::MIGRATIONS == "mysql" {
         format!("`{table}`")
     } else {
@@ -136,7 +144,7 @@ async fn open_fire(provider: &impl LockProvider) -> Fire {
 }
 
 /// A migration file's statement for `table` instead of `shedlock`.
-fn migration<S: Store>(file: &str, table: &str) -> String {
+pub(crate) fn migration<S: Store>(file: &str, table: &str) -> String {
     let path = format!(
         "{}/migrations/{}/{file}",
         env!("CARGO_MANIFEST_DIR"),
@@ -365,8 +373,9 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
         format!(
             "the lock table {table} does not exist; create it with \
              {p}::create_table_if_not_exists(), with the migrations \
-             migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql and \
-             migrations/{m}/0003_job_state.sql of shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
+             migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql, \
+             migrations/{m}/0003_job_state.sql and migrations/{m}/0005_pause.sql of \
+             shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
         )
     );
 
@@ -669,7 +678,8 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
     db.execute(migration::<S>("0001_shedlock.sql", &ours)).await;
     db.execute(migration::<S>("0002_last_fire.sql", &ours))
         .await;
-    for (table, missing) in [(&java, 9), (&ours, 8)] {
+    // The job state's columns (and last_fire on Java's), then the pause columns.
+    for (table, missing) in [(&java, 16), (&ours, 15)] {
         let provider = db.on_table(table).await;
         let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
         let report = RunReport::new(a_fire(0), RunOutcome::Succeeded);
@@ -741,7 +751,7 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
 }
 
 /// A table made by migrations 0001, 0002 and 0003 records runs (0004 adds the definitions and
-/// history tables, so nothing is missing); one with only some of the state columns counts as
+/// history tables and 0005 the pause columns, so nothing is missing); one with only some of the state columns counts as
 /// without them (unsupported), and `missing_ddl` lists the others.
 pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_none<S: Store>() {
     use shedlock_core::admin::LockAdmin as _;
@@ -752,6 +762,7 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
         "0002_last_fire.sql",
         "0003_job_state.sql",
         "0004_jobs_and_history.sql",
+        "0005_pause.sql",
     ] {
         for statement in migration::<S>(file, &table).split(';') {
             db.execute(statement.trim().to_owned()).await;
@@ -787,9 +798,10 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
     assert!(err.is_unsupported(), "{err}");
     assert_eq!(provider.entry("job").await.unwrap().unwrap().state(), None);
     let ddl = provider.missing_ddl().await.unwrap().unwrap();
-    // The five columns, then the definitions and history tables this test did not create.
+    // The five columns and the seven pause columns, then the definitions and history tables this
+    // test did not create.
     let alter = ddl.lines().filter(|l| l.starts_with("ALTER TABLE")).count();
-    assert_eq!(alter, 5, "{ddl}");
+    assert_eq!(alter, 5 + 7, "{ddl}");
     assert!(
         ddl.contains("last_run_outcome") && !ddl.contains("last_run_fire"),
         "{ddl}"
@@ -879,6 +891,15 @@ macro_rules! store_suite {
             a_state_column_dropped_after_detection_is_an_error,
             error_texts_at_the_cap_fit,
             the_job_state_suite_passes,
+            the_pause_suite_passes,
+            the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
+            a_paused_fire_is_refused_in_order_and_writes_nothing,
+            pause_resume_and_unlock_record_their_actor,
+            a_pause_for_a_length_ends_by_itself,
+            a_pause_of_a_name_without_a_row_creates_it_free,
+            bad_pauses_are_refused_and_write_nothing,
+            a_java_table_keeps_plain_locks_and_refuses_pauses,
+            migration_0005_adds_the_pause,
         );
     };
     // One case per step: the attributes repeat once per case, which one repetition cannot say.

@@ -1,0 +1,14 @@
+-- shedlock-sqlx: pauses of scheduled jobs (LockAdmin::pause, resume; the fire claim refuses a
+-- paused job's fire) and the last operator action (pause, resume, unlock), for tables made by
+-- 0001_shedlock.sql to 0003_job_state.sql (or Java ShedLock's DDL): since, until (NULL: until
+-- resumed), by whom and why; what was done last, by whom, when. Times are UTC wall-clock
+-- TIMESTAMPs like lock_until. All NULL until a job is paused. Same columns as in
+-- PgLockProvider::ddl(). Restart the services after running it (the provider checks the table's
+-- columns once).
+ALTER TABLE shedlock ADD COLUMN paused_at TIMESTAMP NULL;
+ALTER TABLE shedlock ADD COLUMN paused_until TIMESTAMP NULL;
+ALTER TABLE shedlock ADD COLUMN paused_by VARCHAR(255) NULL;
+ALTER TABLE shedlock ADD COLUMN paused_reason VARCHAR(255) NULL;
+ALTER TABLE shedlock ADD COLUMN last_action VARCHAR(16) NULL;
+ALTER TABLE shedlock ADD COLUMN last_action_by VARCHAR(255) NULL;
+ALTER TABLE shedlock ADD COLUMN last_action_at TIMESTAMP NULL;
