@@ -150,7 +150,10 @@ async fn polling<P: LockAdmin>(
         rows.push(
             Row::new(
                 db,
-                format!("trigger poll: round trips per read ({jobs} jobs)"),
+                format!(
+                    "trigger poll: round trips per read ({jobs} job{})",
+                    if jobs == 1 { "" } else { "s" }
+                ),
                 fewest as f64,
                 "trips",
             )
