@@ -147,7 +147,8 @@ async fn require_job_state(store: &Store) -> Result<(), Failure> {
     match store.admin.missing_ddl().await {
         Ok(None) => Ok(()),
         Ok(Some(ddl)) => Err(Failure::usage(format!(
-            "{} lacks what job state needs; run this to record job state:\n{}",
+            "{} lacks what the job commands need; run this to record job state and allow \
+             pauses and triggers:\n{}",
             store.table,
             ddl.trim_end()
         ))),
@@ -1255,7 +1256,8 @@ mod tests {
             assert_eq!(exit(&run), Exit::Usage, "{args:?}");
             assert_eq!(
                 message(&run),
-                "jobs lacks what job state needs; run this to record job state:\nALTER TABLE \
+                "jobs lacks what the job commands need; run this to record job state and allow \
+                 pauses and triggers:\nALTER TABLE \
                  jobs ADD COLUMN last_outcome TEXT;"
             );
         }

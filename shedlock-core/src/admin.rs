@@ -305,10 +305,10 @@ pub trait LockAdmin: LockProvider {
         Err(Error::unsupported("create_table"))
     }
 
-    /// The statements that add what job state, definitions and history need and this store's schema
-    /// lacks, for an operator to run: columns of the lock table, the definitions table and the
-    /// history table. `Ok(None)` when nothing is missing or the store has no schema. A Java
-    /// ShedLock table works without them. Only the job commands need them.
+    /// The statements that add what job state, definitions, history, pauses and triggers need and
+    /// this store's schema lacks, for an operator to run: columns of the lock table, the
+    /// definitions table and the history table. `Ok(None)` when nothing is missing or the store
+    /// has no schema. A Java ShedLock table works without them. Only the job commands need them.
     ///
     /// # Errors
     ///
