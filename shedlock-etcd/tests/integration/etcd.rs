@@ -11,8 +11,9 @@ use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor,
     admin::{ActionKind, LockAdmin},
     pause::PauseFor,
-    provider::{Fire, FireClaim, LockProvider},
+    provider::{Fire, FireClaim, LockProvider, TriggerClaim},
     scheduled_lock,
+    trigger::TriggerAnswer,
 };
 use shedlock_etcd::{EtcdLockProvider, testing};
 
@@ -769,4 +770,184 @@ async fn a_pause_between_a_claims_read_and_its_transaction_is_honoured() {
         .await
         .unwrap();
     assert!(claim.claimed().is_some(), "{claim:?}");
+}
+
+/// A provider behind a [`recording_proxy`] on a prefix of its own, and the proxy's record.
+async fn counted(url: &str) -> (EtcdLockProvider, Arc<std::sync::Mutex<Vec<String>>>) {
+    let (port, paths) = recording_proxy(first_member(url), None).await;
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
+        .prefix(testing::unique_prefix())
+        .build()
+        .unwrap();
+    (p, paths)
+}
+
+fn requested(answer: TriggerAnswer) -> shedlock_core::trigger::Trigger {
+    match answer {
+        TriggerAnswer::Requested(trigger) => trigger,
+        other => panic!("a trigger of a free lock answered {other:?}"),
+    }
+}
+
+/// The scheduler's poll of pending triggers is one range read of their common prefix whatever the
+/// number of locks, and `list` shows no pending copy as a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn pending_triggers_are_one_read_whatever_the_number_of_locks() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let (p, paths) = counted(&url).await;
+    let take = || std::mem::take(&mut *paths.lock().unwrap());
+    let range = "/v3/kv/range";
+    let minute = Duration::from_mins(1);
+
+    assert!(p.pending_triggers().await.unwrap().is_empty());
+    assert_eq!(take(), [range], "no trigger: one read");
+    let first = requested(p.trigger("job-00", "ann", minute).await.unwrap());
+    take();
+    let pending = p.pending_triggers().await.unwrap();
+    assert_eq!(take(), [range], "one lock: one read");
+    assert_eq!(
+        pending
+            .iter()
+            .map(|t| (t.lock_name.as_str(), t.id, t.requested_at, t.expires))
+            .collect::<Vec<_>>(),
+        [("job-00", first.id, first.requested_at, first.expires)]
+    );
+
+    // Many locks, most of them without a trigger, some held.
+    for i in 0..30 {
+        p.acquire(&format!("plain-{i:02}"), minute, "a")
+            .await
+            .unwrap();
+    }
+    for i in 1..40 {
+        requested(
+            p.trigger(&format!("job-{i:02}"), "ann", minute)
+                .await
+                .unwrap(),
+        );
+    }
+    take();
+    let pending = p.pending_triggers().await.unwrap();
+    assert_eq!(
+        take(),
+        [range],
+        "40 triggers among 70 locks: still one read"
+    );
+    let names: Vec<String> = pending.iter().map(|t| t.lock_name.clone()).collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("job-{i:02}")).collect();
+    assert_eq!(
+        names, expected,
+        "every pending trigger, sorted by lock name"
+    );
+    let listed = p.list().await.unwrap();
+    assert_eq!(
+        listed.len(),
+        70,
+        "no pending copy is listed as a lock: {listed:?}"
+    );
+}
+
+/// A trigger is a read, a lease and a transaction, a refused one a read; a claim is an acquire's
+/// three, a claim of a trigger gone one read; a claimed trigger is no longer pending and its entry
+/// names the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn triggers_and_their_claims_cost_what_the_docs_say() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let (p, paths) = counted(&url).await;
+    let take = || std::mem::take(&mut *paths.lock().unwrap());
+    let (range, grant, txn) = ("/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn");
+    let minute = Duration::from_mins(1);
+
+    let first = requested(p.trigger("job", "ann", minute).await.unwrap());
+    assert_eq!(take(), [range, grant, txn], "a trigger");
+    match p.trigger("job", "bob", minute).await.unwrap() {
+        TriggerAnswer::Pending(pending) => assert_eq!(pending, first),
+        other => panic!("a second trigger answered {other:?}"),
+    }
+    assert_eq!(take(), [range], "a refused trigger: one read, no write");
+    p.acquire("plain", minute, "a").await.unwrap().unwrap();
+    take();
+    match p.trigger("plain", "bob", minute).await.unwrap() {
+        TriggerAnswer::Held(holder) => assert_eq!(holder.owner(), "a"),
+        other => panic!("a trigger of a held lock answered {other:?}"),
+    }
+    assert_eq!(
+        take(),
+        [range],
+        "a trigger of a held lock: one read, no write"
+    );
+
+    let claim = p
+        .claim_trigger("job", first.id, minute, "replica")
+        .await
+        .unwrap();
+    assert!(matches!(claim, TriggerClaim::Claimed(_)), "{claim:?}");
+    assert_eq!(take(), [range, grant, txn], "a claim: as an acquire");
+    let again = p
+        .claim_trigger("job", first.id, minute, "replica")
+        .await
+        .unwrap();
+    assert!(matches!(again, TriggerClaim::Gone { .. }), "{again:?}");
+    assert_eq!(take(), [range], "a claim of a taken trigger: one read");
+    assert!(p.pending_triggers().await.unwrap().is_empty());
+    let entry = p.entry("job").await.unwrap().unwrap();
+    let taken = entry.trigger().unwrap();
+    assert_eq!(
+        (taken.id, taken.taken_by.as_deref()),
+        (first.id, Some("replica"))
+    );
+    assert_eq!(
+        entry.last_action().map(|a| a.kind),
+        Some(ActionKind::Triggered)
+    );
+}
+
+/// `watch_triggers` is an etcd watch of the pending triggers' prefix: a trigger wakes it, the
+/// locks' own writes and a claim, which deletes the pending copy, do not. Two watchers are both
+/// woken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn a_trigger_wakes_every_watcher_and_nothing_else_does() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    let minute = Duration::from_mins(1);
+    let quiet = Duration::from_millis(500);
+    let mut one = p.watch_triggers().await.unwrap();
+    let mut two = p.watch_triggers().await.unwrap();
+    let record = p.acquire("plain", minute, "a").await.unwrap().unwrap();
+    assert!(p.release(&record, Duration::ZERO).await.unwrap());
+    p.pause("paused", PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(quiet, one.next()).await.is_err(),
+        "a lock's writes woke the watcher"
+    );
+    let TriggerAnswer::Requested(trigger) = p.trigger("job", "ann", minute).await.unwrap() else {
+        panic!("the trigger was refused");
+    };
+    for watch in [&mut one, &mut two] {
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(5), watch.next()).await,
+            Ok(Some(())),
+            "the trigger woke no watcher"
+        );
+    }
+    let claim = p
+        .claim_trigger("job", trigger.id, minute, "replica")
+        .await
+        .unwrap();
+    assert!(matches!(claim, TriggerClaim::Claimed(_)), "{claim:?}");
+    assert!(
+        tokio::time::timeout(quiet, one.next()).await.is_err(),
+        "a claim woke the watcher"
+    );
 }
