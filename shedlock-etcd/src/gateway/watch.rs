@@ -1,6 +1,8 @@
 //! etcd watches over the JSON gateway: `POST /v3/watch` answers with a stream of JSON messages,
 //! one per line, read here as they come.
 
+use std::sync::atomic::Ordering;
+
 use bytes::{Buf as _, Bytes, BytesMut};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
@@ -17,7 +19,7 @@ pub(crate) struct Watch {
 
 impl Gateway {
     /// Watches the puts of the keys in `[key, range_end)`, on the first member that accepts a
-    /// connection, before `deadline`. It answers once etcd confirmed the watch, so every put after
+    /// connection, the one that answered last first, before `deadline`. It answers once etcd confirmed the watch, so every put after
     /// the answer is seen.
     ///
     /// It sends the token the other calls send, authenticating first if there is none yet.
@@ -39,8 +41,10 @@ impl Gateway {
             },
         };
         let members = self.endpoints.authorities();
+        let first = self.preferred.load(Ordering::Relaxed) % members.len();
         let mut failures = Vec::new();
-        for member in members {
+        for i in 0..members.len() {
+            let member = &members[(first + i) % members.len()];
             let mut request = hyper::Request::post(format!("{}://{member}/v3/watch", self.scheme))
                 .header(hyper::header::CONTENT_TYPE, "application/json");
             if let Some(token) = token.as_deref() {

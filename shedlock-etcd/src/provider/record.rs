@@ -78,7 +78,7 @@ pub(super) struct SuccessValue {
 ///
 /// `since` is the pausing client's clock. `until` is on that clock too and compared with the
 /// claiming replica's, as the fire claim's "now" is (see [Pauses](crate#pauses)).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct PauseValue {
     pub(super) since_us: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

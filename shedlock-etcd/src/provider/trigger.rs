@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use shedlock_core::{
     Error, Result,
     admin::{ActionKind, LockEntry},
-    pause::validate_actor,
+    pause::{Pause, validate_actor},
     provider::{LockRecord, PendingTrigger, TriggerClaim, TriggerWake, validate_at_most},
     trigger::{Trigger, TriggerAnswer, TriggerWaker},
 };
@@ -37,10 +38,32 @@ enum Look<T> {
     Changed,
 }
 
-/// What a decision compares: the keys' revisions as read, 0 for an absent key.
+/// What one range read of a lock's keys showed a decision, whether or not the lock has a record.
 struct Seen {
-    pause: i64,
-    trigger: i64,
+    /// The pause key's `mod_revision` as read, 0 when absent: the transaction compares it.
+    pause_revision: i64,
+    /// The trigger key's, likewise.
+    trigger_revision: i64,
+    /// The pause, also one whose end has passed.
+    pause: Option<Pause>,
+    /// The last trigger.
+    trigger: Option<Trigger>,
+    /// Who holds the lock, while its hold exists.
+    holder: Option<LockRecord>,
+    /// This client's clock after the read: the decision's now.
+    now: DateTime<Utc>,
+}
+
+impl Seen {
+    /// The pause, if it holds now.
+    fn paused(&self) -> Option<&Pause> {
+        self.pause.as_ref().filter(|pause| pause.holds_at(self.now))
+    }
+
+    /// The last trigger, if it is pending now.
+    fn pending(&self) -> Option<&Trigger> {
+        self.trigger.as_ref().filter(|t| t.is_pending(self.now))
+    }
 }
 
 impl EtcdLockProvider {
@@ -82,20 +105,14 @@ impl EtcdLockProvider {
         expires_in: Duration,
         deadline: Instant,
     ) -> Result<Look<TriggerAnswer>, GatewayError> {
-        let (seen, entry, store_now) = self.look(name, keys, deadline).await?;
-        let Some(entry) = entry else {
-            // No record and no hold: the trigger writes a free record.
-            return self
-                .write_trigger(keys, actor, expires_in, &seen, deadline)
-                .await;
-        };
-        if let Some(pause) = entry.pause().filter(|_| entry.is_paused()) {
+        let seen = self.look(name, keys, deadline).await?;
+        if let Some(pause) = seen.paused() {
             return Ok(Look::Answer(TriggerAnswer::Paused(pause.clone())));
         }
-        if entry.is_held() {
-            return Ok(Look::Answer(TriggerAnswer::Held(entry.record().clone())));
+        if let Some(holder) = &seen.holder {
+            return Ok(Look::Answer(TriggerAnswer::Held(holder.clone())));
         }
-        if let Some(pending) = entry.trigger().filter(|t| t.is_pending(store_now)) {
+        if let Some(pending) = seen.pending() {
             return Ok(Look::Answer(TriggerAnswer::Pending(pending.clone())));
         }
         self.write_trigger(keys, actor, expires_in, &seen, deadline)
@@ -134,8 +151,8 @@ impl EtcdLockProvider {
         );
         let txn = Txn::default()
             .absent(&keys.hold)
-            .mod_is(&keys.pause, seen.pause)
-            .mod_is(&keys.trigger, seen.trigger)
+            .mod_is(&keys.pause, seen.pause_revision)
+            .mod_is(&keys.trigger, seen.trigger_revision)
             .then_set(&keys.trigger, &value, None)
             .then_set(&keys.pending, &value, Some(lease.id))
             .then_set(
@@ -158,26 +175,37 @@ impl EtcdLockProvider {
         Ok(Look::Answer(TriggerAnswer::Requested(trigger)))
     }
 
-    /// One range read of the lock's keys: what a decision compares, the entry, `None` when the
-    /// lock has no record and no hold, and this client's now. A pause that cannot be read fails it,
-    /// as it fails a fire claim: a pause is never ignored.
+    /// One range read of the lock's keys, and what it shows a decision. A pause that cannot be
+    /// read fails it, as it fails a fire claim: a pause is never ignored.
     async fn look(
         &self,
         name: &str,
         keys: &LockKeys,
         deadline: Instant,
-    ) -> Result<(Seen, Option<LockEntry>, chrono::DateTime<chrono::Utc>), GatewayError> {
+    ) -> Result<Seen, GatewayError> {
         let mut read = self.read(keys, deadline).await?;
         if let Some(error) = read.pause_unreadable.take() {
             return Err(error);
         }
-        let store_now = now();
-        let seen = Seen {
-            pause: read.pause.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0),
-            trigger: read.trigger_revision,
-        };
-        let entry = Self::entry_of(name.to_owned(), read, store_now);
-        Ok((seen, entry, store_now))
+        let now = now();
+        let pause_revision = read.pause.as_ref().map_or(0, |(kv, _)| kv.mod_revision.0);
+        let trigger_revision = read.trigger_revision;
+        // Taken from the read, not the entry, which a lock without a record (deleted by hand)
+        // lacks.
+        let pause = read.pause.as_ref().map(|(_, p)| p.clone().into_pause());
+        let trigger = read.trigger.clone();
+        // The entry exists whenever the hold does, and then shows who holds the lock.
+        let entry = Self::entry_of(name.to_owned(), read, now);
+        Ok(Seen {
+            pause_revision,
+            trigger_revision,
+            pause,
+            trigger,
+            holder: entry
+                .filter(LockEntry::is_held)
+                .map(|entry| entry.record().clone()),
+            now,
+        })
     }
 
     /// [`LockProvider::pending_triggers`](shedlock_core::provider::LockProvider::pending_triggers):
@@ -254,20 +282,18 @@ impl EtcdLockProvider {
         owner: &str,
         deadline: Instant,
     ) -> Result<Look<TriggerClaim>, GatewayError> {
-        let (seen, entry, now) = self.look(name, keys, deadline).await?;
-        let Some(entry) = entry else {
+        let seen = self.look(name, keys, deadline).await?;
+        let now = seen.now;
+        let Some(trigger) = seen.pending().filter(|t| t.id == id) else {
             return Ok(Look::Answer(TriggerClaim::Gone { now }));
         };
-        let Some(trigger) = entry.trigger().filter(|t| t.id == id && t.is_pending(now)) else {
-            return Ok(Look::Answer(TriggerClaim::Gone { now }));
-        };
-        if entry.is_paused() {
+        if seen.paused().is_some() {
             return Ok(Look::Answer(TriggerClaim::Paused { now }));
         }
-        if entry.is_held() {
+        if let Some(holder) = &seen.holder {
             return Ok(Look::Answer(TriggerClaim::Held {
                 now,
-                holder: entry.record().clone(),
+                holder: holder.clone(),
             }));
         }
         let Taking {
@@ -282,8 +308,8 @@ impl EtcdLockProvider {
             ..trigger.clone()
         };
         let txn = txn
-            .mod_is(&keys.trigger, seen.trigger)
-            .mod_is(&keys.pause, seen.pause)
+            .mod_is(&keys.trigger, seen.trigger_revision)
+            .mod_is(&keys.pause, seen.pause_revision)
             .then_set(
                 &keys.trigger,
                 &encode_value(&TriggerValue::of(&taken)),

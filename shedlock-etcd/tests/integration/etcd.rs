@@ -951,3 +951,101 @@ async fn a_trigger_wakes_every_watcher_and_nothing_else_does() {
         "a claim woke the watcher"
     );
 }
+
+/// Three schedulers on etcd, polling for triggers only every minute: each trigger runs its job
+/// once, on one of them, with the trigger's id and instant as the run's, and the lock's entry names
+/// the replica that took it. The second runs within seconds of its request, long after the
+/// schedulers' first reads, so by the watch's push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn triggers_run_once_across_three_schedulers_by_the_push() {
+    use shedlock_core::scheduler::{Job, Schedule, Scheduler};
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let prefix = testing::unique_prefix();
+    let store = || {
+        EtcdLockProvider::builder(&url)
+            .prefix(&prefix)
+            .build()
+            .unwrap()
+    };
+    let runs = Runs::default();
+    let mut replicas = Vec::new();
+    for owner in ["a", "b", "c"] {
+        let executor = LockingTaskExecutor::builder(Arc::new(store()))
+            .owner_id(owner)
+            .default_at_most(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let scheduler = Scheduler::new(executor).trigger_poll(Duration::from_mins(1));
+        let (log, who) = (runs.clone(), owner.to_owned());
+        let hourly = Schedule::every(Duration::from_hours(1)).unwrap();
+        scheduler
+            .add(Job::new("report", hourly, move |run| {
+                let (log, who) = (log.clone(), who.clone());
+                async move {
+                    log.lock()
+                        .unwrap()
+                        .push((who, run.trigger(), run.fire().at()));
+                }
+            }))
+            .unwrap();
+        scheduler.start().await.unwrap();
+        replicas.push(scheduler);
+    }
+    let operator = store();
+    for round in 1..=2 {
+        let requested = Instant::now();
+        let trigger = run_triggered(&operator, &runs, round).await;
+        assert!(
+            round == 1 || requested.elapsed() < Duration::from_secs(5),
+            "the run took {:?}: no push",
+            requested.elapsed()
+        );
+        assert!(trigger.taken_by.is_some());
+    }
+    for scheduler in &replicas {
+        scheduler.shutdown(Duration::from_secs(1)).await;
+    }
+}
+
+type Runs = Arc<std::sync::Mutex<Vec<(String, Option<i64>, chrono::DateTime<chrono::Utc>)>>>;
+
+/// Triggers "report", waits until its run is recorded, checks it ran once more, as the trigger's,
+/// on the replica the entry names, and answers the trigger as taken.
+async fn run_triggered(
+    operator: &EtcdLockProvider,
+    runs: &Runs,
+    round: usize,
+) -> shedlock_core::trigger::Trigger {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let trigger = requested(
+        operator
+            .trigger("report", "ann", Duration::from_mins(1))
+            .await
+            .unwrap(),
+    );
+    let taken = loop {
+        let entry = operator.entry("report").await.unwrap().unwrap();
+        let recorded = entry
+            .state()
+            .and_then(|s| s.last_run.clone())
+            .is_some_and(|run| run.fire == trigger.requested_at);
+        if recorded && !entry.is_held() {
+            break entry.trigger().cloned().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the trigger did not run: {entry}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let seen = runs.lock().unwrap().clone();
+    assert_eq!(seen.len(), round, "each trigger ran once: {seen:?}");
+    let (by, id, fire) = seen[round - 1].clone();
+    assert_eq!((id, fire), (Some(trigger.id), trigger.requested_at));
+    let owner = taken.taken_by.clone().unwrap_or_default();
+    assert!(owner.starts_with(&by), "{owner} took it, {by} ran it");
+    taken
+}
