@@ -1049,3 +1049,135 @@ async fn run_triggered(
     assert!(owner.starts_with(&by), "{owner} took it, {by} ran it");
     taken
 }
+
+/// Where a [`cutting_proxy`] loses a reply: once armed, the next request to `path` reaches etcd and
+/// its reply is dropped, the client's connection closed.
+struct Cut {
+    path: &'static str,
+    armed: std::sync::atomic::AtomicBool,
+    done: AtomicUsize,
+}
+
+/// A TCP proxy in front of etcd that loses the reply [`Cut`] aims at.
+async fn cutting_proxy(upstream: String, cut: Arc<Cut>) -> u16 {
+    use std::sync::atomic::AtomicBool;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            // Set before the request is forwarded, so its reply is never relayed. HTTP/1.1
+            // requests on one connection are sequential: the reply pending then is its own.
+            let cut_here = Arc::new(AtomicBool::new(false));
+            let (request_cut, request_cutter) = (cut_here.clone(), cut.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0; 16 * 1024];
+                while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if text.contains(&format!("POST {} ", request_cutter.path))
+                        && request_cutter.armed.swap(false, Ordering::SeqCst)
+                    {
+                        request_cut.store(true, Ordering::SeqCst);
+                    }
+                    if server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let cut = cut.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 16 * 1024];
+                while let Ok(n @ 1..) = server_read.read(&mut buf).await {
+                    if cut_here.load(Ordering::SeqCst) {
+                        cut.done.fetch_add(1, Ordering::SeqCst);
+                        let _ = client_write.shutdown().await;
+                        return;
+                    }
+                    if client_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A trigger, and a trigger claim, whose reply is lost fail saying so and are not sent to the
+/// second member (a repeat would answer `Pending` or `Gone` for its own effect): both had been
+/// applied, as the entry shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn a_trigger_and_a_claim_whose_replies_are_lost_fail_and_are_not_sent_again() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let cut = Arc::new(Cut {
+        path: "/v3/kv/txn",
+        armed: false.into(),
+        done: AtomicUsize::new(0),
+    });
+    let first = cutting_proxy(first_member(&url), cut.clone()).await;
+    let (second, paths) = recording_proxy(first_member(&url), None).await;
+    let prefix = testing::unique_prefix();
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{first},127.0.0.1:{second}"))
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let operator = EtcdLockProvider::builder(&url)
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let minute = Duration::from_mins(1);
+
+    cut.armed.store(true, Ordering::SeqCst);
+    let error = p
+        .trigger("job", "ann", minute)
+        .await
+        .expect_err("a trigger whose reply was lost fails");
+    assert_eq!(cut.done.load(Ordering::SeqCst), 1, "the reply was cut");
+    let text = error.to_string();
+    assert!(
+        text.contains("reply was lost") && text.contains("the trigger may be written"),
+        "{text}"
+    );
+    let trigger = operator
+        .entry("job")
+        .await
+        .unwrap()
+        .and_then(|entry| entry.trigger().cloned())
+        .expect("the lost trigger was written");
+    assert_eq!(trigger.by, "ann");
+    assert!(trigger.taken_by.is_none());
+
+    cut.armed.store(true, Ordering::SeqCst);
+    let error = p
+        .claim_trigger("job", trigger.id, minute, "replica-a")
+        .await
+        .expect_err("a claim whose reply was lost fails");
+    assert_eq!(cut.done.load(Ordering::SeqCst), 2, "the reply was cut");
+    let text = error.to_string();
+    assert!(
+        text.contains("reply was lost") && text.contains("may be held by this owner"),
+        "{text}"
+    );
+    let holder = operator.holder("job").await.unwrap().expect("held");
+    assert_eq!(holder.owner(), "replica-a", "the lost claim was applied");
+    let entry = operator.entry("job").await.unwrap().unwrap();
+    assert_eq!(
+        entry.trigger().and_then(|t| t.taken_by.as_deref()),
+        Some("replica-a")
+    );
+    assert!(
+        !paths
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|path| path == "/v3/kv/txn"),
+        "a transaction was sent again to the second member: {:?}",
+        paths.lock().unwrap()
+    );
+}
