@@ -250,7 +250,9 @@
 //!   locks, **on a lease** of its expiry, rounded up to whole seconds and at least etcd's
 //!   minimum. `!` is never part of an encoded name, so the copy never meets a lock's keys and
 //!   `list` never shows it. A claim deletes it, and the lease deletes a copy nobody took, after
-//!   its expiry, so the prefix holds only pending triggers and a few just expired.
+//!   its expiry, so the prefix holds only pending triggers and a few just expired. A claimed
+//!   copy's lease is not revoked, which would cost the claim a round trip: it runs out by itself,
+//!   holding nothing, as an acquisition's first lease does.
 //!
 //! **The clock** is the one fire claims use: the deciding client's. A trigger's `requested_at` is
 //! the operator's clock, in whole milliseconds, and its expiry that plus `expires_in`. A replica
