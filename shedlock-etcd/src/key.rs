@@ -1,7 +1,8 @@
 //! Where a lock and published definitions live in etcd's key space (see
 //! [the key layout](crate#how-the-contract-maps-onto-etcd)). A job's state is under `/last-run`,
 //! `/failures` and `/last-success`, an operator's pause and last action under `/pause` and
-//! `/action` (see [Pauses](crate#pauses)). The name encoding is one-to-one, because `%` itself is
+//! `/action` (see [Pauses](crate#pauses)), its last trigger under `/trigger`, and a pending trigger
+//! also under `{prefix}!trigger/` (see [Run now](crate#run-now)). The name encoding is one-to-one, because `%` itself is
 //! encoded, so two names never share a key.
 
 use shedlock_core::{Error, Result};
@@ -27,8 +28,13 @@ pub(crate) struct LockKeys {
     pub(crate) success: Vec<u8>,
     /// An operator's pause of the job's fires, without a lease: it outlives every acquisition.
     pub(crate) pause: Vec<u8>,
-    /// The last pause, resume or unlock: what, by whom, when. Without a lease.
+    /// The last pause, resume, unlock or trigger: what, by whom, when. Without a lease.
     pub(crate) action: Vec<u8>,
+    /// The lock's last trigger ("run now"), pending, taken or expired. Without a lease.
+    pub(crate) trigger: Vec<u8>,
+    /// The pending trigger's copy under the common triggers prefix, `{prefix}!trigger/{name}`, on
+    /// a lease that ends at its expiry. A claim deletes it.
+    pub(crate) pending: Vec<u8>,
 }
 
 pub(crate) const REC: &[u8] = b"/rec";
@@ -39,9 +45,14 @@ pub(crate) const FAILURES: &[u8] = b"/failures";
 pub(crate) const SUCCESS: &[u8] = b"/last-success";
 pub(crate) const PAUSE: &[u8] = b"/pause";
 pub(crate) const ACTION: &[u8] = b"/action";
+pub(crate) const TRIGGER: &[u8] = b"/trigger";
 
 /// What follows the prefix in every definition key. `!` is outside the encoded names' alphabet.
 const DEFINITIONS: &str = "!def/";
+
+/// What follows the prefix in every pending trigger's key. `!` is outside the encoded names'
+/// alphabet, so no lock's key starts with it.
+const TRIGGERS: &str = "!trigger/";
 
 pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
     let base = format!("{prefix}{}", encode(name)).into_bytes();
@@ -54,7 +65,22 @@ pub(crate) fn lock_keys(prefix: &str, name: &str) -> LockKeys {
         success: [base.as_slice(), SUCCESS].concat(),
         pause: [base.as_slice(), PAUSE].concat(),
         action: [base.as_slice(), ACTION].concat(),
+        trigger: [base.as_slice(), TRIGGER].concat(),
+        pending: format!("{prefix}{TRIGGERS}{}", encode(name)).into_bytes(),
     }
+}
+
+/// The start of every pending trigger's key under `prefix`.
+pub(crate) fn triggers_prefix(prefix: &str) -> Vec<u8> {
+    format!("{prefix}{TRIGGERS}").into_bytes()
+}
+
+/// The lock name of a pending trigger's key, `None` for any other key.
+pub(crate) fn parse_pending_key(prefix: &str, key: &[u8]) -> Option<String> {
+    let encoded = key
+        .strip_prefix(prefix.as_bytes())?
+        .strip_prefix(TRIGGERS.as_bytes())?;
+    decode(encoded)
 }
 
 /// The start of every definition key under `prefix`.
@@ -86,13 +112,17 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// Splits a key under `prefix` into the lock name and which of its keys it is: the record, the
-/// hold, a job state key, the pause or the last action. A fire record, a definition, or a key this
-/// provider did not write gives `None`.
+/// hold, the fire, a job state key, the pause, the last action or the last trigger. A definition,
+/// a pending trigger's copy, or a key this provider did not write gives `None`.
 pub(crate) fn parse_key<'k>(prefix: &str, key: &'k [u8]) -> Option<(String, &'k [u8])> {
     let rest = key.strip_prefix(prefix.as_bytes())?;
     let slash = rest.iter().position(|b| *b == b'/')?;
     let (encoded, which) = rest.split_at(slash);
-    if ![REC, HOLD, RUN, FAILURES, SUCCESS, PAUSE, ACTION].contains(&which) {
+    if ![
+        REC, HOLD, FIRE, RUN, FAILURES, SUCCESS, PAUSE, ACTION, TRIGGER,
+    ]
+    .contains(&which)
+    {
         return None;
     }
     Some((decode(encoded)?, which))
@@ -185,6 +215,18 @@ mod tests {
                 parse_key("p/", &keys.action),
                 Some((name.to_owned(), ACTION))
             );
+            assert_eq!(
+                parse_key("p/", &keys.trigger),
+                Some((name.to_owned(), TRIGGER))
+            );
+            // A pending trigger's copy is never one of a lock's keys, and names its lock.
+            assert_eq!(parse_key("p/", &keys.pending), None, "{name:?}");
+            assert_eq!(
+                parse_pending_key("p/", &keys.pending).as_deref(),
+                Some(name)
+            );
+            assert!(keys.pending.starts_with(&triggers_prefix("p/")));
+            assert_eq!(parse_pending_key("p/", &keys.rec), None);
             // A definition of a job of the same name is never one of the lock's keys.
             let def = definition_key("p/", name, name);
             assert_eq!(parse_key("p/", &def), None, "{name:?}");
@@ -202,6 +244,9 @@ mod tests {
         assert_eq!(parse_key("p/", b"p/a b/rec"), None);
         assert_eq!(parse_key("p/", b"p/%zz/rec"), None);
         assert_eq!(parse_key("p/", b"p/!def/a/rec"), None);
+        assert_eq!(parse_key("p/", b"p/!trigger/a/rec"), None);
+        assert_eq!(parse_pending_key("p/", b"p/!trigger/a/b"), None);
+        assert_eq!(parse_pending_key("p/", b"q/!trigger/a"), None);
     }
 
     #[test]

@@ -79,8 +79,8 @@
 //! # How the contract maps onto etcd
 //!
 //! Each lock has two keys under the prefix, `shedlock/` by default, a scheduled job a third, its
-//! [job state](#job-state) three more, and an operator's [pause](#pauses) and last action two
-//! more. The name in a key is percent-encoded, every byte outside `A–Z a–z 0–9 - . _ ~` becoming
+//! [job state](#job-state) three more, an operator's [pause](#pauses) and last action two more,
+//! and its last [trigger](#run-now) one more. The name in a key is percent-encoded, every byte outside `A–Z a–z 0–9 - . _ ~` becoming
 //! `%XX`, so a name can hold any character but never a `/`, and names cannot collide or reach
 //! outside the prefix. Empty names, names with a NUL or outer white space, and names over
 //! [`max_name_len`](EtcdLockProviderBuilder::max_name_len) are refused with
@@ -236,6 +236,70 @@
 //! others into [`LockEntry::pause`](shedlock_core::admin::LockEntry::pause) and
 //! [`LockEntry::last_action`](shedlock_core::admin::LockEntry::last_action).
 //!
+//! # Run now
+//!
+//! An operator's trigger ([`LockAdmin::trigger`](shedlock_core::admin::LockAdmin::trigger)) asks
+//! the replicas for one run of a job now. It lives in two keys:
+//!
+//! - `{prefix}{name}/trigger`, **without a lease**: the lock's last trigger, pending, taken or
+//!   expired: its id, when it was asked for and when it expires, in microseconds, who asked, and
+//!   once taken, which replica took it and when. [`list`](shedlock_core::admin::LockAdmin::list)
+//!   and `entry` show it as [`LockEntry::trigger`](shedlock_core::admin::LockEntry::trigger),
+//!   with the recorded fire as [`LockEntry::last_fire`](shedlock_core::admin::LockEntry::last_fire).
+//! - `{prefix}!trigger/{encoded name}`, a copy of a **pending** trigger under one prefix for all
+//!   locks, **on a lease** of its expiry, rounded up to whole seconds and at least etcd's
+//!   minimum. `!` is never part of an encoded name, so the copy never meets a lock's keys and
+//!   `list` never shows it. A claim deletes it, and the lease deletes a copy nobody took, after
+//!   its expiry, so the prefix holds only pending triggers and a few just expired. A claimed
+//!   copy's lease is not revoked, which would cost the claim a round trip: it runs out by itself,
+//!   holding nothing, as an acquisition's first lease does.
+//!
+//! **The clock** is the one fire claims use: the deciding client's. A trigger's `requested_at` is
+//! the operator's clock, in whole milliseconds, and its expiry that plus `expires_in`. A replica
+//! judges "expired" by its own clock, as it judges a fire's window and a pause's end, so a
+//! replica whose clock is behind the operator's by more than the expiry's rounding may find the
+//! copy gone, deleted by its lease on the etcd leader's clock, while its own clock calls the
+//! trigger pending. That trigger is then expired for it. Keep the clocks in sync (NTP).
+//!
+//! **A trigger** reads the lock's keys in one range, as a fire claim does, and decides: refused,
+//! with nothing written, while the job is paused
+//! ([`TriggerAnswer::Paused`](shedlock_core::trigger::TriggerAnswer::Paused)), while the lock is
+//! held (`Held`), or while a trigger of the job is pending (`Pending`). Otherwise it grants the
+//! copy's lease and sends one transaction, `if the hold is absent and the pause and trigger keys'
+//! mod_revisions are as read then put the trigger, its pending copy on the lease, and the last
+//! action "triggered"`, with, nested, `if record absent then put a free record`, as a
+//! [pause](#pauses) writes one. A transaction that lost a race revokes the lease and looks again.
+//! It is sent once: a repeat of an applied copy would find its own trigger pending. If its reply
+//! is lost, it fails saying so, and the entry shows whether it was written. The name, the actor
+//! and `expires_in`, checked like `at_most`, are checked before anything is sent.
+//!
+//! **Pending triggers**
+//! ([`LockProvider::pending_triggers`](shedlock_core::provider::LockProvider::pending_triggers))
+//! are one range read of `{prefix}!trigger/` whatever the number of locks, filtered by the
+//! reading replica's clock. A scheduler reads them at start, at an interval, and when woken.
+//!
+//! **A claim**
+//! ([`LockProvider::claim_trigger`](shedlock_core::provider::LockProvider::claim_trigger)) reads
+//! the lock's keys once and answers, writing nothing,
+//! [`Gone`](shedlock_core::provider::TriggerClaim::Gone) unless the trigger is the one named and
+//! pending, then `Paused`, then `Held`. Otherwise it is an acquire's lease and transaction, `if
+//! hold absent then put record, put hold on the lease`, that also compares the trigger and pause
+//! keys' `mod_revision`s as read, marks the trigger taken by the owner at the claim's now, and
+//! deletes the pending copy. It **never touches the fire key**, so the regular fire of the window
+//! still runs. Its fencing token is the transaction's revision, as an acquire's. A claim that
+//! lost a race looks again, at most 4 times. It is sent once, and a lost reply fails it and keeps
+//! its lease, as a fire claim's: the scheduler recognises its own claim by the holder.
+//!
+//! **The push**
+//! ([`LockProvider::watch_triggers`](shedlock_core::provider::LockProvider::watch_triggers)) is an
+//! etcd watch of the puts under `{prefix}!trigger/`: one `POST /v3/watch` whose answer the gateway
+//! streams, one JSON message a line. It answers once etcd confirmed the watch, and a task of the
+//! provider then wakes the scheduler at each put, so a trigger runs within a round trip or two.
+//! Deletes, claims and lease expiry included, wake nobody. The watch ends when the stream ends, a
+//! member going away, when its scheduler is gone, and after 5 minutes, which bounds how long a
+//! connection that died silently goes unnoticed. The scheduler then reads the pending triggers and
+//! watches again. Each watch holds one HTTP connection of its own while it lasts.
+//!
 //! # Round trips per operation
 //!
 //! | operation | round trips |
@@ -257,6 +321,12 @@
 //! | list | 1 read over the prefix |
 //! | unlock, force unlock | 2 or 3: read, transaction, revoke |
 //! | pause, resume | 1 transaction |
+//! | trigger, refused (paused, held, pending) | 1 read, no write |
+//! | trigger | 3: read, lease grant, transaction |
+//! | pending triggers | 1 read over `{prefix}!trigger/`, whatever the number of locks |
+//! | trigger claim not won (gone, paused, held) | 1 read, no write |
+//! | trigger claim, won | 3: read, lease grant, transaction |
+//! | watch triggers | 1 streamed request, for up to 5 minutes |
 //!
 //! Reads are linearizable, as is etcd's default. Every operation runs under one deadline, the
 //! [`call_timeout`](EtcdLockProviderBuilder::call_timeout), 5 s by default like the SQL stores, so
@@ -279,8 +349,8 @@
 //! In [`LockAdmin`](shedlock_core::admin::LockAdmin), `list` is one range over the prefix. `unlock`
 //! frees a lock only if it is held and its owner, `locked_at` and token are still as listed.
 //! `force_unlock` returns what it freed. Freeing deletes the hold and records the actor as the last
-//! action, so the record, the token sequence, the job state and a pause stay. `pause` and `resume`
-//! work as described [above](#pauses). `definitions` and `forget` work as described above, and
+//! action, so the record, the token sequence, the job state, a pause and a trigger stay. `pause` and
+//! `resume` work as described [above](#pauses), `trigger` [as well](#run-now). `definitions` and `forget` work as described above, and
 //! `history` is unsupported. There is no schema: `ddl()` and `missing_ddl()` are `None`, and
 //! `create_table()` does nothing and succeeds.
 //!

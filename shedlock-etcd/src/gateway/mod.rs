@@ -21,9 +21,11 @@ use tokio::time::{Instant, timeout_at};
 use crate::endpoint::{Credentials, Endpoints};
 
 mod json;
+mod watch;
 
 use json::{DeleteRangeResponse, Failure, LeaseGrantResponse, LeaseTimeToLiveResponse};
 pub(crate) use json::{KeyValue, Lease, RangeResponse, Txn, TxnResponse, b64};
+pub(crate) use watch::Watch;
 
 /// The connector: with `tls-rustls`, rustls for `https://` members and plain TCP for `http://`.
 #[cfg(feature = "tls-rustls")]

@@ -10,6 +10,7 @@ use shedlock_core::{
     jobs::{Definition, DefinitionEntry},
     pause::{Pause, PauseFor, validate_actor, validate_reason},
     provider::LockRecord,
+    trigger::TriggerAnswer,
 };
 
 use super::record::{
@@ -17,15 +18,15 @@ use super::record::{
 };
 use super::{EtcdLockProvider, Read, from_millis, micros_ceil, now};
 use crate::gateway::Txn;
-use crate::key::{self, ACTION, HOLD, PAUSE, REC};
+use crate::key::{self, ACTION, FIRE, HOLD, PAUSE, REC, TRIGGER};
 
 #[async_trait]
 impl LockAdmin for EtcdLockProvider {
     /// One range read over the prefix.
     ///
     /// Times are the writers' clock estimates, because etcd has no wall clock. Whether a lock is
-    /// held is etcd's own answer. Each entry carries its job state, a default one when no run was
-    /// recorded, its pause and its last action.
+    /// held is etcd's own answer. Each entry carries its recorded fire, its job state, a default
+    /// one when no run was recorded, its pause, its last action and its last trigger.
     async fn list(&self) -> Result<Vec<LockEntry>> {
         let deadline = self.deadline();
         let prefix = self.prefix.as_bytes();
@@ -53,8 +54,12 @@ impl LockAdmin for EtcdLockProvider {
                 if let Ok(value) = decode_value(&kv) {
                     read.pause = Some((kv, value));
                 }
+            } else if which == FIRE {
+                read.fire = decode_value(&kv).ok().map(|value| (kv, value));
             } else if which == ACTION {
                 read.action = decode_value(&kv).ok();
+            } else if which == TRIGGER {
+                read.take_trigger(&kv);
             } else {
                 read.state.take(which, &kv);
             }
@@ -65,7 +70,8 @@ impl LockAdmin for EtcdLockProvider {
             .collect())
     }
 
-    /// One range read of the lock's keys, with its job state, pause and last action.
+    /// One range read of the lock's keys, with its recorded fire, job state, pause, last action and
+    /// last trigger.
     async fn entry(&self, name: &str) -> Result<Option<LockEntry>> {
         let keys = self.lock_keys(name)?;
         let read = self
@@ -270,6 +276,20 @@ impl LockAdmin for EtcdLockProvider {
             .previous()
             .and_then(|kv| decode_value::<PauseValue>(kv).ok())
             .map(PauseValue::into_pause))
+    }
+
+    /// One range read of the lock's keys, deciding on this client's clock. Refused with nothing
+    /// written while the lock is held, the job paused or a trigger pending. Else a lease grant of
+    /// `expires_in` and one transaction: `if the hold is absent and the pause and trigger keys are
+    /// as read then put the trigger, its pending copy on the lease, the last action`, and, nested,
+    /// `if record absent then put a free record`. Sent once. See [Run now](crate#run-now).
+    async fn trigger(
+        &self,
+        name: &str,
+        actor: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<TriggerAnswer> {
+        self.do_trigger(name, actor, expires_in).await
     }
 }
 

@@ -10,9 +10,11 @@ use shedlock_core::{
     admin::LockEntry,
     jobs::{JobState, RunEntry, RunOutcome},
     provider::{
-        Definition, Fire, FireClaim, LockProvider, LockRecord, RunReport, fire_decision,
-        validate_at_least, validate_at_most, validate_name,
+        Definition, Fire, FireClaim, LockProvider, LockRecord, PendingTrigger, RunReport,
+        TriggerClaim, TriggerWake, fire_decision, validate_at_least, validate_at_most,
+        validate_name,
     },
+    trigger::Trigger,
 };
 use tokio::time::Instant;
 
@@ -25,11 +27,12 @@ mod builder;
 mod record;
 #[cfg(test)]
 mod tests;
+mod trigger;
 
 pub use builder::EtcdLockProviderBuilder;
 use record::{
     ActionValue, DefinitionValue, FireValue, HoldValue, PauseValue, RecValue, RunValue,
-    SuccessValue, decode_value, encode_value, hold_value,
+    SuccessValue, TriggerValue, decode_value, encode_value, hold_value,
 };
 
 /// The key prefix when none is set.
@@ -94,8 +97,23 @@ struct Read {
     /// Why a pause key's value could not be read. The fire claim fails on it, never ignoring a
     /// pause; readers of the entry see no pause.
     pause_unreadable: Option<GatewayError>,
-    /// The last pause, resume or unlock. A value that cannot be read counts as absent.
+    /// The last pause, resume, unlock or trigger. A value that cannot be read counts as absent.
     action: Option<ActionValue>,
+    /// The last trigger (see [Run now](crate#run-now)). A value that cannot be read counts as
+    /// absent.
+    trigger: Option<Trigger>,
+    /// The trigger key's `mod_revision`, 0 when it is absent.
+    trigger_revision: i64,
+}
+
+impl Read {
+    /// Takes the trigger key as read: its revision, and its value if it can be read.
+    fn take_trigger(&mut self, kv: &KeyValue) {
+        self.trigger_revision = kv.mod_revision.0;
+        self.trigger = decode_value::<TriggerValue>(kv)
+            .ok()
+            .map(TriggerValue::into_trigger);
+    }
 }
 
 /// A lock's job state keys as read.
@@ -212,6 +230,7 @@ impl EtcdLockProvider {
                 let meaning = match op {
                     "acquire" => "its lease was revoked, so whatever it took is given back",
                     "resume" => "the pause may be removed; the lock's entry shows whether it is",
+                    "trigger" => "the trigger may be written; the lock's entry shows whether it is",
                     _ => "so the lock may be held by this owner until at_most",
                 };
                 Error::backend_message(format!("{what} on etcd: {error}: {meaning}"))
@@ -254,6 +273,8 @@ impl EtcdLockProvider {
                 }
             } else if kv.key.0 == keys.action {
                 read.action = decode_value(&kv).ok();
+            } else if kv.key.0 == keys.trigger {
+                read.take_trigger(&kv);
             } else if let Some(which) = kv
                 // The job state's keys: what follows `{prefix}{name}` (`/last-run`, …).
                 .key
@@ -568,10 +589,14 @@ impl EtcdLockProvider {
     /// after `store_now`. A free lock ends at `store_now`, or, never held (a pause wrote its
     /// record), at the record's `locked_at`. A hold whose record was deleted by hand still shows,
     /// so that operators see what blocks the name, with the owner [`UNKNOWN_OWNER`] and no token.
-    /// The entry carries the job state its keys keep, a default one when no run was recorded, and
-    /// the pause and last action.
+    /// The entry carries the recorded fire, the job state its keys keep, a default one when no run
+    /// was recorded, the pause, the last action and the last trigger.
     fn entry_of(name: String, read: Read, store_now: DateTime<Utc>) -> Option<LockEntry> {
         let state = read.state.state(&name);
+        let last_fire = read
+            .fire
+            .as_ref()
+            .and_then(|(_, fire)| DateTime::from_timestamp_micros(fire.at_us));
         let pause = read.pause.map(|(_, pause)| pause.into_pause());
         let last_action = read.action.and_then(ActionValue::into_action);
         let has_hold = read.hold.is_some();
@@ -594,10 +619,11 @@ impl EtcdLockProvider {
             _ => return None,
         };
         Some(
-            LockEntry::new(record, store_now, None)
+            LockEntry::new(record, store_now, last_fire)
                 .with_state(state)
                 .with_pause(pause)
-                .with_last_action(last_action),
+                .with_last_action(last_action)
+                .with_trigger(read.trigger),
         )
     }
 }
@@ -757,6 +783,33 @@ impl LockProvider for EtcdLockProvider {
         Err(Error::backend_message(format!(
             "claim a fire of lock {name:?} on etcd: the keys changed under each of {LOOKS} attempts"
         )))
+    }
+
+    /// One range read of the pending triggers' keys, `{prefix}!trigger/`, whatever the number of
+    /// locks (see [Run now](crate#run-now)).
+    async fn pending_triggers(&self) -> Result<Vec<PendingTrigger>> {
+        self.do_pending_triggers().await
+    }
+
+    /// One range read of the lock's keys. When the trigger is still pending, the job not paused
+    /// and the lock free by this replica's clock, a lease grant and one transaction follow: `if
+    /// the hold is absent and the trigger and pause keys are as read then put record, hold on the
+    /// lease, the trigger taken, and delete its pending copy`. The fire key is never written. A
+    /// claim that lost a race looks again, at most 4 times. Its transaction is sent once.
+    async fn claim_trigger(
+        &self,
+        name: &str,
+        id: i64,
+        at_most: Duration,
+        owner: &str,
+    ) -> Result<TriggerClaim> {
+        self.do_claim_trigger(name, id, at_most, owner).await
+    }
+
+    /// An etcd watch of the puts under `{prefix}!trigger/`, one streamed HTTP request that a task
+    /// reads (see [Run now](crate#run-now)).
+    async fn watch_triggers(&self) -> Result<TriggerWake> {
+        self.do_watch_triggers().await
     }
 
     /// One range read of the lock's two keys.

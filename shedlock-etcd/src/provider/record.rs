@@ -1,12 +1,13 @@
 //! The JSON values the provider writes, and their encoding.
 //!
-//! It writes them in a lock's keys (record, hold, fire, job state, pause, last action) and in
-//! definition keys.
+//! It writes them in a lock's keys (record, hold, fire, job state, pause, last action, trigger), in
+//! pending triggers' keys and in definition keys.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shedlock_core::admin::{ActionKind, AdminAction};
 use shedlock_core::pause::Pause;
+use shedlock_core::trigger::Trigger;
 
 use crate::gateway::{GatewayError, KeyValue};
 
@@ -77,7 +78,7 @@ pub(super) struct SuccessValue {
 ///
 /// `since` is the pausing client's clock. `until` is on that clock too and compared with the
 /// claiming replica's, as the fire claim's "now" is (see [Pauses](crate#pauses)).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct PauseValue {
     pub(super) since_us: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,7 +108,7 @@ impl PauseValue {
     }
 }
 
-/// The action key's value: the last pause, resume or unlock, by whom, when (the client's clock, in
+/// The action key's value: the last pause, resume, unlock or trigger, by whom, when (the client's clock, in
 /// milliseconds).
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct ActionValue {
@@ -134,6 +135,45 @@ impl ActionValue {
             self.by,
             super::from_millis(self.at_ms),
         ))
+    }
+}
+
+/// The trigger key's value, and its pending copy's: a "run now", times in microseconds since the
+/// epoch, on the clocks of the client that asked (`requested_at`, `expires`) and of the replica
+/// that took it (`taken_at`).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct TriggerValue {
+    pub(super) id: i64,
+    pub(super) requested_at_us: i64,
+    pub(super) expires_us: i64,
+    pub(super) by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) taken_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) taken_at_us: Option<i64>,
+}
+
+impl TriggerValue {
+    pub(super) fn of(trigger: &Trigger) -> Self {
+        Self {
+            id: trigger.id,
+            requested_at_us: trigger.requested_at.timestamp_micros(),
+            expires_us: trigger.expires.timestamp_micros(),
+            by: trigger.by.clone(),
+            taken_by: trigger.taken_by.clone(),
+            taken_at_us: trigger.taken_at.map(|at| at.timestamp_micros()),
+        }
+    }
+
+    pub(super) fn into_trigger(self) -> Trigger {
+        Trigger {
+            id: self.id,
+            requested_at: from_micros(self.requested_at_us),
+            expires: from_micros(self.expires_us),
+            by: self.by,
+            taken_by: self.taken_by,
+            taken_at: self.taken_at_us.map(from_micros),
+        }
     }
 }
 

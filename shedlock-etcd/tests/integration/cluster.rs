@@ -420,3 +420,102 @@ async fn a_pause_that_cannot_be_read_fails_the_claim() {
         other => panic!("after the resume the claim answered {other:?}"),
     }
 }
+
+/// Triggers on etcd: a refused trigger writes nothing, also one refused by the pause of a lock
+/// whose record was deleted by hand; a pause that cannot be read fails the trigger, writing
+/// nothing; a pending copy nobody takes is deleted by its lease, while the lock keeps its last
+/// trigger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
+async fn triggers_write_only_when_requested_and_an_expired_copy_goes_by_itself() {
+    use shedlock_core::{admin::LockAdmin as _, pause::PauseFor, trigger::TriggerAnswer};
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::new(&etcd.url()).unwrap();
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    let minute = Duration::from_mins(1);
+
+    p.pause("paused", PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    let (rec, _) = p.keys("paused").unwrap();
+    etcd.call(
+        "/v3/kv/deleterange",
+        &format!(r#"{{"key":"{}"}}"#, b64(&rec)),
+    );
+    let revision = etcd.revision();
+    match p.trigger("paused", "bob", minute).await.unwrap() {
+        TriggerAnswer::Paused(pause) => assert_eq!(pause.by, "ann"),
+        other => panic!("a trigger of a paused lock without a record answered {other:?}"),
+    }
+    assert_eq!(
+        etcd.revision(),
+        revision,
+        "the refused trigger wrote nothing"
+    );
+
+    let (rec, _) = p.keys("garbled").unwrap();
+    let pause = [&rec[..rec.len() - b"rec".len()], b"pause"].concat();
+    etcd.call(
+        "/v3/kv/put",
+        &format!(
+            r#"{{"key":"{}","value":"{}"}}"#,
+            b64(&pause),
+            b64(b"not json")
+        ),
+    );
+    let revision = etcd.revision();
+    let error = p
+        .trigger("garbled", "bob", minute)
+        .await
+        .expect_err("an unreadable pause fails the trigger");
+    assert!(format!("{error:?}").contains("/pause"), "{error:?}");
+    assert_eq!(
+        etcd.revision(),
+        revision,
+        "the failed trigger wrote nothing"
+    );
+
+    let TriggerAnswer::Requested(trigger) = p
+        .trigger("short", "bob", Duration::from_secs(1))
+        .await
+        .unwrap()
+    else {
+        panic!("the trigger of a new name was refused");
+    };
+    let copies = || {
+        let start = b64(b"shedlock/!trigger/");
+        let end = b64(b"shedlock/!trigger0");
+        etcd.call(
+            "/v3/kv/range",
+            &format!(r#"{{"key":"{start}","range_end":"{end}","count_only":true}}"#),
+        )["count"]
+            .as_str()
+            .unwrap_or("0")
+            .parse::<u32>()
+            .unwrap()
+    };
+    assert_eq!(copies(), 1, "the pending copy");
+    // etcd's minimum lease (2 s) and its expiry sweep (500 ms): gone within a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while copies() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the copy of an expired trigger stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(p.pending_triggers().await.unwrap().is_empty());
+    let entry = p.entry("short").await.unwrap().expect("a free record");
+    assert_eq!(
+        entry.trigger(),
+        Some(&trigger),
+        "the lock keeps its last trigger"
+    );
+    assert!(!entry.is_held());
+}

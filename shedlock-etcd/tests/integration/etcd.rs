@@ -11,8 +11,9 @@ use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor,
     admin::{ActionKind, LockAdmin},
     pause::PauseFor,
-    provider::{Fire, FireClaim, LockProvider},
+    provider::{Fire, FireClaim, LockProvider, TriggerClaim},
     scheduled_lock,
+    trigger::TriggerAnswer,
 };
 use shedlock_etcd::{EtcdLockProvider, testing};
 
@@ -769,4 +770,414 @@ async fn a_pause_between_a_claims_read_and_its_transaction_is_honoured() {
         .await
         .unwrap();
     assert!(claim.claimed().is_some(), "{claim:?}");
+}
+
+/// A provider behind a [`recording_proxy`] on a prefix of its own, and the proxy's record.
+async fn counted(url: &str) -> (EtcdLockProvider, Arc<std::sync::Mutex<Vec<String>>>) {
+    let (port, paths) = recording_proxy(first_member(url), None).await;
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{port}"))
+        .prefix(testing::unique_prefix())
+        .build()
+        .unwrap();
+    (p, paths)
+}
+
+fn requested(answer: TriggerAnswer) -> shedlock_core::trigger::Trigger {
+    match answer {
+        TriggerAnswer::Requested(trigger) => trigger,
+        other => panic!("a trigger of a free lock answered {other:?}"),
+    }
+}
+
+/// The scheduler's poll of pending triggers is one range read of their common prefix whatever the
+/// number of locks, and `list` shows no pending copy as a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn pending_triggers_are_one_read_whatever_the_number_of_locks() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let (p, paths) = counted(&url).await;
+    let take = || std::mem::take(&mut *paths.lock().unwrap());
+    let range = "/v3/kv/range";
+    let minute = Duration::from_mins(1);
+
+    assert!(p.pending_triggers().await.unwrap().is_empty());
+    assert_eq!(take(), [range], "no trigger: one read");
+    let first = requested(p.trigger("job-00", "ann", minute).await.unwrap());
+    take();
+    let pending = p.pending_triggers().await.unwrap();
+    assert_eq!(take(), [range], "one lock: one read");
+    assert_eq!(
+        pending
+            .iter()
+            .map(|t| (t.lock_name.as_str(), t.id, t.requested_at, t.expires))
+            .collect::<Vec<_>>(),
+        [("job-00", first.id, first.requested_at, first.expires)]
+    );
+
+    // Many locks, most of them without a trigger, some held.
+    for i in 0..30 {
+        p.acquire(&format!("plain-{i:02}"), minute, "a")
+            .await
+            .unwrap();
+    }
+    for i in 1..40 {
+        requested(
+            p.trigger(&format!("job-{i:02}"), "ann", minute)
+                .await
+                .unwrap(),
+        );
+    }
+    take();
+    let pending = p.pending_triggers().await.unwrap();
+    assert_eq!(
+        take(),
+        [range],
+        "40 triggers among 70 locks: still one read"
+    );
+    let names: Vec<String> = pending.iter().map(|t| t.lock_name.clone()).collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("job-{i:02}")).collect();
+    assert_eq!(
+        names, expected,
+        "every pending trigger, sorted by lock name"
+    );
+    let listed = p.list().await.unwrap();
+    assert_eq!(
+        listed.len(),
+        70,
+        "no pending copy is listed as a lock: {listed:?}"
+    );
+}
+
+/// A trigger is a read, a lease and a transaction, a refused one a read; a claim is an acquire's
+/// three, a claim of a trigger gone one read; a claimed trigger is no longer pending and its entry
+/// names the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn triggers_and_their_claims_cost_what_the_docs_say() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let (p, paths) = counted(&url).await;
+    let take = || std::mem::take(&mut *paths.lock().unwrap());
+    let (range, grant, txn) = ("/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn");
+    let minute = Duration::from_mins(1);
+
+    let first = requested(p.trigger("job", "ann", minute).await.unwrap());
+    assert_eq!(take(), [range, grant, txn], "a trigger");
+    match p.trigger("job", "bob", minute).await.unwrap() {
+        TriggerAnswer::Pending(pending) => assert_eq!(pending, first),
+        other => panic!("a second trigger answered {other:?}"),
+    }
+    assert_eq!(take(), [range], "a refused trigger: one read, no write");
+    p.acquire("plain", minute, "a").await.unwrap().unwrap();
+    take();
+    match p.trigger("plain", "bob", minute).await.unwrap() {
+        TriggerAnswer::Held(holder) => assert_eq!(holder.owner(), "a"),
+        other => panic!("a trigger of a held lock answered {other:?}"),
+    }
+    assert_eq!(
+        take(),
+        [range],
+        "a trigger of a held lock: one read, no write"
+    );
+
+    let claim = p
+        .claim_trigger("job", first.id, minute, "replica")
+        .await
+        .unwrap();
+    assert!(matches!(claim, TriggerClaim::Claimed(_)), "{claim:?}");
+    assert_eq!(take(), [range, grant, txn], "a claim: as an acquire");
+    let again = p
+        .claim_trigger("job", first.id, minute, "replica")
+        .await
+        .unwrap();
+    assert!(matches!(again, TriggerClaim::Gone { .. }), "{again:?}");
+    assert_eq!(take(), [range], "a claim of a taken trigger: one read");
+    assert!(p.pending_triggers().await.unwrap().is_empty());
+    let entry = p.entry("job").await.unwrap().unwrap();
+    let taken = entry.trigger().unwrap();
+    assert_eq!(
+        (taken.id, taken.taken_by.as_deref()),
+        (first.id, Some("replica"))
+    );
+    assert_eq!(
+        entry.last_action().map(|a| a.kind),
+        Some(ActionKind::Triggered)
+    );
+}
+
+/// `watch_triggers` is an etcd watch of the pending triggers' prefix: a trigger wakes it, the
+/// locks' own writes and a claim, which deletes the pending copy, do not. Two watchers are both
+/// woken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn a_trigger_wakes_every_watcher_and_nothing_else_does() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let p = provider(&url);
+    let minute = Duration::from_mins(1);
+    let quiet = Duration::from_millis(500);
+    let mut one = p.watch_triggers().await.unwrap();
+    let mut two = p.watch_triggers().await.unwrap();
+    let record = p.acquire("plain", minute, "a").await.unwrap().unwrap();
+    assert!(p.release(&record, Duration::ZERO).await.unwrap());
+    p.pause("paused", PauseFor::UntilResumed, None, "ann")
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(quiet, one.next()).await.is_err(),
+        "a lock's writes woke the watcher"
+    );
+    let TriggerAnswer::Requested(trigger) = p.trigger("job", "ann", minute).await.unwrap() else {
+        panic!("the trigger was refused");
+    };
+    for watch in [&mut one, &mut two] {
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(5), watch.next()).await,
+            Ok(Some(())),
+            "the trigger woke no watcher"
+        );
+    }
+    let claim = p
+        .claim_trigger("job", trigger.id, minute, "replica")
+        .await
+        .unwrap();
+    assert!(matches!(claim, TriggerClaim::Claimed(_)), "{claim:?}");
+    assert!(
+        tokio::time::timeout(quiet, one.next()).await.is_err(),
+        "a claim woke the watcher"
+    );
+}
+
+/// Three schedulers on etcd, polling for triggers only every minute: each trigger runs its job
+/// once, on one of them, with the trigger's id and instant as the run's, and the lock's entry names
+/// the replica that took it. The second runs within seconds of its request, long after the
+/// schedulers' first reads, so by the watch's push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn triggers_run_once_across_three_schedulers_by_the_push() {
+    use shedlock_core::scheduler::{Job, Schedule, Scheduler};
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let prefix = testing::unique_prefix();
+    let store = || {
+        EtcdLockProvider::builder(&url)
+            .prefix(&prefix)
+            .build()
+            .unwrap()
+    };
+    let runs = Runs::default();
+    let mut replicas = Vec::new();
+    for owner in ["a", "b", "c"] {
+        let executor = LockingTaskExecutor::builder(Arc::new(store()))
+            .owner_id(owner)
+            .default_at_most(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let scheduler = Scheduler::new(executor).trigger_poll(Duration::from_mins(1));
+        let (log, who) = (runs.clone(), owner.to_owned());
+        let hourly = Schedule::every(Duration::from_hours(1)).unwrap();
+        scheduler
+            .add(Job::new("report", hourly, move |run| {
+                let (log, who) = (log.clone(), who.clone());
+                async move {
+                    log.lock()
+                        .unwrap()
+                        .push((who, run.trigger(), run.fire().at()));
+                }
+            }))
+            .unwrap();
+        scheduler.start().await.unwrap();
+        replicas.push(scheduler);
+    }
+    let operator = store();
+    for round in 1..=2 {
+        let requested = Instant::now();
+        let trigger = run_triggered(&operator, &runs, round).await;
+        assert!(
+            round == 1 || requested.elapsed() < Duration::from_secs(5),
+            "the run took {:?}: no push",
+            requested.elapsed()
+        );
+        assert!(trigger.taken_by.is_some());
+    }
+    for scheduler in &replicas {
+        scheduler.shutdown(Duration::from_secs(1)).await;
+    }
+}
+
+type Runs = Arc<std::sync::Mutex<Vec<(String, Option<i64>, chrono::DateTime<chrono::Utc>)>>>;
+
+/// Triggers "report", waits until its run is recorded, checks it ran once more, as the trigger's,
+/// on the replica the entry names, and answers the trigger as taken.
+async fn run_triggered(
+    operator: &EtcdLockProvider,
+    runs: &Runs,
+    round: usize,
+) -> shedlock_core::trigger::Trigger {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let trigger = requested(
+        operator
+            .trigger("report", "ann", Duration::from_mins(1))
+            .await
+            .unwrap(),
+    );
+    let taken = loop {
+        let entry = operator.entry("report").await.unwrap().unwrap();
+        let recorded = entry
+            .state()
+            .and_then(|s| s.last_run.clone())
+            .is_some_and(|run| run.fire == trigger.requested_at);
+        if recorded && !entry.is_held() {
+            break entry.trigger().cloned().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the trigger did not run: {entry}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let seen = runs.lock().unwrap().clone();
+    assert_eq!(seen.len(), round, "each trigger ran once: {seen:?}");
+    let (by, id, fire) = seen[round - 1].clone();
+    assert_eq!((id, fire), (Some(trigger.id), trigger.requested_at));
+    let owner = taken.taken_by.clone().unwrap_or_default();
+    assert!(owner.starts_with(&by), "{owner} took it, {by} ran it");
+    taken
+}
+
+/// Where a [`cutting_proxy`] loses a reply: once armed, the next request to `path` reaches etcd and
+/// its reply is dropped, the client's connection closed.
+struct Cut {
+    path: &'static str,
+    armed: std::sync::atomic::AtomicBool,
+    done: AtomicUsize,
+}
+
+/// A TCP proxy in front of etcd that loses the reply [`Cut`] aims at.
+async fn cutting_proxy(upstream: String, cut: Arc<Cut>) -> u16 {
+    use std::sync::atomic::AtomicBool;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            // Set before the request is forwarded, so its reply is never relayed. HTTP/1.1
+            // requests on one connection are sequential: the reply pending then is its own.
+            let cut_here = Arc::new(AtomicBool::new(false));
+            let (request_cut, request_cutter) = (cut_here.clone(), cut.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0; 16 * 1024];
+                while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if text.contains(&format!("POST {} ", request_cutter.path))
+                        && request_cutter.armed.swap(false, Ordering::SeqCst)
+                    {
+                        request_cut.store(true, Ordering::SeqCst);
+                    }
+                    if server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let cut = cut.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 16 * 1024];
+                while let Ok(n @ 1..) = server_read.read(&mut buf).await {
+                    if cut_here.load(Ordering::SeqCst) {
+                        cut.done.fetch_add(1, Ordering::SeqCst);
+                        let _ = client_write.shutdown().await;
+                        return;
+                    }
+                    if client_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A trigger, and a trigger claim, whose reply is lost fail saying so and are not sent to the
+/// second member (a repeat would answer `Pending` or `Gone` for its own effect): both had been
+/// applied, as the entry shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_etcd), ignore = "needs SHEDLOCK_ETCD_URL (etcd)")]
+async fn a_trigger_and_a_claim_whose_replies_are_lost_fail_and_are_not_sent_again() {
+    let Some(url) = testing::etcd_url() else {
+        return;
+    };
+    let cut = Arc::new(Cut {
+        path: "/v3/kv/txn",
+        armed: false.into(),
+        done: AtomicUsize::new(0),
+    });
+    let first = cutting_proxy(first_member(&url), cut.clone()).await;
+    let (second, paths) = recording_proxy(first_member(&url), None).await;
+    let prefix = testing::unique_prefix();
+    let p = EtcdLockProvider::builder(format!("etcd://127.0.0.1:{first},127.0.0.1:{second}"))
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let operator = EtcdLockProvider::builder(&url)
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let minute = Duration::from_mins(1);
+
+    cut.armed.store(true, Ordering::SeqCst);
+    let error = p
+        .trigger("job", "ann", minute)
+        .await
+        .expect_err("a trigger whose reply was lost fails");
+    assert_eq!(cut.done.load(Ordering::SeqCst), 1, "the reply was cut");
+    let text = error.to_string();
+    assert!(
+        text.contains("reply was lost") && text.contains("the trigger may be written"),
+        "{text}"
+    );
+    let trigger = operator
+        .entry("job")
+        .await
+        .unwrap()
+        .and_then(|entry| entry.trigger().cloned())
+        .expect("the lost trigger was written");
+    assert_eq!(trigger.by, "ann");
+    assert!(trigger.taken_by.is_none());
+
+    cut.armed.store(true, Ordering::SeqCst);
+    let error = p
+        .claim_trigger("job", trigger.id, minute, "replica-a")
+        .await
+        .expect_err("a claim whose reply was lost fails");
+    assert_eq!(cut.done.load(Ordering::SeqCst), 2, "the reply was cut");
+    let text = error.to_string();
+    assert!(
+        text.contains("reply was lost") && text.contains("may be held by this owner"),
+        "{text}"
+    );
+    let holder = operator.holder("job").await.unwrap().expect("held");
+    assert_eq!(holder.owner(), "replica-a", "the lost claim was applied");
+    let entry = operator.entry("job").await.unwrap().unwrap();
+    assert_eq!(
+        entry.trigger().and_then(|t| t.taken_by.as_deref()),
+        Some("replica-a")
+    );
+    assert!(
+        !paths
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|path| path == "/v3/kv/txn"),
+        "a transaction was sent again to the second member: {:?}",
+        paths.lock().unwrap()
+    );
 }

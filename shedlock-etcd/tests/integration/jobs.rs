@@ -422,3 +422,27 @@ async fn pause_suite_passes() {
         .await;
     eprintln!("etcd pause suite: {:?}", start.elapsed());
 }
+
+/// The core's trigger suite ("run now"), on one member and with the unit of the other etcd suites:
+/// a second (leases are whole seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(shedlock_etcd),
+    ignore = "needs SHEDLOCK_ETCD_URL (etcd; starts private etcd processes of its own)"
+)]
+async fn trigger_suite_passes() {
+    let Some(bin) = support::etcd_binary() else {
+        return;
+    };
+    let etcd = Cluster::start(&bin, 1);
+    let p = EtcdLockProvider::builder(etcd.url())
+        .prefix(shedlock_etcd::testing::unique_prefix())
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    shedlock_core::testkit::TriggerSuite::new(p)
+        .time_unit(Duration::from_secs(1))
+        .run()
+        .await;
+    eprintln!("etcd trigger suite: {:?}", start.elapsed());
+}

@@ -1,7 +1,7 @@
 //! etcd over TLS with client certificates and etcd authentication, on private etcd processes of
-//! each test's own (`shedlock_tests::private_etcd`): the conformance suite passes, each
-//! misconfiguration fails with one line that says what is wrong (and never the password), and an
-//! expired token is renewed. Like the other private-etcd tests they run when the store's URL is
+//! each test's own (`shedlock_tests::private_etcd`): the conformance and trigger suites pass (the
+//! trigger watch included), each misconfiguration fails with one line that says what is wrong
+//! (and never the password), and an expired token is renewed. Like the other private-etcd tests they run when the store's URL is
 //! set (or `SHEDLOCK_REQUIRE_DB=1`) and show as ignored otherwise; without the etcd binary they
 //! skip with a notice (and fail under `SHEDLOCK_REQUIRE_DB=1`).
 
@@ -87,6 +87,13 @@ async fn conformance_suite_passes_over_tls_with_client_cert_and_auth() {
     ConformanceSuite::new(provider)
         .time_unit(Duration::from_secs(1))
         .require_fire_claims(true)
+        .run()
+        .await;
+    // Run now, its push included: the trigger watch is a streamed request of its own, which
+    // carries the token over TLS too.
+    let provider = builder(&etcd.url(), &pki, &auth).build().unwrap();
+    shedlock_core::testkit::TriggerSuite::new(provider)
+        .time_unit(Duration::from_secs(1))
         .run()
         .await;
 }
