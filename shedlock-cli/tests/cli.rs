@@ -856,7 +856,8 @@ async fn jobs_table(db: &Db, table: &str) -> Option<Arc<dyn LockAdmin>> {
         let run = shedlock(&db.url, &["jobs", "-t", table]);
         assert_eq!(run.code, 2, "{}", run.stderr);
         assert!(
-            run.stderr.contains("run this to record job state and allow pauses and triggers:")
+            run.stderr
+                .contains("run this to record job state and allow pauses and triggers:")
                 && run.stderr.contains(ddl.trim_end()),
             "{}",
             run.stderr
@@ -1017,7 +1018,8 @@ async fn jobs_history_and_forget_on_sqlite() {
         java.stdout, java.stderr
     );
     assert!(
-        java.stderr.contains("run this to record job state and allow pauses and triggers:")
+        java.stderr
+            .contains("run this to record job state and allow pauses and triggers:")
             || java.stderr.contains("does not record job state"),
         "{}",
         java.stderr

@@ -151,6 +151,11 @@ impl TriggerWaker {
     pub fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
+
+    /// Resolves once the loop is gone, so a store's watch can stop at once.
+    pub async fn closed(&self) {
+        self.0.closed().await;
+    }
 }
 
 #[cfg(test)]
@@ -173,6 +178,7 @@ mod tests {
         assert!(waker.wake() && waker.wake(), "a second wake coalesces");
         assert_eq!(wake.next().await, Some(()));
         drop(wake);
+        waker.closed().await;
         assert!(!waker.wake());
         assert!(waker.is_closed());
     }

@@ -239,7 +239,20 @@ where
     /// `Ok` where the table has the [`PAUSE_COLUMNS`]. Otherwise a schema error naming the
     /// columns it lacks, read anew, and the migration that adds them.
     async fn check_pause_columns(&self, call: &Call) -> Result<()> {
-        if self.schema(call).await?.has_pause {
+        let schema = self.schema(call).await?;
+        if schema.has_pause && !schema.has_last_fire {
+            // Without `last_fire` the schedulers fall back to plain locks, which never look at a
+            // pause: one would be accepted and ignored (docs/operating.md, "Pause, resume").
+            return Err(Error::schema(
+                format!(
+                    "the lock table {} has the pause columns but not last_fire, so schedulers                      use plain locks there and would ignore a pause; add it with the migration                      migrations/{}/0002_last_fire.sql of shedlock-sqlx and restart the service.                      Nothing was written",
+                    self.link().settings.table,
+                    D::MIGRATIONS
+                ),
+                None,
+            ));
+        }
+        if schema.has_pause {
             return Ok(());
         }
         let link = self.link();

@@ -37,10 +37,16 @@ pub(super) async fn trigger_loop(shared: Arc<Shared>) {
     let mut not_set_up = false;
     loop {
         if wake.is_none() && pushes {
-            match shared.executor.provider().watch_triggers().await {
-                Ok(watch) => wake = Some(watch),
-                Err(error) if error.is_unsupported() => pushes = false,
-                Err(error) => tracing::debug!(%error, "cannot watch for triggers; polling"),
+            let watch = tokio::time::timeout(
+                shared.executor.call_timeout(),
+                shared.executor.provider().watch_triggers(),
+            )
+            .await;
+            match watch {
+                Ok(Ok(watch)) => wake = Some(watch),
+                Ok(Err(error)) if error.is_unsupported() => pushes = false,
+                Ok(Err(error)) => tracing::debug!(%error, "cannot watch for triggers; polling"),
+                Err(_) => tracing::debug!("watching for triggers timed out; polling"),
             }
         }
         let mut wait = if wake.is_some() {

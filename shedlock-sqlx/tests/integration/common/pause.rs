@@ -136,6 +136,32 @@ pub(crate) async fn the_pause_suite_passes_on_a_java_table_with_0002_and_0005<S:
     db.drop_table(&table).await;
 }
 
+/// Java ShedLock's table with `0005_pause.sql` but without `0002_last_fire.sql`: schedulers use
+/// plain locks there, which ignore pauses, so a pause is refused with what to add, and nothing is
+/// written.
+pub(crate) async fn a_pause_without_last_fire_is_refused<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    db.execute(S::java_ddl(&table)).await;
+    for statement in migration::<S>("0005_pause.sql", &table).split(';') {
+        db.execute(statement.trim().to_owned()).await;
+    }
+    let provider = db.on_table(&table).await;
+    let err = provider
+        .pause("job", PauseFor::UntilResumed, None, ANN)
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_schema() && err.to_string().contains("0002_last_fire.sql"),
+        "{err}"
+    );
+    assert!(
+        provider.entry("job").await.unwrap().is_none(),
+        "nothing written"
+    );
+    db.drop_table(&table).await;
+}
+
 /// A paused job's fire is answered `Paused` after "too early" and "window passed" and before
 /// "claimed elsewhere" and "held", in the claim's one step, and writes nothing; the pause reads
 /// back as `pause` returned it; acquire, extend and release ignore it.

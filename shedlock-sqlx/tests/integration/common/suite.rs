@@ -18,7 +18,7 @@ use tokio::sync::Barrier;
 
 pub(crate) use super::pause::{
     a_java_table_keeps_plain_locks_and_refuses_pauses, a_pause_for_a_length_ends_by_itself,
-    a_pause_of_a_name_without_a_row_creates_it_free,
+    a_pause_of_a_name_without_a_row_creates_it_free, a_pause_without_last_fire_is_refused,
     a_paused_fire_is_refused_in_order_and_writes_nothing, bad_pauses_are_refused_and_write_nothing,
     migration_0005_adds_the_pause, pause_resume_and_unlock_record_their_actor,
     the_pause_suite_passes, the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
@@ -900,6 +900,7 @@ macro_rules! store_suite {
             bad_pauses_are_refused_and_write_nothing,
             a_java_table_keeps_plain_locks_and_refuses_pauses,
             migration_0005_adds_the_pause,
+            a_pause_without_last_fire_is_refused,
         );
     };
     // One case per step: the attributes repeat once per case, which one repetition cannot say.
