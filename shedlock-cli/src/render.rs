@@ -127,7 +127,7 @@ fn aligned(rows: &[Vec<String>]) -> String {
 
 /// A value for one table cell, with control characters such as a line break in a name or an error
 /// escaped, which keeps each row on one line.
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     if text.chars().any(char::is_control) {
         text.chars()
             .map(|c| {

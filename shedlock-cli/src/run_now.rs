@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock_core::{
-    admin::LockEntry,
+    admin::{LockEntry, TRIGGER_MARK},
     trigger::{Trigger, TriggerAnswer},
 };
 
@@ -50,7 +50,7 @@ pub(crate) async fn trigger(
             return Err(Failure::refused(format!(
                 "refused: {} is running now (held by {} until {}); nothing triggered",
                 target.words(),
-                holder.owner(),
+                render::cell(holder.owner()),
                 render::timestamp(holder.lock_until())
             )));
         }
@@ -66,7 +66,7 @@ pub(crate) async fn trigger(
                 "refused: a trigger of {} asked by {} is waiting for a replica until {}; nothing \
                  triggered",
                 target.words(),
-                pending.by,
+                render::cell(&pending.by),
                 render::timestamp(pending.expires)
             )));
         }
@@ -99,6 +99,9 @@ async fn wait_for(
     output: &mut Output<'_>,
 ) -> Result<(), Failure> {
     let mut taken_said = false;
+    // Whether the last read found the run's lock gone with no outcome recorded; twice ends the
+    // wait (a release records the run in the same step, so one more read settles it).
+    let mut unrecorded = false;
     loop {
         tokio::time::sleep(POLL).await;
         let entry = store
@@ -119,7 +122,7 @@ async fn wait_for(
                 target.words()
             )));
         };
-        let Some(by) = seen.taken_by.clone() else {
+        let Some(taker) = seen.taken_by.clone() else {
             if now >= seen.expires {
                 return Err(Failure::refused(format!(
                     "nobody picked up the trigger of {} before it expired at {}: no replica of \
@@ -131,27 +134,53 @@ async fn wait_for(
             }
             continue;
         };
+        // The replica's owner id, without the mark of its trigger claims.
+        let by = render::cell(taker.strip_suffix(TRIGGER_MARK).unwrap_or(&taker));
         if !std::mem::replace(&mut taken_said, true) {
             output.print(&format!(
                 "taken by {by} at {}\n",
                 render::timestamp(seen.taken_at.unwrap_or(now))
             ))?;
         }
-        if let Some(line) = ended(&entry, trigger.requested_at, &by) {
-            return output.print(&line);
+        match ended(&entry, trigger.requested_at, &taker, &by) {
+            Ended::Yes(line) => return output.print(&line),
+            Ended::Unrecorded if std::mem::replace(&mut unrecorded, true) => {
+                return Err(Failure::refused(format!(
+                    "{} was taken by {by}, but its run left no outcome: it was cut off (a crash,                      a lost lock, a shutdown) before it could record one",
+                    target.words()
+                )));
+            }
+            Ended::Unrecorded | Ended::No => {}
         }
     }
 }
 
+/// Whether the trigger's run has ended, by the row.
+enum Ended {
+    /// It ended: the line to print.
+    Yes(String),
+    /// The lock is no longer the run's, and no outcome of it is recorded.
+    Unrecorded,
+    /// It still runs.
+    No,
+}
+
 /// How the trigger's run ended, once the row shows it: its run recorded (the fire is the trigger's
-/// instant, the runner the replica that took it), or, on a table without job state, its lock free.
-fn ended(entry: &LockEntry, fire: DateTime<Utc>, by: &str) -> Option<String> {
-    match entry.state() {
-        Some(state) => {
-            let run = state.last_run.as_ref()?;
-            if run.fire != fire || run.runner != by {
-                return None;
-            }
+/// instant, the runner `taker`, the replica that took it), or, on a table without job state, its
+/// lock free. `by` is the taker as printed.
+fn ended(entry: &LockEntry, fire: DateTime<Utc>, taker: &str, by: &str) -> Ended {
+    let run_holds_lock = entry.is_held() && entry.record().owner() == taker;
+    let Some(state) = entry.state() else {
+        return if run_holds_lock {
+            Ended::No
+        } else {
+            Ended::Yes(format!(
+                "ran on {by}; its lock is free again (this store records no outcomes)\n"
+            ))
+        };
+    };
+    match state.last_run.as_ref() {
+        Some(run) if run.fire == fire && run.runner == taker => {
             let took = (run.ended - run.started).to_std().unwrap_or_default();
             let mut line = format!(
                 "ran on {by}: {} in {}",
@@ -162,11 +191,9 @@ fn ended(entry: &LockEntry, fire: DateTime<Utc>, by: &str) -> Option<String> {
                 let _ = write!(line, ": {}", render::one_line(error));
             }
             line.push('\n');
-            Some(line)
+            Ended::Yes(line)
         }
-        None if !entry.is_held() => Some(format!(
-            "ran on {by}; its lock is free again (this store records no outcomes)\n"
-        )),
-        None => None,
+        _ if run_holds_lock => Ended::No,
+        _ => Ended::Unrecorded,
     }
 }

@@ -98,7 +98,13 @@ pub(crate) async fn pause(
     let mut old: Vec<String> = definitions
         .iter()
         .filter(|d| d.definition.lock_name == target.lock && !honours_pause(&d.version))
-        .map(|d| format!("{} ({})", d.replica, d.version))
+        .map(|d| {
+            format!(
+                "{} ({})",
+                render::cell(&d.replica),
+                render::cell(&d.version)
+            )
+        })
         .collect();
     old.sort();
     old.dedup();
@@ -138,7 +144,7 @@ pub(crate) async fn resume(
     let was = match pause.until {
         Some(until) if until <= now => format!(
             "its pause by {} had ended at {} already",
-            pause.by,
+            render::cell(&pause.by),
             render::timestamp(until)
         ),
         _ => format!("it was {}", render::pause_note(&pause, now)),

@@ -202,6 +202,21 @@ const FORCE_UNLOCK_ATTEMPTS: usize = 5;
 /// by hand ends with it. Rows written by a latch of shedlock-core 0.1 are not marked.
 pub const ELECTION_MARK: &str = "#election";
 
+/// The mark a scheduler appends to its owner id in the rows its trigger claims ("run now") write,
+/// as in `locked_by = "host:42:1a2b3c#trigger"`. So a claim of a trigger and a claim of a fire of
+/// the same replica are different acquisitions to the code that recognises a claim whose reply was
+/// lost (docs/guarantees.md, "Lost replies"), and an operator sees which runs were asked for.
+pub const TRIGGER_MARK: &str = "#trigger";
+
+/// The owner id a scheduler with `owner_id` writes in its trigger claims: `owner_id` and
+/// [`TRIGGER_MARK`], keeping the id's end if both would not fit in `locked_by`.
+pub(crate) fn trigger_owner(owner_id: &str) -> String {
+    let room = crate::owner::MAX_OWNER_ID_LEN - TRIGGER_MARK.len();
+    let len = owner_id.chars().count();
+    let kept: String = owner_id.chars().skip(len.saturating_sub(room)).collect();
+    format!("{kept}{TRIGGER_MARK}")
+}
+
 /// The owner id a latch with `owner_id` writes to its rows.
 pub(crate) fn election_owner(owner_id: &str) -> String {
     format!("{owner_id}{ELECTION_MARK}")

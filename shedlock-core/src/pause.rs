@@ -121,7 +121,8 @@ pub enum PauseFor {
     /// For this long from the store's now: above zero, at most
     /// [`MAX_DURATION`](crate::provider::MAX_DURATION).
     For(Duration),
-    /// Until this instant, which must be after the store's now.
+    /// Until this instant, which must be after the store's now and within
+    /// [`MAX_DURATION`](crate::provider::MAX_DURATION) of it.
     Until(DateTime<Utc>),
 }
 
@@ -131,8 +132,9 @@ impl PauseFor {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_config`] for an end that is not after `now`, or a duration that is zero
-    /// or above [`MAX_DURATION`](crate::provider::MAX_DURATION). Nothing is written then.
+    /// [`Error::is_invalid_config`] for an end that is not after `now` or more than
+    /// [`MAX_DURATION`](crate::provider::MAX_DURATION) after it, or a duration that is zero or
+    /// above it. Nothing is written then.
     pub fn until(self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
         match self {
             Self::UntilResumed => Ok(None),
@@ -147,7 +149,18 @@ impl PauseFor {
                     .map_err(|_| Error::invalid_config("a pause's length is out of range"))?;
                 Ok(Some(now + length))
             }
-            Self::Until(until) if until > now => Ok(Some(until)),
+            Self::Until(until) if until > now => {
+                // As for a length: within MAX_DURATION, which every store's time column holds.
+                let longest = chrono::Duration::from_std(crate::provider::MAX_DURATION)
+                    .unwrap_or(chrono::Duration::MAX);
+                if until - now > longest {
+                    return Err(Error::invalid_config(format!(
+                        "a pause must end within 365 days: {until} is later; pause until resumed \
+                         instead. Nothing was paused"
+                    )));
+                }
+                Ok(Some(until))
+            }
             Self::Until(until) => Err(Error::invalid_config(format!(
                 "a pause must end in the future: {until} is not after the store's now ({now}); \
                  nothing was paused"
@@ -188,12 +201,18 @@ fn check_text(what: &str, text: &str, max: usize) -> Result<()> {
             "{what} is {len} characters long; at most {max} are kept"
         )));
     }
-    if let Some(c) = text.chars().find(|c| c.is_control()) {
+    if let Some(c) = text.chars().find(|c| c.is_control() || is_bidi_control(*c)) {
         return Err(Error::invalid_config(format!(
             "{what} contains the control character {c:?}; use plain text"
         )));
     }
     Ok(())
+}
+
+/// The bidirectional controls (embeddings, overrides, isolates and marks) that reorder what a
+/// terminal or page shows around them.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
@@ -216,6 +235,7 @@ mod tests {
             PauseFor::Until(now - chrono::Duration::days(1)),
             PauseFor::For(Duration::ZERO),
             PauseFor::For(Duration::from_hours(400 * 24)),
+            PauseFor::Until(now + chrono::Duration::days(366)),
         ] {
             let error = bad.until(now).expect_err("refused");
             assert!(error.is_invalid_config(), "{bad:?}: {error}");
@@ -227,7 +247,14 @@ mod tests {
         validate_actor("ops@bastion").unwrap();
         validate_reason("").unwrap();
         validate_reason("upstream \"x\" is down; <b>retry</b> later").unwrap();
-        for bad in ["", "  ", "a\nb", "evil\u{1b}[2J", &"x".repeat(256)] {
+        for bad in [
+            "",
+            "  ",
+            "a\nb",
+            "evil\u{1b}[2J",
+            "ann\u{202e}nimda",
+            &"x".repeat(256),
+        ] {
             assert!(
                 validate_actor(bad).unwrap_err().is_invalid_config(),
                 "{bad:?}"

@@ -489,8 +489,8 @@ impl LockingTaskExecutor {
     }
 
     /// One trigger claim through this executor's store, as [`claim_fire`](Self::claim_fire) is for
-    /// fires: a claimed trigger comes back as a guard, with the instants the call was sent and
-    /// answered.
+    /// fires, under this executor's owner id marked [`TRIGGER_MARK`](crate::admin::TRIGGER_MARK): a
+    /// claimed trigger comes back as a guard, with the instants the call was sent and answered.
     #[cfg(feature = "scheduler")]
     pub(crate) async fn claim_trigger(
         &self,
@@ -506,13 +506,12 @@ impl LockingTaskExecutor {
         let _in_flight = self.inner.drain.begin_acquire();
         let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
         let name = cfg.name();
+        let owner = crate::admin::trigger_owner(&self.inner.owner_id);
         let sent = Instant::now();
         let reply = timed(
             "claim_trigger",
             self.inner.call_timeout.min(at_most),
-            self.inner
-                .provider
-                .claim_trigger(name, id, at_most, &self.inner.owner_id),
+            self.inner.provider.claim_trigger(name, id, at_most, &owner),
         )
         .await;
         let received = Instant::now();

@@ -387,7 +387,13 @@ fn store_failed(job: &Entry, operation: &'static str, error: &Error) {
 /// A store call of `job` was answered. It ends an outage, logging how many calls failed and for how
 /// long.
 fn store_answered(job: &Entry, reply: Option<&FireClaim>) {
-    if let Some(reply) = reply {
+    // Only a reply the store decided after looking at the pause tells whether the job is paused.
+    if let Some(reply) = reply.filter(|r| {
+        !matches!(
+            r,
+            FireClaim::TooEarly { .. } | FireClaim::WindowPassed { .. }
+        )
+    }) {
         let paused = matches!(reply, FireClaim::Paused { .. });
         job.counters.note_paused(&job.name, paused);
     }

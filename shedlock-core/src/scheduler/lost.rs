@@ -100,8 +100,22 @@ pub(super) async fn adopt_with(
     lost: &LostClaims,
     holder: LockRecord,
 ) -> Option<LockGuard> {
+    let owner = executor.owner_id().to_owned();
+    adopt_as(executor, clock, cfg, fire, (lost, &owner), holder).await
+}
+
+/// [`adopt_with`] for claims sent under `owner`: the executor's owner id, or its trigger claims'
+/// (`admin::TRIGGER_MARK`).
+pub(super) async fn adopt_as(
+    executor: &LockingTaskExecutor,
+    clock: &StoreClock,
+    cfg: &LockConfig,
+    fire: &Fire,
+    (lost, owner): (&LostClaims, &str),
+    holder: LockRecord,
+) -> Option<LockGuard> {
     let now = clock.store_now();
-    if holder.lock_until() <= now || !lost.may_be(&holder, executor.owner_id(), clock) {
+    if holder.lock_until() <= now || !lost.may_be(&holder, owner, clock) {
         return None;
     }
     let left = (fire.next() - now).to_std().unwrap_or_default();

@@ -66,6 +66,9 @@ pub(super) async fn trigger_loop(shared: Arc<Shared>) {
                     tracing::info!("pending triggers are read again");
                 }
                 for trigger in pending {
+                    if shared.stopping() {
+                        return;
+                    }
                     take(&shared, trigger);
                 }
             }
@@ -212,7 +215,19 @@ async fn adopt_if_committed(
     let Ok(Some(holder)) = shared.executor.holder(job.cfg.name()).await else {
         return;
     };
-    if let Some(guard) = super::lost::adopt(shared, job, &fire, &lost, holder).await {
+    // Only a claim of a trigger carries the trigger mark: a lost fire claim of this replica is
+    // never taken for this one, nor this one for a fire's.
+    let owner = crate::admin::trigger_owner(shared.executor.owner_id());
+    if let Some(guard) = super::lost::adopt_as(
+        &shared.executor,
+        &shared.clock,
+        &job.cfg,
+        &fire,
+        (&lost, &owner),
+        holder,
+    )
+    .await
+    {
         tracing::info!(
             id,
             "a trigger claim whose reply was lost had committed: running it"

@@ -188,3 +188,49 @@ async fn a_leader_only_jobs_trigger_runs_on_the_leader() {
         let _ = latch.close().await;
     }
 }
+
+/// The scheduled fires after a trigger run as scheduled, each once, and the trigger once. (That the
+/// trigger's claim records no fire is `TriggerSuite`'s check on the store.)
+#[tokio::test(start_paused = true)]
+async fn scheduled_fires_around_a_trigger_run_as_scheduled() {
+    let minute = chrono::Utc::now().timestamp() / 60 * 60;
+    let start = chrono::DateTime::from_timestamp(minute + 1, 0).unwrap();
+    // The store's clock is one second past a whole minute: fires every 10 s at :10, :20, …
+    let store = Arc::new(InMemoryLockProvider::starting_at(start));
+    let runs = Runs::default();
+    let s = replica(&store, "a");
+    let log = runs.clone();
+    s.add(Job::new(
+        "report",
+        Schedule::every(10 * SEC).unwrap(),
+        move |run| {
+            let log = log.clone();
+            async move {
+                log.lock()
+                    .unwrap()
+                    .push(("a".to_owned(), run.trigger(), run.fire().at()));
+            }
+        },
+    ))
+    .unwrap();
+    s.start().await.unwrap();
+    tokio::time::sleep(2 * SEC).await;
+    let trigger = requested(&store).await;
+    tokio::time::sleep(20 * SEC).await;
+    s.shutdown(SEC).await;
+    let seen = runs.lock().unwrap().clone();
+    let manual: Vec<_> = seen.iter().filter(|(_, t, _)| t.is_some()).collect();
+    assert_eq!(manual.len(), 1, "{seen:?}");
+    assert_eq!(manual[0].2, trigger.requested_at);
+    let scheduled: Vec<_> = seen
+        .iter()
+        .filter(|(_, t, _)| t.is_none())
+        .map(|(_, _, fire)| *fire)
+        .collect();
+    let first = start + chrono::Duration::seconds(9);
+    assert_eq!(
+        scheduled,
+        vec![first, first + chrono::Duration::seconds(10)],
+        "the fires after the trigger (from {first}) ran as scheduled"
+    );
+}
