@@ -326,11 +326,11 @@ pub(crate) fn pause_note(pause: &Pause, now: DateTime<Utc>) -> String {
         Some(until) => format!("until {} ({})", timestamp(until), relative(until, now)),
         None => "until resumed".to_owned(),
     };
-    let mut note = format!(
-        "paused {until} by {} {}",
-        cell(&pause.by),
-        relative(pause.since, now)
-    );
+    let mut note = format!("paused {until} by {}", cell(&pause.by));
+    // A pause just set needs no "0ms ago".
+    if now - pause.since >= chrono::Duration::seconds(1) {
+        let _ = write!(note, " {}", relative(pause.since, now));
+    }
     if let Some(reason) = pause.reason.as_deref().filter(|r| !r.is_empty()) {
         let _ = write!(note, ": {}", cell(reason));
     }

@@ -78,7 +78,7 @@ pub(crate) async fn trigger(
         }
     };
     output.print(&format!(
-        "triggered {} (trigger {}); a replica runs it unless it is not taken by {}\n",
+        "triggered {} (trigger {}); it expires at {} unless a replica takes it\n",
         target.words(),
         trigger.id,
         render::timestamp(trigger.expires)
