@@ -174,6 +174,14 @@ pub(crate) async fn etcd(url: &str, plan: &Plan) -> Result<Vec<Row>> {
             Ok(rows)
         });
     }
+    if plan.runs("trigger") && rows.is_ok() {
+        let trigger =
+            crate::trigger::run("etcd", &provider, Some((&wired, &proxy)), true, plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(trigger?);
+            Ok(rows)
+        });
+    }
     // The records without a lease stay: remove this run's keys.
     let end = prefix_end(prefix.as_bytes());
     let cleanup = Range::new(&target, prefix.clone());
