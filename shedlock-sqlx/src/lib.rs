@@ -257,6 +257,8 @@ mod mysql;
 mod pause;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_watch;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod provider;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -267,6 +269,8 @@ mod sqlite;
 mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod trigger;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod url;
 

@@ -354,6 +354,17 @@ impl Dialect for MySql {
         format!("ON DUPLICATE KEY UPDATE {}", set.join(", "))
     }
 
+    fn now_plus(param: &str) -> String {
+        format!("TIMESTAMPADD(MICROSECOND, {param}, {NOW})")
+    }
+
+    fn next_token(tok: &str) -> String {
+        format!("GREATEST({tok} + 1, {SEED_MICROS})")
+    }
+
+    /// MariaDB's `UPDATE` returns no rows: a claim reads its lock after.
+    const UPDATE_RETURNING: bool = false;
+
     /// Microseconds of a duration rounded up to whole milliseconds, as `TIMESTAMP(3)` keeps it.
     type Span = i64;
     fn span(d: Duration) -> i64 {
@@ -554,7 +565,7 @@ impl Dialect for MySql {
             Role::State(StateKind::Count) => (!["int", "bigint", "mediumint", "smallint"]
                 .contains(&ty.as_str()))
             .then(|| format!("column {name} is {ty}, expected INT")),
-            Role::FencingToken => {
+            Role::FencingToken | Role::State(StateKind::Id) => {
                 (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }
         }

@@ -304,6 +304,35 @@ impl Dialect for Postgres {
 
     /// Whole microseconds, rounded up. So a lock is never shorter than asked.
     type Span = PgInterval;
+    fn now_plus(param: &str) -> String {
+        format!("{NOW} + {param}")
+    }
+
+    fn next_token(tok: &str) -> String {
+        format!("GREATEST({tok} + 1, {NOW_MICROS})")
+    }
+
+    const NOTIFIES: bool = true;
+
+    /// The `UPDATE` in a CTE whose `SELECT` notifies once per row written, in the same statement
+    /// and so the same transaction: the push goes out when the trigger commits.
+    fn notify_trigger(update: &str, name: &str, channel: &str) -> Option<String> {
+        Some(format!(
+            "WITH written AS ({update} RETURNING {name})              SELECT count(*) FROM written, LATERAL (SELECT pg_notify({channel}, written.{name})) AS n"
+        ))
+    }
+
+    fn watch_triggers(
+        link: &Link<Self>,
+        channel: String,
+    ) -> impl Future<Output = Result<shedlock_core::provider::TriggerWake>> + Send {
+        crate::postgres_watch::watch(
+            link.conns.connect_options(),
+            link.target().to_owned(),
+            channel,
+        )
+    }
+
     fn span(d: Duration) -> PgInterval {
         PgInterval {
             months: 0,
@@ -457,6 +486,9 @@ impl Dialect for Postgres {
             | Role::State(StateKind::Runner | StateKind::Outcome | StateKind::Error) => {
                 (!["character varying", "text"].contains(&ty.as_str()))
                     .then(|| format!("column {name} is {ty}, expected VARCHAR"))
+            }
+            Role::State(StateKind::Id) => {
+                (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }
             Role::State(StateKind::Count) => (!["integer", "bigint", "smallint"]
                 .contains(&ty.as_str()))

@@ -271,6 +271,7 @@ impl Dialect for Sqlite {
         "TEXT NULL".to_owned()
     }
     const COUNT_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    const ID_COLUMN: &'static str = "INTEGER NULL";
     const BIGINT: &'static str = "INTEGER";
     /// The same text as the other time columns, `NULL` until a fire is recorded.
     const LAST_FIRE_COLUMN: &'static str = "TEXT NULL";
@@ -279,6 +280,14 @@ impl Dialect for Sqlite {
     /// A date modifier (`+600.500 seconds`).
     type Span = String;
     /// An SQLite date modifier adding `d`, rounded up to milliseconds: `+600.500 seconds`.
+    fn now_plus(param: &str) -> String {
+        format!("strftime('{FORMAT}', 'now', {param})")
+    }
+
+    fn next_token(tok: &str) -> String {
+        format!("max({tok} + 1, {NOW_MICROS})")
+    }
+
     fn span(d: Duration) -> String {
         let millis = millis_ceil(d);
         format!("+{}.{:03} seconds", millis / 1_000, millis % 1_000)
@@ -443,7 +452,7 @@ impl Dialect for Sqlite {
             .iter()
             .any(|affinity| ty.contains(affinity));
         let expected = match role {
-            Role::FencingToken | Role::State(StateKind::Count) => {
+            Role::FencingToken | Role::State(StateKind::Count | StateKind::Id) => {
                 return (!ty.contains("INT"))
                     .then(|| format!("column {name} is {ty}, expected INTEGER"));
             }

@@ -23,6 +23,11 @@ pub(crate) use super::pause::{
     migration_0005_adds_the_pause, pause_resume_and_unlock_record_their_actor,
     the_pause_suite_passes, the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
 };
+pub(crate) use super::trigger::{
+    a_java_table_keeps_plain_locks_and_refuses_triggers,
+    the_listing_shows_the_trigger_and_a_claim_records_no_fire, the_trigger_suite_passes,
+    the_trigger_suite_passes_on_a_java_table_with_0002_0005_and_0006,
+};
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -900,6 +905,10 @@ macro_rules! store_suite {
             bad_pauses_are_refused_and_write_nothing,
             a_java_table_keeps_plain_locks_and_refuses_pauses,
             migration_0005_adds_the_pause,
+            the_trigger_suite_passes,
+            the_trigger_suite_passes_on_a_java_table_with_0002_0005_and_0006,
+            a_java_table_keeps_plain_locks_and_refuses_triggers,
+            the_listing_shows_the_trigger_and_a_claim_records_no_fire,
         );
     };
     // One case per step: the attributes repeat once per case, which one repetition cannot say.
@@ -1256,6 +1265,46 @@ macro_rules! server_cases {
                 "took {:?}",
                 started.elapsed()
             );
+        }
+
+        /// `pending_triggers` is one statement whatever the number of rows: one round trip at 1
+        /// and at 1,000 pending triggers.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$test])*
+        async fn pending_triggers_is_one_round_trip_at_1_and_1000_triggers() {
+            use ::shedlock_core::admin::LockAdmin as _;
+            let Some(url) = $url() else {
+                return;
+            };
+            let (direct, table) = fresh(&url).await;
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            let via = $crate::common::url_via(&url, proxy.addr);
+            let provider = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&table)
+                .build()
+                .unwrap();
+            // Statement prepared and layout read first.
+            assert!(provider.pending_triggers().await.unwrap().is_empty());
+            let mut costs = Vec::new();
+            let mut asked = 0;
+            for count in [1, 1_000] {
+                while asked < count {
+                    let answer = direct.trigger(&format!("job-{asked}"), "ann", MIN).await;
+                    assert!(
+                        matches!(answer, Ok(::shedlock_core::trigger::TriggerAnswer::Requested(_))),
+                        "{answer:?}"
+                    );
+                    asked += 1;
+                }
+                let before = proxy.requests();
+                let pending = provider.pending_triggers().await.unwrap();
+                tokio::task::yield_now().await;
+                costs.push(proxy.requests() - before);
+                assert_eq!(pending.len(), count);
+            }
+            assert_eq!(costs, [1, 1], "one round trip at 1 and at 1,000 pending triggers");
+            drop_table(&url, &table).await;
         }
 
         /// A recorded release is one statement, as a plain one; on a table without the state
