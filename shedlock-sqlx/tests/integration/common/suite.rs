@@ -379,8 +379,8 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
             "the lock table {table} does not exist; create it with \
              {p}::create_table_if_not_exists(), with the migrations \
              migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql, \
-             migrations/{m}/0003_job_state.sql and migrations/{m}/0005_pause.sql of \
-             shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
+             migrations/{m}/0003_job_state.sql, migrations/{m}/0005_pause.sql and \
+             migrations/{m}/0006_trigger.sql of shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
         )
     );
 
@@ -683,8 +683,8 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
     db.execute(migration::<S>("0001_shedlock.sql", &ours)).await;
     db.execute(migration::<S>("0002_last_fire.sql", &ours))
         .await;
-    // The job state's columns (and last_fire on Java's), then the pause columns.
-    for (table, missing) in [(&java, 16), (&ours, 15)] {
+    // The job state's columns (and last_fire on Java's), then the pause and trigger columns.
+    for (table, missing) in [(&java, 22), (&ours, 21)] {
         let provider = db.on_table(table).await;
         let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
         let report = RunReport::new(a_fire(0), RunOutcome::Succeeded);
@@ -756,7 +756,7 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
 }
 
 /// A table made by migrations 0001, 0002 and 0003 records runs (0004 adds the definitions and
-/// history tables and 0005 the pause columns, so nothing is missing); one with only some of the state columns counts as
+/// history tables, 0005 the pause and 0006 the trigger columns, so nothing is missing); one with only some of the state columns counts as
 /// without them (unsupported), and `missing_ddl` lists the others.
 pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_none<S: Store>() {
     use shedlock_core::admin::LockAdmin as _;
@@ -768,6 +768,7 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
         "0003_job_state.sql",
         "0004_jobs_and_history.sql",
         "0005_pause.sql",
+        "0006_trigger.sql",
     ] {
         for statement in migration::<S>(file, &table).split(';') {
             db.execute(statement.trim().to_owned()).await;
@@ -803,10 +804,10 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
     assert!(err.is_unsupported(), "{err}");
     assert_eq!(provider.entry("job").await.unwrap().unwrap().state(), None);
     let ddl = provider.missing_ddl().await.unwrap().unwrap();
-    // The five columns and the seven pause columns, then the definitions and history tables this
-    // test did not create.
+    // The five columns, the seven pause and the six trigger columns, then the definitions and
+    // history tables this test did not create.
     let alter = ddl.lines().filter(|l| l.starts_with("ALTER TABLE")).count();
-    assert_eq!(alter, 5 + 7, "{ddl}");
+    assert_eq!(alter, 5 + 7 + 6, "{ddl}");
     assert!(
         ddl.contains("last_run_outcome") && !ddl.contains("last_run_fire"),
         "{ddl}"
