@@ -478,8 +478,7 @@ where
     }
 
     /// The record in a returned row's columns `first..first + 3`: `locked_at, lock_until,
-    /// fencing_token`.
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    /// fencing_token`. A trigger claim reads its lock so on every dialect.
     pub(crate) fn returned_record(
         row: &D::Row,
         first: usize,

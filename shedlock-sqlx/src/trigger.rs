@@ -68,7 +68,9 @@ fn columns<D: Dialect>() -> [String; 6] {
 /// The columns `SELECT`ed for a row's trigger, in the order of [`TRIGGER_COLUMNS`], each after a
 /// comma and prefixed by `t` (`t.` or empty). [`read_trigger`] reads them.
 pub(crate) fn trigger_columns<D: Dialect>(t: &str) -> String {
-    columns::<D>().iter().map(|c| format!(", {t}{c}")).collect()
+    columns::<D>()
+        .iter()
+        .fold(String::new(), |all, c| all + ", " + t + c)
 }
 
 /// The trigger of a row whose columns `first..first + 6` are [`trigger_columns`]: `None` without
@@ -128,6 +130,54 @@ struct Statements {
     pending: String,
 }
 
+/// The claim's guarded `UPDATE`, see [`Statements::claim`].
+fn claim<D: Dialect>(s: &Settings, schema: Schema) -> String {
+    let table = s.table.quoted(D::QUOTE);
+    let c = s.columns.quoted(D::QUOTE);
+    let (pre, hint, now) = (D::PIN, D::HINT, D::NOW);
+    let [id, _, expires, _, taken_by, taken_at] = columns::<D>();
+    let p = D::param;
+    let new_token = if schema.has_token {
+        format!(
+            "{} = {}, ",
+            c.fencing_token,
+            D::next_token(&c.fencing_token)
+        )
+    } else {
+        String::new()
+    };
+    let claim_unpaused = if schema.has_pause {
+        format!(" AND {}", not_paused::<D>(now))
+    } else {
+        String::new()
+    };
+    let returning = if D::UPDATE_RETURNING {
+        let tok = if schema.has_token {
+            c.fencing_token.clone()
+        } else {
+            D::NULL_TOKEN.to_owned()
+        };
+        format!(" RETURNING {}, {}, {tok}", c.locked_at, c.lock_until)
+    } else {
+        String::new()
+    };
+    // `lock_until` is assigned last: MySQL assigns left to right, and nothing before it reads it.
+    format!(
+        "{pre}UPDATE {hint} {table} SET {new_token}{by_col} = {owner}, {at_col} = {now}, \
+         {taken_by} = {owner}, {taken_at} = {now}, {until} = {plus} \
+         WHERE {name} = {name_p} AND {id} = {id_p} AND {taken_by} IS NULL AND {expires} > {now}\
+         {claim_unpaused} AND {until} <= {now}{returning}",
+        by_col = c.locked_by,
+        at_col = c.locked_at,
+        until = c.lock_until,
+        name = c.name,
+        owner = p(3),
+        plus = D::now_plus(&p(1)),
+        name_p = p(2),
+        id_p = p(4),
+    )
+}
+
 fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements {
     let table = s.table.quoted(D::QUOTE);
     let c = s.columns.quoted(D::QUOTE);
@@ -142,8 +192,9 @@ fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements {
     let pause_read = if schema.has_pause {
         PAUSE_COLUMNS[..4]
             .iter()
-            .map(|(name, _)| format!(", t.{}", D::QUOTE.quote(name)))
-            .collect()
+            .fold(String::new(), |all, (name, _)| {
+                all + ", t." + &D::QUOTE.quote(name)
+            })
     } else {
         String::new()
     };
@@ -189,45 +240,7 @@ fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements {
         c.name, c.lock_until
     );
     let write = D::notify_trigger(&update, &c.name, &p(6)).unwrap_or(update);
-    let new_token = if schema.has_token {
-        format!(
-            "{} = {}, ",
-            c.fencing_token,
-            D::next_token(&c.fencing_token)
-        )
-    } else {
-        String::new()
-    };
-    let claim_unpaused = if schema.has_pause {
-        format!(" AND {}", not_paused::<D>(now))
-    } else {
-        String::new()
-    };
-    let returning = if D::UPDATE_RETURNING {
-        let tok = if schema.has_token {
-            c.fencing_token.clone()
-        } else {
-            D::NULL_TOKEN.to_owned()
-        };
-        format!(" RETURNING {}, {}, {tok}", c.locked_at, c.lock_until)
-    } else {
-        String::new()
-    };
-    // `lock_until` is assigned last: MySQL assigns left to right, and nothing before it reads it.
-    let claim = format!(
-        "{pre}UPDATE {hint} {table} SET {new_token}{by_col} = {owner}, {at_col} = {now}, \
-         {taken_by} = {owner}, {taken_at} = {now}, {until} = {plus} \
-         WHERE {name} = {name_p} AND {id} = {id_p} AND {taken_by} IS NULL AND {expires} > {now}\
-         {claim_unpaused} AND {until} <= {now}{returning}",
-        by_col = c.locked_by,
-        at_col = c.locked_at,
-        until = c.lock_until,
-        name = c.name,
-        owner = p(3),
-        plus = D::now_plus(&p(1)),
-        name_p = p(2),
-        id_p = p(4),
-    );
+    let claim = claim::<D>(s, schema);
     let claimed_tok = if schema.has_token {
         c.fencing_token.clone()
     } else {
@@ -267,6 +280,27 @@ struct Look {
     trigger: Option<Trigger>,
     /// Whether the row exists.
     exists: bool,
+}
+
+impl Look {
+    /// What a trigger of id `id` answers without writing: the trigger itself where the row has it
+    /// already (its write's reply was lost and the call repeated), or the refusal of a held lock,
+    /// a pause that holds or a pending trigger, in that order.
+    fn refusal(self, id: i64) -> Option<TriggerAnswer> {
+        let now = self.now;
+        if let Some(trigger) = self.trigger.as_ref().filter(|t| t.id == id) {
+            return Some(TriggerAnswer::Requested(trigger.clone()));
+        }
+        if let Some(holder) = self.holder.filter(|h| h.lock_until() > now) {
+            return Some(TriggerAnswer::Held(holder));
+        }
+        if let Some(pause) = self.pause.filter(|p| p.holds_at(now)) {
+            return Some(TriggerAnswer::Paused(pause));
+        }
+        self.trigger
+            .filter(|t| t.is_pending(now))
+            .map(TriggerAnswer::Pending)
+    }
 }
 
 impl<D: Dialect> Provider<D>
@@ -348,23 +382,13 @@ where
                     let query = sqlx::query(AssertSqlSafe(sql.look.clone())).bind(name);
                     let row = statement!(c, query, map, fetch_one)?;
                     let look = Self::read_look(&row, name, schema, map)?;
-                    let now = look.now;
-                    if let Some(trigger) = look.trigger.as_ref().filter(|t| t.id == id) {
-                        // Our own write, its reply lost and the call repeated.
-                        return Ok(Some(TriggerAnswer::Requested(trigger.clone())));
-                    }
-                    if let Some(holder) = look.holder.filter(|h| h.lock_until() > now) {
-                        return Ok(Some(TriggerAnswer::Held(holder)));
-                    }
-                    if let Some(pause) = look.pause.filter(|p| p.holds_at(now)) {
-                        return Ok(Some(TriggerAnswer::Paused(pause)));
-                    }
-                    if let Some(trigger) = look.trigger.filter(|t| t.is_pending(now)) {
-                        return Ok(Some(TriggerAnswer::Pending(trigger)));
+                    let (now, exists) = (look.now, look.exists);
+                    if let Some(answer) = look.refusal(id) {
+                        return Ok(Some(answer));
                     }
                     // As the columns keep it: rounded up to their precision.
                     let expires = crate::dialect::fire_time(now + expiry, D::TIME_PRECISION_MICROS);
-                    if !look.exists {
+                    if !exists {
                         let query = sqlx::query(AssertSqlSafe(sql.create.clone()))
                             .bind(name)
                             .bind(D::time(now));
