@@ -52,8 +52,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
-/// `0005_pause.sql`.
+/// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql`,
+/// `0005_pause.sql` and `0006_trigger.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -78,6 +78,12 @@ sql_lock_provider! {
 ///     last_action VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
 ///     last_action_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
 ///     last_action_at TIMESTAMP(3) NULL DEFAULT NULL,
+///     trigger_id BIGINT NULL,
+///     trigger_at TIMESTAMP(3) NULL DEFAULT NULL,
+///     trigger_expires TIMESTAMP(3) NULL DEFAULT NULL,
+///     trigger_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     trigger_taken_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     trigger_taken_at TIMESTAMP(3) NULL DEFAULT NULL,
 ///     PRIMARY KEY (name)
 /// ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 /// ```

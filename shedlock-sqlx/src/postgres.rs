@@ -37,8 +37,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
-/// `0005_pause.sql`.
+/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql`,
+/// `0005_pause.sql` and `0006_trigger.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -63,6 +63,12 @@ sql_lock_provider! {
 ///     last_action VARCHAR(16) NULL,
 ///     last_action_by VARCHAR(255) NULL,
 ///     last_action_at TIMESTAMP NULL,
+///     trigger_id BIGINT NULL,
+///     trigger_at TIMESTAMP NULL,
+///     trigger_expires TIMESTAMP NULL,
+///     trigger_by VARCHAR(255) NULL,
+///     trigger_taken_by VARCHAR(255) NULL,
+///     trigger_taken_at TIMESTAMP NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
