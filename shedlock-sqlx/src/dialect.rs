@@ -478,6 +478,19 @@ pub(crate) trait Dialect:
         None
     }
 
+    /// Whether a trigger claim's statement also reports the row it saw, as
+    /// [`claim_seeing`](Self::claim_seeing) makes it.
+    const CLAIM_SEES: bool = false;
+
+    /// The trigger claim's guarded `update` (with `RETURNING locked_at, lock_until, token`) made
+    /// to also answer the row as `look` (a statement of one row) sees it, in one statement: one
+    /// row, the three returned columns `NULL` unless it claimed, then `look`'s. `None` where the
+    /// database cannot (a claim that claimed nothing then reads the row with a second statement).
+    fn claim_seeing(update: &str, look: &str) -> Option<String> {
+        let _ = (update, look);
+        None
+    }
+
     /// A push of new triggers on `channel`, see
     /// [`LockProvider::watch_triggers`](shedlock_core::provider::LockProvider::watch_triggers).
     /// By default there is none.

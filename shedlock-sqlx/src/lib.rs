@@ -195,8 +195,10 @@
 //! [`claim_trigger`](shedlock_core::provider::LockProvider::claim_trigger) is one guarded `UPDATE`
 //! that takes the lock as an acquire does (owner, `locked_at`, `lock_until`, a new token) and marks
 //! the trigger taken, never writing `last_fire` (MySQL/MariaDB reads the new lock with a second
-//! statement, as its `UPDATE` returns no rows); one that claims nothing reads the row to say why
-//! (gone, paused or held). A claim is never sent again after a lost reply.
+//! statement, as its `UPDATE` returns no rows). On Postgres the `UPDATE` is in a CTE whose
+//! statement also returns the row as it saw it, so every answer (claimed, gone, paused, held) is
+//! one statement; on MySQL/MariaDB and SQLite one that claims nothing reads the row to say why. A
+//! claim is never sent again after a lost reply.
 //!
 //! On Postgres the trigger's `UPDATE` also calls `pg_notify` in the same statement, so the
 //! notification goes out when the trigger commits. The channel is the table's name as configured

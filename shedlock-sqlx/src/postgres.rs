@@ -328,6 +328,18 @@ impl Dialect for Postgres {
         ))
     }
 
+    const CLAIM_SEES: bool = true;
+
+    /// Like the fire claim: the row as the statement's snapshot saw it, and the `UPDATE`, which
+    /// under READ COMMITTED re-checks its guard on the latest row version. Where the `UPDATE`
+    /// claimed nothing but the snapshot allowed it, the row changed meanwhile: look again.
+    fn claim_seeing(update: &str, look: &str) -> Option<String> {
+        Some(format!(
+            "WITH won AS ({update}), seen AS ({look}) \
+             SELECT won.*, seen.* FROM seen LEFT JOIN won ON true"
+        ))
+    }
+
     fn watch_triggers(
         link: &Link<Self>,
         channel: String,

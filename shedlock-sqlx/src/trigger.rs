@@ -12,8 +12,10 @@
 //!
 //! A claim is one guarded `UPDATE` that takes the lock as acquire does (owner, `locked_at`,
 //! `lock_until`, a new token by the table's rule) and marks the trigger taken; it never writes
-//! `last_fire`. Postgres and SQLite return the new lock with `RETURNING`; MySQL reads it after. A
-//! claim that changed nothing reads the row to say why (`Gone`, `Paused`, `Held`). It is never
+//! `last_fire`. Postgres and SQLite return the new lock with `RETURNING`; MySQL reads it after. On
+//! Postgres the `UPDATE` sits in a CTE whose statement also returns the row as it saw it, as the
+//! fire claim does, so every answer is one statement; elsewhere a claim that changed nothing reads
+//! the row to say why (`Gone`, `Paused`, `Held`). It is never
 //! sent again after a lost reply: a repeat would find the trigger taken and answer `Gone`, and the
 //! run would happen nowhere.
 //!
@@ -121,7 +123,8 @@ struct Statements {
     write: String,
     /// Claims a trigger. Parameters: 1 `at_most`, 2 name, 3 owner, 4 id; positional in order of
     /// appearance (owner, owner, `at_most`, name, id). Returns `locked_at`, `lock_until`, token
-    /// where the dialect has `UPDATE … RETURNING`.
+    /// where the dialect has `UPDATE … RETURNING`; on Postgres ([`Dialect::claim_seeing`]) always
+    /// one row, those three `NULL` unless it claimed, then the row as `look` reads it.
     claim: String,
     /// Reads a claimed lock where the claim returns nothing: `locked_at`, `lock_until`, token.
     /// Parameters: 1 name, 2 owner, 3 id.
@@ -198,16 +201,17 @@ fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements {
     } else {
         String::new()
     };
-    let look = format!(
-        "{pre}SELECT {hint} {now}, t.{}, t.{}, t.{}, {tok}{pause_read}{} \
-         FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{} = {}",
-        c.locked_by,
-        c.locked_at,
-        c.lock_until,
-        trigger_columns::<D>("t."),
-        c.name,
-        p(1)
-    );
+    let look = |name_p: &str| {
+        format!(
+            "{pre}SELECT {hint} {now}, t.{}, t.{}, t.{}, {tok}{pause_read}{} \
+             FROM (SELECT 1) AS one LEFT JOIN {table} AS t ON t.{} = {name_p}",
+            c.locked_by,
+            c.locked_at,
+            c.lock_until,
+            trigger_columns::<D>("t."),
+            c.name,
+        )
+    };
     let create = format!(
         "{pre}INSERT {hint} INTO {table} ({}, {}, {}, {}) VALUES ({}, {}, {}, '') {}",
         c.name,
@@ -240,7 +244,9 @@ fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements {
         c.name, c.lock_until
     );
     let write = D::notify_trigger(&update, &c.name, &p(6)).unwrap_or(update);
-    let claim = claim::<D>(s, schema);
+    let update = claim::<D>(s, schema);
+    let claim = D::claim_seeing(&update, &look(&p(2))).unwrap_or(update);
+    let look = look(&p(1));
     let claimed_tok = if schema.has_token {
         c.fencing_token.clone()
     } else {
@@ -303,6 +309,28 @@ impl Look {
     }
 }
 
+impl Look {
+    /// What a claim of trigger `id` that claimed nothing answers from the row it saw: gone, paused
+    /// or held, in that order; `None` where the row allowed the claim after all (it changed
+    /// between the look and the write), to look again.
+    fn claim_refusal(self, id: i64) -> Option<TriggerClaim> {
+        let now = self.now;
+        let pending = self
+            .trigger
+            .as_ref()
+            .is_some_and(|t| t.id == id && t.is_pending(now));
+        if !pending {
+            return Some(TriggerClaim::Gone { now });
+        }
+        if self.pause.is_some_and(|p| p.holds_at(now)) {
+            return Some(TriggerClaim::Paused { now });
+        }
+        self.holder
+            .filter(|h| h.lock_until() > now)
+            .map(|holder| TriggerClaim::Held { now, holder })
+    }
+}
+
 impl<D: Dialect> Provider<D>
 where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
@@ -315,12 +343,18 @@ where
     D::Arguments: IntoArguments<D>,
 {
     /// Reads the row of `name` with `look`.
-    fn read_look(row: &D::Row, name: &str, schema: Schema, map: &Map<'_>) -> Result<Look> {
-        let now = D::read_time(row, 0, map)?;
-        let owner: Option<String> = row.try_get(1).map_err(map)?;
-        let locked_at = D::read_opt_time(row, 2, map)?;
-        let lock_until = D::read_opt_time(row, 3, map)?;
-        let token: Option<i64> = row.try_get(4).map_err(map)?;
+    fn read_look(
+        row: &D::Row,
+        first: usize,
+        name: &str,
+        schema: Schema,
+        map: &Map<'_>,
+    ) -> Result<Look> {
+        let now = D::read_time(row, first, map)?;
+        let owner: Option<String> = row.try_get(first + 1).map_err(map)?;
+        let locked_at = D::read_opt_time(row, first + 2, map)?;
+        let lock_until = D::read_opt_time(row, first + 3, map)?;
+        let token: Option<i64> = row.try_get(first + 4).map_err(map)?;
         let exists = lock_until.is_some();
         let holder = match (owner, locked_at, lock_until) {
             (Some(owner), Some(locked_at), Some(lock_until)) => {
@@ -328,16 +362,16 @@ where
             }
             _ => None,
         };
-        let mut next = 5;
+        let mut next = first + 5;
         let pause = if schema.has_pause {
             next += 4;
-            match D::read_opt_time(row, 5, map)? {
+            match D::read_opt_time(row, first + 5, map)? {
                 Some(since) => {
-                    let by: Option<String> = row.try_get(7).map_err(map)?;
-                    let reason: Option<String> = row.try_get(8).map_err(map)?;
+                    let by: Option<String> = row.try_get(first + 7).map_err(map)?;
+                    let reason: Option<String> = row.try_get(first + 8).map_err(map)?;
                     Some(Pause::new(
                         since,
-                        D::read_opt_time(row, 6, map)?,
+                        D::read_opt_time(row, first + 6, map)?,
                         by.unwrap_or_default(),
                         reason.as_deref(),
                     ))
@@ -381,7 +415,7 @@ where
                 .run(call, |mut c| async move {
                     let query = sqlx::query(AssertSqlSafe(sql.look.clone())).bind(name);
                     let row = statement!(c, query, map, fetch_one)?;
-                    let look = Self::read_look(&row, name, schema, map)?;
+                    let look = Self::read_look(&row, 0, name, schema, map)?;
                     let (now, exists) = (look.now, look.exists);
                     if let Some(answer) = look.refusal(id) {
                         return Ok(Some(answer));
@@ -517,6 +551,15 @@ where
                     } else {
                         query.bind(D::span(at_most)).bind(name).bind(owner).bind(id)
                     };
+                    if D::CLAIM_SEES {
+                        let row = statement!(c, query, map, fetch_one)?;
+                        if D::read_opt_time(&row, 0, map)?.is_some() {
+                            let record = Self::returned_record(&row, 0, name, owner, map)?;
+                            return Ok(Some(TriggerClaim::Claimed(record)));
+                        }
+                        let look = Self::read_look(&row, 3, name, schema, map)?;
+                        return Ok(look.claim_refusal(id));
+                    }
                     let won = if D::UPDATE_RETURNING {
                         statement!(c, query, map, fetch_optional)?
                     } else if D::rows_affected(&statement!(c, query, map, execute)?) == 1 {
@@ -534,22 +577,8 @@ where
                     }
                     let query = sqlx::query(AssertSqlSafe(sql.look.clone())).bind(name);
                     let row = statement!(c, query, map, fetch_one)?;
-                    let look = Self::read_look(&row, name, schema, map)?;
-                    let now = look.now;
-                    let pending = look
-                        .trigger
-                        .as_ref()
-                        .is_some_and(|t| t.id == id && t.is_pending(now));
-                    if !pending {
-                        return Ok(Some(TriggerClaim::Gone { now }));
-                    }
-                    if look.pause.is_some_and(|p| p.holds_at(now)) {
-                        return Ok(Some(TriggerClaim::Paused { now }));
-                    }
-                    if let Some(holder) = look.holder.filter(|h| h.lock_until() > now) {
-                        return Ok(Some(TriggerClaim::Held { now, holder }));
-                    }
-                    Ok(None)
+                    let look = Self::read_look(&row, 0, name, schema, map)?;
+                    Ok(look.claim_refusal(id))
                 })
                 .await?;
             if let Some(claim) = claim {

@@ -574,3 +574,66 @@ async fn a_watch_wakes_on_a_trigger_and_ends_with_its_connection() {
     assert_eq!(woke, Ok(Some(())), "a new watch wakes");
     drop_table(&url, &table).await;
 }
+
+/// A trigger claim is one statement on Postgres whatever it answers: claimed, held, gone, each
+/// one round trip (the CTE reports the row it saw, as the fire claim's does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_trigger_claim_is_one_round_trip_whatever_it_answers() {
+    use shedlock_core::admin::LockAdmin as _;
+    use shedlock_core::trigger::{TriggerAnswer, TriggerClaim};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (direct, table) = fresh(&url).await;
+    let proxy = common::Proxy::start(common::url_addr(&url)).await;
+    let via = common::url_via(&url, proxy.addr);
+    let provider = PgLockProvider::from_url(&via)
+        .max_connections(1)
+        .table(&table)
+        .build()
+        .unwrap();
+    let requested = |name: &'static str| {
+        let direct = direct.clone();
+        async move {
+            match direct.trigger(name, "ann", MIN).await.unwrap() {
+                TriggerAnswer::Requested(trigger) => trigger,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    // Statement prepared and layout read first.
+    let warm = requested("warm").await;
+    assert!(matches!(
+        provider
+            .claim_trigger("warm", warm.id, MIN, "a")
+            .await
+            .unwrap(),
+        TriggerClaim::Claimed(_)
+    ));
+    let trigger = requested("job").await;
+    let held = direct.acquire("job", MIN, "other").await.unwrap().unwrap();
+    let mut answers = Vec::new();
+    for step in 0..3 {
+        if step == 1 {
+            assert!(direct.release(&held, Duration::ZERO).await.unwrap());
+        }
+        let before = proxy.requests();
+        let answer = provider
+            .claim_trigger("job", trigger.id, MIN, "a")
+            .await
+            .unwrap();
+        tokio::task::yield_now().await;
+        answers.push((
+            match answer {
+                TriggerClaim::Held { .. } => "held",
+                TriggerClaim::Claimed(_) => "claimed",
+                TriggerClaim::Gone { .. } => "gone",
+                _ => "other",
+            },
+            proxy.requests() - before,
+        ));
+    }
+    assert_eq!(answers, [("held", 1), ("claimed", 1), ("gone", 1)]);
+    drop_table(&url, &table).await;
+}
