@@ -191,7 +191,8 @@
 //! then one `UPDATE` guarded by the same conditions that writes the trigger and, with the pause
 //! columns, `triggered` as the last action. A name without a row first gets one, free, as a pause
 //! creates it. The scheduler's [`pending_triggers`](shedlock_core::provider::LockProvider::pending_triggers)
-//! is one `SELECT` whatever the number of rows. A
+//! is one `SELECT` whatever the number of rows (a scan of the lock table, which has one row per
+//! lock name). A
 //! [`claim_trigger`](shedlock_core::provider::LockProvider::claim_trigger) is one guarded `UPDATE`
 //! that takes the lock as an acquire does (owner, `locked_at`, `lock_until`, a new token) and marks
 //! the trigger taken, never writing `last_fire` (MySQL/MariaDB reads the new lock with a second
@@ -205,8 +206,8 @@
 //! plus `_trigger` (`shedlock_trigger`, `ops.shedlock_trigger`; a name longer than Postgres's 63
 //! bytes becomes `shedlock_trigger_` and a hash of it), the payload the lock's name, a hint only.
 //! [`watch_triggers`](shedlock_core::provider::LockProvider::watch_triggers) `LISTEN`s on a
-//! connection of its own, made from the provider's connect options (TLS included), one per
-//! scheduler; it ends when the scheduler is gone or the connection fails, and the scheduler then
+//! connection of its own, made from the provider's connect options (TLS included, within the call
+//! timeout), one per scheduler; it ends when the scheduler is gone or the connection fails, and the scheduler then
 //! polls and asks for a new one. MySQL/MariaDB and SQLite have no push: schedulers poll.
 //!
 //! On a table without the columns, as Java ShedLock's, plain locks, fire claims and pauses work as

@@ -348,6 +348,7 @@ impl Dialect for Postgres {
             link.conns.connect_options(),
             link.target().to_owned(),
             channel,
+            link.settings.call_timeout,
         )
     }
 

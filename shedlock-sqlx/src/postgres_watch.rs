@@ -16,23 +16,35 @@ const GONE_CHECK: Duration = Duration::from_secs(30);
 
 /// Listens on `channel` with a connection made from `options` (the provider's, TLS included),
 /// and forwards each notification to the returned [`TriggerWake`]. `target` names the server in
-/// errors.
+/// errors. Connecting and the `LISTEN` take at most `timeout` (the provider's call timeout).
 pub(crate) async fn watch(
     options: PgConnectOptions,
     target: String,
     channel: String,
+    timeout: Duration,
 ) -> Result<TriggerWake> {
     let failed =
         |e: sqlx::Error| Error::backend(format!("listen for triggers on {target}"), Box::new(e));
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .min_connections(0)
-        .connect_with(options)
+    let listen = async {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .acquire_timeout(timeout)
+            .connect_with(options)
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.eager_reconnect(false);
+        listener.listen(&channel).await?;
+        Ok::<_, sqlx::Error>((pool, listener))
+    };
+    let (pool, listener) = tokio::time::timeout(timeout, listen)
         .await
+        .map_err(|_| {
+            Error::backend_message(format!(
+                "listen for triggers on {target}: no answer within {timeout:?}"
+            ))
+        })?
         .map_err(failed)?;
-    let mut listener = PgListener::connect_with(&pool).await.map_err(failed)?;
-    listener.eager_reconnect(false);
-    listener.listen(&channel).await.map_err(failed)?;
     let (waker, wake) = TriggerWake::channel();
     tokio::spawn(forward(listener, pool, waker, channel));
     Ok(wake)
