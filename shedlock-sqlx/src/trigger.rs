@@ -8,16 +8,16 @@
 //! same three conditions on that now, writes the trigger and the last action; a missing row is
 //! first created free, as a pause creates it. On Postgres the `UPDATE` also sends the push
 //! (`pg_notify` on [`channel`]) in the same statement, so it goes out exactly when the trigger
-//! commits. An `UPDATE` that changed nothing (a race) reads again, a few times at most.
+//! commits. An `UPDATE` that changed nothing (a race) reads again, a few times at most. A request
+//! whose reply was lost is sent again: its read finds its own id and answers it as requested.
 //!
 //! A claim is one guarded `UPDATE` that takes the lock as acquire does (owner, `locked_at`,
 //! `lock_until`, a new token by the table's rule) and marks the trigger taken; it never writes
 //! `last_fire`. Postgres and SQLite return the new lock with `RETURNING`; MySQL reads it after. On
 //! Postgres the `UPDATE` sits in a CTE whose statement also returns the row as it saw it, as the
 //! fire claim does, so every answer is one statement; elsewhere a claim that changed nothing reads
-//! the row to say why (`Gone`, `Paused`, `Held`). It is never
-//! sent again after a lost reply: a repeat would find the trigger taken and answer `Gone`, and the
-//! run would happen nowhere.
+//! the row to say why (`Gone`, `Paused`, `Held`). It is never sent again after a lost reply: a
+//! repeat would find the trigger taken and answer `Gone`, and the run would happen nowhere.
 //!
 //! [`LockAdmin::trigger`]: shedlock_core::admin::LockAdmin::trigger
 //! [`pending_triggers`]: shedlock_core::provider::LockProvider::pending_triggers
