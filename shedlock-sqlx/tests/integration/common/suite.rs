@@ -27,6 +27,7 @@ pub(crate) use super::trigger::{
     a_java_table_keeps_plain_locks_and_refuses_triggers,
     the_listing_shows_the_trigger_and_a_claim_records_no_fire, the_trigger_suite_passes,
     the_trigger_suite_passes_on_a_java_table_with_0002_0005_and_0006,
+    triggers_work_on_a_java_table_with_0006_only,
 };
 
 const MIN: Duration = Duration::from_mins(1);
@@ -910,6 +911,7 @@ macro_rules! store_suite {
             the_trigger_suite_passes_on_a_java_table_with_0002_0005_and_0006,
             a_java_table_keeps_plain_locks_and_refuses_triggers,
             the_listing_shows_the_trigger_and_a_claim_records_no_fire,
+            triggers_work_on_a_java_table_with_0006_only,
         );
     };
     // One case per step: the attributes repeat once per case, which one repetition cannot say.

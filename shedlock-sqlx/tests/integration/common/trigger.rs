@@ -151,3 +151,44 @@ pub(crate) async fn the_listing_shows_the_trigger_and_a_claim_records_no_fire<S:
     ));
     db.drop_table(&table).await;
 }
+
+/// Java ShedLock's table with `0006_trigger.sql` only (no token, no `last_fire`, no pause
+/// columns): triggers work without a pause to check or a last action to record, and a claim takes
+/// the lock without a token.
+pub(crate) async fn triggers_work_on_a_java_table_with_0006_only<S: Store>() {
+    let Some(db) = S::open().await else { return };
+    let table = db.table_name();
+    db.execute(S::java_ddl(&table)).await;
+    for statement in migration::<S>("0006_trigger.sql", &table).split(';') {
+        db.execute(statement.trim().to_owned()).await;
+    }
+    let provider = db.on_table(&table).await;
+    let TriggerAnswer::Requested(trigger) = provider.trigger("job", "ann", MIN).await.unwrap()
+    else {
+        panic!("a trigger of a free name is written");
+    };
+    assert_eq!(
+        provider.trigger("job", "bob", MIN).await.unwrap(),
+        TriggerAnswer::Pending(trigger.clone())
+    );
+    let TriggerClaim::Claimed(record) = provider
+        .claim_trigger("job", trigger.id, MIN, "me")
+        .await
+        .unwrap()
+    else {
+        panic!("the pending trigger is claimed");
+    };
+    assert_eq!(record.fencing_token(), None, "no token column");
+    let entry = provider.entry("job").await.unwrap().unwrap();
+    assert_eq!(entry.last_action(), None, "no action columns");
+    assert_eq!(
+        entry.trigger().and_then(|t| t.taken_by.as_deref()),
+        Some("me")
+    );
+    assert!(matches!(
+        provider.trigger("job", "bob", MIN).await.unwrap(),
+        TriggerAnswer::Held(held) if held == record
+    ));
+    assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    db.drop_table(&table).await;
+}
