@@ -33,12 +33,13 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::builder::Settings;
 use crate::dialect::{
-    Dialect, LAST_FIRE, Map, PAUSE_COLUMNS, STATE_COLUMNS, StateKind, missing_columns,
-    missing_state_columns,
+    Dialect, LAST_FIRE, Map, PAUSE_COLUMNS, STATE_COLUMNS, StateKind, TRIGGER_COLUMNS,
+    missing_columns, missing_state_columns,
 };
 use crate::link::Schema;
 use crate::pause::{read_steer, steer_columns};
 use crate::provider::{add_columns, add_last_fire};
+use crate::trigger::{read_trigger, trigger_columns};
 
 /// The admin statements for one table layout.
 pub(crate) struct Statements {
@@ -46,7 +47,8 @@ pub(crate) struct Statements {
     /// database's now.
     ///
     /// Where the table has them, the [`STATE_COLUMNS`] follow. `consecutive_failures` is read as a
-    /// 64-bit integer. Then, where the table has them, the [`PAUSE_COLUMNS`].
+    /// 64-bit integer. Then, where the table has them, the [`PAUSE_COLUMNS`], then the
+    /// [`TRIGGER_COLUMNS`].
     pub(crate) list: String,
     /// The same for one name (parameter 1).
     pub(crate) entry: String,
@@ -87,8 +89,13 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
     } else {
         String::new()
     };
+    let trigger = if schema.has_trigger {
+        trigger_columns::<D>("")
+    } else {
+        String::new()
+    };
     let select = format!(
-        "{pre}SELECT {hint} {}, {}, {}, {}, {tok}, {fire}, {now}{state}{steer} FROM {table}",
+        "{pre}SELECT {hint} {}, {}, {}, {}, {tok}, {fire}, {now}{state}{steer}{trigger} FROM {table}",
         c.name, c.locked_by, c.locked_at, c.lock_until
     );
     let same_token = if schema.has_token {
@@ -123,7 +130,7 @@ pub(crate) fn statements<D: Dialect>(s: &Settings, schema: Schema) -> Statements
 /// A listed row: name, owner, `locked_at`, `lock_until`, token, `last_fire` and now.
 ///
 /// Where `schema` says the statement read them, the job state follows in columns 7 to 14, then the
-/// pause and last action.
+/// pause and last action, then the trigger.
 pub(crate) fn entry<D: Dialect>(row: &D::Row, map: &Map<'_>, schema: Schema) -> Result<LockEntry>
 where
     for<'r> String: Decode<'r, D> + Type<D>,
@@ -147,16 +154,22 @@ where
     } else {
         entry
     };
-    if !schema.has_pause {
-        return Ok(entry);
-    }
-    let first = 7 + if schema.has_job_state {
+    let mut first = 7 + if schema.has_job_state {
         STATE_COLUMNS.len()
     } else {
         0
     };
-    let (pause, action) = read_steer::<D>(row, first, map)?;
-    Ok(entry.with_pause(pause).with_last_action(action))
+    let entry = if schema.has_pause {
+        let (pause, action) = read_steer::<D>(row, first, map)?;
+        first += PAUSE_COLUMNS.len();
+        entry.with_pause(pause).with_last_action(action)
+    } else {
+        entry
+    };
+    if !schema.has_trigger {
+        return Ok(entry);
+    }
+    Ok(entry.with_trigger(read_trigger::<D>(row, first, map)?))
 }
 
 /// The job state in a row's columns `first..first + 8`, in the [`STATE_COLUMNS`]' order.
@@ -211,6 +224,10 @@ pub(crate) fn missing_columns_ddl<D: Dialect>(
     statements.extend(add_columns::<D>(
         settings,
         &missing_columns::<D>(columns, &PAUSE_COLUMNS),
+    ));
+    statements.extend(add_columns::<D>(
+        settings,
+        &missing_columns::<D>(columns, &TRIGGER_COLUMNS),
     ));
     statements
 }
@@ -273,6 +290,15 @@ macro_rules! admin {
                 actor: &str,
             ) -> shedlock_core::Result<Option<shedlock_core::pause::Pause>> {
                 self.generic().admin_resume(name, actor).await
+            }
+
+            async fn trigger(
+                &self,
+                name: &str,
+                actor: &str,
+                expires_in: ::std::time::Duration,
+            ) -> shedlock_core::Result<shedlock_core::trigger::TriggerAnswer> {
+                self.generic().admin_trigger(name, actor, expires_in).await
             }
 
             fn ddl(&self) -> Option<String> {

@@ -71,6 +71,19 @@ impl ConnectionStats {
 }
 
 impl<D: Database> Connections<D> {
+    /// The options the connections are made with, for a connection of its own (such as
+    /// Postgres's `LISTEN`).
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(dead_code, reason = "used by Postgres")
+    )]
+    pub(crate) fn connect_options(&self) -> Options<D> {
+        match self {
+            Self::Own(own) => own.options.clone(),
+            Self::Pool(pool) => (*pool.connect_options()).clone(),
+        }
+    }
+
     /// The most connections open at once.
     pub(crate) fn max(&self) -> u32 {
         match self {

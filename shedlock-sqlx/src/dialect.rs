@@ -67,7 +67,20 @@ pub(crate) const PAUSE_COLUMNS: [(&str, StateKind); 7] = [
     ("last_action_at", StateKind::Time),
 ];
 
-/// What a job state or pause column holds, for its type in our DDL and its check.
+/// The trigger columns of [`LockAdmin::trigger`](shedlock_core::admin::LockAdmin::trigger) ("run
+/// now"), with fixed names like [`LAST_FIRE`], in the order of our DDL and `0006_trigger.sql`: the
+/// trigger's id, when it was asked for, when it expires, by whom, and which replica took it when.
+/// Times are typed like [`LAST_FIRE`], names like the runner (`VARCHAR(255)`), the id `BIGINT`.
+pub(crate) const TRIGGER_COLUMNS: [(&str, StateKind); 6] = [
+    ("trigger_id", StateKind::Id),
+    ("trigger_at", StateKind::Time),
+    ("trigger_expires", StateKind::Time),
+    ("trigger_by", StateKind::Runner),
+    ("trigger_taken_by", StateKind::Runner),
+    ("trigger_taken_at", StateKind::Time),
+];
+
+/// What a job state, pause or trigger column holds, for its type in our DDL and its check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StateKind {
     /// A nullable time, typed like [`LAST_FIRE`].
@@ -81,15 +94,18 @@ pub(crate) enum StateKind {
     Error,
     /// `consecutive_failures`: an integer, `NOT NULL DEFAULT 0` so Java's `INSERT`s work.
     Count,
+    /// A nullable 64-bit integer: `trigger_id`.
+    Id,
 }
 
 /// Every column name that this crate fixes, so that it is not configurable. These are [`LAST_FIRE`],
-/// the [`STATE_COLUMNS`] and the [`PAUSE_COLUMNS`].
+/// the [`STATE_COLUMNS`], the [`PAUSE_COLUMNS`] and the [`TRIGGER_COLUMNS`].
 pub(crate) fn fixed_columns() -> impl Iterator<Item = &'static str> {
     std::iter::once(LAST_FIRE).chain(
         STATE_COLUMNS
             .iter()
             .chain(PAUSE_COLUMNS.iter())
+            .chain(TRIGGER_COLUMNS.iter())
             .map(|(name, _)| *name),
     )
 }
@@ -404,6 +420,8 @@ pub(crate) trait Dialect:
     fn text_column(len: usize) -> String {
         format!("VARCHAR({len}) NULL")
     }
+    /// The type of the nullable 64-bit `trigger_id` column in our DDL.
+    const ID_COLUMN: &'static str = "BIGINT NULL";
     /// The type of the `consecutive_failures` column in our DDL.
     const COUNT_COLUMN: &'static str = "INT NOT NULL DEFAULT 0";
     /// The integer type `CAST(… AS …)` takes for a 64-bit integer, to read any integer column as
@@ -435,6 +453,53 @@ pub(crate) trait Dialect:
     fn upsert(key: &str, set: &[&str]) -> String {
         let set: Vec<String> = set.iter().map(|c| format!("{c} = excluded.{c}")).collect();
         format!("ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
+    }
+
+    /// The database's now plus the duration bound at `param` (as [`span`](Self::span) binds it),
+    /// as acquire computes `lock_until`.
+    fn now_plus(param: &str) -> String;
+
+    /// A new fencing token in a plain `UPDATE` of the row, from its token column `tok`, by the
+    /// rule acquire follows.
+    fn next_token(tok: &str) -> String;
+
+    /// Whether an `UPDATE` can return its row (`RETURNING`).
+    const UPDATE_RETURNING: bool = true;
+
+    /// Whether a trigger's write sends a push, as [`notify_trigger`](Self::notify_trigger) makes
+    /// it.
+    const NOTIFIES: bool = false;
+
+    /// The trigger's guarded `update` made to also send the push of a new trigger with the name
+    /// column `name` as payload on the channel bound at `channel`, answering the number of rows
+    /// written. `None` where the database has no push.
+    fn notify_trigger(update: &str, name: &str, channel: &str) -> Option<String> {
+        let _ = (update, name, channel);
+        None
+    }
+
+    /// Whether a trigger claim's statement also reports the row it saw, as
+    /// [`claim_seeing`](Self::claim_seeing) makes it.
+    const CLAIM_SEES: bool = false;
+
+    /// The trigger claim's guarded `update` (with `RETURNING locked_at, lock_until, token`) made
+    /// to also answer the row as `look` (a statement of one row) sees it, in one statement: one
+    /// row, the three returned columns `NULL` unless it claimed, then `look`'s. `None` where the
+    /// database cannot (a claim that claimed nothing then reads the row with a second statement).
+    fn claim_seeing(update: &str, look: &str) -> Option<String> {
+        let _ = (update, look);
+        None
+    }
+
+    /// A push of new triggers on `channel`, see
+    /// [`LockProvider::watch_triggers`](shedlock_core::provider::LockProvider::watch_triggers).
+    /// By default there is none.
+    fn watch_triggers(
+        link: &Link<Self>,
+        channel: String,
+    ) -> impl Future<Output = Result<shedlock_core::provider::TriggerWake>> + Send {
+        let _ = (link, channel);
+        std::future::ready(Err(Error::unsupported("watch_triggers")))
     }
 
     /// A duration as the statements take it.
@@ -577,6 +642,7 @@ pub(crate) fn check_columns<D: Dialect>(
     };
     let has_job_state = job_state_columns::<D>(s, columns, &mut problems);
     let has_pause = pause_columns::<D>(s, columns, &mut problems);
+    let has_trigger = trigger_columns::<D>(s, columns, &mut problems);
     if !problems.is_empty() {
         return Err(Error::schema(
             format!(
@@ -589,12 +655,13 @@ pub(crate) fn check_columns<D: Dialect>(
         ));
     }
     check_name_capacity(s, name_max)?;
-    tracing::debug!(table = %s.table, has_token, has_last_fire, has_job_state, has_pause, "lock table checked");
+    tracing::debug!(table = %s.table, has_token, has_last_fire, has_job_state, has_pause, has_trigger, "lock table checked");
     Ok(Schema {
         has_token,
         has_last_fire,
         has_job_state,
         has_pause,
+        has_trigger,
         owner_max,
     })
 }
@@ -646,6 +713,31 @@ fn pause_columns<D: Dialect>(
             columns: &PAUSE_COLUMNS,
             what: "pause",
             migration: "0005_pause.sql",
+            needed: &needed,
+        },
+        problems,
+    )
+}
+
+/// Whether the table has all of the [`TRIGGER_COLUMNS`], each of a fitting type, as
+/// [`job_state_columns`] checks those.
+fn trigger_columns<D: Dialect>(
+    s: &Settings,
+    columns: &[D::TableColumn],
+    problems: &mut Vec<String>,
+) -> bool {
+    // An operator's name and a replica's owner id of 255 characters.
+    let needed = |kind| match kind {
+        StateKind::Runner => 255,
+        _ => 0,
+    };
+    column_set::<D>(
+        s,
+        columns,
+        &ColumnSet {
+            columns: &TRIGGER_COLUMNS,
+            what: "trigger",
+            migration: "0006_trigger.sql",
             needed: &needed,
         },
         problems,
@@ -727,5 +819,6 @@ pub(crate) fn state_column_type<D: Dialect>(kind: StateKind) -> String {
         StateKind::Outcome => D::text_column(16),
         StateKind::Error => D::text_column(shedlock_core::jobs::MAX_ERROR_LEN),
         StateKind::Count => D::COUNT_COLUMN.to_owned(),
+        StateKind::Id => D::ID_COLUMN.to_owned(),
     }
 }

@@ -108,8 +108,8 @@
 //! `migrations/{postgres,mysql,sqlite}/`: `0001_shedlock.sql` creates the table,
 //! `0002_last_fire.sql` adds `last_fire` to an older or Java ShedLock table,
 //! `0003_job_state.sql` adds the job state columns, `0004_jobs_and_history.sql` creates the
-//! [job tables](#job-definitions-and-run-history) and `0005_pause.sql` adds the
-//! [pause columns](#pauses).
+//! [job tables](#job-definitions-and-run-history), `0005_pause.sql` adds the
+//! [pause columns](#pauses) and `0006_trigger.sql` the [trigger columns](#run-now).
 //!
 //! Restart the services after running them, as the providers read the table's columns once.
 //! [`missing_ddl`](shedlock_core::admin::LockAdmin::missing_ddl) and `shedlock ddl` print the
@@ -172,6 +172,50 @@
 //! before, and `pause` and `resume` answer [`Error::is_schema`](shedlock_core::Error::is_schema)
 //! naming the missing columns, the migration and its statements, having written nothing. After
 //! adding them, restart the services: a provider reads the table's columns once.
+//!
+//! # Run now
+//!
+//! Where a table has the trigger columns, an operator asks for one run of a scheduled job now with
+//! [`LockAdmin::trigger`](shedlock_core::admin::LockAdmin::trigger) (`shedlock trigger`), and one
+//! replica's scheduler claims and runs it (docs/operating.md, "Run now"). The columns are
+//! `trigger_id` (`BIGINT`, a random id per request), `trigger_at` (when it was asked for, by the
+//! database's clock: the run's fire), `trigger_expires`, `trigger_by`, `trigger_taken_by` and
+//! `trigger_taken_at` (the replica that took it, and when). Times are typed like `lock_until`, the
+//! names hold 255 characters, all nullable. They are in `ddl()` and
+//! `create_table_if_not_exists()`, and `0006_trigger.sql` adds them to an existing table, Java
+//! ShedLock's included. Their names are fixed, and a table with only some of them counts as
+//! without them, with a warning.
+//!
+//! A trigger costs two statements: one read of the database's now and the row, which answers a
+//! refusal (the lock held, a pause that holds, another trigger pending) having written nothing,
+//! then one `UPDATE` guarded by the same conditions that writes the trigger and, with the pause
+//! columns, `triggered` as the last action. A name without a row first gets one, free, as a pause
+//! creates it. The scheduler's [`pending_triggers`](shedlock_core::provider::LockProvider::pending_triggers)
+//! is one `SELECT` whatever the number of rows (a scan of the lock table, which has one row per
+//! lock name). A
+//! [`claim_trigger`](shedlock_core::provider::LockProvider::claim_trigger) is one guarded `UPDATE`
+//! that takes the lock as an acquire does (owner, `locked_at`, `lock_until`, a new token) and marks
+//! the trigger taken, never writing `last_fire` (MySQL/MariaDB reads the new lock with a second
+//! statement, as its `UPDATE` returns no rows). On Postgres the `UPDATE` is in a CTE whose
+//! statement also returns the row as it saw it, so every answer (claimed, gone, paused, held) is
+//! one statement; on MySQL/MariaDB and SQLite one that claims nothing reads the row to say why. A
+//! claim is never sent again after a lost reply.
+//!
+//! On Postgres the trigger's `UPDATE` also calls `pg_notify` in the same statement, so the
+//! notification goes out when the trigger commits. The channel is the table's name as configured
+//! plus `_trigger` (`shedlock_trigger`, `ops.shedlock_trigger`; a name longer than Postgres's 63
+//! bytes becomes `shedlock_trigger_` and a hash of it), the payload the lock's name, a hint only.
+//! [`watch_triggers`](shedlock_core::provider::LockProvider::watch_triggers) `LISTEN`s on a
+//! connection of its own, made from the provider's connect options (TLS included, within the call
+//! timeout), one per scheduler; it ends when the scheduler is gone or the connection fails, and the scheduler then
+//! polls and asks for a new one. MySQL/MariaDB and SQLite have no push: schedulers poll.
+//!
+//! On a table without the columns, as Java ShedLock's, plain locks, fire claims and pauses work as
+//! before; `trigger` answers [`Error::is_schema`](shedlock_core::Error::is_schema) naming the
+//! missing columns, the migration and its statements, having written nothing, and
+//! `pending_triggers` and `claim_trigger` answer the same kind, which a scheduler takes as "not set
+//! up" and asks again later. `list` and `entry` carry the row's last
+//! [`trigger`](shedlock_core::admin::LockEntry::trigger).
 //!
 //! # Job definitions and run history
 //!
@@ -257,6 +301,8 @@ mod mysql;
 mod pause;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_watch;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod provider;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -267,6 +313,8 @@ mod sqlite;
 mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod trigger;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod url;
 

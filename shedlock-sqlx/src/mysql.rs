@@ -52,8 +52,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
-/// `0005_pause.sql`.
+/// `migrations/mysql/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql`,
+/// `0005_pause.sql` and `0006_trigger.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -78,6 +78,12 @@ sql_lock_provider! {
 ///     last_action VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
 ///     last_action_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
 ///     last_action_at TIMESTAMP(3) NULL DEFAULT NULL,
+///     trigger_id BIGINT NULL,
+///     trigger_at TIMESTAMP(3) NULL DEFAULT NULL,
+///     trigger_expires TIMESTAMP(3) NULL DEFAULT NULL,
+///     trigger_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     trigger_taken_by VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+///     trigger_taken_at TIMESTAMP(3) NULL DEFAULT NULL,
 ///     PRIMARY KEY (name)
 /// ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 /// ```
@@ -354,6 +360,17 @@ impl Dialect for MySql {
         format!("ON DUPLICATE KEY UPDATE {}", set.join(", "))
     }
 
+    fn now_plus(param: &str) -> String {
+        format!("TIMESTAMPADD(MICROSECOND, {param}, {NOW})")
+    }
+
+    fn next_token(tok: &str) -> String {
+        format!("GREATEST({tok} + 1, {SEED_MICROS})")
+    }
+
+    /// MariaDB's `UPDATE` returns no rows: a claim reads its lock after.
+    const UPDATE_RETURNING: bool = false;
+
     /// Microseconds of a duration rounded up to whole milliseconds, as `TIMESTAMP(3)` keeps it.
     type Span = i64;
     fn span(d: Duration) -> i64 {
@@ -554,7 +571,7 @@ impl Dialect for MySql {
             Role::State(StateKind::Count) => (!["int", "bigint", "mediumint", "smallint"]
                 .contains(&ty.as_str()))
             .then(|| format!("column {name} is {ty}, expected INT")),
-            Role::FencingToken => {
+            Role::FencingToken | Role::State(StateKind::Id) => {
                 (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }
         }

@@ -37,8 +37,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
-/// `0005_pause.sql`.
+/// `migrations/postgres/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql`,
+/// `0005_pause.sql` and `0006_trigger.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -63,6 +63,12 @@ sql_lock_provider! {
 ///     last_action VARCHAR(16) NULL,
 ///     last_action_by VARCHAR(255) NULL,
 ///     last_action_at TIMESTAMP NULL,
+///     trigger_id BIGINT NULL,
+///     trigger_at TIMESTAMP NULL,
+///     trigger_expires TIMESTAMP NULL,
+///     trigger_by VARCHAR(255) NULL,
+///     trigger_taken_by VARCHAR(255) NULL,
+///     trigger_taken_at TIMESTAMP NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -304,6 +310,48 @@ impl Dialect for Postgres {
 
     /// Whole microseconds, rounded up. So a lock is never shorter than asked.
     type Span = PgInterval;
+    fn now_plus(param: &str) -> String {
+        format!("{NOW} + {param}")
+    }
+
+    fn next_token(tok: &str) -> String {
+        format!("GREATEST({tok} + 1, {NOW_MICROS})")
+    }
+
+    const NOTIFIES: bool = true;
+
+    /// The `UPDATE` in a CTE whose `SELECT` notifies once per row written, in the same statement
+    /// and so the same transaction: the push goes out when the trigger commits.
+    fn notify_trigger(update: &str, name: &str, channel: &str) -> Option<String> {
+        Some(format!(
+            "WITH written AS ({update} RETURNING {name})              SELECT count(*) FROM written, LATERAL (SELECT pg_notify({channel}, written.{name})) AS n"
+        ))
+    }
+
+    const CLAIM_SEES: bool = true;
+
+    /// Like the fire claim: the row as the statement's snapshot saw it, and the `UPDATE`, which
+    /// under READ COMMITTED re-checks its guard on the latest row version. Where the `UPDATE`
+    /// claimed nothing but the snapshot allowed it, the row changed meanwhile: look again.
+    fn claim_seeing(update: &str, look: &str) -> Option<String> {
+        Some(format!(
+            "WITH won AS ({update}), seen AS ({look}) \
+             SELECT won.*, seen.* FROM seen LEFT JOIN won ON true"
+        ))
+    }
+
+    fn watch_triggers(
+        link: &Link<Self>,
+        channel: String,
+    ) -> impl Future<Output = Result<shedlock_core::provider::TriggerWake>> + Send {
+        crate::postgres_watch::watch(
+            link.conns.connect_options(),
+            link.target().to_owned(),
+            channel,
+            link.settings.call_timeout,
+        )
+    }
+
     fn span(d: Duration) -> PgInterval {
         PgInterval {
             months: 0,
@@ -457,6 +505,9 @@ impl Dialect for Postgres {
             | Role::State(StateKind::Runner | StateKind::Outcome | StateKind::Error) => {
                 (!["character varying", "text"].contains(&ty.as_str()))
                     .then(|| format!("column {name} is {ty}, expected VARCHAR"))
+            }
+            Role::State(StateKind::Id) => {
+                (ty != "bigint").then(|| format!("column {name} is {ty}, expected BIGINT"))
             }
             Role::State(StateKind::Count) => (!["integer", "bigint", "smallint"]
                 .contains(&ty.as_str()))

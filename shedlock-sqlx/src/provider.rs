@@ -22,7 +22,8 @@ use crate::builder::{Checked, Settings};
 use crate::conns::{ConnectionStats, Connections, Own};
 use crate::dialect::{
     Acquire, Attempt, ClaimFire, Dialect, Extend, Fault, LAST_FIRE, Map, PAUSE_COLUMNS,
-    STATE_COLUMNS, Seen, StateKind, Statements, check_columns, fire_time, state_column_type,
+    STATE_COLUMNS, Seen, StateKind, Statements, TRIGGER_COLUMNS, check_columns, fire_time,
+    state_column_type,
 };
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use crate::dialect::{seen_holder, seen_pause};
@@ -477,8 +478,7 @@ where
     }
 
     /// The record in a returned row's columns `first..first + 3`: `locked_at, lock_until,
-    /// fencing_token`.
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    /// fencing_token`. A trigger claim reads its lock so on every dialect.
     pub(crate) fn returned_record(
         row: &D::Row,
         first: usize,
@@ -621,7 +621,8 @@ where
             format!(
                 "create it with {p}::create_table_if_not_exists(), with the migrations \
                  migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql, \
-                 migrations/{m}/0003_job_state.sql and migrations/{m}/0005_pause.sql of \
+                 migrations/{m}/0003_job_state.sql, migrations/{m}/0005_pause.sql and \
+                 migrations/{m}/0006_trigger.sql of \
                  shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)",
                 p = D::PROVIDER,
                 m = D::MIGRATIONS,
@@ -759,7 +760,7 @@ where
 /// Our `CREATE TABLE IF NOT EXISTS` statement for `settings`: Java ShedLock's columns plus the
 /// fencing token, and when `full` the recorded fire, the job state and the pause columns. For the
 /// default names it is the migration `0001_shedlock.sql`, or with `full` the table that it,
-/// `0002_last_fire.sql` ([`add_last_fire`]), `0003_job_state.sql` and `0005_pause.sql`
+/// `0002_last_fire.sql` ([`add_last_fire`]), `0003_job_state.sql`, `0005_pause.sql` and `0006_trigger.sql`
 /// ([`add_columns`]) make.
 pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
     let mut extra = String::new();
@@ -768,6 +769,7 @@ pub(crate) fn ddl<D: Dialect>(settings: &Settings, full: bool) -> String {
             STATE_COLUMNS
                 .iter()
                 .chain(PAUSE_COLUMNS.iter())
+                .chain(TRIGGER_COLUMNS.iter())
                 .map(|(name, kind)| (*name, state_column_type::<D>(*kind))),
         );
         for (name, ty) in columns {
@@ -815,7 +817,7 @@ pub(crate) fn add_last_fire<D: Dialect>(settings: &Settings) -> String {
 /// The statements that add the job state or pause columns `columns` to `settings`' table, one
 /// `ALTER TABLE` per column as SQLite adds one column per statement. For every column and the
 /// default names, they are the migration `0003_job_state.sql` ([`STATE_COLUMNS`]) or
-/// `0005_pause.sql` ([`PAUSE_COLUMNS`]).
+/// `0005_pause.sql` ([`PAUSE_COLUMNS`]) or `0006_trigger.sql` ([`TRIGGER_COLUMNS`]).
 pub(crate) fn add_columns<D: Dialect>(
     settings: &Settings,
     columns: &[(&str, StateKind)],
@@ -835,7 +837,7 @@ pub(crate) fn add_columns<D: Dialect>(
 
 /// The dialect's migration files hold its built-in DDL: `0001_shedlock.sql` the table without
 /// [`LAST_FIRE`], `0002_last_fire.sql` the statement adding it, `0003_job_state.sql` those adding
-/// the job state columns, `0005_pause.sql` those adding the pause columns.
+/// the job state columns, `0005_pause.sql` those adding the pause columns, `0006_trigger.sql` the trigger columns.
 #[cfg(test)]
 pub(crate) fn assert_migrations<D: Dialect>() {
     let settings = Settings::defaults();
@@ -855,6 +857,10 @@ pub(crate) fn assert_migrations<D: Dialect>() {
     crate::link::assert_same_ddl(
         &format!("{folder}/0005_pause.sql"),
         &add_columns::<D>(&settings, &PAUSE_COLUMNS).join(";\n"),
+    );
+    crate::link::assert_same_ddl(
+        &format!("{folder}/0006_trigger.sql"),
+        &add_columns::<D>(&settings, &TRIGGER_COLUMNS).join(";\n"),
     );
 }
 

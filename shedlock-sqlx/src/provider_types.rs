@@ -278,6 +278,28 @@ macro_rules! sql_lock_provider {
                 self.0.claim_fire(name, fire, at_most, owner).await
             }
 
+            async fn pending_triggers(
+                &self,
+            ) -> ::shedlock_core::Result<Vec<::shedlock_core::provider::PendingTrigger>> {
+                self.0.pending_triggers().await
+            }
+
+            async fn claim_trigger(
+                &self,
+                name: &str,
+                id: i64,
+                at_most: ::std::time::Duration,
+                owner: &str,
+            ) -> ::shedlock_core::Result<::shedlock_core::provider::TriggerClaim> {
+                self.0.claim_trigger(name, id, at_most, owner).await
+            }
+
+            async fn watch_triggers(
+                &self,
+            ) -> ::shedlock_core::Result<::shedlock_core::provider::TriggerWake> {
+                self.0.watch_triggers().await
+            }
+
             async fn publish_definitions(
                 &self,
                 replica: &str,

@@ -37,8 +37,8 @@ sql_lock_provider! {
 ///
 /// Create it with [`create_table_if_not_exists`](Self::create_table_if_not_exists). Or run the same
 /// DDL from this crate's migrations, named as sqlx-cli names them:
-/// `migrations/sqlite/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql` and
-/// `0005_pause.sql`.
+/// `migrations/sqlite/0001_shedlock.sql`, `0002_last_fire.sql`, `0003_job_state.sql`,
+/// `0005_pause.sql` and `0006_trigger.sql`.
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS shedlock (
@@ -63,6 +63,12 @@ sql_lock_provider! {
 ///     last_action TEXT NULL,
 ///     last_action_by TEXT NULL,
 ///     last_action_at TEXT NULL,
+///     trigger_id INTEGER NULL,
+///     trigger_at TEXT NULL,
+///     trigger_expires TEXT NULL,
+///     trigger_by TEXT NULL,
+///     trigger_taken_by TEXT NULL,
+///     trigger_taken_at TEXT NULL,
 ///     PRIMARY KEY (name)
 /// )
 /// ```
@@ -271,6 +277,7 @@ impl Dialect for Sqlite {
         "TEXT NULL".to_owned()
     }
     const COUNT_COLUMN: &'static str = "INTEGER NOT NULL DEFAULT 0";
+    const ID_COLUMN: &'static str = "INTEGER NULL";
     const BIGINT: &'static str = "INTEGER";
     /// The same text as the other time columns, `NULL` until a fire is recorded.
     const LAST_FIRE_COLUMN: &'static str = "TEXT NULL";
@@ -279,6 +286,14 @@ impl Dialect for Sqlite {
     /// A date modifier (`+600.500 seconds`).
     type Span = String;
     /// An SQLite date modifier adding `d`, rounded up to milliseconds: `+600.500 seconds`.
+    fn now_plus(param: &str) -> String {
+        format!("strftime('{FORMAT}', 'now', {param})")
+    }
+
+    fn next_token(tok: &str) -> String {
+        format!("max({tok} + 1, {NOW_MICROS})")
+    }
+
     fn span(d: Duration) -> String {
         let millis = millis_ceil(d);
         format!("+{}.{:03} seconds", millis / 1_000, millis % 1_000)
@@ -443,7 +458,7 @@ impl Dialect for Sqlite {
             .iter()
             .any(|affinity| ty.contains(affinity));
         let expected = match role {
-            Role::FencingToken | Role::State(StateKind::Count) => {
+            Role::FencingToken | Role::State(StateKind::Count | StateKind::Id) => {
                 return (!ty.contains("INT"))
                     .then(|| format!("column {name} is {ty}, expected INTEGER"));
             }

@@ -48,6 +48,8 @@ pub(crate) struct Schema {
     pub(crate) has_job_state: bool,
     /// The table has every pause column, so fire claims honour pauses and operators can pause.
     pub(crate) has_pause: bool,
+    /// The table has every trigger column, so operators can ask for a run now.
+    pub(crate) has_trigger: bool,
     /// The `locked_by` column's length in characters, if limited.
     pub(crate) owner_max: Option<usize>,
 }

@@ -22,6 +22,7 @@ fn owner_ids_must_fit() {
         has_last_fire: true,
         has_job_state: true,
         has_pause: true,
+        has_trigger: true,
         owner_max: Some(3),
     };
     assert!(schema.check_owner("abc").is_ok());

@@ -459,3 +459,181 @@ async fn a_pause_committed_during_the_claim_statement_is_honoured() {
     .await;
     drop_table(&url, &table).await;
 }
+
+/// Each run: replica, trigger id, fire.
+type Runs =
+    std::sync::Arc<std::sync::Mutex<Vec<(String, Option<i64>, chrono::DateTime<chrono::Utc>)>>>;
+
+/// Three replicas over one Postgres table, each with an hourly job (no fire of its own during the
+/// test) and the trigger loop watching by `LISTEN`: each trigger runs exactly once, as the
+/// trigger's run (its fire is the request time), and the recorded fire is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn three_schedulers_run_each_trigger_once_and_record_no_fire() {
+    use shedlock_core::admin::LockAdmin as _;
+    use shedlock_core::trigger::TriggerAnswer;
+    use shedlock_core::{Job, LockingTaskExecutor, Schedule, Scheduler};
+    use std::sync::Arc;
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let provider = Arc::new(provider);
+    let runs = Runs::default();
+    let mut schedulers = Vec::new();
+    for owner in ["replica-a", "replica-b", "replica-c"] {
+        let executor = LockingTaskExecutor::builder(Arc::clone(&provider))
+            .owner_id(owner)
+            .default_at_most(MIN)
+            .build()
+            .unwrap();
+        let scheduler = Scheduler::new(executor);
+        let runs = Arc::clone(&runs);
+        scheduler
+            .add(Job::new(
+                "report",
+                Schedule::every(Duration::from_hours(1)).unwrap(),
+                move |run| {
+                    let runs = Arc::clone(&runs);
+                    async move {
+                        runs.lock().unwrap().push((
+                            owner.to_owned(),
+                            run.trigger(),
+                            run.fire().at(),
+                        ));
+                    }
+                },
+            ))
+            .unwrap();
+        scheduler.start().await.unwrap();
+        schedulers.push(scheduler);
+    }
+    for round in 1..=3 {
+        let trigger = loop {
+            match provider.trigger("report", "ann", MIN).await.unwrap() {
+                TriggerAnswer::Requested(trigger) => break trigger,
+                // The last run's release is on its way.
+                TriggerAnswer::Held(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                other => panic!("trigger answered {other:?}"),
+            }
+        };
+        let finished = common::eventually(Duration::from_secs(10), || async {
+            let entry = provider.entry("report").await.unwrap().unwrap();
+            !entry.is_held()
+                && entry
+                    .state()
+                    .and_then(|s| s.last_run.as_ref())
+                    .is_some_and(|run| run.fire == trigger.requested_at)
+        })
+        .await;
+        assert!(finished, "round {round}: no finished run within 10 s");
+        let seen = runs.lock().unwrap().clone();
+        assert_eq!(seen.len(), round, "each trigger ran once: {seen:?}");
+        let (by, id, fire) = seen.last().unwrap().clone();
+        assert_eq!((id, fire), (Some(trigger.id), trigger.requested_at));
+        let entry = provider.entry("report").await.unwrap().unwrap();
+        let taken = entry.trigger().and_then(|t| t.taken_by.clone()).unwrap();
+        assert!(taken.starts_with(&by), "{taken} took it, {by} ran it");
+        assert_eq!(entry.last_fire(), None, "a trigger never records a fire");
+    }
+    for scheduler in &schedulers {
+        scheduler.shutdown(Duration::from_secs(1)).await;
+    }
+    assert_eq!(runs.lock().unwrap().len(), 3);
+    drop_table(&url, &table).await;
+}
+
+/// The watch wakes on a trigger and ends (`None`) when its connection dies, so the scheduler
+/// polls and asks for a new one; a new watch works again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_watch_wakes_on_a_trigger_and_ends_with_its_connection() {
+    use shedlock_core::admin::LockAdmin as _;
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let mut watch = provider.watch_triggers().await.unwrap();
+    assert!(provider.trigger("a", "ann", MIN).await.is_ok());
+    let woke = tokio::time::timeout(Duration::from_secs(5), watch.next()).await;
+    assert_eq!(woke, Ok(Some(())), "a trigger wakes the watch");
+    // Only this test's listener: its last statement is the LISTEN on this table's channel.
+    let listen = format!("LISTEN \"{table}_trigger\"");
+    let killed: Vec<(bool,)> =
+        sqlx::query_as("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1")
+            .bind(&listen)
+            .fetch_all(&pool(&url).await)
+            .await
+            .unwrap();
+    assert_eq!(killed, [(true,)], "one listener on {listen}");
+    let ended = tokio::time::timeout(Duration::from_secs(5), watch.next()).await;
+    assert_eq!(ended, Ok(None), "a dead connection ends the watch");
+    let mut again = provider.watch_triggers().await.unwrap();
+    assert!(provider.trigger("b", "ann", MIN).await.is_ok());
+    let woke = tokio::time::timeout(Duration::from_secs(5), again.next()).await;
+    assert_eq!(woke, Ok(Some(())), "a new watch wakes");
+    drop_table(&url, &table).await;
+}
+
+/// A trigger claim is one statement on Postgres whatever it answers: claimed, held, gone, each
+/// one round trip (the CTE reports the row it saw, as the fire claim's does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_trigger_claim_is_one_round_trip_whatever_it_answers() {
+    use shedlock_core::admin::LockAdmin as _;
+    use shedlock_core::trigger::{TriggerAnswer, TriggerClaim};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (direct, table) = fresh(&url).await;
+    let proxy = common::Proxy::start(common::url_addr(&url)).await;
+    let via = common::url_via(&url, proxy.addr);
+    let provider = PgLockProvider::from_url(&via)
+        .max_connections(1)
+        .table(&table)
+        .build()
+        .unwrap();
+    let requested = |name: &'static str| {
+        let direct = direct.clone();
+        async move {
+            match direct.trigger(name, "ann", MIN).await.unwrap() {
+                TriggerAnswer::Requested(trigger) => trigger,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    // Statement prepared and layout read first.
+    let warm = requested("warm").await;
+    assert!(matches!(
+        provider
+            .claim_trigger("warm", warm.id, MIN, "a")
+            .await
+            .unwrap(),
+        TriggerClaim::Claimed(_)
+    ));
+    let trigger = requested("job").await;
+    let held = direct.acquire("job", MIN, "other").await.unwrap().unwrap();
+    let mut answers = Vec::new();
+    for step in 0..3 {
+        if step == 1 {
+            assert!(direct.release(&held, Duration::ZERO).await.unwrap());
+        }
+        let before = proxy.requests();
+        let answer = provider
+            .claim_trigger("job", trigger.id, MIN, "a")
+            .await
+            .unwrap();
+        tokio::task::yield_now().await;
+        answers.push((
+            match answer {
+                TriggerClaim::Held { .. } => "held",
+                TriggerClaim::Claimed(_) => "claimed",
+                TriggerClaim::Gone { .. } => "gone",
+                _ => "other",
+            },
+            proxy.requests() - before,
+        ));
+    }
+    assert_eq!(answers, [("held", 1), ("claimed", 1), ("gone", 1)]);
+    drop_table(&url, &table).await;
+}

@@ -16,9 +16,9 @@
 //!   gateway repeats a request on the next member only, and these tests give it one);
 //! - **a Redis `resume`** fails the same way (a repeat would answer `Ok(None)`, no pause, its own
 //!   effect), and the entry shows the pause gone and the resume recorded;
-//! - **a Redis `claim_trigger`** fails the same way (a repeat would answer `Gone`), and the entry
-//!   shows the trigger taken and the lock held by its owner, while a Redis `trigger` is sent again
-//!   and answers its own trigger, as its script knows its id.
+//! - **a `claim_trigger`** on Redis, Postgres and MariaDB fails the same way (a repeat would
+//!   answer `Gone`), and the entry shows the trigger taken and the lock held by its owner, while a
+//!   `trigger` is sent again and answers its own trigger, as it knows its id.
 //!
 //! Without the fix (a repeat after a lost connection), the acquire answers `Ok(None)` and the
 //! claim `ClaimedElsewhere`: the first two fail. The third guards that the fix is no broader than
@@ -27,6 +27,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use shedlock_core::admin::LockAdmin;
 use shedlock_core::provider::chrono::{self, DateTime, Utc};
 use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_etcd::EtcdLockProvider;
@@ -62,6 +63,8 @@ struct Rig {
     cleanup: Cleanup,
     /// The owner id of the calls under test: unique, in no other request (the cut aims at it).
     owner: String,
+    /// The provider as an admin, on the SQL stores (their trigger calls).
+    admin: Option<Arc<dyn LockAdmin>>,
     /// etcd's second member: a second proxy to the same server that never cuts, to which the
     /// gateway would send a request again after the first member's connection broke.
     _second: Option<Proxy>,
@@ -112,9 +115,11 @@ impl Rig {
                     .create_table_if_not_exists()
                     .await
                     .expect("create the lock table");
+                let provider = Arc::new(provider);
                 Self {
                     proxy,
-                    provider: Arc::new(provider),
+                    provider: Arc::clone(&provider) as Arc<dyn LockProvider>,
+                    admin: Some(provider),
                     cleanup: Cleanup::Postgres {
                         url,
                         drop: format!("DROP TABLE \"{table}\""),
@@ -143,9 +148,11 @@ impl Rig {
                     .create_table_if_not_exists()
                     .await
                     .expect("create the lock table");
+                let provider = Arc::new(provider);
                 Self {
                     proxy,
-                    provider: Arc::new(provider),
+                    provider: Arc::clone(&provider) as Arc<dyn LockProvider>,
+                    admin: Some(provider),
                     cleanup: Cleanup::MariaDb {
                         url,
                         drop: format!("DROP TABLE `{table}`"),
@@ -189,6 +196,7 @@ impl Rig {
                 keys: vec![provider.key(&lock_name())],
             },
             provider: Arc::clone(&provider) as Arc<dyn LockProvider>,
+            admin: None,
             owner,
             _second: None,
         };
@@ -212,6 +220,7 @@ impl Rig {
             proxy,
             provider: Arc::new(provider),
             cleanup: Cleanup::Nothing,
+            admin: None,
             owner,
             _second: Some(second),
         })
@@ -643,4 +652,74 @@ async fn redis_trigger_claim_whose_reply_is_lost_fails_and_a_lost_request_is_rep
     assert!(entry.is_held(), "the lost claim took the lock");
     assert_eq!(entry.record().owner(), actor);
     rig.clean_up().await;
+}
+
+/// (f) Postgres and MariaDB: as (e), a trigger claim whose reply is lost fails and shows the
+/// trigger taken by its owner, the lock held; a trigger request whose reply is lost is sent again
+/// (its read finds its own id) and answers its own trigger, not `Pending`.
+async fn sql_trigger_claim_whose_reply_is_lost(store: Store) {
+    use shedlock_core::trigger::{TriggerAnswer, TriggerClaim};
+    let Some(rig) = Rig::new(store).await else {
+        return;
+    };
+    let p = rig.admin.clone().expect("a SQL rig has its admin");
+    let (name, actor) = (lock_name(), rig.owner.as_str());
+    let minute = Duration::from_mins(1);
+    let requested = |answer| match answer {
+        TriggerAnswer::Requested(trigger) => trigger,
+        other => panic!("{store:?}: trigger answered {other:?}"),
+    };
+    // Warm up: the connection, the layout and the statements.
+    let warm = requested(p.trigger(&name, "ann", minute).await.expect("trigger"));
+    let claimed = p
+        .claim_trigger(&name, warm.id, minute, "warm-up")
+        .await
+        .expect("claim");
+    let TriggerClaim::Claimed(record) = claimed else {
+        panic!("{store:?}: the warm-up claim answered {claimed:?}");
+    };
+    p.release(&record, Duration::ZERO).await.expect("release");
+
+    rig.proxy.cut_reply_to(actor.as_bytes().to_vec());
+    let trigger = requested(p.trigger(&name, actor, minute).await.expect("repeated"));
+    assert_eq!(rig.proxy.replies_cut(), 1, "the trigger's reply was cut");
+    assert_eq!(trigger.by, actor);
+    let shown = p.entry(&name).await.expect("entry").expect("a row");
+    assert_eq!(
+        shown.trigger().map(|t| t.id),
+        Some(trigger.id),
+        "one trigger, written once"
+    );
+
+    rig.proxy.cut_reply_to(actor.as_bytes().to_vec());
+    let outcome = p.claim_trigger(&name, trigger.id, minute, actor).await;
+    assert_eq!(rig.proxy.replies_cut(), 2, "the claim's reply was cut");
+    let error = match outcome {
+        Err(error) => error,
+        Ok(answer) => panic!(
+            "{store:?}: a trigger claim whose reply was lost must fail, not answer {answer:?} \
+             (a repeat finds the trigger taken)"
+        ),
+    };
+    assert_lost_reply(&error, &name, "may be held by this owner");
+    let entry = p.entry(&name).await.expect("entry").expect("a row");
+    assert_eq!(
+        entry.trigger().and_then(|t| t.taken_by.as_deref()),
+        Some(actor)
+    );
+    assert!(entry.is_held(), "the lost claim took the lock");
+    assert_eq!(entry.record().owner(), actor);
+    rig.clean_up().await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn postgres_trigger_claim_whose_reply_is_lost_fails_and_a_lost_request_is_repeated() {
+    sql_trigger_claim_whose_reply_is_lost(Store::Postgres).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]
+async fn mariadb_trigger_claim_whose_reply_is_lost_fails_and_a_lost_request_is_repeated() {
+    sql_trigger_claim_whose_reply_is_lost(Store::MariaDb).await;
 }

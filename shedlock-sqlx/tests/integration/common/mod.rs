@@ -4,6 +4,7 @@
 
 pub(crate) mod pause;
 pub(crate) mod suite;
+pub(crate) mod trigger;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -547,7 +547,8 @@ pub(crate) async fn migration_0005_adds_the_pause<S: Store>() {
         .await
         .unwrap()
         .expect("the pause columns");
-    assert_eq!(ddl.lines().count(), PAUSE_COLUMNS.len(), "{ddl}");
+    // The pause columns, then the trigger columns of 0006.
+    assert_eq!(ddl.lines().count(), PAUSE_COLUMNS.len() + 6, "{ddl}");
     // A fire is claimed as before, with no pause to check.
     let fire = open_fire(&provider, 10).await;
     let claimed = provider.claim_fire("job", &fire, MIN, "a").await.unwrap();
@@ -578,6 +579,9 @@ pub(crate) async fn migration_0005_adds_the_pause<S: Store>() {
         err.is_schema() && err.to_string().contains("restart"),
         "a provider that looked before: {err}"
     );
+    for statement in migration::<S>("0006_trigger.sql", &table).split(';') {
+        db.execute(statement.trim().to_owned()).await;
+    }
     let upgraded = db.on_table(&table).await;
     assert_eq!(upgraded.missing_ddl().await.unwrap(), None);
     upgraded

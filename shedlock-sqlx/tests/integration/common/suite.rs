@@ -23,6 +23,12 @@ pub(crate) use super::pause::{
     migration_0005_adds_the_pause, pause_resume_and_unlock_record_their_actor,
     the_pause_suite_passes, the_pause_suite_passes_on_a_java_table_with_0002_and_0005,
 };
+pub(crate) use super::trigger::{
+    a_java_table_keeps_plain_locks_and_refuses_triggers,
+    the_listing_shows_the_trigger_and_a_claim_records_no_fire, the_trigger_suite_passes,
+    the_trigger_suite_passes_on_a_java_table_with_0002_0005_and_0006,
+    triggers_work_on_a_java_table_with_0006_only,
+};
 
 const MIN: Duration = Duration::from_mins(1);
 
@@ -374,8 +380,8 @@ pub(crate) async fn a_missing_table_names_the_table_and_the_ddl<S: Store>() {
             "the lock table {table} does not exist; create it with \
              {p}::create_table_if_not_exists(), with the migrations \
              migrations/{m}/0001_shedlock.sql, migrations/{m}/0002_last_fire.sql, \
-             migrations/{m}/0003_job_state.sql and migrations/{m}/0005_pause.sql of \
-             shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
+             migrations/{m}/0003_job_state.sql, migrations/{m}/0005_pause.sql and \
+             migrations/{m}/0006_trigger.sql of shedlock-sqlx, or with the statement {p}::ddl() returns (`shedlock ddl` prints it)"
         )
     );
 
@@ -678,8 +684,8 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
     db.execute(migration::<S>("0001_shedlock.sql", &ours)).await;
     db.execute(migration::<S>("0002_last_fire.sql", &ours))
         .await;
-    // The job state's columns (and last_fire on Java's), then the pause columns.
-    for (table, missing) in [(&java, 16), (&ours, 15)] {
+    // The job state's columns (and last_fire on Java's), then the pause and trigger columns.
+    for (table, missing) in [(&java, 22), (&ours, 21)] {
         let provider = db.on_table(table).await;
         let record = provider.acquire("job", MIN, "me").await.unwrap().unwrap();
         let report = RunReport::new(a_fire(0), RunOutcome::Succeeded);
@@ -751,7 +757,7 @@ pub(crate) async fn tables_without_the_state_columns_answer_unsupported_until_up
 }
 
 /// A table made by migrations 0001, 0002 and 0003 records runs (0004 adds the definitions and
-/// history tables and 0005 the pause columns, so nothing is missing); one with only some of the state columns counts as
+/// history tables, 0005 the pause and 0006 the trigger columns, so nothing is missing); one with only some of the state columns counts as
 /// without them (unsupported), and `missing_ddl` lists the others.
 pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_none<S: Store>() {
     use shedlock_core::admin::LockAdmin as _;
@@ -763,6 +769,7 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
         "0003_job_state.sql",
         "0004_jobs_and_history.sql",
         "0005_pause.sql",
+        "0006_trigger.sql",
     ] {
         for statement in migration::<S>(file, &table).split(';') {
             db.execute(statement.trim().to_owned()).await;
@@ -798,10 +805,10 @@ pub(crate) async fn migration_0003_adds_the_state_and_a_partial_set_counts_as_no
     assert!(err.is_unsupported(), "{err}");
     assert_eq!(provider.entry("job").await.unwrap().unwrap().state(), None);
     let ddl = provider.missing_ddl().await.unwrap().unwrap();
-    // The five columns and the seven pause columns, then the definitions and history tables this
-    // test did not create.
+    // The five columns, the seven pause and the six trigger columns, then the definitions and
+    // history tables this test did not create.
     let alter = ddl.lines().filter(|l| l.starts_with("ALTER TABLE")).count();
-    assert_eq!(alter, 5 + 7, "{ddl}");
+    assert_eq!(alter, 5 + 7 + 6, "{ddl}");
     assert!(
         ddl.contains("last_run_outcome") && !ddl.contains("last_run_fire"),
         "{ddl}"
@@ -901,6 +908,11 @@ macro_rules! store_suite {
             a_java_table_keeps_plain_locks_and_refuses_pauses,
             migration_0005_adds_the_pause,
             a_pause_without_last_fire_is_refused,
+            the_trigger_suite_passes,
+            the_trigger_suite_passes_on_a_java_table_with_0002_0005_and_0006,
+            a_java_table_keeps_plain_locks_and_refuses_triggers,
+            the_listing_shows_the_trigger_and_a_claim_records_no_fire,
+            triggers_work_on_a_java_table_with_0006_only,
         );
     };
     // One case per step: the attributes repeat once per case, which one repetition cannot say.
@@ -1257,6 +1269,46 @@ macro_rules! server_cases {
                 "took {:?}",
                 started.elapsed()
             );
+        }
+
+        /// `pending_triggers` is one statement whatever the number of rows: one round trip at 1
+        /// and at 1,000 pending triggers.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$test])*
+        async fn pending_triggers_is_one_round_trip_at_1_and_1000_triggers() {
+            use ::shedlock_core::admin::LockAdmin as _;
+            let Some(url) = $url() else {
+                return;
+            };
+            let (direct, table) = fresh(&url).await;
+            let proxy = $crate::common::Proxy::start($crate::common::url_addr(&url)).await;
+            let via = $crate::common::url_via(&url, proxy.addr);
+            let provider = $provider::from_url(&via)
+                .max_connections(1)
+                .table(&table)
+                .build()
+                .unwrap();
+            // Statement prepared and layout read first.
+            assert!(provider.pending_triggers().await.unwrap().is_empty());
+            let mut costs = Vec::new();
+            let mut asked = 0;
+            for count in [1, 1_000] {
+                while asked < count {
+                    let answer = direct.trigger(&format!("job-{asked}"), "ann", MIN).await;
+                    assert!(
+                        matches!(answer, Ok(::shedlock_core::trigger::TriggerAnswer::Requested(_))),
+                        "{answer:?}"
+                    );
+                    asked += 1;
+                }
+                let before = proxy.requests();
+                let pending = provider.pending_triggers().await.unwrap();
+                tokio::task::yield_now().await;
+                costs.push(proxy.requests() - before);
+                assert_eq!(pending.len(), count);
+            }
+            assert_eq!(costs, [1, 1], "one round trip at 1 and at 1,000 pending triggers");
+            drop_table(&url, &table).await;
         }
 
         /// A recorded release is one statement, as a plain one; on a table without the state
