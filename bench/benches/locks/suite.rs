@@ -186,6 +186,11 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         let part = crate::tower::run(db, &provider, plan).await;
         stage("tower", part, t).await;
     }
+    if plan.runs("trigger") {
+        let t = Instant::now();
+        let part = trigger(backend, &table, &provider, plan).await;
+        stage("trigger", part, t).await;
+    }
     closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
         eprintln!("{db}: could not drop {table}: {e}");
@@ -258,6 +263,27 @@ async fn fires<D: SqlDb>(
     closer::<D>(&wired).await;
     rows.extend(counted?);
     Ok(rows)
+}
+
+/// Run now's delivery, and the poll's round trips behind a proxy where the database has a wire
+/// ([`crate::trigger`]). Postgres pushes (`LISTEN/NOTIFY`); the others are polled.
+async fn trigger<D: SqlDb>(
+    backend: &Sql<D>,
+    table: &str,
+    provider: &D::Provider,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let pushes = D::DB == "postgres";
+    let Ok(server) = target(&backend.url) else {
+        return crate::trigger::run(D::DB, provider, None, pushes, plan).await;
+    };
+    let proxy = Proxy::start(server).await?;
+    let wired = backend
+        .provider_at(&through(&backend.url, proxy.port())?, table)
+        .await?;
+    let rows = crate::trigger::run(D::DB, provider, Some((&wired, &proxy)), pushes, plan).await;
+    closer::<D>(&wired).await;
+    rows
 }
 
 /// The recorded release against the plain one, and history on against off, on providers of
