@@ -700,9 +700,9 @@ fn pause_columns<D: Dialect>(
     columns: &[D::TableColumn],
     problems: &mut Vec<String>,
 ) -> bool {
-    // An operator's name and a reason of 255 characters, and the longest action (`unlocked`).
+    // An operator's name and a reason of 255 characters, and the longest action (`triggered`).
     let needed = |kind| match kind {
-        StateKind::Outcome => 8,
+        StateKind::Outcome => 9,
         StateKind::Runner => 255,
         _ => 0,
     };

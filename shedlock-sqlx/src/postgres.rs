@@ -324,7 +324,8 @@ impl Dialect for Postgres {
     /// and so the same transaction: the push goes out when the trigger commits.
     fn notify_trigger(update: &str, name: &str, channel: &str) -> Option<String> {
         Some(format!(
-            "WITH written AS ({update} RETURNING {name})              SELECT count(*) FROM written, LATERAL (SELECT pg_notify({channel}, written.{name})) AS n"
+            "WITH written AS ({update} RETURNING {name}) \
+             SELECT count(*) FROM written, LATERAL (SELECT pg_notify({channel}, written.{name})) AS n"
         ))
     }
 

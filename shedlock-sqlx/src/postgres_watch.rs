@@ -1,8 +1,8 @@
 //! Postgres's push of new triggers: `LISTEN` on the table's trigger channel
 //! ([`channel`](crate::trigger::channel)), on a connection of its own. Each notification wakes the
 //! scheduler's trigger loop; its payload, the lock's name, is not read (a woken loop reads every
-//! pending trigger). The watch ends when the loop is gone or the connection fails: the loop then
-//! polls and asks for a new watch (docs/operating.md, "Run now").
+//! pending trigger). The watch ends when the loop is gone, the connection fails, or after 5
+//! minutes: the loop then polls and asks for a new watch (docs/operating.md, "Run now").
 
 use std::time::Duration;
 
@@ -11,8 +11,9 @@ use shedlock_core::trigger::TriggerWaker;
 use shedlock_core::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-/// How often a watch without notifications checks whether its loop is gone.
-const GONE_CHECK: Duration = Duration::from_secs(30);
+/// How long one watch lasts at most. A half-open connection (a NAT's timeout, a partition) tells
+/// nothing, so a watch is renewed this often: the loop polls once and asks for a new one.
+const MAX_AGE: Duration = Duration::from_mins(5);
 
 /// Listens on `channel` with a connection made from `options` (the provider's, TLS included),
 /// and forwards each notification to the returned [`TriggerWake`]. `target` names the server in
@@ -57,7 +58,8 @@ async fn forward(
     waker: TriggerWaker,
     channel: String,
 ) {
-    let mut check = tokio::time::interval(GONE_CHECK);
+    let renew = tokio::time::sleep(MAX_AGE);
+    tokio::pin!(renew);
     loop {
         tokio::select! {
             received = listener.try_recv() => match received {
@@ -75,13 +77,14 @@ async fn forward(
                     break;
                 }
             },
-            _ = check.tick() => {
-                if waker.is_closed() {
-                    break;
-                }
+            () = waker.closed() => break,
+            () = &mut renew => {
+                tracing::debug!(channel, "renewing the trigger watch");
+                break;
             }
         }
     }
     drop(listener);
-    pool.close().await;
+    // Closing waits for the connection's goodbye, which a dead connection never sends.
+    let _ = tokio::time::timeout(Duration::from_secs(5), pool.close()).await;
 }

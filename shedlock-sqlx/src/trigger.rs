@@ -297,11 +297,12 @@ impl Look {
         if let Some(trigger) = self.trigger.as_ref().filter(|t| t.id == id) {
             return Some(TriggerAnswer::Requested(trigger.clone()));
         }
-        if let Some(holder) = self.holder.filter(|h| h.lock_until() > now) {
-            return Some(TriggerAnswer::Held(holder));
-        }
+        // Paused, then held, then pending, as every store answers (docs/operating.md).
         if let Some(pause) = self.pause.filter(|p| p.holds_at(now)) {
             return Some(TriggerAnswer::Paused(pause));
+        }
+        if let Some(holder) = self.holder.filter(|h| h.lock_until() > now) {
+            return Some(TriggerAnswer::Held(holder));
         }
         self.trigger
             .filter(|t| t.is_pending(now))
@@ -598,6 +599,13 @@ where
     /// A push of new triggers where the dialect has one.
     pub(crate) async fn watch_triggers(&self) -> Result<TriggerWake> {
         let link = self.link();
+        if link.settings.transaction_pooler {
+            // A `LISTEN` on a pooled server connection hears nothing (docs/sql-stores.md): the
+            // schedulers poll instead.
+            return Err(Error::unsupported(
+                "watch_triggers behind a transaction-mode pooler",
+            ));
+        }
         let call = &link.call("watch_triggers");
         self.check_trigger_columns(call).await?;
         D::watch_triggers(link, channel(&link.settings)).await

@@ -801,8 +801,8 @@ async fn check_config<DB: sqlx::Database>(
     }
     let mut listed = columns().await;
     listed.sort();
-    // Our DDL adds the recorded fire's column and the job state's columns under their own fixed
-    // names.
+    // Our DDL adds the recorded fire's column, the job state's, the pause's and last action's, and
+    // the trigger's columns under their own fixed names.
     let mut expected = config.columns.to_vec();
     expected.extend(
         [
@@ -815,6 +815,19 @@ async fn check_config<DB: sqlx::Database>(
             "last_run_error",
             "last_success",
             "consecutive_failures",
+            "paused_at",
+            "paused_until",
+            "paused_by",
+            "paused_reason",
+            "last_action",
+            "last_action_by",
+            "last_action_at",
+            "trigger_id",
+            "trigger_at",
+            "trigger_expires",
+            "trigger_by",
+            "trigger_taken_by",
+            "trigger_taken_at",
         ]
         .map(str::to_owned),
     );
