@@ -598,6 +598,16 @@ mod tests {
         }
     }
 
+    /// Behind a transaction-mode pooler a `LISTEN` would hear nothing: the watch is refused as
+    /// unsupported, before any connection, and the schedulers poll.
+    #[tokio::test]
+    async fn no_trigger_watch_behind_a_transaction_pooler() {
+        use shedlock_core::provider::LockProvider as _;
+        let p = provider(|b| b.transaction_pooler(true));
+        let error = p.watch_triggers().await.expect_err("refused");
+        assert!(error.is_unsupported(), "{error}");
+    }
+
     #[test]
     fn the_migration_files_hold_the_built_in_ddl() {
         crate::provider::assert_migrations::<Postgres>();
