@@ -90,9 +90,10 @@ async fn a_missing_table_fails_start_with_one_line_and_nothing_is_logged() {
         format!(
             "the lock table {table} does not exist; create it with \
              PgLockProvider::create_table_if_not_exists(), with the migrations \
-             migrations/postgres/0001_shedlock.sql, migrations/postgres/0002_last_fire.sql and \
-             migrations/postgres/0003_job_state.sql of shedlock-sqlx, or with the statement PgLockProvider::ddl() returns (`shedlock \
-             ddl` prints it)"
+             migrations/postgres/0001_shedlock.sql, migrations/postgres/0002_last_fire.sql, \
+             migrations/postgres/0003_job_state.sql, migrations/postgres/0005_pause.sql and \
+             migrations/postgres/0006_trigger.sql of shedlock-sqlx, or with the statement \
+             PgLockProvider::ddl() returns (`shedlock ddl` prints it)"
         )
     );
     assert!(scheduler.check().await.unwrap_err().is_missing_table());
