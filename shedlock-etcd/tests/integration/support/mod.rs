@@ -213,21 +213,50 @@ impl Drop for Cluster {
 
 /// One blocking JSON POST (HTTP/1.0, connection closed after it).
 pub fn post(port: u16, path: &str, body: &str) -> Result<Value, String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    post_within(port, path, body, Duration::from_secs(5)).map_err(|e| match e {
+        PostFailure::Refused(why) | PostFailure::Failed(why) => why,
+    })
+}
+
+/// Why [`post_within`] got no answer.
+#[derive(Debug)]
+pub enum PostFailure {
+    /// Nothing listens on the port (a killed member): nothing was sent.
+    Refused(String),
+    /// The connection, the request or the answer failed, or the answer was not a 200 with JSON.
+    Failed(String),
+}
+
+/// [`post`] whose connection and answer each take at most `timeout`.
+pub fn post_within(
+    port: u16,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Result<Value, PostFailure> {
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            PostFailure::Refused(e.to_string())
+        } else {
+            PostFailure::Failed(e.to_string())
+        }
+    })?;
+    let failed = |e: &dyn std::fmt::Display| PostFailure::Failed(e.to_string());
+    stream.set_read_timeout(Some(timeout)).ok();
     write!(
         stream,
         "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| failed(&e))?;
     let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .map_err(|e| e.to_string())?;
-    let (head, json) = answer.split_once("\r\n\r\n").ok_or("no HTTP body")?;
+    stream.read_to_string(&mut answer).map_err(|e| failed(&e))?;
+    let (head, json) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| failed(&"no HTTP body"))?;
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        return Err(head.lines().next().unwrap_or_default().to_owned());
+        return Err(failed(&head.lines().next().unwrap_or_default()));
     }
-    serde_json::from_str(json).map_err(|e| e.to_string())
+    serde_json::from_str(json).map_err(|e| failed(&e))
 }
