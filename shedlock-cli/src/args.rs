@@ -285,6 +285,15 @@ pub(crate) enum Command {
         #[arg(long, default_value = "1m", value_parser = duration, value_name = "DURATION")]
         expires: Duration,
     },
+    /// Serves the dashboard: the jobs and locks in a browser, a JSON API and Prometheus metrics
+    /// at /metrics, over the store given, until Ctrl-C or SIGTERM. It is read-only unless
+    /// --token-file names who may pause, resume, trigger and unlock. The rules, and how to put it
+    /// behind a proxy, are in the repository's docs/dashboard.md.
+    #[command(
+        override_usage = "shedlock serve [--listen <ADDR>] [--token-file <PATH>] \
+                          [--read-token-file <PATH>] [OPTIONS]"
+    )]
+    Serve(ServeArgs),
     /// Removes a job's published definitions, those of every replica. It is for a job that no
     /// replica runs any more. A replica still running it publishes it again at its next heartbeat.
     /// Its lock row and history stay.
@@ -296,6 +305,30 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `shedlock serve`'s own options.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on, as IP:PORT or HOST:PORT. On a loopback address the dashboard
+    /// answers only requests for `localhost`, `127.x` or `[::1]`. Port 0 takes a free port; the first
+    /// line printed says which.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub(crate) listen: String,
+    /// Allow actions (pause, resume, trigger, unlock) to the tokens in this file: one `LABEL:TOKEN`
+    /// per line, lines starting with `#` ignored. The label is recorded as who did it. Without it
+    /// the dashboard is read-only.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Reading (pages, API, metrics) then needs this file's one token too: as a bearer token, or
+    /// as the password of Basic authentication.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) read_token_file: Option<PathBuf>,
+    /// On a loopback address, also answer requests for this host name: the public name of a
+    /// reverse proxy on this machine that terminates TLS and passes the browser's `Host` on.
+    /// Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) allow_host: Vec<String>,
 }
 
 #[derive(Debug, Args)]

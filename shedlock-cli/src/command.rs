@@ -52,6 +52,16 @@ pub(crate) fn connects(command: &Command) -> bool {
     !matches!(command, Command::Ddl)
 }
 
+/// How many connections a SQL store may open: two for a command, a few for `serve`, which
+/// answers several requests at once.
+pub(crate) fn connections(command: &Command) -> u32 {
+    if matches!(command, Command::Serve(_)) {
+        8
+    } else {
+        2
+    }
+}
+
 /// Runs `command` on `store`.
 pub(crate) async fn run(
     command: Command,
@@ -122,6 +132,10 @@ pub(crate) async fn run(
         Command::Resume { job } => steer::resume(store, &job, output).await,
         Command::Trigger { job, wait, expires } => {
             crate::run_now::trigger(store, &job, expires, wait, output).await
+        }
+        Command::Serve(args) => {
+            let tokens = crate::serve::Tokens::read(&args)?;
+            crate::serve::serve(&args, &tokens, store, output).await
         }
     }
 }
@@ -659,6 +673,7 @@ mod tests {
             table: "memory".into(),
             invocation: crate::invocation::Invocation::default(),
             actor: "tester@cli".into(),
+            description: "a test store".into(),
         };
         (mem, store)
     }
@@ -1070,6 +1085,7 @@ mod tests {
             table: "jobs".into(),
             invocation: crate::invocation::Invocation::default(),
             actor: "tester@cli".into(),
+            description: "a test store".into(),
         };
         (jobs, store)
     }
@@ -1273,6 +1289,7 @@ mod tests {
             table: "jobs".into(),
             invocation: crate::invocation::Invocation::default(),
             actor: "tester@cli".into(),
+            description: "a test store".into(),
         };
         let run = exec(&unsupported, &["jobs"]).await;
         assert_eq!(exit(&run), Exit::Usage);

@@ -122,7 +122,7 @@ pub(crate) fn shell_word(s: &str) -> String {
 
 /// `url` without the password of its user part and without the query parameters `password` and
 /// `sslpassword`: `postgres://app:secret@db/app` becomes `postgres://app@db/app`.
-fn without_password(url: &str) -> String {
+pub(crate) fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

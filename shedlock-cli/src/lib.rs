@@ -8,6 +8,7 @@
 //! $ shedlock unlock nightly-report --owner pod-7:1:ab12cd --locked-at 2026-12-01T20:31:02.123456Z --token 17
 //! $ shedlock jobs --failing
 //! $ shedlock history sync-invoices --failed
+//! $ shedlock serve --listen 127.0.0.1:8080 --token-file ops-tokens.txt
 //! ```
 //!
 //! Exit codes: 0, done. 1, refused, nothing changed: the lock changed hands since it was shown, is
@@ -25,6 +26,7 @@ mod failure;
 mod invocation;
 mod render;
 mod run_now;
+mod serve;
 mod steer;
 mod store;
 
@@ -67,7 +69,18 @@ pub async fn run(
 }
 
 async fn execute(cli: args::Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
-    let store = store::open(&cli.store, command::connects(&cli.command)).await?;
+    // `serve` reads its token files first: a mistake there fails before any connection.
+    if let args::Command::Serve(serve_args) = &cli.command {
+        let tokens = serve::Tokens::read(serve_args)?;
+        let store = store::open(&cli.store, true, command::connections(&cli.command)).await?;
+        return serve::serve(serve_args, &tokens, &store, &mut Output { out, err }).await;
+    }
+    let store = store::open(
+        &cli.store,
+        command::connects(&cli.command),
+        command::connections(&cli.command),
+    )
+    .await?;
     let result = command::run(cli.command, &store, &mut Output { out, err }).await;
     match result {
         Err(f) if f.exit == Exit::Done => Ok(()),

@@ -19,29 +19,7 @@ pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
 
 /// A duration in at most its two largest units: `850ms`, `48s`, `4m12s`, `3h5m`, `2d4h`.
 pub(crate) fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1_000 {
-        return format!("{ms}ms");
-    }
-    let secs = d.as_secs();
-    let units = [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")];
-    let mut out = String::new();
-    let mut left = secs;
-    let mut shown = 0;
-    for (size, unit) in units {
-        let count = left / size;
-        if count > 0 || shown > 0 {
-            if count > 0 {
-                let _ = write!(out, "{count}{unit}");
-            }
-            shown += 1;
-            left %= size;
-        }
-        if shown == 2 {
-            break;
-        }
-    }
-    out
+    shedlock_duration::approx(d)
 }
 
 /// How long before `now` `at` was (`12s ago`), or how long after (`in 48s`).

@@ -3,7 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use shedlock_core::{
-    admin::{LockEntry, model::JobView},
+    admin::{
+        LockEntry,
+        model::{JobTarget, JobView},
+    },
     jobs::DefinitionEntry,
     pause::{PauseFor, honours_pause},
 };
@@ -30,8 +33,8 @@ impl Target {
     }
 }
 
-/// The job `name` names: a job the replicas publish, or a lock name (of a published job, or of a
-/// row). Anything else is refused with the names there are.
+/// The job `name` names ([`JobTarget::resolve`]). Anything else is refused with the names there
+/// are.
 pub(crate) fn resolve(
     store: &Store,
     name: &str,
@@ -39,20 +42,10 @@ pub(crate) fn resolve(
     entries: &[LockEntry],
     now: DateTime<Utc>,
 ) -> Result<Target, Failure> {
-    let published = definitions
-        .iter()
-        .find(|d| d.definition.job == name)
-        .or_else(|| definitions.iter().find(|d| d.definition.lock_name == name));
-    if let Some(d) = published {
+    if let Some(target) = JobTarget::resolve(definitions, entries, name) {
         return Ok(Target {
-            job: d.definition.job.clone(),
-            lock: d.definition.lock_name.clone(),
-        });
-    }
-    if entries.iter().any(|e| e.record().name() == name) {
-        return Ok(Target {
-            job: name.to_owned(),
-            lock: name.to_owned(),
+            job: target.job,
+            lock: target.lock,
         });
     }
     let known: Vec<String> = JobView::collect(definitions, entries, now)

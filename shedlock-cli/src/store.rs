@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::args::StoreArgs;
 use crate::failure::Failure;
-use crate::invocation::Invocation;
+use crate::invocation::{Invocation, without_password};
 
 /// `$builder` with `--cacert` and `--cert`/`--key`, as every store's `ca_file` and `client_cert`.
 macro_rules! with_tls {
@@ -80,6 +80,8 @@ pub(crate) struct Store {
     pub(crate) invocation: Invocation,
     /// Who runs the commands that change something, as recorded: `--as`, or user@host.
     pub(crate) actor: String,
+    /// The URL without its password, and the table or key prefix, as `serve` names the store.
+    pub(crate) description: String,
 }
 
 impl Store {
@@ -115,20 +117,24 @@ pub(crate) fn kind(url: &str) -> Result<Kind, Failure> {
 
 /// Opens the store `args` names. With `connect`, one connection is opened now, so a wrong URL, a
 /// closed port or a bad password fails here. Otherwise nothing is opened until first use. `ddl`
-/// needs no database.
-pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failure> {
+/// needs no database. A SQL store gets at most `connections` connections.
+pub(crate) async fn open(
+    args: &StoreArgs,
+    connect: bool,
+    connections: u32,
+) -> Result<Store, Failure> {
     let url = args.database_url.as_deref().ok_or_else(|| {
         Failure::usage("no database given: pass --database-url URL or set DATABASE_URL")
     })?;
     let kind = kind(url)?;
     let password = password(args)?;
     let password = password.as_deref();
-    // A SQL provider for one command (two connections at most), connected now with `connect`.
+    // A SQL provider with `connections` at most, connected now with `connect`.
     macro_rules! sql {
         ($provider:ty) => {{
             // A refusal is the answer: no retrying until the deadline, as a service would.
             let builder = configure(<$provider>::from_url(url), args, password)
-                .max_connections(2)
+                .max_connections(connections)
                 .retry_refused_connections(false);
             let provider = if connect {
                 builder.connect().await
@@ -180,11 +186,19 @@ pub(crate) async fn open(args: &StoreArgs, connect: bool) -> Result<Store, Failu
             Arc::new(builder.build()?)
         }
     };
+    let description = match (kind, &args.key_prefix) {
+        (Kind::Redis | Kind::Etcd, Some(prefix)) => {
+            format!("{}, key prefix {prefix}", without_password(url))
+        }
+        (Kind::Redis | Kind::Etcd, None) => without_password(url),
+        _ => format!("{}, table {}", without_password(url), args.table),
+    };
     Ok(Store {
         admin,
         table: args.table.clone(),
         invocation: Invocation::new(args),
         actor: actor(args.actor.as_deref()),
+        description,
     })
 }
 

@@ -20,6 +20,30 @@
 //! | `shedlock_job_paused` ([`JOB_PAUSED`]) | gauge | `job` | 1 while this replica's last fire claim of a job was refused because an operator paused it, 0 once a claim is answered otherwise |
 //! | `shedlock_leader` ([`LEADER`]) | gauge | `election` | 1 while this instance's latch leads the election, 0 otherwise |
 //!
+//! The series below are the cluster's, read from the store by shedlock-web's `/metrics` (and
+//! `shedlock serve`): any one instance tells them for every replica, so scrape one. shedlock-core
+//! records none of them. Their own prefix keeps them apart from each replica's series above. A
+//! job's series carry its lock's name too, so two jobs of one name on different locks, as during a
+//! rename, stay two series.
+//!
+//! | metric | kind | labels | tells |
+//! |---|---|---|---|
+//! | `shedlock_store_job_last_success_timestamp_seconds` ([`STORE_JOB_LAST_SUCCESS`]) | gauge | `job`, `lock` | when the job's last successful run on any replica ended (Unix seconds, store clock); absent until one is recorded |
+//! | `shedlock_store_job_consecutive_failures` ([`STORE_JOB_CONSECUTIVE_FAILURES`]) | gauge | `job`, `lock` | the job's runs that failed or panicked since its last success, across replicas |
+//! | `shedlock_store_job_paused` ([`STORE_JOB_PAUSED`]) | gauge | `job`, `lock` | 1 while an operator's pause of the job holds |
+//! | `shedlock_store_job_seconds_since_last_run` ([`STORE_JOB_SINCE_LAST_RUN`]) | gauge | `job`, `lock` | seconds from the end of the job's last recorded run to the store's now; absent until one is recorded |
+//! | `shedlock_store_lock_held` ([`STORE_LOCK_HELD`]) | gauge | `lock` | 1 while the lock is held, by the store's clock; election rows are left out |
+//! | `shedlock_store_lock_seconds_left` ([`STORE_LOCK_SECONDS_LEFT`]) | gauge | `lock` | seconds until the lock's hold ends, 0 when free |
+//! | `shedlock_store_leader_present` ([`STORE_LEADER_PRESENT`]) | gauge | `election` | 1 while the election's row is held: it has a leader |
+//!
+//! ```
+//! // "The nightly job has not succeeded anywhere in 25 h", and "nobody leads":
+//! use shedlock_core::metrics::{STORE_JOB_LAST_SUCCESS, STORE_LEADER_PRESENT};
+//! let stale = format!("time() - {STORE_JOB_LAST_SUCCESS}{{job=\"nightly-report\"}} > 25 * 3600");
+//! let leaderless = format!("{STORE_LEADER_PRESENT} == 0");
+//! # assert!(stale.starts_with("time() - shedlock_store_") && leaderless.ends_with("== 0"));
+//! ```
+//!
 //! The `lock` label is the full lock name. So a templated name (`"report-{tenant}"`) makes one
 //! series per value. Keep templated names to a bounded set, or leave the feature off.
 //!
@@ -64,7 +88,23 @@ pub const JOB_PAUSED: &str = "shedlock_job_paused";
 /// Gauge: 1 while this instance leads the election, 0 otherwise. Label `election`.
 pub const LEADER: &str = "shedlock_leader";
 
-/// Every metric name above, in the table's order.
+/// Gauge, Unix seconds: the end of a job's last successful run on any replica, from the store.
+/// Labels `job`, `lock`.
+pub const STORE_JOB_LAST_SUCCESS: &str = "shedlock_store_job_last_success_timestamp_seconds";
+/// Gauge: a job's failed runs since its last success, across replicas, from the store. Labels `job`, `lock`.
+pub const STORE_JOB_CONSECUTIVE_FAILURES: &str = "shedlock_store_job_consecutive_failures";
+/// Gauge: 1 while a job's pause holds, from the store. Labels `job`, `lock`.
+pub const STORE_JOB_PAUSED: &str = "shedlock_store_job_paused";
+/// Gauge: seconds since a job's last recorded run ended, from the store. Labels `job`, `lock`.
+pub const STORE_JOB_SINCE_LAST_RUN: &str = "shedlock_store_job_seconds_since_last_run";
+/// Gauge: 1 while a lock is held, from the store. Label `lock`.
+pub const STORE_LOCK_HELD: &str = "shedlock_store_lock_held";
+/// Gauge: seconds until a lock's hold ends, 0 when free, from the store. Label `lock`.
+pub const STORE_LOCK_SECONDS_LEFT: &str = "shedlock_store_lock_seconds_left";
+/// Gauge: 1 while an election has a leader, from the store. Label `election`.
+pub const STORE_LEADER_PRESENT: &str = "shedlock_store_leader_present";
+
+/// Every metric name a replica records, in the first table's order.
 pub const ALL: [&str; 15] = [
     ATTEMPTS,
     ACQUIRED,
@@ -83,6 +123,17 @@ pub const ALL: [&str; 15] = [
     LEADER,
 ];
 
+/// Every metric name read from the store, in the second table's order.
+pub const STORE_ALL: [&str; 7] = [
+    STORE_JOB_LAST_SUCCESS,
+    STORE_JOB_CONSECUTIVE_FAILURES,
+    STORE_JOB_PAUSED,
+    STORE_JOB_SINCE_LAST_RUN,
+    STORE_LOCK_HELD,
+    STORE_LOCK_SECONDS_LEFT,
+    STORE_LEADER_PRESENT,
+];
+
 #[cfg(test)]
 mod tests {
     /// The table in this module's docs lists exactly the names in `ALL`, in order. Each is beside
@@ -93,6 +144,7 @@ mod tests {
         let rows: Vec<&str> = source
             .lines()
             .filter(|line| line.starts_with("//! | `shedlock_"))
+            .filter(|line| !line.starts_with("//! | `shedlock_store_"))
             .collect();
         assert_eq!(
             rows.len(),
@@ -118,6 +170,40 @@ mod tests {
         ];
         for ((row, (constant, name)), listed) in rows.iter().zip(constants).zip(super::ALL) {
             assert_eq!(name, listed, "ALL follows the table's order");
+            assert!(
+                row.starts_with(&format!("//! | `{name}` ([`{constant}`]) |")),
+                "row for {constant}: {row}"
+            );
+        }
+    }
+
+    /// The same for the series read from the store.
+    #[test]
+    fn the_store_table_lists_every_store_name_beside_its_constant() {
+        let source = include_str!("metrics.rs");
+        let rows: Vec<&str> = source
+            .lines()
+            .filter(|line| line.starts_with("//! | `shedlock_store_"))
+            .collect();
+        let constants = [
+            ("STORE_JOB_LAST_SUCCESS", super::STORE_JOB_LAST_SUCCESS),
+            (
+                "STORE_JOB_CONSECUTIVE_FAILURES",
+                super::STORE_JOB_CONSECUTIVE_FAILURES,
+            ),
+            ("STORE_JOB_PAUSED", super::STORE_JOB_PAUSED),
+            ("STORE_JOB_SINCE_LAST_RUN", super::STORE_JOB_SINCE_LAST_RUN),
+            ("STORE_LOCK_HELD", super::STORE_LOCK_HELD),
+            ("STORE_LOCK_SECONDS_LEFT", super::STORE_LOCK_SECONDS_LEFT),
+            ("STORE_LEADER_PRESENT", super::STORE_LEADER_PRESENT),
+        ];
+        assert_eq!(
+            rows.len(),
+            super::STORE_ALL.len(),
+            "one row per metric: {rows:#?}"
+        );
+        for ((row, (constant, name)), listed) in rows.iter().zip(constants).zip(super::STORE_ALL) {
+            assert_eq!(name, listed, "STORE_ALL follows the table's order");
             assert!(
                 row.starts_with(&format!("//! | `{name}` ([`{constant}`]) |")),
                 "row for {constant}: {row}"

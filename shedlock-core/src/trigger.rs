@@ -48,11 +48,12 @@ impl Trigger {
         self.taken_by.is_none() && now < self.expires
     }
 
-    /// A new trigger id: random, positive, and never 0.
+    /// A new trigger id: random, positive, never 0, and below 2^53, so JavaScript, which reads
+    /// JSON numbers as doubles, reads it exactly (the dashboard's API sends it as a number).
     #[must_use]
     pub fn new_id() -> i64 {
-        let id = crate::owner::random_u64() >> 1;
-        i64::try_from(id).unwrap_or(i64::MAX).max(1)
+        let id = crate::owner::random_u64() >> 11;
+        i64::try_from(id).unwrap_or(1).max(1)
     }
 }
 
@@ -165,6 +166,10 @@ mod tests {
     #[test]
     fn ids_are_positive_and_differ() {
         let ids: Vec<i64> = (0..100).map(|_| Trigger::new_id()).collect();
+        assert!(
+            ids.iter().all(|&id| id > 0 && id < (1 << 53)),
+            "positive and exact as a double: {ids:?}"
+        );
         assert!(ids.iter().all(|id| *id > 0));
         let mut sorted = ids.clone();
         sorted.sort_unstable();

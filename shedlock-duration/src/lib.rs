@@ -272,6 +272,42 @@ pub fn format(duration: Duration) -> String {
     out
 }
 
+/// Formats a duration for reading at a glance: its two largest units, the rest dropped, and
+/// milliseconds under a second. Operator tools show ages and time left this way.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(shedlock_duration::approx(Duration::from_secs(5400 + 59)), "1h30m");
+/// assert_eq!(shedlock_duration::approx(Duration::from_secs(90_061)), "1d1h");
+/// assert_eq!(shedlock_duration::approx(Duration::from_millis(1_500)), "1s");
+/// assert_eq!(shedlock_duration::approx(Duration::from_millis(250)), "250ms");
+/// ```
+#[must_use]
+pub fn approx(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    let mut left = duration.as_secs();
+    let mut out = String::new();
+    let mut shown = 0;
+    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+        let count = left / size;
+        if count > 0 || shown > 0 {
+            if count > 0 {
+                out.push_str(&count.to_string());
+                out.push_str(unit);
+            }
+            shown += 1;
+            left %= size;
+        }
+        if shown == 2 {
+            break;
+        }
+    }
+    out
+}
+
 /// The README's Rust example, compiled as a doc test. The README is what crates.io shows.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

@@ -67,6 +67,7 @@ impl Store {
 /// Prints the cargo instructions for `stores` (call from `main` of a build script).
 pub(crate) fn emit(stores: &[Store]) {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=build");
     println!("cargo::rustc-check-cfg=cfg({})", CFGS.join(", "));
     println!("cargo::rerun-if-env-changed={REQUIRE_DB}");
     let required = std::env::var(REQUIRE_DB).is_ok_and(|v| v.trim() == "1");

@@ -25,7 +25,7 @@ use crate::harness::{AT_MOST, Result};
 const PERIOD: Duration = Duration::from_millis(20);
 
 /// CPU time of the whole process so far, in nanoseconds (every thread's time on a CPU).
-fn process_cpu_ns() -> Result<u64> {
+pub(crate) fn process_cpu_ns() -> Result<u64> {
     let mut total = 0;
     for task in std::fs::read_dir("/proc/self/task")? {
         let path = task?.path().join("schedstat");

@@ -58,8 +58,17 @@ pub(crate) struct Plan {
     pub(crate) jobs_slice: Duration,
     /// Triggers asked, one after another, in the `trigger` part.
     pub(crate) trigger_rounds: usize,
+    /// Requests of each variant of the `web` part, over all rounds: enough for a p99.
+    pub(crate) web_requests: usize,
+    /// Fire instants measured by the `lateness` part with one job, which gives one sample per
+    /// instant, so it runs longer than the others.
+    pub(crate) lateness_fires_one: u32,
+    /// Fire instants measured by the `lateness` part with 100 and with 1,000 jobs.
+    pub(crate) lateness_fires: u32,
+    /// Whether the `lateness` part runs on MariaDB too (always on Postgres and Redis).
+    pub(crate) lateness_on_mariadb: bool,
     /// The parts to run (`uncontended`, `server`, `contention`, `pressure`, `latch`, `fires`,
-    /// `jobs`, `tower`); empty: all.
+    /// `jobs`, `tower`, `trigger`, `web`, `lateness`); empty: all.
     pub(crate) only: Vec<String>,
 }
 
@@ -85,6 +94,10 @@ impl Plan {
                 jobs_rounds: 9,
                 jobs_slice: Duration::from_millis(150),
                 trigger_rounds: 30,
+                web_requests: 200,
+                lateness_fires_one: 20,
+                lateness_fires: 6,
+                lateness_on_mariadb: false,
                 only: Vec::new(),
             }
         } else {
@@ -107,6 +120,10 @@ impl Plan {
                 jobs_rounds: 15,
                 jobs_slice: Duration::from_millis(300),
                 trigger_rounds: 100,
+                web_requests: 1_000,
+                lateness_fires_one: 100,
+                lateness_fires: 20,
+                lateness_on_mariadb: true,
                 only: Vec::new(),
             }
         }
@@ -121,7 +138,7 @@ impl Plan {
 }
 
 /// The parts of a run, for `--only`.
-pub(crate) const PARTS: [&str; 9] = [
+pub(crate) const PARTS: [&str; 11] = [
     "uncontended",
     "server",
     "contention",
@@ -131,6 +148,8 @@ pub(crate) const PARTS: [&str; 9] = [
     "jobs",
     "tower",
     "trigger",
+    "web",
+    "lateness",
 ];
 
 /// One measured operation, run over and over.

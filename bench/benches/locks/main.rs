@@ -7,7 +7,7 @@
 //! cargo bench -p shedlock-bench                      # the full run (a few minutes)
 //! cargo bench -p shedlock-bench -- --quick --json    # JSON rows on stdout
 //! cargo bench -p shedlock-bench -- --db postgres     # some of postgres, mariadb, sqlite, memory, redis, etcd, tls
-//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, server, contention, pressure, latch, fires, jobs, tower, trigger
+//! cargo bench -p shedlock-bench -- --only contention # parts: uncontended, server, contention, pressure, latch, fires, jobs, tower, trigger, web
 //! cargo bench -p shedlock-bench -- --pace-ms 5       # the pause between paced operations (default 1)
 //! ```
 //!
@@ -21,9 +21,11 @@
 mod fires;
 mod harness;
 mod jobs;
+mod lateness;
 mod mysql;
 mod pg;
 mod pgbench;
+mod server_cpu;
 mod sink;
 mod sql;
 mod sqlite;
@@ -32,6 +34,7 @@ mod suite;
 mod tls;
 mod tower;
 mod trigger;
+mod web;
 mod wire;
 
 use std::path::PathBuf;
@@ -117,6 +120,9 @@ impl Settings {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == lateness::REPLICA_ARG) {
+        return lateness::replica_main(&args[1..]);
+    }
     if !args.iter().any(|a| a == "--bench") {
         // `cargo test --all-targets` runs bench targets without `--bench`: never benchmark there.
         eprintln!(
@@ -188,19 +194,20 @@ fn java_section(header: &str, placeholder: Placeholder) -> Option<Section> {
     }
 }
 
-/// One part's rows and whether it ran, saying how long it took or why it failed.
+/// One part's rows and whether it ran, saying (after `what`, such as the database's name) how
+/// long it took or why it failed.
 async fn timed(
-    db: &str,
+    what: &str,
     part: impl std::future::Future<Output = harness::Result<Vec<Row>>>,
 ) -> (Vec<Row>, bool) {
     let t = Instant::now();
     match part.await {
         Ok(rows) => {
-            eprintln!("{db}: done in {:.1} s", t.elapsed().as_secs_f64());
+            eprintln!("{what}: done in {:.1} s", t.elapsed().as_secs_f64());
             (rows, true)
         }
         Err(e) => {
-            eprintln!("{db}: {e}");
+            eprintln!("{what}: {e}");
             (Vec::new(), false)
         }
     }
@@ -226,11 +233,11 @@ async fn run(settings: &Settings) -> bool {
         let (part, part_ok) = match db.as_str() {
             "postgres" => {
                 let url = env_or("SHEDLOCK_PG_URL", DEFAULT_PG_URL);
-                suite::run(&sql::Sql::<Postgres>::new(url, None), &plan).await
+                suite::run_all(&sql::Sql::<Postgres>::new(url, None), &plan).await
             }
             "mariadb" => {
                 let url = env_or("SHEDLOCK_MYSQL_URL", DEFAULT_MYSQL_URL);
-                suite::run(&sql::Sql::<MySql>::new(url, None), &plan).await
+                suite::run_all(&sql::Sql::<MySql>::new(url, None), &plan).await
             }
             "redis" | "etcd" => {
                 let var = if db == "redis" {

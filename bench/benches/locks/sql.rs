@@ -404,8 +404,8 @@ impl<D: SqlDb> Sql<D> {
     }
 
     /// The raw floor, from the captured statements.
-    pub(crate) async fn floor(&self, sql: &Captured) -> Result<Floor> {
-        let sql = RawSql::from(sql)?;
+    pub(crate) async fn floor(&self, captured: &Captured) -> Result<Floor> {
+        let sql = RawSql::from(captured)?;
         let skip = Raw::<D>::new(
             Conn::Own(self.connect().await?),
             &sql,
@@ -418,9 +418,19 @@ impl<D: SqlDb> Sql<D> {
             FLOOR_CYCLE,
             FLOOR_OWNER.into(),
         );
+        let read = RawRead::<D> {
+            conn: self.connect().await?,
+            sql: captured
+                .holder
+                .first()
+                .ok_or("no holder statement captured")?
+                .as_str()
+                .into(),
+        };
         Ok(Floor {
             select1: Box::new(Select1::<D>(self.connect().await?)),
             skip: Box::new(RawSkip(skip)),
+            read: Box::new(read),
             cycle: Box::new(RawCycle(cycle)),
             extra_cycles: Vec::new(),
         })
@@ -504,6 +514,27 @@ impl<D: SqlDb> Sql<D> {
 }
 
 struct Select1<D: SqlDb>(D::Connection);
+
+/// The provider's `holder` statement, raw, on the row of [`HELD`]: a read by the primary key.
+struct RawRead<D: SqlDb> {
+    conn: D::Connection,
+    sql: Arc<str>,
+}
+
+#[async_trait]
+impl<D: SqlDb> Op for RawRead<D> {
+    async fn run(&mut self) -> Result<()> {
+        let args = vec![Arg::Text(HELD.to_owned())];
+        match D::fetch(&mut self.conn, &self.sql, args).await? {
+            Some(_) => Ok(()),
+            None => Err("the held lock's row was not found".into()),
+        }
+    }
+
+    async fn close(self: Box<Self>) {
+        let _ = self.conn.close().await;
+    }
+}
 
 #[async_trait]
 impl<D: SqlDb> Op for Select1<D> {

@@ -81,6 +81,24 @@ pub(crate) async fn redis(url: &str, plan: &Plan) -> Result<Vec<Row>> {
             Ok(rows)
         });
     }
+    if plan.runs("web") && rows.is_ok() {
+        let web = crate::web::run("redis", &provider, plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(web?);
+            Ok(rows)
+        });
+    }
+    if plan.runs("lateness") && rows.is_ok() {
+        let store = crate::lateness::Store::Redis {
+            url,
+            prefix: &prefix,
+        };
+        let lateness = crate::lateness::run(&store, plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(lateness?);
+            Ok(rows)
+        });
+    }
     // Lock keys carry no TTL (by design): remove this run's.
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}*"))
@@ -179,6 +197,13 @@ pub(crate) async fn etcd(url: &str, plan: &Plan) -> Result<Vec<Row>> {
             crate::trigger::run("etcd", &provider, Some((&wired, &proxy)), true, plan).await;
         rows = rows.and_then(|mut rows| {
             rows.extend(trigger?);
+            Ok(rows)
+        });
+    }
+    if plan.runs("web") && rows.is_ok() {
+        let web = crate::web::run("etcd", &provider, plan).await;
+        rows = rows.and_then(|mut rows| {
+            rows.extend(web?);
             Ok(rows)
         });
     }

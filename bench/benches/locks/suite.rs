@@ -49,6 +49,9 @@ pub(crate) struct Floor {
     pub(crate) select1: Box<dyn Op>,
     /// The provider's acquire statement(s) on a lock another owner holds.
     pub(crate) skip: Box<dyn Op>,
+    /// The provider's read of one lock row (`holder`'s statement) by its primary key: the floor
+    /// of any statement that must read the row, as a skip must (issue 31).
+    pub(crate) read: Box<dyn Op>,
     /// The provider's acquire and release statements.
     pub(crate) cycle: Box<dyn Op>,
     /// Further raw cycles, compared with `cycle` (for trying a change to the statements).
@@ -96,6 +99,44 @@ fn table_name() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     format!("shedlock_bench_{}_{nanos:x}", std::process::id())
+}
+
+/// [`run`], then the `lateness` part, which runs replica processes on a table of its own.
+pub(crate) async fn run_all<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, bool) {
+    let (mut rows, ok) = run(backend, plan).await;
+    let (late, late_ok) = lateness(backend, plan).await;
+    rows.extend(late);
+    (rows, ok && late_ok)
+}
+
+/// The `lateness` part on Postgres, and on MariaDB in a full run (see
+/// [`Plan::lateness_on_mariadb`]); nothing on the others.
+async fn lateness<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, bool) {
+    let db = D::DB;
+    let here = db == "postgres" || (db == "mariadb" && plan.lateness_on_mariadb);
+    if !plan.runs("lateness") || !here {
+        return (Vec::new(), true);
+    }
+    let table = table_name();
+    let part = async {
+        let result = async {
+            let provider = backend.provider(&table).await?;
+            backend.create_table(&provider).await?;
+            closer::<D>(&provider).await;
+            let store = crate::lateness::Store::Sql {
+                kind: db,
+                url: &backend.url,
+                table: &table,
+            };
+            crate::lateness::run(&store, plan).await
+        }
+        .await;
+        if let Err(e) = backend.drop_table(&table).await {
+            eprintln!("{db}: could not drop {table}: {e}");
+        }
+        result
+    };
+    crate::timed(&format!("{db}: lateness"), part).await
 }
 
 /// Runs every part against one database; a part that fails is reported on stderr and leaves
@@ -190,6 +231,10 @@ pub(crate) async fn run<D: SqlDb>(backend: &Sql<D>, plan: &Plan) -> (Vec<Row>, b
         let t = Instant::now();
         let part = trigger(backend, &table, &provider, plan).await;
         stage("trigger", part, t).await;
+    }
+    if plan.runs("web") {
+        let t = Instant::now();
+        stage("web", crate::web::run(db, &provider, plan).await, t).await;
     }
     closer::<D>(&provider).await;
     if let Err(e) = backend.drop_table(&table).await {
@@ -374,6 +419,7 @@ impl Samples {
 
 const SELECT1: &str = "select 1 (round trip)";
 const SKIP_FLOOR: &str = "skip: statement raw (floor)";
+const READ_FLOOR: &str = "read of the lock row by its key, raw";
 const CYCLE_FLOOR: &str = "cycle: statements raw (floor)";
 pub(crate) const SKIP_PROVIDER: &str = "skip: provider";
 pub(crate) const SKIP_EXECUTOR: &str = "skip: executor";
@@ -479,6 +525,7 @@ async fn uncontended<D: SqlDb>(
     for v in floor_b2b.extra_cycles {
         v.op.close().await;
     }
+    floor_b2b.read.close().await;
     // For profiling: SHEDLOCK_BENCH_VARIANTS=name[,name…] keeps only the variants named.
     if let Ok(filter) = std::env::var("SHEDLOCK_BENCH_VARIANTS") {
         let keep: Vec<&str> = filter.split(',').map(str::trim).collect();
@@ -626,6 +673,7 @@ fn library_variants<P: LockProvider + Clone>(
     let mut variants = vec![
         Variant::boxed(SELECT1, floor.select1),
         Variant::boxed(SKIP_FLOOR, floor.skip),
+        Variant::boxed(READ_FLOOR, floor.read),
         Variant::boxed(CYCLE_FLOOR, floor.cycle),
     ];
     variants.extend(floor.extra_cycles);
@@ -675,6 +723,7 @@ fn uncontended_rows(
     let mut rows = vec![
         row(SELECT1, SELECT1),
         row(SKIP_FLOOR, SELECT1),
+        row(READ_FLOOR, SELECT1),
         row(CYCLE_FLOOR, SELECT1),
     ];
     for extra in extra_names {
@@ -694,6 +743,8 @@ fn uncontended_rows(
             "stmt",
         ),
         row(SKIP_PROVIDER, SKIP_FLOOR).target(Target::RatioAtMost(1.3)),
+        versus(SKIP_FLOOR, READ_FLOOR),
+        versus(SKIP_PROVIDER, READ_FLOOR).target(Target::ValueAtMost(1.2)),
         row(SKIP_POOL, SKIP_FLOOR),
         versus(SKIP_TIMED, SKIP_PROVIDER),
         versus(SKIP_SPAWNED, SKIP_PROVIDER),

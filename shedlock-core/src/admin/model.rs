@@ -542,6 +542,68 @@ impl JobView {
     }
 }
 
+/// The job an operator's name means, and the lock its fires take: what the CLI's job commands and
+/// the dashboard's actions act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobTarget {
+    /// The job's name, or the lock's for a row no replica publishes.
+    pub job: String,
+    /// The lock its fires take: the one pauses and triggers are written to.
+    pub lock: String,
+    /// Whether a replica publishes a job on that lock now, so one can take a trigger.
+    pub published: bool,
+}
+
+impl JobTarget {
+    /// The job `name` means: a job a replica publishes by its name, else by its lock's name, else
+    /// a lock row of that name (a job can be paused before any replica publishes it). A published
+    /// job wins over a leftover row of the same name, as after a job's lock was renamed. `None`:
+    /// no such job or row.
+    ///
+    /// ```
+    /// use chrono::Utc;
+    /// use shedlock_core::admin::model::JobTarget;
+    /// use shedlock_core::jobs::{Definition, DefinitionEntry};
+    ///
+    /// let now = Utc::now();
+    /// let published = DefinitionEntry::new(
+    ///     Definition::new("report", "report-lock", r#"{"every":"1m"}"#),
+    ///     "pod-1", "0.2.0", now, now,
+    /// );
+    /// let target = JobTarget::resolve(&[published], &[], "report").expect("published");
+    /// assert_eq!((target.job.as_str(), target.lock.as_str()), ("report", "report-lock"));
+    /// assert!(target.published);
+    /// assert!(JobTarget::resolve(&[], &[], "report").is_none());
+    /// ```
+    #[must_use]
+    pub fn resolve(
+        definitions: &[DefinitionEntry],
+        entries: &[LockEntry],
+        name: &str,
+    ) -> Option<Self> {
+        let published = definitions
+            .iter()
+            .find(|d| d.definition.job == name)
+            .or_else(|| definitions.iter().find(|d| d.definition.lock_name == name));
+        if let Some(d) = published {
+            return Some(Self {
+                job: d.definition.job.clone(),
+                lock: d.definition.lock_name.clone(),
+                published: true,
+            });
+        }
+        entries
+            .iter()
+            .any(|e| e.record().name() == name)
+            .then(|| Self {
+                job: name.to_owned(),
+                lock: name.to_owned(),
+                published: false,
+            })
+    }
+}
+
 /// What `shedlock forget JOB --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -50,6 +50,7 @@ pub struct RunContext {
     pub(crate) term: Option<LeaderTerm>,
     pub(crate) catch_up: bool,
     pub(crate) trigger: Option<i64>,
+    pub(crate) answered: std::time::Instant,
 }
 
 impl RunContext {
@@ -84,6 +85,17 @@ impl RunContext {
     #[must_use]
     pub fn trigger(&self) -> Option<i64> {
         self.trigger
+    }
+
+    /// When this process received the store's answer that let this run start, on the monotonic
+    /// clock: the fire claim's or trigger claim's reply, or, for a claim whose reply was lost, the
+    /// later answer that showed it had committed. `answered_at().elapsed()` at the top of the
+    /// body is the scheduler's dispatch, what it did between the answer and the body's start. On
+    /// a store without fire claims it is when the plain lock was taken, after its lease was set
+    /// up.
+    #[must_use]
+    pub fn answered_at(&self) -> std::time::Instant {
+        self.answered
     }
 }
 

@@ -196,6 +196,20 @@ async fn handle_fire(shared: &Shared, job: &Entry, fire: Fire, catch_up: bool) -
     .await
 }
 
+/// The leader term a fire of `job` runs in: `None` for a job that is not leader-only, and
+/// [`FireEnd::NotLeader`] when this replica does not lead.
+fn leading_term(job: &Entry) -> Result<Option<LeaderTerm>, FireEnd> {
+    let Some(latch) = &job.leader else {
+        return Ok(None);
+    };
+    let term = latch.current_term().filter(LeaderTerm::is_active);
+    if term.is_none() {
+        tracing::trace!("not leading: the fire is the leader's");
+        return Err(FireEnd::NotLeader);
+    }
+    Ok(term)
+}
+
 /// [`handle_fire`]'s loop. Claims whose replies were lost are noted in `lost`. They are left there
 /// when the fire is not run for them, and the caller then settles them.
 async fn claim_and_run(
@@ -211,15 +225,9 @@ async fn claim_and_run(
         if shared.stopping() {
             return FireEnd::Shutdown;
         }
-        let term = match &job.leader {
-            None => None,
-            Some(latch) => {
-                let Some(term) = latch.current_term().filter(LeaderTerm::is_active) else {
-                    tracing::trace!("not leading: the fire is the leader's");
-                    return FireEnd::NotLeader;
-                };
-                Some(term)
-            }
+        let term = match leading_term(job) {
+            Ok(term) => term,
+            Err(end) => return end,
         };
         if shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
             return plain_fire(shared, job, fire, term).await;
@@ -247,7 +255,8 @@ async fn claim_and_run(
                             return FireEnd::ClaimedElsewhere;
                         };
                         *lost = None;
-                        run(shared, job, fire, guard, term, catch_up, None).await;
+                        let start = Start::fire(catch_up, attempt.received);
+                        run(shared, job, fire, guard, term, start).await;
                         return FireEnd::Ran;
                     }
                     FireClaim::TooEarly { now } => {
@@ -274,7 +283,8 @@ async fn claim_and_run(
                             && let Some(guard) =
                                 lost::adopt(shared, job, &fire, &uncertain, holder).await
                         {
-                            run(shared, job, fire, guard, term, catch_up, None).await;
+                            let start = Start::fire(catch_up, attempt.received);
+                            run(shared, job, fire, guard, term, start).await;
                             return FireEnd::Ran;
                         }
                         // The recorded claim is not one of this loop's lost ones (or another
@@ -441,12 +451,14 @@ async fn retry_after_error(
 /// apart.
 async fn plain_fire(shared: &Shared, job: &Entry, fire: Fire, term: Option<LeaderTerm>) -> FireEnd {
     let locked = shared.executor.lock(&job.cfg, false).await;
+    let answered = Instant::now();
     if locked.is_ok() {
         store_answered(job, None);
     }
     match locked {
         Ok(Some(guard)) => {
-            run(shared, job, fire, guard, term, false, None).await;
+            let start = Start::fire(false, answered);
+            run(shared, job, fire, guard, term, start).await;
             FireEnd::Ran
         }
         Ok(None) => {
@@ -475,6 +487,52 @@ fn outcome_of(
     }
 }
 
+/// How a run came about: a catch-up or not, an operator's trigger or a fire, and when the store's
+/// answer that let it start arrived.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Start {
+    catch_up: bool,
+    trigger: Option<i64>,
+    answered: Instant,
+}
+
+impl Start {
+    /// A scheduled fire's run (a catch-up if `catch_up`), started by an answer at `answered`.
+    pub(super) fn fire(catch_up: bool, answered: Instant) -> Self {
+        Self {
+            catch_up,
+            trigger: None,
+            answered,
+        }
+    }
+
+    /// The run of trigger `id` ("run now"), started by an answer at `answered`.
+    pub(super) fn trigger(id: i64, answered: Instant) -> Self {
+        Self {
+            catch_up: false,
+            trigger: Some(id),
+            answered,
+        }
+    }
+
+    /// What the body of the run of `fire` under `lock` is told.
+    fn context(
+        self,
+        fire: Fire,
+        lock: current::LockHandle,
+        term: Option<LeaderTerm>,
+    ) -> RunContext {
+        RunContext {
+            fire,
+            lock,
+            term,
+            catch_up: self.catch_up,
+            trigger: self.trigger,
+            answered: self.answered.into_std(),
+        }
+    }
+}
+
 /// Runs the body under `guard`. It is stopped when the leader term ends or shutdown cancels it.
 pub(super) async fn run(
     shared: &Shared,
@@ -482,17 +540,11 @@ pub(super) async fn run(
     fire: Fire,
     guard: LockGuard,
     term: Option<LeaderTerm>,
-    catch_up: bool,
-    trigger: Option<i64>,
+    start: Start,
 ) {
+    let catch_up = start.catch_up;
     let handle = guard.handle();
-    let ctx = RunContext {
-        fire,
-        lock: handle.clone(),
-        term: term.clone(),
-        catch_up,
-        trigger,
-    };
+    let ctx = start.context(fire, handle.clone(), term.clone());
     let started = shared.clock.store_now();
     let started_at = Instant::now();
     // Until the body ends, a release (the drain's) records the run as cancelled.

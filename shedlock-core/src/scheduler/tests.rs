@@ -1142,6 +1142,47 @@ async fn next_fire_is_known_as_soon_as_start_returns() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_run_is_told_when_the_answer_that_started_it_arrived() {
+    // The first fire of a job every minute is 2 s of (virtual) time away; the claim is sent
+    // then, and answered 300 ms later.
+    let (store, _) = store_past_a_minute(58);
+    store.inject(Operation::ClaimFire, Fault::Delay(SEC * 3 / 10));
+    let before = tokio::time::Instant::now().into_std();
+    let seen: Arc<Mutex<Option<(std::time::Instant, std::time::Instant)>>> = Arc::default();
+    let a = scheduler(&store, "a");
+    let log = seen.clone();
+    a.add(Job::new("minutely", every(60 * SEC), move |run| {
+        let log = log.clone();
+        async move {
+            let started = tokio::time::Instant::now().into_std();
+            *log.lock().unwrap() = Some((run.answered_at(), started));
+        }
+    }))
+    .unwrap();
+    a.start().await.unwrap();
+    let deadline = tokio::time::Instant::now() + 10 * SEC;
+    while seen.lock().unwrap().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fire due 2 s after the start did not run within 10 s"
+        );
+        tokio::time::sleep(SEC / 10).await;
+    }
+    let (answered, started) = seen.lock().unwrap().unwrap();
+    // The store decides at `F` (2 s after the start) by its clock or later, and answers then;
+    // the claim was sent 300 ms before its answer, so earlier than `F` by this process's clock
+    // (its estimate of the store's clock takes the slow replies' midpoints).
+    assert!(
+        answered >= before + 2 * SEC,
+        "the claim of the fire due 2 s after the start was answered {:?} after the start: that is \
+         when it was sent, not when its answer came",
+        answered.saturating_duration_since(before)
+    );
+    assert!(answered <= started, "answered after the body started");
+    a.shutdown(SEC).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_status_serialises_with_its_spec_and_last_run() {
     // 2027-01-15T08:00:00Z, on a minute; the store starts 10 s before it.
     let minute = 1_800_000_000;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::job_loop::Start;
 use super::lost::LostClaims;
 use super::{Entry, Shared, job_loop, span};
 use crate::fire::Fire;
@@ -183,8 +184,8 @@ async fn claim_and_run(
                 match (reply, guard) {
                     (TriggerClaim::Claimed(_), Some(guard)) => {
                         tracing::info!(id = trigger.id, "running a trigger (run now)");
-                        job_loop::run(shared, job, fire, guard, term, false, Some(trigger.id))
-                            .await;
+                        let start = Start::trigger(trigger.id, received);
+                        job_loop::run(shared, job, fire, guard, term, start).await;
                     }
                     (reply, _) => tracing::debug!(?reply, "trigger not claimed here"),
                 }
@@ -215,6 +216,7 @@ async fn adopt_if_committed(
     let Ok(Some(holder)) = shared.executor.holder(job.cfg.name()).await else {
         return;
     };
+    let answered = Instant::now();
     // Only a claim of a trigger carries the trigger mark: a lost fire claim of this replica is
     // never taken for this one, nor this one for a fire's.
     let owner = crate::admin::trigger_owner(shared.executor.owner_id());
@@ -232,7 +234,8 @@ async fn adopt_if_committed(
             id,
             "a trigger claim whose reply was lost had committed: running it"
         );
-        job_loop::run(shared, job, fire, guard, term, false, Some(id)).await;
+        let start = Start::trigger(id, answered);
+        job_loop::run(shared, job, fire, guard, term, start).await;
     }
 }
 

@@ -67,19 +67,28 @@ fn check_events(events: &[Stamped], t: &Timeline) -> (usize, usize) {
     // asking the store, once that run ends (its end is recorded in the database, so it may end
     // well into the outage): not a lock decision made while the database was down.
     let grace = t.down + Duration::from_millis(500);
+    // Likewise a fire met after an earlier fire of the job failed on this replica at the stop (its
+    // run's own database work, or its claim, cut mid-call): the replica has not seen its hold end
+    // in the store, counts the lock as its own, and skips without asking the store. A skip while
+    // the store is down is this replica's own knowledge, not an answer of the store.
     let held_by_own_run = |skip: &Stamped| {
         let Event::Skipped { replica, job, tick } = &skip.event else {
             return false;
         };
-        events.iter().any(|began| {
-            matches!(&began.event, Event::Ran { replica: r, job: j, tick: t0, .. }
+        let cut_claim = events.iter().any(|cut| {
+            matches!(&cut.event, Event::Error { replica: r, job: j, tick: t0, .. }
+                if r == replica && j == job && t0 < tick && cut.at <= grace)
+        });
+        cut_claim
+            || events.iter().any(|began| {
+                matches!(&began.event, Event::Ran { replica: r, job: j, tick: t0, .. }
                 if r == replica && j == job && t0 < tick
                     && began.at <= grace
                     && events.iter().any(|ended| ended.at <= skip.at && matches!(&ended.event,
                         Event::Done { replica: r, job: j, tick: t1, .. }
                         | Event::Error { replica: r, job: j, tick: t1, .. }
                         if r == replica && j == job && t1 == t0)))
-        })
+            })
     };
     let held_skips = in_window(grace, t.starting)
         .filter(|s| held_by_own_run(s))

@@ -18,6 +18,9 @@ mod cluster_scheduler;
 mod cluster_scheduler_etcd;
 #[cfg(feature = "apalis")]
 mod cron_apalis;
+// The dashboard in headless Chromium: shedlock-web, served with axum (the `web` feature).
+#[cfg(feature = "web")]
+mod dashboard_browser;
 mod drain_processes;
 mod e2e_demo;
 mod fault_clock;

@@ -85,7 +85,7 @@ async fn expect(store: Store, cluster: &Cluster, args: &[&str], code: u8) -> Str
 }
 
 /// The ticks of `job` run, with the replicas that ran each, after `since`.
-fn ran(events: &[Stamped], job: &str, since: Instant) -> BTreeMap<u64, Vec<String>> {
+pub(crate) fn ran(events: &[Stamped], job: &str, since: Instant) -> BTreeMap<u64, Vec<String>> {
     let mut ticks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for s in events.iter().filter(|s| s.at >= since) {
         if let Event::Ran {
@@ -104,7 +104,7 @@ fn ran(events: &[Stamped], job: &str, since: Instant) -> BTreeMap<u64, Vec<Strin
 }
 
 /// The replicas that ran trigger `id`.
-fn ran_trigger(events: &[Stamped], id: i64) -> Vec<String> {
+pub(crate) fn ran_trigger(events: &[Stamped], id: i64) -> Vec<String> {
     events
         .iter()
         .filter_map(|s| match &s.event {
@@ -118,7 +118,49 @@ fn ran_trigger(events: &[Stamped], id: i64) -> Vec<String> {
         .collect()
 }
 
-fn paused_by(events: &[Stamped], job: &str, since: Instant) -> BTreeMap<String, Vec<u64>> {
+/// Waits until each of the replicas `a`, `b` and `c` counted two fires of `job` paused since
+/// `since`, then checks that no fire after the first refused one ran anywhere. That first fire
+/// itself may have run: claimed by one replica just before the pause was written, and answered
+/// paused to the others, whose claims came after it. Returns the first refused fire.
+pub(crate) async fn assert_pause_holds(
+    cluster: &Cluster,
+    job: &str,
+    since: Instant,
+    wait: Duration,
+) -> u64 {
+    cluster
+        .events
+        .wait_for(
+            &format!("every replica counting two fires of {job} paused"),
+            wait,
+            |all| {
+                let by = paused_by(all, job, since);
+                ["a", "b", "c"]
+                    .iter()
+                    .all(|r| by.get(*r).is_some_and(|ticks| ticks.len() >= 2))
+            },
+        )
+        .await;
+    let events = cluster.events.all();
+    let first_paused = paused_by(&events, job, since)
+        .values()
+        .flatten()
+        .min()
+        .copied()
+        .unwrap_or_else(|| panic!("a paused fire of {job}"));
+    let after = ran(&events, job, since);
+    assert!(
+        after.keys().all(|tick| *tick <= first_paused),
+        "a fire of {job} ran after the replicas refused fire {first_paused}: {after:?}"
+    );
+    first_paused
+}
+
+pub(crate) fn paused_by(
+    events: &[Stamped],
+    job: &str,
+    since: Instant,
+) -> BTreeMap<String, Vec<u64>> {
     let mut by: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for s in events.iter().filter(|s| s.at >= since) {
         if let Event::Paused {
@@ -241,33 +283,11 @@ async fn pause(store: Store, cluster: &Cluster) {
         "{said}"
     );
     let paused_at = Instant::now();
-    cluster
-        .events
-        .wait_for(
-            "every replica counting two fires of tick paused",
-            Duration::from_secs(30),
-            |all| {
-                let by = paused_by(all, "tick", paused_at);
-                ["a", "b", "c"]
-                    .iter()
-                    .all(|r| by.get(*r).is_some_and(|ticks| ticks.len() >= 2))
-            },
-        )
-        .await;
-    let events = cluster.events.all();
-    let first_paused = paused_by(&events, "tick", paused_at)
-        .values()
-        .flatten()
-        .min()
-        .copied()
-        .expect("a paused tick");
-    let after = ran(&events, "tick", paused_at);
+    assert_pause_holds(cluster, "tick", paused_at, Duration::from_secs(30)).await;
     assert!(
-        after.keys().all(|tick| *tick < first_paused),
-        "a fire ran after the pause refused tick {first_paused}: {after:?}"
-    );
-    assert!(
-        !events
+        !cluster
+            .events
+            .all()
             .iter()
             .any(|s| s.at >= paused_at
                 && matches!(&s.event, Event::Missed { job, .. } if job == "tick")),
