@@ -1,6 +1,7 @@
 //! What a test's code logs, captured as text: [`LogCapture::capture`] installs a `tracing`
 //! subscriber as this thread's default (tests on a current-thread runtime, so every task they
-//! spawn logs here) until the returned guard is dropped.
+//! spawn logs here) until the returned guard is dropped. [`LogCapture::global`] installs one for
+//! the whole test binary (multi-thread runtimes), for a test to print what it needs when it fails.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,6 +43,27 @@ impl LogCapture {
             .with_ansi(false)
             .finish();
         (log, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Captures the events that `filter` (an `EnvFilter` directive, such as
+    /// `shedlock_core=debug`) lets through, from every thread of the test binary, from now on. Only
+    /// the first call in a binary installs it; it and later calls answer the same capture. `None`
+    /// if another global subscriber was installed first.
+    #[must_use]
+    pub fn global(filter: &str) -> Option<Self> {
+        static GLOBAL: std::sync::OnceLock<Option<LogCapture>> = std::sync::OnceLock::new();
+        GLOBAL
+            .get_or_init(|| {
+                let log = Self::default();
+                tracing_subscriber::fmt()
+                    .with_writer(log.clone())
+                    .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                    .with_ansi(false)
+                    .try_init()
+                    .ok()
+                    .map(|()| log)
+            })
+            .clone()
     }
 
     /// Everything captured so far.

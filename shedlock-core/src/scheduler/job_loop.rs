@@ -30,8 +30,7 @@ use crate::provider::LockRecord;
 const RETRY_FLOOR: Duration = Duration::from_millis(50);
 
 /// One job's life: wait for each fire by the store's clock, claim it, run it if claimed.
-pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>) {
-    let start = shared.clock.store_now();
+pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>, start: DateTime<Utc>) {
     let mut cursor = start;
     if job.catch_up && shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
         // Without recorded fires nothing tells whether a replica already ran the fire.

@@ -442,11 +442,13 @@ impl Scheduler {
 
     fn spawn(&self, job: Arc<Entry>) {
         // The fire the loop decides first, known from now on: a status read right after
-        // `start` returns shows it (the loop sets it again as it goes).
+        // `start` returns shows it (the loop sets it again as it goes). The loop starts from this
+        // instant, not from when its task is first polled: on a busy runtime that may be after a
+        // fire, which would otherwise be neither claimed nor counted.
         let start = self.shared.clock.store_now();
         job.counters
             .set_next_fire(job_loop::first_fire(&self.shared, &job, start));
-        let handle = tokio::spawn(job_loop(self.shared.clone(), job));
+        let handle = tokio::spawn(job_loop(self.shared.clone(), job, start));
         self.shared
             .tasks
             .lock()

@@ -162,6 +162,33 @@ async fn two_replicas_run_each_fire_once_on_the_stores_clock() {
     );
 }
 
+/// `start` names the next fire (0.5 s ahead); the job's task first runs only after a 1 s jump of
+/// the clock (a busy runtime). The fire is still claimed, late inside its window, not skipped
+/// without a count because the task began after it.
+#[tokio::test(start_paused = true)]
+async fn a_job_task_first_polled_after_its_first_fire_still_claims_it() {
+    let (store, minute) = store_past_a_minute(59);
+    tokio::time::advance(SEC / 2).await;
+    let log = Log::default();
+    let schedule = Schedule::cron("0 * * * * *").unwrap();
+    let a = scheduler(&store, "a");
+    a.add(recording("tick", schedule, "a", &log)).unwrap();
+    a.start().await.unwrap();
+    let first = DateTime::from_timestamp(minute + 60, 0).unwrap();
+    assert_eq!(a.status("tick").unwrap().next_fire, Some(first));
+    // No await between `start` and the jump: the job's task has not run yet.
+    tokio::time::advance(SEC).await;
+    tokio::time::sleep(5 * SEC).await;
+    a.shutdown(SEC).await;
+    let seen = runs(&log);
+    assert_eq!(
+        seen.iter().map(|(_, s)| s.fire).collect::<Vec<_>>(),
+        [first],
+        "the first fire ran once, late: {seen:?}"
+    );
+    assert_eq!(a.status("tick").unwrap().missed, 0);
+}
+
 /// The probe fails, so the replica starts on its own clock, 2 s ahead of the store's. Its first
 /// claim is too early. It waits the difference, and the run starts exactly at F.
 #[tokio::test(start_paused = true)]

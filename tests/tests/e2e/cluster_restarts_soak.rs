@@ -25,8 +25,10 @@
 //! summary line per store on stderr, with what is reported but not asserted: fires met held, per
 //! policy (and whether the lock had in fact freed inside their window), and how far the
 //! scheduler's estimate of the store's clock strayed (store and replica share this machine's
-//! clock). About 40 s per store; needs the Postgres binaries or
-//! `redis-server` (skipped without them, failing under `SHEDLOCK_REQUIRE_DB=1`).
+//! clock). A failed check prints, for each fire it names, the scheduler's log of that job
+//! around the fire (captured at DEBUG for the whole test binary). About 40 s per store; needs
+//! the Postgres binaries or `redis-server` (skipped without them, failing under
+//! `SHEDLOCK_REQUIRE_DB=1`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -43,6 +45,7 @@ use shedlock_core::{
 };
 use shedlock_redis::{RedisLockProvider, redis};
 use shedlock_sqlx::PgLockProvider;
+use shedlock_tests::log_capture::LogCapture;
 use shedlock_tests::throwaway::Throwaway;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -96,6 +99,11 @@ const SERVER_DEADLINE: Duration = Duration::from_mins(1);
 const PG_TABLE: &str = "soak_locks";
 /// The Redis key prefix.
 const REDIS_PREFIX: &str = "soak:";
+/// What is captured of the scheduler's log, for the failure messages.
+const LOG_FILTER: &str = "shedlock_core=debug,shedlock_redis=debug,shedlock_sqlx=debug";
+/// A failure message shows a job's log from this long before a fire to this long after its
+/// window.
+const LOG_AROUND_US: i64 = 2_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
@@ -188,6 +196,7 @@ struct HeldFire {
 /// What the scenario produced, for the checks.
 struct Outcome {
     store: &'static str,
+    /// The first fire the job loops handle (decided when `start` spawned them).
     from_us: i64,
     to_us: i64,
     restarts: Vec<Restart>,
@@ -197,6 +206,8 @@ struct Outcome {
     statuses: Vec<JobStatus>,
     drained: shedlock_core::Drained,
     took: Duration,
+    /// The scheduler's log (`None`: another global subscriber came first).
+    log: Option<LogCapture>,
 }
 
 fn wall_us() -> i64 {
@@ -274,12 +285,14 @@ fn raise_this_threads_priority() {
     }
 }
 
-/// The `i`th job's name: every other job runs fires met held late (`-late`).
-fn job_name(i: usize) -> String {
+/// The `i`th job's name on `store` (both soaks may run at once and share the captured log):
+/// every other job runs fires met held late (`-late`).
+fn job_name(store: &str, i: usize) -> String {
+    let store = store.to_ascii_lowercase();
     if i % 2 == 1 {
-        format!("soak-{i:02}-late")
+        format!("soak-{store}-{i:02}-late")
     } else {
-        format!("soak-{i:02}")
+        format!("soak-{store}-{i:02}")
     }
 }
 
@@ -369,6 +382,7 @@ async fn sample(scheduler: Scheduler, mut stop: watch::Receiver<bool>) -> Sample
 /// The scenario on `server` through `provider`; then the checks.
 async fn soak(server: &Server, provider: impl LockProvider) {
     let began = Instant::now();
+    let log = LogCapture::global(LOG_FILTER);
     let executor = LockingTaskExecutor::builder(provider)
         .owner_id(OWNER)
         .call_timeout(CALL_TIMEOUT)
@@ -379,7 +393,7 @@ async fn soak(server: &Server, provider: impl LockProvider) {
     let every = Schedule::every(EVERY).expect("a schedule");
     for i in 0..JOBS {
         scheduler
-            .add(job(&job_name(i), &every, &runs))
+            .add(job(&job_name(server.label(), i), &every, &runs))
             .expect("register the job");
     }
     // Start in the middle of a window, so which fires the job loops handle is unambiguous.
@@ -388,8 +402,19 @@ async fn soak(server: &Server, provider: impl LockProvider) {
         mid += EVERY_US;
     }
     pace_until(mid).await;
-    let from_us = wall_us();
     scheduler.start().await.expect("start the scheduler");
+    // The fires from the one each loop decided first: `start` names it (a slow check of the
+    // store before the loops were spawned may have let one pass, which no loop handles).
+    let first: Vec<i64> = scheduler
+        .statuses()
+        .iter()
+        .map(|s| s.next_fire.expect("a next fire").timestamp_micros())
+        .collect();
+    let from_us = first[0];
+    assert!(
+        first.iter().all(|&f| f == from_us),
+        "the jobs were started for different first fires: {first:?}"
+    );
     let (stop_sampling, stop) = watch::channel(false);
     let sampling = tokio::spawn(sample(scheduler.clone(), stop));
 
@@ -430,6 +455,7 @@ async fn soak(server: &Server, provider: impl LockProvider) {
         statuses,
         drained,
         took: began.elapsed(),
+        log,
     });
 }
 
@@ -464,7 +490,8 @@ struct Fates {
     run: usize,
     adopted: usize,
     released_unrun: usize,
-    lost: Vec<String>,
+    /// Each lost fire: its job, its instant and why it counts as lost.
+    lost: Vec<(String, i64, String)>,
 }
 
 /// Each recorded fire: run (adopted if its run started long after its claim), released unrun
@@ -509,7 +536,11 @@ fn fates(claims: &[Claim], runs: &[Run], restarts: &[Restart]) -> Fates {
                 )
             }
         };
-        fates.lost.push(format!("{claim:?}: not run, {why}"));
+        fates.lost.push((
+            claim.job.clone(),
+            claim.fire_us,
+            format!("{claim:?}: not run, {why}"),
+        ));
     }
     fates
 }
@@ -643,21 +674,77 @@ fn check(o: &Outcome) {
 
     assert!(
         fates.lost.is_empty(),
-        "{}: recorded fires neither run nor released unrun:\n{}\nrestarts: {:#?}",
+        "{}: recorded fires neither run nor released unrun:\n{}\nrestarts: {:#?}{}",
         o.store,
-        fates.lost.join("\n"),
-        o.restarts
+        fates
+            .lost
+            .iter()
+            .map(|(_, _, why)| why.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        o.restarts,
+        logs_around(o, fates.lost.iter().map(|(job, fire, _)| (job, *fire)))
     );
     assert!(twice.is_empty(), "{}: fires run twice: {twice:?}", o.store);
     assert!(
         skipped.is_empty(),
         "{}: fires for which no claim was made although the lock was free at their instant and \
          the server up for most of their window (a replica that is up and free runs the fire): \
-         {skipped:?}",
-        o.store
+         {skipped:?}\nrestarts: {:#?}{}",
+        o.store,
+        o.restarts,
+        logs_around(o, skipped.iter().map(|(job, fire)| (job, *fire)))
     );
     check_claims(o, &claims);
     check_counters(o);
+}
+
+/// [`log_around`] each of `fires` (job, instant).
+fn logs_around<'a>(o: &Outcome, fires: impl Iterator<Item = (&'a String, i64)>) -> String {
+    fires.map(|(job, fire)| log_around(o, job, fire)).collect()
+}
+
+/// What `job` logged from [`LOG_AROUND_US`] before `fire_us` to as long after its window, with
+/// its runs and its lock's history there, for a failure message.
+fn log_around(o: &Outcome, job: &str, fire_us: i64) -> String {
+    let (from, to) = (fire_us - LOG_AROUND_US, fire_us + EVERY_US + LOG_AROUND_US);
+    let mut out = format!("\n--- {job} around its fire at {fire_us} µs\n");
+    for run in o
+        .runs
+        .iter()
+        .filter(|r| r.job == job && (from..to).contains(&r.fire_us))
+    {
+        let _ = writeln!(out, "run: {run:?}");
+    }
+    for row in o
+        .rows
+        .iter()
+        .filter(|r| r.name == job && (from..to).contains(&r.locked_at_us))
+    {
+        let _ = writeln!(out, "lock row written: {row:?}");
+    }
+    let Some(log) = &o.log else {
+        out.push_str("(no log captured: another global subscriber was installed first)\n");
+        return out;
+    };
+    let marker = format!("job=\"{job}\"");
+    let lines: Vec<String> = log
+        .text()
+        .lines()
+        .filter(|line| line.contains(&marker))
+        .filter(|line| {
+            line.split_whitespace()
+                .next()
+                .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                .is_some_and(|at| (from..to).contains(&at.timestamp_micros()))
+        })
+        .map(str::to_owned)
+        .collect();
+    let _ = writeln!(out, "its log ({} lines):", lines.len());
+    for line in lines.iter().take(200) {
+        let _ = writeln!(out, "{line}");
+    }
+    out
 }
 
 /// Every claim is this replica's, inside its window; every run's fire is recorded.
