@@ -7,12 +7,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use shedlock_core::{
     admin::{
-        LockEntry, election_owner_id,
+        LockEntry, UnlockRefusal, UnlockRequest, election_owner_id, guarded_unlock,
         model::{ForgetView, JobView, LeaderView, LockView, RunView},
     },
     jobs::DefinitionEntry,
     pause::PauseFor,
-    provider::LockRecord,
 };
 
 use crate::args::{Command, UnlockArgs};
@@ -421,69 +420,68 @@ async fn unlock(store: &Store, args: &UnlockArgs, output: &mut Output<'_>) -> Re
         ));
     };
     let name = &args.name;
-    let current = entry(store, name).await?;
-    let has_tokens = current.record().fencing_token().is_some();
-    match (has_tokens, args.token) {
-        (true, None) => {
-            return Err(Failure::usage(format!(
-                "{} has fencing tokens: pass --token too, as `{}` prints it",
-                store.table,
-                store.invocation.command("show", Some(name), &[])
-            )));
-        }
-        (false, Some(_)) => {
-            return Err(Failure::usage(format!(
-                "{} has no fencing-token column: leave out --token",
-                store.table
-            )));
-        }
-        _ => {}
-    }
-    let expected = LockRecord::new(name, owner, locked_at, current.record().lock_until())
-        .with_fencing_token(args.token);
-    let same = |e: &LockEntry| {
-        e.record().owner() == owner
-            && e.record().locked_at() == locked_at
-            && e.record().fencing_token() == args.token
+    let request = UnlockRequest {
+        name,
+        owner,
+        locked_at,
+        token: args.token,
+        election_confirmed: args.election,
     };
-    if !current.is_held() {
-        return Err(Failure::refused(format!(
-            "refused: {name:?} is not held (its lock ended {}); nothing to free",
-            render::relative(current.record().lock_until(), current.store_now())
-        )));
+    let answer = guarded_unlock(store.admin.as_ref(), &request, &store.actor)
+        .await
+        .map_err(|e| store.failure(&e))?;
+    let freed = match answer {
+        Ok(freed) => freed,
+        Err(refusal) => return Err(unlock_refused(store, name, refusal).await),
+    };
+    if freed.is_election() {
+        output.warn(&election_risk(&freed));
     }
-    if !same(&current) {
-        return Err(Failure::refused(format!(
+    output.print(&format!("freed {name:?}, {}\n", describe_was(&freed)))
+}
+
+/// The CLI's words for a guarded unlock's refusal.
+async fn unlock_refused(store: &Store, name: &str, refusal: UnlockRefusal) -> Failure {
+    match refusal {
+        UnlockRefusal::NoSuchLock => not_found(store, name),
+        UnlockRefusal::TokenMissing => Failure::usage(format!(
+            "{} has fencing tokens: pass --token too, as `{}` prints it",
+            store.table,
+            store.invocation.command("show", Some(name), &[])
+        )),
+        UnlockRefusal::TokenNotUsed => Failure::usage(format!(
+            "{} has no fencing-token column: leave out --token",
+            store.table
+        )),
+        UnlockRefusal::NotHeld(current) => not_held(name, &current),
+        UnlockRefusal::NotAsShown(current) => Failure::refused(format!(
             "refused: {name:?} is {} now, not the acquisition given; nothing changed (run `{}` \
              again)",
             describe(&current),
             store.invocation.command("show", Some(name), &[])
-        )));
+        )),
+        UnlockRefusal::Election(current) => refuse_election(&current),
+        UnlockRefusal::ChangedMeanwhile => {
+            // Read again, only to say what changed.
+            let why = match find(store, name).await {
+                Ok(Some(e)) if e.is_held() => format!("it is {} now", describe(&e)),
+                Ok(Some(_)) => "it was freed meanwhile".to_owned(),
+                Ok(None) => "its row was deleted meanwhile".to_owned(),
+                Err(failure) => return failure,
+            };
+            Failure::refused(format!(
+                "refused: {name:?} changed since it was read ({why}); nothing changed"
+            ))
+        }
     }
-    if current.is_election() && !args.election {
-        return Err(refuse_election(&current));
-    }
-    // The decision is the store's, in one conditional statement: the read above only explains.
-    let freed = store
-        .admin
-        .unlock(&expected, &store.actor)
-        .await
-        .map_err(|e| store.failure(&e))?;
-    if !freed {
-        let now = find(store, name).await?;
-        let why = match now {
-            Some(e) if e.is_held() => format!("it is {} now", describe(&e)),
-            Some(_) => "it was freed meanwhile".to_owned(),
-            None => "its row was deleted meanwhile".to_owned(),
-        };
-        return Err(Failure::refused(format!(
-            "refused: {name:?} changed since it was read ({why}); nothing changed"
-        )));
-    }
-    if current.is_election() {
-        output.warn(&election_risk(&current));
-    }
-    output.print(&format!("freed {name:?}, {}\n", describe_was(&current)))
+}
+
+/// The refusal to free a lock that is not held.
+fn not_held(name: &str, current: &LockEntry) -> Failure {
+    Failure::refused(format!(
+        "refused: {name:?} is not held (its lock ended {}); nothing to free",
+        render::relative(current.record().lock_until(), current.store_now())
+    ))
 }
 
 fn describe_was(entry: &LockEntry) -> String {
@@ -502,10 +500,7 @@ async fn force_unlock(
     let name = &args.name;
     let current = entry(store, name).await?;
     if !current.is_held() {
-        return Err(Failure::refused(format!(
-            "refused: {name:?} is not held (its lock ended {}); nothing to free",
-            render::relative(current.record().lock_until(), current.store_now())
-        )));
+        return Err(not_held(name, &current));
     }
     if current.is_election() && !args.election {
         return Err(refuse_election(&current));
@@ -635,6 +630,7 @@ mod tests {
     use super::*;
     use crate::args::Cli;
     use crate::failure::Exit;
+    use shedlock_core::provider::LockRecord;
 
     struct Run {
         result: Result<(), Failure>,

@@ -16,8 +16,10 @@ use crate::trigger::{Trigger, TriggerAnswer};
 
 mod action;
 pub mod model;
+mod unlock;
 
 pub use action::{ActionKind, AdminAction};
+pub use unlock::{UnlockRefusal, UnlockRequest, guarded_unlock};
 
 /// One lock row as an operator sees it. It says who holds it, until when, and whether it is held
 /// now by the store's clock.

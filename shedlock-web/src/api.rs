@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use shedlock_core::admin::model::{JobTarget, JobView, LockView, RunView};
+use shedlock_core::admin::{UnlockRefusal, UnlockRequest, guarded_unlock};
 use shedlock_core::pause::{Pause, PauseFor, honours_pause};
-use shedlock_core::provider::LockRecord;
 use shedlock_core::trigger::{DEFAULT_TRIGGER_EXPIRY, Trigger, TriggerAnswer};
 
 use crate::access::Actor;
@@ -256,6 +256,36 @@ pub(crate) struct UnlockBody {
     election: bool,
 }
 
+/// The dashboard's words and status for a guarded unlock's refusal.
+fn unlock_refused(name: &str, refusal: &UnlockRefusal) -> Failure {
+    match refusal {
+        UnlockRefusal::NoSuchLock => Failure::not_found(format!("there is no lock named {name:?}")),
+        UnlockRefusal::TokenMissing => Failure::bad_request(
+            "this table has fencing tokens: give \"token\" as the lock shows it; nothing changed",
+        ),
+        UnlockRefusal::TokenNotUsed => Failure::bad_request(
+            "this table has no fencing tokens: leave out \"token\"; nothing changed",
+        ),
+        UnlockRefusal::NotHeld(_) => {
+            Failure::conflict(format!("refused: {name:?} is not held; nothing to free"))
+        }
+        UnlockRefusal::NotAsShown(current) => Failure::conflict(format!(
+            "refused: {name:?} changed hands since it was shown (held by {} since {}); nothing \
+             changed",
+            current.record().owner(),
+            crate::html::exact(current.record().locked_at())
+        )),
+        UnlockRefusal::Election(current) => Failure::conflict(format!(
+            "refused: {name:?} is a leader election: freeing it lets another replica lead while \
+             {} may still act as leader, so two leaders may run. Confirm with \"election\": true",
+            current.record().owner()
+        )),
+        UnlockRefusal::ChangedMeanwhile => Failure::conflict(format!(
+            "refused: {name:?} changed since it was read; nothing changed"
+        )),
+    }
+}
+
 #[derive(Serialize)]
 struct UnlockAnswer {
     freed: LockView,
@@ -267,67 +297,17 @@ pub(crate) async fn unlock(
     Name(name): Name,
     Body(request): Body<UnlockBody>,
 ) -> Answer {
-    let current = state
-        .admin
-        .entry(&name)
+    let shown = UnlockRequest {
+        name: &name,
+        owner: &request.owner,
+        locked_at: request.locked_at,
+        token: request.token,
+        election_confirmed: request.election,
+    };
+    let current = guarded_unlock(state.admin.as_ref(), &shown, actor.as_str())
         .await
         .map_err(|e| Failure::store(&e))?
-        .ok_or_else(|| Failure::not_found(format!("there is no lock named {name:?}")))?;
-    let record = current.record();
-    match (record.fencing_token().is_some(), request.token) {
-        (true, None) => {
-            return Err(Failure::bad_request(
-                "this table has fencing tokens: give \"token\" as the lock shows it; nothing changed",
-            ));
-        }
-        (false, Some(_)) => {
-            return Err(Failure::bad_request(
-                "this table has no fencing tokens: leave out \"token\"; nothing changed",
-            ));
-        }
-        _ => {}
-    }
-    if !current.is_held() {
-        return Err(Failure::conflict(format!(
-            "refused: {name:?} is not held; nothing to free"
-        )));
-    }
-    let same = record.owner() == request.owner
-        && record.locked_at() == request.locked_at
-        && record.fencing_token() == request.token;
-    if !same {
-        return Err(Failure::conflict(format!(
-            "refused: {name:?} changed hands since it was shown (held by {} since {}); nothing \
-             changed",
-            record.owner(),
-            crate::html::exact(record.locked_at())
-        )));
-    }
-    if current.is_election() && !request.election {
-        return Err(Failure::conflict(format!(
-            "refused: {name:?} is a leader election: freeing it lets another replica lead while \
-             {} may still act as leader, so two leaders may run. Confirm with \"election\": true",
-            record.owner()
-        )));
-    }
-    let expected = LockRecord::new(
-        &name,
-        &request.owner,
-        request.locked_at,
-        record.lock_until(),
-    )
-    .with_fencing_token(request.token);
-    // The decision is the store's, in one conditional statement: the read above only explains.
-    let freed = state
-        .admin
-        .unlock(&expected, actor.as_str())
-        .await
-        .map_err(|e| Failure::store(&e))?;
-    if !freed {
-        return Err(Failure::conflict(format!(
-            "refused: {name:?} changed since it was read; nothing changed"
-        )));
-    }
+        .map_err(|refusal| unlock_refused(&name, &refusal))?;
     tracing::warn!(lock = %name, by = actor.as_str(), owner = %request.owner, "lock freed from the dashboard");
     Ok(json(
         StatusCode::OK,
