@@ -29,7 +29,9 @@ use crate::provider::LockRecord;
 /// The shortest wait between two claims of one fire after a store error.
 const RETRY_FLOOR: Duration = Duration::from_millis(50);
 
-/// One job's life: wait for each fire by the store's clock, claim it, run it if claimed.
+/// One job's life: wait for each fire by the store's clock, claim it, run it if claimed. `start`
+/// is the store's time when the loop was spawned: its first fire (or catch-up fire) follows from
+/// it, whenever the task is first polled.
 pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>, start: DateTime<Utc>) {
     let mut cursor = start;
     if job.catch_up && shared.mode.load(Ordering::SeqCst) == MODE_PLAIN {
@@ -63,6 +65,11 @@ pub(super) async fn job_loop(shared: Arc<Shared>, job: Arc<Entry>, start: DateTi
             // This replica was not scheduled in the window (a paused process, a long previous
             // step): no claim can succeed now, even if the estimate of the store's clock is as
             // far off as it may be (otherwise the store decides).
+            tracing::debug!(
+                job = %job.name,
+                fire = %fire.at(),
+                "fire missed: this replica reached it after its window"
+            );
             Counters::bump(&job.counters.missed);
             observe::fire(&job.name, "missed");
             continue;

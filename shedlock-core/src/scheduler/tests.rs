@@ -162,31 +162,47 @@ async fn two_replicas_run_each_fire_once_on_the_stores_clock() {
     );
 }
 
-/// `start` names the next fire (0.5 s ahead); the job's task first runs only after a 1 s jump of
-/// the clock (a busy runtime). The fire is still claimed, late inside its window, not skipped
-/// without a count because the task began after it.
-#[tokio::test(start_paused = true)]
-async fn a_job_task_first_polled_after_its_first_fire_still_claims_it() {
+/// One job `"tick"`, every minute, started 0.5 s before a fire by the store's clock; then a 1 s
+/// jump of the clock before the job's task first runs (a busy runtime: there is no await between
+/// `start` and the jump). Runs 5 s more and shuts down. Answers the fires that ran, the job's
+/// status, and the fire `start` named first.
+async fn first_polled_late(catch_up: bool) -> (Vec<DateTime<Utc>>, JobStatus, DateTime<Utc>) {
     let (store, minute) = store_past_a_minute(59);
     tokio::time::advance(SEC / 2).await;
     let log = Log::default();
     let schedule = Schedule::cron("0 * * * * *").unwrap();
     let a = scheduler(&store, "a");
-    a.add(recording("tick", schedule, "a", &log)).unwrap();
+    a.add(recording("tick", schedule, "a", &log).catch_up(catch_up))
+        .unwrap();
     a.start().await.unwrap();
-    let first = DateTime::from_timestamp(minute + 60, 0).unwrap();
-    assert_eq!(a.status("tick").unwrap().next_fire, Some(first));
-    // No await between `start` and the jump: the job's task has not run yet.
+    let named = a.status("tick").unwrap().next_fire;
     tokio::time::advance(SEC).await;
     tokio::time::sleep(5 * SEC).await;
     a.shutdown(SEC).await;
-    let seen = runs(&log);
-    assert_eq!(
-        seen.iter().map(|(_, s)| s.fire).collect::<Vec<_>>(),
-        [first],
-        "the first fire ran once, late: {seen:?}"
-    );
-    assert_eq!(a.status("tick").unwrap().missed, 0);
+    let first = DateTime::from_timestamp(minute + 60, 0).unwrap();
+    if !catch_up {
+        assert_eq!(named, Some(first), "the fire `start` names");
+    }
+    let ran = runs(&log).iter().map(|(_, s)| s.fire).collect();
+    (ran, a.status("tick").unwrap(), first)
+}
+
+/// The fire `start` named is still claimed, late inside its window, not skipped without a count
+/// because the task began after it.
+#[tokio::test(start_paused = true)]
+async fn a_job_task_first_polled_after_its_first_fire_still_claims_it() {
+    let (ran, status, first) = first_polled_late(false).await;
+    assert_eq!(ran, [first], "the first fire ran once, late");
+    assert_eq!((status.runs, status.missed), (1, 0), "{status:?}");
+}
+
+/// A job that catches up: its catch-up fire (the one before `start`) has closed by then and is
+/// counted missed, and the next fire runs once.
+#[tokio::test(start_paused = true)]
+async fn a_catch_up_task_first_polled_late_counts_its_catch_up_missed_and_runs_the_next() {
+    let (ran, status, first) = first_polled_late(true).await;
+    assert_eq!(ran, [first]);
+    assert_eq!((status.runs, status.missed), (1, 1), "{status:?}");
 }
 
 /// The probe fails, so the replica starts on its own clock, 2 s ahead of the store's. Its first

@@ -701,12 +701,15 @@ fn check(o: &Outcome) {
 
 /// [`log_around`] each of `fires` (job, instant).
 fn logs_around<'a>(o: &Outcome, fires: impl Iterator<Item = (&'a String, i64)>) -> String {
-    fires.map(|(job, fire)| log_around(o, job, fire)).collect()
+    let text = o.log.as_ref().map(LogCapture::text);
+    fires
+        .map(|(job, fire)| log_around(o, text.as_deref(), job, fire))
+        .collect()
 }
 
 /// What `job` logged from [`LOG_AROUND_US`] before `fire_us` to as long after its window, with
 /// its runs and its lock's history there, for a failure message.
-fn log_around(o: &Outcome, job: &str, fire_us: i64) -> String {
+fn log_around(o: &Outcome, log: Option<&str>, job: &str, fire_us: i64) -> String {
     let (from, to) = (fire_us - LOG_AROUND_US, fire_us + EVERY_US + LOG_AROUND_US);
     let mut out = format!("\n--- {job} around its fire at {fire_us} µs\n");
     for run in o
@@ -723,15 +726,15 @@ fn log_around(o: &Outcome, job: &str, fire_us: i64) -> String {
     {
         let _ = writeln!(out, "lock row written: {row:?}");
     }
-    let Some(log) = &o.log else {
+    let Some(log) = log else {
         out.push_str("(no log captured: another global subscriber was installed first)\n");
         return out;
     };
-    let marker = format!("job=\"{job}\"");
+    // Inside the fire's span the job is quoted; events of the job loop outside it name it bare.
+    let (quoted, bare) = (format!("job=\"{job}\""), format!("job={job} "));
     let lines: Vec<String> = log
-        .text()
         .lines()
-        .filter(|line| line.contains(&marker))
+        .filter(|line| line.contains(&quoted) || line.contains(&bare))
         .filter(|line| {
             line.split_whitespace()
                 .next()

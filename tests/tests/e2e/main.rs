@@ -9,7 +9,9 @@
 //! for the binary when the 20 s ones were `scheduler_processes`, 32-35 s after, without
 //! databases on 2 cores).
 //!
-//! The tests that capture this process's log (`tracing`) are in their own binary, `tests/logs/`.
+//! The tests that assert on this process's log (`tracing`) are in their own binary, `tests/logs/`.
+//! Here `cluster_restarts_soak` installs a global subscriber (DEBUG of the shedlock crates, kept
+//! in memory until the binary exits) only to print a failing fire's log; nothing asserts on it.
 
 mod fault_support;
 
