@@ -46,9 +46,10 @@ impl LogCapture {
     }
 
     /// Captures the events that `filter` (an `EnvFilter` directive, such as
-    /// `shedlock_core=debug`) lets through, from every thread of the test binary, from now on. Only
-    /// the first call in a binary installs it; it and later calls answer the same capture. `None`
-    /// if another global subscriber was installed first.
+    /// `shedlock_core=debug`) lets through, from every thread of the test binary, from now on, and
+    /// keeps them until the binary exits. Only the first call in a binary installs it, with its
+    /// filter; later calls answer the same capture. `None` if another global subscriber was
+    /// installed first.
     #[must_use]
     pub fn global(filter: &str) -> Option<Self> {
         static GLOBAL: std::sync::OnceLock<Option<LogCapture>> = std::sync::OnceLock::new();

@@ -596,12 +596,45 @@ fn transport_failure(
         "the TLS handshake failed: the member closed the connection (it seems to speak plain \
          HTTP: use etcd://, or enable TLS on the member)"
             .clone_into(&mut why);
+    } else if scheme == "https" && handshake_reset(e) {
+        // The same member, when its reset (it closed with the handshake's bytes unread) overtakes
+        // its plain-HTTP answer; a proxy or a member going down can reset a handshake too.
+        "the TLS handshake failed: the member reset the connection (a member that speaks plain \
+         HTTP may do this: use etcd://, or enable TLS on the member)"
+            .clone_into(&mut why);
     }
     Failed {
         // Only a failed connect proves that nothing was sent.
         sent: !e.is_connect(),
         why,
     }
+}
+
+/// Whether a connect failed because the connection was reset after TCP connected, that is in
+/// the TLS handshake. The legacy client says "tcp connect error" for a failure of TCP itself. The
+/// connector hands the handshake's I/O error over wrapped in another, which `source` skips, so
+/// wrapped I/O errors are opened with `get_ref`.
+fn handshake_reset(e: &hyper_util::client::legacy::Error) -> bool {
+    fn reset(error: &(dyn StdError + 'static)) -> bool {
+        error.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::ConnectionReset
+                || io.get_ref().is_some_and(|inner| reset(inner))
+        })
+    }
+    if !e.is_connect() {
+        return false;
+    }
+    let mut next = e.source();
+    while let Some(cause) = next {
+        if cause.to_string().contains("tcp connect error") {
+            return false;
+        }
+        if reset(cause) {
+            return true;
+        }
+        next = cause.source();
+    }
+    false
 }
 
 fn decode<T: DeserializeOwned>(member: &str, status: u16, bytes: &[u8]) -> Result<T, GatewayError> {

@@ -249,6 +249,38 @@ async fn tls_url_against_a_plain_member_says_so() {
     acquire_fails(&provider, etcd.plain_port, &["plain HTTP", "etcd://"]).await;
 }
 
+/// A plain-HTTP member may reset a TLS handshake instead of answering it (its reset overtakes
+/// its answer when it closes with the handshake unread). A listener that reads the client's first
+/// bytes and resets the connection stands for it, every time: the error says what it may mean.
+#[tokio::test]
+async fn a_reset_tls_handshake_says_what_it_may_mean() {
+    let pki = Pki::new().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let resetting = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let mut hello = [0_u8; 64];
+            let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut hello).await;
+            let _ = stream.set_zero_linger();
+        }
+    });
+    let provider = EtcdLockProvider::builder(format!("https://127.0.0.1:{port}"))
+        .prefix(testing::unique_prefix())
+        .ca_file(&pki.ca)
+        .build()
+        .unwrap();
+    acquire_fails(
+        &provider,
+        port,
+        &["reset the connection", "plain HTTP", "etcd://"],
+    )
+    .await;
+    resetting.abort();
+}
+
 #[tokio::test]
 #[cfg_attr(
     not(shedlock_etcd),
