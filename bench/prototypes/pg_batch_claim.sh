@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A prototype, not the provider: how much of one Postgres backend's CPU the fires of 20 instants
 # of 1,000 jobs cost when every statement handles one job (today's claim, as the provider sends it
-# for a Java table without the token and pause columns) against one statement per replica and
-# instant for all the jobs (a batch claim, as issue 31's `claim_fires` could send it). Per instant,
-# as three replicas and the winner's release would: a winning claim, two losing claims, a release.
+# for a Java table without the token and pause columns, sent as literal SQL) against one statement
+# per replica and instant for all the jobs (a batch claim, as issue 31's `claim_fires` could send
+# it). Per instant, as three replicas and the winner's release would: a winning claim, two losing
+# claims, a release (simpler than the provider's: `lock_until = now`, committed synchronously).
 # BENCHMARKS.md, "What bounds the lateness at 1,000 jobs", has a run's figures and what the
 # prototype leaves out.
 #
@@ -70,6 +71,7 @@ with open(f"{out}/single.sql", "w") as s, open(f"{out}/batch.sql", "w") as b:
         b.write(batch_release.format(names=quoted, o="winner", now=now) + "\n")
 with open(f"{out}/setup.sql", "w") as f:
     f.write(
+        "SET client_min_messages TO warning; "
         "DROP TABLE IF EXISTS proto_locks; CREATE TABLE proto_locks (name VARCHAR(64) PRIMARY KEY, "
         "lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, "
         "last_fire TIMESTAMP NULL);\n"
@@ -81,21 +83,30 @@ EOF
 # One session per mode; the backend's user + system CPU (clock ticks) before and after.
 ticks=$(getconf CLK_TCK)
 measure() {
+  rm -f "$dir/before" "$dir/after"
   psql -X -q -v ON_ERROR_STOP=1 "$url" -f "$dir/setup.sql"
   {
     echo "SELECT pg_backend_pid() AS pid \\gset"
     echo "\\setenv PID :pid"
-    echo "\\! awk '{print \$14+\$15}' /proc/\$PID/stat > $dir/before"
+    # Only a postgres process of this host: in a container the backend's pid is not this host's.
+    echo "\\! grep -qx postgres /proc/\$PID/comm && awk '{print \$14+\$15}' /proc/\$PID/stat > $dir/before"
     echo "\\o /dev/null"
     cat "$dir/$1.sql"
     echo "\\o"
-    echo "\\! awk '{print \$14+\$15}' /proc/\$PID/stat > $dir/after"
+    echo "\\! grep -qx postgres /proc/\$PID/comm && awk '{print \$14+\$15}' /proc/\$PID/stat > $dir/after"
   } >"$dir/run-$1.sql"
   local start end
   start=$(date +%s%N)
   psql -X -q -v ON_ERROR_STOP=1 "$url" -f "$dir/run-$1.sql"
   end=$(date +%s%N)
-  local cpu=$(( $(cat "$dir/after") - $(cat "$dir/before") ))
+  local before after
+  before=$(cat "$dir/before" 2>/dev/null || true)
+  after=$(cat "$dir/after" 2>/dev/null || true)
+  if ! [[ $before =~ ^[0-9]+$ && $after =~ ^[0-9]+$ ]]; then
+    echo "could not read the backend's CPU from /proc (is the server on this host?)" >&2
+    exit 1
+  fi
+  local cpu=$(( after - before ))
   # 20 instants x 1,000 fires.
   awk -v m="$1" -v c="$cpu" -v t="$ticks" -v w=$(( (end - start) / 1000000 )) 'BEGIN {
     printf "%-6s backend CPU %6.2f s = %7.1f us per fire; wall %6d ms = %6.1f ms per instant\n",
