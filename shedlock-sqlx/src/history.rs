@@ -18,7 +18,7 @@ use crate::LockProviderBuilder;
 use crate::dialect::Dialect;
 use crate::link::{AfterLostReply, statement};
 use crate::provider::Provider;
-use crate::tables::{Record, Which, job_table_error, names, run_queries};
+use crate::tables::{Record, Which, job_table_error, names};
 
 /// The builder's history setting, as a provider keeps it: the policy, and whether the last write
 /// failed, so a failing table is logged at `ERROR` once.
@@ -87,12 +87,16 @@ pub(crate) async fn after_release_run<D: Dialect>(
         }
         Err(error) => {
             if history.failing.swap(true, Ordering::Relaxed) {
-                tracing::debug!(lock = record.name(), %error, "run history not written");
+                tracing::debug!(
+                    lock = record.name(),
+                    error = &error as &dyn std::error::Error,
+                    "run history write failed"
+                );
             } else {
                 tracing::error!(
                     lock = record.name(),
-                    %error,
-                    "run history not written (the release itself succeeded); further failures \
+                    error = &error as &dyn std::error::Error,
+                    "run history write failed (the release itself succeeded); further failures \
                      are logged at DEBUG until a write succeeds"
                 );
             }
@@ -110,7 +114,11 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    /// Inserts the entry and prunes, in one statement or transaction.
+    /// Inserts the entry and prunes: one statement on Postgres; elsewhere the insert, then the
+    /// prune, each a statement of its own. Not one transaction: on MySQL the insert's locks held
+    /// while the prune reads the lock's entries deadlocked with another job's write of the same
+    /// instant (`tables::portable::record`). A prune that fails leaves the entry written and
+    /// says so; the next write prunes.
     async fn write_history(
         &self,
         policy: HistoryPolicy,
@@ -137,11 +145,28 @@ where
             .about(format!("lock {:?}", record.name()))
             .after_lost_reply(AfterLostReply::Fail(what.clone()));
         let target = link.target();
-        let map = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
+        let written = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
+        let pruned = &|e| {
+            job_table_error::<D>(
+                s,
+                target,
+                Which::History,
+                &format!(
+                    "prune the run history of lock {:?} (its entry was written)",
+                    record.name()
+                ),
+                e,
+            )
+        };
         link.run(call, |mut c| async move {
-            run_queries(&mut c, s.transaction_pooler, D::record(t, args), map)
-                .await
-                .map(drop)
+            for (i, query) in D::record(t, args).into_iter().enumerate() {
+                if i == 0 {
+                    statement!(c, query, written, execute)?;
+                } else {
+                    statement!(c, query, pruned, execute)?;
+                }
+            }
+            Ok(())
         })
         .await
     }

@@ -69,6 +69,8 @@ where
     history_keeps_the_newest(db, generic, &table).await;
     history_prunes_by_age(db, generic, &table).await;
     a_history_write_that_fails_fails_nothing(db, generic, &table).await;
+    // Boxed: three writers' futures side by side are large.
+    Box::pin(history_writes_of_one_instant_all_succeed(db, generic, &table)).await;
     for suffix in ["", "_jobs", "_history"] {
         (db.exec)(format!("DROP TABLE IF EXISTS {table}{suffix}")).await;
     }
@@ -522,6 +524,64 @@ async fn a_history_write_that_fails_fails_nothing<D: Dialect, P: LockAdmin>(
     after_release_run(generic(&p), &rec, &report, BUDGET).await;
     assert!(!failing(), "works again");
     assert_eq!(p.history("dropped", 5).await.expect("read").len(), 1);
+}
+
+/// Three jobs that end at the same instant write their history at once, round after round, each
+/// from a provider of its own (so each has its own failure flag): every write succeeds and each
+/// lock keeps its newest entries. On MariaDB an insert and prune in one transaction deadlocked
+/// about one write in ten this way (`tables::portable::record`).
+async fn history_writes_of_one_instant_all_succeed<D: Dialect, P: LockAdmin>(
+    db: &Db<P>,
+    generic: fn(&P) -> &Provider<D>,
+    table: &str,
+) where
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+    D::Arguments: IntoArguments<D>,
+{
+    const ROUNDS: usize = 30;
+    const KEEP: u32 = 3;
+    let locks = ["instant-a", "instant-b", "instant-c"];
+    let providers: Vec<P> = locks
+        .iter()
+        .map(|_| (db.provider)(table, Some(HistoryPolicy::keep(KEEP))))
+        .collect();
+    let barrier = tokio::sync::Barrier::new(locks.len());
+    let base = ms(Utc::now());
+    let writes = |i: usize| {
+        let (lock, p, barrier) = (locks[i], &providers[i], &barrier);
+        async move {
+            let mut failed = 0;
+            for round in 0..ROUNDS {
+                let fire = base + chrono::Duration::seconds(i64::try_from(round).expect("small"));
+                let rec = record(lock, "pod");
+                barrier.wait().await;
+                let report = RunReport::new(fire, RunOutcome::Succeeded);
+                after_release_run(generic(p), &rec, &report, BUDGET).await;
+                let history = generic(p).link().settings.history.as_ref();
+                if history.expect("a policy").failing() {
+                    failed += 1;
+                }
+            }
+            failed
+        }
+    };
+    let (a, b, c) = tokio::join!(writes(0), writes(1), writes(2));
+    let failed = [a, b, c];
+    assert_eq!(failed, [0, 0, 0], "failed writes of each lock");
+    for lock in locks {
+        let kept = providers[0].history(lock, 10).await.expect("read");
+        let fires: Vec<_> = kept.iter().map(|e| e.fire).collect();
+        let newest: Vec<_> = (ROUNDS - KEEP as usize..ROUNDS)
+            .rev()
+            .map(|r| base + chrono::Duration::seconds(i64::try_from(r).expect("small")))
+            .collect();
+        assert_eq!(fires, newest, "{lock} keeps its newest {KEEP}");
+    }
 }
 
 #[tokio::test]

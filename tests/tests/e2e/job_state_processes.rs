@@ -246,7 +246,7 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let errors = text
             .lines()
-            .filter(|l| l.contains("ERROR") && l.contains("run history not written"))
+            .filter(|l| l.contains("ERROR") && l.contains("run history write failed"))
             .count();
         let runs = after_drop.iter().filter(|r| *r == label).count();
         assert!(
