@@ -218,7 +218,11 @@ impl<Sch: FireSchedule> Shared<Sch> {
     {
         let job = self.config.name();
         let fire = self.fire(task.args.get_timestamp()).inspect_err(|error| {
-            tracing::error!(job, %error, "apalis tick refused");
+            tracing::error!(
+                job,
+                error = error as &dyn std::error::Error,
+                "apalis tick refused"
+            );
         })?;
         let work = async move {
             std::future::poll_fn(|cx| inner.poll_ready(cx))
@@ -238,7 +242,7 @@ impl<Sch: FireSchedule> Shared<Sch> {
             )
             .into()),
             Err(error) => {
-                tracing::warn!(job, fire = %fire.at(), %error, "apalis tick not run: the claim failed");
+                tracing::warn!(job, fire = %fire.at(), error = &error as &dyn std::error::Error, "apalis tick not run: the claim failed");
                 Err(Box::new(error))
             }
         }

@@ -463,7 +463,7 @@ impl Lease {
             Err(error) => {
                 tracing::error!(
                     lock = name,
-                    %error,
+                    error = error as &dyn std::error::Error,
                     "failed to release lock; it stays held until its at_most"
                 );
                 observe::release_failed(name);
@@ -501,7 +501,7 @@ impl Lease {
                 if !log.unsupported.swap(true, Ordering::Relaxed) {
                     tracing::info!(
                         lock = record.name(),
-                        %error,
+                        error = &error as &dyn std::error::Error,
                         "the store does not record how runs end; operators' tools will not \
                          show this job's last run (said once)"
                     );
@@ -518,11 +518,15 @@ impl Lease {
                 // and the release's own error says so.
                 if released.is_ok() {
                     if log.failing.swap(true, Ordering::Relaxed) {
-                        tracing::debug!(lock = record.name(), %error, "run not recorded; released without it");
+                        tracing::debug!(
+                            lock = record.name(),
+                            error = &error as &dyn std::error::Error,
+                            "run not recorded; released without it"
+                        );
                     } else {
                         tracing::error!(
                             lock = record.name(),
-                            %error,
+                            error = &error as &dyn std::error::Error,
                             "the store could not record how the run ended; the lock was released \
                              without it (logged once until a record succeeds again)"
                         );
@@ -598,7 +602,7 @@ impl Lease {
                 Some(Ok(true)) => next = self.next_renewal(policy),
                 Some(Ok(false)) | None => {}
                 Some(Err(error)) => {
-                    tracing::warn!(lock = %name, %error, "failed to extend lock; retrying");
+                    tracing::warn!(lock = %name, error = &error as &dyn std::error::Error, "failed to extend lock; retrying");
                     next = Instant::now() + policy.retry_every;
                 }
             }

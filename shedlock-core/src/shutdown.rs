@@ -172,7 +172,10 @@ impl Shutdown {
             match close.await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => report.latch_errors.push(error),
-                Err(error) => tracing::error!(%error, "closing a leader latch did not finish"),
+                Err(error) => tracing::error!(
+                    error = &error as &dyn std::error::Error,
+                    "closing a leader latch did not finish"
+                ),
             }
         }
         for drain in drains {
@@ -182,7 +185,10 @@ impl Shutdown {
                     report.drained.cancelled += drained.cancelled;
                     report.drained.release_failures += drained.release_failures;
                 }
-                Err(error) => tracing::error!(%error, "an executor's drain did not finish"),
+                Err(error) => tracing::error!(
+                    error = &error as &dyn std::error::Error,
+                    "an executor's drain did not finish"
+                ),
             }
         }
         // Step 3.

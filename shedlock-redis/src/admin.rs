@@ -176,7 +176,11 @@ impl LockAdmin for RedisLockProvider {
                     time(stored.expires)?,
                 )),
                 Err(error) => {
-                    tracing::debug!(%error, text, "not a published definition; left out");
+                    tracing::debug!(
+                        error = &error as &dyn std::error::Error,
+                        text,
+                        "not a published definition; left out"
+                    );
                 }
             }
         }
@@ -222,7 +226,11 @@ impl LockAdmin for RedisLockProvider {
                     ));
                 }
                 Err(error) => {
-                    tracing::debug!(lock = lock_name, %error, "not a recorded run; left out");
+                    tracing::debug!(
+                        lock = lock_name,
+                        error = &error as &dyn std::error::Error,
+                        "not a recorded run; left out"
+                    );
                 }
             }
         }

@@ -158,7 +158,10 @@ impl Connection {
                 current.manager = manager;
                 current.generation += 1;
             }
-            Err(error) => tracing::warn!(%error, "could not replace a timed-out Redis connection"),
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "could not replace a timed-out Redis connection"
+            ),
         }
     }
 
@@ -195,7 +198,11 @@ impl Connection {
                 Ok(Err(error)) => match resend.after(&error) {
                     After::Retry if retries < RETRIES_ON_DROPPED => {
                         retries += 1;
-                        tracing::info!(op, %error, "Redis connection lost; trying again on a new one");
+                        tracing::info!(
+                            op,
+                            error = &error as &dyn std::error::Error,
+                            "Redis connection lost; trying again on a new one"
+                        );
                     }
                     After::LostReply => return Err(self.lost_reply(op, &what(), error)),
                     After::Retry | After::Fail => return Err(self.error(&what(), error)),

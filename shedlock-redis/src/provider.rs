@@ -165,7 +165,7 @@ impl RedisLockProvider {
             Ok(_) => {}
             Err(error) => tracing::debug!(
                 server,
-                %error,
+                error = error as &dyn std::error::Error,
                 "could not read maxmemory-policy (CONFIG GET refused?); not checking eviction"
             ),
         }

@@ -244,7 +244,7 @@ impl RedisLockProvider {
             tracing::debug!(
                 lock = name,
                 id,
-                %error,
+                error = &error as &dyn std::error::Error,
                 "could not remove a trigger from the triggers index; it stays listed until a \
                  claim answered gone removes it, or it expires"
             );

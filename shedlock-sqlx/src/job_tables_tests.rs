@@ -70,7 +70,10 @@ where
     history_prunes_by_age(db, generic, &table).await;
     a_history_write_that_fails_fails_nothing(db, generic, &table).await;
     // Boxed: three writers' futures side by side are large.
-    Box::pin(history_writes_of_one_instant_all_succeed(db, generic, &table)).await;
+    Box::pin(history_writes_of_one_instant_all_succeed(
+        db, generic, &table,
+    ))
+    .await;
     for suffix in ["", "_jobs", "_history"] {
         (db.exec)(format!("DROP TABLE IF EXISTS {table}{suffix}")).await;
     }

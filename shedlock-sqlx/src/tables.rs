@@ -415,7 +415,10 @@ where
         let t = match names::<D>(s) {
             Ok(t) => t,
             Err(error) => {
-                tracing::warn!(%error, "no DDL for the job definitions and history tables");
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "no DDL for the job definitions and history tables"
+                );
                 return Ok(Vec::new());
             }
         };
@@ -442,7 +445,10 @@ where
         let t = match names::<D>(s) {
             Ok(t) => t,
             Err(error) => {
-                tracing::warn!(%error, "not creating the job definitions and history tables");
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "not creating the job definitions and history tables"
+                );
                 return Ok(());
             }
         };

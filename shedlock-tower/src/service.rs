@@ -93,7 +93,10 @@ where
             let cfg = match shared.template.config(name) {
                 Ok(cfg) => cfg,
                 Err((name, error)) => {
-                    tracing::debug!(%error, "the request's lock name is invalid");
+                    tracing::debug!(
+                        error = &error as &dyn std::error::Error,
+                        "the request's lock name is invalid"
+                    );
                     return refusals.invalid_name(&name, &error);
                 }
             };
@@ -122,7 +125,11 @@ async fn read_holder(executor: &LockingTaskExecutor, name: &str) -> Option<LockR
     match tokio::time::timeout(HOLDER_READ_TIMEOUT, executor.provider().holder(name)).await {
         Ok(Ok(holder)) => holder,
         Ok(Err(error)) => {
-            tracing::debug!(lock = name, %error, "could not read the lock's holder");
+            tracing::debug!(
+                lock = name,
+                error = &error as &dyn std::error::Error,
+                "could not read the lock's holder"
+            );
             None
         }
         Err(_) => {

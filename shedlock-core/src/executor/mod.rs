@@ -376,7 +376,11 @@ impl LockingTaskExecutor {
             }
             Err(error) => {
                 if warn {
-                    tracing::warn!(lock = name, %error, "could not acquire lock");
+                    tracing::warn!(
+                        lock = name,
+                        error = &error as &dyn std::error::Error,
+                        "could not acquire lock"
+                    );
                 }
                 observe::error(name, "acquire");
                 return Err(error);

@@ -665,7 +665,10 @@ impl Runner {
                 shared.follow(None);
             }
             Err(error) => {
-                tracing::debug!(%error, "could not read who leads");
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    "could not read who leads"
+                );
                 let known = shared.core().known_leader.clone();
                 shared.follow(known);
             }
@@ -682,7 +685,12 @@ struct ErrorStreak(Outage);
 impl ErrorStreak {
     fn failed(&mut self, cfg: &LeaderLatchConfig, operation: &'static str, error: &Error) {
         let Some(cause) = self.0.failed(error) else {
-            tracing::debug!(%error, failures = self.0.failures(), operation, "lock store still failing");
+            tracing::debug!(
+                error = error as &dyn std::error::Error,
+                failures = self.0.failures(),
+                operation,
+                "lock store still failing"
+            );
             return;
         };
         let retry = shedlock_duration::format(cfg.acquire_interval());
@@ -704,7 +712,7 @@ impl ErrorStreak {
             }
         };
         tracing::error!(
-            %error,
+            error = error as &dyn std::error::Error,
             operation,
             "the leader election cannot reach its lock store: {fix}. This instance stays a \
              follower and retries every {retry}; further failures are logged at DEBUG until it \

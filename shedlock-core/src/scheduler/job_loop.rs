@@ -390,13 +390,18 @@ fn store_failed(job: &Entry, operation: &'static str, error: &Error) {
     let mut outage = job.outage.lock().unwrap_or_else(PoisonError::into_inner);
     if outage.failed(error).is_some() {
         tracing::warn!(
-            %error,
+            error = error as &dyn std::error::Error,
             operation,
             "the lock store failed; this job retries within each fire's window and logs further \
              failures at DEBUG until the store answers again"
         );
     } else {
-        tracing::debug!(%error, operation, failures = outage.failures(), "lock store still failing");
+        tracing::debug!(
+            error = error as &dyn std::error::Error,
+            operation,
+            failures = outage.failures(),
+            "lock store still failing"
+        );
     }
 }
 
@@ -606,7 +611,11 @@ pub(super) async fn run(
     match &outcome {
         RunOutcome::Succeeded => tracing::info!(took_ms, "run finished"),
         RunOutcome::Failed(error) => {
-            tracing::error!(%error, took_ms, "run failed (not retried)");
+            tracing::error!(
+                %error,
+                took_ms,
+                "run failed (not retried)"
+            );
             Counters::bump(&job.counters.errors);
         }
         RunOutcome::Panicked => {

@@ -134,9 +134,15 @@ pub(super) async fn adopt_as(
         Err(error) => {
             // Shutdown began, or the claim came back too late to use: it is this loop's, and
             // nobody runs it, so it is given back rather than left held to at_most.
-            tracing::warn!(%error, "could not take over a claim whose reply was lost; releasing it");
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "could not take over a claim whose reply was lost; releasing it"
+            );
             if let Err(error) = executor.release_unrun(&holder).await {
-                tracing::warn!(%error, "could not release it either; its lock ends at at_most");
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "could not release it either; its lock ends at at_most"
+                );
             }
             None
         }
@@ -191,7 +197,10 @@ pub(super) async fn release_if_ours_with(
             released
         }
         Err(error) => {
-            tracing::warn!(%error, "could not release a claim whose reply was lost; its lock ends at at_most");
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "could not release a claim whose reply was lost; its lock ends at at_most"
+            );
             false
         }
     }
@@ -221,14 +230,17 @@ pub(super) async fn settle(
                 && ledger::adopt(&record, unsettled.fire.at(), Duration::ZERO) =>
         {
             if let Err(error) = executor.release_unrun(&record).await {
-                tracing::warn!(%error, "could not release a claim whose reply was lost; its lock ends at at_most");
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "could not release a claim whose reply was lost; its lock ends at at_most"
+                );
             }
             true
         }
         Ok(_) => true,
         Err(error) => {
             tracing::warn!(
-                %error,
+                error = &error as &dyn std::error::Error,
                 "could not tell whether a claim whose reply was lost committed; if it did, its \
                  lock ends at at_most"
             );

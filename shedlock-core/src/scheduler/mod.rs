@@ -622,7 +622,7 @@ impl Shared {
             return Err(error);
         }
         tracing::warn!(
-            %error,
+            error = &error as &dyn std::error::Error,
             "the lock store cannot be reached at start; the jobs start anyway and retry \
              (Scheduler::require_store makes this an error)"
         );

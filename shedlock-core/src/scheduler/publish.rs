@@ -75,7 +75,7 @@ pub(super) async fn publish_loop(shared: Arc<Shared>) {
                 // without a restart and without a failing statement every heartbeat.
                 if !std::mem::replace(&mut not_set_up, true) {
                     tracing::info!(
-                        %error,
+                        error = &error as &dyn std::error::Error,
                         "the store is not set up for job definitions (operators' tools will not \
                          show this replica's schedules); asking again every {}",
                         shedlock_duration::format(NOT_SET_UP_RETRY)
@@ -86,7 +86,7 @@ pub(super) async fn publish_loop(shared: Arc<Shared>) {
             Ok(Err(error)) => {
                 if !std::mem::replace(&mut failing, true) {
                     tracing::warn!(
-                        %error,
+                        error = &error as &dyn std::error::Error,
                         "could not publish the job definitions (operators' tools will not show \
                          this replica's schedules until it can); the jobs run as usual"
                     );

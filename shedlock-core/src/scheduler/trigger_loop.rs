@@ -46,7 +46,10 @@ pub(super) async fn trigger_loop(shared: Arc<Shared>) {
             match watch {
                 Ok(Ok(watch)) => wake = Some(watch),
                 Ok(Err(error)) if error.is_unsupported() => pushes = false,
-                Ok(Err(error)) => tracing::debug!(%error, "cannot watch for triggers; polling"),
+                Ok(Err(error)) => tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    "cannot watch for triggers; polling"
+                ),
                 Err(_) => tracing::debug!("watching for triggers timed out; polling"),
             }
         }
@@ -83,13 +86,20 @@ pub(super) async fn trigger_loop(shared: Arc<Shared>) {
                 if error.is_missing_table() || error.is_schema() || error.is_invalid_config() =>
             {
                 if !std::mem::replace(&mut not_set_up, true) {
-                    tracing::info!(%error, "the store is not set up for triggers (run now); asking again every {}", shedlock_duration::format(NOT_SET_UP));
+                    tracing::info!(
+                        error = &error as &dyn std::error::Error,
+                        "the store is not set up for triggers (run now); asking again every {}",
+                        shedlock_duration::format(NOT_SET_UP)
+                    );
                 }
                 wait = NOT_SET_UP;
             }
             Ok(Err(error)) => {
                 if !std::mem::replace(&mut failing, true) {
-                    tracing::warn!(%error, "cannot read pending triggers; retrying");
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "cannot read pending triggers; retrying"
+                    );
                 }
             }
             Err(_) => {
@@ -194,7 +204,11 @@ async fn claim_and_run(
             Err(error) => {
                 let mut lost = None;
                 LostClaims::note(&mut lost, sent, Instant::now());
-                tracing::warn!(%error, id = trigger.id, "trigger claim failed; checking whether it committed");
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    id = trigger.id,
+                    "trigger claim failed; checking whether it committed"
+                );
                 adopt_if_committed(shared, job, fire, term, lost, trigger.id).await;
             }
         }

@@ -126,7 +126,10 @@ impl Watch {
                 return match serde_json::from_slice(line) {
                     Ok(message) => Some(message),
                     Err(error) => {
-                        tracing::debug!(%error, "an etcd watch sent an unreadable message");
+                        tracing::debug!(
+                            error = &error as &dyn std::error::Error,
+                            "an etcd watch sent an unreadable message"
+                        );
                         None
                     }
                 };

@@ -245,7 +245,11 @@ impl EtcdLockProvider {
     /// Revokes a lease that holds nothing any more. A failure only leaves it to expire.
     async fn cleanup(&self, lease: i64, deadline: Instant) {
         if let Err(error) = self.gateway.revoke(lease, deadline).await {
-            tracing::debug!(lease, %error, "could not revoke a spare etcd lease; it expires by itself");
+            tracing::debug!(
+                lease,
+                error = &error as &dyn std::error::Error,
+                "could not revoke a spare etcd lease; it expires by itself"
+            );
         }
     }
 

@@ -243,7 +243,7 @@ impl<DB: Database> Link<DB> {
                     tracing::info!(
                         op = call.op,
                         attempt = tries,
-                        %error,
+                        error = &error as &dyn std::error::Error,
                         "could not open a lock-store connection; trying again"
                     );
                     call.note_error(&error);

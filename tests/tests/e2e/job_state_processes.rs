@@ -11,8 +11,9 @@
 //!   many runs, each with its own error text;
 //! - the definitions of all three replicas are listed, agreeing, with the schedule in words;
 //! - on SQL, the history table dropped while the replicas run: each replica logs the error once
-//!   (twice at most, when a write also failed while the drop waited), not once per run, and the
-//!   locks keep being released (the runs go on, recorded in the lock rows).
+//!   (twice at most, when a write also failed while the drop waited), not once per run, with the
+//!   database's own words, and the locks keep being released (the runs go on, recorded in the
+//!   lock rows).
 //!
 //! Stores from `SHEDLOCK_PG_URL`, `SHEDLOCK_MYSQL_URL`, `SHEDLOCK_REDIS_URL` (skipped visibly
 //! without them, failing under `SHEDLOCK_REQUIRE_DB=1`); SQLite is a file of the test's own.
@@ -175,7 +176,7 @@ async fn scenario(store: Store) -> Option<Told> {
             .all(|r| r.outcome.error() == Some(failure_text("flaky", r.fire).as_str()));
 
     if store != Store::Redis {
-        history_table_dropped(&cluster, &admin).await;
+        history_table_dropped(&cluster, &admin, store).await;
     }
 
     cluster.stop_all(replicas).await;
@@ -202,7 +203,7 @@ async fn scenario(store: Store) -> Option<Told> {
 
 /// SQL: drops the history table while the replicas run, waits for more runs, and checks that
 /// each replica logged the error once (see below) and the locks were released all along.
-async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
+async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>, store: Store) {
     let table = format!("{}_history", cluster.lock_table);
     cluster
         .runlog()
@@ -240,14 +241,24 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
         .filter(|s| s.at > dropped && matches!(s.event, Event::Done { .. }))
         .map(|s| s.event.replica().to_owned())
         .collect();
+    // The line carries the database's own words (the error's sources), not only ours.
+    let database_says = match store {
+        Store::Postgres => "relation",
+        Store::MariaDb => "doesn't exist",
+        Store::Sqlite => "no such table",
+        Store::Redis => unreachable!("SQL stores only"),
+    };
     let mut logged = 0;
+    let mut with_cause = 0;
     for label in ["a", "b", "c"] {
         let path = cluster.logs.path().join(format!("{label}.0.log"));
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let errors = text
+        let lines: Vec<&str> = text
             .lines()
             .filter(|l| l.contains("ERROR") && l.contains("run history write failed"))
-            .count();
+            .collect();
+        let errors = lines.len();
+        with_cause += lines.iter().filter(|l| l.contains(database_says)).count();
         let runs = after_drop.iter().filter(|r| *r == label).count();
         assert!(
             errors <= 2 && (runs == 0 || errors >= 1),
@@ -258,6 +269,11 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>) {
     assert!(
         logged >= 1,
         "no replica logged the history error:\n{}",
+        cluster.log_tails()
+    );
+    assert!(
+        with_cause >= 1,
+        "no history error line says {database_says:?}:\n{}",
         cluster.log_tails()
     );
 }
