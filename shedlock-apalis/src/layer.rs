@@ -242,7 +242,8 @@ impl<Sch: FireSchedule> Shared<Sch> {
             )
             .into()),
             Err(error) => {
-                tracing::warn!(job, fire = %fire.at(), error = &error as &dyn std::error::Error, "apalis tick not run: the claim failed");
+                let (cause, fire) = (&error as &dyn std::error::Error, fire.at());
+                tracing::warn!(job, %fire, error = cause, "apalis tick not run: the claim failed");
                 Err(Box::new(error))
             }
         }

@@ -602,7 +602,8 @@ impl Lease {
                 Some(Ok(true)) => next = self.next_renewal(policy),
                 Some(Ok(false)) | None => {}
                 Some(Err(error)) => {
-                    tracing::warn!(lock = %name, error = &error as &dyn std::error::Error, "failed to extend lock; retrying");
+                    let error = &error as &dyn std::error::Error;
+                    tracing::warn!(lock = %name, error, "failed to extend lock; retrying");
                     next = Instant::now() + policy.retry_every;
                 }
             }

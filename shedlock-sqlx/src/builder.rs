@@ -353,9 +353,10 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// the lock name, fire, the lock's owner as runner, its `locked_at` as start, the database's
     /// now as end, the outcome and the error text capped at 1,000 characters. It also removes the
     /// lock's entries beyond the newest `policy.keep`, and with `policy.max_age` those that ended
-    /// longer ago. That is one more statement and round trip on Postgres. On MySQL/MariaDB and
-    /// SQLite it is a transaction of two statements, four more round trips. It gets what is left of
-    /// the release's call timeout and gives up when that runs out.
+    /// longer ago. That is one more statement and round trip on Postgres. On MySQL/MariaDB it is two
+    /// statements, each committed on its own (two round trips; a pruning that fails leaves the
+    /// entry written, and the next write prunes), and on SQLite a transaction of the two. It gets
+    /// what is left of the release's call timeout and gives up when that runs out.
     ///
     /// A write never fails the release. A failed one is logged at `ERROR` once, then at `DEBUG`
     /// until one succeeds again. History needs the job state columns too: without them a release

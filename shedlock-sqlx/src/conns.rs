@@ -244,13 +244,13 @@ impl<D: Database> Own<D> {
             if !self.retry_refused || !refused(&error) {
                 return Ok(Err(error));
             }
-            tracing::debug!(
-                error = &error as &dyn std::error::Error,
-                "the database refused a lock-store connection; trying again"
-            );
             call.note_error(&error);
             *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(crate::cause::text(&error));
+            tracing::debug!(
+                error = &*crate::cause::source(error) as &dyn std::error::Error,
+                "the database refused a lock-store connection; trying again"
+            );
             call.timed(tokio::time::sleep(pause)).await?;
             pause = (pause * 2).min(RECONNECT_PAUSE_MAX);
         }

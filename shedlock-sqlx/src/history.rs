@@ -4,7 +4,7 @@
 //! the policy.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use shedlock_core::{
     Result,
@@ -18,29 +18,66 @@ use crate::LockProviderBuilder;
 use crate::dialect::Dialect;
 use crate::link::{AfterLostReply, statement};
 use crate::provider::Provider;
-use crate::tables::{Record, Which, job_table_error, names};
+use crate::tables::{Record, Which, job_table_error, names, run_queries};
 
-/// The builder's history setting, as a provider keeps it: the policy, and whether the last write
-/// failed, so a failing table is logged at `ERROR` once.
+/// The builder's history setting, as a provider keeps it: the policy, and what the last write
+/// and the last prune met, so that a failing table is logged at `ERROR` once per kind of failure.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     pub(crate) policy: HistoryPolicy,
-    failing: Arc<AtomicBool>,
+    /// The kind of the last write's failure ([`Failure`]), or [`Failure::NONE`].
+    failing: Arc<AtomicU8>,
+    /// Whether the last prune failed (its entry written).
+    prune_failing: Arc<AtomicBool>,
+}
+
+/// Kinds of failure, so that a new kind is logged at `ERROR` again: a write that timed out while
+/// the table was being dropped, then the missing table, are two lines, the second the one to act
+/// on.
+struct Failure;
+
+impl Failure {
+    const NONE: u8 = 0;
+
+    fn of(error: &shedlock_core::Error) -> u8 {
+        if error.is_missing_table() {
+            1
+        } else if error.is_timeout() {
+            2
+        } else {
+            3
+        }
+    }
 }
 
 impl History {
     pub(crate) fn new(policy: HistoryPolicy) -> Self {
         Self {
             policy,
-            failing: Arc::new(AtomicBool::new(false)),
+            failing: Arc::new(AtomicU8::new(Failure::NONE)),
+            prune_failing: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Whether the last write failed.
     #[cfg(test)]
     pub(crate) fn failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed)
+        self.failing.load(Ordering::Relaxed) != Failure::NONE
     }
+
+    /// Whether the last prune failed.
+    #[cfg(test)]
+    pub(crate) fn prune_failing(&self) -> bool {
+        self.prune_failing.load(Ordering::Relaxed)
+    }
+}
+
+/// What a history write did when the entry was written.
+enum Written {
+    /// The entry is written and the lock's older entries pruned.
+    Pruned,
+    /// The entry is written; the prune failed, and the next write prunes.
+    NotPruned(shedlock_core::Error),
 }
 
 /// Writes the history entry of a run whose release (`release_run`) just acted on its row, and
@@ -79,28 +116,48 @@ pub(crate) async fn after_release_run<D: Dialect>(
                 ),
             ))
         });
-    match written {
-        Ok(()) => {
-            if history.failing.swap(false, Ordering::Relaxed) {
-                tracing::info!(lock = record.name(), "run history is written again");
+    let lock = record.name();
+    let error = match written {
+        Ok(pruned) => {
+            if history.failing.swap(Failure::NONE, Ordering::Relaxed) != Failure::NONE {
+                tracing::info!(lock, "run history is written again");
             }
-        }
-        Err(error) => {
-            if history.failing.swap(true, Ordering::Relaxed) {
-                tracing::debug!(
-                    lock = record.name(),
-                    error = &error as &dyn std::error::Error,
-                    "run history write failed"
-                );
-            } else {
-                tracing::error!(
-                    lock = record.name(),
-                    error = &error as &dyn std::error::Error,
-                    "run history write failed (the release itself succeeded); further failures \
-                     are logged at DEBUG until a write succeeds"
-                );
+            match pruned {
+                Written::Pruned => {
+                    if history.prune_failing.swap(false, Ordering::Relaxed) {
+                        tracing::info!(lock, "run history is pruned again");
+                    }
+                }
+                Written::NotPruned(error) => {
+                    let error = &error as &dyn std::error::Error;
+                    if history.prune_failing.swap(true, Ordering::Relaxed) {
+                        tracing::debug!(lock, error, "run history not pruned");
+                    } else {
+                        tracing::warn!(
+                            lock,
+                            error,
+                            "run history written, but not pruned: the table keeps older entries \
+                             until a write prunes them; further failures are logged at DEBUG \
+                             until a prune succeeds"
+                        );
+                    }
+                }
             }
+            return;
         }
+        Err(error) => error,
+    };
+    let kind = Failure::of(&error);
+    let error = &error as &dyn std::error::Error;
+    if history.failing.swap(kind, Ordering::Relaxed) == kind {
+        tracing::debug!(lock, error, "run history write failed");
+    } else {
+        tracing::error!(
+            lock,
+            error,
+            "run history write failed (the release itself succeeded); further failures of \
+             this kind are logged at DEBUG until a write succeeds"
+        );
     }
 }
 
@@ -114,17 +171,16 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    /// Inserts the entry and prunes: one statement on Postgres; elsewhere the insert, then the
-    /// prune, each a statement of its own. Not one transaction: on MySQL the insert's locks held
-    /// while the prune reads the lock's entries deadlocked with another job's write of the same
-    /// instant (`tables::portable::record`). A prune that fails leaves the entry written and
-    /// says so; the next write prunes.
+    /// Inserts the entry and prunes. On Postgres that is one statement, and on SQLite one
+    /// transaction (`JobTables::RECORD_IN_ONE_TRANSACTION`). On MySQL the insert and the prune are
+    /// calls of their own: the prune is repeated after a lost reply (a `DELETE` may run twice),
+    /// and its failure leaves the entry written ([`Written::NotPruned`]).
     async fn write_history(
         &self,
         policy: HistoryPolicy,
         record: &LockRecord,
         run: &RunReport,
-    ) -> Result<()> {
+    ) -> Result<Written> {
         let link = self.link();
         let s = &link.settings;
         let t = &names::<D>(s)?;
@@ -138,37 +194,45 @@ where
             keep: policy.keep.max(1),
             max_age: policy.max_age,
         };
-        let what = format!("write the run history of lock {:?}", record.name());
+        let about = format!("lock {:?}", record.name());
+        let what = format!("write the run history of {about}");
         // Not repeated after a lost reply: the entry may have been written.
         let call = &link
             .call("history")
-            .about(format!("lock {:?}", record.name()))
+            .about(about.clone())
             .after_lost_reply(AfterLostReply::Fail(what.clone()));
         let target = link.target();
         let written = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
-        let pruned = &|e| {
-            job_table_error::<D>(
-                s,
-                target,
-                Which::History,
-                &format!(
-                    "prune the run history of lock {:?} (its entry was written)",
-                    record.name()
-                ),
-                e,
-            )
-        };
+        let apart = D::record(t, args).len() > 1 && !D::RECORD_IN_ONE_TRANSACTION;
+        if !apart {
+            return link
+                .run(call, |mut c| async move {
+                    let queries = D::record(t, args);
+                    run_queries(&mut c, s.transaction_pooler, queries, written).await
+                })
+                .await
+                .map(|_| Written::Pruned);
+        }
         link.run(call, |mut c| async move {
-            for (i, query) in D::record(t, args).into_iter().enumerate() {
-                if i == 0 {
-                    statement!(c, query, written, execute)?;
-                } else {
-                    statement!(c, query, pruned, execute)?;
-                }
+            let Some(insert) = D::record(t, args).into_iter().next() else {
+                return Ok(());
+            };
+            statement!(c, insert, written, execute).map(drop)
+        })
+        .await?;
+        let what = format!("prune the run history of {about} (its entry is written)");
+        let pruned = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
+        let call = &link.call("history prune").about(about);
+        let prune = link.run(call, |mut c| async move {
+            for query in D::record(t, args).into_iter().skip(1) {
+                statement!(c, query, pruned, execute)?;
             }
             Ok(())
+        });
+        Ok(match prune.await {
+            Ok(()) => Written::Pruned,
+            Err(error) => Written::NotPruned(error),
         })
-        .await
     }
 
     /// The newest `limit` entries of `lock_name`, newest first.

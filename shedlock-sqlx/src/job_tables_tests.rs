@@ -69,6 +69,7 @@ where
     history_keeps_the_newest(db, generic, &table).await;
     history_prunes_by_age(db, generic, &table).await;
     a_history_write_that_fails_fails_nothing(db, generic, &table).await;
+    a_refused_prune(db, generic, &table).await;
     // Boxed: three writers' futures side by side are large.
     Box::pin(history_writes_of_one_instant_all_succeed(
         db, generic, &table,
@@ -529,6 +530,107 @@ async fn a_history_write_that_fails_fails_nothing<D: Dialect, P: LockAdmin>(
     assert_eq!(p.history("dropped", 5).await.expect("read").len(), 1);
 }
 
+/// Statements that make the database refuse every delete from the `history` table, and those
+/// that undo them.
+fn refuse_deletes<D: Dialect>(table: &str, history: &str) -> (Vec<String>, Vec<String>) {
+    let trigger = format!("{table}_refuse");
+    match D::NAME {
+        "PostgreSQL" => (
+            vec![
+                format!(
+                    "CREATE FUNCTION {trigger}() RETURNS trigger LANGUAGE plpgsql AS \
+                     $$ BEGIN RAISE EXCEPTION 'deletes refused'; END $$"
+                ),
+                format!(
+                    "CREATE TRIGGER {trigger} BEFORE DELETE ON {history} FOR EACH ROW \
+                     EXECUTE FUNCTION {trigger}()"
+                ),
+            ],
+            vec![
+                format!("DROP TRIGGER {trigger} ON {history}"),
+                format!("DROP FUNCTION {trigger}()"),
+            ],
+        ),
+        "MySQL" => (
+            vec![format!(
+                "CREATE TRIGGER {trigger} BEFORE DELETE ON {history} FOR EACH ROW \
+                 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'deletes refused'"
+            )],
+            vec![format!("DROP TRIGGER {trigger}")],
+        ),
+        _ => (
+            vec![format!(
+                "CREATE TRIGGER {trigger} BEFORE DELETE ON {history} \
+                 BEGIN SELECT RAISE(ABORT, 'deletes refused'); END"
+            )],
+            vec![format!("DROP TRIGGER {trigger}")],
+        ),
+    }
+}
+
+/// A prune the database refuses. On MySQL the entry is written by a call of its own: it stays,
+/// and the prune's failure is noted apart from the write's. On Postgres (one statement) and SQLite
+/// (one transaction) the write fails as a whole and leaves nothing. A later write prunes.
+async fn a_refused_prune<D: Dialect, P: LockAdmin>(
+    db: &Db<P>,
+    generic: fn(&P) -> &Provider<D>,
+    table: &str,
+) where
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+    D::Arguments: IntoArguments<D>,
+{
+    let p = (db.provider)(table, Some(HistoryPolicy::keep(1)));
+    let history = generic(&p)
+        .link()
+        .settings
+        .history
+        .as_ref()
+        .expect("a policy");
+    let lock = "refused prune";
+    let write = || async {
+        let report = RunReport::new(ms(Utc::now()), RunOutcome::Succeeded);
+        after_release_run(generic(&p), &record(lock, "pod"), &report, BUDGET).await;
+    };
+    let count = || {
+        (db.count)(format!(
+            "SELECT COUNT(*) FROM {table}_history WHERE lock_name = '{lock}'"
+        ))
+    };
+    write().await;
+    assert_eq!(count().await, 1);
+    let (refuse, allow) = refuse_deletes::<D>(table, &format!("{table}_history"));
+    for sql in refuse {
+        (db.exec)(sql).await;
+    }
+    write().await;
+    let apart = D::NAME == "MySQL";
+    assert_eq!(
+        (history.failing(), history.prune_failing(), count().await),
+        if apart {
+            (false, true, 2)
+        } else {
+            (true, false, 1)
+        },
+        "{}: (write failed, prune failed, entries)",
+        D::NAME
+    );
+    for sql in allow {
+        (db.exec)(sql).await;
+    }
+    write().await;
+    assert_eq!(
+        (history.failing(), history.prune_failing(), count().await),
+        (false, false, 1),
+        "{}: a later write prunes",
+        D::NAME
+    );
+}
+
 /// Three jobs that end at the same instant write their history at once, round after round, each
 /// from a provider of its own (so each has its own failure flag): every write succeeds and each
 /// lock keeps its newest entries. On MariaDB an insert and prune in one transaction deadlocked
@@ -549,9 +651,13 @@ async fn history_writes_of_one_instant_all_succeed<D: Dialect, P: LockAdmin>(
     const ROUNDS: usize = 30;
     const KEEP: u32 = 3;
     let locks = ["instant-a", "instant-b", "instant-c"];
-    let providers: Vec<P> = locks
-        .iter()
-        .map(|_| (db.provider)(table, Some(HistoryPolicy::keep(KEEP))))
+    // One prunes by age too, which reads all of its lock's entries.
+    let providers: Vec<P> = [None, Some(Duration::from_hours(1)), None]
+        .into_iter()
+        .map(|age| {
+            let policy = HistoryPolicy::keep(KEEP);
+            (db.provider)(table, Some(age.map_or(policy, |age| policy.max_age(age))))
+        })
         .collect();
     let barrier = tokio::sync::Barrier::new(locks.len());
     let base = ms(Utc::now());
@@ -739,7 +845,7 @@ async fn sqlite_keeps_definitions_and_history() {
 }
 
 /// Behind a transaction pooler the statements go unnamed, and a transaction of several is the
-/// pooler's unit. The same checks pass. MySQL's publish and history writes are transactions.
+/// pooler's unit. The same checks pass. MySQL's publish is a transaction.
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(shedlock_mysql), ignore = "needs SHEDLOCK_MYSQL_URL (MySQL)")]

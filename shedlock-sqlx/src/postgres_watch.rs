@@ -73,7 +73,8 @@ async fn forward(
                     break;
                 }
                 Err(error) => {
-                    tracing::debug!(channel, error = &error as &dyn std::error::Error, "the trigger watch failed");
+                    let error = &error as &dyn std::error::Error;
+                    tracing::debug!(channel, error, "the trigger watch failed");
                     break;
                 }
             },

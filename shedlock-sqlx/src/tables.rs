@@ -48,6 +48,9 @@ pub(crate) trait JobTables: sqlx::Database {
     const INLINE_INDEX: bool;
     /// What starts a transaction of several statements.
     const BEGIN: &'static str = "BEGIN";
+    /// Whether [`record`](Self::record)'s statements run in one transaction (SQLite, whose one
+    /// writer cannot deadlock), rather than each on its own (MySQL: see `portable::record`).
+    const RECORD_IN_ONE_TRANSACTION: bool;
 
     /// The SQL of `now + param`. The span is bound as the dialect binds durations.
     fn plus(param: &str) -> String;
@@ -59,7 +62,7 @@ pub(crate) trait JobTables: sqlx::Database {
     fn publish(t: &Names, p: &Publish<'_>) -> Vec<Query<Self>>;
 
     /// The statements that write a history entry and prune ([`crate::history`]): the first writes
-    /// it, any after it prune. Each runs as a statement of its own.
+    /// it, any after it prune.
     fn record(t: &Names, r: &Record<'_>) -> Vec<Query<Self>>;
 }
 
@@ -502,6 +505,8 @@ mod postgres {
         const AUTO_ID: &'static str = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "VARCHAR(1000) NULL";
         const INLINE_INDEX: bool = false;
+        /// One statement: nothing to group.
+        const RECORD_IN_ONE_TRANSACTION: bool = false;
 
         fn plus(param: &str) -> String {
             format!("({NOW} + {param})")
@@ -579,8 +584,8 @@ mod postgres {
 /// The statements of MySQL and SQLite, which have no arrays and no data-modifying `WITH`.
 ///
 /// A publish is a transaction of a `DELETE` and one multi-row upsert per chunk. A history write is
-/// an `INSERT`, then a `DELETE`, each a statement of its own. `pin` and `hint` are MySQL's time-zone
-/// pin.
+/// an `INSERT`, then a `DELETE`: on MySQL each a call of its own, on SQLite one transaction. `pin`
+/// and `hint` are MySQL's time-zone pin.
 /// `upsert` is the dialect's conflict clause. `keep_from` is the subquery of the first entry to
 /// prune.
 #[cfg(any(feature = "mysql", feature = "sqlite"))]
@@ -622,11 +627,11 @@ mod portable {
         queries
     }
 
-    /// The `DELETE` runs after the `INSERT` has committed, sees the new row and keeps `keep`
-    /// entries. They are not one transaction: on MariaDB, two jobs' writes of the same instant,
-    /// each holding its insert's locks while its prune read the lock's entries backwards (which
-    /// locks the first entry of the next lock name), deadlocked 56 to 76 of 600 writes of three
-    /// writers; as two statements, none of 1,200 did. MySQL may read the table a `DELETE`
+    /// The `DELETE` sees the new row and keeps `keep` entries. On MySQL it runs after the
+    /// `INSERT` has committed, not in one transaction with it: on MariaDB, two jobs' writes of the
+    /// same instant, each holding its insert's locks while its prune read the lock's entries
+    /// backwards (which locks the first entry of the next lock name), deadlocked 56 to 76 of 600
+    /// writes of three writers; as two statements, none of 1,200 did. MySQL may read the table a `DELETE`
     /// deletes from only through a derived table, whose `LIMIT` keeps it from being merged.
     pub(super) fn record<D: Dialect>(t: &Names, r: &Record<'_>) -> Vec<Query<D>>
     where
@@ -678,6 +683,7 @@ mod mysql {
         const AUTO_ID: &'static str = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "VARCHAR(1000) NULL";
         const INLINE_INDEX: bool = true;
+        const RECORD_IN_ONE_TRANSACTION: bool = false;
 
         fn plus(param: &str) -> String {
             format!("TIMESTAMPADD(MICROSECOND, {param}, {NOW})")
@@ -720,6 +726,7 @@ mod sqlite {
         const AUTO_ID: &'static str = "INTEGER PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "TEXT NULL";
         const INLINE_INDEX: bool = false;
+        const RECORD_IN_ONE_TRANSACTION: bool = true;
         /// Takes the write lock at once: a deferred transaction that reads first may fail to take
         /// it later without waiting.
         const BEGIN: &'static str = "BEGIN IMMEDIATE";

@@ -611,11 +611,7 @@ pub(super) async fn run(
     match &outcome {
         RunOutcome::Succeeded => tracing::info!(took_ms, "run finished"),
         RunOutcome::Failed(error) => {
-            tracing::error!(
-                %error,
-                took_ms,
-                "run failed (not retried)"
-            );
+            tracing::error!(%error, took_ms, "run failed (not retried)");
             Counters::bump(&job.counters.errors);
         }
         RunOutcome::Panicked => {

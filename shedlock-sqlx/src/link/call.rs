@@ -117,11 +117,17 @@ impl Call {
             AfterLostReply::Fail(what) => what.as_str(),
             AfterLostReply::Repeat => self.op,
         };
+        let meaning = match self.op {
+            "history" => "the run's history entry may be written",
+            "claim_trigger" => {
+                "the lock may be held by this owner until at_most and the trigger taken by it"
+            }
+            _ => "the lock may be held by this owner until at_most",
+        };
         Error::backend(
             format!(
                 "{what} on {}: the reply was lost (the connection died after the statement was \
-                 sent) and the statement may have committed, so the lock may be held by this \
-                 owner until at_most; not repeated",
+                 sent) and the statement may have committed, so {meaning}; not repeated",
                 self.target.name
             ),
             crate::cause::source(error),
@@ -223,7 +229,8 @@ impl<DB: Database> Link<DB> {
     ///
     /// A statement whose connection died after it was sent may have committed before its reply was
     /// lost, and the driver cannot tell. So an attempt runs again after a lost connection only for
-    /// [`AfterLostReply::Repeat`]. Acquire and fire claim are [`AfterLostReply::Fail`] and end with
+    /// [`AfterLostReply::Repeat`]. Acquire, fire claim, trigger claim and the history's insert are
+    /// [`AfterLostReply::Fail`] and end with
     /// [`Call::lost_reply`]'s error at the first lost connection, so there is at most one failed
     /// call per dead connection. Behind a transaction pooler ([`Checkout::begin`]), a connection
     /// lost before the attempt sent a `COMMIT` rolled back, and the attempt runs again whatever the
@@ -240,13 +247,13 @@ impl<DB: Database> Link<DB> {
             let checkout = match self.conns.checkout(call).await? {
                 Ok(conn) => Checkout::new(conn, call, self.settings.transaction_pooler),
                 Err(error) if tries < attempts && checkout_lost(&error) => {
+                    call.note_error(&error);
                     tracing::info!(
                         op = call.op,
                         attempt = tries,
-                        error = &error as &dyn std::error::Error,
+                        error = &*crate::cause::source(error) as &dyn std::error::Error,
                         "could not open a lock-store connection; trying again"
                     );
-                    call.note_error(&error);
                     continue;
                 }
                 Err(error) => return Err(self.checkout_error(call, error)),

@@ -231,9 +231,9 @@ async fn history_table_dropped(cluster: &Cluster, admin: &Arc<dyn LockAdmin>, st
         "runs after the drop were recorded in the row ({failures} failures, {before} runs before)"
     );
     // A replica that ran after the drop logs the history error once, not once per run: at most
-    // twice, as on MariaDB a write can also fail while the drop waits for its lock, before the
-    // table is gone, and the write after that may still succeed (each failure after a success is
-    // logged again). Every replica ran several times after the drop (16 runs of the two jobs).
+    // twice, as a write can also time out while the drop waits for its lock, before the table is
+    // gone, and each new kind of failure is logged again. Every replica ran several times after
+    // the drop (16 runs of the two jobs).
     let after_drop: Vec<String> = cluster
         .events
         .all()

@@ -701,7 +701,7 @@ async fn sql_trigger_claim_whose_reply_is_lost(store: Store) {
              (a repeat finds the trigger taken)"
         ),
     };
-    assert_lost_reply(&error, &name, "may be held by this owner");
+    assert_lost_reply(&error, &name, "the trigger taken by it");
     let entry = p.entry(&name).await.expect("entry").expect("a row");
     assert_eq!(
         entry.trigger().and_then(|t| t.taken_by.as_deref()),
