@@ -8,9 +8,11 @@
 #   single      one statement per job, sent as literal SQL (parsed and planned each time);
 #   batch       one statement per replica and instant for all the jobs (a batch claim, as issue
 #               31's `claim_fires` could send it), literal SQL;
-#   p-single    `single` as prepared statements, as the provider sends them;
-#   p-batch     `batch` prepared, the names bound as one array;
-#   p-read      read first (issue 31, item 3), prepared: each replica reads the row by its key and
+#   p-single    `single` as prepared statements (`PREPARE` once, then `EXECUTE` with literal
+#               arguments, which Postgres parses each time: cheaper than planning, dearer than the
+#               provider's bind of a named statement);
+#   p-batch     `batch` prepared, the names an `ARRAY[...]` of literals in each `EXECUTE`;
+#   p-read      the read-first skip, prepared: each replica reads the row by its key and
 #               claims only a free row, so the winner sends a read and the claim and each loser
 #               one read. Its best case: the losers read after the winner's claim committed;
 #   p-race      read first, its worst case: the three replicas read before any claim (they fire
@@ -35,7 +37,9 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"; psql -X -q "$url" -c "DROP TABLE IF EXISTS proto_locks" >/dev/null 2>&1 || true' EXIT
 
 python3 - "$dir" "$jobs" "$instants" <<'EOF'
+import datetime
 import sys
+base = datetime.datetime(2020, 1, 1)
 out, N, K = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 now = "(now() AT TIME ZONE 'utc')"
 far = "2100-01-01 00:00:00"
@@ -89,7 +93,7 @@ prepare = "".join(
 )
 modes = {m: [] for m in ["single", "batch", "p-single", "p-batch", "p-read", "p-race"]}
 for k in range(K):
-    f = f"2020-01-01 00:00:{k:02d}"
+    f = (base + datetime.timedelta(seconds=k)).strftime("%Y-%m-%d %H:%M:%S")
     args = lambda n, o: f"({lit(n)}, {lit(o)}, {lit(f)}, {lit(far)})"
     for n in names:
         modes["p-race"].extend(f"EXECUTE rd({lit(n)})" for _ in range(3))
@@ -113,6 +117,8 @@ for k in range(K):
 for m, statements in modes.items():
     with open(f"{out}/{m}.sql", "w") as file:
         file.write("".join(q + ";\n" for q in statements))
+with open(f"{out}/last", "w") as file:
+    file.write(f)
 with open(f"{out}/prepare.sql", "w") as file:
     file.write(prepare)
 with open(f"{out}/setup.sql", "w") as file:
@@ -129,6 +135,10 @@ EOF
 # One session per mode; the backend's user + system CPU (clock ticks) before and after.
 ticks=$(getconf CLK_TCK)
 measure() {
+  if [[ ! -f "$dir/$1.sql" ]]; then
+    echo "unknown mode $1 (the modes: batch single p-batch p-single p-read p-race)" >&2
+    exit 1
+  fi
   rm -f "$dir/before" "$dir/after"
   psql -X -q -v ON_ERROR_STOP=1 "$url" -f "$dir/setup.sql"
   {
@@ -156,7 +166,7 @@ measure() {
   fi
   # Every job's last instant was won by the winner: the claims did claim.
   local last won
-  last=$(printf '2020-01-01 00:00:%02d' $(( instants - 1 )))
+  last=$(cat "$dir/last")
   won=$(psql -X -tA "$url" -c "SELECT count(*) FROM proto_locks WHERE last_fire = '$last' AND locked_by = 'winner'")
   if [[ $won != "$jobs" ]]; then
     echo "$1: the winner holds $won of $jobs jobs' last fire; the claims did not claim" >&2

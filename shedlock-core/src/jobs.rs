@@ -307,8 +307,9 @@ impl JobState {
 }
 
 /// How much history a store keeps. The newest `keep` runs are kept per lock name. If `max_age` is
-/// set, none older than it are kept. The step that writes also prunes, so the bound holds by
-/// construction. History is off unless a store is given a policy.
+/// set, none older than it are kept. Each write prunes, so the bound holds after every write
+/// whose pruning succeeded (a store may write the entry and prune apart, and keep more until a
+/// later prune succeeds). History is off unless a store is given a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HistoryPolicy {

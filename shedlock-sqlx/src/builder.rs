@@ -358,8 +358,9 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// entry written, and the next write prunes), and on SQLite a transaction of the two. It gets
     /// what is left of the release's call timeout and gives up when that runs out.
     ///
-    /// A write never fails the release. A failed one is logged at `ERROR` once, then at `DEBUG`
-    /// until one succeeds again. History needs the job state columns too: without them a release
+    /// A write never fails the release. A failed one is logged at `ERROR` once per kind of failure
+    /// (a missing table, a timeout, any other), then at `DEBUG` until one succeeds again; a failed
+    /// pruning is logged at `WARN` once, then at `DEBUG` until one succeeds. History needs the job state columns too: without them a release
     /// records nothing, history included, and the scheduler says so once. `build()` refuses a
     /// `keep` of 0 and a lock table name too long for the history table's name.
     pub fn history(mut self, policy: HistoryPolicy) -> Self {

@@ -3,11 +3,6 @@
 //! A Postgres server error's text, as sqlx writes it, ends in ` at line 948`. That is the line of
 //! the server's own source that raised it, which tells a user nothing. Our messages and our errors'
 //! sources leave it out.
-//!
-//! Most of sqlx's errors also write their own cause into their text (`error returned from
-//! database: 1146 (42S02): Table ... doesn't exist`, whose cause is `1146 (42S02): Table ...`). A
-//! log line or a `Caused by:` list that shows every cause would say it twice, so such an error is
-//! one cause, with no source of its own.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -22,17 +17,15 @@ pub(crate) fn text(error: &sqlx::Error) -> String {
 
 /// `error` as the source of one of our errors.
 ///
-/// It is sqlx's error itself when its causes say something its text does not. Otherwise it is a
-/// [`Said`] that reads like it ([`text`]) and has no source.
+/// It is sqlx's error itself. For a Postgres server error, it is a [`ServerError`] that reads like
+/// it without the server's source line.
 pub(crate) fn source(error: sqlx::Error) -> Box<dyn StdError + Send + Sync> {
-    let text = text(&error);
-    let said = server_message(&error).is_some()
-        || std::iter::successors(StdError::source(&error), |&cause| cause.source())
-            .all(|cause| text.contains(&cause.to_string()));
-    if said {
-        Box::new(Said { text, error })
-    } else {
-        Box::new(error)
+    match server_message(&error) {
+        Some(message) => Box::new(ServerError {
+            text: format!("error returned from database: {message}"),
+            error,
+        }),
+        None => Box::new(error),
     }
 }
 
@@ -52,86 +45,25 @@ fn server_message(error: &sqlx::Error) -> Option<String> {
     None
 }
 
-/// A sqlx error whose text says all its causes do (or a Postgres server error, written without
-/// the server's source line).
+/// A Postgres server error: sqlx's, written without the server's source line.
 ///
-/// It has no source of its own, because sqlx's would repeat the message. `Debug` shows sqlx's
-/// error.
-struct Said {
+/// It has no source of its own, because sqlx's would repeat the message with the line. `Debug`
+/// shows sqlx's error.
+struct ServerError {
     text: String,
     error: sqlx::Error,
 }
 
-impl fmt::Display for Said {
+impl fmt::Display for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
     }
 }
 
-impl fmt::Debug for Said {
+impl fmt::Debug for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.error, f)
     }
 }
 
-impl StdError for Said {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn causes(error: &(dyn StdError + 'static)) -> Vec<String> {
-        std::iter::successors(Some(error), |&e| e.source())
-            .map(ToString::to_string)
-            .collect()
-    }
-
-    #[test]
-    fn an_error_that_writes_its_cause_is_one_cause() {
-        let io = sqlx::Error::Io(std::io::Error::new(
-            std::io::ErrorKind::ConnectionRefused,
-            "Connection refused (os error 111)",
-        ));
-        let text = io.to_string();
-        assert!(
-            text.ends_with("Connection refused (os error 111)"),
-            "{text}"
-        );
-        assert_eq!(causes(&*source(io)), [text]);
-    }
-
-    #[test]
-    fn an_error_whose_cause_says_more_keeps_it() {
-        // sqlx writes a configuration error's cause, but not that cause's own cause.
-        #[derive(Debug)]
-        struct Inner;
-        impl fmt::Display for Inner {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("the root cause")
-            }
-        }
-        impl StdError for Inner {}
-        #[derive(Debug)]
-        struct Outer(Inner);
-        impl fmt::Display for Outer {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("bad certificate")
-            }
-        }
-        impl StdError for Outer {
-            fn source(&self) -> Option<&(dyn StdError + 'static)> {
-                Some(&self.0)
-            }
-        }
-        let config = sqlx::Error::Configuration(Box::new(Outer(Inner)));
-        let text = config.to_string();
-        assert_eq!(
-            causes(&*source(config)),
-            [
-                text,
-                "bad certificate".to_owned(),
-                "the root cause".to_owned()
-            ]
-        );
-    }
-}
+impl StdError for ServerError {}

@@ -20,32 +20,31 @@ use crate::link::{AfterLostReply, statement};
 use crate::provider::Provider;
 use crate::tables::{Record, Which, job_table_error, names, run_queries};
 
-/// The builder's history setting, as a provider keeps it: the policy, and what the last write
-/// and the last prune met, so that a failing table is logged at `ERROR` once per kind of failure.
+/// The builder's history setting, as a provider keeps it: the policy, and what the writes and
+/// prunes since the last success met, so that a failing table is logged at `ERROR` once per kind
+/// of failure.
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     pub(crate) policy: HistoryPolicy,
-    /// The kind of the last write's failure ([`Failure`]), or [`Failure::NONE`].
+    /// The kinds of failure ([`Failure`]) the writes met since the last one that succeeded.
     failing: Arc<AtomicU8>,
-    /// Whether the last prune failed (its entry written).
+    /// Whether a prune failed (its entry written) since the last one that succeeded.
     prune_failing: Arc<AtomicBool>,
 }
 
-/// Kinds of failure, so that a new kind is logged at `ERROR` again: a write that timed out while
-/// the table was being dropped, then the missing table, are two lines, the second the one to act
-/// on.
+/// Kinds of write failure, one bit each, so that a new kind is logged at `ERROR` again: a write
+/// that timed out while the table was being dropped, then the missing table, are two lines, the
+/// second the one to act on.
 struct Failure;
 
 impl Failure {
-    const NONE: u8 = 0;
-
     fn of(error: &shedlock_core::Error) -> u8 {
         if error.is_missing_table() {
             1
         } else if error.is_timeout() {
             2
         } else {
-            3
+            4
         }
     }
 }
@@ -54,18 +53,29 @@ impl History {
     pub(crate) fn new(policy: HistoryPolicy) -> Self {
         Self {
             policy,
-            failing: Arc::new(AtomicU8::new(Failure::NONE)),
+            failing: Arc::new(AtomicU8::new(0)),
             prune_failing: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Whether the last write failed.
-    #[cfg(test)]
-    pub(crate) fn failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed) != Failure::NONE
+    /// Notes a write's failure: whether it is the first of its kind since a write succeeded.
+    fn write_failed(&self, error: &shedlock_core::Error) -> bool {
+        let kind = Failure::of(error);
+        self.failing.fetch_or(kind, Ordering::Relaxed) & kind == 0
     }
 
-    /// Whether the last prune failed.
+    /// Notes a write that succeeded: whether writes had failed.
+    fn written(&self) -> bool {
+        self.failing.swap(0, Ordering::Relaxed) != 0
+    }
+
+    /// Whether a write failed since the last one that succeeded.
+    #[cfg(test)]
+    pub(crate) fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a prune failed since the last one that succeeded.
     #[cfg(test)]
     pub(crate) fn prune_failing(&self) -> bool {
         self.prune_failing.load(Ordering::Relaxed)
@@ -76,7 +86,7 @@ impl History {
 enum Written {
     /// The entry is written and the lock's older entries pruned.
     Pruned,
-    /// The entry is written; the prune failed, and the next write prunes.
+    /// The entry is written; the prune failed or ran out of time, and the next write prunes.
     NotPruned(shedlock_core::Error),
 }
 
@@ -86,7 +96,7 @@ enum Written {
 ///
 /// It gets `budget`, what is left of the release's call timeout, so that the caller's timeout
 /// around the whole release never fires because of the history: a write that takes longer is given
-/// up and counts as a failure.
+/// up and counts as a failure, a prune that takes longer leaves the entry written.
 pub(crate) async fn after_release_run<D: Dialect>(
     provider: &Provider<D>,
     record: &LockRecord,
@@ -104,22 +114,13 @@ pub(crate) async fn after_release_run<D: Dialect>(
     let Some(history) = &provider.link().settings.history else {
         return;
     };
-    let written = tokio::time::timeout(budget, provider.write_history(history.policy, record, run))
-        .await
-        .unwrap_or_else(|_| {
-            Err(shedlock_core::Error::timeout_with(
-                "write run history",
-                budget,
-                format!(
-                    "lock {:?}: the release's call timeout left no more time",
-                    record.name()
-                ),
-            ))
-        });
     let lock = record.name();
+    let written = provider
+        .write_history(history.policy, record, run, budget)
+        .await;
     let error = match written {
         Ok(pruned) => {
-            if history.failing.swap(Failure::NONE, Ordering::Relaxed) != Failure::NONE {
+            if history.written() {
                 tracing::info!(lock, "run history is written again");
             }
             match pruned {
@@ -147,18 +148,34 @@ pub(crate) async fn after_release_run<D: Dialect>(
         }
         Err(error) => error,
     };
-    let kind = Failure::of(&error);
+    let first = history.write_failed(&error);
     let error = &error as &dyn std::error::Error;
-    if history.failing.swap(kind, Ordering::Relaxed) == kind {
-        tracing::debug!(lock, error, "run history write failed");
-    } else {
+    if first {
         tracing::error!(
             lock,
             error,
             "run history write failed (the release itself succeeded); further failures of \
              this kind are logged at DEBUG until a write succeeds"
         );
+    } else {
+        tracing::debug!(lock, error, "run history write failed");
     }
+}
+
+/// The timeout error of a history step that `budget` did not leave time for.
+fn out_of_time(
+    step: &'static str,
+    budget: std::time::Duration,
+    record: &LockRecord,
+) -> shedlock_core::Error {
+    shedlock_core::Error::timeout_with(
+        step,
+        budget,
+        format!(
+            "lock {:?}: the release's call timeout left no more time",
+            record.name()
+        ),
+    )
 }
 
 impl<D: Dialect> Provider<D>
@@ -171,16 +188,19 @@ where
     usize: ColumnIndex<D::Row>,
     D::Arguments: IntoArguments<D>,
 {
-    /// Inserts the entry and prunes. On Postgres that is one statement, and on SQLite one
-    /// transaction (`JobTables::RECORD_IN_ONE_TRANSACTION`). On MySQL the insert and the prune are
+    /// Inserts the entry and prunes, within `budget`. On Postgres that is one statement, and on
+    /// SQLite one transaction. On MySQL (`JobTables::RECORD_APART`) the insert and the prune are
     /// calls of their own: the prune is repeated after a lost reply (a `DELETE` may run twice),
-    /// and its failure leaves the entry written ([`Written::NotPruned`]).
+    /// and its failure, or the budget running out during it, leaves the entry written
+    /// ([`Written::NotPruned`]).
     async fn write_history(
         &self,
         policy: HistoryPolicy,
         record: &LockRecord,
         run: &RunReport,
+        budget: std::time::Duration,
     ) -> Result<Written> {
+        let deadline = tokio::time::Instant::now() + budget;
         let link = self.link();
         let s = &link.settings;
         let t = &names::<D>(s)?;
@@ -203,23 +223,19 @@ where
             .after_lost_reply(AfterLostReply::Fail(what.clone()));
         let target = link.target();
         let written = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
-        let apart = D::record(t, args).len() > 1 && !D::RECORD_IN_ONE_TRANSACTION;
-        if !apart {
-            return link
-                .run(call, |mut c| async move {
-                    let queries = D::record(t, args);
-                    run_queries(&mut c, s.transaction_pooler, queries, written).await
-                })
-                .await
-                .map(|_| Written::Pruned);
+        let write = link.run(call, |mut c| async move {
+            let mut queries = D::record(t, args);
+            if D::RECORD_APART {
+                queries.truncate(1);
+            }
+            run_queries(&mut c, s.transaction_pooler, queries, written).await
+        });
+        tokio::time::timeout_at(deadline, write)
+            .await
+            .unwrap_or_else(|_| Err(out_of_time("write run history", budget, record)))?;
+        if !D::RECORD_APART {
+            return Ok(Written::Pruned);
         }
-        link.run(call, |mut c| async move {
-            let Some(insert) = D::record(t, args).into_iter().next() else {
-                return Ok(());
-            };
-            statement!(c, insert, written, execute).map(drop)
-        })
-        .await?;
         let what = format!("prune the run history of {about} (its entry is written)");
         let pruned = &|e| job_table_error::<D>(s, target, Which::History, &what, e);
         let call = &link.call("history prune").about(about);
@@ -229,9 +245,10 @@ where
             }
             Ok(())
         });
-        Ok(match prune.await {
-            Ok(()) => Written::Pruned,
-            Err(error) => Written::NotPruned(error),
+        Ok(match tokio::time::timeout_at(deadline, prune).await {
+            Ok(Ok(())) => Written::Pruned,
+            Ok(Err(error)) => Written::NotPruned(error),
+            Err(_) => Written::NotPruned(out_of_time("prune run history", budget, record)),
         })
     }
 
@@ -289,5 +306,36 @@ where
                 .collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use shedlock_core::Error;
+    use shedlock_core::jobs::HistoryPolicy;
+
+    use super::History;
+
+    #[test]
+    fn a_write_failure_is_first_once_per_kind_until_a_write_succeeds() {
+        let history = History::new(HistoryPolicy::keep(5));
+        let missing =
+            Error::missing_table("h", "create it", std::io::Error::other("no such table"));
+        let timeout = Error::timeout("write run history", Duration::from_secs(1));
+        let other = Error::backend_message("write the run history");
+        let firsts: Vec<bool> = [&missing, &missing, &timeout, &missing, &timeout, &other]
+            .into_iter()
+            .map(|e| history.write_failed(e))
+            .collect();
+        assert_eq!(firsts, [true, false, true, false, false, true]);
+        assert!(history.failing());
+        assert!(history.written(), "writes had failed");
+        assert!(!history.written(), "and no longer");
+        assert!(
+            history.write_failed(&missing),
+            "first again after a success"
+        );
     }
 }

@@ -48,9 +48,10 @@ pub(crate) trait JobTables: sqlx::Database {
     const INLINE_INDEX: bool;
     /// What starts a transaction of several statements.
     const BEGIN: &'static str = "BEGIN";
-    /// Whether [`record`](Self::record)'s statements run in one transaction (SQLite, whose one
-    /// writer cannot deadlock), rather than each on its own (MySQL: see `portable::record`).
-    const RECORD_IN_ONE_TRANSACTION: bool;
+    /// Whether [`record`](Self::record)'s first statement (the insert) and the rest (the prune)
+    /// are calls of their own (MySQL: see `portable::record`), rather than one statement
+    /// (Postgres) or one transaction (SQLite, whose one writer cannot deadlock).
+    const RECORD_APART: bool;
 
     /// The SQL of `now + param`. The span is bound as the dialect binds durations.
     fn plus(param: &str) -> String;
@@ -505,8 +506,7 @@ mod postgres {
         const AUTO_ID: &'static str = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "VARCHAR(1000) NULL";
         const INLINE_INDEX: bool = false;
-        /// One statement: nothing to group.
-        const RECORD_IN_ONE_TRANSACTION: bool = false;
+        const RECORD_APART: bool = false;
 
         fn plus(param: &str) -> String {
             format!("({NOW} + {param})")
@@ -683,7 +683,7 @@ mod mysql {
         const AUTO_ID: &'static str = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "VARCHAR(1000) NULL";
         const INLINE_INDEX: bool = true;
-        const RECORD_IN_ONE_TRANSACTION: bool = false;
+        const RECORD_APART: bool = true;
 
         fn plus(param: &str) -> String {
             format!("TIMESTAMPADD(MICROSECOND, {param}, {NOW})")
@@ -726,7 +726,7 @@ mod sqlite {
         const AUTO_ID: &'static str = "INTEGER PRIMARY KEY";
         const ERROR_COLUMN: &'static str = "TEXT NULL";
         const INLINE_INDEX: bool = false;
-        const RECORD_IN_ONE_TRANSACTION: bool = true;
+        const RECORD_APART: bool = false;
         /// Takes the write lock at once: a deferred transaction that reads first may fail to take
         /// it later without waiting.
         const BEGIN: &'static str = "BEGIN IMMEDIATE";

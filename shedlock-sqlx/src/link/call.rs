@@ -40,8 +40,8 @@ pub(crate) struct Target {
 /// before the reply was lost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AfterLostReply {
-    /// Run the call again on another connection ([`Link::run`]), as extend, release, reads and
-    /// create-table have the same effect and answer when repeated.
+    /// Run the call again on another connection ([`Link::run`]), as extend, release, reads,
+    /// create-table and the history's prune have the same effect and answer when repeated.
     Repeat,
     /// End the call with [`Call::lost_reply`]'s error. A repeat would answer from the lost
     /// statement's own effect: an acquire would find its own lock held, a fire claim its own fire
@@ -229,7 +229,7 @@ impl<DB: Database> Link<DB> {
     ///
     /// A statement whose connection died after it was sent may have committed before its reply was
     /// lost, and the driver cannot tell. So an attempt runs again after a lost connection only for
-    /// [`AfterLostReply::Repeat`]. Acquire, fire claim, trigger claim and the history's insert are
+    /// [`AfterLostReply::Repeat`]. Acquire, fire claim, trigger claim and the history write (its insert, on MySQL) are
     /// [`AfterLostReply::Fail`] and end with
     /// [`Call::lost_reply`]'s error at the first lost connection, so there is at most one failed
     /// call per dead connection. Behind a transaction pooler ([`Checkout::begin`]), a connection
