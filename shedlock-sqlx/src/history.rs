@@ -26,26 +26,22 @@ use crate::tables::{Record, Which, job_table_error, names, run_queries};
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     pub(crate) policy: HistoryPolicy,
-    /// The kinds of failure ([`Failure`]) the writes met since the last one that succeeded.
+    /// The kinds of failure ([`failure_kind`]) the writes met since the last one that succeeded.
     failing: Arc<AtomicU8>,
     /// Whether a prune failed (its entry written) since the last one that succeeded.
     prune_failing: Arc<AtomicBool>,
 }
 
-/// Kinds of write failure, one bit each, so that a new kind is logged at `ERROR` again: a write
-/// that timed out while the table was being dropped, then the missing table, are two lines, the
-/// second the one to act on.
-struct Failure;
-
-impl Failure {
-    fn of(error: &shedlock_core::Error) -> u8 {
-        if error.is_missing_table() {
-            1
-        } else if error.is_timeout() {
-            2
-        } else {
-            4
-        }
+/// The kind of a write's failure, one bit each, so that a new kind is logged at `ERROR` again: a
+/// write that timed out while the table was being dropped, then the missing table, are two lines,
+/// the second the one to act on.
+fn failure_kind(error: &shedlock_core::Error) -> u8 {
+    if error.is_missing_table() {
+        1
+    } else if error.is_timeout() {
+        2
+    } else {
+        4
     }
 }
 
@@ -60,7 +56,7 @@ impl History {
 
     /// Notes a write's failure: whether it is the first of its kind since a write succeeded.
     fn write_failed(&self, error: &shedlock_core::Error) -> bool {
-        let kind = Failure::of(error);
+        let kind = failure_kind(error);
         self.failing.fetch_or(kind, Ordering::Relaxed) & kind == 0
     }
 
