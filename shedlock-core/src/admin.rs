@@ -212,6 +212,7 @@ pub const TRIGGER_MARK: &str = "#trigger";
 
 /// The owner id a scheduler with `owner_id` writes in its trigger claims: `owner_id` and
 /// [`TRIGGER_MARK`], keeping the id's end if both would not fit in `locked_by`.
+#[cfg(feature = "scheduler")]
 pub(crate) fn trigger_owner(owner_id: &str) -> String {
     let room = crate::owner::MAX_OWNER_ID_LEN - TRIGGER_MARK.len();
     let len = owner_id.chars().count();
