@@ -33,7 +33,7 @@ struct Inner {
     source: Option<BoxError>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Kind {
     InvalidConfig(String),
     InvalidSchedule(String),
@@ -363,6 +363,53 @@ impl Error {
 }
 
 impl Error {
+    /// `n` errors that say what this one says, for the `n` callers of one call that failed as a
+    /// whole, such as a batch of fire claims. Each has this error's kind, so its `is_*`
+    /// predicates answer alike, and its source's text and chain. The source is shared, so it can
+    /// no longer be downcast to the store's own error type.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn shared(self, n: usize) -> Vec<Error> {
+        let Inner { kind, source } = *self.inner;
+        let source = source.map(std::sync::Arc::new);
+        (0..n)
+            .map(|_| {
+                Self::new(
+                    kind.clone(),
+                    source
+                        .clone()
+                        .map(|source| Box::new(Shared(source)) as BoxError),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The source of the errors [`Error::shared`] makes: one error, shown by each.
+#[cfg(feature = "scheduler")]
+struct Shared(std::sync::Arc<BoxError>);
+
+#[cfg(feature = "scheduler")]
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self.0, f)
+    }
+}
+
+#[cfg(feature = "scheduler")]
+impl fmt::Display for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self.0, f)
+    }
+}
+
+#[cfg(feature = "scheduler")]
+impl StdError for Shared {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}
+
+impl Error {
     /// The kind's name, as `Debug` shows it.
     fn kind_label(&self) -> &'static str {
         match self.inner.kind {
@@ -485,6 +532,26 @@ impl StdError for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The copies of a shared error answer the predicates alike and show the same text and chain.
+    #[cfg(feature = "scheduler")]
+    #[test]
+    fn shared_copies_keep_the_kind_and_the_sources() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let original = Error::missing_table("t", "create it", cause);
+        let text = original.to_string();
+        let copies = original.shared(3);
+        assert_eq!(copies.len(), 3);
+        for copy in &copies {
+            assert!(copy.is_missing_table(), "{copy}");
+            assert_eq!(copy.to_string(), text);
+            let source = StdError::source(copy).expect("a source");
+            assert_eq!(source.to_string(), "reset by peer");
+        }
+        let timeouts = Error::timeout("claim_fire", Duration::from_secs(1)).shared(2);
+        assert!(timeouts.iter().all(Error::is_timeout));
+        assert!(StdError::source(&timeouts[0]).is_none());
+    }
 
     #[test]
     fn is_send_sync_static() {

@@ -19,6 +19,9 @@ use crate::trigger::{
     PendingTrigger, Trigger, TriggerAnswer, TriggerClaim, TriggerWake, TriggerWaker,
 };
 
+/// The most fire claims one batch takes on this store.
+const FIRE_BATCH_LIMIT: usize = 256;
+
 /// A [`LockProvider`] in process memory, for tests and single-process services.
 ///
 /// Its clock is tokio's ([`tokio::time::Instant`]), so tests under `tokio::time::pause` control
@@ -265,6 +268,12 @@ impl LockProvider for InMemoryLockProvider {
             }
             _ => Ok(false),
         }
+    }
+
+    /// Claims in memory cost no round trip, so a batch is the claims one after the other; the limit
+    /// lets a scheduler on this store batch as on a remote one.
+    fn fire_batch_limit(&self) -> usize {
+        FIRE_BATCH_LIMIT
     }
 
     async fn claim_fire(

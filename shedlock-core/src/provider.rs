@@ -194,12 +194,15 @@ impl fmt::Display for LockRecord {
 /// use std::time::Duration;
 /// use shedlock_core::{
 ///     InMemoryLockProvider, Result,
-///     provider::{Definition, Fire, FireClaim, LockProvider, LockRecord, RunReport, async_trait},
+///     provider::{
+///         ClaimRequest, Definition, Fire, FireClaim, LockProvider, LockRecord, RunReport, async_trait,
+///     },
 /// };
 ///
 /// /// A store that logs every call and delegates to another one. A wrapper forwards every
 /// /// method, the optional ones too: the defaults would hide the inner store's `holder`,
-/// /// `claim_fire` (a scheduler would fall back to plain locks) and the job state it records.
+/// /// `claim_fire` (a scheduler would fall back to plain locks), its batches of fire claims and
+/// /// the job state it records.
 /// struct Logged<P>(P);
 ///
 /// #[async_trait]
@@ -220,6 +223,12 @@ impl fmt::Display for LockRecord {
 ///     async fn claim_fire(&self, name: &str, fire: &Fire, at_most: Duration, owner: &str) -> Result<FireClaim> {
 ///         tracing::info!(name, %fire, "claim fire");
 ///         self.0.claim_fire(name, fire, at_most, owner).await
+///     }
+///     async fn claim_fires(&self, claims: &[ClaimRequest<'_>], owner: &str) -> Result<Vec<Result<FireClaim>>> {
+///         self.0.claim_fires(claims, owner).await
+///     }
+///     fn fire_batch_limit(&self) -> usize {
+///         self.0.fire_batch_limit()
 ///     }
 ///     async fn release_run(&self, record: &LockRecord, at_least: Duration, run: &RunReport) -> Result<bool> {
 ///         self.0.release_run(record, at_least, run).await
@@ -311,6 +320,42 @@ pub trait LockProvider: Send + Sync + 'static {
     ) -> Result<FireClaim> {
         let _ = (name, fire, at_most, owner);
         Err(Error::unsupported("claim_fire"))
+    }
+
+    /// Claims several fires, of distinct lock names, in one call: each exactly as
+    /// [`claim_fire`](Self::claim_fire) claims it, atomically and on its own. One claim's answer
+    /// never decides another's, and a claim that fails fails alone. It answers one result per
+    /// claim, in their order. Schedulers send the fires due at one instant through it, in batches
+    /// of at most [`fire_batch_limit`](Self::fire_batch_limit), when that is above 1
+    /// (docs/guarantees.md, "Many jobs at one instant").
+    ///
+    /// The default body sends the claims one after the other through `claim_fire`. A store that
+    /// overrides it to claim in fewer round trips also raises `fire_batch_limit`.
+    ///
+    /// # Errors
+    ///
+    /// The whole call failed. As with a `claim_fire` whose reply was lost, any of the claims may
+    /// have committed: the caller must not send them again as new claims, and treats each as a
+    /// lost reply (docs/guarantees.md, "Lost replies").
+    async fn claim_fires(
+        &self,
+        claims: &[ClaimRequest<'_>],
+        owner: &str,
+    ) -> Result<Vec<Result<FireClaim>>> {
+        let mut answers = Vec::with_capacity(claims.len());
+        for claim in claims {
+            answers.push(
+                self.claim_fire(claim.name, claim.fire, claim.at_most, owner)
+                    .await,
+            );
+        }
+        Ok(answers)
+    }
+
+    /// The most claims [`claim_fires`](Self::claim_fires) takes in one call. The default, 1, says
+    /// that the store has no batch: a scheduler then sends each claim on its own, concurrently.
+    fn fire_batch_limit(&self) -> usize {
+        1
     }
 
     /// [`release`](Self::release) that also records how the run ended, a [`RunReport`], in the
@@ -431,6 +476,90 @@ pub trait LockProvider: Send + Sync + 'static {
     }
 }
 
+/// One fire claim of a [`LockProvider::claim_fires`] batch: the arguments of
+/// [`claim_fire`](LockProvider::claim_fire) but the owner, which the batch shares.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::provider::{ClaimRequest, Fire};
+///
+/// let at = chrono::Utc::now();
+/// let fire = Fire::new(at, at + chrono::Duration::minutes(1))?;
+/// let claim = ClaimRequest::new("nightly", &fire, Duration::from_secs(60));
+/// assert_eq!(claim.name, "nightly");
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ClaimRequest<'a> {
+    /// The lock's name.
+    pub name: &'a str,
+    /// The fire to claim.
+    pub fire: &'a Fire,
+    /// The lock's `at_most` if the claim wins.
+    pub at_most: Duration,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// The claim of `fire` of the lock `name`, held for `at_most` if it wins.
+    #[must_use]
+    pub fn new(name: &'a str, fire: &'a Fire, at_most: Duration) -> Self {
+        Self {
+            name,
+            fire,
+            at_most,
+        }
+    }
+}
+
+/// What a store answers, before sending anything, to each claim of a
+/// [`claim_fires`](LockProvider::claim_fires) batch: an error for a claim whose name `check_name`
+/// refuses, whose `at_most` is invalid, or whose name came earlier in the batch; `None` for the
+/// claims to send.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::provider::{ClaimRequest, Fire, check_claims, validate_name};
+///
+/// let at = chrono::Utc::now();
+/// let fire = Fire::new(at, at + chrono::Duration::minutes(1))?;
+/// let minute = Duration::from_secs(60);
+/// let claims = [
+///     ClaimRequest::new("a", &fire, minute),
+///     ClaimRequest::new("", &fire, minute),
+///     ClaimRequest::new("a", &fire, minute),
+/// ];
+/// let refused = check_claims(&claims, |name| validate_name(name, 64));
+/// assert!(refused[0].is_none());
+/// assert!(refused[1].as_ref().is_some_and(|e| e.is_invalid_config()));
+/// assert!(refused[2].as_ref().is_some_and(|e| e.to_string().contains("twice")));
+/// # Ok::<(), shedlock_core::Error>(())
+/// ```
+pub fn check_claims(
+    claims: &[ClaimRequest<'_>],
+    check_name: impl Fn(&str) -> Result<()>,
+) -> Vec<Option<Error>> {
+    let mut names = std::collections::HashSet::with_capacity(claims.len());
+    claims
+        .iter()
+        .map(|claim| {
+            check_name(claim.name)
+                .and_then(|()| validate_at_most(claim.at_most))
+                .and_then(|()| {
+                    if names.insert(claim.name) {
+                        Ok(())
+                    } else {
+                        Err(Error::invalid_config(format!(
+                            "the lock {:?} is claimed twice in one batch of fire claims",
+                            claim.name
+                        )))
+                    }
+                })
+                .err()
+        })
+        .collect()
+}
+
 /// The lock name whose holder [`LockProvider::check`]'s default body reads. It never takes it.
 pub const CHECK_NAME: &str = "shedlock-check";
 
@@ -467,6 +596,18 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
         owner: &str,
     ) -> Result<FireClaim> {
         (**self).claim_fire(name, fire, at_most, owner).await
+    }
+
+    async fn claim_fires(
+        &self,
+        claims: &[ClaimRequest<'_>],
+        owner: &str,
+    ) -> Result<Vec<Result<FireClaim>>> {
+        (**self).claim_fires(claims, owner).await
+    }
+
+    fn fire_batch_limit(&self) -> usize {
+        (**self).fire_batch_limit()
     }
 
     async fn release_run(

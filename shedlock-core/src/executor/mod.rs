@@ -24,6 +24,10 @@ use crate::owner::{default_owner_id, validate_owner_id};
 use crate::provider::{LockProvider, LockRecord};
 
 mod acquire;
+#[cfg(feature = "scheduler")]
+mod batch;
+#[cfg(all(test, feature = "scheduler"))]
+mod batch_tests;
 mod guard;
 #[cfg(test)]
 mod tests;
@@ -81,6 +85,9 @@ struct Inner {
     /// settled yet. The next call of the lock settles them.
     #[cfg(feature = "scheduler")]
     unsettled: std::sync::Mutex<std::collections::HashMap<String, crate::scheduler::Unsettled>>,
+    /// The batches of fire claims, for a store that takes them.
+    #[cfg(feature = "scheduler")]
+    batcher: Option<Arc<batch::FireBatcher>>,
 }
 
 impl fmt::Debug for LockingTaskExecutor {
@@ -177,6 +184,8 @@ impl LockingTaskExecutorBuilder {
             return Err(Error::invalid_config("call_timeout is zero"));
         }
         check_max("call_timeout", self.call_timeout)?;
+        #[cfg(feature = "scheduler")]
+        let batcher = batch::FireBatcher::new(&self.provider, &owner_id);
         Ok(LockingTaskExecutor {
             inner: Arc::new(Inner {
                 provider: self.provider,
@@ -191,6 +200,8 @@ impl LockingTaskExecutorBuilder {
                 fire_clock: crate::scheduler::StoreClock::new(),
                 #[cfg(feature = "scheduler")]
                 unsettled: std::sync::Mutex::default(),
+                #[cfg(feature = "scheduler")]
+                batcher,
             }),
         })
     }
@@ -463,16 +474,22 @@ impl LockingTaskExecutor {
         let _in_flight = self.inner.drain.begin_acquire();
         let (at_most, _) = cfg.effective(self.inner.default_at_most, Duration::ZERO)?;
         let name = cfg.name();
-        let sent = Instant::now();
-        let reply = timed(
-            "claim_fire",
-            self.inner.call_timeout.min(at_most),
-            self.inner
-                .provider
-                .claim_fire(name, fire, at_most, &self.inner.owner_id),
-        )
-        .await;
-        let received = Instant::now();
+        let timeout = self.inner.call_timeout.min(at_most);
+        let (reply, sent, received) = if let Some(batcher) = &self.inner.batcher {
+            let answer = batcher.claim(name, fire, at_most, timeout).await;
+            (answer.reply, answer.sent, answer.received)
+        } else {
+            let sent = Instant::now();
+            let reply = timed(
+                "claim_fire",
+                timeout,
+                self.inner
+                    .provider
+                    .claim_fire(name, fire, at_most, &self.inner.owner_id),
+            )
+            .await;
+            (reply, sent, Instant::now())
+        };
         let reply = reply.inspect_err(|error| {
             if !error.is_unsupported() {
                 observe::error(name, "claim_fire");

@@ -122,6 +122,37 @@ async fn a_claim_whose_reply_was_lost_runs_once() {
     assert!(store.inner().holder("report").await.unwrap().is_none());
 }
 
+/// Two batches of claims commit but their replies are lost: each claim of them is a lost claim of
+/// its own caller, recognised by its row and run once (docs/guarantees.md, "Many jobs at one
+/// instant"). Three jobs' fires meet at one instant, so their claims go in batches.
+#[tokio::test(start_paused = true)]
+async fn the_claims_of_batches_whose_replies_were_lost_each_run_once() {
+    let (store, at) = store();
+    store.inject_times(Operation::ClaimFires, Fault::FailAfterApplying, 2);
+    let a = executor(&store, "a");
+    let fire = fire(&at, 0, 20);
+    let runs = AtomicUsize::new(0);
+    let jobs = ["j1", "j2", "j3"].map(|name| LockConfig::new(name, 30 * SEC).unwrap());
+    let (one, two, three) = tokio::join!(
+        a.execute_fire(&jobs[0], &fire, counted(&runs)),
+        a.execute_fire(&jobs[1], &fire, counted(&runs)),
+        a.execute_fire(&jobs[2], &fire, counted(&runs)),
+    );
+    for reply in [one, two, three] {
+        let reply = reply.unwrap();
+        assert!(matches!(reply, FireRun::Ran(_)), "{reply:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "each fire ran once");
+    assert!(
+        store.calls(Operation::ClaimFires) >= 3,
+        "two lost batches, then the claims again: {}",
+        store.calls(Operation::ClaimFires)
+    );
+    for job in &jobs {
+        assert!(store.inner().holder(job.name()).await.unwrap().is_none());
+    }
+}
+
 /// The same lost claim seen by another replica is never taken over: it is not its own.
 #[tokio::test(start_paused = true)]
 async fn another_replicas_claim_is_not_taken_for_a_lost_one() {

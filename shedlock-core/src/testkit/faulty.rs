@@ -14,7 +14,7 @@ use tokio::time::sleep;
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim};
 use crate::jobs::{Definition, RunReport};
-use crate::provider::{LockProvider, LockRecord};
+use crate::provider::{ClaimRequest, LockProvider, LockRecord};
 use crate::trigger::{PendingTrigger, TriggerClaim, TriggerWake};
 
 /// A store operation, for [`FaultyProvider`].
@@ -31,6 +31,10 @@ pub enum Operation {
     Holder,
     /// [`LockProvider::claim_fire`].
     ClaimFire,
+    /// [`LockProvider::claim_fires`], one call of a batch. A fault of its own applies to the whole
+    /// batch: [`Fault::FailAfterApplying`] is a batch whose reply was lost. Without one, the batch's
+    /// claims go one after the other through [`ClaimFire`](Self::ClaimFire), with its faults.
+    ClaimFires,
     /// [`LockProvider::claim_trigger`].
     ClaimTrigger,
     /// [`LockProvider::pending_triggers`].
@@ -74,7 +78,7 @@ pub enum Fault {
 pub struct FaultyProvider<P> {
     inner: P,
     faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
-    calls: [AtomicUsize; 8],
+    calls: [AtomicUsize; 9],
 }
 
 impl<P: LockProvider> FaultyProvider<P> {
@@ -199,6 +203,31 @@ impl<P: LockProvider> LockProvider for FaultyProvider<P> {
             self.inner.claim_fire(name, fire, at_most, owner),
         )
         .await
+    }
+
+    async fn claim_fires(
+        &self,
+        claims: &[ClaimRequest<'_>],
+        owner: &str,
+    ) -> Result<Vec<Result<FireClaim>>> {
+        if self.faults().contains_key(&Operation::ClaimFires) {
+            return self
+                .call(Operation::ClaimFires, self.inner.claim_fires(claims, owner))
+                .await;
+        }
+        self.calls[Operation::ClaimFires as usize].fetch_add(1, Ordering::SeqCst);
+        let mut answers = Vec::with_capacity(claims.len());
+        for claim in claims {
+            answers.push(
+                self.claim_fire(claim.name, claim.fire, claim.at_most, owner)
+                    .await,
+            );
+        }
+        Ok(answers)
+    }
+
+    fn fire_batch_limit(&self) -> usize {
+        self.inner.fire_batch_limit()
     }
 
     async fn release_run(

@@ -1,4 +1,5 @@
-//! The conformance suite's fire-claim cases ([`LockProvider::claim_fire`]).
+//! The conformance suite's fire-claim cases ([`LockProvider::claim_fire`], and in `batch` those of
+//! [`LockProvider::claim_fires`](crate::provider::LockProvider::claim_fires)).
 //!
 //! A store without fire claims answers with the default body, [`Error::is_unsupported`]. It has
 //! these cases reported as skipped, not failed. The exception is a suite told to
@@ -18,11 +19,13 @@ use crate::error::Error;
 use crate::fire::{Fire, FireClaim};
 use crate::provider::LockRecord;
 
+mod batch;
+
 impl ConformanceSuite {
     /// Runs the fire-claim cases into `report`. Marks them skipped when the store does not support
     /// fire claims.
     pub(super) async fn fire_cases(&self, report: &mut SuiteReport) {
-        let cases: [(&'static str, FireCase); 8] = [
+        let cases: [(&'static str, FireCase); 10] = [
             ("fire_claimed_once", |s| Box::pin(s.fire_claimed_once())),
             ("fire_too_early_writes_nothing", |s| {
                 Box::pin(s.fire_too_early_writes_nothing())
@@ -44,6 +47,12 @@ impl ConformanceSuite {
             }),
             ("fire_long_names_rejected", |s| {
                 Box::pin(s.fire_long_names_rejected())
+            }),
+            ("fire_batch_answers_each_claim_alone", |s| {
+                Box::pin(s.fire_batch_answers_each_claim_alone())
+            }),
+            ("fire_batches_racing_one_winner_each", |s| {
+                Box::pin(s.fire_batches_racing_one_winner_each())
             }),
         ];
         match self.store_now("probe").await {
