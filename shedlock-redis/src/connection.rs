@@ -233,8 +233,10 @@ impl Connection {
         )
     }
 
-    /// Our error for `error` met while doing `what`.
-    fn error(&self, what: &str, error: RedisError) -> Error {
+    /// Our error for `error` met while doing `what`: the script's refusals of a key that is not
+    /// this lock's record say so, anything else is a backend error. A batch of fire claims maps
+    /// each claim's error reply with it, as the single claim's.
+    pub(crate) fn error(&self, what: &str, error: RedisError) -> Error {
         let server = &self.server;
         match error.code() {
             Some("SHEDLOCKFOREIGN") => Error::invalid_config(format!(

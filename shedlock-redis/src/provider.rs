@@ -14,8 +14,8 @@ use shedlock_core::{
     jobs::{Definition, JobState, RunEntry, RunOutcome, RunReport},
     pause::Pause,
     provider::{
-        Fire, FireClaim, LockProvider, LockRecord, MAX_DURATION, validate_at_least,
-        validate_at_most, validate_name,
+        ClaimRequest, Fire, FireClaim, LockProvider, LockRecord, MAX_DURATION, check_claims,
+        validate_at_least, validate_at_most, validate_name,
     },
     trigger::{PendingTrigger, Trigger, TriggerClaim, TriggerWake},
 };
@@ -311,6 +311,68 @@ impl RedisLockProvider {
             entry: Some(entry),
         })
     }
+
+    /// Sends `claims`, valid and of distinct names, in one pipeline (see `claim_fires`): a
+    /// `SCRIPT LOAD` of the fire claim's script, whose reply is ignored, then one `EVALSHA` per
+    /// claim. One answer per claim, in their order.
+    async fn claim_in_pipeline(
+        &self,
+        claims: &[&ClaimRequest<'_>],
+        owner: &str,
+    ) -> Result<Vec<Result<FireClaim>>> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.load_script(&script::CLAIM_FIRE).ignore();
+        for claim in claims {
+            let mut invocation = script::CLAIM_FIRE.prepare_invoke();
+            invocation
+                .key(self.key(claim.name))
+                .arg(claim.name.as_bytes());
+            for arg in claim_fire_args(claim.fire, claim.at_most, owner) {
+                invocation.arg(arg);
+            }
+            pipe.invoke_script(&invocation);
+        }
+        let what = || {
+            format!(
+                "claim_fire of {} locks in one pipeline ({:?} first)",
+                claims.len(),
+                claims.first().map_or("", |claim| claim.name)
+            )
+        };
+        let pipe = &pipe;
+        let replies = self
+            .connection
+            .run(
+                "claim_fire",
+                Resend::OnlyIfRefused,
+                &what,
+                |mut conn| async move {
+                    pipe.query_async::<Vec<redis::RedisResult<Value>>>(&mut conn)
+                        .await
+                },
+            )
+            .await?;
+        if replies.len() != claims.len() {
+            return Err(Error::backend_message(format!(
+                "{} (Redis at {}): {} replies to {} claims",
+                what(),
+                self.connection.server(),
+                replies.len(),
+                claims.len()
+            )));
+        }
+        Ok(claims
+            .iter()
+            .zip(replies)
+            .map(|(claim, reply)| match reply {
+                Ok(reply) => fire_claim(claim.name, owner, reply),
+                Err(error) => Err(self
+                    .connection
+                    .error(&format!("claim_fire lock {:?}", claim.name), error)),
+            })
+            .collect())
+    }
 }
 
 /// What the read script found.
@@ -408,38 +470,86 @@ impl LockProvider for RedisLockProvider {
                 Resend::OnlyIfRefused,
                 &script::CLAIM_FIRE,
                 name,
-                &[
-                    num(fire.at().timestamp_micros()),
-                    num(fire.next().timestamp_micros()),
-                    num(micros_ceil(at_most)),
-                    owner.as_bytes().to_vec(),
-                ],
+                &claim_fire_args(fire, at_most, owner),
             )
             .await?;
-        let items = Reply::new("claim_fire", name, reply)?;
-        let now = items.time(1)?;
-        Ok(match items.int(0)? {
-            0 => FireClaim::Claimed(
-                LockRecord::new(name, owner, now, items.time(2)?)
-                    .with_fencing_token(Some(items.int(3)?)),
-            ),
-            1 => FireClaim::TooEarly { now },
-            2 => FireClaim::WindowPassed { now },
-            3 => FireClaim::ClaimedElsewhere {
-                now,
-                recorded: items.time(6)?,
-                holder: items.holder(name)?,
-            },
-            4 => FireClaim::Held {
-                now,
-                holder: items.holder(name)?,
-            },
-            5 => FireClaim::Paused {
-                now,
-                until: items.opt_time(2)?,
-            },
-            _ => return Err(items.unexpected()),
-        })
+        fire_claim(name, owner, reply)
+    }
+
+    /// Claims in one round trip: one pipeline on the shared connection, not a transaction. It is
+    /// a `SCRIPT LOAD` of [`claim_fire`](Self::claim_fire)'s script, whose reply is ignored, so a
+    /// server that lost its script cache never answers `NOSCRIPT`, then one `EVALSHA` per claim
+    /// with exactly the key and arguments [`claim_fire`](Self::claim_fire) sends. Each script
+    /// touches its own lock's key only, so each claim is decided on its own, atomically, and a
+    /// Redis Cluster could route each one. Other clients' commands may run between two claims.
+    ///
+    /// A claim with an invalid name or `at_most`, or whose name came earlier in the batch, is
+    /// answered [`Error::is_invalid_config`] and not sent. A script's error reply, as for a key
+    /// that holds another lock's record or something that is not a lock record, fails its claim
+    /// only, with the error [`claim_fire`](Self::claim_fire) gives. A batch with one claim to
+    /// send is sent as [`claim_fire`](Self::claim_fire) sends it, one `EVALSHA`.
+    ///
+    /// The pipeline has the call's deadline and, as a single claim, is not sent again after a
+    /// dropped connection, when any of its claims may have been made: the call then fails as a
+    /// whole, saying the reply was lost. More than [`fire_batch_limit`](Self::fire_batch_limit)
+    /// claims go in one pipeline per that many, one after the other.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_config`] for an empty `owner`. The call failed as a whole: it timed
+    /// out, the connection dropped, or the server answered something other than one reply per
+    /// claim.
+    async fn claim_fires(
+        &self,
+        claims: &[ClaimRequest<'_>],
+        owner: &str,
+    ) -> Result<Vec<Result<FireClaim>>> {
+        check_owner(owner)?;
+        let mut answers: Vec<Option<Result<FireClaim>>> =
+            check_claims(claims, |name| self.check_name(name))
+                .into_iter()
+                .map(|refused| refused.map(Err))
+                .collect();
+        let valid: Vec<usize> = (0..claims.len())
+            .filter(|&i| answers[i].is_none())
+            .collect();
+        match valid.as_slice() {
+            [] => {}
+            &[i] => {
+                let claim = &claims[i];
+                answers[i] = Some(
+                    self.claim_fire(claim.name, claim.fire, claim.at_most, owner)
+                        .await,
+                );
+            }
+            several => {
+                // More than the limit, from a caller that does not split its claims: one
+                // pipeline per `FIRE_BATCH_LIMIT` claims, one after the other.
+                for chunk in several.chunks(FIRE_BATCH_LIMIT) {
+                    let batch: Vec<&ClaimRequest<'_>> = chunk.iter().map(|&i| &claims[i]).collect();
+                    let replies = self.claim_in_pipeline(&batch, owner).await?;
+                    for (&i, reply) in chunk.iter().zip(replies) {
+                        answers[i] = Some(reply);
+                    }
+                }
+            }
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    Err(Error::backend_message("claim fires: a claim was not sent"))
+                })
+            })
+            .collect())
+    }
+
+    /// 1000 claims. A batch is one pipeline, so this bounds its request and its reply, a few
+    /// hundred bytes per claim each, and the time the server spends on it. Each claim is a short
+    /// script on one key, so a full batch keeps the server busy for milliseconds, well within the
+    /// call's deadline, and other clients' commands wait no longer than that.
+    fn fire_batch_limit(&self) -> usize {
+        FIRE_BATCH_LIMIT
     }
 
     /// One `EVALSHA` with [`release`](Self::release)'s guard, writing nothing when the lock is no
@@ -604,6 +714,49 @@ pub(crate) fn check_owner(owner: &str) -> Result<()> {
         return Err(Error::invalid_config("the owner id is empty"));
     }
     Ok(())
+}
+
+/// The most claims [`RedisLockProvider::claim_fires`] takes in one call (see its
+/// `fire_batch_limit`).
+const FIRE_BATCH_LIMIT: usize = 1000;
+
+/// The `ARGV` of a fire claim after the name: `F µs, next µs, at_most µs, owner`.
+fn claim_fire_args(fire: &Fire, at_most: Duration, owner: &str) -> [Vec<u8>; 4] {
+    [
+        num(fire.at().timestamp_micros()),
+        num(fire.next().timestamp_micros()),
+        num(micros_ceil(at_most)),
+        owner.as_bytes().to_vec(),
+    ]
+}
+
+/// The claim of lock `name` by `owner` that a fire claim script's `reply` answers, the same for a
+/// single claim and a batch: `{case, now, …}`, see [`script::CLAIM_FIRE`].
+fn fire_claim(name: &str, owner: &str, reply: Value) -> Result<FireClaim> {
+    let items = Reply::new("claim_fire", name, reply)?;
+    let now = items.time(1)?;
+    Ok(match items.int(0)? {
+        0 => FireClaim::Claimed(
+            LockRecord::new(name, owner, now, items.time(2)?)
+                .with_fencing_token(Some(items.int(3)?)),
+        ),
+        1 => FireClaim::TooEarly { now },
+        2 => FireClaim::WindowPassed { now },
+        3 => FireClaim::ClaimedElsewhere {
+            now,
+            recorded: items.time(6)?,
+            holder: items.holder(name)?,
+        },
+        4 => FireClaim::Held {
+            now,
+            holder: items.holder(name)?,
+        },
+        5 => FireClaim::Paused {
+            now,
+            until: items.opt_time(2)?,
+        },
+        _ => return Err(items.unexpected()),
+    })
 }
 
 /// `d` in whole microseconds, rounded up. So a lock is never shorter than asked.

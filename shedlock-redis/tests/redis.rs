@@ -10,7 +10,7 @@ use shedlock_core::testkit::ConformanceSuite;
 use shedlock_core::{
     LeaderLatch, LeaderLatchConfig, LockConfig, LockingTaskExecutor,
     admin::LockAdmin,
-    provider::{Fire, FireClaim, LockProvider},
+    provider::{ClaimRequest, Fire, FireClaim, LockProvider},
     scheduled_lock,
 };
 use shedlock_redis::redis::{self, AsyncCommands as _};
@@ -426,6 +426,72 @@ async fn concurrent_claimers_of_one_fire_make_exactly_one_claim() {
                 .unwrap()
         );
     }
+    f.cleanup().await;
+}
+
+/// A batch of fire claims in which some keys hold something else than their lock's record: a
+/// hash without a record, a string, another lock's record (overlapping prefixes). Those claims
+/// fail alone, with the single claim's error, and their keys are left as they were. The other
+/// claims are made, and a name given twice is refused the second time.
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn a_batch_fails_only_the_claims_whose_key_is_not_their_record() {
+    let Some(f) = Fixture::new("fire-batch").await else {
+        return;
+    };
+    let p = &f.provider;
+    let mut conn = f.conn.clone();
+    let _: () = conn.hset(f.key("hash"), "field", "1").await.unwrap();
+    let _: () = conn.set(f.key("string"), "x").await.unwrap();
+    let _: () = conn
+        .hset(f.key("foreign"), "name", "another lock")
+        .await
+        .unwrap();
+    let now = server_now(&f).await;
+    let fire = Fire::new(
+        now - chrono::Duration::seconds(1),
+        now + chrono::Duration::seconds(60),
+    )
+    .unwrap();
+    let names = ["a", "hash", "b", "string", "foreign", "a", "c"];
+    let claims: Vec<ClaimRequest<'_>> = names
+        .iter()
+        .map(|name| ClaimRequest::new(name, &fire, MIN))
+        .collect();
+    let answers = p.claim_fires(&claims, "me").await.expect("the batch");
+    assert_eq!(answers.len(), names.len());
+    for (i, (name, answer)) in names.iter().zip(&answers).enumerate() {
+        match (i, answer) {
+            (0 | 2 | 6, Ok(FireClaim::Claimed(record))) => {
+                assert_eq!((record.name(), record.owner()), (*name, "me"));
+                assert_eq!(p.holder(name).await.unwrap().as_ref(), Some(record));
+                let entry = p.entry(name).await.unwrap().expect("a record");
+                assert_eq!(entry.last_fire(), Some(fire.at()));
+            }
+            (1 | 3 | 4, Err(error)) => {
+                assert!(error.is_invalid_config(), "{name}: {error}");
+                let single = p.claim_fire(name, &fire, MIN, "me").await.unwrap_err();
+                assert_eq!(error.to_string(), single.to_string(), "{name}");
+            }
+            (5, Err(error)) => {
+                assert!(error.is_invalid_config(), "{error}");
+                assert!(error.to_string().contains("twice"), "{error}");
+            }
+            _ => panic!("{name:?}: {answer:?}"),
+        }
+    }
+    let message = |i: usize| answers[i].as_ref().unwrap_err().to_string();
+    assert!(message(1).contains("not a lock record"), "{}", message(1));
+    assert!(message(3).contains("not a lock record"), "{}", message(3));
+    assert!(message(4).contains("overlaps"), "{}", message(4));
+    // The keys that are not records are left as they were.
+    assert_eq!(f.hash("hash").await, [("field".into(), "1".into())]);
+    assert_eq!(
+        f.hash("foreign").await,
+        [("name".into(), "another lock".into())]
+    );
+    let value: String = conn.get(f.key("string")).await.unwrap();
+    assert_eq!(value, "x");
     f.cleanup().await;
 }
 

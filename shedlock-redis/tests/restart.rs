@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use chrono::Utc;
-use shedlock_core::provider::{Fire, FireClaim, LockProvider};
+use shedlock_core::provider::{ClaimRequest, Fire, FireClaim, LockProvider};
 use shedlock_redis::redis;
 use shedlock_redis::{RedisLockProvider, testing};
 use tokio::time::Instant;
@@ -377,6 +377,110 @@ async fn each_operation_is_one_evalsha() {
             .into_iter()
             .collect(),
         "list of two locks"
+    );
+}
+
+/// The calls of each command that failed (`failed_calls` of `INFO commandstats`), as `NOSCRIPT`.
+async fn failed_calls(server: &PrivateRedis) -> u64 {
+    let info = match server.command(redis::cmd("INFO").arg("commandstats")).await {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    info.lines()
+        .filter_map(|line| {
+            let stats = line.strip_prefix("cmdstat_")?.split_once(':')?.1;
+            stats
+                .split(',')
+                .find_map(|s| s.strip_prefix("failed_calls="))?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Counted by the server: a batch of fire claims is one `SCRIPT LOAD` and one `EVALSHA` per
+/// claim, sent together in one pipeline, and nothing fails, even on a server whose script cache
+/// was just flushed (no `NOSCRIPT`, no second `EVALSHA`). A batch with one claim to send is the
+/// single claim's one `EVALSHA`.
+#[tokio::test]
+async fn a_batch_of_fire_claims_is_one_pipeline_even_after_a_script_flush() {
+    let Some(server) = PrivateRedis::start().await else {
+        return;
+    };
+    let p = provider(&server).await;
+    let minute = Duration::from_mins(1);
+    let now = Utc::now();
+    let fire = Fire::new(
+        now - chrono::Duration::seconds(5),
+        now + chrono::Duration::minutes(5),
+    )
+    .unwrap();
+    // Warm: the script is loaded, then flushed by hand.
+    p.claim_fire("warm", &fire, minute, "a").await.unwrap();
+    for round in ["a", "b"] {
+        server.command(redis::cmd("SCRIPT").arg("FLUSH")).await;
+        server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+        let names: Vec<String> = (0..5).map(|i| format!("{round}-{i}")).collect();
+        let claims: Vec<ClaimRequest<'_>> = names
+            .iter()
+            .map(|name| ClaimRequest::new(name, &fire, minute))
+            .collect();
+        let answers = p.claim_fires(&claims, "a").await.expect("the batch");
+        for (name, answer) in names.iter().zip(&answers) {
+            match answer {
+                Ok(FireClaim::Claimed(record)) => assert_eq!(record.name(), name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        // Inside each script: one HMGET, EXISTS (the key was missing), TIME and HSET.
+        let expected = [
+            ("script|load", 1),
+            ("evalsha", 5),
+            ("hmget", 5),
+            ("exists", 5),
+            ("time", 5),
+            ("hset", 5),
+        ];
+        assert_eq!(
+            command_counts(&server).await,
+            expected
+                .map(|(c, n)| (c.to_owned(), n))
+                .into_iter()
+                .collect(),
+            "round {round}"
+        );
+        assert_eq!(failed_calls(&server).await, 0, "round {round}");
+    }
+
+    // One claim to send (the other's name is invalid): the single claim's one EVALSHA.
+    server.command(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    let claims = [
+        ClaimRequest::new("", &fire, minute),
+        ClaimRequest::new("c", &fire, minute),
+    ];
+    let answers = p.claim_fires(&claims, "a").await.expect("the batch");
+    assert!(
+        answers[0]
+            .as_ref()
+            .is_err_and(shedlock_core::Error::is_invalid_config)
+    );
+    assert!(
+        matches!(answers[1], Ok(FireClaim::Claimed(_))),
+        "{answers:?}"
+    );
+    assert_eq!(
+        command_counts(&server).await,
+        [
+            ("evalsha", 1),
+            ("hmget", 1),
+            ("exists", 1),
+            ("time", 1),
+            ("hset", 1)
+        ]
+        .map(|(c, n)| (c.to_owned(), n))
+        .into_iter()
+        .collect(),
     );
 }
 

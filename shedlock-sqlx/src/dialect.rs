@@ -241,6 +241,18 @@ pub(crate) struct ClaimFire<'a> {
     pub(crate) next: DateTime<Utc>,
 }
 
+/// The arguments of a batch of fire claims, one entry per claim in each slice, of distinct names:
+/// the fires' instants as the columns hold them ([`fire_time`]) and each claim's `at_most`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimFires<'a> {
+    pub(crate) names: &'a [&'a str],
+    pub(crate) ats: &'a [DateTime<Utc>],
+    pub(crate) nexts: &'a [DateTime<Utc>],
+    pub(crate) at_mosts: &'a [Duration],
+    pub(crate) owner: &'a str,
+    pub(crate) schema: Schema,
+}
+
 /// What one attempt of a fire claim found.
 #[derive(Debug)]
 pub(crate) enum Seen {
@@ -582,6 +594,21 @@ pub(crate) trait Dialect:
         at: Attempt<'a, Self>,
         args: ClaimFire<'a>,
     ) -> impl Future<Output = Result<Seen>> + Send + 'a;
+
+    /// The most fire claims one [`claim_fires`](Self::claim_fires) statement takes: 1, the
+    /// default, where the dialect has no batch statement.
+    const FIRE_BATCH: usize = 1;
+
+    /// One attempt of a batch of fire claims, on a table with [`LAST_FIRE`], in one statement:
+    /// what each claim found, in their order, as [`claim_fire`](Self::claim_fire) answers one.
+    /// Only asked where [`FIRE_BATCH`](Self::FIRE_BATCH) is above 1.
+    fn claim_fires<'a>(
+        at: Attempt<'a, Self>,
+        args: ClaimFires<'a>,
+    ) -> impl Future<Output = Result<Vec<Seen>>> + Send + 'a {
+        let _ = (at, args);
+        std::future::ready(Err(Error::unsupported("claim_fires")))
+    }
 }
 
 /// Checks the columns of the lock table against what the statements need. `unique` says whether the

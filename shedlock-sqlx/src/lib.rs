@@ -302,6 +302,8 @@ mod pause;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod postgres_batch;
+#[cfg(feature = "postgres")]
 mod postgres_watch;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod provider;

@@ -12,8 +12,8 @@ use crate::connect::ConnectSettings;
 
 use crate::builder::ColumnNames;
 use crate::dialect::{
-    Attempt, ClaimFire, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind, Statements,
-    not_paused, pause_read, release_run_state,
+    Attempt, ClaimFire, ClaimFires, Dialect, Fault, LAST_FIRE, Map, Role, Seen, StateKind,
+    Statements, not_paused, pause_read, release_run_state,
 };
 use crate::ident::{Quote, Reserved};
 use crate::link::statement;
@@ -26,7 +26,7 @@ use crate::provider_types::sql_lock_provider;
 /// autocommit and stays right inside a transaction.
 pub(crate) const NOW: &str = "timezone('UTC', statement_timestamp())";
 /// The same instant in microseconds since the Unix epoch, which seeds fencing tokens.
-const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
+pub(crate) const NOW_MICROS: &str = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint";
 
 sql_lock_provider! {
 /// A [`LockProvider`](shedlock_core::provider::LockProvider) on a Postgres table of Java ShedLock's
@@ -173,9 +173,9 @@ impl Dialect for Postgres {
     /// `relation "…" already exists, skipping` is a notice, which sqlx logs at INFO. The setting
     /// lasts until the end of the statement's (implicit) transaction.
     const BEFORE_CREATE: &'static str = "SET LOCAL client_min_messages = warning; ";
-    type Extra = ();
+    type Extra = crate::postgres_batch::Extra;
 
-    fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<()> {
+    fn statements(table: &str, cols: &ColumnNames, token: bool) -> Statements<Self::Extra> {
         let (name, until, at, by, tok) = cols.each();
         let fire = &Self::QUOTE.quote(LAST_FIRE);
         let (set_tok, upd_tok, ins_col, ins_val, ret_tok, same) = if token {
@@ -289,7 +289,7 @@ impl Dialect for Postgres {
             }),
             // Postgres answers within the claim's one statement.
             looks: ["".into(), "".into()],
-            extra: (),
+            extra: crate::postgres_batch::Extra::new(table, cols, token),
         }
     }
 
@@ -540,6 +540,17 @@ impl Dialect for Postgres {
         }
         let pause = args.lock.schema.has_pause.then_some(9);
         Provider::<Self>::seen_row(&row, args.lock.name, map, pause)
+    }
+
+    /// A thousand names bind as four arrays of a thousand; the statement's plan and its reply grow
+    /// with them, not its round trips.
+    const FIRE_BATCH: usize = 1000;
+
+    fn claim_fires<'a>(
+        at: Attempt<'a, Self>,
+        args: ClaimFires<'a>,
+    ) -> impl std::future::Future<Output = Result<Vec<Seen>>> + Send + 'a {
+        crate::postgres_batch::claim_fires(at, args)
     }
 }
 

@@ -30,6 +30,8 @@ use crate::dialect::{seen_holder, seen_pause};
 use crate::link::statement;
 use crate::link::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Link, Schema};
 
+mod fire_batch;
+
 /// A lock provider on `D`'s table.
 pub(crate) struct Provider<D: Dialect> {
     inner: Arc<Inner<D>>,

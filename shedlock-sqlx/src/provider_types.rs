@@ -278,6 +278,20 @@ macro_rules! sql_lock_provider {
                 self.0.claim_fire(name, fire, at_most, owner).await
             }
 
+            async fn claim_fires(
+                &self,
+                claims: &[::shedlock_core::provider::ClaimRequest<'_>],
+                owner: &str,
+            ) -> ::shedlock_core::Result<
+                Vec<::shedlock_core::Result<::shedlock_core::provider::FireClaim>>,
+            > {
+                self.0.claim_fires(claims, owner).await
+            }
+
+            fn fire_batch_limit(&self) -> usize {
+                <$db as $crate::dialect::Dialect>::FIRE_BATCH
+            }
+
             async fn pending_triggers(
                 &self,
             ) -> ::shedlock_core::Result<Vec<::shedlock_core::provider::PendingTrigger>> {

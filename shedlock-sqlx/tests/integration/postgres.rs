@@ -125,7 +125,7 @@ async fn racing_acquires_on_a_missing_or_expired_row_give_one_winner() {
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_fire_claim_that_does_not_claim_writes_nothing() {
-    use shedlock_core::provider::{Fire, FireClaim};
+    use shedlock_core::provider::{ClaimRequest, Fire, FireClaim};
     let Some(url) = testing::postgres_url() else {
         return;
     };
@@ -173,6 +173,22 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
         assert!(
             matches!(busy_reply, FireClaim::Held { .. }),
             "{busy_reply:?}"
+        );
+        // The same claims in one batch statement write nothing either.
+        let claims = [
+            ClaimRequest::new("fired", &fire, MIN),
+            ClaimRequest::new("held", &fire, MIN),
+        ];
+        let batch = provider.claim_fires(&claims, "b").await.unwrap();
+        assert!(
+            matches!(
+                batch.as_slice(),
+                [
+                    Ok(FireClaim::ClaimedElsewhere { .. }),
+                    Ok(FireClaim::Held { .. })
+                ]
+            ),
+            "{batch:?}"
         );
     }
     assert_eq!(
@@ -265,6 +281,63 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
             "column last_fire is timestamp with time zone",
         ),
     ]
+}
+
+/// The batch statement on the table layouts it has variants for: Java's table with only
+/// `last_fire` added (no token, no pause columns), and our DDL whose configured column names are
+/// the statement's own aliases (`rn`, `u`, `a`, `b`), which it must keep apart.
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn batches_of_fire_claims_work_on_every_table_layout() {
+    use shedlock_core::testkit::ConformanceSuite;
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let pool = pool(&url).await;
+    let java = testing::unique_table_name("java_fires");
+    pool.execute(sqlx::AssertSqlSafe(java_ddl(&java)))
+        .await
+        .unwrap();
+    pool.execute(sqlx::AssertSqlSafe(format!(
+        "ALTER TABLE {java} ADD COLUMN last_fire TIMESTAMP NULL"
+    )))
+    .await
+    .unwrap();
+    let aliased = testing::unique_table_name("aliased");
+    let layouts = [
+        PgLockProvider::builder(pool.clone())
+            .table(&java)
+            .build()
+            .unwrap(),
+        PgLockProvider::builder(pool.clone())
+            .table(&aliased)
+            .name_column("rn")
+            .lock_until_column("u")
+            .locked_at_column("a")
+            .locked_by_column("b")
+            .build()
+            .unwrap(),
+    ];
+    for provider in layouts {
+        provider.create_table_if_not_exists().await.unwrap();
+        let report = ConformanceSuite::new(provider)
+            .require_fire_claims(true)
+            .run()
+            .await;
+        assert!(report.failed().is_empty(), "{report}");
+        assert!(
+            !report
+                .skipped()
+                .iter()
+                .any(|(case, _)| case.starts_with("fire_batch")),
+            "{report}"
+        );
+    }
+    for table in [java, aliased] {
+        pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .unwrap();
+    }
 }
 
 #[tokio::test]

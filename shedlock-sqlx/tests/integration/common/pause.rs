@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use shedlock_core::admin::{ActionKind, AdminAction, LockAdmin, LockEntry};
 use shedlock_core::jobs::JobState;
 use shedlock_core::pause::{Pause, PauseFor};
-use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
+use shedlock_core::provider::{ClaimRequest, Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_core::testkit::PauseSuite;
 use shedlock_sqlx::sqlx;
 
@@ -238,6 +238,7 @@ pub(crate) async fn a_paused_fire_is_refused_in_order_and_writes_nothing<S: Stor
     );
     assert!(provider.extend(&held, MIN).await.unwrap().is_some());
     assert!(provider.release(&held, Duration::ZERO).await.unwrap());
+    paused_alone_in_a_batch(&provider, name, &later).await;
     // The window passed, or not yet open: those answers come first.
     let now = store_now(&provider).await;
     let past = DateTime::from_timestamp(now.timestamp() - 120, 0).unwrap();
@@ -263,6 +264,35 @@ pub(crate) async fn a_paused_fire_is_refused_in_order_and_writes_nothing<S: Stor
     );
     assert_eq!(row.pause(), Some(&pause));
     db.drop_table(&table).await;
+}
+
+/// A batch of a paused job's fire beside a free job's: `Paused` for the paused one alone, whose
+/// row is untouched; the other is claimed.
+async fn paused_alone_in_a_batch<P: LockProvider + LockAdmin>(
+    provider: &P,
+    name: &str,
+    later: &Fire,
+) {
+    let before = rows(provider).await;
+    let claims = [
+        ClaimRequest::new(name, later, MIN),
+        ClaimRequest::new("daily", later, MIN),
+    ];
+    let batch = provider.claim_fires(&claims, "b").await.unwrap();
+    let daily = match batch.as_slice() {
+        [
+            Ok(FireClaim::Paused { until: None, .. }),
+            Ok(FireClaim::Claimed(daily)),
+        ] => daily,
+        other => panic!("a batch of a paused job and a free one: {other:?}"),
+    };
+    assert!(provider.release(daily, Duration::ZERO).await.unwrap());
+    let after = rows(provider).await;
+    assert_eq!(
+        after.iter().find(|r| r.0.name() == name),
+        before.iter().find(|r| r.0.name() == name),
+        "the paused job's row is untouched"
+    );
 }
 
 /// Pause, resume and unlock record their actor as the row's last action; a resume returns the

@@ -1,0 +1,170 @@
+//! Postgres's batch of fire claims: one statement claims the fires of many jobs, each on its own
+//! row and by the single claim's rules (docs/guarantees.md, "Many jobs at one instant").
+
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::Postgres;
+
+use crate::builder::ColumnNames;
+use crate::dialect::{Attempt, ClaimFires, Dialect, LAST_FIRE, Seen, not_paused, pause_read};
+use crate::link::statement;
+use crate::provider::Provider;
+
+use super::postgres::{NOW, NOW_MICROS};
+
+/// The statements of the batch, without (`[0]`) and with (`[1]`) the pause columns.
+pub(crate) struct Extra {
+    claims: [std::sync::Arc<str>; 2],
+}
+
+impl Extra {
+    pub(crate) fn new(table: &str, cols: &ColumnNames, token: bool) -> Self {
+        Self {
+            claims: [false, true].map(|pause| claims(table, cols, token, pause).into()),
+        }
+    }
+}
+
+/// $1 names (`text[]`), $2 fires, $3 next fires (`timestamp[]`), $4 `at_most`s (`interval[]`), $5
+/// owner. The single claim's update and insert, for every name at once:
+///
+/// - `locked` locks, in name order, the rows whose claim is allowed, with the claim's guard in the
+///   locking step. Replicas that claim the same names at once so never deadlock, and a row that
+///   another claim changed first is re-checked once locked and left out. A losing claim locks and
+///   writes nothing.
+/// - `claimed` writes the locked rows, and `created` inserts the missing ones in name order
+///   (`ON CONFLICT DO NOTHING`: one inserted concurrently is left to the re-look).
+/// - One row out per claim, in the claims' order, as the single claim answers: the database's now,
+///   the row as the statement's snapshot saw it, the claim's columns if it won, the pause, and the
+///   claim's position last. A claim that did not win while its row looks claimable met a racing
+///   claimer: the provider looks at that one again with the single claim.
+///
+/// Every column of the table is qualified, so configured column names cannot meet the claims'
+/// own (`rn`, `rf`, …).
+fn claims(table: &str, cols: &ColumnNames, token: bool, pause: bool) -> String {
+    let (name, until, at, by, tok) = cols.each();
+    let fire = &Postgres::QUOTE.quote(LAST_FIRE);
+    let (set_tok, ins_col, ins_val, seen_tok, ret_t, ret_c) = if token {
+        (
+            format!(", {tok} = GREATEST(t.{tok} + 1, {NOW_MICROS})"),
+            format!(", {tok}"),
+            format!(", {NOW_MICROS}"),
+            format!("t.{tok}"),
+            format!("t.{tok}"),
+            format!("c.{tok}"),
+        )
+    } else {
+        let null = "NULL::bigint".to_owned();
+        (
+            String::new(),
+            String::new(),
+            String::new(),
+            null.clone(),
+            null.clone(),
+            null,
+        )
+    };
+    let (seen_names, out_pause, unpaused) = if pause {
+        (
+            ", pa, pu, pb",
+            ", seen.pa, seen.pu, seen.pb",
+            format!(" AND {}", not_paused::<Postgres>(NOW)),
+        )
+    } else {
+        ("", "", String::new())
+    };
+    let seen_cols = pause_read::<Postgres>("t.", pause);
+    let allowed = format!(
+        "req.rf <= {NOW} AND {NOW} < req.rx AND t.{until} <= {NOW} \
+         AND (t.{fire} IS NULL OR t.{fire} < req.rf){unpaused}"
+    );
+    format!(
+        "WITH req (rn, rf, rx, ra, ri) AS (\
+         SELECT * FROM unnest($1::text[], $2::timestamp[], $3::timestamp[], $4::interval[]) \
+         WITH ORDINALITY), \
+         seen (sn, f, u, b, a, t{seen_names}) AS (\
+         SELECT t.{name}, t.{fire}, t.{until}, t.{by}, t.{at}, {seen_tok}{seen_cols} \
+         FROM {table} AS t WHERE t.{name} = ANY($1)), \
+         locked (ln) AS (\
+         SELECT t.{name} FROM {table} AS t JOIN req ON t.{name} = req.rn WHERE {allowed} \
+         ORDER BY t.{name} FOR UPDATE OF t), \
+         claimed (wn, wa, wu, wt) AS (\
+         UPDATE {table} AS t SET {by} = $5, {at} = {NOW}, {until} = {NOW} + req.ra, \
+         {fire} = req.rf{set_tok} \
+         FROM req WHERE t.{name} = req.rn AND t.{name} IN (SELECT ln FROM locked) AND {allowed} \
+         RETURNING t.{name}, t.{at}, t.{until}, {ret_t}), \
+         created (wn, wa, wu, wt) AS (\
+         INSERT INTO {table} AS c ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
+         SELECT req.rn, {NOW} + req.ra, {NOW}, $5, req.rf{ins_val} FROM req \
+         WHERE req.rf <= {NOW} AND {NOW} < req.rx \
+         AND NOT EXISTS (SELECT 1 FROM seen WHERE seen.sn = req.rn) \
+         ORDER BY req.rn \
+         ON CONFLICT ({name}) DO NOTHING \
+         RETURNING c.{name}, c.{at}, c.{until}, {ret_c}), \
+         won AS (SELECT * FROM claimed UNION ALL SELECT * FROM created) \
+         SELECT {NOW}, seen.f, seen.u, seen.b, seen.a, seen.t, won.wa, won.wu, won.wt\
+         {out_pause}, req.ri \
+         FROM req LEFT JOIN seen ON seen.sn = req.rn LEFT JOIN won ON won.wn = req.rn \
+         ORDER BY req.ri"
+    )
+}
+
+/// One attempt of a batch: the statement, sent unnamed so that Postgres plans it for its arrays
+/// each time (a prepared statement's generic plan of it costs about 10× more on the server,
+/// BENCHMARKS.md "The same, prepared, and the read-first path"), and what each claim found.
+pub(crate) async fn claim_fires<'a>(
+    mut at: Attempt<'a, Postgres>,
+    args: ClaimFires<'a>,
+) -> shedlock_core::Result<Vec<Seen>> {
+    use sqlx::Row as _;
+    let map = at.map;
+    let sql = at.sql.extra.claims[usize::from(args.schema.has_pause)].clone();
+    let query = sqlx::query(AssertSqlSafe(sql))
+        .persistent(false)
+        .bind(args.names)
+        .bind(
+            args.ats
+                .iter()
+                .map(|t| Postgres::time(*t))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            args.nexts
+                .iter()
+                .map(|t| Postgres::time(*t))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            args.at_mosts
+                .iter()
+                .map(|d| Postgres::span(*d))
+                .collect::<Vec<_>>(),
+        )
+        .bind(args.owner);
+    let rows = statement!(at.c, query, map, fetch_all)?;
+    let pause = args.schema.has_pause.then_some(9);
+    let position = if args.schema.has_pause { 12 } else { 9 };
+    if rows.len() != args.names.len() {
+        return Err(shedlock_core::Error::backend_message(format!(
+            "claim fires: the statement answered {} rows for {} claims",
+            rows.len(),
+            args.names.len()
+        )));
+    }
+    let mut seen = Vec::with_capacity(rows.len());
+    for (expected, (row, name)) in (1_i64..).zip(rows.iter().zip(args.names)) {
+        let got: i64 = row.try_get(position).map_err(map)?;
+        if got != expected {
+            return Err(shedlock_core::Error::backend_message(format!(
+                "claim fires: the statement answered claim {got} in place {expected}"
+            )));
+        }
+        seen.push(if Postgres::read_opt_time(row, 6, map)?.is_some() {
+            Seen::Won(Provider::<Postgres>::returned_record(
+                row, 6, name, args.owner, map,
+            )?)
+        } else {
+            Provider::<Postgres>::seen_row(row, name, map, pause)?
+        });
+    }
+    Ok(seen)
+}

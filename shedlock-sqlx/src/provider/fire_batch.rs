@@ -1,0 +1,209 @@
+//! Batches of fire claims (see
+//! [`LockProvider::claim_fires`](shedlock_core::provider::LockProvider::claim_fires)), written once
+//! over a [`Dialect`] whose [`FIRE_BATCH`](Dialect::FIRE_BATCH) is above 1 (docs/guarantees.md,
+//! "Many jobs at one instant").
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use shedlock_core::{
+    Error, Result,
+    provider::{ClaimRequest, Fire, FireClaim, check_claims, fire_decision},
+};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
+
+use super::Provider;
+use crate::dialect::{ClaimFires, Dialect, Map, Seen, fire_time};
+use crate::link::{AfterLostReply, Call, Schema, checkout_lost};
+
+/// How many statements a batch is sent in before what remains goes claim by claim.
+const LOOKS: usize = 3;
+
+/// The answers of a batch so far, one per claim: `None` until answered.
+type Answers = Vec<Option<Result<FireClaim>>>;
+
+impl<D: Dialect> Provider<D>
+where
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+    D::Arguments: IntoArguments<D>,
+{
+    /// Claims several fires. The claims of valid input go in one statement per
+    /// [`Dialect::FIRE_BATCH`] claims, each decided as [`claim_fire`](Self::claim_fire) decides
+    /// one. A claim whose row another claimer changed while the statement ran goes in the next
+    /// statement, whose fresh look answers it. What remains after [`LOOKS`] statements, and every
+    /// claim of a statement the database refused with an error (it committed nothing), is sent
+    /// claim by claim. A name given twice is refused the second time.
+    pub(crate) async fn claim_fires(
+        &self,
+        claims: &[ClaimRequest<'_>],
+        owner: &str,
+    ) -> Result<Vec<Result<FireClaim>>> {
+        let mut answers: Answers = check_claims(claims, |name| self.inner.link.check_name(name))
+            .into_iter()
+            .map(|refused| refused.map(Err))
+            .collect();
+        let unanswered = |answers: &Answers| -> Vec<usize> {
+            (0..claims.len())
+                .filter(|&i| answers[i].is_none())
+                .collect()
+        };
+        let mut pending = unanswered(&answers);
+        if D::FIRE_BATCH > 1 && pending.len() > 1 {
+            let call = self
+                .inner
+                .link
+                .call("claim_fire")
+                .about(format!("{} fire claims", pending.len()));
+            let schema = self.schema(&call).await?;
+            if !schema.has_last_fire {
+                return Err(self.no_last_fire());
+            }
+            schema.check_owner(owner)?;
+            // Not repeated after a lost reply, as a single claim (see `claim_fire`).
+            let what = format!("claim the fires of {} locks", pending.len());
+            let call = &call.after_lost_reply(AfterLostReply::Fail(what.clone()));
+            let map = &self.mapper(what);
+            for _ in 0..LOOKS {
+                if pending.len() < 2 {
+                    break;
+                }
+                for chunk in pending.chunks(D::FIRE_BATCH) {
+                    let batch = Batch {
+                        claims,
+                        chunk,
+                        owner,
+                        schema,
+                    };
+                    self.claim_batch(call, map, batch, &mut answers).await?;
+                }
+                pending = unanswered(&answers);
+                if !pending.is_empty() {
+                    tracing::debug!(
+                        claims = pending.len(),
+                        "lock rows changed during a batch of fire claims; looking again"
+                    );
+                }
+            }
+        }
+        for i in pending {
+            let claim = &claims[i];
+            answers[i] = Some(
+                self.claim_fire(claim.name, claim.fire, claim.at_most, owner)
+                    .await,
+            );
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    Err(Error::backend_message("claim fires: a claim was not sent"))
+                })
+            })
+            .collect())
+    }
+
+    /// One statement of `batch`'s claims. It answers those it decided, and leaves unanswered
+    /// those whose row changed under it, and all of them when the database refused it.
+    async fn claim_batch(
+        &self,
+        call: &Call,
+        map: &Map<'_>,
+        batch: Batch<'_, '_>,
+        answers: &mut Answers,
+    ) -> Result<()> {
+        let Batch {
+            claims,
+            chunk,
+            owner,
+            schema,
+        } = batch;
+        let names: Vec<&str> = chunk.iter().map(|&i| claims[i].name).collect();
+        let stored: Vec<(DateTime<Utc>, DateTime<Utc>)> = chunk
+            .iter()
+            .map(|&i| {
+                let fire = claims[i].fire;
+                (
+                    fire_time(fire.at(), D::TIME_PRECISION_MICROS),
+                    fire_time(fire.next(), D::TIME_PRECISION_MICROS),
+                )
+            })
+            .collect();
+        let ats: Vec<_> = stored.iter().map(|s| s.0).collect();
+        let nexts: Vec<_> = stored.iter().map(|s| s.1).collect();
+        let at_mosts: Vec<Duration> = chunk.iter().map(|&i| claims[i].at_most).collect();
+        let args = ClaimFires {
+            names: &names,
+            ats: &ats,
+            nexts: &nexts,
+            at_mosts: &at_mosts,
+            owner,
+            schema,
+        };
+        let seen = match self
+            .attempts(call, map, schema, |at| D::claim_fires(at, args))
+            .await
+        {
+            Ok(seen) => seen,
+            Err(error) if refused(&error) => {
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    claims = chunk.len(),
+                    "a batch of fire claims was refused; claiming them one by one"
+                );
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        for ((&i, seen), (at, next)) in chunk.iter().zip(seen).zip(stored) {
+            let reply = match seen {
+                Seen::Won(record) => Some(FireClaim::Claimed(record)),
+                Seen::Row {
+                    now,
+                    recorded,
+                    holder,
+                    pause,
+                } => fire_decision(
+                    &Fire::new(at, next)?,
+                    now,
+                    holder.as_ref(),
+                    recorded,
+                    pause.as_ref(),
+                ),
+                Seen::Changed => None,
+            };
+            answers[i] = reply.map(Ok);
+        }
+        Ok(())
+    }
+}
+
+/// The claims of one statement: their places `chunk` in `claims`, under `owner`, on a table of
+/// `schema`'s layout.
+#[derive(Clone, Copy)]
+struct Batch<'a, 'c> {
+    claims: &'a [ClaimRequest<'c>],
+    chunk: &'a [usize],
+    owner: &'a str,
+    schema: Schema,
+}
+
+/// Whether the database answered `error` to a statement, which so committed nothing: not a lost
+/// connection, a timeout, or a table set up wrong.
+fn refused(error: &Error) -> bool {
+    if error.is_missing_table() || error.is_schema() {
+        return false;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(sqlx_error) = cause.downcast_ref::<sqlx::Error>() {
+            return matches!(sqlx_error, sqlx::Error::Database(_)) && !checkout_lost(sqlx_error);
+        }
+        source = cause.source();
+    }
+    false
+}
