@@ -364,11 +364,17 @@ impl Error {
 
 impl Error {
     /// `n` errors that say what this one says, for the `n` callers of one call that failed as a
-    /// whole, such as a batch of fire claims. Each has this error's kind, so its `is_*`
-    /// predicates answer alike, and its source's text and chain. The source is shared, so it can
-    /// no longer be downcast to the store's own error type.
-    #[cfg(feature = "scheduler")]
-    pub(crate) fn shared(self, n: usize) -> Vec<Error> {
+    /// whole, such as the claims of a [`claim_fires`](crate::provider::LockProvider::claim_fires)
+    /// batch. Each has this error's kind, so its `is_*` predicates answer alike, and its
+    /// source's text and chain. The source is shared, so it can no longer be downcast to the
+    /// store's own error type.
+    ///
+    /// ```
+    /// let copies = shedlock_core::Error::backend_message("connection reset").shared(2);
+    /// assert!(copies.iter().all(|e| e.is_backend() && e.to_string().contains("reset")));
+    /// ```
+    #[must_use]
+    pub fn shared(self, n: usize) -> Vec<Error> {
         let Inner { kind, source } = *self.inner;
         let source = source.map(std::sync::Arc::new);
         (0..n)
@@ -385,24 +391,20 @@ impl Error {
 }
 
 /// The source of the errors [`Error::shared`] makes: one error, shown by each.
-#[cfg(feature = "scheduler")]
 struct Shared(std::sync::Arc<BoxError>);
 
-#[cfg(feature = "scheduler")]
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self.0, f)
     }
 }
 
-#[cfg(feature = "scheduler")]
 impl fmt::Display for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&**self.0, f)
     }
 }
 
-#[cfg(feature = "scheduler")]
 impl StdError for Shared {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         self.0.source()
@@ -534,7 +536,6 @@ mod tests {
     use super::*;
 
     /// The copies of a shared error answer the predicates alike and show the same text and chain.
-    #[cfg(feature = "scheduler")]
     #[test]
     fn shared_copies_keep_the_kind_and_the_sources() {
         let cause = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");

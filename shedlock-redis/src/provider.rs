@@ -525,11 +525,28 @@ impl LockProvider for RedisLockProvider {
             several => {
                 // More than the limit, from a caller that does not split its claims: one
                 // pipeline per `FIRE_BATCH_LIMIT` claims, one after the other.
-                for chunk in several.chunks(FIRE_BATCH_LIMIT) {
+                for (n, chunk) in several.chunks(FIRE_BATCH_LIMIT).enumerate() {
                     let batch: Vec<&ClaimRequest<'_>> = chunk.iter().map(|&i| &claims[i]).collect();
-                    let replies = self.claim_in_pipeline(&batch, owner).await?;
-                    for (&i, reply) in chunk.iter().zip(replies) {
-                        answers[i] = Some(reply);
+                    match self.claim_in_pipeline(&batch, owner).await {
+                        Ok(replies) => {
+                            for (&i, reply) in chunk.iter().zip(replies) {
+                                answers[i] = Some(reply);
+                            }
+                        }
+                        Err(error) if n == 0 => return Err(error),
+                        Err(error) => {
+                            // The earlier pipelines' claims keep their answers; those not yet
+                            // answered fail, as after a lost reply.
+                            let open: Vec<usize> = several
+                                .iter()
+                                .copied()
+                                .filter(|&i| answers[i].is_none())
+                                .collect();
+                            for (i, error) in open.iter().zip(error.shared(open.len())) {
+                                answers[*i] = Some(Err(error));
+                            }
+                            break;
+                        }
                     }
                 }
             }

@@ -29,6 +29,15 @@ pub(crate) fn source(error: sqlx::Error) -> Box<dyn StdError + Send + Sync> {
     }
 }
 
+/// The sqlx error that `cause`, one of our errors' sources, is or wraps, if any.
+pub(crate) fn sqlx_error<'a>(cause: &'a (dyn StdError + 'static)) -> Option<&'a sqlx::Error> {
+    cause.downcast_ref::<sqlx::Error>().or_else(|| {
+        cause
+            .downcast_ref::<ServerError>()
+            .map(|server| &server.error)
+    })
+}
+
 /// The message of a Postgres server error that sqlx would write with the server's source line.
 #[cfg_attr(
     not(feature = "postgres"),

@@ -38,8 +38,9 @@ impl Extra {
 ///   claim's position last. A claim that did not win while its row looks claimable met a racing
 ///   claimer: the provider looks at that one again with the single claim.
 ///
-/// Every column of the table is qualified, so configured column names cannot meet the claims'
-/// own (`rn`, `rf`, …).
+/// Every configured column of the table is qualified where it is read, so configured column names
+/// cannot meet the claims' own (`rn`, `rf`, …), and the steps are named `batch_…`, so that they
+/// hide no table of a plain name such as `locked`.
 fn claims(table: &str, cols: &ColumnNames, token: bool, pause: bool) -> String {
     let (name, until, at, by, tok) = cols.each();
     let fire = &Postgres::QUOTE.quote(LAST_FIRE);
@@ -66,7 +67,7 @@ fn claims(table: &str, cols: &ColumnNames, token: bool, pause: bool) -> String {
     let (seen_names, out_pause, unpaused) = if pause {
         (
             ", pa, pu, pb",
-            ", seen.pa, seen.pu, seen.pb",
+            ", batch_seen.pa, batch_seen.pu, batch_seen.pb",
             format!(" AND {}", not_paused::<Postgres>(NOW)),
         )
     } else {
@@ -74,37 +75,37 @@ fn claims(table: &str, cols: &ColumnNames, token: bool, pause: bool) -> String {
     };
     let seen_cols = pause_read::<Postgres>("t.", pause);
     let allowed = format!(
-        "req.rf <= {NOW} AND {NOW} < req.rx AND t.{until} <= {NOW} \
-         AND (t.{fire} IS NULL OR t.{fire} < req.rf){unpaused}"
+        "batch_req.rf <= {NOW} AND {NOW} < batch_req.rx AND t.{until} <= {NOW} \
+         AND (t.{fire} IS NULL OR t.{fire} < batch_req.rf){unpaused}"
     );
     format!(
-        "WITH req (rn, rf, rx, ra, ri) AS (\
+        "WITH batch_req (rn, rf, rx, ra, ri) AS (\
          SELECT * FROM unnest($1::text[], $2::timestamp[], $3::timestamp[], $4::interval[]) \
          WITH ORDINALITY), \
-         seen (sn, f, u, b, a, t{seen_names}) AS (\
+         batch_seen (sn, f, u, b, a, t{seen_names}) AS (\
          SELECT t.{name}, t.{fire}, t.{until}, t.{by}, t.{at}, {seen_tok}{seen_cols} \
          FROM {table} AS t WHERE t.{name} = ANY($1)), \
-         locked (ln) AS (\
-         SELECT t.{name} FROM {table} AS t JOIN req ON t.{name} = req.rn WHERE {allowed} \
+         batch_locked (ln) AS (\
+         SELECT t.{name} FROM {table} AS t JOIN batch_req ON t.{name} = batch_req.rn WHERE {allowed} \
          ORDER BY t.{name} FOR UPDATE OF t), \
-         claimed (wn, wa, wu, wt) AS (\
-         UPDATE {table} AS t SET {by} = $5, {at} = {NOW}, {until} = {NOW} + req.ra, \
-         {fire} = req.rf{set_tok} \
-         FROM req WHERE t.{name} = req.rn AND t.{name} IN (SELECT ln FROM locked) AND {allowed} \
+         batch_claimed (wn, wa, wu, wt) AS (\
+         UPDATE {table} AS t SET {by} = $5, {at} = {NOW}, {until} = {NOW} + batch_req.ra, \
+         {fire} = batch_req.rf{set_tok} \
+         FROM batch_req WHERE t.{name} = batch_req.rn AND t.{name} IN (SELECT ln FROM batch_locked) AND {allowed} \
          RETURNING t.{name}, t.{at}, t.{until}, {ret_t}), \
-         created (wn, wa, wu, wt) AS (\
+         batch_created (wn, wa, wu, wt) AS (\
          INSERT INTO {table} AS c ({name}, {until}, {at}, {by}, {fire}{ins_col}) \
-         SELECT req.rn, {NOW} + req.ra, {NOW}, $5, req.rf{ins_val} FROM req \
-         WHERE req.rf <= {NOW} AND {NOW} < req.rx \
-         AND NOT EXISTS (SELECT 1 FROM seen WHERE seen.sn = req.rn) \
-         ORDER BY req.rn \
+         SELECT batch_req.rn, {NOW} + batch_req.ra, {NOW}, $5, batch_req.rf{ins_val} FROM batch_req \
+         WHERE batch_req.rf <= {NOW} AND {NOW} < batch_req.rx \
+         AND NOT EXISTS (SELECT 1 FROM batch_seen WHERE batch_seen.sn = batch_req.rn) \
+         ORDER BY batch_req.rn \
          ON CONFLICT ({name}) DO NOTHING \
          RETURNING c.{name}, c.{at}, c.{until}, {ret_c}), \
-         won AS (SELECT * FROM claimed UNION ALL SELECT * FROM created) \
-         SELECT {NOW}, seen.f, seen.u, seen.b, seen.a, seen.t, won.wa, won.wu, won.wt\
-         {out_pause}, req.ri \
-         FROM req LEFT JOIN seen ON seen.sn = req.rn LEFT JOIN won ON won.wn = req.rn \
-         ORDER BY req.ri"
+         batch_won AS (SELECT * FROM batch_claimed UNION ALL SELECT * FROM batch_created) \
+         SELECT {NOW}, batch_seen.f, batch_seen.u, batch_seen.b, batch_seen.a, batch_seen.t, batch_won.wa, batch_won.wu, batch_won.wt\
+         {out_pause}, batch_req.ri \
+         FROM batch_req LEFT JOIN batch_seen ON batch_seen.sn = batch_req.rn LEFT JOIN batch_won ON batch_won.wn = batch_req.rn \
+         ORDER BY batch_req.ri"
     )
 }
 

@@ -4,7 +4,10 @@
 //!
 //! A claim that finds no batch in flight is sent at once, alone. Claims that come while a batch is
 //! in flight wait for it, then go together in the next one, up to the store's limit. So a lone fire
-//! waits for nothing, and the fires of one instant take a round trip or two, not one each.
+//! waits for nothing, and the fires of one instant take a round trip or two, not one each. Waiting
+//! for the other claims of the instant before the first batch was measured worse: the job loops
+//! reach their claims over tens of milliseconds when a thousand wake at once (BENCHMARKS.md, "Fire
+//! lateness and many jobs").
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -64,7 +67,7 @@ impl FireBatcher {
     }
 
     /// Claims `fire` of the lock `name` in the next batch. `timeout` bounds the wait for the
-    /// batch's answer; a batch is given the shortest timeout of its claims.
+    /// batch's answer; a batch is given the longest timeout of its claims.
     pub(crate) async fn claim(
         self: &Arc<Self>,
         name: &str,
@@ -85,7 +88,9 @@ impl FireBatcher {
             !std::mem::replace(&mut queue.sending, true)
         };
         if start {
-            tokio::spawn(Arc::clone(self).send_all());
+            // The guard is made before the task, so that a task dropped before it first runs
+            // (the runtime shutting down) still clears the flag.
+            tokio::spawn(Sending(Arc::clone(self), true).send_all());
         }
         let waited = Instant::now();
         answered.await.unwrap_or_else(|_| Answer {
@@ -108,30 +113,23 @@ impl FireBatcher {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends batches until no claim waits.
-    async fn send_all(self: Arc<Self>) {
-        let mut sending = Sending(&self, true);
-        loop {
-            let batch = {
-                let mut queue = self.queue();
-                let batch = take_batch(&mut queue.waiting, self.limit);
-                if batch.is_empty() {
-                    queue.sending = false;
-                    sending.1 = false;
-                    return;
-                }
-                batch
-            };
-            self.send(batch).await;
+    fn take_next(&self) -> Vec<Waiting> {
+        let mut queue = self.queue();
+        let batch = take_batch(&mut queue.waiting, self.limit);
+        if batch.is_empty() {
+            queue.sending = false;
         }
+        batch
     }
 
     /// Sends one batch and hands each claim its answer.
     async fn send(&self, batch: Vec<Waiting>) {
+        // The longest of the claims' timeouts: one claim's short `at_most` does not cut the
+        // others' wait. A claim answered after its own `at_most` is released unrun by its guard.
         let timeout = batch
             .iter()
             .map(|w| w.timeout)
-            .min()
+            .max()
             .unwrap_or(Duration::ZERO);
         let claims: Vec<ClaimRequest<'_>> = batch
             .iter()
@@ -191,12 +189,27 @@ impl FireBatcher {
     }
 }
 
-/// Clears the sending flag, and the claims that wait, if the sending task ends without emptying
-/// the queue: its store call panicked. The waiting claims are then answered with an error instead
+/// The task that sends batches while claims wait. Its flag says it still owes the queue: when it
+/// ends without emptying it, as when its store call panicked or the task was dropped unrun, it
+/// clears the sending flag and the claims that wait. They are then answered with an error instead
 /// of waiting for a task that is gone.
-struct Sending<'a>(&'a FireBatcher, bool);
+struct Sending(Arc<FireBatcher>, bool);
 
-impl Drop for Sending<'_> {
+impl Sending {
+    /// Sends batches until no claim waits.
+    async fn send_all(mut self) {
+        loop {
+            let batch = self.0.take_next();
+            if batch.is_empty() {
+                self.1 = false;
+                return;
+            }
+            self.0.send(batch).await;
+        }
+    }
+}
+
+impl Drop for Sending {
     fn drop(&mut self) {
         if self.1 {
             let mut queue = self.0.queue();

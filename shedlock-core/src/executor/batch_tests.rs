@@ -209,6 +209,10 @@ async fn a_claim_won_for_a_caller_that_went_away_is_released() {
     until_sent(&store, 1).await;
     assert_eq!(store.batches(), [vec!["gone"]], "in flight");
     gone.abort();
+    assert!(
+        gone.await.is_err_and(|e| e.is_cancelled()),
+        "the caller went away"
+    );
     store.gate.add_permits(1);
     let released = || store.released.lock().unwrap().contains(&"gone".to_owned());
     for _ in 0..1_000 {

@@ -458,8 +458,9 @@ impl LockingTaskExecutor {
         })
     }
 
-    /// One fire claim through this executor's store, with its owner id, call timeout and drain. A
-    /// claimed fire comes back as a guard if `take` says the caller runs it. A claim it does not
+    /// One fire claim through this executor's store, with its owner id, call timeout and drain,
+    /// sent in a batch with the claims that meet it where the store takes batches
+    /// ([`batch`]). A claimed fire comes back as a guard if `take` says the caller runs it. A claim it does not
     /// take is left as it is, because another job loop of this process runs it. The answer also has
     /// the local instants the call was sent and answered, from which a scheduler learns the store's
     /// clock.

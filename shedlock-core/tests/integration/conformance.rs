@@ -232,7 +232,7 @@ mod broken_stores {
             .run()
             .await;
         assert!(report.failed().is_empty(), "{report}");
-        assert_eq!(report.skipped().len(), 8, "{report}");
+        assert_eq!(report.skipped().len(), 10, "{report}");
         assert!(
             report
                 .skipped()
@@ -240,7 +240,7 @@ mod broken_stores {
                 .all(|(case, why)| case.starts_with("fire_") && why.contains("claim_fire")),
             "{report}"
         );
-        assert!(report.to_string().contains("8 skipped"), "{report}");
+        assert!(report.to_string().contains("10 skipped"), "{report}");
         // Required, the same store fails.
         let failures = ConformanceSuite::new(NoFireClaims(InMemoryLockProvider::new()))
             .require_fire_claims(true)

@@ -47,12 +47,36 @@ where
             .into_iter()
             .map(|refused| refused.map(Err))
             .collect();
-        let unanswered = |answers: &Answers| -> Vec<usize> {
+        // Each fire as its row stores it, rounded up to the columns' precision, checked before
+        // any statement: a fire that rounds to nothing is refused alone, never after a commit.
+        let stored: Vec<Option<Fire>> = claims
+            .iter()
+            .zip(answers.iter_mut())
+            .map(|(claim, answer)| {
+                if answer.is_some() {
+                    return None;
+                }
+                let fire = claim.fire;
+                match Fire::new(
+                    fire_time(fire.at(), D::TIME_PRECISION_MICROS),
+                    fire_time(fire.next(), D::TIME_PRECISION_MICROS),
+                ) {
+                    Ok(stored) => Some(stored),
+                    Err(error) => {
+                        *answer = Some(Err(error));
+                        None
+                    }
+                }
+            })
+            .collect();
+        // The claims of statements the database refused: they go claim by claim.
+        let mut alone: Vec<usize> = Vec::new();
+        let unanswered = |answers: &Answers, alone: &[usize]| -> Vec<usize> {
             (0..claims.len())
-                .filter(|&i| answers[i].is_none())
+                .filter(|&i| answers[i].is_none() && !alone.contains(&i))
                 .collect()
         };
-        let mut pending = unanswered(&answers);
+        let mut pending = unanswered(&answers, &alone);
         if D::FIRE_BATCH > 1 && pending.len() > 1 {
             let call = self
                 .inner
@@ -68,6 +92,7 @@ where
             let what = format!("claim the fires of {} locks", pending.len());
             let call = &call.after_lost_reply(AfterLostReply::Fail(what.clone()));
             let map = &self.mapper(what);
+            let mut decided = false;
             for _ in 0..LOOKS {
                 if pending.len() < 2 {
                     break;
@@ -75,13 +100,27 @@ where
                 for chunk in pending.chunks(D::FIRE_BATCH) {
                     let batch = Batch {
                         claims,
+                        stored: &stored,
                         chunk,
                         owner,
                         schema,
                     };
-                    self.claim_batch(call, map, batch, &mut answers).await?;
+                    match self.claim_batch(call, map, batch, &mut answers).await {
+                        Ok(true) => decided = true,
+                        Ok(false) => alone.extend_from_slice(chunk),
+                        Err(error) if !decided => return Err(error),
+                        Err(error) => {
+                            // Some claims were answered by an earlier statement: they keep their
+                            // answers, and only those still open fail, as after a lost reply.
+                            let open = unanswered(&answers, &[]);
+                            for (i, error) in open.iter().zip(error.shared(open.len())) {
+                                answers[*i] = Some(Err(error));
+                            }
+                            return Ok(finished(answers));
+                        }
+                    }
                 }
-                pending = unanswered(&answers);
+                pending = unanswered(&answers, &alone);
                 if !pending.is_empty() {
                     tracing::debug!(
                         claims = pending.len(),
@@ -90,6 +129,7 @@ where
                 }
             }
         }
+        pending.extend_from_slice(&alone);
         for i in pending {
             let claim = &claims[i];
             answers[i] = Some(
@@ -97,44 +137,35 @@ where
                     .await,
             );
         }
-        Ok(answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(Error::backend_message("claim fires: a claim was not sent"))
-                })
-            })
-            .collect())
+        Ok(finished(answers))
     }
 
     /// One statement of `batch`'s claims. It answers those it decided, and leaves unanswered
-    /// those whose row changed under it, and all of them when the database refused it.
+    /// those whose row changed under it. `Ok(false)`: the database refused the statement, which
+    /// so committed nothing, and none is answered.
     async fn claim_batch(
         &self,
         call: &Call,
         map: &Map<'_>,
         batch: Batch<'_, '_>,
         answers: &mut Answers,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Batch {
             claims,
+            stored,
             chunk,
             owner,
             schema,
         } = batch;
         let names: Vec<&str> = chunk.iter().map(|&i| claims[i].name).collect();
-        let stored: Vec<(DateTime<Utc>, DateTime<Utc>)> = chunk
-            .iter()
-            .map(|&i| {
-                let fire = claims[i].fire;
-                (
-                    fire_time(fire.at(), D::TIME_PRECISION_MICROS),
-                    fire_time(fire.next(), D::TIME_PRECISION_MICROS),
-                )
-            })
-            .collect();
-        let ats: Vec<_> = stored.iter().map(|s| s.0).collect();
-        let nexts: Vec<_> = stored.iter().map(|s| s.1).collect();
+        let fires: Vec<Fire> = chunk.iter().filter_map(|&i| stored[i]).collect();
+        if fires.len() != chunk.len() {
+            return Err(Error::backend_message(
+                "claim fires: a claim without its stored fire was sent",
+            ));
+        }
+        let ats: Vec<DateTime<Utc>> = fires.iter().map(Fire::at).collect();
+        let nexts: Vec<DateTime<Utc>> = fires.iter().map(Fire::next).collect();
         let at_mosts: Vec<Duration> = chunk.iter().map(|&i| claims[i].at_most).collect();
         let args = ClaimFires {
             names: &names,
@@ -150,16 +181,16 @@ where
         {
             Ok(seen) => seen,
             Err(error) if refused(&error) => {
-                tracing::debug!(
+                tracing::warn!(
                     error = &error as &dyn std::error::Error,
                     claims = chunk.len(),
-                    "a batch of fire claims was refused; claiming them one by one"
+                    "the database refused a batch of fire claims; claiming them one by one"
                 );
-                return Ok(());
+                return Ok(false);
             }
             Err(error) => return Err(error),
         };
-        for ((&i, seen), (at, next)) in chunk.iter().zip(seen).zip(stored) {
+        for ((&i, seen), fire) in chunk.iter().zip(seen).zip(&fires) {
             let reply = match seen {
                 Seen::Won(record) => Some(FireClaim::Claimed(record)),
                 Seen::Row {
@@ -167,29 +198,35 @@ where
                     recorded,
                     holder,
                     pause,
-                } => fire_decision(
-                    &Fire::new(at, next)?,
-                    now,
-                    holder.as_ref(),
-                    recorded,
-                    pause.as_ref(),
-                ),
+                } => fire_decision(fire, now, holder.as_ref(), recorded, pause.as_ref()),
                 Seen::Changed => None,
             };
             answers[i] = reply.map(Ok);
         }
-        Ok(())
+        Ok(true)
     }
 }
 
-/// The claims of one statement: their places `chunk` in `claims`, under `owner`, on a table of
-/// `schema`'s layout.
+/// The claims of one statement: their places `chunk` in `claims` and `stored` (their fires as the
+/// rows store them), under `owner`, on a table of `schema`'s layout.
 #[derive(Clone, Copy)]
 struct Batch<'a, 'c> {
     claims: &'a [ClaimRequest<'c>],
+    stored: &'a [Option<Fire>],
     chunk: &'a [usize],
     owner: &'a str,
     schema: Schema,
+}
+
+/// The answers, each claim's own: every claim is answered by now.
+fn finished(answers: Answers) -> Vec<Result<FireClaim>> {
+    answers
+        .into_iter()
+        .map(|answer| {
+            answer
+                .unwrap_or_else(|| Err(Error::backend_message("claim fires: a claim was not sent")))
+        })
+        .collect()
 }
 
 /// Whether the database answered `error` to a statement, which so committed nothing: not a lost
@@ -200,7 +237,7 @@ fn refused(error: &Error) -> bool {
     }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        if let Some(sqlx_error) = cause.downcast_ref::<sqlx::Error>() {
+        if let Some(sqlx_error) = crate::cause::sqlx_error(cause) {
             return matches!(sqlx_error, sqlx::Error::Database(_)) && !checkout_lost(sqlx_error);
         }
         source = cause.source();

@@ -283,6 +283,76 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// A batch statement the database refuses with an error committed nothing, so its claims are
+/// sent again one by one and each is answered: here a trigger refuses every write made by the
+/// batch's statement (the one with `unnest`), and lets the single claims write.
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
+    use shedlock_core::provider::{ClaimRequest, Fire, FireClaim};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let direct = pool(&url).await;
+    let names = ["refused-a", "refused-b", "refused-c"];
+    // Two rows exist (the batch would update them), one does not (it would insert it).
+    for name in &names[..2] {
+        let record = provider.acquire(name, MIN, "plain").await.unwrap().unwrap();
+        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    }
+    let function = format!("{table}_refuse");
+    direct
+        .execute(sqlx::AssertSqlSafe(format!(
+            "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF current_query() LIKE '%unnest(%' THEN RAISE EXCEPTION 'batch refused by a test'; \
+             END IF; RETURN NEW; END $$"
+        )))
+        .await
+        .unwrap();
+    direct
+        .execute(sqlx::AssertSqlSafe(format!(
+            "CREATE TRIGGER {table}_refuse BEFORE INSERT OR UPDATE ON {table} \
+             FOR EACH ROW EXECUTE FUNCTION {function}()"
+        )))
+        .await
+        .unwrap();
+    let refused = direct
+        .execute(sqlx::AssertSqlSafe(format!(
+            "UPDATE {table} SET locked_by = locked_by WHERE name IN (SELECT unnest(ARRAY['{}']))",
+            names[0]
+        )))
+        .await
+        .expect_err("the trigger refuses a write of a statement with unnest");
+    assert!(
+        refused.to_string().contains("batch refused by a test"),
+        "{refused}"
+    );
+    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+    let at = now.and_utc() - chrono::Duration::seconds(1);
+    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let claims = names.map(|name| ClaimRequest::new(name, &fire, MIN));
+    let answers = provider.claim_fires(&claims, "a").await.unwrap();
+    for (name, answer) in names.iter().zip(&answers) {
+        match answer {
+            Ok(FireClaim::Claimed(record)) => {
+                assert_eq!(record.name(), *name);
+                assert!(provider.release(record, Duration::ZERO).await.unwrap());
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    direct
+        .execute(sqlx::AssertSqlSafe(format!(
+            "DROP TABLE {table}; DROP FUNCTION {function}()"
+        )))
+        .await
+        .unwrap();
+}
+
 /// The batch statement on the table layouts it has variants for: Java's table with only
 /// `last_fire` added (no token, no pause columns), and our DDL whose configured column names are
 /// the statement's own aliases (`rn`, `u`, `a`, `b`), which it must keep apart.

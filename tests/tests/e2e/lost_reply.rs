@@ -11,7 +11,8 @@
 //! - **`claim_fire`**: the claim fails the same way, and a second claim of the same fire answers
 //!   `ClaimedElsewhere` whose holder is the claimer, with a `locked_at` between the instants
 //!   the first claim was sent and its error came back, on the store's clock — what a scheduler
-//!   adopts its own lost claim by;
+//!   adopts its own lost claim by; and so does each claim of a batch (`claim_fires`) on Postgres
+//!   and Redis, whose stores send a batch in one round trip;
 //! - **extend and release** are repeated after a lost reply, and succeed (not on etcd, whose
 //!   gateway repeats a request on the next member only, and these tests give it one);
 //! - **a Redis `resume`** fails the same way (a repeat would answer `Ok(None)`, no pause, its own
@@ -29,7 +30,7 @@ use std::time::Duration;
 
 use shedlock_core::admin::LockAdmin;
 use shedlock_core::provider::chrono::{self, DateTime, Utc};
-use shedlock_core::provider::{Fire, FireClaim, LockProvider, LockRecord};
+use shedlock_core::provider::{ClaimRequest, Fire, FireClaim, LockProvider, LockRecord};
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedisLockProvider, redis};
 use shedlock_sqlx::sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
@@ -193,7 +194,10 @@ impl Rig {
             proxy,
             cleanup: Cleanup::Keys {
                 url,
-                keys: vec![provider.key(&lock_name())],
+                keys: std::iter::once(lock_name())
+                    .chain(batch_names())
+                    .map(|name| provider.key(&name))
+                    .collect(),
             },
             provider: Arc::clone(&provider) as Arc<dyn LockProvider>,
             admin: None,
@@ -302,6 +306,11 @@ async fn proxy_to(host: &str, port: u16) -> Proxy {
 /// The one lock name of a test (each test has a table or key prefix of its own).
 fn lock_name() -> String {
     "lost-reply".to_owned()
+}
+
+/// The locks of the lost batch.
+fn batch_names() -> Vec<String> {
+    (0..3).map(|i| format!("{}-{i}", lock_name())).collect()
 }
 
 fn whole_ms(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -440,6 +449,75 @@ async fn claim_whose_reply_is_lost(store: Store) {
     rig.clean_up().await;
 }
 
+/// (b') A batch of fire claims whose reply is lost (docs/guarantees.md, "Many jobs at one
+/// instant"): the whole call fails saying so, and each claim of it is then found as a lost single
+/// claim is: a second batch answers `ClaimedElsewhere` for each, its holder the claimer, with a
+/// `locked_at` between the batch's send and its error.
+async fn batch_whose_reply_is_lost(store: Store) {
+    let Some(rig) = Rig::new(store).await else {
+        return;
+    };
+    let (p, owner) = (&rig.provider, rig.owner.as_str());
+    let names = batch_names();
+    let start = rig.store_now(&names[0]).await;
+    let fire = Fire::new(
+        whole_ms(start - chrono::Duration::seconds(1)),
+        whole_ms(start + chrono::Duration::minutes(10)),
+    )
+    .expect("an open fire");
+    let claims: Vec<ClaimRequest<'_>> = names
+        .iter()
+        .map(|name| ClaimRequest::new(name, &fire, AT_MOST))
+        .collect();
+    // Warms up the batch's statement: a batch of fires a year ahead writes nothing.
+    let far = whole_ms(start + chrono::Duration::days(365));
+    let ahead = Fire::new(far, far + chrono::Duration::minutes(1)).expect("a fire");
+    let warm: Vec<ClaimRequest<'_>> = names
+        .iter()
+        .map(|name| ClaimRequest::new(name, &ahead, AT_MOST))
+        .collect();
+    p.claim_fires(&warm, owner)
+        .await
+        .expect("a batch too early");
+
+    let sent = rig.store_now(&names[0]).await;
+    rig.proxy.cut_reply_to(rig.write_request(store));
+    let outcome = p.claim_fires(&claims, owner).await;
+    assert_eq!(rig.proxy.replies_cut(), 1, "the batch's reply was cut");
+    let error = match outcome {
+        Err(error) => error,
+        Ok(answers) => panic!("{store:?}: a batch whose reply was lost answered {answers:?}"),
+    };
+    let returned = rig.store_now(&names[0]).await;
+    assert!(
+        error.to_string().contains("the reply was lost"),
+        "{store:?}: {error}"
+    );
+    let again = p
+        .claim_fires(&claims, owner)
+        .await
+        .expect("the second batch");
+    for (name, answer) in names.iter().zip(&again) {
+        let Ok(FireClaim::ClaimedElsewhere {
+            recorded, holder, ..
+        }) = answer
+        else {
+            panic!("{store:?}: the second claim of {name:?} answered {answer:?}");
+        };
+        assert_eq!(*recorded, fire.at(), "the lost batch recorded the fire");
+        assert_eq!(holder.owner(), owner, "the claimer holds it: {holder}");
+        assert!(
+            holder.locked_at() >= sent - CLOCK_TOLERANCE
+                && holder.locked_at() <= returned + CLOCK_TOLERANCE,
+            "{store:?}: locked_at {} is not between the batch's send ({sent}) and its error \
+             ({returned})",
+            holder.locked_at()
+        );
+    }
+    eprintln!("{store:?}: lost batch: {error}");
+    rig.clean_up().await;
+}
+
 /// (c) Extend and release are repeated after a lost reply (same effect, same answer): both
 /// succeed, on a new connection.
 async fn extend_and_release_are_repeated(store: Store) {
@@ -501,6 +579,18 @@ async fn redis_acquire_whose_reply_is_lost_fails_and_holds() {
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn postgres_claim_whose_reply_is_lost_fails_and_shows_its_holder() {
     claim_whose_reply_is_lost(Store::Postgres).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn postgres_batch_whose_reply_is_lost_fails_and_shows_each_holder() {
+    batch_whose_reply_is_lost(Store::Postgres).await;
+}
+
+#[tokio::test]
+#[cfg_attr(not(shedlock_redis), ignore = "needs SHEDLOCK_REDIS_URL (Redis)")]
+async fn redis_batch_whose_reply_is_lost_fails_and_shows_each_holder() {
+    batch_whose_reply_is_lost(Store::Redis).await;
 }
 
 #[tokio::test]

@@ -140,15 +140,20 @@ impl ConformanceSuite {
         Ok(())
     }
 
-    /// Three batches of the same fires, in three orders, sent at once as three replicas send
-    /// them: each fire has one winner, and no batch fails (SQL stores lock rows in one order, so
-    /// the batches cannot deadlock each other).
+    /// Three batches of the same fires, half of them on existing rows, in three orders, sent at
+    /// once as three replicas send them: each fire has one winner, and no batch fails (SQL stores
+    /// lock rows in one order, so the batches cannot deadlock each other).
     pub(super) async fn fire_batches_racing_one_winner_each(&self) -> CaseResult {
         const JOBS: usize = 24;
         let case = "batch-race";
         let names: Vec<String> = (0..JOBS)
             .map(|i| self.name(&format!("{case}-{i}")))
             .collect();
+        // Every other name has a row, free: its claims lock and update it, the others insert.
+        for name in names.iter().step_by(2) {
+            let record = self.must_acquire(name, self.unit * 10, "plain").await?;
+            self.release(&record, Duration::ZERO).await?;
+        }
         let fire = self.open_fire(case, 1, 60).await?;
         let at_most = self.unit * 10;
         let barrier = Arc::new(tokio::sync::Barrier::new(3));
