@@ -244,6 +244,10 @@ pub(crate) struct ClaimFire<'a> {
 /// The arguments of a batch of fire claims, one entry per claim in each slice, of distinct names:
 /// the fires' instants as the columns hold them ([`fire_time`]) and each claim's `at_most`.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(feature = "postgres"),
+    allow(dead_code, reason = "read by Postgres's batch statement")
+)]
 pub(crate) struct ClaimFires<'a> {
     pub(crate) names: &'a [&'a str],
     pub(crate) ats: &'a [DateTime<Utc>],

@@ -60,7 +60,10 @@
 //! - **Fire claims in the database**, on its clock, in the order of
 //!   [`FireClaim`](shedlock_core::provider::FireClaim)'s cases, writing nothing unless the fire is
 //!   claimed. Fire instants are rounded up to the time columns' precision, microseconds on Postgres
-//!   and milliseconds on MySQL and SQLite, so no claim starts before its fire.
+//!   and milliseconds on MySQL and SQLite, so no claim starts before its fire. On Postgres the
+//!   fires due at one instant are claimed in batches of up to 1,000, one statement each
+//!   ([`claim_fires`](shedlock_core::provider::LockProvider::claim_fires); docs/guarantees.md,
+//!   "Many jobs at one instant"); MySQL/MariaDB and SQLite claim one fire per call.
 //! - **One statement on the hot path.** A lock held elsewhere costs one statement and writes
 //!   nothing. A row missing on first use or deleted by hand is inserted without duplicate-key
 //!   errors, even when replicas race.

@@ -5,9 +5,8 @@
 //! A claim that finds no batch in flight is sent at once, alone. Claims that come while a batch is
 //! in flight wait for it, then go together in the next one, up to the store's limit. So a lone fire
 //! waits for nothing, and the fires of one instant take a round trip or two, not one each. Waiting
-//! for the other claims of the instant before the first batch was measured worse: the job loops
-//! reach their claims over tens of milliseconds when a thousand wake at once (BENCHMARKS.md, "Fire
-//! lateness and many jobs").
+//! for the other claims of the instant before the first batch was measured worse (BENCHMARKS.md,
+//! "With batches of fire claims").
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -94,7 +93,8 @@ impl FireBatcher {
         }
         let waited = Instant::now();
         answered.await.unwrap_or_else(|_| Answer {
-            // The sending task ended without answering: it panicked in the store's call.
+            // The sending task ended without answering: it panicked in the store's call, or it
+            // was dropped with its runtime.
             reply: Err(Error::backend_message(format!(
                 "claim a fire of lock {name:?}: the batch it was sent in ended without an answer"
             ))),

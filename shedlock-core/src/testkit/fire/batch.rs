@@ -1,6 +1,7 @@
-//! The conformance suite's cases of batches of fire claims ([`LockProvider::claim_fires`]). They
-//! run with the fire cases, on every store that claims fires, whether it batches or loops
-//! `claim_fire` with the default body.
+//! The conformance suite's cases of batches of fire claims
+//! ([`LockProvider::claim_fires`](crate::provider::LockProvider::claim_fires)). They run with the
+//! fire cases, on every store that claims fires, whether it batches or loops `claim_fire` with the
+//! default body.
 
 use std::sync::Arc;
 use std::time::Duration;
