@@ -324,10 +324,10 @@ pub trait LockProvider: Send + Sync + 'static {
 
     /// Claims several fires, of distinct lock names, in one call: each exactly as
     /// [`claim_fire`](Self::claim_fire) claims it, atomically and on its own. One claim's answer
-    /// never decides another's, and a claim that fails fails alone. It answers one result per
-    /// claim, in their order. Schedulers send the fires due at one instant through it, in batches
-    /// of at most [`fire_batch_limit`](Self::fire_batch_limit), when that is above 1
-    /// (docs/guarantees.md, "Many jobs at one instant").
+    /// never decides another's, and a claim refused for its own input or row fails alone. It
+    /// answers one result per claim, in their order. Schedulers send the fires due at one instant
+    /// through it, in batches of at most [`fire_batch_limit`](Self::fire_batch_limit), when that
+    /// is above 1 (docs/guarantees.md, "Many jobs at one instant").
     ///
     /// The default body sends the claims one after the other through `claim_fire`. A store that
     /// overrides it to claim in fewer round trips also raises `fire_batch_limit`.
