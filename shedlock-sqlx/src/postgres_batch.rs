@@ -27,16 +27,16 @@ impl Extra {
 /// $1 names (`text[]`), $2 fires, $3 next fires (`timestamp[]`), $4 `at_most`s (`interval[]`), $5
 /// owner. The single claim's update and insert, for every name at once:
 ///
-/// - `locked` locks, in name order, the rows whose claim is allowed, with the claim's guard in the
-///   locking step. Replicas that claim the same names at once so never deadlock, and a row that
-///   another claim changed first is re-checked once locked and left out. A losing claim locks and
-///   writes nothing.
-/// - `claimed` writes the locked rows, and `created` inserts the missing ones in name order
-///   (`ON CONFLICT DO NOTHING`: one inserted concurrently is left to the re-look).
+/// - `batch_locked` locks, in name order, the rows whose claim is allowed, with the claim's guard
+///   in the locking step. Replicas that claim the same names at once so never deadlock, and a row
+///   that another claim changed first is re-checked once locked and left out. A losing claim locks
+///   and writes nothing.
+/// - `batch_claimed` writes the locked rows, and `batch_created` inserts the missing ones in name
+///   order (`ON CONFLICT DO NOTHING`: one inserted concurrently is left to the re-look).
 /// - One row out per claim, in the claims' order, as the single claim answers: the database's now,
 ///   the row as the statement's snapshot saw it, the claim's columns if it won, the pause, and the
 ///   claim's position last. A claim that did not win while its row looks claimable met a racing
-///   claimer: the provider looks at that one again with the single claim.
+///   claimer: the provider looks at it again in its next statement (`provider/fire_batch.rs`).
 ///
 /// Every configured column of the table is qualified where it is read, so configured column names
 /// cannot meet the claims' own (`rn`, `rf`, …), and the steps are named `batch_…`, so that they
