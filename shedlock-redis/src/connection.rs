@@ -221,6 +221,7 @@ impl Connection {
                 "the lock may be held by this owner until at_most and the trigger taken by it \
                  (the lock's entry shows whether it was)"
             }
+            "claim_fires" => "each of the locks may be held by this owner until its at_most",
             _ => "the lock may be held by this owner until at_most",
         };
         Error::backend(

@@ -335,7 +335,7 @@ impl RedisLockProvider {
         }
         let what = || {
             format!(
-                "claim_fire of {} locks in one pipeline ({:?} first)",
+                "claim_fires of {} locks in one pipeline ({:?} first)",
                 claims.len(),
                 claims.first().map_or("", |claim| claim.name)
             )
@@ -344,7 +344,7 @@ impl RedisLockProvider {
         let replies = self
             .connection
             .run(
-                "claim_fire",
+                "claim_fires",
                 Resend::OnlyIfRefused,
                 &what,
                 |mut conn| async move {

@@ -122,6 +122,7 @@ impl Call {
             "claim_trigger" => {
                 "the lock may be held by this owner until at_most and the trigger taken by it"
             }
+            "claim_fires" => "each of the locks may be held by this owner until its at_most",
             _ => "the lock may be held by this owner until at_most",
         };
         Error::backend(

@@ -81,7 +81,7 @@ where
             let call = self
                 .inner
                 .link
-                .call("claim_fire")
+                .call("claim_fires")
                 .about(format!("{} fire claims", pending.len()));
             let schema = self.schema(&call).await?;
             if !schema.has_last_fire {

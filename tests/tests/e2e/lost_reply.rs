@@ -489,9 +489,13 @@ async fn batch_whose_reply_is_lost(store: Store) {
         Ok(answers) => panic!("{store:?}: a batch whose reply was lost answered {answers:?}"),
     };
     let returned = rig.store_now(&names[0]).await;
+    let text = error.to_string();
+    assert!(error.is_backend(), "{store:?}: {error:?}");
     assert!(
-        error.to_string().contains("the reply was lost"),
-        "{store:?}: {error}"
+        text.contains("the reply was lost")
+            && text.contains("3 locks")
+            && text.contains("each of the locks may be held by this owner"),
+        "{store:?}: {text}"
     );
     let again = p
         .claim_fires(&claims, owner)
