@@ -53,6 +53,7 @@ enum Kind {
         why: Option<String>,
     },
     Shutdown(&'static str),
+    Busy(String),
     NoExecutor,
     AlreadyInstalled,
 }
@@ -259,6 +260,21 @@ impl Error {
         )
     }
 
+    /// A claim in a [`claim_fires`](crate::provider::LockProvider::claim_fires) batch that the
+    /// store left undecided, because another transaction held its lock's row for longer than the
+    /// batch waits. Nothing was written for it. The caller sends it again on its own, through
+    /// [`claim_fire`](crate::provider::LockProvider::claim_fire), so that the row's wait holds up
+    /// that claim alone and not the batch (docs/guarantees.md, "Many jobs at one instant").
+    ///
+    /// ```
+    /// let err = shedlock_core::Error::busy("lock \"sync\": its row was held by another transaction");
+    /// assert!(err.is_busy());
+    /// ```
+    #[must_use]
+    pub fn busy(what: impl Into<String>) -> Self {
+        Self::new(Kind::Busy(what.into()), None)
+    }
+
     /// The executor or scheduler is shutting down, so `what` did not start.
     pub(crate) fn shutdown(what: &'static str) -> Self {
         Self::new(Kind::Shutdown(what), None)
@@ -349,6 +365,13 @@ impl Error {
         matches!(self.inner.kind, Kind::Shutdown(_))
     }
 
+    /// A batched fire claim the store left undecided, to be sent on its own (see
+    /// [`busy`](Self::busy)).
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        matches!(self.inner.kind, Kind::Busy(_))
+    }
+
     /// No executor was given and no process-wide default is installed.
     #[must_use]
     pub fn is_no_executor(&self) -> bool {
@@ -423,6 +446,7 @@ impl Error {
             Kind::Schema(_) => "schema",
             Kind::Unsupported { .. } => "unsupported",
             Kind::Shutdown(_) => "shutdown",
+            Kind::Busy(_) => "busy",
             Kind::NoExecutor => "no executor",
             Kind::AlreadyInstalled => "already installed",
         }
@@ -462,6 +486,9 @@ impl fmt::Display for Error {
                 }
             }
             Kind::Shutdown(what) => write!(f, "{what}: shutting down, no new runs start"),
+            Kind::Busy(what) => {
+                write!(f, "{what}; nothing was written: send the claim on its own")
+            }
             Kind::NoExecutor => f.write_str(
                 "no lock executor: pass `executor = ...` or call \
                  `LockingTaskExecutor::install_default` at startup",

@@ -329,6 +329,11 @@ pub trait LockProvider: Send + Sync + 'static {
     /// through it, in batches of at most [`fire_batch_limit`](Self::fire_batch_limit), when that
     /// is above 1 (docs/guarantees.md, "Many jobs at one instant").
     ///
+    /// A store may leave a claim undecided when another transaction holds its row for longer
+    /// than the batch waits, and answer it [`Error::busy`], having written nothing for it. The
+    /// executor then sends that claim again on its own, through `claim_fire`, so that one held row
+    /// holds up its own claim and not the batch's.
+    ///
     /// The default body sends the claims one after the other through `claim_fire`. A store that
     /// overrides it to claim in fewer round trips also raises `fire_batch_limit`.
     ///

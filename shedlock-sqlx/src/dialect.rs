@@ -255,6 +255,9 @@ pub(crate) struct ClaimFires<'a> {
     pub(crate) at_mosts: &'a [Duration],
     pub(crate) owner: &'a str,
     pub(crate) schema: Schema,
+    /// Rows held by another transaction are left out at once (and their claims undecided), not
+    /// waited for.
+    pub(crate) skip_held: bool,
 }
 
 /// What one attempt of a fire claim found.

@@ -143,6 +143,9 @@ impl FireBatcher {
         )
         .await;
         let received = Instant::now();
+        // Only a claim answered on its own can be left undecided: after a whole call's error any
+        // claim may have committed, and none is sent again.
+        let whole_call_failed = !matches!(&replies, Ok(r) if r.len() == batch.len());
         let replies = match replies {
             Ok(replies) if replies.len() == batch.len() => replies,
             // A store that answers the wrong number of claims breaks the contract; which of them
@@ -159,33 +162,82 @@ impl FireBatcher {
             Err(error) => error.shared(batch.len()).into_iter().map(Err).collect(),
         };
         for (waiting, reply) in batch.into_iter().zip(replies) {
-            let unread = waiting.answer.send(Answer {
-                reply,
-                sent,
-                received,
-            });
-            if let Err(Answer {
-                reply: Ok(FireClaim::Claimed(record)),
-                ..
-            }) = unread
-            {
-                // The caller went away while its claim was in the batch, and the claim won: give
-                // the lock back rather than hold it, unrun, until `at_most`.
-                tracing::debug!(
-                    lock = record.name(),
-                    "a fire claimed for a caller that went away; releasing it unrun"
-                );
-                let provider = Arc::clone(&self.provider);
-                tokio::spawn(async move {
-                    let _ = timed(
-                        "release",
-                        timeout,
-                        provider.release(&record, Duration::ZERO),
-                    )
-                    .await;
-                });
+            match reply {
+                Err(error) if error.is_busy() && !whole_call_failed => {
+                    self.send_alone(waiting, &error);
+                }
+                reply => self.answer(
+                    waiting,
+                    Answer {
+                        reply,
+                        sent,
+                        received,
+                    },
+                ),
             }
         }
+    }
+
+    /// Sends a claim the store left undecided in its batch (another transaction held its row) on
+    /// its own, in a task of its own, so that the row's wait holds up that claim alone.
+    fn send_alone(&self, waiting: Waiting, busy: &Error) {
+        tracing::debug!(
+            lock = waiting.name.as_str(),
+            error = busy as &dyn std::error::Error,
+            "a fire claim left undecided by its batch; claiming it on its own"
+        );
+        let provider = Arc::clone(&self.provider);
+        let owner = self.owner.clone();
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let reply = timed(
+                "claim_fire",
+                waiting.timeout,
+                provider.claim_fire(&waiting.name, &waiting.fire, waiting.at_most, &owner),
+            )
+            .await;
+            let received = Instant::now();
+            let timeout = waiting.timeout;
+            deliver(
+                &provider,
+                timeout,
+                waiting,
+                Answer {
+                    reply,
+                    sent,
+                    received,
+                },
+            );
+        });
+    }
+
+    fn answer(&self, waiting: Waiting, answer: Answer) {
+        let timeout = waiting.timeout;
+        deliver(&self.provider, timeout, waiting, answer);
+    }
+}
+
+/// Hands `waiting` its answer. A claim won for a caller that went away is released at once, rather
+/// than held, unrun, until its `at_most`; the release waits up to `timeout`.
+fn deliver(provider: &Arc<dyn LockProvider>, timeout: Duration, waiting: Waiting, answer: Answer) {
+    if let Err(Answer {
+        reply: Ok(FireClaim::Claimed(record)),
+        ..
+    }) = waiting.answer.send(answer)
+    {
+        tracing::debug!(
+            lock = record.name(),
+            "a fire claimed for a caller that went away; releasing it unrun"
+        );
+        let provider = Arc::clone(provider);
+        tokio::spawn(async move {
+            let _ = timed(
+                "release",
+                timeout,
+                provider.release(&record, Duration::ZERO),
+            )
+            .await;
+        });
     }
 }
 

@@ -15,14 +15,17 @@ use crate::provider::{ClaimRequest, LockProvider, LockRecord, async_trait};
 const SEC: Duration = Duration::from_secs(1);
 
 /// The in-memory store with a batch limit, the names of each batch it was sent, and a gate: each
-/// batch waits for a permit. It fails every batch when told to.
+/// batch waits for a permit. It fails every batch when told to, and answers the claims of the
+/// `busy` names in a batch [`Error::busy`] (their rows held elsewhere) without deciding them.
 struct Gated {
     inner: InMemoryLockProvider,
     limit: usize,
     batches: Mutex<Vec<Vec<String>>>,
+    singles: Mutex<Vec<String>>,
     released: Mutex<Vec<String>>,
     gate: Semaphore,
     fail: bool,
+    busy: Vec<&'static str>,
 }
 
 impl Gated {
@@ -31,10 +34,18 @@ impl Gated {
             inner: InMemoryLockProvider::new(),
             limit,
             batches: Mutex::default(),
+            singles: Mutex::default(),
             released: Mutex::default(),
             gate: Semaphore::new(0),
             fail,
+            busy: Vec::new(),
         })
+    }
+
+    fn with_busy(limit: usize, fail: bool, busy: Vec<&'static str>) -> Arc<Self> {
+        let mut store = Arc::into_inner(Self::new(limit, fail)).expect("just made");
+        store.busy = busy;
+        Arc::new(store)
     }
 
     fn batches(&self) -> Vec<Vec<String>> {
@@ -69,6 +80,7 @@ impl LockProvider for Gated {
         at_most: Duration,
         owner: &str,
     ) -> Result<FireClaim> {
+        self.singles.lock().unwrap().push(name.to_owned());
         self.inner.claim_fire(name, fire, at_most, owner).await
     }
     async fn claim_fires(
@@ -81,10 +93,27 @@ impl LockProvider for Gated {
             .unwrap()
             .push(claims.iter().map(|c| c.name.to_owned()).collect());
         self.gate.acquire().await.unwrap().forget();
+        if self.fail && !self.busy.is_empty() {
+            // Against the contract: only a claim answered on its own may be left undecided.
+            return Err(Error::busy("a whole batch (a test's fault)"));
+        }
         if self.fail {
             return Err(Error::backend_message("the batch failed (a test's fault)"));
         }
-        self.inner.claim_fires(claims, owner).await
+        let mut answers = Vec::new();
+        for claim in claims {
+            answers.push(if self.busy.contains(&claim.name) {
+                Err(Error::busy(format!(
+                    "lock {:?}: held (a test's)",
+                    claim.name
+                )))
+            } else {
+                self.inner
+                    .claim_fire(claim.name, claim.fire, claim.at_most, owner)
+                    .await
+            });
+        }
+        Ok(answers)
     }
     fn fire_batch_limit(&self) -> usize {
         self.limit
@@ -234,5 +263,54 @@ async fn a_claim_won_for_a_caller_that_went_away_is_released() {
     assert!(
         matches!(recorded, FireClaim::ClaimedElsewhere { .. }),
         "the fire was claimed, and stays so: {recorded:?}"
+    );
+}
+
+/// A claim its batch left undecided ([`Error::busy`]: its row held elsewhere) is sent on its own
+/// through `claim_fire`, and its caller gets that answer; the batch's other claims are answered
+/// by the batch. A whole batch that fails is never sent again claim by claim.
+#[tokio::test(start_paused = true)]
+async fn a_claim_left_undecided_by_its_batch_is_sent_on_its_own() {
+    let store = Gated::with_busy(10, false, vec!["held"]);
+    store.gate.add_permits(10);
+    let batcher = batcher(&store);
+    let fire = open_fire();
+    let first = batcher.claim("first", &fire, 10 * SEC, SEC).await;
+    assert!(matches!(first.reply, Ok(FireClaim::Claimed(_))));
+    let claims = ["a", "held", "b"].map(|name| {
+        let batcher = batcher.clone();
+        tokio::spawn(async move { (name, batcher.claim(name, &fire, 10 * SEC, SEC).await.reply) })
+    });
+    for claim in claims {
+        let (name, reply) = claim.await.unwrap();
+        match reply {
+            Ok(FireClaim::Claimed(record)) => assert_eq!(record.name(), name),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert!(
+        store
+            .batches()
+            .iter()
+            .any(|batch| batch.contains(&"held".to_owned())),
+        "the claim went in a batch first: {:?}",
+        store.batches()
+    );
+    assert_eq!(
+        *store.singles.lock().unwrap(),
+        ["held"],
+        "only the undecided claim is sent on its own"
+    );
+    let failed = Gated::with_busy(10, true, vec!["held"]);
+    failed.gate.add_permits(10);
+    let error = self::batcher(&failed)
+        .claim("held", &fire, 10 * SEC, SEC)
+        .await
+        .reply
+        .expect_err("the batch failed");
+    assert!(error.is_busy(), "{error}");
+    assert!(
+        failed.singles.lock().unwrap().is_empty(),
+        "a claim of a batch that failed whole may have committed: it is not sent again"
     );
 }

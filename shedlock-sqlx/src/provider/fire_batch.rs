@@ -77,24 +77,22 @@ where
                 .collect()
         };
         let mut pending = unanswered(&answers, &alone);
-        if D::FIRE_BATCH > 1 && pending.len() > 1 {
-            let call = self
-                .inner
-                .link
-                .call("claim_fires")
-                .about(format!("{} fire claims", pending.len()));
+        // A lone claim goes in the batch's statement too, so that a row another transaction holds
+        // bounds its wait as it bounds a batch's: the executor's next batch waits for it.
+        if D::FIRE_BATCH > 1 && !pending.is_empty() {
+            let (call, what) = self.batch_call(claims, &pending);
             let schema = self.schema(&call).await?;
             if !schema.has_last_fire {
                 return Err(self.no_last_fire());
             }
             schema.check_owner(owner)?;
             // Not repeated after a lost reply, as a single claim (see `claim_fire`).
-            let what = format!("claim the fires of {} locks", pending.len());
             let call = &call.after_lost_reply(AfterLostReply::Fail(what.clone()));
             let map = &self.mapper(what);
             let mut decided = false;
-            for _ in 0..LOOKS {
-                if pending.len() < 2 {
+            for look in 0..LOOKS {
+                // A second look at one claim is a claim on its own.
+                if pending.is_empty() || (look > 0 && pending.len() < 2) {
                     break;
                 }
                 for chunk in pending.chunks(D::FIRE_BATCH) {
@@ -140,9 +138,37 @@ where
         Ok(finished(answers))
     }
 
+    /// The call of the claims `pending` of `claims`, and what it does in words. A lone claim's
+    /// call reads as `claim_fire`'s: its lost reply says its lock may be held.
+    fn batch_call(&self, claims: &[ClaimRequest<'_>], pending: &[usize]) -> (Call, String) {
+        match pending {
+            [one] => {
+                let name = claims[*one].name;
+                let call = self
+                    .inner
+                    .link
+                    .call("claim_fire")
+                    .about(format!("lock {name:?}"));
+                (call, format!("claim a fire of lock {name:?}"))
+            }
+            _ => (
+                self.inner
+                    .link
+                    .call("claim_fires")
+                    .about(format!("{} fire claims", pending.len())),
+                format!("claim the fires of {} locks", pending.len()),
+            ),
+        }
+    }
+
     /// One statement of `batch`'s claims. It answers those it decided, and leaves unanswered
     /// those whose row changed under it. `Ok(false)`: the database refused the statement, which
     /// so committed nothing, and none is answered.
+    ///
+    /// A statement that waited too long for a row another transaction holds (the dialect's bound,
+    /// such as Postgres's `lock_timeout`) committed nothing. It is sent once more leaving held rows
+    /// out, and the claims it leaves undecided are answered [`Error::busy`]: the executor sends
+    /// each on its own, so that one held row holds up its own claim and not the batch's.
     async fn claim_batch(
         &self,
         call: &Call,
@@ -167,31 +193,51 @@ where
         let ats: Vec<DateTime<Utc>> = fires.iter().map(Fire::at).collect();
         let nexts: Vec<DateTime<Utc>> = fires.iter().map(Fire::next).collect();
         let at_mosts: Vec<Duration> = chunk.iter().map(|&i| claims[i].at_most).collect();
-        let args = ClaimFires {
+        let mut args = ClaimFires {
             names: &names,
             ats: &ats,
             nexts: &nexts,
             at_mosts: &at_mosts,
             owner,
             schema,
+            skip_held: false,
         };
-        let seen = match self
-            .attempts(call, map, schema, |at| D::claim_fires(at, args))
-            .await
-        {
-            Ok(seen) => seen,
-            Err(error) if refused(&error) => {
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    claims = chunk.len(),
-                    "the database refused a batch of fire claims; claiming them one by one"
-                );
-                return Ok(false);
+        let seen = loop {
+            match self
+                .attempts(call, map, schema, |at| D::claim_fires(at, args))
+                .await
+            {
+                Ok(seen) => break seen,
+                Err(error) if waited_too_long(&error) && !args.skip_held => {
+                    tracing::debug!(
+                        error = &error as &dyn std::error::Error,
+                        claims = chunk.len(),
+                        "a row of a batch of fire claims was held by another transaction; \
+                         sending the batch again without the held rows"
+                    );
+                    args.skip_held = true;
+                }
+                Err(error) if waited_too_long(&error) => {
+                    // It waited again without the held rows: an insert of a missing row waited for
+                    // another transaction's insert. Each claim goes on its own.
+                    for &i in chunk {
+                        answers[i] = Some(Err(busy(claims[i].name)));
+                    }
+                    return Ok(true);
+                }
+                Err(error) if refused(&error) => {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        claims = chunk.len(),
+                        "the database refused a batch of fire claims; claiming them one by one"
+                    );
+                    return Ok(false);
+                }
+                Err(error) => return Err(error),
             }
-            Err(error) => return Err(error),
         };
         for ((&i, seen), fire) in chunk.iter().zip(seen).zip(&fires) {
-            let reply = match seen {
+            let decided = match seen {
                 Seen::Won(record) => Some(FireClaim::Claimed(record)),
                 Seen::Row {
                     now,
@@ -201,7 +247,13 @@ where
                 } => fire_decision(fire, now, holder.as_ref(), recorded, pause.as_ref()),
                 Seen::Changed => None,
             };
-            answers[i] = reply.map(Ok);
+            answers[i] = match decided {
+                Some(claim) => Some(Ok(claim)),
+                // Left out as held, or changed under the statement: a claim on its own decides it.
+                None if args.skip_held => Some(Err(busy(claims[i].name))),
+                // Changed under the statement: the next statement looks again.
+                None => None,
+            };
         }
         Ok(true)
     }
@@ -227,6 +279,26 @@ fn finished(answers: Answers) -> Vec<Result<FireClaim>> {
                 .unwrap_or_else(|| Err(Error::backend_message("claim fires: a claim was not sent")))
         })
         .collect()
+}
+
+/// The answer to a batched claim that its statement left undecided because its row was held.
+fn busy(name: &str) -> Error {
+    Error::busy(format!(
+        "claim a fire of lock {name:?}: its row was held by another transaction throughout the batch"
+    ))
+}
+
+/// Whether `error` says that a statement waited too long for a lock another transaction holds
+/// (Postgres's `lock_not_available`, 55P03). The statement then committed nothing.
+fn waited_too_long(error: &Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(sqlx::Error::Database(db)) = crate::cause::sqlx_error(cause) {
+            return db.code().as_deref() == Some("55P03");
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// Whether the database answered `error` to a statement, which so committed nothing: not a lost

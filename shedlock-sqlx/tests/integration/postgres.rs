@@ -353,6 +353,152 @@ async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
         .unwrap();
 }
 
+/// Makes the lock rows of `names`, free, and opens a transaction that holds the row of `held`, as
+/// an operator's open transaction may.
+async fn rows_with_one_held(
+    provider: &PgLockProvider,
+    direct: &PgPool,
+    table: &str,
+    names: &[&str],
+    held: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    for name in names {
+        let record = provider.acquire(name, MIN, "plain").await.unwrap().unwrap();
+        assert!(provider.release(&record, Duration::ZERO).await.unwrap());
+    }
+    let mut holder = direct.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT name FROM {table} WHERE name = $1 FOR UPDATE"
+    )))
+    .bind(held)
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    holder
+}
+
+/// A lock row that another transaction holds, as an operator's open transaction may, holds up
+/// its own claim and not the batch's: the batch waits its bound for the row, then claims the
+/// others without it and answers the held one "busy", having written nothing to its row. On its
+/// own, once the row is free, that claim succeeds.
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_row_held_by_another_transaction_is_left_to_its_own_claim() {
+    use shedlock_core::provider::{ClaimRequest, Fire, FireClaim};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let direct = pool(&url).await;
+    let names = ["held-a", "held-b", "held-c"];
+    let holder = rows_with_one_held(&provider, &direct, &table, &names, "held-b").await;
+    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+    let at = now.and_utc() - chrono::Duration::seconds(1);
+    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let claims = names.map(|name| ClaimRequest::new(name, &fire, MIN));
+    let answers = provider.claim_fires(&claims, "batch").await.unwrap();
+    for (name, answer) in names.iter().zip(&answers) {
+        match answer {
+            Ok(FireClaim::Claimed(record)) if *name != "held-b" => {
+                assert_eq!(record.name(), *name);
+            }
+            Err(error) if *name == "held-b" => {
+                assert!(error.is_busy(), "{error:?}");
+                let text = error.to_string();
+                assert!(
+                    text.contains("\"held-b\"") && text.contains("held by another transaction"),
+                    "{text}"
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // The batch answered while the row was still held, and wrote nothing to it.
+    let (by, fired): (String, Option<chrono::NaiveDateTime>) = sqlx::query_as(sqlx::AssertSqlSafe(
+        format!("SELECT locked_by, last_fire FROM {table} WHERE name = 'held-b'"),
+    ))
+    .fetch_one(&direct)
+    .await
+    .unwrap();
+    assert_eq!((by.as_str(), fired), ("plain", None));
+    holder.commit().await.unwrap();
+    match provider.claim_fire("held-b", &fire, MIN, "batch").await {
+        Ok(FireClaim::Claimed(record)) => assert_eq!(record.owner(), "batch"),
+        other => panic!("held-b on its own: {other:?}"),
+    }
+    direct
+        .execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+        .await
+        .unwrap();
+}
+
+/// A scheduler's jobs keep running each fire while another transaction holds one job's lock row
+/// (an operator's open transaction): the held job waits alone and runs once the row is free.
+/// Without a bound on a batch's wait, the batch holding that row stopped every job's claims.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn jobs_keep_running_while_one_lock_row_is_held() {
+    use shedlock_core::{Job, LockingTaskExecutor, Schedule, Scheduler};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let direct = pool(&url).await;
+    let names = ["row-held-a", "row-held-b", "row-held-c", "row-held-d"];
+    let holder = rows_with_one_held(&provider, &direct, &table, &names, "row-held-b").await;
+    let executor = LockingTaskExecutor::builder(provider)
+        .owner_id("replica")
+        .default_at_most(MIN)
+        .build()
+        .unwrap();
+    let scheduler = Scheduler::new(executor);
+    let runs: Arc<Mutex<HashMap<&'static str, usize>>> = Arc::default();
+    for name in names {
+        let runs = Arc::clone(&runs);
+        scheduler
+            .add(Job::new(
+                name,
+                Schedule::every(Duration::from_secs(1)).unwrap(),
+                move |_| {
+                    *runs.lock().unwrap().entry(name).or_default() += 1;
+                    async {}
+                },
+            ))
+            .unwrap();
+    }
+    scheduler.start().await.unwrap();
+    let count = |name: &str| runs.lock().unwrap().get(name).copied().unwrap_or(0);
+    let others_ran = common::eventually(Duration::from_secs(15), || async {
+        ["row-held-a", "row-held-c", "row-held-d"]
+            .iter()
+            .all(|&name| count(name) >= 3)
+    })
+    .await;
+    assert!(
+        others_ran,
+        "the other jobs ran 3 fires each within 15 s: {:?}",
+        runs.lock().unwrap()
+    );
+    assert_eq!(count("row-held-b"), 0, "the held job did not run");
+    holder.commit().await.unwrap();
+    let held_ran = common::eventually(Duration::from_secs(15), || async {
+        count("row-held-b") >= 1
+    })
+    .await;
+    assert!(
+        held_ran,
+        "the held job ran once its row was free: {:?}",
+        runs.lock().unwrap()
+    );
+    scheduler.shutdown(Duration::from_secs(1)).await;
+    drop_table(&url, &table).await;
+}
+
 /// The batch statement on the table layouts it has variants for: Java's table with only
 /// `last_fire` added (no token, no pause columns), and our DDL whose configured column names are
 /// the statement's own aliases (`rn`, `u`, `a`, `b`), which it must keep apart.
