@@ -679,6 +679,7 @@ mod tests {
             Error::schema("x", None),
             Error::unsupported("holder"),
             Error::shutdown("lock"),
+            Error::busy("x"),
             Error::no_executor(),
             Error::already_installed(),
         ];
@@ -692,6 +693,7 @@ mod tests {
                 e.is_schema(),
                 e.is_unsupported(),
                 e.is_shutdown(),
+                e.is_busy(),
                 e.is_no_executor(),
                 e.is_already_installed(),
             ];

@@ -181,6 +181,10 @@ impl FireBatcher {
     /// Sends a claim the store left undecided in its batch (another transaction held its row) on
     /// its own, in a task of its own, so that the row's wait holds up that claim alone.
     fn send_alone(&self, waiting: Waiting, busy: &Error) {
+        if waiting.answer.is_closed() {
+            // Its caller went away: nothing to claim for.
+            return;
+        }
         tracing::debug!(
             lock = waiting.name.as_str(),
             error = busy as &dyn std::error::Error,

@@ -90,9 +90,11 @@ where
             let call = &call.after_lost_reply(AfterLostReply::Fail(what.clone()));
             let map = &self.mapper(what);
             let mut decided = false;
+            // Once a statement waited too long for a held row, the looks leave held rows out.
+            let mut skip_held = false;
             for look in 0..LOOKS {
-                // A second look at one claim is a claim on its own.
-                if pending.is_empty() || (look > 0 && pending.len() < 2) {
+                // A second look at one claim is a claim on its own, unless rows are held.
+                if pending.is_empty() || (look > 0 && pending.len() < 2 && !skip_held) {
                     break;
                 }
                 for chunk in pending.chunks(D::FIRE_BATCH) {
@@ -103,7 +105,10 @@ where
                         owner,
                         schema,
                     };
-                    match self.claim_batch(call, map, batch, &mut answers).await {
+                    match self
+                        .claim_batch(call, map, batch, &mut skip_held, &mut answers)
+                        .await
+                    {
                         Ok(true) => decided = true,
                         Ok(false) => alone.extend_from_slice(chunk),
                         Err(error) if !decided => return Err(error),
@@ -124,6 +129,13 @@ where
                         claims = pending.len(),
                         "lock rows changed during a batch of fire claims; looking again"
                     );
+                }
+            }
+            if skip_held {
+                // Still held after every look: each goes on its own, sent by the executor, so
+                // that its wait holds up no other claim.
+                for i in pending.drain(..) {
+                    answers[i] = Some(Err(busy(claims[i].name)));
                 }
             }
         }
@@ -167,13 +179,15 @@ where
     ///
     /// A statement that waited too long for a row another transaction holds (the dialect's bound,
     /// such as Postgres's `lock_timeout`) committed nothing. It is sent once more leaving held rows
-    /// out, and the claims it leaves undecided are answered [`Error::busy`]: the executor sends
+    /// out, and `skip_held` is set, so that the further looks leave them out too. The claims still
+    /// undecided after the last look are answered [`Error::busy`] by the caller: the executor sends
     /// each on its own, so that one held row holds up its own claim and not the batch's.
     async fn claim_batch(
         &self,
         call: &Call,
         map: &Map<'_>,
         batch: Batch<'_, '_>,
+        skip_held: &mut bool,
         answers: &mut Answers,
     ) -> Result<bool> {
         let Batch {
@@ -200,7 +214,7 @@ where
             at_mosts: &at_mosts,
             owner,
             schema,
-            skip_held: false,
+            skip_held: *skip_held,
         };
         let seen = loop {
             match self
@@ -216,15 +230,11 @@ where
                          sending the batch again without the held rows"
                     );
                     args.skip_held = true;
+                    *skip_held = true;
                 }
-                Err(error) if waited_too_long(&error) => {
-                    // It waited again without the held rows: an insert of a missing row waited for
-                    // another transaction's insert. Each claim goes on its own.
-                    for &i in chunk {
-                        answers[i] = Some(Err(busy(claims[i].name)));
-                    }
-                    return Ok(true);
-                }
+                // It waited again without the held rows (an insert of a missing row waited for
+                // another transaction's insert): nothing committed, and its claims stay open.
+                Err(error) if waited_too_long(&error) => return Ok(true),
                 Err(error) if refused(&error) => {
                     tracing::warn!(
                         error = &error as &dyn std::error::Error,
@@ -247,13 +257,8 @@ where
                 } => fire_decision(fire, now, holder.as_ref(), recorded, pause.as_ref()),
                 Seen::Changed => None,
             };
-            answers[i] = match decided {
-                Some(claim) => Some(Ok(claim)),
-                // Left out as held, or changed under the statement: a claim on its own decides it.
-                None if args.skip_held => Some(Err(busy(claims[i].name))),
-                // Changed under the statement: the next statement looks again.
-                None => None,
-            };
+            // Undecided (changed under the statement, or left out as held): looked at again.
+            answers[i] = decided.map(Ok);
         }
         Ok(true)
     }
@@ -284,7 +289,8 @@ fn finished(answers: Answers) -> Vec<Result<FireClaim>> {
 /// The answer to a batched claim that its statement left undecided because its row was held.
 fn busy(name: &str) -> Error {
     Error::busy(format!(
-        "claim a fire of lock {name:?}: its row was held by another transaction throughout the batch"
+        "claim a fire of lock {name:?}: its row was held by another transaction through each \
+         statement of its batch"
     ))
 }
 
