@@ -125,7 +125,7 @@ async fn racing_acquires_on_a_missing_or_expired_row_give_one_winner() {
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_fire_claim_that_does_not_claim_writes_nothing() {
-    use shedlock_core::provider::{ClaimRequest, Fire, FireClaim};
+    use shedlock_core::provider::{ClaimRequest, FireClaim};
     let Some(url) = testing::postgres_url() else {
         return;
     };
@@ -142,20 +142,15 @@ async fn a_fire_claim_that_does_not_claim_writes_nothing() {
             .unwrap()
         }
     };
-    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
-        .fetch_one(&direct)
-        .await
-        .unwrap();
-    let at = now.and_utc() - chrono::Duration::seconds(1);
-    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let fire = open_fire(&direct).await;
     let claimed = provider.claim_fire("fired", &fire, MIN, "a").await.unwrap();
     let claimed = claimed.claimed().expect("the first claim wins").clone();
     assert!(provider.release(&claimed, Duration::ZERO).await.unwrap());
     let held = provider.acquire("held", MIN, "a").await.unwrap().unwrap();
     let (fired, busy) = (versions("fired").await, versions("held").await);
-    let later = Fire::new(
-        at + chrono::Duration::days(1),
-        at + chrono::Duration::days(2),
+    let later = shedlock_core::provider::Fire::new(
+        fire.at() + chrono::Duration::days(1),
+        fire.at() + chrono::Duration::days(2),
     )
     .unwrap();
     for _ in 0..3 {
@@ -289,7 +284,7 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
-    use shedlock_core::provider::{ClaimRequest, Fire, FireClaim};
+    use shedlock_core::provider::{ClaimRequest, FireClaim};
     let Some(url) = testing::postgres_url() else {
         return;
     };
@@ -328,12 +323,7 @@ async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
         refused.to_string().contains("batch refused by a test"),
         "{refused}"
     );
-    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
-        .fetch_one(&direct)
-        .await
-        .unwrap();
-    let at = now.and_utc() - chrono::Duration::seconds(1);
-    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let fire = open_fire(&direct).await;
     let claims = names.map(|name| ClaimRequest::new(name, &fire, MIN));
     let answers = provider.claim_fires(&claims, "a").await.unwrap();
     for (name, answer) in names.iter().zip(&answers) {
@@ -351,6 +341,16 @@ async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
         )))
         .await
         .unwrap();
+}
+
+/// A fire open now by the database's clock: it began a second ago and closes in a minute.
+async fn open_fire(direct: &PgPool) -> shedlock_core::provider::Fire {
+    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
+        .fetch_one(direct)
+        .await
+        .unwrap();
+    let at = now.and_utc() - chrono::Duration::seconds(1);
+    shedlock_core::provider::Fire::new(at, at + chrono::Duration::minutes(1)).unwrap()
 }
 
 /// Makes the lock rows of `names`, free, and opens a transaction that holds the row of `held`, as
@@ -384,7 +384,7 @@ async fn rows_with_one_held(
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_row_held_by_another_transaction_is_left_to_its_own_claim() {
-    use shedlock_core::provider::{ClaimRequest, Fire, FireClaim};
+    use shedlock_core::provider::{ClaimRequest, FireClaim};
     let Some(url) = testing::postgres_url() else {
         return;
     };
@@ -392,12 +392,7 @@ async fn a_row_held_by_another_transaction_is_left_to_its_own_claim() {
     let direct = pool(&url).await;
     let names = ["held-a", "held-b", "held-c"];
     let holder = rows_with_one_held(&provider, &direct, &table, &names, "held-b").await;
-    let now: chrono::NaiveDateTime = sqlx::query_scalar("SELECT timezone('UTC', now())")
-        .fetch_one(&direct)
-        .await
-        .unwrap();
-    let at = now.and_utc() - chrono::Duration::seconds(1);
-    let fire = Fire::new(at, at + chrono::Duration::minutes(1)).unwrap();
+    let fire = open_fire(&direct).await;
     let claims = names.map(|name| ClaimRequest::new(name, &fire, MIN));
     let answers = provider.claim_fires(&claims, "batch").await.unwrap();
     for (name, answer) in names.iter().zip(&answers) {
