@@ -132,6 +132,11 @@ struct Shared {
     /// [`LockProvider::release_run`]. It is set to cancelled when the run starts, which is what a
     /// release by the drain records, and set again when the run ends.
     run: Mutex<Option<(RunReport, Arc<RecordingLog>)>>,
+    /// The executor's batches of releases, where the store takes them: a release that records a
+    /// run goes in the next batch ([`Lease::batch_releases`]).
+    #[cfg(feature = "scheduler")]
+    releases:
+        std::sync::OnceLock<Arc<crate::executor::batch::Batcher<crate::executor::batch::Releases>>>,
 }
 
 /// How a [`Lease`] is renewed in the background.
@@ -211,6 +216,8 @@ impl Lease {
                 extend_gate: tokio::sync::Mutex::new(()),
                 released: tokio::sync::Mutex::new(None),
                 run: Mutex::new(None),
+                #[cfg(feature = "scheduler")]
+                releases: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -431,6 +438,46 @@ impl Lease {
             .unwrap_or_else(PoisonError::into_inner) = Some((report, log.clone()));
     }
 
+    /// Sends this lease's release that records its run in `batcher`'s next batch, rather than on
+    /// its own. Set once, when the lease is made.
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn batch_releases(
+        &self,
+        batcher: &Arc<crate::executor::batch::Batcher<crate::executor::batch::Releases>>,
+    ) {
+        let _ = self.shared.releases.set(Arc::clone(batcher));
+    }
+
+    /// The store's `release_run` of `record`, in the executor's next batch of releases where the
+    /// store takes them, within `timeout`.
+    async fn send_release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+        timeout: Duration,
+    ) -> Result<bool> {
+        // The whole wait, in the queue behind a batch in flight too, is bounded by the call
+        // timeout, so a release still takes at most two of them with its fallback. A release
+        // not yet sent when it runs out is left out of its batch.
+        #[cfg(feature = "scheduler")]
+        if let Some(batcher) = self.shared.releases.get() {
+            // Boxed: the queue's future would otherwise grow every guard's.
+            return timed(
+                "release",
+                timeout,
+                Box::pin(batcher.release(record, at_least, run, timeout)),
+            )
+            .await;
+        }
+        timed(
+            "release",
+            timeout,
+            self.shared.provider.release_run(record, at_least, run),
+        )
+        .await
+    }
+
     async fn release_once(&self, at_least: Duration) -> Result<bool> {
         let record = self.record();
         let name = record.name();
@@ -484,12 +531,7 @@ impl Lease {
         log: &RecordingLog,
     ) -> Result<bool> {
         let timeout = self.shared.call_timeout;
-        let recorded = timed(
-            "release",
-            timeout,
-            self.shared.provider.release_run(record, at_least, run),
-        )
-        .await;
+        let recorded = self.send_release_run(record, at_least, run, timeout).await;
         match recorded {
             Ok(acted) => {
                 if log.failing.swap(false, Ordering::Relaxed) {

@@ -276,6 +276,12 @@ impl LockProvider for InMemoryLockProvider {
         FIRE_BATCH_LIMIT
     }
 
+    /// As [`fire_batch_limit`](Self::fire_batch_limit): a batch of releases is the releases one
+    /// after the other, so a scheduler on this store batches them as on a remote one.
+    fn release_batch_limit(&self) -> usize {
+        FIRE_BATCH_LIMIT
+    }
+
     async fn claim_fire(
         &self,
         name: &str,

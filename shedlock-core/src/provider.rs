@@ -195,14 +195,14 @@ impl fmt::Display for LockRecord {
 /// use shedlock_core::{
 ///     InMemoryLockProvider, Result,
 ///     provider::{
-///         ClaimRequest, Definition, Fire, FireClaim, LockProvider, LockRecord, RunReport, async_trait,
+///         ClaimRequest, Definition, Fire, FireClaim, LockProvider, LockRecord, ReleaseRequest, RunReport, async_trait,
 ///     },
 /// };
 ///
 /// /// A store that logs every call and delegates to another one. A wrapper forwards every
 /// /// method, the optional ones too: the defaults would hide the inner store's `holder`,
 /// /// `claim_fire` (a scheduler would fall back to plain locks), its batches of fire claims and
-/// /// the job state it records.
+/// /// of releases, and the job state it records.
 /// struct Logged<P>(P);
 ///
 /// #[async_trait]
@@ -232,6 +232,12 @@ impl fmt::Display for LockRecord {
 ///     }
 ///     async fn release_run(&self, record: &LockRecord, at_least: Duration, run: &RunReport) -> Result<bool> {
 ///         self.0.release_run(record, at_least, run).await
+///     }
+///     async fn release_runs(&self, releases: &[ReleaseRequest<'_>]) -> Result<Vec<Result<bool>>> {
+///         self.0.release_runs(releases).await
+///     }
+///     fn release_batch_limit(&self) -> usize {
+///         self.0.release_batch_limit()
 ///     }
 ///     async fn publish_definitions(
 ///         &self, replica: &str, version: &str, definitions: &[Definition], ttl: Duration,
@@ -388,6 +394,43 @@ pub trait LockProvider: Send + Sync + 'static {
         Err(Error::unsupported("release_run"))
     }
 
+    /// Several [`release_run`](Self::release_run)s, of distinct lock names, in one call: each
+    /// released and recorded exactly as `release_run` does it, on its own. One release's answer
+    /// never decides another's, and a release refused for its own input or row fails alone. It
+    /// answers one result per release, in their order. Schedulers send the releases of runs that
+    /// end while one is in flight through it, in batches of at most
+    /// [`release_batch_limit`](Self::release_batch_limit), when that is above 1
+    /// (docs/guarantees.md, "Many jobs at one instant").
+    ///
+    /// As in `claim_fires`, a store may answer a release [`Error::busy`] when another transaction
+    /// held its row longer than the batch waits, having written nothing for it; the executor then
+    /// sends it again on its own, through `release_run`.
+    ///
+    /// The default body sends the releases one after the other through `release_run`. A store
+    /// that overrides it to release in fewer round trips also raises `release_batch_limit`.
+    ///
+    /// # Errors
+    ///
+    /// The whole call failed: any of the releases may have committed. A release is safe to send
+    /// again (`release_run` records a run once), so the caller releases each again on its own.
+    /// Or unsupported, as `release_run`, having changed nothing.
+    async fn release_runs(&self, releases: &[ReleaseRequest<'_>]) -> Result<Vec<Result<bool>>> {
+        let mut answers = Vec::with_capacity(releases.len());
+        for release in releases {
+            answers.push(
+                self.release_run(release.record, release.at_least, release.run)
+                    .await,
+            );
+        }
+        Ok(answers)
+    }
+
+    /// The most releases [`release_runs`](Self::release_runs) takes in one call. The default, 1,
+    /// says that the store has no batch of releases: each run's release goes on its own.
+    fn release_batch_limit(&self) -> usize {
+        1
+    }
+
     /// Publishes the job definitions of the replica `replica`, which is its owner id. A scheduler
     /// calls it at start and then as a heartbeat. Each entry is written, or overwritten, with
     /// `published = now` and `expires = now + ttl` by the store's clock, and `version` beside it.
@@ -517,6 +560,43 @@ impl<'a> ClaimRequest<'a> {
     }
 }
 
+/// One release of a [`LockProvider::release_runs`] batch: the arguments of
+/// [`release_run`](LockProvider::release_run).
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock_core::jobs::RunOutcome;
+/// use shedlock_core::provider::{LockRecord, ReleaseRequest, RunReport};
+///
+/// let now = chrono::Utc::now();
+/// let record = LockRecord::new("nightly", "me", now, now + chrono::Duration::minutes(1));
+/// let run = RunReport::new(now, RunOutcome::Succeeded);
+/// let release = ReleaseRequest::new(&record, Duration::ZERO, &run);
+/// assert_eq!(release.record.name(), "nightly");
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ReleaseRequest<'a> {
+    /// The acquisition to release.
+    pub record: &'a LockRecord,
+    /// The lock's `at_least`.
+    pub at_least: Duration,
+    /// How the run ended.
+    pub run: &'a RunReport,
+}
+
+impl<'a> ReleaseRequest<'a> {
+    /// The release of `record`, kept until `at_least` after its start, recording `run`.
+    #[must_use]
+    pub fn new(record: &'a LockRecord, at_least: Duration, run: &'a RunReport) -> Self {
+        Self {
+            record,
+            at_least,
+            run,
+        }
+    }
+}
+
 /// What a store answers, before sending anything, to each claim of a
 /// [`claim_fires`](LockProvider::claim_fires) batch: an error for a claim whose name `check_name`
 /// refuses, whose `at_most` is invalid, or whose name came earlier in the batch; `None` for the
@@ -622,6 +702,14 @@ impl<P: LockProvider + ?Sized> LockProvider for Arc<P> {
         run: &RunReport,
     ) -> Result<bool> {
         (**self).release_run(record, at_least, run).await
+    }
+
+    async fn release_runs(&self, releases: &[ReleaseRequest<'_>]) -> Result<Vec<Result<bool>>> {
+        (**self).release_runs(releases).await
+    }
+
+    fn release_batch_limit(&self) -> usize {
+        (**self).release_batch_limit()
     }
 
     async fn publish_definitions(

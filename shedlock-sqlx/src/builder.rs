@@ -356,7 +356,10 @@ impl<DB: Database> LockProviderBuilder<DB> {
     /// longer ago. That is one more statement and round trip on Postgres. On MySQL/MariaDB it is two
     /// statements, each committed on its own (two round trips; a pruning that fails leaves the
     /// entry written, and the next write prunes), and on SQLite a transaction of the two. It gets
-    /// what is left of the release's call timeout and gives up when that runs out.
+    /// what is left of the release's call timeout and gives up when that runs out. With a policy,
+    /// a Postgres provider's releases go one by one rather than in batches
+    /// ([`release_batch_limit`](shedlock_core::provider::LockProvider::release_batch_limit) is 1),
+    /// so that each writes its entry.
     ///
     /// A write never fails the release. A failed one is logged at `ERROR` once per kind of failure
     /// (a missing table, a timeout, any other), then at `DEBUG` until one succeeds again; a failed

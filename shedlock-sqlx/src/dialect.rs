@@ -260,6 +260,39 @@ pub(crate) struct ClaimFires<'a> {
     pub(crate) skip_held: bool,
 }
 
+/// The arguments of one statement of a batch of releases that record runs
+/// ([`Dialect::release_runs`]), one entry per release in each slice.
+#[derive(Clone, Copy)]
+#[cfg_attr(
+    not(feature = "postgres"),
+    allow(dead_code, reason = "read by Postgres's batch statement")
+)]
+pub(crate) struct ReleaseRuns<'a> {
+    pub(crate) names: &'a [&'a str],
+    pub(crate) owners: &'a [&'a str],
+    pub(crate) guards: Guards<'a>,
+    pub(crate) at_leasts: &'a [Duration],
+    /// The runs' fires, as the rows store them.
+    pub(crate) fires: &'a [DateTime<Utc>],
+    pub(crate) kinds: &'a [&'a str],
+    pub(crate) errors: &'a [Option<&'a str>],
+    /// Rows held by another transaction are left out at once (and their releases undecided), not
+    /// waited for.
+    pub(crate) skip_held: bool,
+}
+
+/// What names each acquisition of a batch of releases, with its owner: its fencing token where the
+/// table has the column, else its `locked_at`.
+#[derive(Clone, Copy)]
+#[cfg_attr(
+    not(feature = "postgres"),
+    allow(dead_code, reason = "read by Postgres's batch statement")
+)]
+pub(crate) enum Guards<'a> {
+    Tokens(&'a [i64]),
+    Starts(&'a [DateTime<Utc>]),
+}
+
 /// What one attempt of a fire claim found.
 #[derive(Debug)]
 pub(crate) enum Seen {
@@ -311,11 +344,13 @@ pub(crate) fn seen_holder(
 /// The `SET` list of a recorded release beyond `lock_until`: the last run and the counts of
 /// [`JobState::after`]. The runner is the row's `locked_by`, the start its `locked_at`, and the end
 /// the database's now. `kind` is bound three times, once per use where parameters are positional.
-/// The failures saturate at `INT`'s maximum.
+/// The failures saturate at `INT`'s maximum. `row` qualifies the row's columns where they are
+/// read (`""`, or `"t."` in a statement that also reads a batch's columns).
 ///
 /// [`JobState::after`]: shedlock_core::jobs::JobState::after
 pub(crate) fn release_run_state<D: Dialect>(
     cols: &ColumnNames,
+    row: &str,
     fire: &str,
     kind: [&str; 3],
     error: &str,
@@ -331,19 +366,26 @@ pub(crate) fn release_run_state<D: Dialect>(
         success,
         failures,
     ] = STATE_COLUMNS.map(|(name, _)| q(name));
-    let (by, at, now) = (&cols.locked_by, &cols.locked_at, D::NOW);
-    let inc = format!("CASE WHEN {failures} < 2147483647 THEN {failures} + 1 ELSE {failures} END");
+    let (by, at, now) = (
+        format!("{row}{}", cols.locked_by),
+        format!("{row}{}", cols.locked_at),
+        D::NOW,
+    );
+    let [r_fire, r_by, r_started, r_success, r_failures] =
+        [&run_fire, &run_by, &started, &success, &failures].map(|c| format!("{row}{c}"));
+    let inc =
+        format!("CASE WHEN {r_failures} < 2147483647 THEN {r_failures} + 1 ELSE {r_failures} END");
     // This acquisition's run is recorded already (a release sent again after a lost reply): the
     // same runner, start and fire. The counts then stay. They read the last run's columns
     // before those change: MySQL assigns left to right, so the counts come first.
     let [k1, k2, k3] = kind;
-    let again = format!("{run_by} = {by} AND {started} = {at} AND {run_fire} = {fire}");
+    let again = format!("{r_by} = {by} AND {r_started} = {at} AND {r_fire} = {fire}");
     format!(
-        "{success} = CASE WHEN {again} THEN {success} \
-         ELSE CASE {k2} WHEN 'succeeded' THEN {now} ELSE {success} END END, \
-         {failures} = CASE WHEN {again} THEN {failures} \
+        "{success} = CASE WHEN {again} THEN {r_success} \
+         ELSE CASE {k2} WHEN 'succeeded' THEN {now} ELSE {r_success} END END, \
+         {failures} = CASE WHEN {again} THEN {r_failures} \
          ELSE CASE {k3} WHEN 'succeeded' THEN 0 WHEN 'failed' THEN {inc} \
-         WHEN 'panicked' THEN {inc} ELSE {failures} END END, \
+         WHEN 'panicked' THEN {inc} ELSE {r_failures} END END, \
          {run_fire} = {fire}, {run_by} = {by}, {started} = {at}, {ended} = {now}, \
          {outcome} = {k1}, {run_error} = {error}"
     )
@@ -615,6 +657,19 @@ pub(crate) trait Dialect:
     ) -> impl Future<Output = Result<Vec<Seen>>> + Send + 'a {
         let _ = (at, args);
         std::future::ready(Err(Error::unsupported("claim_fires")))
+    }
+
+    /// One attempt of a batch of releases that record runs, on a table with the job state columns,
+    /// in one statement: for each, in their order, whether it released (`Some(true)`), found the
+    /// row no longer this acquisition's (`Some(false)`), or left it out as held by another
+    /// transaction (`None`, only with `skip_held`). Only asked where
+    /// [`FIRE_BATCH`](Self::FIRE_BATCH) is above 1.
+    fn release_runs<'a>(
+        at: Attempt<'a, Self>,
+        args: ReleaseRuns<'a>,
+    ) -> impl Future<Output = Result<Vec<Option<bool>>>> + Send + 'a {
+        let _ = (at, args);
+        std::future::ready(Err(Error::unsupported("release_runs")))
     }
 }
 

@@ -307,6 +307,8 @@ mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_batch;
 #[cfg(feature = "postgres")]
+mod postgres_release_batch;
+#[cfg(feature = "postgres")]
 mod postgres_watch;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod provider;

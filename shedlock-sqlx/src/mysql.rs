@@ -286,7 +286,7 @@ impl Dialect for MySql {
                 "{PIN}UPDATE {HINT} {table} \
                  SET {until} = GREATEST({NOW}, TIMESTAMPADD(MICROSECOND, ?, {at})), {} \
                  WHERE {name} = ? AND {by} = ? AND {same}",
-                release_run_state::<Self>(cols, "?", ["?"; 3], "?")
+                release_run_state::<Self>(cols, "", "?", ["?"; 3], "?")
             )
             .into(),
             // ? name.

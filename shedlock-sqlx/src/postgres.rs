@@ -241,7 +241,7 @@ impl Dialect for Postgres {
                 "UPDATE {table} SET {until} = GREATEST({NOW}, {at} + $1), {} \
                  WHERE {name} = $2 AND {by} = $3 AND {same} \
                  AND set_config('synchronous_commit', 'off', true) IS NOT NULL",
-                release_run_state::<Self>(cols, "$5", ["$6"; 3], "$7")
+                release_run_state::<Self>(cols, "", "$5", ["$6"; 3], "$7")
             )
             .into(),
             // $1 name.
@@ -551,6 +551,13 @@ impl Dialect for Postgres {
         args: ClaimFires<'a>,
     ) -> impl std::future::Future<Output = Result<Vec<Seen>>> + Send + 'a {
         crate::postgres_batch::claim_fires(at, args)
+    }
+
+    fn release_runs<'a>(
+        at: Attempt<'a, Self>,
+        args: crate::dialect::ReleaseRuns<'a>,
+    ) -> impl std::future::Future<Output = Result<Vec<Option<bool>>>> + Send + 'a {
+        crate::postgres_release_batch::release_runs(at, args)
     }
 }
 

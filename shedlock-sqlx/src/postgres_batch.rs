@@ -19,10 +19,11 @@ pub(crate) const ROW_WAIT_MS: u32 = 500;
 
 /// The statements of the batch: `[skip][pause]`, waiting for held rows (`skip` 0) or leaving them
 /// out (1), without (`pause` 0) and with (1) the pause columns; and `lone[pause]`, the waiting one
-/// for a batch of one claim.
+/// for a batch of one claim; and the batch of releases (`postgres_release_batch.rs`).
 pub(crate) struct Extra {
     claims: [[std::sync::Arc<str>; 2]; 2],
     lone: [std::sync::Arc<str>; 2],
+    pub(crate) releases: [std::sync::Arc<str>; 3],
 }
 
 impl Extra {
@@ -36,6 +37,7 @@ impl Extra {
         Self {
             claims: claims.map(|by_pause| by_pause.map(Into::into)),
             lone,
+            releases: crate::postgres_release_batch::statements(table, cols, token),
         }
     }
 }

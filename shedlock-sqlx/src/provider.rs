@@ -31,6 +31,7 @@ use crate::link::statement;
 use crate::link::{AfterLostReply, Call, DEFAULT_POOL_SIZE, Link, Schema};
 
 mod fire_batch;
+mod release_batch;
 
 /// A lock provider on `D`'s table.
 pub(crate) struct Provider<D: Dialect> {

@@ -261,6 +261,17 @@ macro_rules! sql_lock_provider {
                 self.0.release_run(record, at_least, run).await
             }
 
+            async fn release_runs(
+                &self,
+                releases: &[::shedlock_core::provider::ReleaseRequest<'_>],
+            ) -> ::shedlock_core::Result<Vec<::shedlock_core::Result<bool>>> {
+                self.0.release_runs(releases).await
+            }
+
+            fn release_batch_limit(&self) -> usize {
+                self.0.release_batch_limit()
+            }
+
             async fn holder(
                 &self,
                 name: &str,

@@ -217,7 +217,7 @@ impl Dialect for Sqlite {
             release_run: format!(
                 "UPDATE {table} SET {until} = max({NOW}, strftime('{FORMAT}', {at}, ?1)), {} \
                  WHERE {name} = ?2 AND {by} = ?3 AND {same}",
-                release_run_state::<Self>(cols, "?5", ["?6"; 3], "?7")
+                release_run_state::<Self>(cols, "", "?5", ["?6"; 3], "?7")
             )
             .into(),
             // ?1 name.

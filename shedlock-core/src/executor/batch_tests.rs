@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::batch::FireBatcher;
+use super::batch::{Batcher, Claims, Releases};
 use crate::InMemoryLockProvider;
+use crate::admin::LockAdmin as _;
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim};
-use crate::provider::{ClaimRequest, LockProvider, LockRecord, async_trait};
+use crate::jobs::{RunOutcome, RunReport};
+use crate::provider::{ClaimRequest, LockProvider, LockRecord, ReleaseRequest, async_trait};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -118,6 +120,36 @@ impl LockProvider for Gated {
     fn fire_batch_limit(&self) -> usize {
         self.limit
     }
+    async fn release_run(
+        &self,
+        record: &LockRecord,
+        at_least: Duration,
+        run: &RunReport,
+    ) -> Result<bool> {
+        self.singles.lock().unwrap().push(record.name().to_owned());
+        self.inner.release_run(record, at_least, run).await
+    }
+    async fn release_runs(&self, releases: &[ReleaseRequest<'_>]) -> Result<Vec<Result<bool>>> {
+        self.batches.lock().unwrap().push(
+            releases
+                .iter()
+                .map(|r| r.record.name().to_owned())
+                .collect(),
+        );
+        self.gate.acquire().await.unwrap().forget();
+        let mut answers = Vec::new();
+        for r in releases {
+            answers.push(if self.busy.contains(&r.record.name()) {
+                Err(Error::busy("held (a test's)"))
+            } else {
+                self.inner.release_run(r.record, r.at_least, r.run).await
+            });
+        }
+        Ok(answers)
+    }
+    fn release_batch_limit(&self) -> usize {
+        self.limit
+    }
 }
 
 fn open_fire() -> Fire {
@@ -126,7 +158,7 @@ fn open_fire() -> Fire {
 }
 
 /// Polls until `n` claims wait for the next batch.
-async fn until_waiting(batcher: &FireBatcher, n: usize) {
+async fn until_waiting(batcher: &Batcher<Claims>, n: usize) {
     for _ in 0..1_000 {
         if batcher.waiting() == n {
             return;
@@ -147,9 +179,9 @@ async fn until_sent(store: &Gated, n: usize) {
     panic!("{} batches sent, not {n}", store.batches().len());
 }
 
-fn batcher(store: &Arc<Gated>) -> Arc<FireBatcher> {
+fn batcher(store: &Arc<Gated>) -> Arc<Batcher<Claims>> {
     let provider: Arc<dyn LockProvider> = store.clone();
-    FireBatcher::new(&provider, "me").expect("the store batches")
+    Batcher::<Claims>::new(&provider, "me").expect("the store batches")
 }
 
 /// A lone claim goes at once; the claims that come while it is in flight go together next, up to
@@ -313,4 +345,65 @@ async fn a_claim_left_undecided_by_its_batch_is_sent_on_its_own() {
         failed.singles.lock().unwrap().is_empty(),
         "a claim of a batch that failed whole may have committed: it is not sent again"
     );
+}
+
+/// Releases that record runs go through the same queue: a lone one at once, those that come while
+/// it is in flight together in the next batch, each recorded; one its batch left undecided
+/// ([`Error::busy`]) is sent on its own through `release_run`.
+#[tokio::test(start_paused = true)]
+async fn releases_that_meet_a_batch_in_flight_go_together_and_a_busy_one_alone() {
+    let store = Gated::with_busy(10, false, vec!["held"]);
+    let provider: Arc<dyn LockProvider> = store.clone();
+    let releases = Batcher::<Releases>::new(&provider, "me").expect("the store batches");
+    let names = ["first", "a", "held", "b"];
+    let mut records = Vec::new();
+    for name in names {
+        records.push(
+            store
+                .inner
+                .acquire(name, 60 * SEC, "me")
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let run = RunReport::new(chrono::Utc::now(), RunOutcome::Succeeded);
+    let mut sent = Vec::new();
+    for record in records {
+        let (releases, run) = (releases.clone(), run.clone());
+        sent.push(tokio::spawn(async move {
+            let name = record.name().to_owned();
+            (
+                name,
+                releases.release(&record, Duration::ZERO, &run, SEC).await,
+            )
+        }));
+        if sent.len() == 1 {
+            until_sent(&store, 1).await;
+        }
+    }
+    for _ in 0..1_000 {
+        if releases.waiting() == 3 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(releases.waiting(), 3, "three releases wait for the first");
+    store.gate.add_permits(10);
+    for release in sent {
+        let (name, done) = release.await.unwrap();
+        assert!(matches!(done, Ok(true)), "{name}: {done:?}");
+        let entry = store.inner.entry(&name).await.unwrap().unwrap();
+        assert!(!entry.is_held(), "{name} is free");
+        assert!(
+            entry.state().and_then(|s| s.last_run.as_ref()).is_some(),
+            "{name}'s run is recorded"
+        );
+    }
+    assert_eq!(
+        store.batches(),
+        [vec!["first"], vec!["a", "held", "b"]],
+        "the lone release, then the three that waited"
+    );
+    assert_eq!(*store.singles.lock().unwrap(), ["held"]);
 }

@@ -25,7 +25,7 @@ use crate::provider::{LockProvider, LockRecord};
 
 mod acquire;
 #[cfg(feature = "scheduler")]
-mod batch;
+pub(crate) mod batch;
 #[cfg(all(test, feature = "scheduler"))]
 mod batch_tests;
 mod guard;
@@ -87,7 +87,10 @@ struct Inner {
     unsettled: std::sync::Mutex<std::collections::HashMap<String, crate::scheduler::Unsettled>>,
     /// The batches of fire claims, for a store that takes them.
     #[cfg(feature = "scheduler")]
-    batcher: Option<Arc<batch::FireBatcher>>,
+    batcher: Option<Arc<batch::Batcher<batch::Claims>>>,
+    /// The batches of releases that record runs, for a store that takes them.
+    #[cfg(feature = "scheduler")]
+    releases: Option<Arc<batch::Batcher<batch::Releases>>>,
 }
 
 impl fmt::Debug for LockingTaskExecutor {
@@ -185,7 +188,9 @@ impl LockingTaskExecutorBuilder {
         }
         check_max("call_timeout", self.call_timeout)?;
         #[cfg(feature = "scheduler")]
-        let batcher = batch::FireBatcher::new(&self.provider, &owner_id);
+        let batcher = batch::Batcher::new(&self.provider, &owner_id);
+        #[cfg(feature = "scheduler")]
+        let releases = batch::Batcher::new(&self.provider, &owner_id);
         Ok(LockingTaskExecutor {
             inner: Arc::new(Inner {
                 provider: self.provider,
@@ -202,6 +207,8 @@ impl LockingTaskExecutorBuilder {
                 unsettled: std::sync::Mutex::default(),
                 #[cfg(feature = "scheduler")]
                 batcher,
+                #[cfg(feature = "scheduler")]
+                releases,
             }),
         })
     }
@@ -419,6 +426,10 @@ impl LockingTaskExecutor {
             sent_at,
             at_most,
         );
+        #[cfg(feature = "scheduler")]
+        if let Some(releases) = &self.inner.releases {
+            lease.batch_releases(releases);
+        }
         if lease.is_lost() {
             // The reply came back after at_most had passed: another replica may hold it by now.
             tracing::warn!(lock = name, "lock acquired too late to use; releasing it");

@@ -153,6 +153,48 @@ async fn the_claims_of_batches_whose_replies_were_lost_each_run_once() {
     }
 }
 
+/// Runs' releases go in batches, and a batch that hangs holds up no release longer than its call
+/// timeout: a release queued behind it gives up waiting at its timeout, as the one in it does,
+/// and each then releases plainly. So each fire's call returns within one call timeout of its
+/// run's end, not two or three, and every lock is free.
+#[tokio::test(start_paused = true)]
+async fn a_release_waits_for_a_hung_batch_no_longer_than_its_call_timeout() {
+    let (store, at) = store();
+    store.inject(Operation::ReleaseRuns, Fault::Hang);
+    let a = executor(&store, "a");
+    let fire = fire(&at, 0, 20);
+    let runs = AtomicUsize::new(0);
+    let jobs = ["r1", "r2", "r3"].map(|name| LockConfig::new(name, 30 * SEC).unwrap());
+    // The first run ends first, so its release is in flight alone when the others end.
+    let later = || async {
+        tokio::time::sleep(SEC / 10).await;
+        counted(&runs).await
+    };
+    let started = tokio::time::Instant::now();
+    let (one, two, three) = tokio::join!(
+        a.execute_fire(&jobs[0], &fire, counted(&runs)),
+        a.execute_fire(&jobs[1], &fire, later()),
+        a.execute_fire(&jobs[2], &fire, later()),
+    );
+    let took = started.elapsed();
+    for reply in [one, two, three] {
+        let reply = reply.unwrap();
+        assert!(matches!(reply, FireRun::Ran(_)), "{reply:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert!(
+        store.calls(Operation::ReleaseRuns) >= 1,
+        "the releases went through batches"
+    );
+    assert!(
+        took < SEC + SEC / 2,
+        "the releases took {took:?}: a release waited beyond its call timeout"
+    );
+    for job in &jobs {
+        assert!(store.inner().holder(job.name()).await.unwrap().is_none());
+    }
+}
+
 /// The same lost claim seen by another replica is never taken over: it is not its own.
 #[tokio::test(start_paused = true)]
 async fn another_replicas_claim_is_not_taken_for_a_lost_one() {

@@ -14,7 +14,7 @@ use tokio::time::sleep;
 use crate::error::{Error, Result};
 use crate::fire::{Fire, FireClaim};
 use crate::jobs::{Definition, RunReport};
-use crate::provider::{ClaimRequest, LockProvider, LockRecord};
+use crate::provider::{ClaimRequest, LockProvider, LockRecord, ReleaseRequest};
 use crate::trigger::{PendingTrigger, TriggerClaim, TriggerWake};
 
 /// A store operation, for [`FaultyProvider`].
@@ -43,6 +43,10 @@ pub enum Operation {
     /// store is asked. Its caller then releases plainly. A [`Release`](Self::Release) fault applies
     /// to `release_run` too, as to any release.
     Record,
+    /// [`LockProvider::release_runs`], one call of a batch. A fault of its own applies to the whole
+    /// batch. Without one, the batch's releases go one after the other through `release_run`, with
+    /// the faults of [`Record`](Self::Record) and [`Release`](Self::Release).
+    ReleaseRuns,
 }
 
 /// What a [`FaultyProvider`] does instead of the real call, or after it.
@@ -78,7 +82,7 @@ pub enum Fault {
 pub struct FaultyProvider<P> {
     inner: P,
     faults: Mutex<HashMap<Operation, (Fault, Option<usize>)>>,
-    calls: [AtomicUsize; 9],
+    calls: [AtomicUsize; 10],
 }
 
 impl<P: LockProvider> FaultyProvider<P> {
@@ -247,6 +251,27 @@ impl<P: LockProvider> LockProvider for FaultyProvider<P> {
             self.inner.release_run(record, at_least, run),
         )
         .await
+    }
+
+    async fn release_runs(&self, releases: &[ReleaseRequest<'_>]) -> Result<Vec<Result<bool>>> {
+        if self.faults().contains_key(&Operation::ReleaseRuns) {
+            return self
+                .call(Operation::ReleaseRuns, self.inner.release_runs(releases))
+                .await;
+        }
+        self.calls[Operation::ReleaseRuns as usize].fetch_add(1, Ordering::SeqCst);
+        let mut answers = Vec::with_capacity(releases.len());
+        for release in releases {
+            answers.push(
+                self.release_run(release.record, release.at_least, release.run)
+                    .await,
+            );
+        }
+        Ok(answers)
+    }
+
+    fn release_batch_limit(&self) -> usize {
+        self.inner.release_batch_limit()
     }
 
     async fn publish_definitions(

@@ -10,7 +10,7 @@ use tokio::time::{Instant, sleep};
 use crate::admin::{LockAdmin, LockEntry};
 use crate::jobs::{Definition, JobState, MAX_ERROR_LEN, RunEntry, RunOutcome, RunReport};
 use crate::owner::random_u64;
-use crate::provider::LockRecord;
+use crate::provider::{LockRecord, ReleaseRequest};
 
 type CaseResult = std::result::Result<(), String>;
 
@@ -30,6 +30,9 @@ type CaseResult = std::result::Result<(), String>;
 /// - a release whose lock was taken over answers `false` and records nothing;
 /// - a recorded release sent again for the same acquisition releases again and counts once;
 /// - an error text cut to [`MAX_ERROR_LEN`] reads back whole;
+/// - a batch of releases ([`release_runs`](crate::provider::LockProvider::release_runs)) answers
+///   each release as `release_run` would, in order: one whose lock was taken over or whose input
+///   is invalid fails alone and records nothing;
 /// - definitions are listed per job and replica in order, republished in place, forgotten per job,
 ///   and expire;
 /// - with [`with_history`](Self::with_history), the history keeps exactly the newest runs, newest
@@ -108,6 +111,7 @@ impl JobStateSuite {
         case!(a_lost_lock_records_nothing);
         case!(a_release_sent_again_counts_once);
         case!(a_capped_error_reads_back_whole);
+        case!(a_batch_of_releases_answers_each_alone);
         case!(definitions_are_listed_replaced_and_forgotten);
         case!(definitions_expire);
         if self.history.is_some() {
@@ -390,6 +394,81 @@ impl JobStateSuite {
             return Err(format!(
                 "a {MAX_ERROR_LEN}-character error read back as {got} characters"
             ));
+        }
+        Ok(())
+    }
+
+    /// A batch of four releases: a success, a lock taken over, an invalid `at_least` and a
+    /// failure. Each is answered on its own, in order, and only the two of its own locks record.
+    async fn a_batch_of_releases_answers_each_alone(&self) -> CaseResult {
+        let names: Vec<String> = (0..4).map(|i| self.name(&format!("batch{i}"))).collect();
+        let mut records = Vec::new();
+        for name in &names {
+            records.push(
+                self.acquire(name, "owner-a", Duration::from_mins(1))
+                    .await?,
+            );
+        }
+        // Another acquisition of the second lock's row: its owner differs.
+        let taken = &records[1];
+        let stranger = LockRecord::new(
+            taken.name(),
+            "owner-z",
+            taken.locked_at(),
+            taken.lock_until(),
+        )
+        .with_fencing_token(taken.fencing_token());
+        let fire = Self::fire(6);
+        let runs = [
+            RunReport::new(fire, RunOutcome::Succeeded),
+            RunReport::new(fire, RunOutcome::Succeeded),
+            RunReport::new(fire, RunOutcome::Succeeded),
+            RunReport::new(fire, RunOutcome::Failed("batch".into())),
+        ];
+        let requests = [
+            ReleaseRequest::new(&records[0], Duration::ZERO, &runs[0]),
+            ReleaseRequest::new(&stranger, Duration::ZERO, &runs[1]),
+            ReleaseRequest::new(&records[2], Duration::MAX, &runs[2]),
+            ReleaseRequest::new(&records[3], Duration::ZERO, &runs[3]),
+        ];
+        let answers = self
+            .store
+            .release_runs(&requests)
+            .await
+            .map_err(|e| format!("release_runs failed whole: {e}"))?;
+        let shape: Vec<String> = answers
+            .iter()
+            .map(|a| match a {
+                Ok(done) => done.to_string(),
+                Err(e) if e.is_invalid_config() => "invalid".into(),
+                Err(e) => format!("error: {e}"),
+            })
+            .collect();
+        if shape != ["true", "false", "invalid", "true"] {
+            return Err(format!(
+                "release_runs answered {shape:?}, expected [true, false, invalid, true]"
+            ));
+        }
+        for (i, recorded) in [(0, true), (1, false), (2, false), (3, true)] {
+            let name = &names[i];
+            let entry = self.entry(name).await?;
+            let state = entry.state().cloned().unwrap_or_default();
+            if state.last_run.is_some() != recorded || entry.is_held() == recorded {
+                return Err(format!(
+                    "after the batch, release {i} ({}) shows {entry} with last run {:?}",
+                    if recorded { "released" } else { "refused" },
+                    state.last_run
+                ));
+            }
+        }
+        let failures = self.state(&names[3]).await?.consecutive_failures;
+        if failures != 1 {
+            return Err(format!(
+                "the batch's failed run counted {failures} failures, expected 1"
+            ));
+        }
+        for record in &records[1..3] {
+            let _ = self.store.release(record, Duration::ZERO).await;
         }
         Ok(())
     }

@@ -233,7 +233,7 @@ mod broken_stores {
         let report = JobStateSuite::new(Plain(InMemoryLockProvider::new()))
             .report()
             .await;
-        assert_eq!(report.lines().count(), 8, "{report}");
+        assert_eq!(report.lines().count(), 9, "{report}");
         assert!(report.contains("unsupported"), "{report}");
     }
 }

@@ -119,7 +119,7 @@ where
                             for (i, error) in open.iter().zip(error.shared(open.len())) {
                                 answers[*i] = Some(Err(error));
                             }
-                            return Ok(finished(answers));
+                            return Ok(finished(answers, "claim fires"));
                         }
                     }
                 }
@@ -147,7 +147,7 @@ where
                     .await,
             );
         }
-        Ok(finished(answers))
+        Ok(finished(answers, "claim fires"))
     }
 
     /// The call of the claims `pending` of `claims`, and what it does in words. A lone claim's
@@ -275,13 +275,17 @@ struct Batch<'a, 'c> {
     schema: Schema,
 }
 
-/// The answers, each claim's own: every claim is answered by now.
-fn finished(answers: Answers) -> Vec<Result<FireClaim>> {
+/// The answers of a batch, each call's own: every call of `what` (`claim fires`) is answered by
+/// now.
+pub(super) fn finished<T>(answers: Vec<Option<Result<T>>>, what: &str) -> Vec<Result<T>> {
     answers
         .into_iter()
         .map(|answer| {
-            answer
-                .unwrap_or_else(|| Err(Error::backend_message("claim fires: a claim was not sent")))
+            answer.unwrap_or_else(|| {
+                Err(Error::backend_message(format!(
+                    "{what}: a call of the batch was not sent"
+                )))
+            })
         })
         .collect()
 }
@@ -296,7 +300,7 @@ fn busy(name: &str) -> Error {
 
 /// Whether `error` says that a statement waited too long for a lock another transaction holds
 /// (Postgres's `lock_not_available`, 55P03). The statement then committed nothing.
-fn waited_too_long(error: &Error) -> bool {
+pub(super) fn waited_too_long(error: &Error) -> bool {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         if let Some(sqlx::Error::Database(db)) = crate::cause::sqlx_error(cause) {
@@ -309,7 +313,7 @@ fn waited_too_long(error: &Error) -> bool {
 
 /// Whether the database answered `error` to a statement, which so committed nothing: not a lost
 /// connection, a timeout, or a table set up wrong.
-fn refused(error: &Error) -> bool {
+pub(super) fn refused(error: &Error) -> bool {
     if error.is_missing_table() || error.is_schema() {
         return false;
     }

@@ -278,13 +278,14 @@ fn wrong_tables() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-/// A batch statement the database refuses with an error committed nothing, so its claims are
-/// sent again one by one and each is answered: here a trigger refuses every write made by the
+/// A batch statement the database refuses with an error committed nothing, so its claims, and
+/// then its releases, are sent again one by one and each is answered: here a trigger refuses every write made by the
 /// batch's statement (the one with `unnest`), and lets the single claims write.
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
-    use shedlock_core::provider::{ClaimRequest, FireClaim};
+    use shedlock_core::jobs::RunOutcome;
+    use shedlock_core::provider::{ClaimRequest, FireClaim, ReleaseRequest, RunReport};
     let Some(url) = testing::postgres_url() else {
         return;
     };
@@ -326,15 +327,32 @@ async fn a_batch_the_database_refuses_is_claimed_one_by_one() {
     let fire = open_fire(&direct).await;
     let claims = names.map(|name| ClaimRequest::new(name, &fire, MIN));
     let answers = provider.claim_fires(&claims, "a").await.unwrap();
-    for (name, answer) in names.iter().zip(&answers) {
+    let mut records = Vec::new();
+    for (name, answer) in names.iter().zip(answers) {
         match answer {
             Ok(FireClaim::Claimed(record)) => {
                 assert_eq!(record.name(), *name);
-                assert!(provider.release(record, Duration::ZERO).await.unwrap());
+                records.push(record);
             }
             other => panic!("{name}: {other:?}"),
         }
     }
+    // The batch of their releases is refused too, and each is then released on its own.
+    let run = RunReport::new(fire.at(), RunOutcome::Succeeded);
+    let releases: Vec<_> = records
+        .iter()
+        .map(|record| ReleaseRequest::new(record, Duration::ZERO, &run))
+        .collect();
+    let answers = provider.release_runs(&releases).await.unwrap();
+    assert!(answers.iter().all(|r| matches!(r, Ok(true))), "{answers:?}");
+    let recorded: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {table} WHERE last_run_outcome = 'succeeded' AND lock_until <= \
+         timezone('UTC', now())"
+    )))
+    .fetch_one(&direct)
+    .await
+    .unwrap();
+    assert_eq!(recorded, 3);
     direct
         .execute(sqlx::AssertSqlSafe(format!(
             "DROP TABLE {table}; DROP FUNCTION {function}()"
@@ -430,6 +448,84 @@ async fn a_row_held_by_another_transaction_is_left_to_its_own_claim() {
         .unwrap();
 }
 
+/// A lock row that another transaction holds holds up its own release, not the batch's: the
+/// batch of releases waits its bound for the row, then releases the others without it and answers
+/// the held one "busy", having written nothing to its row. On its own, once the row is free, that
+/// release succeeds.
+#[tokio::test]
+#[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
+async fn a_row_held_by_another_transaction_is_left_to_its_own_release() {
+    use shedlock_core::jobs::RunOutcome;
+    use shedlock_core::provider::{ReleaseRequest, RunReport};
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let (provider, table) = fresh(&url).await;
+    let direct = pool(&url).await;
+    let names = ["rel-held-a", "rel-held-b", "rel-held-c"];
+    let mut records = Vec::new();
+    for name in names {
+        records.push(
+            provider
+                .acquire(name, MIN, "runner")
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let mut holder = direct.begin().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT name FROM {table} WHERE name = 'rel-held-b' FOR UPDATE"
+    )))
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    let run = RunReport::new(chrono::Utc::now(), RunOutcome::Succeeded);
+    let releases: Vec<_> = records
+        .iter()
+        .map(|record| ReleaseRequest::new(record, Duration::ZERO, &run))
+        .collect();
+    let answers = provider.release_runs(&releases).await.unwrap();
+    for (name, answer) in names.iter().zip(&answers) {
+        match answer {
+            Ok(true) if *name != "rel-held-b" => {}
+            Err(error) if *name == "rel-held-b" => {
+                assert!(error.is_busy(), "{error:?}");
+                assert!(error.to_string().contains("\"rel-held-b\""), "{error}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // The batch answered while the row was still held: the others are free and recorded, the
+    // held one untouched.
+    let rows: Vec<(String, bool, Option<String>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT name, lock_until > timezone('UTC', now()), last_run_outcome FROM {table} \
+         ORDER BY name"
+    )))
+    .fetch_all(&direct)
+    .await
+    .unwrap();
+    let expected = |name: &str, held: bool, outcome: Option<&str>| {
+        (name.to_owned(), held, outcome.map(str::to_owned))
+    };
+    assert_eq!(
+        rows,
+        [
+            expected("rel-held-a", false, Some("succeeded")),
+            expected("rel-held-b", true, None),
+            expected("rel-held-c", false, Some("succeeded")),
+        ]
+    );
+    holder.commit().await.unwrap();
+    assert!(
+        provider
+            .release_run(&records[1], Duration::ZERO, &run)
+            .await
+            .unwrap()
+    );
+    drop_table(&url, &table).await;
+}
+
 /// A scheduler's jobs keep running each fire while another transaction holds one job's lock row
 /// (an operator's open transaction): the held job waits alone and runs once the row is free.
 /// Without a bound on a batch's wait, the batch holding that row stopped every job's claims.
@@ -494,13 +590,16 @@ async fn jobs_keep_running_while_one_lock_row_is_held() {
     drop_table(&url, &table).await;
 }
 
-/// The batch statement on the table layouts it has variants for: Java's table with only
-/// `last_fire` added (no token, no pause columns), and our DDL whose configured column names are
-/// the statement's own aliases (`rn`, `u`, `a`, `b`), which it must keep apart.
+/// The batch statements on the table layouts they have variants for: Java's table with only
+/// `last_fire` added (no token, no pause or job state columns), our DDL whose configured column
+/// names are the claims' own aliases (`rn`, `u`, `a`, `b`), and our DDL without the token column
+/// whose names are the releases' aliases (`rb`, `rg`, `ra`, `re`), which they must keep apart. On
+/// the last two, the job state suite's batch of releases runs too, guarded by the token and by
+/// `locked_at`.
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
-async fn batches_of_fire_claims_work_on_every_table_layout() {
-    use shedlock_core::testkit::ConformanceSuite;
+async fn batches_of_claims_and_releases_work_on_every_table_layout() {
+    use shedlock_core::testkit::{ConformanceSuite, JobStateSuite};
     let Some(url) = testing::postgres_url() else {
         return;
     };
@@ -515,6 +614,7 @@ async fn batches_of_fire_claims_work_on_every_table_layout() {
     .await
     .unwrap();
     let aliased = testing::unique_table_name("aliased");
+    let untokened = testing::unique_table_name("untokened");
     let layouts = [
         PgLockProvider::builder(pool.clone())
             .table(&java)
@@ -528,9 +628,29 @@ async fn batches_of_fire_claims_work_on_every_table_layout() {
             .locked_by_column("b")
             .build()
             .unwrap(),
+        PgLockProvider::builder(pool.clone())
+            .table(&untokened)
+            .name_column("rb")
+            .lock_until_column("rg")
+            .locked_at_column("ra")
+            .locked_by_column("re")
+            .build()
+            .unwrap(),
     ];
-    for provider in layouts {
+    for (layout, provider) in layouts.into_iter().enumerate() {
         provider.create_table_if_not_exists().await.unwrap();
+        let job_state = layout > 0;
+        if layout == 2 {
+            pool.execute(sqlx::AssertSqlSafe(format!(
+                "ALTER TABLE {untokened} DROP COLUMN fencing_token"
+            )))
+            .await
+            .unwrap();
+        }
+        if job_state {
+            assert!(provider.release_batch_limit() > 1);
+            JobStateSuite::new(provider.clone()).run().await;
+        }
         let report = ConformanceSuite::new(provider)
             .require_fire_claims(true)
             .run()
@@ -544,7 +664,7 @@ async fn batches_of_fire_claims_work_on_every_table_layout() {
             "{report}"
         );
     }
-    for table in [java, aliased] {
+    for table in [java, aliased, untokened] {
         pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
             .await
             .unwrap();
