@@ -398,8 +398,9 @@ impl JobStateSuite {
         Ok(())
     }
 
-    /// A batch of four releases: a success, a lock taken over, an invalid `at_least` and a
-    /// failure. Each is answered on its own, in order, and only the two of its own locks record.
+    /// A batch of four releases: a success, a lock since taken over by another owner, an invalid
+    /// `at_least` and a failure. Each is answered on its own, in order, and only the two of their
+    /// own locks record.
     async fn a_batch_of_releases_answers_each_alone(&self) -> CaseResult {
         let names: Vec<String> = (0..4).map(|i| self.name(&format!("batch{i}"))).collect();
         let mut records = Vec::new();
@@ -409,15 +410,15 @@ impl JobStateSuite {
                     .await?,
             );
         }
-        // Another acquisition of the second lock's row: its owner differs.
-        let taken = &records[1];
-        let stranger = LockRecord::new(
-            taken.name(),
-            "owner-z",
-            taken.locked_at(),
-            taken.lock_until(),
-        )
-        .with_fencing_token(taken.fencing_token());
+        // The second lock is released and taken over by another owner: its record is stale.
+        let stale = &records[1];
+        match self.store.release(stale, Duration::ZERO).await {
+            Ok(true) => {}
+            other => return Err(format!("release({stale}) answered {other:?}")),
+        }
+        let taken = self
+            .acquire(stale.name(), "owner-b", Duration::from_mins(1))
+            .await?;
         let fire = Self::fire(6);
         let runs = [
             RunReport::new(fire, RunOutcome::Succeeded),
@@ -427,7 +428,7 @@ impl JobStateSuite {
         ];
         let requests = [
             ReleaseRequest::new(&records[0], Duration::ZERO, &runs[0]),
-            ReleaseRequest::new(&stranger, Duration::ZERO, &runs[1]),
+            ReleaseRequest::new(stale, Duration::ZERO, &runs[1]),
             ReleaseRequest::new(&records[2], Duration::MAX, &runs[2]),
             ReleaseRequest::new(&records[3], Duration::ZERO, &runs[3]),
         ];
@@ -452,12 +453,16 @@ impl JobStateSuite {
         for (i, recorded) in [(0, true), (1, false), (2, false), (3, true)] {
             let name = &names[i];
             let entry = self.entry(name).await?;
-            let state = entry.state().cloned().unwrap_or_default();
-            if state.last_run.is_some() != recorded || entry.is_held() == recorded {
+            let last_run = entry.state().and_then(|job| job.last_run.clone());
+            let holder = if i == 1 { "owner-b" } else { "owner-a" };
+            if last_run.is_some() != recorded
+                || entry.is_held() == recorded
+                || entry.record().owner() != holder
+            {
                 return Err(format!(
                     "after the batch, release {i} ({}) shows {entry} with last run {:?}",
                     if recorded { "released" } else { "refused" },
-                    state.last_run
+                    last_run
                 ));
             }
         }
@@ -467,7 +472,7 @@ impl JobStateSuite {
                 "the batch's failed run counted {failures} failures, expected 1"
             ));
         }
-        for record in &records[1..3] {
+        for record in [&taken, &records[2]] {
             let _ = self.store.release(record, Duration::ZERO).await;
         }
         Ok(())
