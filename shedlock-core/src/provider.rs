@@ -397,10 +397,11 @@ pub trait LockProvider: Send + Sync + 'static {
     /// Several [`release_run`](Self::release_run)s, of distinct lock names, in one call: each
     /// released and recorded exactly as `release_run` does it, on its own. One release's answer
     /// never decides another's, and a release refused for its own input or row fails alone. It
-    /// answers one result per release, in their order. Schedulers send the releases of runs that
-    /// end while one is in flight through it, in batches of at most
-    /// [`release_batch_limit`](Self::release_batch_limit), when that is above 1
-    /// (docs/guarantees.md, "Many jobs at one instant").
+    /// answers one result per release, in their order. When
+    /// [`release_batch_limit`](Self::release_batch_limit) is above 1, schedulers send every
+    /// release that records a run through it: a lone one as a batch of one, and those of runs that
+    /// end while one is in flight together, up to that limit (docs/guarantees.md, "Many jobs at
+    /// one instant").
     ///
     /// As in `claim_fires`, a store may answer a release [`Error::busy`] when another transaction
     /// held its row longer than the batch waits, having written nothing for it; the executor then

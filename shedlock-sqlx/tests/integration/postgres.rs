@@ -450,8 +450,8 @@ async fn a_row_held_by_another_transaction_is_left_to_its_own_claim() {
 
 /// A lock row that another transaction holds holds up its own release, not the batch's: the
 /// batch of releases waits its bound for the row, then releases the others without it and answers
-/// the held one "busy", having written nothing to its row. On its own, once the row is free, that
-/// release succeeds.
+/// the held one "busy", having written nothing to its row; so does a lone release of it. Once the
+/// row is free, that release succeeds.
 #[tokio::test]
 #[cfg_attr(not(shedlock_pg), ignore = "needs SHEDLOCK_PG_URL (Postgres)")]
 async fn a_row_held_by_another_transaction_is_left_to_its_own_release() {
@@ -515,6 +515,15 @@ async fn a_row_held_by_another_transaction_is_left_to_its_own_release() {
             expected("rel-held-b", true, None),
             expected("rel-held-c", false, Some("succeeded")),
         ]
+    );
+    // A lone release, a batch of one, is bounded the same way.
+    let lone = provider
+        .release_runs(&[ReleaseRequest::new(&records[1], Duration::ZERO, &run)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(lone.as_slice(), [Err(error)] if error.is_busy()),
+        "{lone:?}"
     );
     holder.commit().await.unwrap();
     assert!(
