@@ -48,7 +48,8 @@ where
     /// for it). A statement that waited too long for a held row goes once more leaving held rows
     /// out, and their releases are answered [`Error::busy`], having written nothing. A statement
     /// the database refused with an error (it committed nothing) goes release by release. A name
-    /// given twice is refused the second time. A provider that writes a run history releases one
+    /// this store refuses, as `release_run` refuses it, and a name given twice, the second time,
+    /// are answered with an error alone. A provider that writes a run history releases one
     /// by one through `release_run`, which writes each entry.
     pub(crate) async fn release_runs(
         &self,
@@ -59,7 +60,9 @@ where
             .iter()
             .map(|r| {
                 let name = r.record.name();
-                let refused = validate_at_least(r.at_least).err().or_else(|| {
+                let refused = self.inner.link.check_name(name).err();
+                let refused = refused.or_else(|| validate_at_least(r.at_least).err());
+                let refused = refused.or_else(|| {
                     (!names.insert(name)).then(|| {
                         Error::invalid_config(format!(
                             "the lock {name:?} is released twice in one batch of releases"
