@@ -116,10 +116,14 @@ impl<K: BatchKind> Batcher<K> {
         })
     }
 
-    /// Sends `item` in the next batch. `timeout` bounds the wait for the batch's answer; a batch
-    /// is given the longest timeout of its calls.
-    async fn call(self: &Arc<Self>, item: K::Item, timeout: Duration) -> Answer<K::Reply> {
-        let what = K::what(K::name(&item));
+    /// Sends `item`, a call on the lock `name`, in the next batch. `timeout` bounds the wait for
+    /// the batch's answer; a batch is given the longest timeout of its calls.
+    async fn call(
+        self: &Arc<Self>,
+        name: &str,
+        item: K::Item,
+        timeout: Duration,
+    ) -> Answer<K::Reply> {
         let (answer, answered) = oneshot::channel();
         let start = {
             let mut queue = self.queue();
@@ -140,7 +144,8 @@ impl<K: BatchKind> Batcher<K> {
             // The sending task ended without answering: it panicked in the store's call, or it
             // was dropped with its runtime.
             reply: Err(Error::backend_message(format!(
-                "{what}: the batch it was sent in ended without an answer"
+                "{}: the batch it was sent in ended without an answer",
+                K::what(name)
             ))),
             sent: waited,
             received: Instant::now(),
@@ -407,7 +412,7 @@ impl Batcher<Claims> {
             fire: *fire,
             at_most,
         };
-        self.call(claim, timeout).await
+        self.call(name, claim, timeout).await
     }
 }
 
@@ -477,6 +482,6 @@ impl Batcher<Releases> {
             at_least,
             run: run.clone(),
         };
-        self.call(release, timeout).await.reply
+        self.call(record.name(), release, timeout).await.reply
     }
 }

@@ -112,15 +112,7 @@ where
                         Ok(true) => decided = true,
                         Ok(false) => alone.extend_from_slice(chunk),
                         Err(error) if !decided => return Err(error),
-                        Err(error) => {
-                            // Some claims were answered by an earlier statement: they keep their
-                            // answers, and only those still open fail, as after a lost reply.
-                            let open = unanswered(&answers, &[]);
-                            for (i, error) in open.iter().zip(error.shared(open.len())) {
-                                answers[*i] = Some(Err(error));
-                            }
-                            return Ok(finished(answers, "claim fires"));
-                        }
+                        Err(error) => return Ok(fail_open(answers, error, "claim fires")),
                     }
                 }
                 pending = unanswered(&answers, &alone);
@@ -216,34 +208,25 @@ where
             schema,
             skip_held: *skip_held,
         };
-        let seen = loop {
-            match self
-                .attempts(call, map, schema, |at| D::claim_fires(at, args))
-                .await
-            {
-                Ok(seen) => break seen,
-                Err(error) if waited_too_long(&error) && !args.skip_held => {
-                    tracing::debug!(
-                        error = &error as &dyn std::error::Error,
-                        claims = chunk.len(),
-                        "a row of a batch of fire claims was held by another transaction; \
-                         sending the batch again without the held rows"
-                    );
-                    args.skip_held = true;
-                    *skip_held = true;
-                }
-                // It waited again without the held rows (an insert of a missing row waited for
-                // another transaction's insert): nothing committed, and its claims stay open.
-                Err(error) if waited_too_long(&error) => return Ok(true),
-                Err(error) if refused(&error) => {
-                    tracing::warn!(
-                        error = &error as &dyn std::error::Error,
-                        claims = chunk.len(),
-                        "the database refused a batch of fire claims; claiming them one by one"
-                    );
-                    return Ok(false);
-                }
-                Err(error) => return Err(error),
+        let sent = send_bounded("fire claims", chunk.len(), *skip_held, |skip| {
+            args.skip_held = skip;
+            self.attempts(call, map, schema, move |at| D::claim_fires(at, args))
+        })
+        .await?;
+        let seen = match sent {
+            Sent::Answered(seen, skipped) => {
+                *skip_held |= skipped;
+                seen
+            }
+            // It waited again without the held rows (an insert of a missing row waited for
+            // another transaction's insert): its claims stay open.
+            Sent::WaitedAgain => {
+                *skip_held = true;
+                return Ok(true);
+            }
+            Sent::Refused(skipped) => {
+                *skip_held |= skipped;
+                return Ok(false);
             }
         };
         for ((&i, seen), fire) in chunk.iter().zip(seen).zip(&fires) {
@@ -275,6 +258,75 @@ struct Batch<'a, 'c> {
     schema: Schema,
 }
 
+/// What one batch statement came to under the bound on a held row's wait.
+pub(super) enum Sent<T> {
+    /// Answered; `true` if it was sent leaving held rows out.
+    Answered(T, bool),
+    /// It waited too long again while leaving held rows out: it committed nothing.
+    WaitedAgain,
+    /// The database refused it with an error: it committed nothing. `true` if it was sent
+    /// leaving held rows out.
+    Refused(bool),
+}
+
+/// Sends one statement of a batch of `what` (`fire claims`) carrying `calls` calls,
+/// `send(skip_held)`, first with `skip_held`. A statement that waited too long for a row another
+/// transaction holds (the dialect's bound, such as Postgres's `lock_timeout`) committed nothing,
+/// and is sent once more leaving held rows out. Errors other than a wait or a refusal are
+/// returned.
+pub(super) async fn send_bounded<T, F, Fut>(
+    what: &str,
+    calls: usize,
+    mut skip_held: bool,
+    mut send: F,
+) -> Result<Sent<T>>
+where
+    F: FnMut(bool) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    loop {
+        match send(skip_held).await {
+            Ok(answer) => return Ok(Sent::Answered(answer, skip_held)),
+            Err(error) if waited_too_long(&error) && !skip_held => {
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    calls,
+                    "a row of a batch of {what} was held by another transaction; sending the \
+                     batch again without the held rows"
+                );
+                skip_held = true;
+            }
+            Err(error) if waited_too_long(&error) => return Ok(Sent::WaitedAgain),
+            Err(error) if refused(&error) => {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    calls,
+                    "the database refused a batch of {what}; sending them one by one"
+                );
+                return Ok(Sent::Refused(skip_held));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Answers each call of `answers` still open with a copy of `error`, the error of a statement
+/// after earlier ones answered the others (they keep their answers), as after a lost reply; and
+/// returns them all, as [`finished`].
+pub(super) fn fail_open<T>(
+    mut answers: Vec<Option<Result<T>>>,
+    error: Error,
+    what: &str,
+) -> Vec<Result<T>> {
+    let open: Vec<usize> = (0..answers.len())
+        .filter(|&i| answers[i].is_none())
+        .collect();
+    for (i, error) in open.iter().zip(error.shared(open.len())) {
+        answers[*i] = Some(Err(error));
+    }
+    finished(answers, what)
+}
+
 /// The answers of a batch, each call's own: every call of `what` (`claim fires`) is answered by
 /// now.
 pub(super) fn finished<T>(answers: Vec<Option<Result<T>>>, what: &str) -> Vec<Result<T>> {
@@ -300,7 +352,7 @@ fn busy(name: &str) -> Error {
 
 /// Whether `error` says that a statement waited too long for a lock another transaction holds
 /// (Postgres's `lock_not_available`, 55P03). The statement then committed nothing.
-pub(super) fn waited_too_long(error: &Error) -> bool {
+fn waited_too_long(error: &Error) -> bool {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         if let Some(sqlx::Error::Database(db)) = crate::cause::sqlx_error(cause) {
@@ -313,7 +365,7 @@ pub(super) fn waited_too_long(error: &Error) -> bool {
 
 /// Whether the database answered `error` to a statement, which so committed nothing: not a lost
 /// connection, a timeout, or a table set up wrong.
-pub(super) fn refused(error: &Error) -> bool {
+fn refused(error: &Error) -> bool {
     if error.is_missing_table() || error.is_schema() {
         return false;
     }

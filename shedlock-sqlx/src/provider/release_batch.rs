@@ -13,7 +13,7 @@ use shedlock_core::{
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
 use super::Provider;
-use super::fire_batch::{finished, refused, waited_too_long};
+use super::fire_batch::{Sent, fail_open, finished, send_bounded};
 use crate::dialect::{Dialect, Guards, ReleaseRuns, fire_time};
 use crate::link::{Call, Schema};
 
@@ -122,17 +122,7 @@ where
                     Ok(true) => decided = true,
                     Ok(false) => alone.extend_from_slice(chunk),
                     Err(error) if !decided => return Err(error),
-                    Err(error) => {
-                        // Earlier statements' releases keep their answers; the others fail as
-                        // after a lost reply.
-                        let open: Vec<usize> = (0..releases.len())
-                            .filter(|&i| answers[i].is_none())
-                            .collect();
-                        for (i, error) in open.iter().zip(error.shared(open.len())) {
-                            answers[*i] = Some(Err(error));
-                        }
-                        return Ok(finished(answers, "release runs"));
-                    }
+                    Err(error) => return Ok(fail_open(answers, error, "release runs")),
                 }
             }
             pending = alone;
@@ -200,36 +190,16 @@ where
             errors: &errors,
             skip_held: false,
         };
-        let done = loop {
-            match self
-                .attempts(call, map, schema, |at| D::release_runs(at, args))
-                .await
-            {
-                Ok(done) => break done,
-                Err(error) if waited_too_long(&error) && !args.skip_held => {
-                    tracing::debug!(
-                        error = &error as &dyn std::error::Error,
-                        releases = chunk.len(),
-                        "a row of a batch of releases was held by another transaction; sending \
-                         the batch again without the held rows"
-                    );
-                    args.skip_held = true;
-                }
-                // It waited again without the held rows: nothing committed, and each release
-                // goes on its own.
-                Err(error) if waited_too_long(&error) => {
-                    break chunk.iter().map(|_| None).collect();
-                }
-                Err(error) if refused(&error) => {
-                    tracing::warn!(
-                        error = &error as &dyn std::error::Error,
-                        releases = chunk.len(),
-                        "the database refused a batch of releases; releasing them one by one"
-                    );
-                    return Ok(false);
-                }
-                Err(error) => return Err(error),
-            }
+        let sent = send_bounded("releases", chunk.len(), false, |skip| {
+            args.skip_held = skip;
+            self.attempts(call, map, schema, move |at| D::release_runs(at, args))
+        })
+        .await?;
+        let done = match sent {
+            Sent::Answered(done, _) => done,
+            // It waited again without the held rows: each release goes on its own.
+            Sent::WaitedAgain => chunk.iter().map(|_| None).collect(),
+            Sent::Refused(_) => return Ok(false),
         };
         for (&i, done) in chunk.iter().zip(done) {
             answers[i] = Some(done.ok_or_else(|| busy(releases[i].record.name())));
